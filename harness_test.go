@@ -1,0 +1,95 @@
+package redisrate
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// fakeRedis is a miniredis whose clock only moves when a test moves it, so
+// no test sleeps and every reply is exact.
+type fakeRedis struct {
+	t   testing.TB
+	mr  *miniredis.Miniredis
+	rdb *redis.Client
+	now time.Time
+}
+
+// epoch2026 is a fixed "today" for the fake clock, with a fraction of a
+// millisecond so that rounding is exercised.
+var epoch2026 = time.Date(2026, 11, 22, 12, 0, 0, 123456000, time.UTC)
+
+func newFakeRedis(t testing.TB) *fakeRedis {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), Protocol: 2})
+	t.Cleanup(func() { _ = rdb.Close() })
+	f := &fakeRedis{t: t, mr: mr, rdb: rdb}
+	f.setClock(epoch2026)
+	return f
+}
+
+func (f *fakeRedis) setClock(t time.Time) {
+	f.now = t
+	f.mr.SetTime(t)
+}
+
+// advance moves the clock and lets TTLs run out accordingly.
+func (f *fakeRedis) advance(d time.Duration) {
+	f.now = f.now.Add(d)
+	f.mr.SetTime(f.now)
+	f.mr.FastForward(d)
+}
+
+// eval runs the raw script of a with ARGV args, as any client would.
+func (f *fakeRedis) eval(a Algorithm, key string, args ...any) ([]int64, error) {
+	f.t.Helper()
+	s := scripts[a]
+	v, err := f.rdb.EvalSha(context.Background(), s.SHA1, []string{key}, args...).Result()
+	if err != nil && isNoScript(err) {
+		v, err = f.rdb.Eval(context.Background(), s.Source, []string{key}, args...).Result()
+	}
+	if err != nil {
+		return nil, err
+	}
+	arr := v.([]any)
+	out := make([]int64, len(arr))
+	for i, x := range arr {
+		out[i] = x.(int64)
+	}
+	return out, nil
+}
+
+// mustEval is eval for calls that must succeed.
+func (f *fakeRedis) mustEval(a Algorithm, key string, args ...any) []int64 {
+	f.t.Helper()
+	r, err := f.eval(a, key, args...)
+	if err != nil {
+		f.t.Fatalf("%s %q %v: %v", a, key, args, err)
+	}
+	return r
+}
+
+// dump returns the key's serialized value and TTL, to prove a call wrote nothing.
+func (f *fakeRedis) dump(key string) string {
+	f.t.Helper()
+	ctx := context.Background()
+	typ := f.rdb.Type(ctx, key).Val()
+	var val any
+	switch typ {
+	case "string":
+		val = f.rdb.Get(ctx, key).Val()
+	case "zset":
+		val = f.rdb.ZRangeWithScores(ctx, key, 0, -1).Val()
+	case "list":
+		val = f.rdb.LRange(ctx, key, 0, -1).Val()
+	case "hash":
+		val = f.rdb.HGetAll(ctx, key).Val()
+	case "set":
+		val = f.rdb.SMembers(ctx, key).Val()
+	}
+	return typ + "|" + fmtAny(val) + "|" + f.rdb.PTTL(ctx, key).Val().String()
+}
