@@ -9,8 +9,8 @@ import (
 // per 1000 ms, burst 5) in our reply conventions.
 func TestGCRAPublishedVectors(t *testing.T) {
 	rows := []struct {
-		at                                  time.Duration
-		cost                                string
+		at                               time.Duration
+		cost                             string
 		allowed, remaining, retry, reset int64
 	}{
 		{0, "6", 0, 5, -1, 0},
