@@ -170,12 +170,12 @@ local function parse_args(spec)
   local n_limits = 1
   if n_argv > 5 then
     local extra = n_argv - 5
-    n_limits = 1 + floor(extra / 3)
-    if extra % 3 ~= 0 then
-      return nil, fmt('ERR incomplete limit #%d: each further limit is the triple limit period_ms burst', n_limits + 1)
-    end
+    n_limits = 1 + cdiv(extra, 3) -- a partial triple counts as a limit here
     if n_limits > MAX_LIMITS then
       return nil, fmt('ERR too many limits (%d): must be at most %d', n_limits, MAX_LIMITS)
+    end
+    if extra % 3 ~= 0 then
+      return nil, fmt('ERR incomplete limit #%d: each further limit is the triple limit period_ms burst', n_limits)
     end
   end
   local whole = spec.whole and 'a whole number' or 'a number'
