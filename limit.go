@@ -125,7 +125,15 @@ func formatPeriod(d time.Duration) string {
 	if d > 0 && d%(24*time.Hour) == 0 {
 		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
 	}
-	return strings.TrimSuffix(strings.TrimSuffix(d.String(), "0s"), "0m")
+	// time.Duration prints "1h30m0s": drop the zero seconds and minutes
+	s := d.String()
+	if d >= time.Minute && d%time.Minute == 0 {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if d >= time.Hour && d%time.Hour == 0 {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 var periodUnits = map[string]time.Duration{
