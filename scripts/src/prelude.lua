@@ -57,6 +57,13 @@ local function parse_number(s)
   return v, m, exp
 end
 
+-- scale returns m * 10^e for e >= 0: exact while the result is below 2^53,
+-- and past every limit (math.huge) where 10^e is not in the table.
+local function scale(m, e)
+  if e > 22 then return m == 0 and 0 or math.huge end
+  return m * POW10[e]
+end
+
 -- Exact integer division for integers 0 <= n, 0 < d, n and d below 2^53.
 -- math.fmod is exact; n / d followed by floor is not (it can round up to the
 -- next integer), which is the classic off-by-one at rates like 3 per second.
@@ -176,8 +183,8 @@ local function parse_args(spec)
       return nil, invalid('limit' .. suffix, limit_s, 'given with at most 15 decimals (burst too)')
     end
     local unit = POW10[decimals]
-    local limit_u = limit_m * POW10[limit_e + decimals]
-    local burst_u = burst_m * POW10[burst_e + decimals]
+    local limit_u = scale(limit_m, limit_e + decimals)
+    local burst_u = scale(burst_m, burst_e + decimals)
     if limit_u > EXACT or burst_u > EXACT then
       return nil, invalid('limit' .. suffix, limit_s, 'exact in whole units: limit and burst need fewer significant digits')
     end
@@ -187,7 +194,7 @@ local function parse_args(spec)
     limits[i] = {
       suffix = suffix, limit = limit, period = period, period_us = period_us, burst = burst,
       unit = unit, limit_u = limit_u, burst_u = burst_u,
-      cost_u = (cost_e_u >= 0 and cost_e_u <= 22) and cost_m * POW10[cost_e_u] or cost * unit,
+      cost_u = cost_e_u >= 0 and scale(cost_m, cost_e_u) or cost * unit,
       a = limit_u / g, b = period_us / g,
       limit_s = limit_s, burst_s = burst_s ~= '' and burst_s or limit_s,
     }
