@@ -212,11 +212,17 @@ func formatPeriodMs(d time.Duration) string {
 }
 
 // Validate reports whether the scripts accept l, with the same words as
-// their error replies, without a round trip to Redis. Only the exactness
-// check of extreme combinations (e.g. burst 1e15 over a day) is left to the
-// script, which refuses them the same way.
+// their error replies, without a round trip to Redis: including the range
+// checks that keep extreme combinations (e.g. burst 1e15 over a day) exact.
 func (l Limit) Validate() error {
-	return l.validate("")
+	if err := l.validate(""); err != nil {
+		return err
+	}
+	s, err := l.scale("")
+	if err != nil {
+		return err
+	}
+	return l.checkRange("", s, 0, false)
 }
 
 const maxNumber, maxPeriodMs = 1e15, 1e12

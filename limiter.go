@@ -2,7 +2,7 @@ package redisrate
 
 import (
 	"context"
-	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -111,28 +111,42 @@ func Args(n float64, check bool, limits ...Limit) ([]any, error) {
 	if len(limits) > maxLimits {
 		return nil, invalidf("too many limits (%d): must be at most %d", len(limits), maxLimits)
 	}
+	// The scripts' order: the cost, then each limit, then the range checks.
 	algo := limits[0].Algorithm
-	args := make([]any, 0, 5+3*(len(limits)-1))
+	if algo < 0 || algo >= numAlgorithms {
+		return nil, limits[0].validate("")
+	}
+	if err := validateCost(algo, n); err != nil {
+		return nil, err
+	}
+	scaled := make([]scaledLimit, len(limits))
 	for i, lim := range limits {
-		suffix := ""
-		if i > 0 {
-			suffix = fmt.Sprintf(" #%d", i+1)
-			if lim.Algorithm != algo {
-				return nil, invalidf("invalid limit%s: its algorithm %s differs from %s; one key holds one algorithm's state", suffix, lim.Algorithm, algo)
-			}
+		suffix := limitSuffix(i)
+		if lim.Algorithm != algo {
+			return nil, invalidf("invalid limit%s: its algorithm %s differs from %s; one key holds one algorithm's state", suffix, lim.Algorithm, algo)
 		}
 		if err := lim.validate(suffix); err != nil {
 			return nil, err
 		}
+		s, err := lim.scale(suffix)
+		if err != nil {
+			return nil, err
+		}
+		scaled[i] = s
+	}
+	for i, lim := range limits {
+		if err := lim.checkRange(limitSuffix(i), scaled[i], n, true); err != nil {
+			return nil, err
+		}
+	}
+	args := make([]any, 0, 5+3*(len(limits)-1))
+	for i, lim := range limits {
 		burst := ""
 		if lim.Burst != 0 {
 			burst = formatNumber(lim.Burst)
 		}
 		args = append(args, formatNumber(lim.Rate), formatPeriodMs(lim.Period), burst)
 		if i == 0 {
-			if err := validateCost(algo, n); err != nil {
-				return nil, err
-			}
 			mode := ""
 			if check {
 				mode = "check"
@@ -141,6 +155,15 @@ func Args(n float64, check bool, limits ...Limit) ([]any, error) {
 		}
 	}
 	return args, nil
+}
+
+// limitSuffix is how the scripts name the arguments of the i-th limit (from
+// 0): "" for the first, " #2" for the second.
+func limitSuffix(i int) string {
+	if i == 0 {
+		return ""
+	}
+	return " #" + strconv.Itoa(i+1)
 }
 
 func (l *Limiter) do(ctx context.Context, key string, n float64, check bool, limits ...Limit) (Result, error) {
