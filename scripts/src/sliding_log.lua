@@ -2,9 +2,11 @@
 -- with its time; a request is admitted when the entries within the last
 -- period_ms leave room for its cost. Exact over any span, but memory and time
 -- grow with limit: for small limits that must be exact.
--- State: a sorted set of entries "time-seq" scored with their time in
--- microseconds, plus the marker member "redisrate:sliding_log" at score 0 that
--- tells this state from a user's sorted set.
+-- State: a sorted set with one member per admitted unit, named by a sequence
+-- number and scored with its time in microseconds, plus the marker member
+-- "redisrate:sliding_log", which tells this state from a user's sorted set and
+-- holds the last sequence number as its score, negated (so it is never inside
+-- a window, whose scores are times > 0).
 --@include prelude.lua
 
 local SPEC = { name = 'sliding_log', per_limit = 1, whole = true, window = true }
@@ -19,6 +21,7 @@ if type(marked) == 'table' and marked.err then
   return redis.error_reply('ERR key holds a value of another type, not sliding_log state: left untouched')
 end
 local fresh = not marked
+local last_seq = fresh and 0 or -tonumber(marked)
 if fresh and redis.call('EXISTS', key) == 1 then
   return redis.error_reply('ERR key holds a value that is not sliding_log state: left untouched')
 end
@@ -35,7 +38,7 @@ local verdicts = {}
 local longest = 0
 for i, lim in ipairs(args.limits) do
   if lim.period_us > longest then longest = lim.period_us end
-  -- the window is (now - period, now]; the marker at 0 is never in it
+  -- the window is (now - period, now]; the marker's score is <= 0, never in it
   local lo = now - lim.period_us
   if lo < 0 then lo = 0 end
   local count = 0
@@ -70,12 +73,10 @@ if allowed and cost > 0 and not args.check then
   if not fresh then
     redis.call('ZREMRANGEBYSCORE', key, '(0', num_str(now - longest))
   end
-  local seq = fresh and 0 or redis.call('ZCARD', key)
-  local stamp = num_str(now)
-  local batch = fresh and { 0, MARKER } or {}
+  local batch = { -(last_seq + cost), MARKER }
   for n = 1, cost do
     batch[#batch + 1] = now
-    batch[#batch + 1] = stamp .. '-' .. (seq + n)
+    batch[#batch + 1] = num_str(last_seq + n)
     if #batch >= 2 * ZADD_CHUNK or n == cost then
       redis.call('ZADD', key, unpack(batch))
       batch = {}
