@@ -18,7 +18,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"regexp"
-	"strings"
 )
 
 //go:embed scripts/*.lua
@@ -33,14 +32,16 @@ type Script struct {
 }
 
 var (
-	scripts   [numAlgorithms]Script
-	specs     [numAlgorithms]spec
-	specLine  = regexp.MustCompile(`(?m)^local SPEC = \{.*\}$`)
-	algoNames = [numAlgorithms]string{"gcra", "token_bucket", "leaky_bucket", "sliding_window", "fixed_window", "sliding_log"}
+	scripts    [numAlgorithms]Script
+	specs      [numAlgorithms]spec
+	wholeLine  = regexp.MustCompile(`(?m)^local WHOLE = (true|false)\b`)
+	windowLine = regexp.MustCompile(`(?m)^local WINDOW = (true|false)\b`)
+	algoNames  = [numAlgorithms]string{"gcra", "token_bucket", "leaky_bucket", "sliding_window", "fixed_window", "sliding_log"}
 )
 
 // spec is what the Go side needs to know of a script to validate its
-// arguments, read from the script's own SPEC line so it is written only once.
+// arguments, read from the script's own WHOLE and WINDOW constants so that it
+// is written only once.
 type spec struct {
 	whole  bool // limit, burst and cost must be whole numbers
 	window bool // burst may only be absent, 0 or equal to limit
@@ -55,11 +56,11 @@ func init() {
 		}
 		sum := sha1.Sum(src)
 		scripts[a] = Script{Algorithm: a, Name: name, Source: string(src), SHA1: hex.EncodeToString(sum[:])}
-		line := specLine.FindString(string(src))
-		if line == "" {
-			panic(fmt.Sprintf("redisrate: embedded script %s.lua has no SPEC line", name))
+		whole, window := wholeLine.FindStringSubmatch(string(src)), windowLine.FindStringSubmatch(string(src))
+		if whole == nil || window == nil {
+			panic(fmt.Sprintf("redisrate: embedded script %s.lua does not declare WHOLE and WINDOW", name))
 		}
-		specs[a] = spec{whole: strings.Contains(line, "whole = true"), window: strings.Contains(line, "window = true")}
+		specs[a] = spec{whole: whole[1] == "true", window: window[1] == "true"}
 	}
 }
 

@@ -50,14 +50,24 @@
 -- request leaves the key a TTL no longer than its state matters; results are
 -- exact integers for integer inputs.
 -- ---------------------------------------------------------------------------
+local NAME = 'leaky_bucket'
+local TAG = 'lb' -- the state's tag
+local PER_LIMIT = 2 -- numbers stored per limit
+local WHOLE = false -- limit, burst and cost must be whole numbers
+local WINDOW = false -- burst may only be absent, 0 or equal to limit
 -- ---------------------------------------------------------------------------
--- Shared prelude: argument parsing, validation, exact arithmetic, state I/O and
--- the reply. It is written once in scripts/src/prelude.lua and copied into every
+-- Shared prelude (scripts/src/prelude.lua): constants, the few helpers every
+-- algorithm needs, then the validation of KEYS and ARGV, which returns an
+-- error reply before anything else happens. Written once, copied into every
 -- script by `go generate`, so each .lua file still stands alone.
--- It must run the same on Redis's Lua 5.1 and on gopher-lua (miniredis): no
--- tonumber() on strings with exponents, no integer division, no string.format
+--
+-- It runs the same on Redis's Lua 5.1 and on gopher-lua (miniredis): no
+-- tonumber() of strings with exponents, no integer division, no string.format
 -- of numbers past 2^53, no multiple assignment whose right side reads a
 -- variable assigned on its left (gopher-lua assigns left to right).
+-- Top-level code instead of functions where it runs once: every function
+-- here is a closure built again on each call, and that is most of a script's
+-- cost in Redis.
 -- ---------------------------------------------------------------------------
 local MAX_LIMITS = 8
 local MAX_NUMBER = 1e15
@@ -67,12 +77,10 @@ local EXACT = 9007199254740992 -- 2^53: every integer up to here is exact in a d
 local floor, fmod = math.floor, math.fmod
 local match, sub, fmt = string.match, string.sub, string.format
 
-local POW10 = { [0] = 1 }
-for i = 1, 22 do POW10[i] = POW10[i - 1] * 10 end
-
 -- parse_number reads a contract number: ^[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$.
 -- It returns value, mantissa, exponent (value = mantissa * 10^exponent, the
--- mantissa an integer without trailing zeros), or nil when s is not a number.
+-- mantissa an integer), or nil when s is not such a number. 10^e is exact for
+-- 0 <= e <= 22, in C's pow and in Go's alike.
 local function parse_number(s)
   if #s <= 16 and match(s, '^%d+$') then
     local v = tonumber(s)
@@ -98,27 +106,15 @@ local function parse_number(s)
   if body == '' then return 0, 0, 0 end
   exp = exp - #frac + #zeros
   local m = tonumber(body)
-  local v
-  if exp >= 0 then
-    v = exp <= 22 and m * POW10[exp] or math.huge
-  elseif exp >= -22 then
-    v = m / POW10[-exp]
-  else
-    v = m / POW10[22] / 10 ^ (-exp - 22)
-  end
-  return v, m, exp
+  if exp > 22 then return math.huge, m, exp end
+  if exp >= 0 then return m * 10 ^ exp, m, exp end
+  if exp >= -22 then return m / 10 ^ -exp, m, exp end
+  return m / 1e22 / 10 ^ (-exp - 22), m, exp
 end
 
--- scale returns m * 10^e for e >= 0: exact while the result is below 2^53,
--- and past every limit (math.huge) where 10^e is not in the table.
-local function scale(m, e)
-  if e > 22 then return m == 0 and 0 or math.huge end
-  return m * POW10[e]
-end
-
--- Exact integer division for integers 0 <= n, 0 < d, n and d below 2^53.
--- math.fmod is exact; n / d followed by floor is not (it can round up to the
--- next integer), which is the classic off-by-one at rates like 3 per second.
+-- Exact integer division for integers 0 <= n, 0 < d, both below 2^53.
+-- math.fmod is exact; floor(n / d) is not (n / d can round up to the next
+-- integer), which is the classic off-by-one at rates like 3 per second.
 local function idiv(n, d)
   return (n - fmod(n, d)) / d
 end
@@ -129,15 +125,6 @@ local function cdiv(n, d)
   return (n - r) / d + 1
 end
 
-local function gcd(x, y)
-  while y ~= 0 do
-    local r = fmod(x, y) -- not `x, y = y, fmod(x, y)`: gopher-lua assigns x first
-    x = y
-    y = r
-  end
-  return x
-end
-
 -- Durations are kept in microseconds; replies round them up to milliseconds.
 local function us_to_ms(us)
   if us <= 0 then return 0 end
@@ -145,266 +132,196 @@ local function us_to_ms(us)
   return cdiv(us, 1000)
 end
 
--- num_str formats a stored number so that parse_number reads it back exactly:
--- integers below 2^53 as plain digits, fractions with 17 significant digits.
-local function num_str(x)
-  return fmt('%.17g', x)
-end
-
-local function show(s)
-  if #s > 40 then s = sub(s, 1, 40) .. '...' end
-  return s
-end
-
 local function invalid(name, s, must)
-  return fmt("ERR invalid %s '%s': must be %s", name, show(s), must)
+  if #s > 40 then s = sub(s, 1, 40) .. '...' end
+  return fmt("ERR invalid %s '%s': must be %s", name, s, must)
 end
 
-local function clock_us()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- ---- Arguments: validated in full before the key is touched ----
+if #KEYS ~= 1 then
+  return redis.error_reply(fmt("ERR invalid numkeys '%d': must be 1 (the limiter's key)", #KEYS))
+end
+local key = KEYS[1]
+local n_limits = 1
+if #ARGV > 5 then
+  local extra = #ARGV - 5
+  n_limits = 1 + cdiv(extra, 3) -- a partial triple counts as a limit here
+  if n_limits > MAX_LIMITS then
+    return redis.error_reply(fmt('ERR too many limits (%d): must be at most %d', n_limits, MAX_LIMITS))
+  end
+  if extra % 3 ~= 0 then
+    return redis.error_reply(fmt('ERR incomplete limit #%d: each further limit is the triple limit period_ms burst', n_limits))
+  end
 end
 
--- parse_args validates KEYS and ARGV against the contract before the key is
--- touched. spec.whole: limit, burst and cost must be whole numbers.
--- spec.window: burst may only be absent, 0 or equal to limit.
--- It returns { limits, cost, check }, or nil and an error text.
-local function parse_args(spec)
-  if #KEYS ~= 1 then
-    return nil, fmt("ERR invalid numkeys '%d': must be 1 (the limiter's key)", #KEYS)
+local cost_s = ARGV[4] or ''
+local cost, cost_m, cost_e = 1, 1, 0
+if cost_s ~= '' then
+  cost, cost_m, cost_e = parse_number(cost_s)
+  if not cost or cost > MAX_NUMBER or (WHOLE and cost_e < 0) then
+    return redis.error_reply(invalid('cost', cost_s, (WHOLE and 'a whole number' or 'a number') .. ' >= 0, at most 1e15'))
   end
-  local n_argv = #ARGV
-  local n_limits = 1
-  if n_argv > 5 then
-    local extra = n_argv - 5
-    n_limits = 1 + cdiv(extra, 3) -- a partial triple counts as a limit here
-    if n_limits > MAX_LIMITS then
-      return nil, fmt('ERR too many limits (%d): must be at most %d', n_limits, MAX_LIMITS)
-    end
-    if extra % 3 ~= 0 then
-      return nil, fmt('ERR incomplete limit #%d: each further limit is the triple limit period_ms burst', n_limits)
-    end
-  end
-  local whole = spec.whole and 'a whole number' or 'a number'
+end
+local mode = ARGV[5] or ''
+if mode ~= '' and mode ~= 'check' then
+  return redis.error_reply(invalid('mode', mode, "empty or 'check'"))
+end
+local check = mode == 'check'
+local writes = cost > 0 and not check -- an admitted request records only then
 
-  local cost_s = ARGV[4] or ''
-  local cost, cost_m, cost_e = 1, 1, 0
-  if cost_s ~= '' then
-    cost, cost_m, cost_e = parse_number(cost_s)
-    if not cost or cost > MAX_NUMBER or (spec.whole and cost_e < 0) then
-      return nil, invalid('cost', cost_s, whole .. ' >= 0, at most 1e15')
-    end
-  end
-  local mode = ARGV[5] or ''
-  if mode ~= '' and mode ~= 'check' then
-    return nil, invalid('mode', mode, "empty or 'check'")
-  end
+-- Each limit in the scripts' integer units: unit = 10^decimals of limit and
+-- burst makes both integers, and a/b (lowest terms) is the rate in units per
+-- microsecond. Fields the algorithms add later are declared here too, so the
+-- table is sized once.
+local limits = {}
+for i = 1, n_limits do
+  local base = i == 1 and 0 or 5 + (i - 2) * 3
+  local suffix = i == 1 and '' or ' #' .. i
+  local limit_s, period_s, burst_s = ARGV[base + 1] or '', ARGV[base + 2] or '', ARGV[base + 3] or ''
 
-  local limits = {}
-  for i = 1, n_limits do
-    local base = i == 1 and 0 or 5 + (i - 2) * 3
-    local suffix = i == 1 and '' or ' #' .. i
-    local limit_s, period_s, burst_s = ARGV[base + 1] or '', ARGV[base + 2] or '', ARGV[base + 3] or ''
-
-    local limit, limit_m, limit_e = parse_number(limit_s)
-    if not limit or limit <= 0 or limit > MAX_NUMBER or (spec.whole and limit_e < 0) then
-      return nil, invalid('limit' .. suffix, limit_s, 'a positive ' .. (spec.whole and 'whole ' or '') .. 'number, at most 1e15')
-    end
-    local period, _, period_e = parse_number(period_s)
-    if not period or period <= 0 or period > MAX_PERIOD_MS or period_e < 0 then
-      return nil, invalid('period_ms' .. suffix, period_s, 'a positive integer, at most 1e12')
-    end
-    local burst, burst_m, burst_e = limit, limit_m, limit_e
-    if burst_s ~= '' then
-      local b, bm, be = parse_number(burst_s)
-      if spec.window then
-        if not b or (b ~= 0 and b ~= limit) then
-          return nil, invalid('burst' .. suffix, burst_s, 'empty, 0 or equal to limit for ' .. spec.name)
-        end
-      elseif not b or b > MAX_NUMBER or (spec.whole and be < 0) then
-        return nil, invalid('burst' .. suffix, burst_s, 'a positive number, at most 1e15, or 0 or empty for limit')
-      elseif b > 0 then
-        burst, burst_m, burst_e = b, bm, be
+  local limit, limit_m, limit_e = parse_number(limit_s)
+  if not limit or limit <= 0 or limit > MAX_NUMBER or (WHOLE and limit_e < 0) then
+    return redis.error_reply(invalid('limit' .. suffix, limit_s, 'a positive ' .. (WHOLE and 'whole ' or '') .. 'number, at most 1e15'))
+  end
+  local period, _, period_e = parse_number(period_s)
+  if not period or period <= 0 or period > MAX_PERIOD_MS or period_e < 0 then
+    return redis.error_reply(invalid('period_ms' .. suffix, period_s, 'a positive integer, at most 1e12'))
+  end
+  local burst, burst_m, burst_e = limit, limit_m, limit_e
+  if burst_s ~= '' then
+    local b, bm, be = parse_number(burst_s)
+    if WINDOW then
+      if not b or (b ~= 0 and b ~= limit) then
+        return redis.error_reply(invalid('burst' .. suffix, burst_s, 'empty, 0 or equal to limit for ' .. NAME))
       end
+    elseif not b or b > MAX_NUMBER or (WHOLE and be < 0) then
+      return redis.error_reply(invalid('burst' .. suffix, burst_s, 'a positive number, at most 1e15, or 0 or empty for limit'))
+    elseif b > 0 then
+      burst, burst_m, burst_e = b, bm, be
     end
-
-    -- Units are scaled by 10^decimals of limit and burst so that both are
-    -- integers; the rate is then the reduced fraction a/b units per microsecond.
-    local decimals = math.max(0, -limit_e, -burst_e)
-    if decimals > 15 then
-      return nil, invalid('limit' .. suffix, limit_s, 'given with at most 15 decimals (burst too)')
-    end
-    local unit = POW10[decimals]
-    local limit_u = scale(limit_m, limit_e + decimals)
-    local burst_u = scale(burst_m, burst_e + decimals)
-    if limit_u > EXACT or burst_u > EXACT then
-      return nil, invalid('limit' .. suffix, limit_s, 'exact in whole units: limit and burst need fewer significant digits')
-    end
-    local cost_e_u = cost_e + decimals
-    local period_us = period * 1000
-    local g = gcd(limit_u, period_us)
-    limits[i] = {
-      suffix = suffix, limit = limit, period = period, period_us = period_us, burst = burst,
-      unit = unit, limit_u = limit_u, burst_u = burst_u,
-      cost_u = cost_e_u >= 0 and scale(cost_m, cost_e_u) or cost * unit,
-      a = limit_u / g, b = period_us / g,
-      limit_s = limit_s, burst_s = burst_s ~= '' and burst_s or limit_s,
-    }
   end
-  return { limits = limits, cost = cost, cost_s = cost_s, check = mode == 'check' }
+
+  local decimals = -limit_e
+  if -burst_e > decimals then decimals = -burst_e end
+  if decimals < 0 then decimals = 0 end
+  if decimals > 15 then
+    return redis.error_reply(invalid('limit' .. suffix, limit_s, 'given with at most 15 decimals (burst too)'))
+  end
+  local limit_u, burst_u, cost_u = limit, burst, cost
+  if decimals > 0 or limit_e ~= 0 or burst_e ~= 0 then
+    -- m * 10^e is exact below 2^53, and 10^e past 10^22 is past every limit
+    local e = limit_e + decimals
+    limit_u = e > 22 and math.huge or limit_m * 10 ^ e
+    e = burst_e + decimals
+    burst_u = e > 22 and math.huge or burst_m * 10 ^ e
+    e = cost_e + decimals
+    cost_u = e < 0 and cost * 10 ^ decimals or (e > 22 and (cost_m == 0 and 0 or math.huge)) or cost_m * 10 ^ e
+  end
+  if limit_u > EXACT or burst_u > EXACT then
+    return redis.error_reply(invalid('limit' .. suffix, limit_s, 'exact in whole units: limit and burst need fewer significant digits'))
+  end
+  local period_us = period * 1000
+  local x, y = limit_u, period_us -- gcd(limit_u, period_us)
+  while y ~= 0 do
+    local r = fmod(x, y)
+    x = y
+    y = r
+  end
+  limits[i] = {
+    limit = limit, period = period, period_us = period_us, burst = burst,
+    unit = 10 ^ decimals, limit_u = limit_u, burst_u = burst_u, cost_u = cost_u,
+    a = limit_u / x, b = period_us / x, xmax = 0, cx = 0,
+    suffix = suffix, limit_s = limit_s, burst_s = burst_s ~= '' and burst_s or limit_s,
+  }
 end
 
--- too_large names the argument whose size would push this limit's arithmetic
--- past 2^53, where a double stops being exact.
+-- too_large names the burst whose size would push a limit's arithmetic past
+-- 2^53, where a double stops being exact.
 local function too_large(lim)
-  return invalid('burst' .. lim.suffix, lim.burst_s, 'small enough for exact arithmetic with this limit and period_ms (burst * period_ms / limit, in microseconds, at most 2^53)')
+  return redis.error_reply(invalid('burst' .. lim.suffix, lim.burst_s, 'small enough for exact arithmetic with this limit and period_ms (burst * period_ms / limit, in microseconds, at most 2^53)'))
 end
-
--- TAGS names every string state layout of the bundle, so that one script can
--- tell another's state from a user's value and say which it is.
-local TAGS = { gcra = 'gcra', tb = 'token_bucket', lb = 'leaky_bucket', sw = 'sliding_window', fw = 'fixed_window' }
-
--- read_state returns the numbers stored under key for this script's tag (an
--- empty table when the key does not exist), or nil and an error text when the
--- key holds anything else. Nothing is written either way.
-local function read_state(key, tag, per_limit)
-  local raw = redis.pcall('GET', key)
-  if type(raw) == 'table' and raw.err then
-    return nil, fmt('ERR key holds a value of another type, not %s state: left untouched', TAGS[tag])
-  end
-  if not raw then return {} end
-  local found = match(raw, '^(%l+) ')
-  if found ~= tag then
-    if found and TAGS[found] then
-      return nil, fmt('ERR key holds %s state, not %s state: left untouched', TAGS[found], TAGS[tag])
-    end
-    return nil, fmt('ERR key holds a value that is not %s state: left untouched', TAGS[tag])
-  end
-  local fields = {}
-  for word in string.gmatch(sub(raw, #tag + 2), '[^ ]+') do
-    local v = parse_number(word)
-    if not v then
-      return nil, fmt('ERR key holds a value that is not %s state: left untouched', TAGS[tag])
-    end
-    fields[#fields + 1] = v
-  end
-  if #fields == 0 or #fields % per_limit ~= 0 then
-    return nil, fmt('ERR key holds a value that is not %s state: left untouched', TAGS[tag])
-  end
-  return fields
-end
-
--- write_state stores the fields with a TTL of ttl_us rounded up to whole ms, so
--- the key disappears once its state is worth no more than no state at all.
-local function write_state(key, tag, fields, ttl_us)
-  local parts = { tag }
-  for i = 1, #fields do parts[i + 1] = num_str(fields[i]) end
-  redis.call('SET', key, table.concat(parts, ' '), 'PX', us_to_ms(ttl_us))
-end
-
--- Each algorithm evaluates every limit to a verdict:
---   ok          the cost fits this limit now
---   never       the cost can never fit (more than the capacity)
---   retry_us    when not ok and not never: wait before the same cost fits
---   rem, left   whole units available (reply) and the exact amount (ranking),
---               after this request when ok, now when not
---   reset_us    time until this limit is back to its empty state, likewise
---   capacity    the capacity to report
--- decide combines them: all or nothing, and the binding limit for the reply.
-local function decide(verdicts)
-  local allowed = true
-  for i = 1, #verdicts do
-    if not verdicts[i].ok then allowed = false end
-  end
-  local pick = nil
-  for i = 1, #verdicts do
-    local v = verdicts[i]
-    if allowed then
-      if not pick or v.left < verdicts[pick].left then pick = i end
-    elseif not v.ok then
-      if not pick then
-        pick = i
-      else
-        local p = verdicts[pick]
-        if not p.never and (v.never or v.retry_us > p.retry_us) then pick = i end
-      end
-    end
-  end
-  local v = verdicts[pick]
-  local retry_ms = 0
-  if not allowed then retry_ms = v.never and -1 or us_to_ms(v.retry_us) end
-  -- When denied, the binding limit describes the state now (nothing was taken);
-  -- the fields of the other limits must also be now, which they are.
-  return allowed, { allowed and 1 or 0, v.rem, retry_ms, us_to_ms(v.reset_us), floor(v.capacity), pick }
-end
-
-local function ttl_of(verdicts)
-  local ttl = 0
-  for i = 1, #verdicts do
-    if verdicts[i].reset_us > ttl then ttl = verdicts[i].reset_us end
-  end
-  return ttl
+-- ---- The clock: Redis TIME only, as integer microseconds (exact in a double) ----
+local now
+do
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 -- ---------------------------------------------------------------------------
 -- End of the shared prelude.
 -- ---------------------------------------------------------------------------
--- ---------------------------------------------------------------------------
--- Continuous bucket core, shared by gcra.lua and leaky_bucket.lua (written once
--- in scripts/src/continuous.lua): the two differ only in how they store it.
---
--- A limit drains a/b units per microsecond (the reduced fraction of limit
--- units per period). The level is kept as the integer x = level * b, so a cost
--- adds cost * b, the capacity is burst * b, and x drains by a each microsecond:
--- every quantity is an integer and every decision exact.
--- ---------------------------------------------------------------------------
-
--- continuous_setup fixes each limit's capacity and cost in x units, or returns
--- an error text when they would not be exact.
-local function continuous_setup(args)
-  for _, lim in ipairs(args.limits) do
-    lim.xmax = lim.burst_u * lim.b
-    local cx = lim.cost_u * lim.b
-    if cx ~= floor(cx) then cx = floor(cx) + 1 end -- a finer cost than the limit's units: round against the caller
-    lim.cx = cx
-    if lim.xmax > EXACT then return too_large(lim) end
-    if cx > EXACT - lim.xmax then return invalid('cost', args.cost_s, 'small enough for exact arithmetic with this limit (cost * period_ms / limit, in microseconds, at most 2^53)') end
+-- ---- Continuous bucket (scripts/src/continuous.lua), for gcra and leaky_bucket ----
+-- A limit drains a/b units per microsecond. Its level is kept as the integer
+-- x = level * b: a cost adds cost * b, the capacity is burst * b, and x drains
+-- by a each microsecond, so every quantity is an integer and every decision
+-- exact. The two algorithms differ only in how they store x.
+for i = 1, n_limits do
+  local lim = limits[i]
+  lim.xmax = lim.burst_u * lim.b
+  local cx = lim.cost_u * lim.b
+  if cx ~= floor(cx) then cx = floor(cx) + 1 end -- a cost finer than the limit's units: round against the caller
+  lim.cx = cx
+  if lim.xmax > EXACT then return too_large(lim) end
+  if cx > EXACT - lim.xmax then
+    return redis.error_reply(invalid('cost', cost_s, 'small enough for exact arithmetic with this limit (cost * period_ms / limit, in microseconds, at most 2^53)'))
   end
 end
 
--- continuous_verdict judges one limit whose level is x now; x_after is the
--- level to store when the whole request is admitted.
+-- continuous_verdict judges a limit whose level is x now; x_after is the level
+-- to store if the whole request is admitted.
 local function continuous_verdict(lim, x)
-  local v = { capacity = lim.burst, ok = false, never = false, retry_us = 0 }
+  local ok, never, retry_us = false, false, 0
   if lim.cx > lim.xmax then
-    v.never = true
+    never = true
   elseif x + lim.cx <= lim.xmax then
-    v.ok = true
+    ok = true
     x = x + lim.cx
   else
-    v.retry_us = cdiv(x + lim.cx - lim.xmax, lim.a)
+    retry_us = cdiv(x + lim.cx - lim.xmax, lim.a)
   end
-  v.x_after = x
   local room = lim.xmax > x and lim.xmax - x or 0 -- state written under other limits may overflow
-  v.rem = idiv(idiv(room, lim.b), lim.unit)
-  v.left = room / (lim.b * lim.unit)
-  v.reset_us = cdiv(x, lim.a)
-  return v
+  return {
+    ok = ok, never = never, retry_us = retry_us, capacity = lim.burst, x_after = x,
+    rem = idiv(idiv(room, lim.b), lim.unit), left = room / (lim.b * lim.unit), reset_us = cdiv(x, lim.a),
+  }
+end
+-- ---- State (scripts/src/state.lua): this script's string state, or refusal ----
+-- The value is "<tag> <number> <number> ...": PER_LIMIT numbers per limit
+-- position. A key of another type, a user's value or another script's state
+-- is refused, and nothing is written.
+local state = {}
+do
+  local raw = redis.pcall('GET', key)
+  if type(raw) == 'table' and raw.err then
+    return redis.error_reply(fmt('ERR key holds a value of another type, not %s state: left untouched', NAME))
+  end
+  if raw then
+    local tag = match(raw, '^(%l+) ')
+    local ours = tag == TAG
+    if ours then
+      for word in string.gmatch(sub(raw, #tag + 2), '[^ ]+') do
+        local v = parse_number(word)
+        if not v then
+          ours = false
+          break
+        end
+        state[#state + 1] = v
+      end
+      ours = ours and #state > 0 and #state % PER_LIMIT == 0
+    end
+    if not ours then
+      local layouts = { gcra = 'gcra', tb = 'token_bucket', lb = 'leaky_bucket', sw = 'sliding_window', fw = 'fixed_window' }
+      if tag ~= TAG and layouts[tag] then
+        return redis.error_reply(fmt('ERR key holds %s state, not %s state: left untouched', layouts[tag], NAME))
+      end
+      return redis.error_reply(fmt('ERR key holds a value that is not %s state: left untouched', NAME))
+    end
+  end
 end
 
-local SPEC = { name = 'leaky_bucket', tag = 'lb', per_limit = 2 }
-
-local args, err = parse_args(SPEC)
-if not args then return redis.error_reply(err) end
-err = continuous_setup(args)
-if err then return redis.error_reply(err) end
-local key = KEYS[1]
-local state
-state, err = read_state(key, SPEC.tag, SPEC.per_limit)
-if not state then return redis.error_reply(err) end
-local now = clock_us()
-
+-- ---- Algorithm ----
 local verdicts, fields = {}, {}
-for i, lim in ipairs(args.limits) do
+for i = 1, n_limits do
+  local lim = limits[i]
   local x, t = state[2 * i - 1], state[2 * i]
   if x then
     local drained = now > t and (now - t) * lim.a or 0
@@ -417,9 +334,48 @@ for i, lim in ipairs(args.limits) do
   fields[2 * i - 1] = v.x_after
   fields[2 * i] = now
 end
-
-local allowed, reply = decide(verdicts)
-if allowed and args.cost > 0 and not args.check then
-  write_state(key, SPEC.tag, fields, ttl_of(verdicts))
+-- ---- Decision (scripts/src/decide.lua): all or nothing, and the reply ----
+-- Each limit's verdict: ok (the cost fits now), never (it cannot ever fit),
+-- retry_us, rem and left (whole and exact units available: after this
+-- request when ok, now when not), reset_us (likewise), capacity.
+-- The reply describes the binding limit: on a denial the denying limit with
+-- the longest wait (never counts as longest), on an admission the one with
+-- the fewest units left; ties go to the earlier limit.
+local allowed = true
+for i = 1, n_limits do
+  if not verdicts[i].ok then
+    allowed = false
+    break
+  end
+end
+local pick = nil
+for i = 1, n_limits do
+  local v = verdicts[i]
+  if allowed then
+    if not pick or v.left < verdicts[pick].left then pick = i end
+  elseif not v.ok then
+    if not pick then
+      pick = i
+    else
+      local p = verdicts[pick]
+      if not p.never and (v.never or v.retry_us > p.retry_us) then pick = i end
+    end
+  end
+end
+local ttl_us = 0 -- the key lives until its slowest limit is back to empty
+for i = 1, n_limits do
+  if verdicts[i].reset_us > ttl_us then ttl_us = verdicts[i].reset_us end
+end
+local bound = verdicts[pick]
+local retry_ms = 0
+if not allowed then retry_ms = bound.never and -1 or us_to_ms(bound.retry_us) end
+local reply = { allowed and 1 or 0, bound.rem, retry_ms, us_to_ms(bound.reset_us), floor(bound.capacity), pick }
+-- ---- The one write (scripts/src/write.lua) ----
+-- Only an admitted request with a cost, not a check, records; the TTL ends
+-- when the state is worth no more than no state at all.
+if allowed and writes then
+  local value = TAG
+  for i = 1, #fields do value = value .. ' ' .. fmt('%.17g', fields[i]) end
+  redis.call('SET', key, value, 'PX', us_to_ms(ttl_us))
 end
 return reply

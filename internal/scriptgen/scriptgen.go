@@ -22,7 +22,7 @@ const ContractVersion = 1
 
 var (
 	includeLine = regexp.MustCompile(`^--@include ([a-z_]+\.lua)$`)
-	specLine    = regexp.MustCompile(`^local SPEC = \{.*\}$`)
+	flagLine    = regexp.MustCompile(`^local (WHOLE|WINDOW) = (true|false)\b`)
 )
 
 type headerData struct {
@@ -57,9 +57,12 @@ func Assemble(src fs.FS, name string) ([]byte, error) {
 			code = append(code, strings.TrimRight(string(inc), "\n"))
 			continue
 		}
-		if specLine.MatchString(line) {
-			data.Whole = strings.Contains(line, "whole = true")
-			data.Window = strings.Contains(line, "window = true")
+		if m := flagLine.FindStringSubmatch(line); m != nil {
+			if m[1] == "WHOLE" {
+				data.Whole = m[2] == "true"
+			} else {
+				data.Window = m[2] == "true"
+			}
 		}
 		code = append(code, line)
 	}

@@ -4,23 +4,19 @@
 -- continuous buckets) but keeps the level itself, readable as a meter.
 -- State: a string "lb x t ..." per limit, level = x / b units at time t
 -- microseconds, where a/b is limit per microsecond in lowest terms.
+local NAME = 'leaky_bucket'
+local TAG = 'lb' -- the state's tag
+local PER_LIMIT = 2 -- numbers stored per limit
+local WHOLE = false -- limit, burst and cost must be whole numbers
+local WINDOW = false -- burst may only be absent, 0 or equal to limit
 --@include prelude.lua
 --@include continuous.lua
+--@include state.lua
 
-local SPEC = { name = 'leaky_bucket', tag = 'lb', per_limit = 2 }
-
-local args, err = parse_args(SPEC)
-if not args then return redis.error_reply(err) end
-err = continuous_setup(args)
-if err then return redis.error_reply(err) end
-local key = KEYS[1]
-local state
-state, err = read_state(key, SPEC.tag, SPEC.per_limit)
-if not state then return redis.error_reply(err) end
-local now = clock_us()
-
+-- ---- Algorithm ----
 local verdicts, fields = {}, {}
-for i, lim in ipairs(args.limits) do
+for i = 1, n_limits do
+  local lim = limits[i]
   local x, t = state[2 * i - 1], state[2 * i]
   if x then
     local drained = now > t and (now - t) * lim.a or 0
@@ -33,9 +29,5 @@ for i, lim in ipairs(args.limits) do
   fields[2 * i - 1] = v.x_after
   fields[2 * i] = now
 end
-
-local allowed, reply = decide(verdicts)
-if allowed and args.cost > 0 and not args.check then
-  write_state(key, SPEC.tag, fields, ttl_of(verdicts))
-end
-return reply
+--@include decide.lua
+--@include write.lua

@@ -5,30 +5,29 @@
 -- Close to a true sliding window at the cost of two counters.
 -- State: a string "sw start previous current ..." per limit, start the current
 -- window's start in milliseconds since the epoch.
+local NAME = 'sliding_window'
+local TAG = 'sw' -- the state's tag
+local PER_LIMIT = 3 -- numbers stored per limit
+local WHOLE = false -- limit, burst and cost must be whole numbers
+local WINDOW = true -- burst may only be absent, 0 or equal to limit
 --@include prelude.lua
 
-local SPEC = { name = 'sliding_window', tag = 'sw', per_limit = 3, window = true }
-
-local args, err = parse_args(SPEC)
-if not args then return redis.error_reply(err) end
-for _, lim in ipairs(args.limits) do
+for i = 1, n_limits do
   -- the weighted count, scaled by period_ms, must stay exact
+  local lim = limits[i]
   if 3 * lim.limit * lim.period > EXACT then
     return redis.error_reply(invalid('limit' .. lim.suffix, lim.limit_s, 'small enough for exact arithmetic with this period_ms (3 * limit * period_ms at most 2^53)'))
   end
 end
-local key = KEYS[1]
-local state
-state, err = read_state(key, SPEC.tag, SPEC.per_limit)
-if not state then return redis.error_reply(err) end
-local now = clock_us()
+--@include state.lua
+
+-- ---- Algorithm ----
 -- Whole milliseconds, rounded down: the previous window then weighs a little
 -- more, never less, so the estimate errs against the caller.
 local now_ms = idiv(now, 1000)
-
-local cost = args.cost
 local verdicts, fields = {}, {}
-for i, lim in ipairs(args.limits) do
+for i = 1, n_limits do
+  local lim = limits[i]
   local p = lim.period
   local start = now_ms - fmod(now_ms, p)
   local stored, prev, cur = state[3 * i - 2], 0, 0
@@ -40,11 +39,11 @@ for i, lim in ipairs(args.limits) do
   local into = now_ms - start
   -- used is the weighted count times p: prev * (p - into) / p + cur
   local used = prev * (p - into) + cur * p
-  local v = { capacity = lim.limit, ok = false, never = false, retry_us = 0 }
+  local ok, never, retry_us = false, false, 0
   if cost > lim.limit then
-    v.never = true
+    never = true
   elseif used + cost * p <= lim.limit * p then
-    v.ok = true
+    ok = true
     cur = cur + cost
     used = used + cost * p
   else
@@ -58,27 +57,23 @@ for i, lim in ipairs(args.limits) do
       local later = p - idiv((lim.limit - cost) * p, cur)
       target_ms = start + p + (later > 0 and later or 0)
     end
-    v.retry_us = target_ms * 1000 - now
+    retry_us = target_ms * 1000 - now
   end
   local room = lim.limit * p - used
   if room < 0 then room = 0 end
-  v.rem = idiv(room, p)
-  v.left = room / p
+  local reset_us = 0
   if cur > 0 then
-    v.reset_us = (start + 2 * p) * 1000 - now
+    reset_us = (start + 2 * p) * 1000 - now
   elseif prev > 0 then
-    v.reset_us = (start + p) * 1000 - now
-  else
-    v.reset_us = 0
+    reset_us = (start + p) * 1000 - now
   end
-  verdicts[i] = v
+  verdicts[i] = {
+    ok = ok, never = never, retry_us = retry_us, capacity = lim.limit,
+    rem = idiv(room, p), left = room / p, reset_us = reset_us,
+  }
   fields[3 * i - 2] = start
   fields[3 * i - 1] = prev
   fields[3 * i] = cur
 end
-
-local allowed, reply = decide(verdicts)
-if allowed and cost > 0 and not args.check then
-  write_state(key, SPEC.tag, fields, ttl_of(verdicts))
-end
-return reply
+--@include decide.lua
+--@include write.lua

@@ -4,31 +4,29 @@
 -- holds its cost. Simple to explain; a refill arrives all at once.
 -- State: a string "tb tokens t ..." per limit, t the time of the last refill
 -- in microseconds.
+local NAME = 'token_bucket'
+local TAG = 'tb' -- the state's tag
+local PER_LIMIT = 2 -- numbers stored per limit
+local WHOLE = false -- limit, burst and cost must be whole numbers
+local WINDOW = false -- burst may only be absent, 0 or equal to limit
 --@include prelude.lua
-
-local SPEC = { name = 'token_bucket', tag = 'tb', per_limit = 2 }
 
 -- ceil_ratio is exact for integers and rounds as well as floats can otherwise.
 local function ceil_ratio(n, d)
   if n == floor(n) and d == floor(d) then return cdiv(n, d) end
   return math.ceil(n / d)
 end
-
-local args, err = parse_args(SPEC)
-if not args then return redis.error_reply(err) end
-for _, lim in ipairs(args.limits) do
-  -- the longest wait this limit can report: refills until an empty bucket is full
-  if ceil_ratio(lim.burst, lim.limit) * lim.period_us > EXACT then return redis.error_reply(too_large(lim)) end
+for i = 1, n_limits do
+  -- the longest wait a limit can report: refills until an empty bucket is full
+  local lim = limits[i]
+  if ceil_ratio(lim.burst, lim.limit) * lim.period_us > EXACT then return too_large(lim) end
 end
-local key = KEYS[1]
-local state
-state, err = read_state(key, SPEC.tag, SPEC.per_limit)
-if not state then return redis.error_reply(err) end
-local now = clock_us()
+--@include state.lua
 
-local cost = args.cost
+-- ---- Algorithm ----
 local verdicts, fields = {}, {}
-for i, lim in ipairs(args.limits) do
+for i = 1, n_limits do
+  local lim = limits[i]
   local tokens, last = state[2 * i - 1], state[2 * i]
   if not tokens then
     tokens, last = lim.burst, now
@@ -41,28 +39,25 @@ for i, lim in ipairs(args.limits) do
   end
   if tokens > lim.burst then tokens = lim.burst end
 
-  local v = { capacity = lim.burst, ok = false, never = false, retry_us = 0 }
+  local ok, never, retry_us = false, false, 0
   if cost > lim.burst then
-    v.never = true
+    never = true
   elseif cost <= tokens then
-    v.ok = true
+    ok = true
     tokens = tokens - cost
   else
-    v.retry_us = last + ceil_ratio(cost - tokens, lim.limit) * lim.period_us - now
+    retry_us = last + ceil_ratio(cost - tokens, lim.limit) * lim.period_us - now
   end
-  v.rem = floor(tokens)
-  v.left = tokens
-  v.reset_us = 0
+  local reset_us = 0
   if tokens < lim.burst then
-    v.reset_us = last + ceil_ratio(lim.burst - tokens, lim.limit) * lim.period_us - now
+    reset_us = last + ceil_ratio(lim.burst - tokens, lim.limit) * lim.period_us - now
   end
-  verdicts[i] = v
+  verdicts[i] = {
+    ok = ok, never = never, retry_us = retry_us, capacity = lim.burst,
+    rem = floor(tokens), left = tokens, reset_us = reset_us,
+  }
   fields[2 * i - 1] = tokens
   fields[2 * i] = last
 end
-
-local allowed, reply = decide(verdicts)
-if allowed and cost > 0 and not args.check then
-  write_state(key, SPEC.tag, fields, ttl_of(verdicts))
-end
-return reply
+--@include decide.lua
+--@include write.lua
