@@ -95,32 +95,21 @@ func (l Limit) scale(suffix string) (scaledLimit, error) {
 	return s, nil
 }
 
-// checkRange is the algorithm-specific range check of the scripts, with the
-// cost for the continuous buckets (hasCost false: no cost to check).
-func (l Limit) checkRange(suffix string, s scaledLimit, cost float64, hasCost bool) error {
+// checkRange is the algorithm-specific range check of the scripts.
+func (l Limit) checkRange(suffix string, s scaledLimit) error {
+	bound := "2^53"
+	if l.Algorithm == GCRA || l.Algorithm == LeakyBucket {
+		bound = "2^52"
+	}
 	tooLarge := func() error {
-		return invalidf("invalid burst%s '%s': must be small enough for exact arithmetic with this limit and period_ms (burst * period_ms / limit, in microseconds, at most 2^53)", suffix, s.burstShown)
+		return invalidf("invalid burst%s '%s': must be small enough for exact arithmetic with this limit and period_ms (burst * period_ms / limit, in microseconds, at most %s)", suffix, s.burstShown, bound)
 	}
 	periodMs := float64(l.Period / time.Millisecond)
 	switch l.Algorithm {
 	case GCRA, LeakyBucket:
-		xmax := s.burstU * s.b
-		if xmax > exactMax {
+		// at most 2^52, so that a level and a cost that each fit add up exactly
+		if s.burstU*s.b > exactMax/2 {
 			return tooLarge()
-		}
-		if hasCost {
-			cm, ce := decimalParts(formatNumber(cost))
-			costU := cost * s.unit
-			if e := ce + s.decimals; e >= 0 {
-				costU = scaleBy(cm, e)
-			}
-			cx := costU * s.b
-			if cx != math.Trunc(cx) {
-				cx = math.Trunc(cx) + 1
-			}
-			if cx > exactMax-xmax {
-				return invalidf("invalid cost '%s': must be small enough for exact arithmetic with this limit (cost * period_ms / limit, in microseconds, at most 2^53)", formatNumber(cost))
-			}
 		}
 	case TokenBucket:
 		if ceilRatio(l.Capacity(), l.Rate)*periodMs*1000 > exactMax {

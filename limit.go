@@ -222,7 +222,7 @@ func (l Limit) Validate() error {
 	if err != nil {
 		return err
 	}
-	return l.checkRange("", s, 0, false)
+	return l.checkRange("", s)
 }
 
 const maxNumber, maxPeriodMs = 1e15, 1e12

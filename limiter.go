@@ -135,7 +135,7 @@ func Args(n float64, check bool, limits ...Limit) ([]any, error) {
 		scaled[i] = s
 	}
 	for i, lim := range limits {
-		if err := lim.checkRange(limitSuffix(i), scaled[i], n, true); err != nil {
+		if err := lim.checkRange(limitSuffix(i), scaled[i]); err != nil {
 			return nil, err
 		}
 	}

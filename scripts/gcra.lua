@@ -235,9 +235,9 @@ for i = 1, n_limits do
 end
 
 -- too_large names the burst whose size would push a limit's arithmetic past
--- 2^53, where a double stops being exact.
-local function too_large(lim)
-  return redis.error_reply(invalid('burst' .. lim.suffix, lim.burst_s, 'small enough for exact arithmetic with this limit and period_ms (burst * period_ms / limit, in microseconds, at most 2^53)'))
+-- the exact range of a double.
+local function too_large(lim, bound)
+  return redis.error_reply(invalid('burst' .. lim.suffix, lim.burst_s, 'small enough for exact arithmetic with this limit and period_ms (burst * period_ms / limit, in microseconds, at most ' .. bound .. ')'))
 end
 -- ---- The clock: Redis TIME only, as integer microseconds (exact in a double) ----
 local now
@@ -253,15 +253,18 @@ end
 -- x = level * b: a cost adds cost * b, the capacity is burst * b, and x drains
 -- by a each microsecond, so every quantity is an integer and every decision
 -- exact. The two algorithms differ only in how they store x.
+-- The capacity is kept at most 2^52, so that a level and a cost that each fit
+-- it add up exactly; a cost above the capacity never needs adding at all.
 for i = 1, n_limits do
   local lim = limits[i]
   lim.xmax = lim.burst_u * lim.b
-  local cx = lim.cost_u * lim.b
-  if cx ~= floor(cx) then cx = floor(cx) + 1 end -- a cost finer than the limit's units: round against the caller
-  lim.cx = cx
-  if lim.xmax > EXACT then return too_large(lim) end
-  if cx > EXACT - lim.xmax then
-    return redis.error_reply(invalid('cost', cost_s, 'small enough for exact arithmetic with this limit (cost * period_ms / limit, in microseconds, at most 2^53)'))
+  if lim.xmax > EXACT / 2 then return too_large(lim, '2^52') end
+  if cost <= lim.burst then
+    local cx = lim.cost_u * lim.b
+    if cx ~= floor(cx) then cx = floor(cx) + 1 end -- a cost finer than the limit's units: round against the caller
+    lim.cx = cx
+  else
+    lim.cx = math.huge -- never fits
   end
 end
 

@@ -236,9 +236,9 @@ for i = 1, n_limits do
 end
 
 -- too_large names the burst whose size would push a limit's arithmetic past
--- 2^53, where a double stops being exact.
-local function too_large(lim)
-  return redis.error_reply(invalid('burst' .. lim.suffix, lim.burst_s, 'small enough for exact arithmetic with this limit and period_ms (burst * period_ms / limit, in microseconds, at most 2^53)'))
+-- the exact range of a double.
+local function too_large(lim, bound)
+  return redis.error_reply(invalid('burst' .. lim.suffix, lim.burst_s, 'small enough for exact arithmetic with this limit and period_ms (burst * period_ms / limit, in microseconds, at most ' .. bound .. ')'))
 end
 -- ---- The clock: Redis TIME only, as integer microseconds (exact in a double) ----
 local now
@@ -258,7 +258,7 @@ end
 for i = 1, n_limits do
   -- the longest wait a limit can report: refills until an empty bucket is full
   local lim = limits[i]
-  if ceil_ratio(lim.burst, lim.limit) * lim.period_us > EXACT then return too_large(lim) end
+  if ceil_ratio(lim.burst, lim.limit) * lim.period_us > EXACT then return too_large(lim, '2^53') end
 end
 -- ---- State (scripts/src/state.lua): this script's string state, or refusal ----
 -- The value is "<tag> <number> <number> ...": PER_LIMIT numbers per limit

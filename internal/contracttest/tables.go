@@ -98,7 +98,8 @@ func (h *H) badArgs() []badArg {
 	switch h.a.name {
 	case "gcra", "leaky_bucket":
 		add("ERR invalid burst '10': must be ", "7", "1000000000000", "10")
-		add("ERR invalid cost '5': must be ", "7", "1000000000000", "5", "5")
+		// burst 5 at 7 per 1e12 ms needs 5e15 > 2^52 µs-units: the capacity itself is refused
+		add("ERR invalid burst '5': must be ", "7", "1000000000000", "5", "5")
 	case "token_bucket":
 		add("ERR invalid burst '1000000000000000': must be ", "1", "1000000000000", "1000000000000000")
 	case "sliding_window":

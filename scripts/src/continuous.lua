@@ -3,15 +3,18 @@
 -- x = level * b: a cost adds cost * b, the capacity is burst * b, and x drains
 -- by a each microsecond, so every quantity is an integer and every decision
 -- exact. The two algorithms differ only in how they store x.
+-- The capacity is kept at most 2^52, so that a level and a cost that each fit
+-- it add up exactly; a cost above the capacity never needs adding at all.
 for i = 1, n_limits do
   local lim = limits[i]
   lim.xmax = lim.burst_u * lim.b
-  local cx = lim.cost_u * lim.b
-  if cx ~= floor(cx) then cx = floor(cx) + 1 end -- a cost finer than the limit's units: round against the caller
-  lim.cx = cx
-  if lim.xmax > EXACT then return too_large(lim) end
-  if cx > EXACT - lim.xmax then
-    return redis.error_reply(invalid('cost', cost_s, 'small enough for exact arithmetic with this limit (cost * period_ms / limit, in microseconds, at most 2^53)'))
+  if lim.xmax > EXACT / 2 then return too_large(lim, '2^52') end
+  if cost <= lim.burst then
+    local cx = lim.cost_u * lim.b
+    if cx ~= floor(cx) then cx = floor(cx) + 1 end -- a cost finer than the limit's units: round against the caller
+    lim.cx = cx
+  else
+    lim.cx = math.huge -- never fits
   end
 end
 

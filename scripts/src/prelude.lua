@@ -179,9 +179,9 @@ for i = 1, n_limits do
 end
 
 -- too_large names the burst whose size would push a limit's arithmetic past
--- 2^53, where a double stops being exact.
-local function too_large(lim)
-  return redis.error_reply(invalid('burst' .. lim.suffix, lim.burst_s, 'small enough for exact arithmetic with this limit and period_ms (burst * period_ms / limit, in microseconds, at most 2^53)'))
+-- the exact range of a double.
+local function too_large(lim, bound)
+  return redis.error_reply(invalid('burst' .. lim.suffix, lim.burst_s, 'small enough for exact arithmetic with this limit and period_ms (burst * period_ms / limit, in microseconds, at most ' .. bound .. ')'))
 end
 -- ---- The clock: Redis TIME only, as integer microseconds (exact in a double) ----
 local now

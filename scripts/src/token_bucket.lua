@@ -19,7 +19,7 @@ end
 for i = 1, n_limits do
   -- the longest wait a limit can report: refills until an empty bucket is full
   local lim = limits[i]
-  if ceil_ratio(lim.burst, lim.limit) * lim.period_us > EXACT then return too_large(lim) end
+  if ceil_ratio(lim.burst, lim.limit) * lim.period_us > EXACT then return too_large(lim, '2^53') end
 end
 --@include state.lua
 
