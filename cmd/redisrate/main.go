@@ -1,0 +1,306 @@
+// Command redisrate shows, exports and loads the redisrate Lua scripts.
+//
+//	redisrate demo                      all six algorithms on one traffic pattern (embedded Redis)
+//	redisrate scripts [--dir DIR]       list the scripts with their SHA1s, or write the .lua files
+//	redisrate load --redis ADDR         SCRIPT LOAD every script on every primary
+//	redisrate try --redis ADDR KEY      one decision
+//	redisrate functions [--load ...]    the Redis Functions library (Redis 7)
+//
+// Run "redisrate COMMAND --help" for the flags of each command.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redisrate/redisrate"
+)
+
+// Exit codes, distinct so that scripts and deploy pipelines can tell them
+// apart. They are listed in every command's --help.
+const (
+	exitOK          = 0
+	exitDenied      = 1 // try: the request was not admitted
+	exitUsage       = 2 // bad flags or arguments: a bad limit, an unknown algorithm
+	exitUnreachable = 3 // Redis could not be reached
+	exitRedis       = 4 // Redis answered with an error
+	exitLocal       = 5 // a local failure: writing files, the embedded Redis
+)
+
+const exitCodesHelp = `Exit codes:
+  0  success (try: the request was admitted)
+  1  try: the request was denied
+  2  usage: a bad flag or argument, a bad limit such as 10/fortnight, an unknown algorithm
+  3  Redis could not be reached
+  4  Redis answered with an error (a key holding other data, a command it lacks, ...)
+  5  a local failure: writing files, starting the embedded Redis
+`
+
+const mainUsage = `redisrate shows, exports and loads the redisrate rate-limiting scripts.
+
+Usage:
+  redisrate demo [--redis ADDR] [--limit 10/s] [--burst N] [--algorithm A] [--svg FILE]
+  redisrate scripts [--dir DIR] [--force]
+  redisrate load --redis ADDR
+  redisrate try --redis ADDR [--algorithm A] [--limit 10/s] [--burst N] [--cost N] [--check] [--json] KEY
+  redisrate functions [--load --redis ADDR]
+
+Commands:
+  demo       run one traffic pattern through all six algorithms side by side
+  scripts    list the bundled Lua scripts with their SHA1s, or write them to a directory
+  load       SCRIPT LOAD every script on every primary and print the SHA1s
+  try        make one rate-limit decision and print it
+  functions  print the Redis Functions library, or load it with FUNCTION LOAD REPLACE
+
+Run "redisrate COMMAND --help" for a command's flags.
+
+` + exitCodesHelp
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// command is one subcommand: its flags are declared by setup, which returns
+// the function that runs it with the positional arguments.
+type command struct {
+	name  string
+	usage string // first lines of --help, before the flags
+	setup func(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error
+}
+
+var commands = []command{demoCommand, scriptsCommand, loadCommand, tryCommand, functionsCommand}
+
+// run is the whole program, testable in-process: it returns the exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, mainUsage)
+		return exitUsage
+	}
+	name := args[0]
+	switch name {
+	case "-h", "-help", "--help", "help":
+		if name == "help" && len(args) > 1 {
+			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
+		}
+		fmt.Fprint(stdout, mainUsage)
+		return exitOK
+	}
+	for _, c := range commands {
+		if c.name == name {
+			return c.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "redisrate: unknown command %q: must be one of demo, scripts, load, try, functions\nRun \"redisrate --help\" for usage.\n", name)
+	return exitUsage
+}
+
+func (c command) run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("redisrate "+c.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	do := c.setup(fs)
+	fs.Usage = func() {}
+	pos, err := parseInterleaved(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		c.printHelp(fs, stdout)
+		return exitOK
+	}
+	if err == nil {
+		err = do(ctx, pos, stdout)
+	}
+	if err == nil {
+		return exitOK
+	}
+	var ex *exitError
+	if !errors.As(err, &ex) {
+		ex = classify(err)
+	}
+	if ex.code == exitDenied {
+		return ex.code
+	}
+	fmt.Fprintf(stderr, "redisrate %s: %s\n", c.name, strings.TrimPrefix(ex.Error(), "redisrate: "))
+	if ex.code == exitUsage {
+		fmt.Fprintf(stderr, "Run \"redisrate %s --help\" for usage.\n", c.name)
+	}
+	return ex.code
+}
+
+func (c command) printHelp(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprint(w, c.usage)
+	fmt.Fprintln(w, "\nFlags:")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	fmt.Fprintln(w)
+	fmt.Fprint(w, exitCodesHelp)
+}
+
+// parseInterleaved lets flags follow positional arguments ("try KEY --json"),
+// which the flag package alone stops at.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, usageErr("%v", err)
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// exitError carries the exit code an error maps to.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageErr(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+func localErr(err error) error { return &exitError{code: exitLocal, err: err} }
+
+// classify maps an error that carries no exit code: an argument error is a
+// usage error, an error reply is Redis refusing, anything from the network
+// means Redis could not be reached.
+func classify(err error) *exitError {
+	var rerr redis.Error
+	var nerr net.Error
+	switch {
+	case errors.Is(err, redisrate.ErrInvalid):
+		return &exitError{code: exitUsage, err: err}
+	case errors.As(err, &rerr) && !errors.As(err, &nerr):
+		return &exitError{code: exitRedis, err: err}
+	default:
+		return &exitError{code: exitUnreachable, err: err}
+	}
+}
+
+// limitFlags are the flags that make a limit, shared by demo and try.
+type limitFlags struct {
+	limit     string
+	burst     float64
+	algorithm string
+}
+
+func (f *limitFlags) register(fs *flag.FlagSet, algoHelp string) {
+	fs.StringVar(&f.limit, "limit", "10/s", `the limit, RATE/PERIOD: "10/s", "100/minute", "5/250ms", "1000/1h"`)
+	fs.Float64Var(&f.burst, "burst", 0, "the capacity, the most units at once (`N`); 0 means the rate. Window algorithms take only the rate")
+	fs.StringVar(&f.algorithm, "algorithm", "", algoHelp)
+}
+
+// parse returns the limit the flags describe. The algorithm comes from
+// --algorithm, else from the limit text ("10/s token_bucket"), else GCRA.
+func (f *limitFlags) parse() (redisrate.Limit, error) {
+	lim, err := redisrate.ParseLimit(f.limit)
+	if err != nil {
+		return lim, usageErr("--limit: %s", strings.TrimPrefix(err.Error(), "redisrate: "))
+	}
+	if f.burst != 0 {
+		lim.Burst = f.burst
+	}
+	if f.algorithm != "" {
+		if lim.Algorithm, err = redisrate.ParseAlgorithm(f.algorithm); err != nil {
+			return lim, usageErr("--algorithm: %s", strings.TrimPrefix(err.Error(), "redisrate: "))
+		}
+	}
+	return lim, nil
+}
+
+const redisFlagHelp = "the Redis server: `ADDR` as host:port or a redis:// or rediss:// URL; a Cluster is detected"
+
+// connect returns a client for addr after checking that the server answers:
+// a *redis.ClusterClient when the server is a Cluster node, else a
+// *redis.Client. Timeouts are short: a command-line tool should fail fast.
+func connect(ctx context.Context, addr string) (redis.UniversalClient, error) {
+	if addr == "" {
+		return nil, usageErr("--redis ADDR is required")
+	}
+	opt := &redis.Options{Addr: addr}
+	if strings.Contains(addr, "://") {
+		var err error
+		if opt, err = redis.ParseURL(addr); err != nil {
+			return nil, usageErr("--redis %q: %v", addr, err)
+		}
+	}
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = 3*time.Second, 5*time.Second, 5*time.Second
+	opt.MaxRetries = -1
+	rdb := redis.NewClient(opt)
+	info, err := rdb.Info(ctx, "cluster").Result()
+	if err != nil {
+		_ = rdb.Close()
+		var rerr redis.Error
+		if errors.As(err, &rerr) && !isNetErr(err) {
+			return nil, &exitError{code: exitRedis, err: fmt.Errorf("Redis at %s refused INFO: %w", opt.Addr, err)}
+		}
+		return nil, &exitError{code: exitUnreachable, err: fmt.Errorf("cannot reach Redis at %s: %w", opt.Addr, err)}
+	}
+	if !strings.Contains(info, "cluster_enabled:1") {
+		return rdb, nil
+	}
+	_ = rdb.Close()
+	cc := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs: []string{opt.Addr}, Username: opt.Username, Password: opt.Password, TLSConfig: opt.TLSConfig,
+		DialTimeout: opt.DialTimeout, ReadTimeout: opt.ReadTimeout, WriteTimeout: opt.WriteTimeout, MaxRetries: -1,
+	})
+	if err := cc.Ping(ctx).Err(); err != nil {
+		_ = cc.Close()
+		return nil, &exitError{code: exitUnreachable, err: fmt.Errorf("cannot reach the Redis Cluster at %s: %w", opt.Addr, err)}
+	}
+	return cc, nil
+}
+
+func isNetErr(err error) bool {
+	var nerr net.Error
+	return errors.As(err, &nerr)
+}
+
+// forEachPrimary runs fn on every primary: each master of a Cluster, or the
+// one server. It returns the addresses it ran on, in a stable order.
+func forEachPrimary(ctx context.Context, rdb redis.UniversalClient, fn func(ctx context.Context, c *redis.Client) error) ([]string, error) {
+	cc, ok := rdb.(*redis.ClusterClient)
+	if !ok {
+		c := rdb.(*redis.Client)
+		return []string{c.Options().Addr}, fn(ctx, c)
+	}
+	cc.ReloadState(ctx)
+	var mu sync.Mutex
+	var addrs []string
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		if err := fn(ctx, c); err != nil {
+			return fmt.Errorf("on %s: %w", c.Options().Addr, err)
+		}
+		mu.Lock()
+		addrs = append(addrs, c.Options().Addr)
+		mu.Unlock()
+		return nil
+	})
+	slices.Sort(addrs)
+	return addrs, err
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redisrate/redisrate"
+)
+
+var scriptsCommand = command{
+	name: "scripts",
+	usage: `Usage: redisrate scripts [--dir DIR] [--force]
+
+Lists the bundled Lua scripts, one per algorithm, with the SHA1 that EVALSHA
+takes. With --dir, writes them there as NAME.lua, byte for byte what the Go
+client runs, for services in other languages to SCRIPT LOAD. A file already
+there with other contents is left alone unless --force is given.
+`,
+	setup: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer) error {
+		dir := fs.String("dir", "", "write the scripts into `DIR` (created if missing)")
+		force := fs.Bool("force", false, "with --dir, replace files that hold something else (an older version)")
+		return func(ctx context.Context, args []string, stdout io.Writer) error {
+			if len(args) > 0 {
+				return usageErr("unexpected argument %q", args[0])
+			}
+			if *force && *dir == "" {
+				return usageErr("--force needs --dir")
+			}
+			if *dir == "" {
+				for _, s := range redisrate.Scripts() {
+					fmt.Fprintf(stdout, "%-15s %s  %6d bytes\n", s.Name, s.SHA1, len(s.Source))
+				}
+				return nil
+			}
+			return writeScripts(*dir, *force, stdout)
+		}
+	},
+}
+
+// writeScripts writes every script into dir. It checks every file before
+// writing any, so a refusal leaves the directory as it was.
+func writeScripts(dir string, force bool, stdout io.Writer) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return localErr(err)
+	}
+	scripts := redisrate.Scripts()
+	for _, s := range scripts {
+		path := filepath.Join(dir, s.Name+".lua")
+		old, err := os.ReadFile(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return localErr(err)
+		case !force && !bytes.Equal(old, []byte(s.Source)):
+			return localErr(fmt.Errorf("%s exists with other contents; left untouched (use --force to replace it)", path))
+		}
+	}
+	for _, s := range scripts {
+		path := filepath.Join(dir, s.Name+".lua")
+		if err := os.WriteFile(path, []byte(s.Source), 0o644); err != nil {
+			return localErr(err)
+		}
+		fmt.Fprintf(stdout, "%s  %s\n", s.SHA1, path)
+	}
+	return nil
+}
+
+var loadCommand = command{
+	name: "load",
+	usage: `Usage: redisrate load --redis ADDR
+
+Runs SCRIPT LOAD for every bundled script on the server, or on every primary
+of a Redis Cluster, and prints the SHA1s to call them with EVALSHA. Clients
+that fall back to EVAL on NOSCRIPT do not need this; deploy pipelines of
+services that only call EVALSHA do.
+`,
+	setup: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer) error {
+		addr := fs.String("redis", "", redisFlagHelp)
+		return func(ctx context.Context, args []string, stdout io.Writer) error {
+			if len(args) > 0 {
+				return usageErr("unexpected argument %q", args[0])
+			}
+			rdb, err := connect(ctx, *addr)
+			if err != nil {
+				return err
+			}
+			defer rdb.Close()
+			scripts := redisrate.Scripts()
+			primaries, err := forEachPrimary(ctx, rdb, func(ctx context.Context, c *redis.Client) error {
+				for _, s := range scripts {
+					sha, err := c.ScriptLoad(ctx, s.Source).Result()
+					if err != nil {
+						return fmt.Errorf("SCRIPT LOAD %s: %w", s.Name, err)
+					}
+					if sha != s.SHA1 {
+						return &exitError{code: exitRedis, err: fmt.Errorf("SCRIPT LOAD %s: the server names it %s, not %s", s.Name, sha, s.SHA1)}
+					}
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "loaded %d scripts on %s: %s\n", len(scripts), plural(len(primaries), "primary", "primaries"), strings.Join(primaries, ", "))
+			for _, s := range scripts {
+				fmt.Fprintf(stdout, "%-15s %s\n", s.Name, s.SHA1)
+			}
+			return nil
+		}
+	},
+}
+
+var functionsCommand = command{
+	name: "functions",
+	usage: `Usage: redisrate functions [--load --redis ADDR]
+
+Prints the Redis Functions library (Redis 7 and later) named redisrate. It
+registers, for each algorithm, redisrate_ALGORITHM (redisrate_gcra,
+redisrate_token_bucket, redisrate_leaky_bucket, redisrate_sliding_window,
+redisrate_fixed_window, redisrate_sliding_log), taking the same arguments and
+giving the same reply as the script:
+
+  FCALL redisrate_gcra 1 KEY LIMIT PERIOD_MS [BURST [COST [MODE [LIMIT PERIOD_MS BURST]...]]]
+
+and redisrate_ALGORITHM_ro, flagged no-writes for FCALL_RO (on replicas too),
+which always decides as mode "check": exactly as a real call would, recording
+nothing. Mode absent, "" or "check" all mean check; another mode is refused.
+
+Each function body is the script itself, byte for byte. With --load --redis
+ADDR, runs FUNCTION LOAD REPLACE on the server, or on every primary of a
+Cluster.
+`,
+	setup: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer) error {
+		load := fs.Bool("load", false, "load the library into Redis (FUNCTION LOAD REPLACE) instead of printing it")
+		addr := fs.String("redis", "", redisFlagHelp+"; with --load")
+		return func(ctx context.Context, args []string, stdout io.Writer) error {
+			if len(args) > 0 {
+				return usageErr("unexpected argument %q", args[0])
+			}
+			lib := redisrate.FunctionsLibrary()
+			if !*load {
+				if *addr != "" {
+					return usageErr("--redis needs --load (without it the library is only printed)")
+				}
+				_, err := io.WriteString(stdout, lib)
+				return err
+			}
+			if *addr == "" {
+				return usageErr("--load needs --redis ADDR")
+			}
+			rdb, err := connect(ctx, *addr)
+			if err != nil {
+				return err
+			}
+			defer rdb.Close()
+			primaries, err := forEachPrimary(ctx, rdb, func(ctx context.Context, c *redis.Client) error {
+				name, err := c.FunctionLoadReplace(ctx, lib).Result()
+				if err != nil {
+					if strings.Contains(err.Error(), "unknown command") {
+						return &exitError{code: exitRedis, err: fmt.Errorf("FUNCTION LOAD: %w (Redis Functions need Redis 7.0 or later; use \"redisrate load\" for the scripts)", err)}
+					}
+					return fmt.Errorf("FUNCTION LOAD REPLACE: %w", err)
+				}
+				if name != redisrate.FunctionsLibraryName {
+					return &exitError{code: exitRedis, err: fmt.Errorf("FUNCTION LOAD REPLACE: the server named the library %q, not %q", name, redisrate.FunctionsLibraryName)}
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(stdout, "loaded library %s on %s: %s\n", redisrate.FunctionsLibraryName, plural(len(primaries), "primary", "primaries"), strings.Join(primaries, ", "))
+			for _, s := range redisrate.Scripts() {
+				fn := s.Algorithm.FunctionName()
+				fmt.Fprintf(stdout, "  FCALL %-31s FCALL_RO %s_ro\n", fn, fn)
+			}
+			return nil
+		}
+	},
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

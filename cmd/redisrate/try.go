@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/redisrate/redisrate"
+)
+
+var tryCommand = command{
+	name: "try",
+	usage: `Usage: redisrate try --redis ADDR [--algorithm A] [--limit 10/s] [--burst N] [--cost N] [--check] [--json] KEY
+
+Makes one decision for KEY with the bundled script of the algorithm, as the Go
+client does, and prints it. --check decides exactly as a real call would but
+records nothing. The exit code is 0 when the request is admitted and 1 when
+it is denied, so a shell script can branch on it.
+
+Example:
+  redisrate try --redis localhost:6379 --algorithm token_bucket --limit 100/minute --burst 20 user:42
+`,
+	setup: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer) error {
+		var lf limitFlags
+		lf.register(fs, "the algorithm: gcra (default), token_bucket, leaky_bucket, sliding_window, fixed_window, sliding_log")
+		addr := fs.String("redis", "", redisFlagHelp)
+		cost := fs.Float64("cost", 1, "the units this request takes (`N`); 0 reads the state and takes nothing")
+		check := fs.Bool("check", false, "decide without recording anything")
+		asJSON := fs.Bool("json", false, "print the decision as JSON")
+		return func(ctx context.Context, args []string, stdout io.Writer) error {
+			if len(args) != 1 {
+				if len(args) == 0 {
+					return usageErr("the KEY to decide for is missing")
+				}
+				return usageErr("want one KEY, got %d arguments: %q", len(args), args)
+			}
+			key := args[0]
+			lim, err := lf.parse()
+			if err != nil {
+				return err
+			}
+			if _, err := redisrate.Args(*cost, *check, lim); err != nil {
+				return usageErr("%s", trimPrefix(err))
+			}
+			rdb, err := connect(ctx, *addr)
+			if err != nil {
+				return err
+			}
+			defer rdb.Close()
+			l := redisrate.NewLimiter(rdb)
+			var res redisrate.Result
+			if *check {
+				res, err = l.CheckN(ctx, key, lim, *cost)
+			} else {
+				res, err = l.AllowN(ctx, key, lim, *cost)
+			}
+			if err != nil {
+				return err
+			}
+			if *asJSON {
+				err = printTryJSON(stdout, key, lim, *cost, *check, res)
+			} else {
+				printTry(stdout, key, lim, *cost, *check, res)
+			}
+			if err != nil {
+				return localErr(err)
+			}
+			if !res.Allowed {
+				return &exitError{code: exitDenied, err: fmt.Errorf("denied")}
+			}
+			return nil
+		}
+	},
+}
+
+type tryJSON struct {
+	Key          string  `json:"key"`
+	Algorithm    string  `json:"algorithm"`
+	Limit        string  `json:"limit"`
+	Cost         float64 `json:"cost"`
+	Check        bool    `json:"check"`
+	Allowed      bool    `json:"allowed"`
+	Remaining    int64   `json:"remaining"`
+	RetryAfterMs int64   `json:"retry_after_ms"` // -1: never
+	ResetAfterMs int64   `json:"reset_after_ms"`
+	Capacity     int64   `json:"capacity"`
+}
+
+func printTryJSON(w io.Writer, key string, lim redisrate.Limit, cost float64, check bool, r redisrate.Result) error {
+	retry := r.RetryAfter.Milliseconds()
+	if r.Never() {
+		retry = -1
+	}
+	enc := json.NewEncoder(w)
+	return enc.Encode(tryJSON{
+		Key: key, Algorithm: lim.Algorithm.String(), Limit: lim.WithAlgorithm(redisrate.GCRA).String(),
+		Cost: cost, Check: check, Allowed: r.Allowed, Remaining: r.Remaining,
+		RetryAfterMs: retry, ResetAfterMs: r.ResetAfter.Milliseconds(), Capacity: r.Capacity,
+	})
+}
+
+func printTry(w io.Writer, key string, lim redisrate.Limit, cost float64, check bool, r redisrate.Result) {
+	verdict := "ALLOWED"
+	if !r.Allowed {
+		verdict = "DENIED"
+	}
+	what := "recorded"
+	if check || cost == 0 {
+		what = "checked only, nothing recorded"
+	}
+	fmt.Fprintf(w, "%s  key %q, cost %s, %s %s (%s)\n", verdict, key, fmtNum(cost), lim.Algorithm, lim.WithAlgorithm(redisrate.GCRA), what)
+	fmt.Fprintf(w, "  remaining    %d of %d\n", r.Remaining, r.Capacity)
+	switch {
+	case r.Allowed:
+		fmt.Fprintf(w, "  retry after  0s (admitted)\n")
+	case r.Never():
+		fmt.Fprintf(w, "  retry after  never: the cost is more than the capacity %d\n", r.Capacity)
+	default:
+		fmt.Fprintf(w, "  retry after  %v\n", r.RetryAfter)
+	}
+	fmt.Fprintf(w, "  full after   %v\n", r.ResetAfter.Round(time.Millisecond))
+}
