@@ -1,0 +1,118 @@
+package redisrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// ErrExceedsCapacity is matched (errors.Is) by the error of Wait, WaitN and
+// WaitMulti when the cost is more than the capacity of a limit: the request
+// can never be admitted (Result.Never), so waiting would never end.
+var ErrExceedsCapacity = errors.New("cost exceeds the capacity of the limit: it can never be admitted")
+
+// maxJitter caps the random delay a waiter adds to the reply's RetryAfter.
+const maxJitter = time.Second
+
+// Wait blocks until one unit is taken from key under limit, or until it is
+// clear that it cannot be: see WaitN.
+func (l *Limiter) Wait(ctx context.Context, key string, limit Limit) (Result, error) {
+	return l.wait(ctx, key, 1, limit)
+}
+
+// WaitN blocks until n units are taken from key under limit. It is for
+// clients of a rate-limited service (workers calling a third-party API)
+// that would rather wait their turn than fail.
+//
+// Each attempt is an AllowN. On a denial WaitN sleeps for the reply's
+// RetryAfter plus a random jitter of up to a tenth of it (at most a
+// second), so that waiters woken by the same reply do not all retry at the
+// same instant; it never sleeps less than RetryAfter, and it tries again.
+// Another client may take the turn meanwhile: waiting is not a queue, and
+// there is no fairness between waiters.
+//
+// WaitN returns, with the last decision and an error:
+//   - at once, matching ErrExceedsCapacity, when n can never be admitted
+//     (Result.Never);
+//   - at once, matching context.DeadlineExceeded, when the context's
+//     deadline comes before the turn would: it does not sleep in vain;
+//   - when ctx is cancelled while sleeping, matching ctx.Err();
+//   - at once on any error of AllowN (Redis unreachable, ErrInvalid, ...),
+//     which it does not retry.
+//
+// A denied attempt records nothing, so giving up leaves the key as it was.
+func (l *Limiter) WaitN(ctx context.Context, key string, limit Limit, n float64) (Result, error) {
+	return l.wait(ctx, key, n, limit)
+}
+
+// WaitMulti is WaitN for several limits at once, all or nothing, as
+// AllowMulti: it returns when n units are taken under every one of limits.
+func (l *Limiter) WaitMulti(ctx context.Context, key string, n float64, limits ...Limit) (Result, error) {
+	return l.wait(ctx, key, n, limits...)
+}
+
+func (l *Limiter) wait(ctx context.Context, key string, n float64, limits ...Limit) (Result, error) {
+	clk := waitClock
+	var res Result
+	for {
+		if err := ctx.Err(); err != nil {
+			return res, fmt.Errorf("redisrate: wait on key %q: %w", key, err)
+		}
+		var err error
+		res, err = l.do(ctx, key, n, false, limits...)
+		if err != nil || res.Allowed {
+			return res, err
+		}
+		if res.Never() {
+			return res, fmt.Errorf("redisrate: wait on key %q: %w (cost %s, capacity %d)", key, ErrExceedsCapacity, formatNumber(n), res.Capacity)
+		}
+		d := res.RetryAfter + jitter(res.RetryAfter)
+		if deadline, ok := ctx.Deadline(); ok {
+			left := deadline.Sub(clk.Now())
+			if res.RetryAfter > left {
+				return res, fmt.Errorf("redisrate: wait on key %q: the turn comes in %v, after the context's deadline in %v: %w",
+					key, res.RetryAfter, left.Round(time.Millisecond), context.DeadlineExceeded)
+			}
+			d = min(d, left) // the jitter must not cost the turn
+		}
+		if err := clk.Sleep(ctx, d); err != nil {
+			return res, fmt.Errorf("redisrate: wait on key %q: %w", key, err)
+		}
+	}
+}
+
+// jitter returns a random duration in [0, min(d/10, maxJitter)].
+func jitter(d time.Duration) time.Duration {
+	span := min(d/10, maxJitter)
+	if span <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(span) + 1))
+}
+
+// clock is the time source of Wait. Tests swap waitClock for one that
+// moves miniredis's clock instead of sleeping.
+type clock interface {
+	Now() time.Time
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+var waitClock clock = realClock{}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+// Sleep waits for d or until ctx is done, whichever comes first.
+func (realClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
