@@ -475,8 +475,8 @@ func spark(vals []float64, top float64) string {
 }
 
 func (r *report) writeText(w io.Writer) {
-	lim := r.cfg.limit.WithAlgorithm(redisrate.GCRA)
-	fmt.Fprintf(w, "redisrate demo: one traffic pattern, limit %s (burst %s), on %s\n", lim, fmtNum(lim.Capacity()), r.server)
+	lim := r.cfg.limit
+	fmt.Fprintf(w, "redisrate demo: one traffic pattern, limit %s, burst %s, on %s\n", redisrate.Per(lim.Rate, lim.Period), fmtNum(lim.Capacity()), r.server)
 	if r.real {
 		fmt.Fprintf(w, "real time: a shortened pattern of %s; timings vary a little from run to run\n", fmtDur(r.pat.total))
 	} else {

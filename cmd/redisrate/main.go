@@ -67,6 +67,14 @@ Run "redisrate COMMAND --help" for a command's flags.
 
 ` + exitCodesHelp
 
+// quietLogger drops go-redis's own log lines ("failed to dial after 5
+// attempts"): the command reports every error itself, once.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
+
+func init() { redis.SetLogger(quietLogger{}) }
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -250,14 +258,19 @@ func connect(ctx context.Context, addr string) (redis.UniversalClient, error) {
 		}
 	}
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = 3*time.Second, 5*time.Second, 5*time.Second
-	opt.MaxRetries = -1
+	opt.MaxRetries, opt.DialerRetries = -1, 1
 	rdb := redis.NewClient(opt)
 	info, err := rdb.Info(ctx, "cluster").Result()
+	var rerr redis.Error
+	if err != nil && errors.As(err, &rerr) && !isNetErr(err) {
+		// Some proxies and managed services refuse INFO: they are no Cluster
+		// node we could address, so use the server as it is if it answers.
+		info, err = "", rdb.Ping(ctx).Err()
+	}
 	if err != nil {
 		_ = rdb.Close()
-		var rerr redis.Error
 		if errors.As(err, &rerr) && !isNetErr(err) {
-			return nil, &exitError{code: exitRedis, err: fmt.Errorf("Redis at %s refused INFO: %w", opt.Addr, err)}
+			return nil, &exitError{code: exitRedis, err: fmt.Errorf("Redis at %s refused PING: %w", opt.Addr, err)}
 		}
 		return nil, &exitError{code: exitUnreachable, err: fmt.Errorf("cannot reach Redis at %s: %w", opt.Addr, err)}
 	}
@@ -267,7 +280,7 @@ func connect(ctx context.Context, addr string) (redis.UniversalClient, error) {
 	_ = rdb.Close()
 	cc := redis.NewClusterClient(&redis.ClusterOptions{
 		Addrs: []string{opt.Addr}, Username: opt.Username, Password: opt.Password, TLSConfig: opt.TLSConfig,
-		DialTimeout: opt.DialTimeout, ReadTimeout: opt.ReadTimeout, WriteTimeout: opt.WriteTimeout, MaxRetries: -1,
+		DialTimeout: opt.DialTimeout, ReadTimeout: opt.ReadTimeout, WriteTimeout: opt.WriteTimeout, MaxRetries: -1, DialerRetries: 1,
 	})
 	if err := cc.Ping(ctx).Err(); err != nil {
 		_ = cc.Close()

@@ -38,11 +38,11 @@ func (r *report) svg() string {
 
 	var b strings.Builder
 	f := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
-	lim := r.cfg.limit.WithAlgorithm(redisrate.GCRA)
+	lim := r.cfg.limit
 	f(`<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="Helvetica, Arial, sans-serif" font-size="13">`+"\n", width, height, width, height)
 	f(`<rect width="100%%" height="100%%" fill="#ffffff"/>` + "\n")
 	f(`<text x="%.0f" y="28" font-size="19" font-weight="bold" fill="#222">redisrate: one traffic pattern through %d algorithms, limit %s, burst %s</text>`+"\n",
-		20.0, len(lanes), esc(lim.String()), fmtNum(lim.Capacity()))
+		20.0, len(lanes), esc(redisrate.Per(lim.Rate, lim.Period).String()), fmtNum(lim.Capacity()))
 	f(`<text x="%.0f" y="50" fill="#555">%s. Green above each line: units admitted; red below: units denied (per %s).</text>`+"\n",
 		20.0, esc(strings.TrimSuffix(r.server, ", simulated clock")+map[bool]string{true: " in real time", false: ", simulated clock"}[r.real]), fmtDur(slot))
 

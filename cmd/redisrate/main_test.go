@@ -1,0 +1,356 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redisrate/redisrate"
+)
+
+// runCmd runs the command in-process and returns its exit code and output.
+func runCmd(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = run(context.Background(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+// closedAddr returns a 127.0.0.1 address nothing listens on.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	return addr
+}
+
+func TestDemoIsReproducible(t *testing.T) {
+	dir := t.TempDir()
+	svg1, svg2 := filepath.Join(dir, "1.svg"), filepath.Join(dir, "2.svg")
+	code, out1, errOut := runCmd(t, "demo", "--svg", svg1)
+	if code != 0 {
+		t.Fatalf("demo: exit %d: %s", code, errOut)
+	}
+	code, out2, _ := runCmd(t, "demo", "--svg", svg2)
+	if code != 0 {
+		t.Fatalf("second demo: exit %d", code)
+	}
+	out1 = strings.ReplaceAll(out1, svg1, "FILE")
+	out2 = strings.ReplaceAll(out2, svg2, "FILE")
+	if out1 != out2 {
+		t.Errorf("two runs differ:\n%s\n----\n%s", out1, out2)
+	}
+	b1, _ := os.ReadFile(svg1)
+	b2, _ := os.ReadFile(svg2)
+	if !bytes.Equal(b1, b2) {
+		t.Error("the two SVG charts differ")
+	}
+	for _, s := range redisrate.Scripts() {
+		if n := strings.Count(out1, "\n"+s.Name+" "); n != 2 { // its timeline and its table row
+			t.Errorf("%s appears in %d lines starting with it, want 2:\n%s", s.Name, n, out1)
+		}
+	}
+	for _, want := range []string{"embedded Redis (miniredis)", "identical output on every run", "most in 1s", "longest wait", "MEMORY USAGE"} {
+		if !strings.Contains(out1, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	t.Logf("demo output:\n%s", out1)
+}
+
+// The summary must show what distinguishes the algorithms, on the numbers
+// the contract guarantees: the sliding log never admits more than the limit
+// in any period, GCRA at most burst + limit, the fixed window lets more than
+// the limit through across a window edge.
+func TestDemoShowsTheAlgorithmsDiffer(t *testing.T) {
+	cfg, err := demoConfig(limitFlags{limit: "10/s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := runDemo(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[redisrate.Algorithm]stats{}
+	for _, ln := range rep.lanes {
+		if ln.skipped {
+			t.Fatalf("%s skipped: %s", ln.algo, ln.note)
+		}
+		if len(ln.out) != len(rep.pat.reqs) {
+			t.Fatalf("%s decided %d of %d requests", ln.algo, len(ln.out), len(rep.pat.reqs))
+		}
+		got[ln.algo] = ln.stats(cfg.limit.Period)
+	}
+	if s := got[redisrate.SlidingLog]; s.most1 != 10 {
+		t.Errorf("sliding_log: most in 1s = %v, want exactly the limit 10", s.most1)
+	}
+	if s := got[redisrate.GCRA]; s.most1 > 20 || s.most1 <= 10 {
+		t.Errorf("gcra: most in 1s = %v, want between the limit and burst+limit (10, 20]", s.most1)
+	}
+	if s := got[redisrate.FixedWindow]; s.most1 <= 10 {
+		t.Errorf("fixed_window: most in 1s = %v, want more than the limit across the window edge", s.most1)
+	}
+	if g, l := got[redisrate.GCRA], got[redisrate.LeakyBucket]; g.admitted != l.admitted || g.most1 != l.most1 {
+		t.Errorf("gcra %+v and leaky_bucket %+v should decide alike", g, l)
+	}
+	for a, s := range got {
+		if s.denied == 0 || s.admitted == 0 || s.longestWait <= 0 {
+			t.Errorf("%s: %+v: the pattern should both admit and deny", a, s)
+		}
+	}
+}
+
+func TestDemoSVGIsWellFormed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "chart.svg")
+	if code, _, errOut := runCmd(t, "demo", "--limit", "100/minute", "--burst", "20", "--svg", path); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := xml.NewDecoder(bytes.NewReader(b))
+	for {
+		if _, err := d.Token(); err != nil {
+			if err.Error() != "EOF" {
+				t.Fatalf("not well-formed XML: %v", err)
+			}
+			break
+		}
+	}
+	for _, s := range redisrate.Scripts() {
+		if !bytes.Contains(b, []byte(">"+s.Name+"</text>")) {
+			t.Errorf("chart has no lane for %s", s.Name)
+		}
+	}
+	if !bytes.Contains(b, []byte("limit 100/m, burst 20")) {
+		t.Errorf("chart title lacks the limit")
+	}
+}
+
+func TestDemoUserNumbers(t *testing.T) {
+	code, out, errOut := runCmd(t, "demo", "--algorithm", "gcra,token_bucket", "--limit", "5/s", "--burst", "2")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "limit 5/s, burst 2,") {
+		t.Errorf("output does not name the limit:\n%s", out)
+	}
+	if strings.Contains(out, "fixed_window") || !strings.Contains(out, "token_bucket") {
+		t.Errorf("--algorithm gcra,token_bucket ran other lanes:\n%s", out)
+	}
+	// A window algorithm keeps no separate burst: it runs with burst = limit, and says so.
+	code, out, errOut = runCmd(t, "demo", "--limit", "4/s", "--burst", "8")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "note: fixed_window keeps no burst apart from its limit") {
+		t.Errorf("no note on the window algorithms' burst:\n%s", out)
+	}
+	// A fractional rate is refused by the whole-number algorithms: they are skipped, the rest run.
+	code, out, _ = runCmd(t, "demo", "--limit", "2.5/s")
+	if code != 0 || !strings.Contains(out, "fixed_window skipped: invalid limit '2.5'") {
+		t.Errorf("exit %d, want the fixed window skipped with a reason:\n%s", code, out)
+	}
+	// ...but when it is the only one asked for, that is a usage error.
+	code, _, errOut = runCmd(t, "demo", "--limit", "2.5/s", "--algorithm", "sliding_log")
+	if code != exitUsage || !strings.Contains(errOut, "invalid limit '2.5'") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"demo", "--limit", "10/fortnight"}, `period "fortnight" must be a unit`},
+		{[]string{"demo", "--limit", "ten/s"}, `rate "ten" is not a number`},
+		{[]string{"demo", "--algorithm", "leaky"}, `unknown algorithm "leaky"`},
+		{[]string{"demo", "--limit", "1000000/s"}, "more than the demo's 5000"},
+		{[]string{"demo", "--limit", "10/minute", "--redis", "127.0.0.1:1"}, "runs in real time"},
+		{[]string{"demo", "extra"}, `unexpected argument "extra"`},
+		{[]string{"demo", "--nope"}, "flag provided but not defined: -nope"},
+		{[]string{"try", "--redis", "127.0.0.1:1"}, "the KEY to decide for is missing"},
+		{[]string{"try", "--redis", "127.0.0.1:1", "a", "b"}, "want one KEY, got 2 arguments"},
+		{[]string{"try", "--redis", "127.0.0.1:1", "--limit", "10/fortnight", "k"}, `period "fortnight"`},
+		{[]string{"try", "--redis", "127.0.0.1:1", "--algorithm", "bucket", "k"}, `unknown algorithm "bucket"`},
+		{[]string{"try", "--redis", "127.0.0.1:1", "--algorithm", "fixed_window", "--cost", "1.5", "k"}, "invalid cost '1.5': must be a whole number"},
+		{[]string{"try", "--redis", "127.0.0.1:1", "--algorithm", "sliding_window", "--burst", "20", "k"}, "invalid burst '20'"},
+		{[]string{"try", "--limit", "10/s", "k"}, "--redis ADDR is required"},
+		{[]string{"try", "--redis", "redis://[::1", "k"}, "--redis"},
+		{[]string{"load"}, "--redis ADDR is required"},
+		{[]string{"functions", "--load"}, "--load needs --redis ADDR"},
+		{[]string{"functions", "--redis", "127.0.0.1:1"}, "--redis needs --load"},
+		{[]string{"scripts", "--force"}, "--force needs --dir"},
+		{[]string{"scripts", "x"}, `unexpected argument "x"`},
+		{[]string{"fly"}, `unknown command "fly"`},
+		{nil, "Usage:"},
+	} {
+		code, out, errOut := runCmd(t, tc.args...)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) || out != "" {
+			t.Errorf("%q: exit %d, stderr %q, stdout %q; want exit %d and %q", tc.args, code, errOut, out, exitUsage, tc.want)
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"help"}, {"demo", "--help"}, {"scripts", "-h"}, {"load", "--help"},
+		{"try", "--help"}, {"functions", "--help"}, {"help", "try"}} {
+		code, out, errOut := runCmd(t, args...)
+		if code != 0 || errOut != "" {
+			t.Errorf("%q: exit %d, stderr %q", args, code, errOut)
+		}
+		for _, want := range []string{"Usage:", "Exit codes:", "3  Redis could not be reached"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("%q: help lacks %q:\n%s", args, want, out)
+			}
+		}
+	}
+	_, out, _ := runCmd(t, "try", "--help")
+	for _, flag := range []string{"-redis", "-algorithm", "-limit", "-burst", "-cost", "-check", "-json"} {
+		if !strings.Contains(out, flag) {
+			t.Errorf("try --help lacks %s", flag)
+		}
+	}
+}
+
+func TestUnreachableRedis(t *testing.T) {
+	addr := closedAddr(t)
+	for _, args := range [][]string{
+		{"try", "--redis", addr, "k"},
+		{"load", "--redis", addr},
+		{"functions", "--load", "--redis", addr},
+		{"demo", "--redis", addr},
+	} {
+		code, _, errOut := runCmd(t, args...)
+		if code != exitUnreachable || !strings.Contains(errOut, "cannot reach Redis at "+addr) {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d, cannot reach", args, code, errOut, exitUnreachable)
+		}
+	}
+}
+
+func TestScriptsList(t *testing.T) {
+	code, out, _ := runCmd(t, "scripts")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	scripts := redisrate.Scripts()
+	if len(lines) != len(scripts) {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(scripts), out)
+	}
+	for i, s := range scripts {
+		if f := strings.Fields(lines[i]); f[0] != s.Name || f[1] != s.SHA1 {
+			t.Errorf("line %q, want %s %s", lines[i], s.Name, s.SHA1)
+		}
+	}
+}
+
+// The exported files are byte for byte what the client runs, and what the
+// repository's scripts/ directory holds.
+func TestScriptsDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "lua")
+	code, out, errOut := runCmd(t, "scripts", "--dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, s := range redisrate.Scripts() {
+		got, err := os.ReadFile(filepath.Join(dir, s.Name+".lua"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != s.Source {
+			t.Errorf("%s.lua differs from the embedded script", s.Name)
+		}
+		repo, err := os.ReadFile(filepath.Join("..", "..", "scripts", s.Name+".lua"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, repo) {
+			t.Errorf("%s.lua differs from scripts/%s.lua in the repository", s.Name, s.Name)
+		}
+		if !strings.Contains(out, s.SHA1+"  "+filepath.Join(dir, s.Name+".lua")) {
+			t.Errorf("output lacks %s's SHA1 and path", s.Name)
+		}
+	}
+	// Writing again is fine; a file with other contents is left alone.
+	if code, _, _ := runCmd(t, "scripts", "--dir", dir); code != 0 {
+		t.Errorf("rewriting identical files: exit %d", code)
+	}
+	mine := filepath.Join(dir, "gcra.lua")
+	if err := os.WriteFile(mine, []byte("-- my own gcra\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut = runCmd(t, "scripts", "--dir", dir)
+	if got, _ := os.ReadFile(mine); code != exitLocal || string(got) != "-- my own gcra\n" || !strings.Contains(errOut, "left untouched") {
+		t.Errorf("exit %d, stderr %q, file now %.20q: want exit %d and the file kept", code, errOut, got, exitLocal)
+	}
+	if code, _, _ := runCmd(t, "scripts", "--dir", dir, "--force"); code != 0 {
+		t.Errorf("--force: exit %d", code)
+	}
+	if got, _ := os.ReadFile(mine); string(got) != redisrate.Scripts()[0].Source {
+		t.Error("--force did not replace the file")
+	}
+	// A path that cannot be a directory is a local failure.
+	code, _, _ = runCmd(t, "scripts", "--dir", filepath.Join(mine, "sub"))
+	if code != exitLocal {
+		t.Errorf("--dir under a file: exit %d, want %d", code, exitLocal)
+	}
+}
+
+func TestFunctionsPrints(t *testing.T) {
+	code, out, _ := runCmd(t, "functions")
+	if code != 0 || out != redisrate.FunctionsLibrary() {
+		t.Fatalf("exit %d; output is not FunctionsLibrary()", code)
+	}
+	if !strings.HasPrefix(out, "#!lua name=redisrate\n") {
+		t.Errorf("library starts %.40q", out)
+	}
+}
+
+// try on the embedded Redis: it answers like any server without INFO cluster.
+func TestTryOnMiniredis(t *testing.T) {
+	mr := miniredis.RunT(t)
+	args := []string{"try", "--redis", mr.Addr(), "--limit", "2/minute", "user:1"}
+	code, out, errOut := runCmd(t, args...)
+	if code != 0 || !strings.HasPrefix(out, `ALLOWED  key "user:1", cost 1, gcra 2/m (recorded)`) || !strings.Contains(out, "remaining    1 of 2") {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr %s", code, out, errOut)
+	}
+	runCmd(t, args...)
+	code, out, _ = runCmd(t, args...)
+	if code != exitDenied || !strings.HasPrefix(out, "DENIED") || !regexp.MustCompile(`retry after  [0-9.]+s`).MatchString(out) {
+		t.Errorf("third call: exit %d, stdout:\n%s", code, out)
+	}
+	code, out, _ = runCmd(t, "try", "--redis", mr.Addr(), "--limit", "2/minute", "--cost", "3", "--json", "user:2")
+	if code != exitDenied || out != `{"key":"user:2","algorithm":"gcra","limit":"2/m","cost":3,"check":false,"allowed":false,"remaining":2,"retry_after_ms":-1,"reset_after_ms":0,"capacity":2}`+"\n" {
+		t.Errorf("never: exit %d, %s", code, out)
+	}
+	// A key holding the user's data is refused, and left alone.
+	mr.Set("order:42", "shipped")
+	code, _, errOut = runCmd(t, "try", "--redis", mr.Addr(), "order:42")
+	if v, _ := mr.Get("order:42"); code != exitRedis || !strings.Contains(errOut, "left untouched") || v != "shipped" {
+		t.Errorf("foreign key: exit %d, stderr %q, value %q", code, errOut, v)
+	}
+}
+
+// A server without Redis Functions (before 7.0, or miniredis) gets a clear
+// error that points to the scripts.
+func TestFunctionsLoadWithoutFunctions(t *testing.T) {
+	mr := miniredis.RunT(t)
+	code, _, errOut := runCmd(t, "functions", "--load", "--redis", mr.Addr())
+	if code != exitRedis || !strings.Contains(errOut, "Redis Functions need Redis 7.0 or later") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
+	}
+}

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+		"net"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/redisrate/redisrate"
+)
+
+// startRedis starts redis-server from PATH on a free 127.0.0.1 port and stops
+// it when the test ends. With cluster, the node has cluster mode on (and a
+// free bus port at port+10000).
+func startRedis(t *testing.T, cluster bool) string {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Skip("redis-server is not on PATH: install it (Debian: apt-get install redis-server) to run the real-Redis tests")
+	}
+	port := freePort(t, cluster)
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", t.TempDir(), "--logfile", ""}
+	if cluster {
+		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
+	}
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting redis-server: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server on %s did not answer within 10s", addr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return addr
+}
+
+func freePort(t *testing.T, withBus bool) int {
+	t.Helper()
+	for range 50 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+		if !withBus {
+			return port
+		}
+		if port+10000 > 65535 {
+			continue
+		}
+		if bus, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+10000))); err == nil {
+			_ = bus.Close()
+			return port
+		}
+	}
+	t.Fatal("no free port pair for a cluster node")
+	return 0
+}
+
+// startCluster starts a Redis Cluster of two primaries that split the slots.
+func startCluster(t *testing.T) []string {
+	t.Helper()
+	a, b := startRedis(t, true), startRedis(t, true)
+	ctx := context.Background()
+	ca := redis.NewClient(&redis.Options{Addr: a})
+	cb := redis.NewClient(&redis.Options{Addr: b})
+	defer ca.Close()
+	defer cb.Close()
+	host, port, _ := net.SplitHostPort(b)
+	p, _ := strconv.Atoi(port)
+	for _, cmd := range []*redis.StatusCmd{
+		ca.ClusterMeet(ctx, host, strconv.Itoa(p)),
+		ca.ClusterAddSlotsRange(ctx, 0, 8191),
+		cb.ClusterAddSlotsRange(ctx, 8192, 16383),
+	} {
+		if err := cmd.Err(); err != nil {
+			t.Fatalf("setting up the cluster: %v", err)
+		}
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		ia, _ := ca.ClusterInfo(ctx).Result()
+		ib, _ := cb.ClusterInfo(ctx).Result()
+		na, _ := ca.ClusterNodes(ctx).Result()
+		if strings.Contains(ia, "cluster_state:ok") && strings.Contains(ib, "cluster_state:ok") && strings.Count(na, "master") == 2 {
+			return []string{a, b}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("cluster not ok within 15s:\n%s\n%s", ia, ib)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestLoadRealRedis(t *testing.T) {
+	addr := startRedis(t, false)
+	code, out, errOut := runCmd(t, "load", "--redis", addr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.HasPrefix(out, "loaded 6 scripts on 1 primary: "+addr+"\n") {
+		t.Errorf("output:\n%s", out)
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	for _, s := range redisrate.Scripts() {
+		if !strings.Contains(out, s.SHA1) {
+			t.Errorf("output lacks %s's SHA1", s.Name)
+		}
+		if ok, err := c.ScriptExists(context.Background(), s.SHA1).Result(); err != nil || !ok[0] {
+			t.Errorf("%s not loaded: %v %v", s.Name, ok, err)
+		}
+	}
+}
+
+// load and functions --load reach every primary of a Cluster.
+func TestLoadCluster(t *testing.T) {
+	nodes := startCluster(t)
+	ctx := context.Background()
+	code, out, errOut := runCmd(t, "load", "--redis", nodes[0])
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "on 2 primaries") {
+		t.Errorf("output:\n%s", out)
+	}
+	code, out, errOut = runCmd(t, "functions", "--load", "--redis", nodes[1])
+	if code != 0 || !strings.Contains(out, "loaded library redisrate on 2 primaries") {
+		t.Fatalf("functions --load: exit %d: %s%s", code, out, errOut)
+	}
+	for _, addr := range nodes {
+		c := redis.NewClient(&redis.Options{Addr: addr})
+		for _, s := range redisrate.Scripts() {
+			if ok, err := c.ScriptExists(ctx, s.SHA1).Result(); err != nil || !ok[0] {
+				t.Errorf("%s: %s not loaded: %v %v", addr, s.Name, ok, err)
+			}
+		}
+		libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: "redisrate"}).Result()
+		if err != nil || len(libs) != 1 || len(libs[0].Functions) != 12 {
+			t.Errorf("%s: FUNCTION LIST: %+v %v", addr, libs, err)
+		}
+		_ = c.Close()
+	}
+	// try goes through the cluster client: keys in either node's slots work.
+	for _, key := range []string{"a", "b", "c", "d"} {
+		if code, out, errOut := runCmd(t, "try", "--redis", nodes[0], key); code != 0 {
+			t.Errorf("try %s on the cluster: exit %d: %s%s", key, code, out, errOut)
+		}
+	}
+}
+
+func TestTryRealRedis(t *testing.T) {
+	addr := startRedis(t, false)
+	base := []string{"try", "--redis", addr, "--algorithm", "token_bucket", "--limit", "3/hour", "--burst", "5"}
+	var last tryJSON
+	for i := range 6 {
+		code, out, errOut := runCmd(t, append(base, "--json", "user:7")...)
+		if err := json.Unmarshal([]byte(out), &last); err != nil {
+			t.Fatalf("call %d: %v: %q %s", i+1, err, out, errOut)
+		}
+		wantCode := exitOK
+		if i == 5 {
+			wantCode = exitDenied
+		}
+		if code != wantCode || last.Allowed != (i < 5) || last.Capacity != 5 {
+			t.Errorf("call %d: exit %d, %+v", i+1, code, last)
+		}
+	}
+	if last.RetryAfterMs <= 0 || last.Algorithm != "token_bucket" || last.Limit != "3/h burst 5" {
+		t.Errorf("denied reply %+v", last)
+	}
+	// --check decides without recording; cost 0 reads the state.
+	code, out, _ := runCmd(t, append(base, "--check", "--cost", "0", "user:8")...)
+	if code != 0 || !strings.Contains(out, "remaining    5 of 5") || !strings.Contains(out, "checked only, nothing recorded") {
+		t.Errorf("check: exit %d:\n%s", code, out)
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	if n, _ := c.Exists(context.Background(), "user:8").Result(); n != 0 {
+		t.Error("--check wrote the key")
+	}
+	// Flags may follow the key.
+	if code, out, _ := runCmd(t, "try", "--redis", addr, "k", "--json"); code != 0 || !strings.HasPrefix(out, "{") {
+		t.Errorf("flags after the key: exit %d: %s", code, out)
+	}
+	// A wrong password is Redis refusing, not unreachable.
+	if err := c.ConfigSet(context.Background(), "requirepass", "s3cret").Err(); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCmd(t, "try", "--redis", "redis://:wrong@"+addr, "k")
+	if code != exitRedis || !strings.Contains(errOut, "WRONGPASS") {
+		t.Errorf("wrong password: exit %d, %q", code, errOut)
+	}
+	if code, _, errOut := runCmd(t, "try", "--redis", "redis://:s3cret@"+addr, "k"); code != 0 {
+		t.Errorf("with the password: exit %d, %s", code, errOut)
+	}
+}
+
+func TestDemoRealRedis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real time: skipped with -short")
+	}
+	addr := startRedis(t, false)
+	// 40/s for a shortened pattern of 4 periods: one second of real time.
+	code, out, errOut := runCmd(t, "demo", "--redis", addr, "--limit", "40/250ms", "--algorithm", "gcra,sliding_log")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"on Redis 7", "real time: a shortened pattern of 1s", "sliding_log"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if !regexMatch(`(?m)^gcra .* string, \d+ B +\d+ B$`, out) {
+		t.Errorf("no MEMORY USAGE for gcra:\n%s", out)
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	defer c.Close()
+	if n, _ := c.DBSize(context.Background()).Result(); n != 0 {
+		keys, _ := c.Keys(context.Background(), "*").Result()
+		t.Errorf("the demo left %d keys behind: %v", n, keys)
+	}
+}
+
+func regexMatch(re, s string) bool { return regexp.MustCompile(re).MatchString(s) }
