@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
-		"net"
+	"net"
 	"os/exec"
 	"regexp"
 	"strconv"
