@@ -22,6 +22,7 @@ type Limiter struct {
 	rdb           Client
 	prefix        string
 	readOnlyCheck bool
+	failure       failure // see failure.go
 }
 
 // Option configures a Limiter.
@@ -183,7 +184,7 @@ func (l *Limiter) do(ctx context.Context, key string, n float64, check bool, lim
 			return res, nil
 		}
 	}
-	return Result{}, &Error{Script: s.Name, Key: key, Err: err, kind: classify(err)}
+	return l.onFailure(ctx, &Error{Script: s.Name, Key: key, Err: err, kind: classify(err)}, n, check, limits)
 }
 
 // run calls the script by SHA1 and, when the server does not have it (a new

@@ -40,6 +40,15 @@ type Result struct {
 
 	// Limit is the binding limit itself.
 	Limit Limit
+
+	// Source says who decided: SourceRedis normally, or, when Redis failed
+	// and a failure policy answered instead (WithFailurePolicy,
+	// WithFallback), which one. Log and alert on Degraded results.
+	Source Source
+
+	// Cause is the Redis failure behind a degraded result (Source other than
+	// SourceRedis); nil otherwise.
+	Cause error
 }
 
 // Never reports whether the request can never be admitted under its limits
