@@ -1,0 +1,5 @@
+//go:build !race
+
+package redisrate
+
+const raceEnabled = false
