@@ -1,0 +1,277 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func client(t *testing.T, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestStartAppliesArgsAndDefaults(t *testing.T) {
+	ctx := context.Background()
+	addr, stop := Start(t, "--maxmemory", "12mb", "--hz", "50")
+	host, _, _ := net.SplitHostPort(addr)
+	if host != "127.0.0.1" {
+		t.Errorf("addr %s: want 127.0.0.1", addr)
+	}
+	c := client(t, addr)
+	want := map[string]string{
+		"maxmemory":  "12582912",
+		"hz":         "50",
+		"save":       "",
+		"appendonly": "no",
+		"bind":       "127.0.0.1",
+	}
+	for k, v := range want {
+		got, err := c.ConfigGet(ctx, k).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[k] != v {
+			t.Errorf("CONFIG GET %s = %q, want %q", k, got[k], v)
+		}
+	}
+	stop()
+	if err := ping(addr); err == nil {
+		t.Errorf("server at %s still answers after stop", addr)
+	}
+	stop() // twice is harmless
+}
+
+func TestStartSeveralServers(t *testing.T) {
+	seen := map[string]bool{}
+	for range 3 {
+		s := StartServer(t, Options{})
+		if seen[s.Addr] {
+			t.Fatalf("two servers on %s", s.Addr)
+		}
+		seen[s.Addr] = true
+		if !s.Container && !canListen(s.Port+10000) {
+			t.Errorf("bus port %d of server %s is taken", s.Port+10000, s.Addr)
+		}
+	}
+}
+
+func TestStartReportsBadConfig(t *testing.T) {
+	if !Local() {
+		t.Skip("needs redis-server on PATH")
+	}
+	// A failing start must fail the test with the server's own words; run it
+	// in a fake TB to observe that without failing this test.
+	ft := &fakeTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { _ = recover() }()
+		StartServer(ft, Options{Args: []string{"--no-such-directive", "1"}})
+	}()
+	<-done
+	if !ft.failed || !strings.Contains(ft.msg, "no-such-directive") {
+		t.Fatalf("want a failure quoting the server's complaint, got failed=%v %q", ft.failed, ft.msg)
+	}
+}
+
+// fakeTB records a Fatalf and stops the goroutine, as testing.T does.
+type fakeTB struct {
+	testing.TB
+	failed bool
+	msg    string
+}
+
+func (f *fakeTB) Fatalf(format string, args ...any) {
+	f.failed = true
+	f.msg = fmt.Sprintf(format, args...)
+	panic("fatal")
+}
+
+func TestRestartKeepsAOF(t *testing.T) {
+	if !Local() {
+		t.Skip("needs redis-server on PATH")
+	}
+	ctx := context.Background()
+	s := StartServer(t, Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
+	c := client(t, s.Addr)
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	s.Kill()
+	if s.Running() {
+		t.Fatal("still running after Kill")
+	}
+	s.Restart()
+	if got, err := c.Get(ctx, "k").Result(); err != nil || got != "v" {
+		t.Fatalf("after restart GET k = %q, %v; want v from the AOF", got, err)
+	}
+	if _, err := os.Stat(filepath.Join(s.Dir, "appendonlydir")); err != nil {
+		t.Errorf("no AOF directory in %s: %v", s.Dir, err)
+	}
+}
+
+func TestSentinel(t *testing.T) {
+	if !Local() {
+		t.Skip("needs redis-server on PATH")
+	}
+	ctx := context.Background()
+	primary := StartServer(t, Options{})
+	s := StartServer(t, Options{Sentinel: true, Config: []string{
+		"sentinel monitor m 127.0.0.1 " + strconv.Itoa(primary.Port) + " 1",
+	}})
+	c := client(t, s.Addr)
+	got, err := c.Do(ctx, "SENTINEL", "get-master-addr-by-name", "m").StringSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, ":") != primary.Addr {
+		t.Fatalf("sentinel reports %v, want %s", got, primary.Addr)
+	}
+}
+
+func TestOpenSharedDeletesOnlyItsKeys(t *testing.T) {
+	if !Local() {
+		t.Skip("needs redis-server on PATH")
+	}
+	ctx := context.Background()
+	addr, _ := Start(t)
+	c := client(t, addr)
+	if err := c.Set(ctx, "users:data", "keep me", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(EnvAddr, addr)
+	var prefix string
+	t.Run("shared", func(t *testing.T) {
+		r := Open(t)
+		if r.Own || r.Addr != addr {
+			t.Fatalf("Open with %s=%s gave own=%v addr=%s", EnvAddr, addr, r.Own, r.Addr)
+		}
+		prefix = r.Prefix
+		for i := range 1200 {
+			r.Client.Set(ctx, r.Key(strconv.Itoa(i)), "x", 0)
+		}
+	})
+	if n := len(c.Keys(ctx, prefix+"*").Val()); n != 0 {
+		t.Errorf("%d keys under %s left behind", n, prefix)
+	}
+	if got := c.Get(ctx, "users:data").Val(); got != "keep me" {
+		t.Errorf("a key outside the prefix was touched: %q", got)
+	}
+}
+
+func TestOpenBadAddrFails(t *testing.T) {
+	t.Setenv(EnvAddr, "not an address")
+	ft := &fakeTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { _ = recover() }()
+		Open(ft)
+	}()
+	<-done
+	if !ft.failed || !strings.Contains(ft.msg, EnvAddr) {
+		t.Fatalf("want a failure naming %s, got failed=%v %q", EnvAddr, ft.failed, ft.msg)
+	}
+}
+
+func TestParseAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:6379":           "127.0.0.1:6379",
+		"redis://localhost:7000/2": "localhost:7000",
+		"[::1]:6380":               "[::1]:6380",
+	} {
+		o, err := ParseAddr(in)
+		if err != nil || o.Addr != want {
+			t.Errorf("ParseAddr(%q) = %v, %v; want addr %s", in, o, err, want)
+		}
+	}
+	for _, in := range []string{"localhost", "redis://:bad:port:x", ""} {
+		if _, err := ParseAddr(in); err == nil {
+			t.Errorf("ParseAddr(%q): want an error", in)
+		}
+	}
+}
+
+// TestDockerDetection shows that an engine is recognised by its /_ping
+// answer, and that a socket which accepts but never answers, or nothing at
+// all, is not one and does not hang the caller.
+func TestDockerDetection(t *testing.T) {
+	dir := t.TempDir()
+	serve := func(name, reply string) string {
+		path := filepath.Join(dir, name)
+		l, err := net.Listen("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					buf := make([]byte, 512)
+					_, _ = c.Read(buf)
+					if reply == "" {
+						time.Sleep(3 * time.Second) // never answers in time
+						return
+					}
+					_, _ = c.Write([]byte(reply))
+				}()
+			}
+		}()
+		return "unix://" + path
+	}
+	ok := serve("ok.sock", "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nOK")
+	mute := serve("mute.sock", "")
+	refuse := serve("refuse.sock", "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n")
+	if !pingEngine(ok) {
+		t.Error("an engine answering OK was not recognised")
+	}
+	if pingEngine(refuse) {
+		t.Error("an engine answering 500 was taken for a working one")
+	}
+	start := time.Now()
+	if pingEngine(mute) {
+		t.Error("a socket that never answers was taken for an engine")
+	}
+	if pingEngine("unix://" + filepath.Join(dir, "absent.sock")) {
+		t.Error("a missing socket was taken for an engine")
+	}
+	if pingEngine("ssh://user@host") {
+		t.Error("ssh:// cannot be asked quickly and must not count")
+	}
+	// A hang guard, not a speed goal: the mute socket costs its 1 s deadline.
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("detection took %v", d)
+	}
+}
+
+func TestSkipsWithoutRedis(t *testing.T) {
+	if dockerEngine() != "" {
+		t.Skip("a Docker engine answers here, so nothing would skip")
+	}
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv(EnvAddr, "")
+	var skipped bool
+	t.Run("inner", func(t *testing.T) {
+		defer func() { skipped = t.Skipped() }()
+		Open(t)
+	})
+	if !skipped {
+		t.Fatal("Open did not skip without redis-server, REDIS_ADDR or Docker")
+	}
+}
