@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestServerEndToEnd starts the example server on 127.0.0.1, backed by
+// miniredis on a fixed clock, and drives it over TCP with a real client.
+func TestServerEndToEnd(t *testing.T) {
+	mr := miniredis.RunT(t)
+	mr.SetTime(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+
+	// The test's client connects from 127.0.0.1: trusting it as a proxy
+	// lets the test play clients behind a load balancer.
+	h, err := newHandler(rdb, []string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- serve(ctx, ln, h) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	base := "http://" + ln.Addr().String()
+	client := &http.Client{Timeout: 5 * time.Second}
+
+	get := func(path string, hdr ...string) (*http.Response, string) {
+		t.Helper()
+		req, err := http.NewRequest("GET", base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Add(hdr[i], hdr[i+1])
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, string(body)
+	}
+
+	// Health checks are not limited.
+	for range 20 {
+		if resp, _ := get("/healthz"); resp.StatusCode != 200 || resp.Header.Get("RateLimit") != "" {
+			t.Fatalf("/healthz: %d, RateLimit %q", resp.StatusCode, resp.Header.Get("RateLimit"))
+		}
+	}
+
+	// /hello: a burst of 10 per client, then 429.
+	for i := range 10 {
+		resp, body := get("/hello", "X-Forwarded-For", "203.0.113.1")
+		if resp.StatusCode != 200 || body != "hello\n" {
+			t.Fatalf("/hello #%d: %d %q", i, resp.StatusCode, body)
+		}
+		if got := resp.Header.Get("X-RateLimit-Remaining"); got != strconv.Itoa(9-i) {
+			t.Errorf("/hello #%d: X-RateLimit-Remaining %s; want %d", i, got, 9-i)
+		}
+	}
+	resp, body := get("/hello", "X-Forwarded-For", "203.0.113.1")
+	if resp.StatusCode != 429 {
+		t.Fatalf("11th /hello: %d; want 429", resp.StatusCode)
+	}
+	for k, want := range map[string]string{
+		"Content-Type":      "application/problem+json",
+		"Retry-After":       "1",
+		"RateLimit-Policy":  `"hello";q=10;w=2`,
+		"RateLimit":         `"hello";r=0;t=1`,
+		"X-RateLimit-Limit": "10",
+		"X-RateLimit-Reset": "2",
+	} {
+		if got := resp.Header.Get(k); got != want {
+			t.Errorf("429 %s = %q; want %q", k, got, want)
+		}
+	}
+	var p struct {
+		Type     string   `json:"type"`
+		Status   int      `json:"status"`
+		Violated []string `json:"violated-policies"`
+	}
+	if err := json.Unmarshal([]byte(body), &p); err != nil || p.Status != 429 || len(p.Violated) != 1 || p.Violated[0] != "hello" {
+		t.Errorf("429 body %q: %+v, %v", body, p, err)
+	}
+
+	// A spoofed entry to the left of the proxy's is ignored: same client.
+	if resp, _ := get("/hello", "X-Forwarded-For", "198.51.100.1, 203.0.113.1"); resp.StatusCode != 429 {
+		t.Errorf("spoofed X-Forwarded-For got through: %d", resp.StatusCode)
+	}
+	// Another client has its own quota.
+	if resp, _ := get("/hello", "X-Forwarded-For", "203.0.113.2"); resp.StatusCode != 200 {
+		t.Errorf("another client: %d; want 200", resp.StatusCode)
+	}
+
+	// /api/search: by API key, two limits.
+	if resp, body := get("/api/search?q=x"); resp.StatusCode != 400 {
+		t.Errorf("/api/search without a key: %d %s; want 400", resp.StatusCode, body)
+	}
+	for i := range 10 {
+		if resp, _ := get("/api/search?q=x", "X-API-Key", "key-1"); resp.StatusCode != 200 {
+			t.Fatalf("/api/search #%d: %d", i, resp.StatusCode)
+		}
+	}
+	resp, _ = get("/api/search?q=x", "X-API-Key", "key-1")
+	if resp.StatusCode != 429 || resp.Header.Get("RateLimit") != `"search-burst";r=0;t=1` ||
+		resp.Header.Get("RateLimit-Policy") != `"search-burst";q=10;w=1, "search-hourly";q=1000;w=3600` {
+		t.Errorf("11th search: %d, RateLimit %q, policy %q", resp.StatusCode, resp.Header.Get("RateLimit"), resp.Header.Get("RateLimit-Policy"))
+	}
+
+	// Time passes (on Redis's clock): the client is admitted again.
+	mr.SetTime(time.Date(2026, 11, 22, 12, 0, 1, 0, time.UTC))
+	if resp, _ := get("/hello", "X-Forwarded-For", "203.0.113.1"); resp.StatusCode != 200 {
+		t.Errorf("/hello a second later: %d; want 200", resp.StatusCode)
+	}
+
+	// Redis fails: the server fails closed with 503, and keeps serving.
+	mr.SetError("ERR injected failure")
+	if resp, _ := get("/hello", "X-Forwarded-For", "203.0.113.3"); resp.StatusCode != 503 {
+		t.Errorf("/hello with Redis failing: %d; want 503", resp.StatusCode)
+	}
+	mr.SetError("")
+	if resp, _ := get("/hello", "X-Forwarded-For", "203.0.113.3"); resp.StatusCode != 200 {
+		t.Errorf("/hello with Redis back: %d; want 200", resp.StatusCode)
+	}
+}
