@@ -113,7 +113,7 @@ func TestDemoShowsTheAlgorithmsDiffer(t *testing.T) {
 
 func TestDemoSVGIsWellFormed(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "chart.svg")
-	if code, _, errOut := runCmd(t, "demo", "--limit", "100/minute", "--burst", "20", "--svg", path); code != 0 {
+	if code, _, errOut := runCmd(t, "demo", "--limit", "30/minute", "--burst", "12", "--svg", path); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 	b, err := os.ReadFile(path)
@@ -134,7 +134,7 @@ func TestDemoSVGIsWellFormed(t *testing.T) {
 			t.Errorf("chart has no lane for %s", s.Name)
 		}
 	}
-	if !bytes.Contains(b, []byte("limit 100/m, burst 20")) {
+	if !bytes.Contains(b, []byte("limit 30/m, burst 12")) {
 		t.Errorf("chart title lacks the limit")
 	}
 }

@@ -108,8 +108,11 @@ func printTry(w io.Writer, key string, lim redisrate.Limit, cost float64, check 
 		verdict = "DENIED"
 	}
 	what := "recorded"
-	if check || cost == 0 {
+	switch {
+	case check || cost == 0:
 		what = "checked only, nothing recorded"
+	case !r.Allowed:
+		what = "nothing recorded"
 	}
 	fmt.Fprintf(w, "%s  key %q, cost %s, %s %s (%s)\n", verdict, key, fmtNum(cost), lim.Algorithm, lim.WithAlgorithm(redisrate.GCRA), what)
 	fmt.Fprintf(w, "  remaining    %d of %d\n", r.Remaining, r.Capacity)
