@@ -8,7 +8,8 @@
 -- request is admitted when it fits. Makes the same decisions as GCRA (both are
 -- continuous buckets) but keeps the level itself, readable as a meter.
 -- State: a string "lb x t ..." per limit, level = x / b units at time t
--- microseconds, where a/b is limit per microsecond in lowest terms.
+-- microseconds, where a/b is limit per microsecond in lowest terms (integers
+-- in hexadecimal).
 --
 -- Call:
 --   EVALSHA <sha1> 1 <key> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
@@ -289,8 +290,10 @@ local function continuous_verdict(lim, x)
 end
 -- ---- State (scripts/src/state.lua): this script's string state, or refusal ----
 -- The value is "<tag> <number> <number> ...": PER_LIMIT numbers per limit
--- position. A key of another type, a user's value or another script's state
--- is refused, and nothing is written.
+-- position, integers in hexadecimal (read with strtoul, several times cheaper
+-- than decimal strtod for 16 digits), fractions in decimal with a "." or "-"
+-- (so never taken for hex). A key of another type, a user's value or another
+-- script's state is refused, and nothing is written.
 local state = {}
 do
   local raw = redis.pcall('GET', key)
@@ -302,7 +305,8 @@ do
     local ours = tag == TAG
     if ours then
       for word in string.gmatch(sub(raw, #tag + 2), '[^ ]+') do
-        local v = parse_number(word)
+        local v
+        if match(word, '^%x+$') then v = tonumber(word, 16) else v = parse_number(word) end
         if not v then
           ours = false
           break
@@ -378,7 +382,10 @@ local reply = { allowed and 1 or 0, bound.rem, retry_ms, us_to_ms(bound.reset_us
 -- when the state is worth no more than no state at all.
 if allowed and writes then
   local value = TAG
-  for i = 1, #fields do value = value .. ' ' .. fmt('%.17g', fields[i]) end
-  redis.call('SET', key, value, 'PX', us_to_ms(ttl_us))
+  for i = 1, #fields do
+    local f = fields[i]
+    value = value .. (f == floor(f) and fmt(' %x', f) or fmt(' %.17g', f))
+  end
+  redis.call('SET', key, value, 'PX', fmt('%d', us_to_ms(ttl_us)))
 end
 return reply

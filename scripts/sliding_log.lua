@@ -278,7 +278,7 @@ for i = 1, n_limits do
   if lo < 0 then lo = 0 end
   local count = 0
   if newest and newest > lo then
-    count = redis.call('ZCOUNT', key, '(' .. fmt('%.17g', lo), '+inf')
+    count = redis.call('ZCOUNT', key, '(' .. fmt('%d', lo), '+inf')
   end
   local ok, never, retry_us = false, false, 0
   if cost > lim.limit then
@@ -287,7 +287,7 @@ for i = 1, n_limits do
     ok = true
   else
     -- wait until the oldest (count + cost - limit) entries have left the window
-    local nth = redis.call('ZRANGEBYSCORE', key, '(' .. fmt('%.17g', lo), '+inf', 'WITHSCORES', 'LIMIT', count + cost - lim.limit - 1, 1)
+    local nth = redis.call('ZRANGEBYSCORE', key, '(' .. fmt('%d', lo), '+inf', 'WITHSCORES', 'LIMIT', count + cost - lim.limit - 1, 1)
     retry_us = tonumber(nth[2]) + lim.period_us - now
   end
   local after = ok and count + cost or count
@@ -343,17 +343,17 @@ local reply = { allowed and 1 or 0, bound.rem, retry_ms, us_to_ms(bound.reset_us
 -- ---- The writes: trim what every window has left, add one entry per unit ----
 if allowed and writes then
   if not fresh then
-    redis.call('ZREMRANGEBYSCORE', key, '(0', fmt('%.17g', now - longest))
+    redis.call('ZREMRANGEBYSCORE', key, '(0', fmt('%d', now - longest))
   end
   local batch = { -(last_seq + cost), MARKER }
   for n = 1, cost do
     batch[#batch + 1] = now
-    batch[#batch + 1] = fmt('%.17g', last_seq + n)
+    batch[#batch + 1] = fmt('%d', last_seq + n)
     if #batch >= 2 * ZADD_CHUNK or n == cost then
       redis.call('ZADD', key, unpack(batch))
       batch = {}
     end
   end
-  redis.call('PEXPIRE', key, us_to_ms(longest))
+  redis.call('PEXPIRE', key, fmt('%d', us_to_ms(longest)))
 end
 return reply

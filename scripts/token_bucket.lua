@@ -8,7 +8,7 @@
 -- that created the state, up to burst. A request is admitted when the bucket
 -- holds its cost. Simple to explain; a refill arrives all at once.
 -- State: a string "tb tokens t ..." per limit, t the time of the last refill
--- in microseconds.
+-- in microseconds (integers in hexadecimal, fractions in decimal).
 --
 -- Call:
 --   EVALSHA <sha1> 1 <key> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
@@ -262,8 +262,10 @@ for i = 1, n_limits do
 end
 -- ---- State (scripts/src/state.lua): this script's string state, or refusal ----
 -- The value is "<tag> <number> <number> ...": PER_LIMIT numbers per limit
--- position. A key of another type, a user's value or another script's state
--- is refused, and nothing is written.
+-- position, integers in hexadecimal (read with strtoul, several times cheaper
+-- than decimal strtod for 16 digits), fractions in decimal with a "." or "-"
+-- (so never taken for hex). A key of another type, a user's value or another
+-- script's state is refused, and nothing is written.
 local state = {}
 do
   local raw = redis.pcall('GET', key)
@@ -275,7 +277,8 @@ do
     local ours = tag == TAG
     if ours then
       for word in string.gmatch(sub(raw, #tag + 2), '[^ ]+') do
-        local v = parse_number(word)
+        local v
+        if match(word, '^%x+$') then v = tonumber(word, 16) else v = parse_number(word) end
         if not v then
           ours = false
           break
@@ -371,7 +374,10 @@ local reply = { allowed and 1 or 0, bound.rem, retry_ms, us_to_ms(bound.reset_us
 -- when the state is worth no more than no state at all.
 if allowed and writes then
   local value = TAG
-  for i = 1, #fields do value = value .. ' ' .. fmt('%.17g', fields[i]) end
-  redis.call('SET', key, value, 'PX', us_to_ms(ttl_us))
+  for i = 1, #fields do
+    local f = fields[i]
+    value = value .. (f == floor(f) and fmt(' %x', f) or fmt(' %.17g', f))
+  end
+  redis.call('SET', key, value, 'PX', fmt('%d', us_to_ms(ttl_us)))
 end
 return reply

@@ -2,7 +2,8 @@
 -- the first admitted request and allows limit units; when it ends the count
 -- starts over. The cheapest to reason about; allows up to 2 * limit across a
 -- window boundary.
--- State: a string "fw start count ..." per limit, start in microseconds.
+-- State: a string "fw start count ..." per limit, start in microseconds
+-- (in hexadecimal).
 local NAME = 'fixed_window'
 local TAG = 'fw' -- the state's tag
 local PER_LIMIT = 2 -- numbers stored per limit

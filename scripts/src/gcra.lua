@@ -2,7 +2,8 @@
 -- arrival time (TAT) spaced period_ms / limit apart; a request is admitted when
 -- its cost fits before TAT runs more than burst units ahead of now. Smooth,
 -- exact, and the cheapest state: one rational number per limit.
--- State: a string "gcra t r ..." per limit, TAT = t + r/a microseconds.
+-- State: a string "gcra t r ..." per limit, TAT = t + r/a microseconds
+-- (integers in hexadecimal).
 local NAME = 'gcra'
 local TAG = 'gcra' -- the state's tag
 local PER_LIMIT = 2 -- numbers stored per limit

@@ -3,7 +3,8 @@
 -- request is admitted when it fits. Makes the same decisions as GCRA (both are
 -- continuous buckets) but keeps the level itself, readable as a meter.
 -- State: a string "lb x t ..." per limit, level = x / b units at time t
--- microseconds, where a/b is limit per microsecond in lowest terms.
+-- microseconds, where a/b is limit per microsecond in lowest terms (integers
+-- in hexadecimal).
 local NAME = 'leaky_bucket'
 local TAG = 'lb' -- the state's tag
 local PER_LIMIT = 2 -- numbers stored per limit

@@ -4,7 +4,8 @@
 -- much of it still overlaps the sliding window, leaves room for its cost.
 -- Close to a true sliding window at the cost of two counters.
 -- State: a string "sw start previous current ..." per limit, start the current
--- window's start in milliseconds since the epoch.
+-- window's start in milliseconds since the epoch (integers in hexadecimal,
+-- fractions in decimal).
 local NAME = 'sliding_window'
 local TAG = 'sw' -- the state's tag
 local PER_LIMIT = 3 -- numbers stored per limit

@@ -3,7 +3,7 @@
 -- that created the state, up to burst. A request is admitted when the bucket
 -- holds its cost. Simple to explain; a refill arrives all at once.
 -- State: a string "tb tokens t ..." per limit, t the time of the last refill
--- in microseconds.
+-- in microseconds (integers in hexadecimal, fractions in decimal).
 local NAME = 'token_bucket'
 local TAG = 'tb' -- the state's tag
 local PER_LIMIT = 2 -- numbers stored per limit
