@@ -6,6 +6,9 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -34,6 +37,7 @@ func ExampleNew() {
 	rdb, done := exampleRedis()
 	defer done()
 
+	// readme:start
 	byIP, err := httplimit.ClientIP{
 		Header:         "X-Forwarded-For",
 		TrustedProxies: []string{"10.0.0.0/8"},
@@ -54,6 +58,7 @@ func ExampleNew() {
 	mux.Handle("/things", limit.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "things")
 	})))
+	// readme:end
 
 	for range 3 {
 		r := httptest.NewRequest("GET", "/things", nil)
@@ -112,4 +117,38 @@ func ExampleFailOpen() {
 		httplimit.FailOpen(w, r, next, err)
 	}
 	_ = httplimit.Config{OnError: failOpen}
+}
+
+// TestReadmeHTTPIsExample keeps the README's middleware example the same
+// code as ExampleNew, which the test suite compiles and runs.
+func TestReadmeHTTPIsExample(t *testing.T) {
+	checkReadme(t, "example_test.go", "../README.md", "readme")
+}
+
+// checkReadme checks that readme holds, as a Go code block, the lines of
+// file between the comments "// NAME:start" and "// NAME:end", unindented
+// by one tab.
+func checkReadme(t *testing.T, file, readme, name string) {
+	t.Helper()
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(src), "// "+name+":start\n")
+	body, _, ok2 := strings.Cut(after, "\t// "+name+":end")
+	if !ok || !ok2 {
+		t.Fatalf("%s lost its %s markers", file, name)
+	}
+	var lines []string
+	for _, l := range strings.Split(strings.TrimRight(body, "\n"), "\n") {
+		lines = append(lines, strings.TrimPrefix(l, "\t"))
+	}
+	want := "```go\n" + strings.Join(lines, "\n") + "\n```"
+	text, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(text), want) {
+		t.Errorf("%s differs from %s; it should contain:\n%s", readme, file, want)
+	}
 }
