@@ -177,10 +177,15 @@ func (l *Limiter) do(ctx context.Context, key string, n float64, check bool, lim
 	}
 	s := &scripts[limits[0].Algorithm]
 	key = l.prefix + key
+	sent, cached, hit := l.lookupDenial(key, n, limits)
+	if hit {
+		return cached, nil
+	}
 	v, err := run(ctx, l.rdb, s, check && l.readOnlyCheck, []string{key}, args)
 	if err == nil {
 		var res Result
 		if res, err = decodeReply(v, limits); err == nil {
+			l.storeDenial(key, n, limits, res, sent)
 			return res, nil
 		}
 	}

@@ -1,0 +1,196 @@
+package redisrate
+
+import (
+	"container/list"
+	"context"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// WithDenyCache keeps, in this process, up to size recent denials that carry
+// a RetryAfter, and answers further requests for the same key, limits and a
+// cost at least as large as the denied one locally until RetryAfter has
+// passed. A flood of requests that Redis would deny then costs Redis nothing.
+//
+// The cache only ever denies: anything it does not hold goes to Redis. A
+// locally answered Result is the cached denial with RetryAfter and
+// ResetAfter shrunk by the time elapsed since it was sent; its Remaining is
+// as of that denial (a lower bound: the bucket may have refilled a little).
+// The only way it can deny what Redis would admit is a change this process
+// does not see: a Reset from another process, or a key deleted by hand. The
+// Limiter's own Reset clears the key from the cache. Denials that can never
+// be admitted (RetryAfter is Never) are not cached.
+//
+// The least recently used entry is dropped beyond size entries; a size below
+// 1 leaves the cache off. Each entry takes about 400 bytes plus the key.
+func WithDenyCache(size int) Option {
+	return func(l *Limiter) {
+		if size < 1 || l.rdb == nil {
+			return
+		}
+		if d, ok := l.rdb.(*denyCacheClient); ok { // a second WithDenyCache resizes
+			l.rdb = d.Client
+		}
+		l.rdb = &denyCacheClient{Client: l.rdb, cache: newDenyCache(size)}
+	}
+}
+
+// denyCacheClient carries the cache inside the Limiter's client, so that the
+// Limiter needs no field of its own for it, and clears it on Reset (Del).
+type denyCacheClient struct {
+	Client
+	cache *denyCache
+}
+
+func (c *denyCacheClient) Del(ctx context.Context, keys ...string) *redis.IntCmd {
+	for _, k := range keys {
+		c.cache.forget(k)
+	}
+	return c.Client.Del(ctx, keys...)
+}
+
+// unwrap returns the client underneath, e.g. for AllowBatch's pipelines.
+func (c *denyCacheClient) unwrap() Client { return c.Client }
+
+// lookupDenial answers from the deny cache when it holds a denial that
+// covers this request. sent is the time to record a new denial against:
+// taken before the request goes to Redis, so that a cached denial never
+// outlasts the one Redis gave.
+func (l *Limiter) lookupDenial(key string, n float64, limits []Limit) (sent time.Time, res Result, hit bool) {
+	d, ok := l.rdb.(*denyCacheClient)
+	if !ok {
+		return time.Time{}, Result{}, false
+	}
+	sent = d.cache.now()
+	res, hit = d.cache.lookup(key, n, limits, sent)
+	return sent, res, hit
+}
+
+// storeDenial remembers res if it is a denial that a wait can end.
+func (l *Limiter) storeDenial(key string, n float64, limits []Limit, res Result, sent time.Time) {
+	if res.Allowed || res.RetryAfter <= 0 {
+		return
+	}
+	if d, ok := l.rdb.(*denyCacheClient); ok && !sent.IsZero() {
+		d.cache.store(key, n, limits, res, sent)
+	}
+}
+
+// denyKey identifies the requests a denial covers: the key and the limits,
+// all of them, in order (an array so that the map key needs no allocation).
+type denyKey struct {
+	key    string
+	count  int
+	limits [maxLimits]Limit
+}
+
+type denyEntry struct {
+	k     denyKey
+	cost  float64   // the denied cost: larger costs are denied too
+	res   Result    // the denial as Redis gave it
+	until time.Time // sent + RetryAfter
+	reset time.Time // sent + ResetAfter
+}
+
+// denyCache is a size-bounded LRU of denials, safe for concurrent use.
+type denyCache struct {
+	mu    sync.Mutex
+	size  int
+	items map[denyKey]*list.Element
+	order *list.List       // front: most recently used
+	now   func() time.Time // time.Now; tests move it by hand
+}
+
+func newDenyCache(size int) *denyCache {
+	return &denyCache{size: size, items: make(map[denyKey]*list.Element), order: list.New(), now: time.Now}
+}
+
+func makeDenyKey(key string, limits []Limit) (denyKey, bool) {
+	if len(limits) > maxLimits {
+		return denyKey{}, false
+	}
+	k := denyKey{key: key, count: len(limits)}
+	copy(k.limits[:], limits)
+	return k, true
+}
+
+func (c *denyCache) lookup(key string, n float64, limits []Limit, now time.Time) (Result, bool) {
+	k, ok := makeDenyKey(key, limits)
+	if !ok {
+		return Result{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.items[k]
+	if !ok {
+		return Result{}, false
+	}
+	e := el.Value.(*denyEntry)
+	if !now.Before(e.until) {
+		c.order.Remove(el)
+		delete(c.items, k)
+		return Result{}, false
+	}
+	if n < e.cost {
+		return Result{}, false // a smaller cost may fit: ask Redis
+	}
+	c.order.MoveToFront(el)
+	res := e.res
+	res.RetryAfter = ceilMs(e.until.Sub(now))
+	res.ResetAfter = max(ceilMs(e.reset.Sub(now)), res.RetryAfter)
+	return res, true
+}
+
+func (c *denyCache) store(key string, n float64, limits []Limit, res Result, sent time.Time) {
+	k, ok := makeDenyKey(key, limits)
+	if !ok {
+		return
+	}
+	e := &denyEntry{k: k, cost: n, res: res, until: sent.Add(res.RetryAfter), reset: sent.Add(res.ResetAfter)}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[k]; ok {
+		old := el.Value.(*denyEntry)
+		// Keep the denial of the smaller cost: it covers more requests.
+		if old.cost < n && sent.Before(old.until) {
+			return
+		}
+		el.Value = e
+		c.order.MoveToFront(el)
+		return
+	}
+	c.items[k] = c.order.PushFront(e)
+	for c.order.Len() > c.size {
+		last := c.order.Back()
+		c.order.Remove(last)
+		delete(c.items, last.Value.(*denyEntry).k)
+	}
+}
+
+// forget drops every denial held for key (under any limits).
+func (c *denyCache) forget(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, el := range c.items {
+		if k.key == key {
+			c.order.Remove(el)
+			delete(c.items, k)
+		}
+	}
+}
+
+func (c *denyCache) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
+}
+
+// ceilMs rounds d up to the millisecond, as the scripts round their waits.
+func ceilMs(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return (d + time.Millisecond - 1) / time.Millisecond * time.Millisecond
+}
