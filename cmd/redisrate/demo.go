@@ -86,6 +86,11 @@ func demoConfig(lf limitFlags) (demoCfg, error) {
 	if err != nil {
 		return demoCfg{}, err
 	}
+	// The rate, period and burst must suit GCRA, which takes any valid ones;
+	// the window algorithms may then refuse a burst or a fractional rate.
+	if err := lim.WithAlgorithm(redisrate.GCRA).Validate(); err != nil {
+		return demoCfg{}, usageErr("%s", trimPrefix(err))
+	}
 	cfg := demoCfg{limit: lim}
 	switch {
 	case algoFlag != "":
@@ -251,6 +256,9 @@ func runDemo(ctx context.Context, cfg demoCfg) (*report, error) {
 			ln.skipped, ln.note = true, fmt.Sprintf("%s skipped: %s", a, trimPrefix(err))
 		}
 		rep.lanes = append(rep.lanes, ln)
+	}
+	if !slices.ContainsFunc(rep.lanes, func(ln *lane) bool { return !ln.skipped }) {
+		return nil, usageErr("%s", strings.TrimPrefix(rep.lanes[0].note, rep.lanes[0].algo.String()+" skipped: "))
 	}
 
 	var rdb redis.UniversalClient

@@ -181,6 +181,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"demo", "--limit", "1000000/s"}, "more than the demo's 5000"},
 		{[]string{"demo", "--limit", "10/minute", "--redis", "127.0.0.1:1"}, "runs in real time"},
 		{[]string{"demo", "extra"}, `unexpected argument "extra"`},
+		{[]string{"demo", "--burst", "-1"}, "invalid burst '-1'"},
+		{[]string{"demo", "--limit", "10/0s"}, "invalid period_ms '0'"},
 		{[]string{"demo", "--nope"}, "flag provided but not defined: -nope"},
 		{[]string{"try", "--redis", "127.0.0.1:1"}, "the KEY to decide for is missing"},
 		{[]string{"try", "--redis", "127.0.0.1:1", "a", "b"}, "want one KEY, got 2 arguments"},
