@@ -34,7 +34,7 @@ and the largest state kept for the key.
 By default it runs on an embedded Redis (miniredis) executing the very same
 Lua scripts through the Go client, with a simulated clock: it takes a moment
 and prints the same thing on every run. With --redis it runs against a real
-Redis in real time, on a shortened pattern (4 periods, starting when the
+Redis in real time, on a shortened pattern (3.5 periods, starting when the
 server's clock is on a multiple of the period), and reports the
 server's MEMORY USAGE for the state; its keys are deleted afterwards.
 
@@ -156,7 +156,7 @@ func makePattern(lim redisrate.Limit, short bool) (pattern, error) {
 	R, B := lim.Rate, lim.Capacity()
 	steadyEnd, burstAt, costlyAt, end := 3.0, 2.9, 4.5, 6.5
 	if short {
-		steadyEnd, burstAt, costlyAt, end = 1.5, 1.4, 2.5, 4.0
+		steadyEnd, burstAt, costlyAt, end = 1.0, 0.9, 2.0, 3.5
 	}
 	at := func(periods float64) time.Duration {
 		return time.Duration(math.Round(periods*P/1e3)) * time.Microsecond
@@ -232,7 +232,7 @@ func runDemo(ctx context.Context, cfg demoCfg) (*report, error) {
 	if rep.pat, err = makePattern(cfg.limit, rep.real); err != nil {
 		return nil, err
 	}
-	if rep.real && rep.pat.total > 2*time.Minute {
+	if rep.real && cfg.limit.Period > 30*time.Second {
 		return nil, usageErr("--redis runs in real time and the pattern for a period of %s would take %s: use a period of at most 30s", fmtDur(cfg.limit.Period), fmtDur(rep.pat.total))
 	}
 	prefix := "demo:"

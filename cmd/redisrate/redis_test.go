@@ -219,12 +219,12 @@ func TestDemoRealRedis(t *testing.T) {
 		t.Skip("real time: skipped with -short")
 	}
 	addr := startRedis(t, false)
-	// 40/s for a shortened pattern of 4 periods: one second of real time.
+	// 40/s for a shortened pattern of 3.5 periods: under a second of real time.
 	code, out, errOut := runCmd(t, "demo", "--redis", addr, "--limit", "40/250ms", "--algorithm", "gcra,sliding_log")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"on Redis 7", "real time: a shortened pattern of 1s", "sliding_log"} {
+	for _, want := range []string{"on Redis 7", "real time: a shortened pattern of 875ms", "sliding_log"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
