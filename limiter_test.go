@@ -40,7 +40,6 @@ func (h *cmdLog) take() []string {
 	return out
 }
 
-
 // TestLimiterDecodesReplies: every call decodes the script's reply into the
 // Result it stands for, for every algorithm.
 func TestLimiterDecodesReplies(t *testing.T) {
@@ -301,11 +300,11 @@ func TestValidateWordsAsScripts(t *testing.T) {
 func TestClassifyScriptErrors(t *testing.T) {
 	for msg, want := range map[string]error{
 		"ERR invalid limit '0': must be a positive number, at most 1e15":   ErrInvalid,
-		"ERR incomplete limit #2: each further limit is the triple":         ErrInvalid,
-		"ERR too many limits (9): must be at most 8":                        ErrInvalid,
-		"ERR key holds a value that is not gcra state: left untouched":      ErrForeignKey,
+		"ERR incomplete limit #2: each further limit is the triple":        ErrInvalid,
+		"ERR too many limits (9): must be at most 8":                       ErrInvalid,
+		"ERR key holds a value that is not gcra state: left untouched":     ErrForeignKey,
 		"ERR key holds token_bucket state, not gcra state: left untouched": ErrForeignKey,
-		"LOADING Redis is loading the dataset in memory":                    nil,
+		"LOADING Redis is loading the dataset in memory":                   nil,
 	} {
 		if got := classify(errors.New(msg)); got != want {
 			t.Errorf("classify(%q) = %v, want %v", msg, got, want)
