@@ -31,11 +31,12 @@ import (
 // apart. They are listed in every command's --help.
 const (
 	exitOK          = 0
-	exitDenied      = 1 // try: the request was not admitted
-	exitUsage       = 2 // bad flags or arguments: a bad limit, an unknown algorithm
-	exitUnreachable = 3 // Redis could not be reached
-	exitRedis       = 4 // Redis answered with an error
-	exitLocal       = 5 // a local failure: writing files, the embedded Redis
+	exitDenied      = 1   // try: the request was not admitted
+	exitUsage       = 2   // bad flags or arguments: a bad limit, an unknown algorithm
+	exitUnreachable = 3   // Redis could not be reached
+	exitRedis       = 4   // Redis answered with an error
+	exitLocal       = 5   // a local failure: writing files, the embedded Redis
+	exitInterrupted = 130 // interrupted (Ctrl-C), as shells report SIGINT
 )
 
 const exitCodesHelp = `Exit codes:
@@ -45,6 +46,7 @@ const exitCodesHelp = `Exit codes:
   3  Redis could not be reached
   4  Redis answered with an error (a key holding other data, a command it lacks, ...)
   5  a local failure: writing files, starting the embedded Redis
+  130  interrupted (Ctrl-C)
 `
 
 const mainUsage = `redisrate shows, exports and loads the redisrate rate-limiting scripts.
@@ -133,7 +135,7 @@ func (c command) run(ctx context.Context, args []string, stdout, stderr io.Write
 		return exitOK
 	}
 	var ex *exitError
-	if !errors.As(err, &ex) {
+	if errors.Is(err, context.Canceled) || !errors.As(err, &ex) {
 		ex = classify(err)
 	}
 	if ex.code == exitDenied {
@@ -201,6 +203,8 @@ func classify(err error) *exitError {
 	var rerr redis.Error
 	var nerr net.Error
 	switch {
+	case errors.Is(err, context.Canceled):
+		return &exitError{code: exitInterrupted, err: errors.New("interrupted")}
 	case errors.Is(err, redisrate.ErrInvalid):
 		return &exitError{code: exitUsage, err: err}
 	case errors.As(err, &rerr) && !errors.As(err, &nerr):

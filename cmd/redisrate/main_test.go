@@ -356,3 +356,17 @@ func TestFunctionsLoadWithoutFunctions(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }
+
+func TestInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errOut bytes.Buffer
+	if code := run(ctx, []string{"demo", "--redis", closedAddr(t)}, &out, &errOut); code != exitInterrupted {
+		t.Errorf("exit %d, %s", code, errOut.String())
+	}
+	mr := miniredis.RunT(t)
+	code := run(ctx, []string{"try", "--redis", mr.Addr(), "k"}, &out, &errOut)
+	if code != exitInterrupted || !strings.Contains(errOut.String(), "interrupted") {
+		t.Errorf("try with a cancelled context: exit %d, %s", code, errOut.String())
+	}
+}
