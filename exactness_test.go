@@ -32,7 +32,13 @@ func TestExactnessContinuous(t *testing.T) {
 					f.setClock(clock)
 					lim, per := fmt.Sprint(r.limit), fmt.Sprint(r.period)
 					for i := int64(1); i <= r.limit; i++ {
-						got := f.mustEval(a, "k", lim, per)
+						cost := "1"
+						if i == 1 && r.limit > oneByOne {
+							// most of a large burst at once, the last units one by one
+							i = r.limit - oneByOne
+							cost = fmt.Sprint(i)
+						}
+						got := f.mustEval(a, "k", lim, per, "", cost)
 						reset := ceilDivInt(i*r.period, r.limit)
 						if want := []int64{1, r.limit - i, 0, reset, r.limit, 1}; !equalInts(got, want) {
 							t.Fatalf("call %d: got %v, want %v", i, got, want)
@@ -88,7 +94,12 @@ func TestExactnessDiscrete(t *testing.T) {
 					lim, per := fmt.Sprint(r.limit), fmt.Sprint(r.period)
 					var last []int64
 					for i := int64(1); i <= r.limit; i++ {
-						last = f.mustEval(a, "k", lim, per)
+						cost := "1"
+						if i == 1 && r.limit > oneByOne {
+							i = r.limit - oneByOne
+							cost = fmt.Sprint(i)
+						}
+						last = f.mustEval(a, "k", lim, per, "", cost)
 						if last[0] != 1 || last[1] != r.limit-i || last[4] != r.limit || last[3] <= 0 {
 							t.Fatalf("call %d: got %v, want admitted with %d left", i, last, r.limit-i)
 						}
@@ -119,5 +130,8 @@ func TestExactnessDiscrete(t *testing.T) {
 		}
 	}
 }
+
+// oneByOne is how many units of a large burst are taken one at a time.
+const oneByOne = 40
 
 func ceilDivInt(n, d int64) int64 { return (n + d - 1) / d }
