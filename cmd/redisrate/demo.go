@@ -61,11 +61,13 @@ Examples:
 			if err != nil {
 				return err
 			}
-			rep.writeText(stdout)
 			if *svg != "" {
 				if err := os.WriteFile(*svg, []byte(rep.svg()), 0o644); err != nil {
 					return localErr(fmt.Errorf("--svg: %w", err))
 				}
+			}
+			rep.writeText(stdout)
+			if *svg != "" {
 				fmt.Fprintf(stdout, "\nwrote the chart to %s\n", *svg)
 			}
 			return nil

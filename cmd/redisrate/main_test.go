@@ -370,3 +370,11 @@ func TestInterrupted(t *testing.T) {
 		t.Errorf("try with a cancelled context: exit %d, %s", code, errOut.String())
 	}
 }
+
+func TestDemoSVGUnwritable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing", "chart.svg")
+	code, out, errOut := runCmd(t, "demo", "--algorithm", "gcra", "--svg", path)
+	if code != exitLocal || out != "" || !strings.Contains(errOut, "--svg: open "+path) {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
