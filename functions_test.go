@@ -45,9 +45,9 @@ func TestFunctionsLibraryBodiesAreTheScripts(t *testing.T) {
 	}
 }
 
-// startRedisServer starts redis-server from PATH on a free 127.0.0.1 port for
+// startRedisForFunctions starts redis-server from PATH on a free 127.0.0.1 port for
 // the test and stops it when the test ends.
-func startRedisServer(t *testing.T) *redis.Client {
+func startRedisForFunctions(t *testing.T) *redis.Client {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
@@ -74,17 +74,17 @@ func startRedisServer(t *testing.T) *redis.Client {
 	return rdb
 }
 
-// reply renders a script or function reply, or its error, for comparison.
-func reply(v any, err error) string {
+// functionsReply renders a script or function reply, or its error, for comparison.
+func functionsReply(v any, err error) string {
 	if err != nil {
 		return "error: " + err.Error()
 	}
 	return fmt.Sprint(v)
 }
 
-// sameReply compares two replies, allowing the two duration fields (3 and 4)
+// functionsSameReply compares two replies, allowing the two duration fields (3 and 4)
 // to differ by the few milliseconds between the two calls.
-func sameReply(a, b string) bool {
+func functionsSameReply(a, b string) bool {
 	if a == b {
 		return true
 	}
@@ -109,7 +109,7 @@ func sameReply(a, b string) bool {
 // as the scripts through EVALSHA, for every algorithm, call after call on
 // keys with the same history; FCALL_RO of the _ro variants decides as check.
 func TestFunctionsLibraryMatchesEvalsha(t *testing.T) {
-	rdb := startRedisServer(t)
+	rdb := startRedisForFunctions(t)
 	ctx := context.Background()
 	if err := rdb.FunctionLoadReplace(ctx, FunctionsLibrary()).Err(); err != nil {
 		if strings.Contains(err.Error(), "unknown command") {
@@ -138,9 +138,9 @@ func TestFunctionsLibraryMatchesEvalsha(t *testing.T) {
 		}
 		for i, args := range calls {
 			ek, fk := "e:"+s.Name, "f:"+s.Name
-			e := reply(rdb.EvalSha(ctx, s.SHA1, []string{ek}, args...).Result())
-			f := reply(rdb.FCall(ctx, fn, []string{fk}, args...).Result())
-			if !sameReply(e, f) {
+			e := functionsReply(rdb.EvalSha(ctx, s.SHA1, []string{ek}, args...).Result())
+			f := functionsReply(rdb.FCall(ctx, fn, []string{fk}, args...).Result())
+			if !functionsSameReply(e, f) {
 				t.Errorf("%s call %d %q: EVALSHA %s, FCALL %s", s.Name, i+1, args, e, f)
 			}
 			// The read-only variant, with mode left out, decides as a check
@@ -154,9 +154,9 @@ func TestFunctionsLibraryMatchesEvalsha(t *testing.T) {
 			}
 			checkArgs[4] = "check"
 			before := rdb.Dump(ctx, fk).Val()
-			ro := reply(rdb.FCallRO(ctx, fn+"_ro", []string{fk}, args...).Result())
-			ec := reply(rdb.EvalSha(ctx, s.SHA1, []string{ek}, checkArgs...).Result())
-			if !sameReply(ec, ro) {
+			ro := functionsReply(rdb.FCallRO(ctx, fn+"_ro", []string{fk}, args...).Result())
+			ec := functionsReply(rdb.EvalSha(ctx, s.SHA1, []string{ek}, checkArgs...).Result())
+			if !functionsSameReply(ec, ro) {
 				t.Errorf("%s call %d %q: EVALSHA check %s, FCALL_RO %s_ro %s", s.Name, i+1, args, ec, fn, ro)
 			}
 			if after := rdb.Dump(ctx, fk).Val(); after != before {
@@ -165,14 +165,14 @@ func TestFunctionsLibraryMatchesEvalsha(t *testing.T) {
 		}
 		// The same refusal of a user's key, which stays as it was.
 		rdb.Set(ctx, "order:"+s.Name, "shipped", 0)
-		e := reply(rdb.EvalSha(ctx, s.SHA1, []string{"order:" + s.Name}, "5", "1000").Result())
-		f := reply(rdb.FCall(ctx, fn, []string{"order:" + s.Name}, "5", "1000").Result())
+		e := functionsReply(rdb.EvalSha(ctx, s.SHA1, []string{"order:" + s.Name}, "5", "1000").Result())
+		f := functionsReply(rdb.FCall(ctx, fn, []string{"order:" + s.Name}, "5", "1000").Result())
 		if e != f || !strings.Contains(f, "left untouched") || rdb.Get(ctx, "order:"+s.Name).Val() != "shipped" {
 			t.Errorf("%s on a user's key: EVALSHA %s, FCALL %s", s.Name, e, f)
 		}
 		// The _ro variant refuses a mode other than check as the script does.
-		e = reply(rdb.EvalSha(ctx, s.SHA1, []string{"x"}, "5", "1000", "", "1", "record").Result())
-		f = reply(rdb.FCallRO(ctx, fn+"_ro", []string{"x"}, "5", "1000", "", "1", "record").Result())
+		e = functionsReply(rdb.EvalSha(ctx, s.SHA1, []string{"x"}, "5", "1000", "", "1", "record").Result())
+		f = functionsReply(rdb.FCallRO(ctx, fn+"_ro", []string{"x"}, "5", "1000", "", "1", "record").Result())
 		if e != f || !strings.Contains(f, "ERR invalid mode 'record'") {
 			t.Errorf("%s_ro with mode record: EVALSHA %s, FCALL_RO %s", fn, e, f)
 		}
