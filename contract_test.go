@@ -21,6 +21,7 @@ func TestContract(t *testing.T) {
 	}
 	for name, start := range clocks {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			mr := miniredis.RunT(t)
 			rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), Protocol: 2})
 			t.Cleanup(func() { _ = rdb.Close() })

@@ -248,22 +248,24 @@ func (h *H) check(what string, got []int64, want reply) {
 }
 
 // expectErr runs the script and wants an error reply starting with prefix.
-func (h *H) expectErr(what, key string, args []string, prefix string) {
+// It returns the error text ("" when there was none).
+func (h *H) expectErr(what, key string, args []string, prefix string) string {
 	h.t.Helper()
 	got, err := h.call(key, args...)
 	if err == nil {
 		h.t.Errorf("%s: %s %q: reply %v, want error %q...", what, h.a.name, args, got, prefix)
-		return
+		return ""
 	}
 	var rerr redis.Error
 	if !errors.As(err, &rerr) {
 		h.t.Errorf("%s: %s %q: %v is not an error reply", what, h.a.name, args, err)
-		return
+		return ""
 	}
 	msg := err.Error()
 	if !strings.HasPrefix(msg, "ERR ") || !strings.HasPrefix(msg, prefix) {
 		h.t.Errorf("%s: %s %q:\n  got error  %q\n  want prefix %q", what, h.a.name, args, msg, prefix)
 	}
+	return msg
 }
 
 // snap is what a key holds: its type, its DUMP and its PTTL.
