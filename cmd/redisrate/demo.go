@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -134,9 +135,8 @@ func trimPrefix(err error) string { return strings.TrimPrefix(err.Error(), "redi
 // sliding windows turn over), a pause, and 8 requests of a quarter of the
 // burst each within one period.
 type request struct {
-	at    time.Duration
-	cost  float64
-	phase int
+	at   time.Duration
+	cost float64
 }
 
 type phase struct {
@@ -179,15 +179,15 @@ func makePattern(lim redisrate.Limit, short bool) (pattern, error) {
 		return p, usageErr("the pattern for %s would send %d requests to each algorithm, more than the demo's %d: try a smaller rate or burst per period", lim.WithAlgorithm(redisrate.GCRA), n, maxDemoRequests)
 	}
 	for i := range nSteady {
-		p.reqs = append(p.reqs, request{at(steadyEnd * float64(i) / float64(nSteady)), 1, 0})
+		p.reqs = append(p.reqs, request{at(steadyEnd * float64(i) / float64(nSteady)), 1})
 	}
 	for i := range nBurst {
-		p.reqs = append(p.reqs, request{at(burstAt + 0.2*float64(i)/float64(nBurst)), 1, 1})
+		p.reqs = append(p.reqs, request{at(burstAt + 0.2*float64(i)/float64(nBurst)), 1})
 	}
 	for i := range nCostly {
-		p.reqs = append(p.reqs, request{at(costlyAt + float64(i)/nCostly), cost, 3})
+		p.reqs = append(p.reqs, request{at(costlyAt + float64(i)/nCostly), cost})
 	}
-	slices.SortStableFunc(p.reqs, func(a, b request) int { return int(a.at - b.at) })
+	slices.SortStableFunc(p.reqs, func(a, b request) int { return cmp.Compare(a.at, b.at) })
 	p.desc = []string{
 		fmt.Sprintf("steady   %d requests, evenly over %s (60%% of the rate)", nSteady, fmtDur(at(steadyEnd))),
 		fmt.Sprintf("burst    %d requests within %s from %s, across a period boundary", nBurst, fmtDur(at(0.2)), fmtDur(at(burstAt))),
@@ -412,7 +412,6 @@ func (ln *lane) measure(ctx context.Context, rdb redis.UniversalClient, memOK *b
 // stats are a lane's summary row.
 type stats struct {
 	admitted, denied   int
-	unitsAdmitted      float64
 	mostQuarter, most1 float64 // most units admitted in any span of P/4, of P
 	longestWait        time.Duration
 	never              bool
@@ -424,7 +423,6 @@ func (ln *lane) stats(P time.Duration) stats {
 	for _, o := range ln.out {
 		if o.res.Allowed {
 			s.admitted++
-			s.unitsAdmitted += o.cost
 			ok = append(ok, o)
 			continue
 		}
