@@ -95,7 +95,7 @@ func (l *Limiter) AllowBatch(ctx context.Context, reqs []Request) ([]Result, err
 	}
 	calls := make([]call, 0, len(reqs))
 	for i, r := range reqs {
-		args, err := Args(r.N, r.Check, r.Limits...)
+		args, err := callArgs(r.N, r.Check, r.Limits)
 		if err != nil {
 			fail(i, fmt.Errorf("request %d (key %q): %w", i, r.Key, err))
 			continue

@@ -171,7 +171,7 @@ func (l *Limiter) do(ctx context.Context, key string, n float64, check bool, lim
 	if l == nil || l.rdb == nil {
 		return Result{}, ErrNoClient
 	}
-	args, err := Args(n, check, limits...)
+	args, err := callArgs(n, check, limits)
 	if err != nil {
 		return Result{}, err
 	}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	redis_rate "github.com/go-redis/redis_rate/v10"
+	"github.com/redis/go-redis/v9"
+)
+
+// TestShortRun runs the whole program in its short mode, so that CI
+// exercises every measurement and prints the table: a regression shows
+// there. It asserts no timings, only that every section is produced and
+// the generated block lands in the file between its markers.
+func TestShortRun(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		t.Skip("no redis-server on PATH: the benchmark needs a real Redis")
+	}
+	out := filepath.Join(t.TempDir(), "BENCHMARKS.md")
+	if err := os.WriteFile(out, []byte("# prose kept\n\n"+beginMarker+"\nold\n"+endMarker+"\n\nprose after\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	cfg := config{short: true, out: out, server: "redis-server", args: []string{"-short"}}
+	if err := run(context.Background(), cfg, &buf); err != nil {
+		t.Fatalf("%v\n%s", err, buf.String())
+	}
+	t.Log("\n" + buf.String())
+	got, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(got)
+	for _, want := range []string{
+		"# prose kept", "prose after", "cd bench && go run . -short",
+		"### Decisions per second", "### Redis CPU per call", "### Client latency",
+		"### Targets", "### Go client allocations", "### Memory per key",
+		"### Sliding log", "### What a decision costs", "### Batches", "### Deny cache",
+		"| gcra |", "| peer (redis_rate) |", "| return 1 (ceiling) |",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("the report lacks %q", want)
+		}
+	}
+	if strings.Contains(s, "\nold\n") || strings.Count(s, beginMarker) != 1 {
+		t.Errorf("the generated block was not replaced in place:\n%s", s)
+	}
+	if strings.Contains(s, "NaN") {
+		t.Errorf("the report has NaN cells:\n%s", s)
+	}
+}
+
+// BenchmarkPeerAllow is the peer's Allow on a real Redis, for
+// `go test -bench . -benchmem`: its allocations per decision, to compare
+// with BenchmarkAllow in the root package.
+func BenchmarkPeerAllow(b *testing.B) {
+	ctx := context.Background()
+	srv, err := startRedis(ctx, "redis-server")
+	if err != nil {
+		b.Skip(err)
+	}
+	b.Cleanup(srv.stop)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.addr})
+	b.Cleanup(func() { _ = rdb.Close() })
+	l := redis_rate.NewLimiter(rdb)
+	lim := redis_rate.Limit{Rate: 1e9, Burst: 1e9, Period: time.Second}
+	if _, err := l.Allow(ctx, "bench", lim); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := l.Allow(ctx, "bench", lim); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
