@@ -1,0 +1,312 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redisrate/redisrate"
+)
+
+var allAlgorithms = []redisrate.Algorithm{
+	redisrate.GCRA, redisrate.TokenBucket, redisrate.LeakyBucket,
+	redisrate.SlidingWindow, redisrate.FixedWindow, redisrate.SlidingLog,
+}
+
+// scriptsCached returns, for each script, whether the node at addr has it.
+func scriptsCached(t *testing.T, addr string) []bool {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	var shas []string
+	for _, s := range redisrate.Scripts() {
+		shas = append(shas, s.SHA1)
+	}
+	ok, err := rdb.ScriptExists(context.Background(), shas...).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ok
+}
+
+// Every algorithm through a ClusterClient, over keys on slots spread over
+// all 16384, with the nodes' script caches empty at the start: every
+// decision right, no CROSSSLOT, each primary loads the scripts itself.
+func TestReliabilityClusterAllAlgorithms(t *testing.T) {
+	c := startCluster(t)
+	for _, addr := range c.addrs {
+		for i, ok := range scriptsCached(t, addr) {
+			if ok {
+				t.Fatalf("node %s already has script %d: the test needs empty caches", addr, i)
+			}
+		}
+	}
+	rdb := c.client(t, nil)
+	lim := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rl:"))
+	keys := keysOnSlots("k", 256)
+	ctx := context.Background()
+
+	var wg sync.WaitGroup
+	errs := make(chan error, len(allAlgorithms)*len(keys))
+	sem := make(chan struct{}, 8)
+	for _, algo := range allAlgorithms {
+		limit := redisrate.PerMinute(3).WithAlgorithm(algo)
+		for _, k := range keys {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				key := algo.String() + ":" + k
+				for i := range 4 {
+					res, err := lim.Allow(ctx, key, limit)
+					if err != nil {
+						errs <- err
+						return
+					}
+					want := i < 3
+					if res.Allowed != want || res.Capacity != 3 || res.Source != redisrate.SourceRedis ||
+						(want && res.Remaining != int64(2-i)) || (!want && (res.RetryAfter <= 0 || res.Remaining != 0)) {
+						errs <- errors.New(algo.String() + " " + key + ": call " + string(rune('1'+i)) + ": " + res.String())
+						return
+					}
+				}
+				if res, err := lim.Check(ctx, key, limit); err != nil || res.Allowed {
+					errs <- errors.Join(err, errors.New(key+": check after 3 of 3: "+res.String()))
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	n := 0
+	for err := range errs {
+		if n++; n <= 5 {
+			t.Error(err)
+		}
+		if strings.Contains(err.Error(), "CROSSSLOT") {
+			t.Fatal("CROSSSLOT:", err)
+		}
+	}
+	if n > 0 {
+		t.Fatalf("%d of %d keys went wrong", n, len(allAlgorithms)*len(keys))
+	}
+
+	// Each primary got keys, and loaded every script on demand.
+	masters := map[string]bool{}
+	for _, k := range keys {
+		m, err := rdb.MasterForKey(ctx, "rl:gcra:"+k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		masters[m.Options().Addr] = true
+	}
+	if len(masters) != 3 {
+		t.Fatalf("keys reached %d primaries, want 3", len(masters))
+	}
+	for addr := range masters {
+		for i, ok := range scriptsCached(t, addr) {
+			if !ok {
+				t.Errorf("primary %s never loaded %s", addr, redisrate.Scripts()[i].Name)
+			}
+		}
+	}
+	report(t, "cluster-keys", "%d keys x %d algorithms on 3 primaries, 0 errors", len(keys), len(allAlgorithms))
+}
+
+// Check through EVALSHA_RO on a replica answers as the primary does once
+// the state is replicated.
+func TestReliabilityClusterReplicaCheck(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	primary := redisrate.NewLimiter(c.client(t, nil))
+	ro := c.client(t, &redis.ClusterOptions{ReadOnly: true})
+	replica := redisrate.NewLimiter(ro, redisrate.WithReadOnlyCheck())
+
+	for _, algo := range allAlgorithms {
+		key := "ro:" + algo.String()
+		limit := redisrate.PerHour(5).WithAlgorithm(algo)
+		for range 3 {
+			if _, err := primary.Allow(ctx, key, limit); err != nil {
+				t.Fatal(err)
+			}
+		}
+		m, err := ro.MasterForKey(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := m.Wait(ctx, 1, 5*time.Second).Result(); err != nil || n < 1 {
+			t.Fatalf("WAIT: %d replicas, %v", n, err)
+		}
+		want, err := primary.Check(ctx, key, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := replica.Check(ctx, key, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.Capacity != want.Capacity ||
+			got.Remaining != 1 || absDur(got.ResetAfter-want.ResetAfter) > time.Second || absDur(got.RetryAfter-want.RetryAfter) > time.Second {
+			t.Fatalf("%s: replica says %v, primary %v", algo, got, want)
+		}
+	}
+	// The replicas, not the primaries, ran the read-only checks.
+	served := 0
+	for _, addr := range c.addrs {
+		rdb := redis.NewClient(&redis.Options{Addr: addr})
+		role, _ := rdb.Info(ctx, "replication").Result()
+		stats, _ := rdb.Info(ctx, "commandstats").Result()
+		_ = rdb.Close()
+		ranRO := strings.Contains(stats, "cmdstat_evalsha_ro:") || strings.Contains(stats, "cmdstat_eval_ro:")
+		if ranRO && !strings.Contains(role, "role:slave") {
+			t.Errorf("primary %s ran EVALSHA_RO: checks did not go to replicas", addr)
+		}
+		if ranRO {
+			served++
+		}
+	}
+	if served == 0 {
+		t.Fatal("no replica ran EVALSHA_RO")
+	}
+}
+
+func absDur(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
+
+// hotLimit is the hot key's limit in the failover tests: well below the
+// load, so the bucket stays empty and every admission counts, and a slow
+// refill, so that the seconds of a failover do not refill the bucket:
+// state lost in the failover shows as a full bucket afterwards.
+var hotLimit = redisrate.PerSecond(10).WithBurst(200)
+
+// failover puts a few thousand decisions a second on a hot key, calls kill,
+// and measures: calls that failed, how long calls kept failing, and units
+// admitted above the GCRA bound (burst + rate * elapsed) over the run.
+func failover(t *testing.T, lim *redisrate.Limiter, key string, kill func(), healthy func()) {
+	t.Helper()
+	before := loadFor(t, 3*time.Second)
+	after := loadFor(t, 4*time.Second)
+	var mu sync.Mutex
+	var killedAt time.Time
+	maxRemainingAfter := int64(-1)
+	var first, lastDecision time.Time
+	decide := func(ctx context.Context) (redisrate.Result, error) { return lim.Allow(ctx, key, hotLimit) }
+	start := time.Now()
+	l := startLoad(8, decide, func(res redisrate.Result) {
+		mu.Lock()
+		defer mu.Unlock()
+		now := time.Now()
+		if first.IsZero() {
+			first = now
+		}
+		lastDecision = now
+		if !killedAt.IsZero() && now.After(killedAt) && res.Remaining > maxRemainingAfter {
+			maxRemainingAfter = res.Remaining
+		}
+	})
+	time.Sleep(before)
+	mu.Lock()
+	killedAt = time.Now()
+	mu.Unlock()
+	kill()
+	healthy()
+	healthyAt := time.Now()
+	time.Sleep(after)
+	l.finish()
+	elapsed := lastDecision.Sub(start)
+	bound := hotLimit.Capacity() + hotLimit.Rate*elapsed.Seconds()
+	admitted := l.admitted.Load()
+	above := float64(admitted) - bound
+	decisions := l.admitted.Load() + l.denied.Load()
+	rate := float64(decisions) / elapsed.Seconds()
+	t.Logf("%d decisions (%.0f/s), %d admitted, bound %.0f over %v; failed %d; first errors: %v",
+		decisions, rate, admitted, bound, elapsed.Round(time.Millisecond), l.failed.Load(), l.errs())
+	report(t, t.Name()+" failed-calls", "%d", l.failed.Load())
+	gap := l.gap(killedAt)
+	report(t, t.Name()+" seconds-until-healthy", "%.2f (calls failing for %.2fs after the kill; topology healthy after %.2fs)",
+		max(gap, healthyAt.Sub(killedAt)).Seconds(), gap.Seconds(), healthyAt.Sub(killedAt).Seconds())
+	report(t, t.Name()+" admitted-above-bound", "%.0f units (admitted %d, bound %.0f)", max(above, 0), admitted, bound)
+	report(t, t.Name()+" decisions-per-second", "%.0f", rate)
+
+	if lastDecision.Before(healthyAt) {
+		t.Fatal("no decision after the failover")
+	}
+	// State carried over: the hot key did not come back full. Under this
+	// load it stays near empty; what it may have after the failover is what
+	// refilled while no call got through. Lost state would show 199 of 200.
+	refill := int64(hotLimit.Rate*(healthyAt.Sub(killedAt)+time.Second).Seconds()) + 1
+	report(t, t.Name()+" remaining-after-failover", "%d of %v (refill during the gap: up to %d)", maxRemainingAfter, hotLimit.Capacity(), refill)
+	if maxRemainingAfter > refill || maxRemainingAfter >= int64(hotLimit.Capacity())-1 {
+		t.Errorf("after failover the hot key had %d of %v left, more than the %d that refilled: its state was lost",
+			maxRemainingAfter, hotLimit.Capacity(), refill)
+	}
+	// Asynchronous replication may lose the last writes acknowledged
+	// before the kill; far less than a burst.
+	if above > hotLimit.Capacity()/4 {
+		t.Errorf("admitted %d, %.0f above the bound %.0f", admitted, above, bound)
+	}
+}
+
+// Kill the hot key's primary under load: its replica takes over, the
+// limiter keeps deciding, and the key's state carries over.
+func TestReliabilityClusterFailover(t *testing.T) {
+	c := startCluster(t)
+	rdb := c.client(t, &redis.ClusterOptions{MaxRedirects: 8})
+	lim := redisrate.NewLimiter(rdb)
+	key := "{hot}:login"
+	ctx := context.Background()
+	m, err := rdb.MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := c.node(t, m.Options().Addr)
+	failover(t, lim, key, victim.Kill, func() {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			m, err := rdb.MasterForKey(ctx, key)
+			if err == nil && m.Options().Addr != victim.Addr {
+				if rdb.Ping(ctx).Err() == nil && c.unhealthySlot(key) == "" {
+					return
+				}
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no new primary for %s within 30s", key)
+			}
+			_ = rdb.ReloadState
+			rdb.ReloadState(ctx)
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+}
+
+// unhealthySlot asks a running node whether the key's slot is served by a
+// primary that is up.
+func (c *cluster) unhealthySlot(key string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, s := range c.nodes {
+		if !s.Running() {
+			continue
+		}
+		rdb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+		info, err := rdb.ClusterInfo(ctx).Result()
+		_ = rdb.Close()
+		if err != nil {
+			return err.Error()
+		}
+		if !strings.Contains(info, "cluster_state:ok") {
+			return s.Addr + ": cluster not ok"
+		}
+		return ""
+	}
+	return "no node running"
+}

@@ -1,0 +1,314 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/integration_test/internal/redistest"
+)
+
+// faultClient is a client as a service should configure one for a rate
+// limiter: the caller's context deadline bounds every call
+// (ContextTimeoutEnabled), and a refused connection fails at once.
+func faultClient(t *testing.T, addr string) *redis.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{
+		Addr:                  addr,
+		ContextTimeoutEnabled: true,
+		ReadTimeout:           30 * time.Second, // only the context may end a wait early
+		DialerRetries:         1,
+	})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// callWithin makes one call with a deadline of d and fails the test if it
+// takes much longer (it hung) or panics.
+func callWithin(t *testing.T, d time.Duration, call func(ctx context.Context) (redisrate.Result, error)) (redisrate.Result, error, time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	start := time.Now()
+	res, err := call(ctx)
+	took := time.Since(start)
+	// Generous: the machine is shared; what matters is that the call did
+	// not wait for the server (seconds) or forever.
+	if took > d+time.Second {
+		t.Fatalf("call with a %v deadline took %v", d, took)
+	}
+	return res, err, took
+}
+
+// Redis unreachable, slow (DEBUG SLEEP, CLIENT PAUSE) and restarting: each
+// call returns a typed error within its deadline, and the failure policy
+// decides what the caller gets; when Redis is back, Redis decides again.
+func TestReliabilityFaults(t *testing.T) {
+	needLocal(t)
+	srv := redistest.StartServer(t, redistest.Options{Config: []string{"enable-debug-command yes"}})
+	fbSrv := redistest.StartServer(t, redistest.Options{})
+	rdb := faultClient(t, srv.Addr)
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = admin.Close() })
+	ctx := context.Background()
+	limit := redisrate.PerMinute(5)
+
+	plain := redisrate.NewLimiter(rdb)
+	closed := redisrate.NewLimiter(rdb, redisrate.WithFailurePolicy(redisrate.FailClosed))
+	open := redisrate.NewLimiter(rdb, redisrate.WithFailurePolicy(redisrate.FailOpen))
+	fallback := redisrate.NewLimiter(rdb, redisrate.WithFallback(redisrate.NewLimiter(faultClient(t, fbSrv.Addr))))
+
+	// expect checks each limiter's answer to a failed call.
+	expect := func(phase string) {
+		t.Helper()
+		_, err, took := callWithin(t, 300*time.Millisecond, func(ctx context.Context) (redisrate.Result, error) { return plain.Allow(ctx, "k", limit) })
+		var e *redisrate.Error
+		if !errors.Is(err, redisrate.ErrUnavailable) || !errors.As(err, &e) {
+			t.Fatalf("%s: err = %v, want a *redisrate.Error matching ErrUnavailable", phase, err)
+		}
+		t.Logf("%s: error after %v: %v", phase, took.Round(time.Millisecond), err)
+		for _, tc := range []struct {
+			l       *redisrate.Limiter
+			source  redisrate.Source
+			allowed bool
+		}{{closed, redisrate.SourceFailClosed, false}, {open, redisrate.SourceFailOpen, true}, {fallback, redisrate.SourceFallback, true}} {
+			res, err, _ := callWithin(t, 300*time.Millisecond, func(ctx context.Context) (redisrate.Result, error) { return tc.l.Allow(ctx, "k", limit) })
+			if err != nil || res.Source != tc.source || res.Allowed != tc.allowed || !errors.Is(res.Cause, redisrate.ErrUnavailable) {
+				t.Fatalf("%s: %v gave %+v, %v", phase, tc.source, res, err)
+			}
+		}
+	}
+	backToRedis := func(phase string) {
+		t.Helper()
+		for _, l := range []*redisrate.Limiter{plain, closed, open, fallback} {
+			res, err := l.Allow(ctx, "k", limit)
+			if err != nil || res.Source != redisrate.SourceRedis || res.Cause != nil {
+				t.Fatalf("%s: %+v, %v; want Redis to decide again", phase, res, err)
+			}
+		}
+	}
+
+	backToRedis("healthy")
+
+	// Slow: the server is busy for 2 s; calls give up at their deadline.
+	sleeping := make(chan error, 1)
+	go func() { sleeping <- admin.Do(ctx, "DEBUG", "SLEEP", "2").Err() }()
+	time.Sleep(100 * time.Millisecond)
+	expect("DEBUG SLEEP")
+	if err := <-sleeping; err != nil {
+		t.Fatal(err)
+	}
+	backToRedis("after DEBUG SLEEP")
+
+	if err := admin.ClientPause(ctx, 2*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	expect("CLIENT PAUSE")
+	if err := admin.ClientUnpause(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	backToRedis("after CLIENT UNPAUSE")
+
+	// Unreachable.
+	srv.Stop()
+	expect("stopped")
+	// Restarting: calls during the restart fail cleanly, then succeed.
+	srv.Restart()
+	backToRedis("restarted")
+}
+
+// Calls racing a restart under load: every error is typed, no call hangs
+// past its deadline, nothing panics, and decisions resume.
+func TestReliabilityRestartUnderLoad(t *testing.T) {
+	needLocal(t)
+	srv := redistest.StartServer(t, redistest.Options{})
+	lim := redisrate.NewLimiter(faultClient(t, srv.Addr))
+	var calls, failed, untyped atomic.Int64
+	var slowest atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+				start := time.Now()
+				_, err := lim.Allow(ctx, fmt.Sprintf("w%d:%d", w, i%50), redisrate.PerSecond(100))
+				took := time.Since(start)
+				cancel()
+				calls.Add(1)
+				for {
+					s := slowest.Load()
+					if int64(took) <= s || slowest.CompareAndSwap(s, int64(took)) {
+						break
+					}
+				}
+				if err != nil {
+					failed.Add(1)
+					if !errors.Is(err, redisrate.ErrUnavailable) {
+						untyped.Add(1)
+						t.Errorf("untyped error: %v", err)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	for range 3 {
+		time.Sleep(300 * time.Millisecond)
+		srv.Restart()
+	}
+	time.Sleep(300 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	report(t, "restart-under-load", "3 restarts during %d calls: %d failed (all ErrUnavailable: %v), slowest call %v (deadline 200ms)",
+		calls.Load(), failed.Load(), untyped.Load() == 0, time.Duration(slowest.Load()).Round(time.Millisecond))
+	if time.Duration(slowest.Load()) > 200*time.Millisecond+time.Second {
+		t.Fatalf("a call with a 200ms deadline took %v", time.Duration(slowest.Load()))
+	}
+	// go-redis stops dialling a server that refused it for a while and
+	// tries again in the background once a second: decisions resume then.
+	back := time.Now()
+	for {
+		_, err := lim.Allow(context.Background(), "after", redisrate.PerSecond(100))
+		if err == nil {
+			break
+		}
+		if time.Since(back) > 10*time.Second {
+			t.Fatalf("10s after the last restart: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	report(t, "restart-resume", "decisions resumed %.2fs after the last restart was up", time.Since(back).Seconds())
+}
+
+// SCRIPT FLUSH every 100 ms during load: the client reloads the scripts
+// and no error reaches a caller.
+func TestReliabilityScriptFlush(t *testing.T) {
+	needLocal(t)
+	srv := redistest.StartServer(t, redistest.Options{})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	lim := redisrate.NewLimiter(rdb)
+	var i atomic.Int64
+	l := startLoad(4, func(ctx context.Context) (redisrate.Result, error) {
+		n := i.Add(1)
+		algo := allAlgorithms[n%int64(len(allAlgorithms))]
+		return lim.Allow(ctx, fmt.Sprintf("flush:%s:%d", algo, n%64), redisrate.PerSecond(50).WithAlgorithm(algo))
+	}, nil)
+	flushes := 0
+	for end := time.Now().Add(loadFor(t, 3*time.Second)); time.Now().Before(end); flushes++ {
+		time.Sleep(100 * time.Millisecond)
+		if err := rdb.ScriptFlush(context.Background()).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.finish()
+	decisions := l.admitted.Load() + l.denied.Load()
+	report(t, "script-flush", "%d SCRIPT FLUSHes during %d decisions: %d errors", flushes, decisions, l.failed.Load())
+	if l.failed.Load() != 0 {
+		t.Fatalf("%d errors reached callers, e.g. %v", l.failed.Load(), l.errs())
+	}
+	if decisions < int64(flushes) {
+		t.Fatalf("only %d decisions during %d flushes", decisions, flushes)
+	}
+}
+
+// A key deleted, expired or flushed mid-run starts again from full; a
+// killed connection costs at most the call in flight. Every decision
+// afterwards is the one a fresh key gets.
+func TestReliabilityStateLossAndKilledConnections(t *testing.T) {
+	needLocal(t)
+	srv := redistest.StartServer(t, redistest.Options{})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	t.Cleanup(func() { _ = admin.Close() })
+	lim := redisrate.NewLimiter(rdb)
+	ctx := context.Background()
+
+	for _, algo := range allAlgorithms {
+		limit := redisrate.PerHour(5).WithAlgorithm(algo)
+		key := "loss:" + algo.String()
+		// exhaust takes the 5 units, checking every decision.
+		exhaust := func(phase string) {
+			t.Helper()
+			for i := range 6 {
+				res, err := lim.Allow(ctx, key, limit)
+				if err != nil {
+					t.Fatalf("%s %s call %d: %v", algo, phase, i+1, err)
+				}
+				if res.Allowed != (i < 5) || (i < 5 && res.Remaining != int64(4-i)) {
+					t.Fatalf("%s %s call %d: %v", algo, phase, i+1, res)
+				}
+			}
+		}
+		exhaust("fresh")
+		for _, lose := range []struct {
+			name string
+			do   func() error
+		}{
+			{"DEL", func() error { return admin.Del(ctx, key).Err() }},
+			{"expired", func() error {
+				if err := admin.PExpire(ctx, key, time.Millisecond).Err(); err != nil {
+					return err
+				}
+				for admin.Exists(ctx, key).Val() == 1 {
+					time.Sleep(time.Millisecond)
+				}
+				return nil
+			}},
+			{"FLUSHALL", func() error { return admin.FlushAll(ctx).Err() }},
+		} {
+			if err := lose.do(); err != nil {
+				t.Fatal(err)
+			}
+			exhaust("after " + lose.name)
+		}
+	}
+
+	// CLIENT KILL under load: only calls in flight may fail, and the count
+	// of admissions stays exact.
+	key := "kill:gcra"
+	limit := redisrate.PerHour(1000)
+	l := startLoad(4, func(ctx context.Context) (redisrate.Result, error) { return lim.Allow(ctx, key, limit) }, nil)
+	kills := 0
+	for range 20 {
+		time.Sleep(25 * time.Millisecond)
+		n, err := admin.ClientKillByFilter(ctx, "TYPE", "normal", "SKIPME", "yes").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		kills += int(n)
+	}
+	l.finish()
+	report(t, "client-kill", "%d connections killed during %d decisions: %d calls failed", kills,
+		l.admitted.Load()+l.denied.Load(), l.failed.Load())
+	if f := l.failed.Load(); f > int64(kills) {
+		t.Fatalf("%d calls failed for %d killed connections: more than the calls in flight; e.g. %v", f, kills, l.errs())
+	}
+	// The state agrees with what callers were told: a retried call whose
+	// reply was lost may have counted twice (never admitted more), so
+	// Redis may have used more units than callers saw, never fewer.
+	res, err := lim.Check(ctx, key, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := 1000 - res.Remaining - 1 // Check reports what would remain after one more
+	if admitted := l.admitted.Load(); admitted > 1000 || used < admitted {
+		t.Fatalf("callers saw %d admitted, the key says %d used", admitted, used)
+	}
+}
