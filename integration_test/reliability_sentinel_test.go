@@ -1,0 +1,80 @@
+package integration_test
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/integration_test/internal/redistest"
+)
+
+// A primary, its replica and three Sentinels (quorum 2, down after 1 s):
+// kill the primary under load, through redis.NewFailoverClient. The
+// limiter keeps deciding after the failover and the hot key's state
+// carries over.
+func TestReliabilitySentinelFailover(t *testing.T) {
+	needLocal(t)
+	primary := redistest.StartServer(t, redistest.Options{})
+	replica := redistest.StartServer(t, redistest.Options{Args: []string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.Port)}})
+	var sentinels []string
+	for range 3 {
+		s := redistest.StartServer(t, redistest.Options{Sentinel: true, Config: []string{
+			"sentinel monitor m 127.0.0.1 " + strconv.Itoa(primary.Port) + " 2",
+			"sentinel down-after-milliseconds m 1000",
+			"sentinel failover-timeout m 5000",
+			"sentinel parallel-syncs m 1",
+		}})
+		sentinels = append(sentinels, s.Addr)
+	}
+	ctx := context.Background()
+	// Wait until every Sentinel knows the replica and the other Sentinels:
+	// they find each other through hello messages, every 2 s.
+	deadline := time.Now().Add(30 * time.Second)
+	for _, addr := range sentinels {
+		sc := redis.NewSentinelClient(&redis.Options{Addr: addr})
+		for {
+			reps, _ := sc.Replicas(ctx, "m").Result()
+			sens, _ := sc.Sentinels(ctx, "m").Result()
+			if len(reps) >= 1 && len(sens) >= 2 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sentinel %s knows %d replicas and %d other sentinels after 30s", addr, len(reps), len(sens))
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		_ = sc.Close()
+	}
+
+	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: sentinels})
+	t.Cleanup(func() { _ = rdb.Close() })
+	lim := redisrate.NewLimiter(rdb)
+	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinels[0]})
+	t.Cleanup(func() { _ = sc.Close() })
+
+	failover(t, lim, "hot:login", primary.Kill, func() {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			addr, err := sc.GetMasterAddrByName(ctx, "m").Result()
+			if err == nil && net.JoinHostPort(addr[0], addr[1]) == replica.Addr && rdb.Ping(ctx).Err() == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Sentinel did not promote the replica within 30s (master: %v, %v)", addr, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+	// The failover client now talks to the former replica.
+	if role := rdb.Do(ctx, "ROLE").Val(); role == nil {
+		t.Fatal("no ROLE from the new primary")
+	}
+	if _, err := lim.Allow(ctx, "after", redisrate.PerSecond(1)); err != nil {
+		t.Fatal(err)
+	}
+}
