@@ -342,8 +342,8 @@ end
 -- retry_us, rem and left (whole and exact units available: after this
 -- request when ok, now when not), reset_us (likewise), capacity.
 -- The reply describes the binding limit: on a denial the denying limit with
--- the longest wait (never counts as longest), on an admission the one with
--- the fewest units left; ties go to the earlier limit.
+-- the longest retry_after_ms (never counts as longest), on an admission the
+-- one with the fewest units left; ties go to the earlier limit.
 local allowed = true
 for i = 1, n_limits do
   if not verdicts[i].ok then
@@ -360,8 +360,10 @@ for i = 1, n_limits do
     if not pick then
       pick = i
     else
+      -- compared as the reply shows them, in whole ms: limits whose waits
+      -- round to the same retry_after_ms tie, and the earlier binds
       local p = verdicts[pick]
-      if not p.never and (v.never or v.retry_us > p.retry_us) then pick = i end
+      if not p.never and (v.never or us_to_ms(v.retry_us) > us_to_ms(p.retry_us)) then pick = i end
     end
   end
 end

@@ -9,8 +9,8 @@
 -- much of it still overlaps the sliding window, leaves room for its cost.
 -- Close to a true sliding window at the cost of two counters.
 -- State: a string "sw start previous current ..." per limit, start the current
--- window's start in milliseconds since the epoch (integers in hexadecimal,
--- fractions in decimal).
+-- window's start in milliseconds since the epoch, the counts in whole steps of
+-- 1/S (S = 10^(decimals of limit + up to 6)); integers in hexadecimal.
 --
 -- Call:
 --   EVALSHA <sha1> 1 <key> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
@@ -258,6 +258,35 @@ for i = 1, n_limits do
     return redis.error_reply(invalid('limit' .. lim.suffix, lim.limit_s, 'small enough for exact arithmetic with this period_ms (3 * limit * period_ms at most 2^53)'))
   end
 end
+
+-- Counts are kept in whole steps of 1/S, S = unit * 10^c (c <= 6 extra
+-- decimals, fewer for a large limit * period_ms), so that costs like 0.1 + 0.2
+-- add up exactly; a cost finer than a step is rounded up, against the caller.
+-- steps returns m * 10^e units (a parsed number) in steps: m * 10^(e + k).
+local function steps(m, e, k)
+  if m == 0 then return 0 end
+  local x = e + k
+  if x >= 0 then return x > 22 and math.huge or m * 10 ^ x end
+  if x < -22 then return 1 end -- a positive amount below one step
+  return cdiv(m, 10 ^ -x)
+end
+for i = 1, n_limits do
+  local lim = limits[i]
+  local k = 0 -- decimals of a step: those of the unit, then up to 6 more
+  local u = lim.unit
+  while u > 1 do
+    u = u / 10
+    k = k + 1
+  end
+  local c = 6
+  while c > 0 and 3 * lim.limit_u * 10 ^ c * lim.period > EXACT do c = c - 1 end
+  if 3 * lim.limit_u * lim.period > EXACT then
+    -- too large for steps even of one unit: count in units as given
+    lim.step_k, lim.S, lim.N = 0, 1, lim.limit
+  else
+    lim.step_k, lim.S, lim.N = k + c, lim.unit * 10 ^ c, lim.limit_u * 10 ^ c
+  end
+end
 -- ---- State (scripts/src/state.lua): this script's string state, or refusal ----
 -- The value is "<tag> <number> <number> ...": PER_LIMIT numbers per limit
 -- position, integers in hexadecimal (read with strtoul, several times cheaper
@@ -302,7 +331,8 @@ local now_ms = idiv(now, 1000)
 local verdicts, fields = {}, {}
 for i = 1, n_limits do
   local lim = limits[i]
-  local p = lim.period
+  local p, N = lim.period, lim.N
+  local C = lim.S == 1 and cost or steps(cost_m, cost_e, lim.step_k)
   local start = now_ms - fmod(now_ms, p)
   local stored, prev, cur = state[3 * i - 2], 0, 0
   if stored == start then
@@ -314,26 +344,26 @@ for i = 1, n_limits do
   -- used is the weighted count times p: prev * (p - into) / p + cur
   local used = prev * (p - into) + cur * p
   local ok, never, retry_us = false, false, 0
-  if cost > lim.limit then
+  if C > N then
     never = true
-  elseif used + cost * p <= lim.limit * p then
+  elseif used + C * p <= N * p then
     ok = true
-    cur = cur + cost
-    used = used + cost * p
+    cur = cur + C
+    used = used + C * p
   else
     local target_ms
-    local room = lim.limit - cost - cur
+    local room = N - C - cur
     if room >= 0 then
       -- later in this window, once the previous window weighs little enough
       target_ms = start + p - idiv(room * p, prev)
     else
       -- in the next window, where this window's count is the previous one
-      local later = p - idiv((lim.limit - cost) * p, cur)
+      local later = p - idiv((N - C) * p, cur)
       target_ms = start + p + (later > 0 and later or 0)
     end
     retry_us = target_ms * 1000 - now
   end
-  local room = lim.limit * p - used
+  local room = N * p - used
   if room < 0 then room = 0 end
   local reset_us = 0
   if cur > 0 then
@@ -343,7 +373,7 @@ for i = 1, n_limits do
   end
   verdicts[i] = {
     ok = ok, never = never, retry_us = retry_us, capacity = lim.limit,
-    rem = idiv(room, p), left = room / p, reset_us = reset_us,
+    rem = idiv(room, p * lim.S), left = room / (p * lim.S), reset_us = reset_us,
   }
   fields[3 * i - 2] = start
   fields[3 * i - 1] = prev
@@ -354,8 +384,8 @@ end
 -- retry_us, rem and left (whole and exact units available: after this
 -- request when ok, now when not), reset_us (likewise), capacity.
 -- The reply describes the binding limit: on a denial the denying limit with
--- the longest wait (never counts as longest), on an admission the one with
--- the fewest units left; ties go to the earlier limit.
+-- the longest retry_after_ms (never counts as longest), on an admission the
+-- one with the fewest units left; ties go to the earlier limit.
 local allowed = true
 for i = 1, n_limits do
   if not verdicts[i].ok then
@@ -372,8 +402,10 @@ for i = 1, n_limits do
     if not pick then
       pick = i
     else
+      -- compared as the reply shows them, in whole ms: limits whose waits
+      -- round to the same retry_after_ms tie, and the earlier binds
       local p = verdicts[pick]
-      if not p.never and (v.never or v.retry_us > p.retry_us) then pick = i end
+      if not p.never and (v.never or us_to_ms(v.retry_us) > us_to_ms(p.retry_us)) then pick = i end
     end
   end
 end

@@ -2,8 +2,9 @@
 -- burst tokens; limit tokens are added every period_ms, counted from the call
 -- that created the state, up to burst. A request is admitted when the bucket
 -- holds its cost. Simple to explain; a refill arrives all at once.
--- State: a string "tb tokens t ..." per limit, t the time of the last refill
--- in microseconds (integers in hexadecimal, fractions in decimal).
+-- State: a string "tb tokens t ..." per limit: tokens in whole steps of 1/S
+-- (S = 10^(decimals of limit and burst + up to 6)), t the time of the last
+-- refill in microseconds, both integers in hexadecimal.
 local NAME = 'token_bucket'
 local TAG = 'tb' -- the state's tag
 local PER_LIMIT = 2 -- numbers stored per limit
@@ -21,40 +22,72 @@ for i = 1, n_limits do
   local lim = limits[i]
   if ceil_ratio(lim.burst, lim.limit) * lim.period_us > EXACT then return too_large(lim, '2^53') end
 end
+
+-- Tokens are counted in whole steps of 1/S, S = unit * 10^c (c <= 6 extra
+-- decimals, fewer for a huge burst), so that costs like 0.1 + 0.2 add up
+-- exactly; a cost finer than a step is rounded up, against the caller.
+-- steps returns m * 10^e units (a parsed number) in steps: m * 10^(e + k).
+local function steps(m, e, k)
+  if m == 0 then return 0 end
+  local x = e + k
+  if x >= 0 then return x > 22 and math.huge or m * 10 ^ x end
+  if x < -22 then return 1 end -- a positive amount below one step
+  return cdiv(m, 10 ^ -x)
+end
+for i = 1, n_limits do
+  local lim = limits[i]
+  local k = 0 -- decimals of a step: those of the unit, then up to 6 more
+  local u = lim.unit
+  while u > 1 do
+    u = u / 10
+    k = k + 1
+  end
+  local c = 6
+  while c > 0 and lim.burst_u * 10 ^ c > EXACT / 2 do c = c - 1 end
+  lim.step_k = k + c
+  lim.S = lim.unit * 10 ^ c
+  lim.L = lim.limit_u * 10 ^ c
+  lim.B = lim.burst_u * 10 ^ c
+end
 --@include state.lua
 
 -- ---- Algorithm ----
 local verdicts, fields = {}, {}
 for i = 1, n_limits do
   local lim = limits[i]
+  local L, B = lim.L, lim.B
+  local C = steps(cost_m, cost_e, lim.step_k)
   local tokens, last = state[2 * i - 1], state[2 * i]
   if not tokens then
-    tokens, last = lim.burst, now
-  elseif now > last then
-    local refills = idiv(now - last, lim.period_us)
-    if refills > 0 then
-      tokens = tokens + refills * lim.limit
-      last = last + refills * lim.period_us
+    tokens, last = B, now
+  else
+    if tokens ~= floor(tokens) then tokens = floor(tokens) end -- a state of other limits, in its own terms
+    if now > last then
+      local refills = idiv(now - last, lim.period_us)
+      if refills > 0 then
+        last = last + refills * lim.period_us
+        if tokens >= B or refills >= cdiv(B - tokens, L) then tokens = B else tokens = tokens + refills * L end
+      end
     end
   end
-  if tokens > lim.burst then tokens = lim.burst end
+  if tokens > B then tokens = B end
 
   local ok, never, retry_us = false, false, 0
-  if cost > lim.burst then
+  if C > B then
     never = true
-  elseif cost <= tokens then
+  elseif C <= tokens then
     ok = true
-    tokens = tokens - cost
+    tokens = tokens - C
   else
-    retry_us = last + ceil_ratio(cost - tokens, lim.limit) * lim.period_us - now
+    retry_us = last + cdiv(C - tokens, L) * lim.period_us - now
   end
   local reset_us = 0
-  if tokens < lim.burst then
-    reset_us = last + ceil_ratio(lim.burst - tokens, lim.limit) * lim.period_us - now
+  if tokens < B then
+    reset_us = last + cdiv(B - tokens, L) * lim.period_us - now
   end
   verdicts[i] = {
     ok = ok, never = never, retry_us = retry_us, capacity = lim.burst,
-    rem = floor(tokens), left = tokens, reset_us = reset_us,
+    rem = idiv(tokens, lim.S), left = tokens / lim.S, reset_us = reset_us,
   }
   fields[2 * i - 1] = tokens
   fields[2 * i] = last
