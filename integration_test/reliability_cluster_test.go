@@ -115,6 +115,11 @@ func TestReliabilityClusterAllAlgorithms(t *testing.T) {
 			}
 		}
 	}
+	// Empty, huge, binary and hash-tagged keys route and work on a Cluster.
+	checkKeys(t, lim, "")
+	if slot("{user:42}:login") != slot("{user:42}:payment") {
+		t.Fatal("hash tags: the two keys are on different slots")
+	}
 	report(t, "cluster-keys", "%d keys x %d algorithms on 3 primaries, 0 errors", len(keys), len(allAlgorithms))
 }
 
