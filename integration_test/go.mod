@@ -7,6 +7,7 @@ replace github.com/redisrate/redisrate => ../
 require (
 	github.com/moby/moby/api v1.56.1
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redisrate/redisrate v0.0.0-00010101000000-000000000000
 	github.com/testcontainers/testcontainers-go v0.45.0
 )
 

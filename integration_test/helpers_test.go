@@ -1,0 +1,221 @@
+// Package integration runs the scripts and the Go client against a real
+// Redis: the one at REDIS_ADDR, else redis-server from PATH started on a
+// free 127.0.0.1 port, else a redis:7 container where a Docker engine
+// answers; otherwise every test skips and says how to run it.
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/integration_test/internal/redistest"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(redistest.EnvAddr) != "" {
+		fmt.Fprintf(os.Stderr, "integration: testing against %s=%s (keys under redisrate-it:*, deleted afterwards)\n", redistest.EnvAddr, os.Getenv(redistest.EnvAddr))
+	} else {
+		fmt.Fprintf(os.Stderr, "integration: fresh servers from %s\n", redistest.Source())
+	}
+	os.Exit(m.Run())
+}
+
+// openRedis returns the Redis for a test (see redistest.Open).
+func openRedis(t *testing.T) *redistest.Redis {
+	t.Helper()
+	return redistest.Open(t)
+}
+
+// startRedis starts a server of the test's own with extra config args; it is
+// stopped when the test ends, or earlier by stop.
+func startRedis(t *testing.T, extraArgs ...string) (addr string, stop func()) {
+	t.Helper()
+	return redistest.Start(t, extraArgs...)
+}
+
+func newClient(t *testing.T, addr string) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// needRedis7 skips t on a server older than 7 (EVALSHA_RO, EVAL_RO).
+func needRedis7(t *testing.T, c *redis.Client) {
+	t.Helper()
+	info, err := c.Info(context.Background(), "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var major int
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			major, _ = strconv.Atoi(strings.SplitN(v, ".", 2)[0])
+		}
+	}
+	if major < 7 {
+		t.Skipf("needs Redis 7 or later for EVALSHA_RO; this server is %d.x", major)
+	}
+}
+
+// algoCase is one algorithm with a short limit for real-time tests: tens
+// of milliseconds, so that waiting for a refill costs little.
+type algoCase struct {
+	algo  redisrate.Algorithm
+	limit redisrate.Limit
+}
+
+// shortLimits are rate units per period with a larger burst for the buckets.
+func shortLimits(rate float64, period time.Duration, burst float64) []algoCase {
+	var out []algoCase
+	for _, a := range []redisrate.Algorithm{redisrate.GCRA, redisrate.TokenBucket, redisrate.LeakyBucket,
+		redisrate.SlidingWindow, redisrate.FixedWindow, redisrate.SlidingLog} {
+		l := redisrate.Per(rate, period).WithAlgorithm(a)
+		if !isWindow(a) {
+			l = l.WithBurst(burst)
+		}
+		out = append(out, algoCase{algo: a, limit: l})
+	}
+	return out
+}
+
+func isWindow(a redisrate.Algorithm) bool {
+	return a == redisrate.SlidingWindow || a == redisrate.FixedWindow || a == redisrate.SlidingLog
+}
+
+// capacity is the most units the limit holds at once.
+func capacity(l redisrate.Limit) float64 {
+	if l.Burst == 0 || isWindow(l.Algorithm) {
+		return l.Rate
+	}
+	return l.Burst
+}
+
+// bound is guarantee 4 of the contract: the most units the algorithm may
+// admit in a span of spanUs microseconds, for a key that starts empty.
+func bound(l redisrate.Limit, spanUs int64) float64 {
+	periodUs := l.Period.Microseconds()
+	periods := float64(spanUs) / float64(periodUs)
+	whole := float64(spanUs / periodUs)
+	switch l.Algorithm {
+	case redisrate.GCRA, redisrate.LeakyBucket:
+		return capacity(l) + l.Rate*periods
+	case redisrate.TokenBucket:
+		return capacity(l) + l.Rate*(1+whole)
+	case redisrate.SlidingLog, redisrate.FixedWindow:
+		// At most limit in any period: the span is covered by 1+floor(t/p)
+		// consecutive periods (sliding_log), or meets at most that many
+		// windows, each opened by a request at least a period after the
+		// last one opened (fixed_window).
+		return l.Rate * (1 + whole)
+	case redisrate.SlidingWindow:
+		// At most limit per aligned window; a span of t meets at most
+		// 1+ceil(t/p) of them.
+		ceil := whole
+		if spanUs%periodUs != 0 {
+			ceil++
+		}
+		return l.Rate * (1 + ceil)
+	}
+	panic("unknown algorithm " + l.Algorithm.String())
+}
+
+// serverTime is the server's clock in µs.
+func serverTime(t testing.TB, c *redis.Client) int64 {
+	t.Helper()
+	tm, err := c.Time(context.Background()).Result()
+	if err != nil {
+		t.Fatalf("TIME: %v", err)
+	}
+	return tm.UnixMicro()
+}
+
+// bracketed is a raw script reply with the server's clock read right before
+// and right after it, in the same MULTI: the script read its TIME between
+// before and after, within microseconds.
+type bracketed struct {
+	reply         []int64
+	before, after int64 // µs
+}
+
+// evalBracketed runs script s on key with args inside MULTI, between two
+// TIME calls. The script must be loaded (MULTI queues EVALSHA; a NOSCRIPT
+// would only show at EXEC).
+func evalBracketed(t testing.TB, c *redis.Client, s redisrate.Script, key string, args ...any) bracketed {
+	t.Helper()
+	ctx := context.Background()
+	var t0, t1 *redis.TimeCmd
+	var ev *redis.Cmd
+	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		t0 = p.Time(ctx)
+		ev = p.EvalSha(ctx, s.SHA1, []string{key}, args...)
+		t1 = p.Time(ctx)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("MULTI TIME EVALSHA %s TIME: %v", s.Name, err)
+	}
+	v, err := ev.Result()
+	if err != nil {
+		t.Fatalf("EVALSHA %s %s %v: %v", s.Name, key, args, err)
+	}
+	return bracketed{reply: ints(t, v), before: t0.Val().UnixMicro(), after: t1.Val().UnixMicro()}
+}
+
+func ints(t testing.TB, v any) []int64 {
+	t.Helper()
+	arr, ok := v.([]any)
+	if !ok || len(arr) < 6 {
+		t.Fatalf("reply %#v: want an array of 6 integers", v)
+	}
+	out := make([]int64, len(arr))
+	for i, x := range arr {
+		n, ok := x.(int64)
+		if !ok {
+			t.Fatalf("reply %#v: field %d is %T", v, i+1, x)
+		}
+		out[i] = n
+	}
+	return out
+}
+
+// loadScripts loads every script, as a deploy pipeline would.
+func loadScripts(t testing.TB, c *redis.Client) {
+	t.Helper()
+	for _, s := range redisrate.Scripts() {
+		sha, err := c.ScriptLoad(context.Background(), s.Source).Result()
+		if err != nil {
+			t.Fatalf("SCRIPT LOAD %s: %v", s.Name, err)
+		}
+		if sha != s.SHA1 {
+			t.Fatalf("SCRIPT LOAD %s gave %s, Scripts() says %s", s.Name, sha, s.SHA1)
+		}
+	}
+}
+
+func script(t testing.TB, a redisrate.Algorithm) redisrate.Script {
+	t.Helper()
+	s, err := a.Script()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// rawArgs is the ARGV of a call as the Go client would send it.
+func rawArgs(t testing.TB, n float64, check bool, limits ...redisrate.Limit) []any {
+	t.Helper()
+	args, err := redisrate.Args(n, check, limits...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return args
+}

@@ -1,0 +1,378 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/integration_test/internal/redistest"
+)
+
+// perMinute is a limit that nothing refills during a test: decisions then
+// do not depend on how long the test takes.
+func perMinute(a redisrate.Algorithm) redisrate.Limit {
+	return redisrate.PerMinute(3).WithAlgorithm(a)
+}
+
+var allAlgorithms = []redisrate.Algorithm{redisrate.GCRA, redisrate.TokenBucket, redisrate.LeakyBucket,
+	redisrate.SlidingWindow, redisrate.FixedWindow, redisrate.SlidingLog}
+
+// commandCalls reads INFO commandstats: calls per command, e.g. "evalsha_ro".
+func commandCalls(t *testing.T, c *redis.Client) map[string]int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for line := range strings.Lines(info) {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		name, ok2 := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !ok2 {
+			continue
+		}
+		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
+		out[name], _ = strconv.ParseInt(calls, 10, 64)
+	}
+	return out
+}
+
+// TestScriptFlushHealed: after SCRIPT FLUSH the Limiter's EVALSHA gets
+// NOSCRIPT, falls back to EVAL (EVAL_RO for a read-only check) and goes on
+// with the same state, without an error reaching the caller; the script is
+// then cached again.
+func TestScriptFlushHealed(t *testing.T) {
+	r := openRedis(t)
+	ctx := context.Background()
+	lim := redisrate.NewLimiter(r.Client)
+	ro := redisrate.NewLimiter(r.Client, redisrate.WithReadOnlyCheck())
+	readOnly := isRedis7(r.Client) // EVALSHA_RO needs Redis 7
+	// 3 per minute: two allows take 2; a check or a cost-0 read takes none.
+	steps := []struct {
+		do   string
+		left int64 // remaining in the reply
+	}{
+		{"allow", 2}, {"flush", 0}, {"allow", 1}, {"flush", 0}, {"check", 0},
+		{"flush", 0}, {"multi-peek", 1}, {"flush", 0}, {"ro-check", 0},
+	}
+	for _, a := range allAlgorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			l := perMinute(a)
+			s := script(t, a)
+			key := r.Key("flush:" + a.String())
+			for i, step := range steps {
+				var res redisrate.Result
+				var err error
+				switch step.do {
+				case "flush":
+					if err := r.Client.ScriptFlush(ctx).Err(); err != nil {
+						t.Fatal(err)
+					}
+					if ok := r.Client.ScriptExists(ctx, s.SHA1).Val(); len(ok) != 1 || ok[0] {
+						t.Fatalf("SCRIPT EXISTS after SCRIPT FLUSH: %v", ok)
+					}
+					continue
+				case "allow":
+					res, err = lim.Allow(ctx, key, l)
+				case "check":
+					res, err = lim.Check(ctx, key, l)
+				case "multi-peek":
+					res, err = lim.AllowMulti(ctx, key, 0, l)
+				case "ro-check":
+					if !readOnly {
+						continue
+					}
+					res, err = ro.Check(ctx, key, l)
+				}
+				if err != nil {
+					t.Fatalf("step %d (%s) right after SCRIPT FLUSH: %v", i+1, step.do, err)
+				}
+				if !res.Allowed || res.Remaining != step.left {
+					t.Fatalf("step %d (%s): %v, want allowed with %d remaining: the state did not carry over", i+1, step.do, res, step.left)
+				}
+				// EVAL (and EVAL_RO) cache the script again.
+				if ok := r.Client.ScriptExists(ctx, s.SHA1).Val(); len(ok) != 1 || !ok[0] {
+					t.Fatalf("step %d (%s): the script was not cached again", i+1, step.do)
+				}
+			}
+		})
+	}
+}
+
+func isRedis7(c *redis.Client) bool {
+	info, err := c.Info(context.Background(), "server").Result()
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			major, _ := strconv.Atoi(strings.SplitN(v, ".", 2)[0])
+			return major >= 7
+		}
+	}
+	return false
+}
+
+// TestScriptFlushUnderLoad: 16 goroutines decide on every algorithm while
+// another flushes the script cache every 2 ms; not one error reaches a
+// caller, and the fallback to EVAL was really taken.
+func TestScriptFlushUnderLoad(t *testing.T) {
+	r := openRedis(t)
+	ctx := context.Background()
+	lim := redisrate.NewLimiter(r.Client)
+	before := commandCalls(t, r.Client)
+	stop := make(chan struct{})
+	var flushes atomic.Int64
+	var flusher sync.WaitGroup
+	flusher.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			if err := r.Client.ScriptFlush(ctx).Err(); err != nil {
+				t.Errorf("SCRIPT FLUSH: %v", err)
+				return
+			}
+			flushes.Add(1)
+		}
+	})
+	var calls, failed atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 16 {
+		wg.Go(func() {
+			for i := range 150 {
+				a := allAlgorithms[(w+i)%len(allAlgorithms)]
+				l := redisrate.PerSecond(1000).WithAlgorithm(a)
+				var err error
+				if i%3 == 0 {
+					_, err = lim.Check(ctx, r.Key("load:"+a.String()), l)
+				} else {
+					_, err = lim.Allow(ctx, r.Key("load:"+a.String()), l)
+				}
+				calls.Add(1)
+				if err != nil {
+					if failed.Add(1) <= 5 {
+						t.Errorf("call failed during SCRIPT FLUSH: %v", err)
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	flusher.Wait()
+	after := commandCalls(t, r.Client)
+	evals := after["eval"] - before["eval"]
+	t.Logf("%d calls, %d failed, %d SCRIPT FLUSH, %d fallbacks to EVAL", calls.Load(), failed.Load(), flushes.Load(), evals)
+	if failed.Load() > 0 {
+		t.Fatalf("%d of %d calls failed", failed.Load(), calls.Load())
+	}
+	if flushes.Load() == 0 || evals == 0 {
+		t.Fatalf("%d flushes and %d EVAL fallbacks: the test did not exercise NOSCRIPT", flushes.Load(), evals)
+	}
+}
+
+// TestReadOnlyCheck: WithReadOnlyCheck sends Check through EVALSHA_RO. It
+// decides as Allow would and writes nothing, for every algorithm; the
+// server's command statistics show EVALSHA_RO was used, and on a server of
+// its own a user allowed only read-only scripts can check but not allow.
+func TestReadOnlyCheck(t *testing.T) {
+	r := openRedis(t)
+	needRedis7(t, r.Client)
+	ctx := context.Background()
+	lim := redisrate.NewLimiter(r.Client)
+	ro := redisrate.NewLimiter(r.Client, redisrate.WithReadOnlyCheck())
+	loadScripts(t, r.Client) // so that each check is one EVALSHA_RO
+	for _, a := range allAlgorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			l := perMinute(a)
+			key := r.Key("ro:" + a.String())
+			before := commandCalls(t, r.Client)
+			res, err := ro.Check(ctx, key, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Allowed || res.Remaining != 2 {
+				t.Fatalf("check of a fresh key: %v, want allowed with 2 remaining", res)
+			}
+			if n := r.Client.Exists(ctx, key).Val(); n != 0 {
+				t.Fatal("a read-only check created the key")
+			}
+			for range 3 {
+				if res, err := lim.Allow(ctx, key, l); err != nil || !res.Allowed {
+					t.Fatalf("allow: %v, %v", res, err)
+				}
+			}
+			dump := r.Client.Dump(ctx, key).Val()
+			ttl := r.Client.PTTL(ctx, key).Val()
+			checked, err := ro.Check(ctx, key, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := r.Client.Dump(ctx, key).Val(); d != dump {
+				t.Fatal("a read-only check changed the key")
+			}
+			if ttl2 := r.Client.PTTL(ctx, key).Val(); ttl2 > ttl {
+				t.Fatalf("a read-only check extended the TTL from %v to %v", ttl, ttl2)
+			}
+			allowed, err := lim.Allow(ctx, key, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if checked.Allowed || allowed.Allowed || checked.Remaining != allowed.Remaining ||
+				allowed.RetryAfter > checked.RetryAfter || checked.RetryAfter-allowed.RetryAfter > time.Second {
+				t.Fatalf("check said %v, allow right after said %v", checked, allowed)
+			}
+			after := commandCalls(t, r.Client)
+			ro := after["evalsha_ro"] + after["eval_ro"] - before["evalsha_ro"] - before["eval_ro"]
+			if ro < 2 || (r.Own && ro != 2) {
+				t.Fatalf("%d EVALSHA_RO/EVAL_RO calls for 2 read-only checks", ro)
+			}
+		})
+	}
+	if !r.Own {
+		return // ACL changes belong on a server of our own
+	}
+	t.Run("acl", func(t *testing.T) {
+		// A user that may run read-only scripts and the reads they make,
+		// but not EVALSHA, EVAL or any write.
+		err := r.Client.Do(ctx, "ACL", "SETUSER", "checker", "on", ">secret", "~*", "resetchannels", "-@all",
+			"+evalsha_ro", "+eval_ro", "+@read", "+time", "+ping", "+hello", "+auth").Err()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := redis.NewClient(&redis.Options{Addr: r.Addr, Username: "checker", Password: "secret"})
+		t.Cleanup(func() { _ = c.Close() })
+		key := r.Key("ro:acl")
+		for _, a := range allAlgorithms {
+			l := perMinute(a)
+			res, err := redisrate.NewLimiter(c, redisrate.WithReadOnlyCheck()).Check(ctx, key+a.String(), l)
+			if err != nil || !res.Allowed {
+				t.Errorf("%s: read-only check as a read-only user: %v, %v", a, res, err)
+			}
+			_, err = redisrate.NewLimiter(c).Check(ctx, key+a.String(), l)
+			if err == nil || !strings.Contains(err.Error(), "NOPERM") {
+				t.Errorf("%s: a plain check (EVALSHA) as a read-only user: %v, want NOPERM", a, err)
+			}
+			_, err = redisrate.NewLimiter(c).Allow(ctx, key+a.String(), l)
+			var e *redisrate.Error
+			if !errors.As(err, &e) || e.Script != a.String() {
+				t.Errorf("%s: allow as a read-only user: %v, want a *redisrate.Error", a, err)
+			}
+		}
+	})
+}
+
+// TestReadOnlyCheckOnReplica: a check through EVALSHA_RO on a replica gives
+// the primary's answer once replicated, and an Allow sent to the replica
+// fails with an error instead of deciding on stale state.
+func TestReadOnlyCheckOnReplica(t *testing.T) {
+	if !redistest.Local() {
+		t.Skip("replication between two servers needs redis-server on PATH")
+	}
+	ctx := context.Background()
+	// No delay before a full sync: the replica is up at once.
+	paddr, _ := startRedis(t, "--repl-diskless-sync-delay", "0")
+	_, pport, _ := net.SplitHostPort(paddr)
+	raddr, _ := startRedis(t, "--replicaof", "127.0.0.1", pport)
+	primary, replica := newClient(t, paddr), newClient(t, raddr)
+	needRedis7(t, primary)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(replica.Info(ctx, "replication").Val(), "master_link_status:up") {
+		if time.Now().After(deadline) {
+			t.Fatalf("replica never synced:\n%s", replica.Info(ctx, "replication").Val())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	onPrimary := redisrate.NewLimiter(primary)
+	onReplica := redisrate.NewLimiter(replica, redisrate.WithReadOnlyCheck())
+	for _, a := range allAlgorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			l := perMinute(a)
+			key := "replica:" + a.String()
+			for range 2 {
+				if _, err := onPrimary.Allow(ctx, key, l); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n, err := primary.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
+				t.Fatalf("WAIT 1: %d, %v", n, err)
+			}
+			want, err := onPrimary.Check(ctx, key, l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := onReplica.Check(ctx, key, l)
+			if err != nil {
+				t.Fatalf("read-only check on the replica: %v", err)
+			}
+			if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.Remaining != 0 {
+				t.Fatalf("replica says %v, primary says %v", got, want)
+			}
+			_, err = onReplica.Allow(ctx, key, l)
+			if err == nil || !strings.Contains(err.Error(), "READONLY") {
+				t.Fatalf("Allow on a replica: %v, want a READONLY error", err)
+			}
+		})
+	}
+}
+
+// TestKeysExpire: an admitted request leaves the key with a TTL equal to its
+// reset_after (guarantee 3: no longer than needed), and the key is gone
+// once that has passed, for every algorithm, with periods of tens of ms.
+func TestKeysExpire(t *testing.T) {
+	r := openRedis(t)
+	loadScripts(t, r.Client)
+	ctx := context.Background()
+	for _, c := range shortLimits(2, 30*time.Millisecond, 3) {
+		t.Run(c.algo.String(), func(t *testing.T) {
+			t.Parallel()
+			s := script(t, c.algo)
+			key := r.Key("ttl:" + c.algo.String())
+			var ev *redis.Cmd
+			var pttl *redis.DurationCmd
+			for range 2 {
+				_, err := r.Client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+					ev = p.EvalSha(ctx, s.SHA1, []string{key}, rawArgs(t, 1, false, c.limit)...)
+					pttl = p.PTTL(ctx, key)
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			reply := ints(t, ev.Val())
+			reset := time.Duration(reply[3]) * time.Millisecond
+			ttl := pttl.Val()
+			// The TTL is set in whole ms, the PTTL read in the same MULTI:
+			// at most a tick of the server's millisecond clock apart.
+			if reply[0] != 1 || ttl > reset || ttl < reset-time.Millisecond {
+				t.Fatalf("reply %v, PTTL %v: want admitted with PTTL in [reset_after-1ms, reset_after]", reply, ttl)
+			}
+			start := time.Now()
+			for r.Client.Exists(ctx, key).Val() == 1 {
+				if time.Since(start) > reset+2*time.Second {
+					t.Fatalf("key still there %v after a TTL of %v", time.Since(start), ttl)
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+			t.Logf("TTL %v, gone after %v", ttl, time.Since(start).Round(time.Millisecond))
+			// No state is the same as a fresh key.
+			res := ints(t, r.Client.EvalSha(ctx, s.SHA1, []string{key}, rawArgs(t, 0, false, c.limit)...).Val())
+			if want := int64(capacity(c.limit)); res[1] != want || res[3] != 0 {
+				t.Fatalf("after expiry: %v, want %d remaining and reset_after 0", res, want)
+			}
+		})
+	}
+}
