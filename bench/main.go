@@ -9,6 +9,9 @@
 //
 //	cd bench && go run . -o ../BENCHMARKS.md     # the full run, about 6 minutes
 //	cd bench && go run . -short                  # a smoke run, well under a minute
+//
+// With --redis, use a scratch Redis: the program writes keys (prefixes rr:,
+// rate:, a:, d:, prof:, mem:, slog:, flood:) and resets INFO's statistics.
 package main
 
 import (
@@ -28,7 +31,7 @@ func main() {
 	flag.BoolVar(&cfg.short, "short", false, "a quick smoke run (fewer keys, shorter cells, one repetition)")
 	flag.StringVar(&cfg.out, "o", "", "write the results into this Markdown file, between its bench markers (created if missing)")
 	flag.IntVar(&cfg.reps, "reps", 0, "repetitions of every cell (default 5, or 1 with -short)")
-	flag.DurationVar(&cfg.cell, "cell", 0, "duration of one throughput cell (default 1s, or 100ms with -short)")
+	flag.DurationVar(&cfg.cell, "cell", 0, "duration of one throughput cell (default 500ms, or 100ms with -short)")
 	flag.IntVar(&cfg.keys, "keys", 0, "the many-keys count (default 100000, or 5000 with -short)")
 	flag.Parse()
 	cfg.args = os.Args[1:]
@@ -54,7 +57,7 @@ func (c *config) defaults() {
 		}
 	}
 	if c.cell == 0 {
-		c.cell = time.Second
+		c.cell = 500 * time.Millisecond
 		if c.short {
 			c.cell = 100 * time.Millisecond
 		}
