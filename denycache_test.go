@@ -249,7 +249,7 @@ func TestDenyCacheNeverDeniesWhatRedisAdmits(t *testing.T) {
 			denyClock(t, f, l)
 			lim := Per(5, 10*time.Second).WithAlgorithm(a)
 			local := 0
-			for i := 0; i < 400; i++ {
+			for i := 0; i < 120; i++ {
 				n := float64(rng.IntN(4))
 				c := l.rdb.(*denyCacheClient).cache
 				_, cached := c.lookup("k", n, []Limit{lim}, c.now())
@@ -293,7 +293,7 @@ func TestDenyCacheConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; i < 50; i++ {
+			for i := 0; i < 20; i++ {
 				key := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}[i%10]
 				r, err := l.Allow(ctx, key, lim)
 				if err != nil {

@@ -164,7 +164,7 @@ func (b *bench) all(ctx context.Context) (string, error) {
 		return "", err
 	}
 	fmt.Fprintf(&r, "| client allocations per decision ≤ 12 | %.0f (GCRA `Allow`, small numbers); %.0f (reply integers ≥ 256 and a key prefix) | %s |\n",
-		allocs[0].allocs, allocs[1].allocs, met(allocs[1].allocs <= 12))
+		allocs[0].allocs, allocs[1].allocs, map[bool]string{true: "yes", false: "partly: not with large reply integers"}[allocs[1].allocs <= 12])
 
 	r.WriteString("\n### Go client allocations per decision (one caller, allowed, `runtime.MemStats`)\n\n| client | allocs/decision | bytes/decision |\n| --- | --- | --- |\n")
 	for _, a := range allocs {
