@@ -92,6 +92,8 @@ type fakeTB struct {
 	msg    string
 }
 
+func (f *fakeTB) Fatal(args ...any) { f.Fatalf("%s", fmt.Sprint(args...)) }
+
 func (f *fakeTB) Fatalf(format string, args ...any) {
 	f.failed = true
 	f.msg = fmt.Sprintf(format, args...)
@@ -266,6 +268,7 @@ func TestSkipsWithoutRedis(t *testing.T) {
 	}
 	t.Setenv("PATH", t.TempDir())
 	t.Setenv(EnvAddr, "")
+	t.Setenv("CI", "")
 	var skipped bool
 	t.Run("inner", func(t *testing.T) {
 		defer func() { skipped = t.Skipped() }()
@@ -273,5 +276,18 @@ func TestSkipsWithoutRedis(t *testing.T) {
 	})
 	if !skipped {
 		t.Fatal("Open did not skip without redis-server, REDIS_ADDR or Docker")
+	}
+	// In CI the same situation is a failure naming what to install.
+	t.Setenv("CI", "true")
+	ft := &fakeTB{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { _ = recover() }()
+		StartServer(ft, Options{})
+	}()
+	<-done
+	if !ft.failed || !strings.Contains(ft.msg, "CI=true") {
+		t.Fatalf("with CI=true: failed=%v %q, want a failure", ft.failed, ft.msg)
 	}
 }
