@@ -572,14 +572,14 @@ func limitsString(ls []dlimit) string {
 }
 
 // diffStepsFlag plays longer sequences: go test -run Differential -diffsteps 20000.
-var diffStepsFlag = flag.Int("diffsteps", 0, "steps per sequence of TestDifferential (default 400, 120 with -race)")
+var diffStepsFlag = flag.Int("diffsteps", 0, "steps per sequence of TestDifferential (default 400, 80 with -race)")
 
 func diffStepCount() int {
 	switch {
 	case *diffStepsFlag > 0:
 		return *diffStepsFlag
 	case raceEnabled:
-		return 120
+		return 80
 	}
 	return 400
 }
