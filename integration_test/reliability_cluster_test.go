@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -187,37 +188,74 @@ func absDur(d time.Duration) time.Duration {
 	return d
 }
 
-// hotLimit is the hot key's limit in the failover tests: well below the
-// load, so the bucket stays empty and every admission counts, and a slow
-// refill, so that the seconds of a failover do not refill the bucket:
-// state lost in the failover shows as a full bucket afterwards.
-var hotLimit = redisrate.PerSecond(10).WithBurst(200)
+// hotKey is a key under load in the failover tests, with its algorithm's
+// bound on what it may admit over a run and on what it may hold after a
+// failover that kept its state.
+type hotKey struct {
+	name  string
+	limit redisrate.Limit
+	// bound is the most units the contract lets it admit in elapsed.
+	bound func(elapsed time.Duration) float64
+	// refill is the most units that may come back during a gap of d that
+	// started at run time into the run.
+	refill func(d, at time.Duration) int64
+}
 
-// failover puts a few thousand decisions a second on a hot key, calls kill,
-// and measures: calls that failed, how long calls kept failing, and units
-// admitted above the GCRA bound (burst + rate * elapsed) over the run.
-func failover(t *testing.T, lim *redisrate.Limiter, key string, kill func(), healthy func()) {
+// hotKeys are well below the load, so every admission counts and the key
+// stays near empty; they refill slowly, so the seconds of a failover do not
+// fill them again: state lost in the failover shows as a full key.
+func hotKeys(tag string) []hotKey {
+	gcra := redisrate.PerSecond(10).WithBurst(200)
+	log := redisrate.PerMinute(300).WithAlgorithm(redisrate.SlidingLog)
+	fixed := redisrate.PerMinute(300).WithAlgorithm(redisrate.FixedWindow)
+	return []hotKey{
+		{tag + ":gcra", gcra,
+			func(e time.Duration) float64 { return gcra.Capacity() + gcra.Rate*e.Seconds() },
+			func(d, _ time.Duration) int64 { return int64(gcra.Rate*d.Seconds()) + 1 }},
+		// Entries leave the log as they age past a minute.
+		{tag + ":sliding_log", log,
+			func(e time.Duration) float64 { return log.Rate * math.Ceil(e.Seconds()/60) },
+			func(d, _ time.Duration) int64 { return int64(math.Ceil(log.Rate * d.Seconds() / 60)) }},
+		// A new window may open during a gap only in a soak run: CI runs
+		// are shorter than the first window.
+		{tag + ":fixed_window", fixed,
+			func(e time.Duration) float64 { return fixed.Rate * (1 + math.Ceil(e.Seconds()/60)) },
+			func(d, at time.Duration) int64 {
+				if at+d >= time.Minute {
+					return int64(fixed.Rate)
+				}
+				return 0
+			}},
+	}
+}
+
+// failover puts a few thousand decisions a second on hot keys, calls kill,
+// waits for healthy, and measures: calls that failed, how long calls kept
+// failing, and units admitted above each key's bound over the run.
+func failover(t *testing.T, lim *redisrate.Limiter, tag string, kill func(), healthy func()) {
 	t.Helper()
 	before := loadFor(t, 3*time.Second)
 	after := loadFor(t, 4*time.Second)
+	keys := hotKeys(tag)
 	var mu sync.Mutex
 	var killedAt time.Time
-	maxRemainingAfter := int64(-1)
-	var first, lastDecision time.Time
-	decide := func(ctx context.Context) (redisrate.Result, error) { return lim.Allow(ctx, key, hotLimit) }
+	maxAfter := make([]int64, len(keys)) // largest Remaining after the kill
+	var lastDecision time.Time
 	start := time.Now()
-	l := startLoad(8, decide, func(res redisrate.Result) {
-		mu.Lock()
-		defer mu.Unlock()
-		now := time.Now()
-		if first.IsZero() {
-			first = now
-		}
-		lastDecision = now
-		if !killedAt.IsZero() && now.After(killedAt) && res.Remaining > maxRemainingAfter {
-			maxRemainingAfter = res.Remaining
-		}
-	})
+	var loads []*load
+	for i, hk := range keys {
+		maxAfter[i] = -1
+		decide := func(ctx context.Context) (redisrate.Result, error) { return lim.Allow(ctx, hk.name, hk.limit) }
+		loads = append(loads, startLoad(4, decide, func(res redisrate.Result) {
+			mu.Lock()
+			defer mu.Unlock()
+			now := time.Now()
+			lastDecision = now
+			if !killedAt.IsZero() && now.After(killedAt) && res.Remaining > maxAfter[i] {
+				maxAfter[i] = res.Remaining
+			}
+		}))
+	}
 	time.Sleep(before)
 	mu.Lock()
 	killedAt = time.Now()
@@ -226,38 +264,43 @@ func failover(t *testing.T, lim *redisrate.Limiter, key string, kill func(), hea
 	healthy()
 	healthyAt := time.Now()
 	time.Sleep(after)
-	l.finish()
+	var failed, decisions int64
+	var gap time.Duration
+	var errs []error
+	for _, l := range loads {
+		l.finish()
+		failed += l.failed.Load()
+		decisions += l.admitted.Load() + l.denied.Load()
+		gap = max(gap, l.gap(killedAt))
+		errs = append(errs, l.errs()...)
+	}
 	elapsed := lastDecision.Sub(start)
-	bound := hotLimit.Capacity() + hotLimit.Rate*elapsed.Seconds()
-	admitted := l.admitted.Load()
-	above := float64(admitted) - bound
-	decisions := l.admitted.Load() + l.denied.Load()
-	rate := float64(decisions) / elapsed.Seconds()
-	t.Logf("%d decisions (%.0f/s), %d admitted, bound %.0f over %v; failed %d; first errors: %v",
-		decisions, rate, admitted, bound, elapsed.Round(time.Millisecond), l.failed.Load(), l.errs())
-	report(t, t.Name()+" failed-calls", "%d", l.failed.Load())
-	gap := l.gap(killedAt)
-	report(t, t.Name()+" seconds-until-healthy", "%.2f (calls failing for %.2fs after the kill; topology healthy after %.2fs)",
-		max(gap, healthyAt.Sub(killedAt)).Seconds(), gap.Seconds(), healthyAt.Sub(killedAt).Seconds())
-	report(t, t.Name()+" admitted-above-bound", "%.0f units (admitted %d, bound %.0f)", max(above, 0), admitted, bound)
-	report(t, t.Name()+" decisions-per-second", "%.0f", rate)
-
 	if lastDecision.Before(healthyAt) {
 		t.Fatal("no decision after the failover")
 	}
-	// State carried over: the hot key did not come back full. Under this
-	// load it stays near empty; what it may have after the failover is what
-	// refilled while no call got through. Lost state would show 199 of 200.
-	refill := int64(hotLimit.Rate*(healthyAt.Sub(killedAt)+time.Second).Seconds()) + 1
-	report(t, t.Name()+" remaining-after-failover", "%d of %v (refill during the gap: up to %d)", maxRemainingAfter, hotLimit.Capacity(), refill)
-	if maxRemainingAfter > refill || maxRemainingAfter >= int64(hotLimit.Capacity())-1 {
-		t.Errorf("after failover the hot key had %d of %v left, more than the %d that refilled: its state was lost",
-			maxRemainingAfter, hotLimit.Capacity(), refill)
-	}
-	// Asynchronous replication may lose the last writes acknowledged
-	// before the kill; far less than a burst.
-	if above > hotLimit.Capacity()/4 {
-		t.Errorf("admitted %d, %.0f above the bound %.0f", admitted, above, bound)
+	rate := float64(decisions) / elapsed.Seconds()
+	t.Logf("%d decisions (%.0f/s) over %v; %d failed; first errors: %v", decisions, rate, elapsed.Round(time.Millisecond), failed, errs[:min(len(errs), 3)])
+	report(t, t.Name()+" failed-calls", "%d of %d", failed, decisions+failed)
+	report(t, t.Name()+" seconds-until-healthy", "%.2f (calls failing for %.2fs after the kill; topology healthy after %.2fs)",
+		max(gap, healthyAt.Sub(killedAt)).Seconds(), gap.Seconds(), healthyAt.Sub(killedAt).Seconds())
+	report(t, t.Name()+" decisions-per-second", "%.0f", rate)
+	for i, hk := range keys {
+		admitted := loads[i].admitted.Load()
+		bound := hk.bound(elapsed)
+		above := float64(admitted) - bound
+		refill := hk.refill(healthyAt.Sub(killedAt)+time.Second, killedAt.Sub(start))
+		report(t, t.Name()+" "+hk.limit.Algorithm.String(), "admitted %d, bound %.0f, above the bound %.0f; after the failover %d of %v left (refill during the gap: up to %d)",
+			admitted, bound, max(above, 0), maxAfter[i], hk.limit.Capacity(), refill)
+		// State carried over: the key did not come back full.
+		if maxAfter[i] > refill || (refill < int64(hk.limit.Capacity())-1 && maxAfter[i] >= int64(hk.limit.Capacity())-1) {
+			t.Errorf("%s: after the failover %d of %v left, more than the %d that refilled: its state was lost",
+				hk.name, maxAfter[i], hk.limit.Capacity(), refill)
+		}
+		// Asynchronous replication may lose the last writes acknowledged
+		// before the kill; far less than a burst.
+		if above > hk.limit.Capacity()/4 {
+			t.Errorf("%s: admitted %d, %.0f above the bound %.0f", hk.name, admitted, above, bound)
+		}
 	}
 }
 
@@ -267,7 +310,7 @@ func TestReliabilityClusterFailover(t *testing.T) {
 	c := startCluster(t)
 	rdb := c.client(t, &redis.ClusterOptions{MaxRedirects: 8})
 	lim := redisrate.NewLimiter(rdb)
-	key := "{hot}:login"
+	key := "{hot}" // every hot key is on this slot, on one primary
 	ctx := context.Background()
 	m, err := rdb.MasterForKey(ctx, key)
 	if err != nil {

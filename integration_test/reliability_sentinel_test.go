@@ -57,7 +57,7 @@ func TestReliabilitySentinelFailover(t *testing.T) {
 	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinels[0]})
 	t.Cleanup(func() { _ = sc.Close() })
 
-	failover(t, lim, "hot:login", primary.Kill, func() {
+	failover(t, lim, "hot", primary.Kill, func() {
 		deadline := time.Now().Add(30 * time.Second)
 		for {
 			addr, err := sc.GetMasterAddrByName(ctx, "m").Result()
