@@ -421,6 +421,64 @@ func (b *bench) profile(ctx context.Context, r *strings.Builder) error {
 	if breakdown == 0 {
 		r.WriteString("\n(The scripts' section headers were not found: no breakdown by section.)\n")
 	}
+	return b.buildingBlocks(ctx, r)
+}
+
+// buildingBlocks times the Lua constructs the scripts are made of, each run
+// 10,000 times inside one EVAL so that the call's own cost vanishes.
+func (b *bench) buildingBlocks(ctx context.Context, r *strings.Builder) error {
+	r.WriteString("\nLua building blocks, each run 10,000 times inside one `EVAL` (lowest of the repetitions):\n\n| construct | Redis µs each |\n| --- | --- |\n")
+	const prelude = `local match, fmod, fmt = string.match, math.fmod, string.format
+local function parse_number(s)
+  if #s <= 16 and match(s, '^%d+$') then local v = tonumber(s) return v, v, 0 end
+  return nil
+end
+`
+	blocks := []struct{ name, body string }{
+		{"an empty loop turn", ""},
+		{"`redis.call('TIME')` and its conversion to µs", "local t = redis.call('TIME') local now = tonumber(t[1]) * 1000000 + tonumber(t[2])"},
+		{"`redis.call('GET', missing key)`", "local v = redis.call('GET', 'redisrate:bench:missing')"},
+		{"5 `local function` closures", "local function a() end local function b() end local function c() end local function d() end local function e() end"},
+		{"a table of 15 named fields (a limit)", "local x = {limit = 1, period = 2, period_us = 3, burst = 4, unit = 5, limit_u = 6, burst_u = 7, cost_u = 8, a = 9, b = 10, xmax = 0, cx = 0, suffix = '', limit_s = 's', burst_s = 's'}"},
+		{"a table of 8 named fields (a verdict)", "local x = {ok = true, never = false, retry_us = 0, capacity = 5, x_after = 6, rem = 7, left = 8, reset_us = 9}"},
+		{"the 6-integer reply table", "local x = {1, 2, 3, 4, 5, 6}"},
+		{"parsing two integer arguments", "local a = parse_number('1000000') local b = parse_number('1000')"},
+		{"parsing a 2-field state string with `gmatch`", "local n = 0 for w in string.gmatch('660d5ac42ca7d 0', '[^ ]+') do if match(w, '^%x+$') then n = n + tonumber(w, 16) end end"},
+		{"parsing the same with one `match`", "local a, b = match('gcra 660d5ac42ca7d 0', '^gcra (%x+) (%x+)$') local n = tonumber(a, 16) + tonumber(b, 16)"},
+		{"formatting a 2-field state with `%x`", "local v = 'gcra' .. fmt(' %x', 1763800000123456) .. fmt(' %x', 0)"},
+	}
+	best := make([]float64, len(blocks))
+	for i := range best {
+		best[i] = math.Inf(1)
+	}
+	for rep := 0; rep < max(b.cfg.reps, 3); rep++ {
+		for i, bl := range blocks {
+			if err := b.admin.ConfigResetStat(ctx).Err(); err != nil {
+				return err
+			}
+			src := prelude + "for it = 1, 10000 do " + bl.body + " end return 1"
+			if err := b.admin.Eval(ctx, src, nil).Err(); err != nil {
+				return fmt.Errorf("building block %s: %w", bl.name, err)
+			}
+			info, err := b.admin.Info(ctx, "commandstats").Result()
+			if err != nil {
+				return err
+			}
+			for _, line := range strings.Split(info, "\n") {
+				if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_eval:"); ok {
+					for _, kv := range strings.Split(rest, ",") {
+						if v, ok := strings.CutPrefix(kv, "usec="); ok {
+							f, _ := strconv.ParseFloat(v, 64)
+							best[i] = min(best[i], f/10000)
+						}
+					}
+				}
+			}
+		}
+	}
+	for i, bl := range blocks {
+		fmt.Fprintf(r, "| %s | %.3f |\n", bl.name, best[i])
+	}
 	return nil
 }
 
