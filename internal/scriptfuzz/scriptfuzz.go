@@ -15,7 +15,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -247,7 +246,7 @@ func Check(ctx context.Context, rdb redis.UniversalClient, in Input) (Outcome, e
 		for _, p := range errPrefixes {
 			named = named || strings.HasPrefix(msg, p)
 		}
-		if !named || strings.Contains(msg, "user_script") || strings.Contains(msg, "attempt to") || !utf8.ValidString(msg[:min(len(msg), 12)]) {
+		if !named || strings.Contains(msg, "user_script") || strings.Contains(msg, "attempt to") {
 			return 0, fmt.Errorf("not a contract error: %q", msg)
 		}
 		if !same(before, after) {
