@@ -218,3 +218,28 @@ func TestTTLNoLongerThanNeeded(t *testing.T) {
 		})
 	}
 }
+
+// TestSlidingWindowAligned: windows start at multiples of period_ms since
+// the epoch, not at the first request: a first call 700.25 ms into a
+// 1000 ms window has 300 ms left of it, and the next window weighs it.
+func TestSlidingWindowAligned(t *testing.T) {
+	start := time.Date(2026, 11, 22, 12, 0, 0, 700_250_000, time.UTC)
+	runTable(t, SlidingWindow, start, "2", "1000", "", []row{
+		{0, "2", "", [6]int64{1, 0, 0, 1300, 2, 1}, 1300}, // gone at 12:00:02.000
+		// 1 more fits once 2 * (1000 - into) / 1000 + 1 <= 2: into 500 ms of
+		// the next window, 12:00:01.500
+		{0, "1", "", [6]int64{0, 0, 800, 1300, 2, 1}, 1300},
+		{799, "1", "", [6]int64{0, 0, 1, 501, 2, 1}, 501},
+		{800, "1", "", [6]int64{1, 0, 0, 1500, 2, 1}, 1500},
+	})
+	// a period that does not divide a second aligns to the epoch too:
+	// 12:00:01 UTC is 1795348801000 ms, 1000 ms into a window of 7000
+	start = time.Date(2026, 11, 22, 12, 0, 1, 0, time.UTC)
+	runTable(t, SlidingWindow, start, "3", "7000", "", []row{
+		{0, "1", "", [6]int64{1, 2, 0, 13000, 3, 1}, 13000},
+		{5999, "0", "", [6]int64{1, 2, 0, 7001, 3, 1}, 7001},
+		{6000, "0", "", [6]int64{1, 2, 0, 7000, 3, 1}, 7000}, // the next window: 1 at full weight
+		{9500, "0", "", [6]int64{1, 2, 0, 3500, 3, 1}, 3500}, // 1 * 0.5 = 0.5
+		{13000, "0", "", [6]int64{1, 3, 0, 0, 3, 1}, -2},
+	})
+}
