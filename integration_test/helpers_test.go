@@ -22,8 +22,10 @@ import (
 func TestMain(m *testing.M) {
 	if os.Getenv(redistest.EnvAddr) != "" {
 		fmt.Fprintf(os.Stderr, "integration: testing against %s=%s (keys under redisrate-it:*, deleted afterwards)\n", redistest.EnvAddr, os.Getenv(redistest.EnvAddr))
+	} else if src := redistest.Source(); src != "none" {
+		fmt.Fprintf(os.Stderr, "integration: fresh servers from %s\n", src)
 	} else {
-		fmt.Fprintf(os.Stderr, "integration: fresh servers from %s\n", redistest.Source())
+		fmt.Fprintf(os.Stderr, "integration: %s\n", redistest.HowTo)
 	}
 	os.Exit(m.Run())
 }
