@@ -338,11 +338,22 @@ func TestReliabilityClusterFailover(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("no new primary for %s within 30s", key)
 			}
-			_ = rdb.ReloadState
 			rdb.ReloadState(ctx)
 			time.Sleep(50 * time.Millisecond)
 		}
 	})
+	// The promoted replica had no scripts (they are not replicated): the
+	// client loaded the ones it ran there on demand.
+	m, err = rdb.MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := scriptsCached(t, m.Options().Addr)
+	for _, algo := range []redisrate.Algorithm{redisrate.GCRA, redisrate.SlidingLog, redisrate.FixedWindow} {
+		if !cached[algo] {
+			t.Errorf("new primary %s lacks the %s script", m.Options().Addr, algo)
+		}
+	}
 }
 
 // unhealthySlot asks a running node whether the key's slot is served by a
