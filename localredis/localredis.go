@@ -86,7 +86,8 @@ func (s *Server) janitor() {
 }
 
 // Limiter returns a Limiter that runs the scripts on s. Pass it to
-// redisrate.WithFallback.
+// redisrate.WithFallback. Leave out redisrate.WithReadOnlyCheck: miniredis
+// refuses TIME inside EVAL_RO.
 func (s *Server) Limiter(opts ...redisrate.Option) *redisrate.Limiter {
 	return redisrate.NewLimiter(s.rdb, opts...)
 }
