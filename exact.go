@@ -116,9 +116,27 @@ func (l Limit) checkRange(suffix string, s scaledLimit) error {
 			return tooLarge()
 		}
 	case SlidingWindow:
-		if 3*l.Rate*periodMs > exactMax {
-			return invalidf("invalid limit%s '%s': must be small enough for exact arithmetic with this period_ms (3 * limit * period_ms at most 2^53)", suffix, formatNumber(l.Rate))
+		if 3*s.limitU*periodMs > exactMax {
+			return invalidf("invalid limit%s '%s': must be small enough for exact arithmetic with this period_ms (3 * limit * period_ms, in units of its last decimal, at most 2^53)", suffix, formatNumber(l.Rate))
 		}
 	}
 	return nil
+}
+
+// maxLogCost is the largest cost the sliding log admits in one call: it adds
+// one sorted-set entry per unit, and a larger batch would stall Redis.
+const maxLogCost = 100000
+
+// checkLogCost refuses, as the sliding log script does, a cost that could be
+// admitted (it fits every limit) but is too large to record entry by entry.
+func checkLogCost(n float64, limits []Limit) error {
+	if limits[0].Algorithm != SlidingLog || n <= maxLogCost {
+		return nil
+	}
+	for _, l := range limits {
+		if n > l.Rate {
+			return nil // never admitted: answered with retry_after -1, nothing added
+		}
+	}
+	return invalidf("invalid cost '%s': must be at most 100000 for sliding_log, which keeps one entry per unit", formatNumber(n))
 }

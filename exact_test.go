@@ -30,6 +30,10 @@ func TestRangeChecksMatchScripts(t *testing.T) {
 		{"token fine", false, 1, []Limit{PerDay(1e9).WithAlgorithm(TokenBucket)}},
 		{"sliding window 1e9 per day", true, 1, []Limit{PerDay(1e9).WithAlgorithm(SlidingWindow)}},
 		{"sliding window 1e5 per day", false, 1, []Limit{PerDay(1e5).WithAlgorithm(SlidingWindow)}},
+		{"sliding window 1000.5 per 1e12 ms", true, 1, []Limit{Per(1000.5, 1e12*time.Millisecond).WithAlgorithm(SlidingWindow)}},
+		{"sliding log cost 100001 that fits", true, 100001, []Limit{PerHour(200000).WithAlgorithm(SlidingLog)}},
+		{"sliding log cost 100001 over the limit is never", false, 100001, []Limit{PerHour(1000).WithAlgorithm(SlidingLog)}},
+		{"sliding log cost 100000", false, 100000, []Limit{PerHour(200000).WithAlgorithm(SlidingLog)}},
 		{"fixed window 1e15 per 1e12 ms", false, 1, []Limit{Per(1e15, 1e12*time.Millisecond).WithAlgorithm(FixedWindow)}},
 	}
 	f := newFakeRedis(t)

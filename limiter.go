@@ -140,6 +140,9 @@ func Args(n float64, check bool, limits ...Limit) ([]any, error) {
 			return nil, err
 		}
 	}
+	if err := checkLogCost(n, limits); err != nil {
+		return nil, err
+	}
 	args := make([]any, 0, 5+3*(len(limits)-1))
 	for i, lim := range limits {
 		burst := ""

@@ -254,15 +254,32 @@ end
 for i = 1, n_limits do
   -- the weighted count, scaled by period_ms, must stay exact
   local lim = limits[i]
-  if 3 * lim.limit * lim.period > EXACT then
-    return redis.error_reply(invalid('limit' .. lim.suffix, lim.limit_s, 'small enough for exact arithmetic with this period_ms (3 * limit * period_ms at most 2^53)'))
+  lim.magnitude = 3 * lim.limit_u * lim.period
+  if lim.magnitude > EXACT then
+    return redis.error_reply(invalid('limit' .. lim.suffix, lim.limit_s, 'small enough for exact arithmetic with this period_ms (3 * limit * period_ms, in units of its last decimal, at most 2^53)'))
   end
 end
 
--- Counts are kept in whole steps of 1/S, S = unit * 10^c (c <= 6 extra
--- decimals, fewer for a large limit * period_ms), so that costs like 0.1 + 0.2
--- add up exactly; a cost finer than a step is rounded up, against the caller.
--- steps returns m * 10^e units (a parsed number) in steps: m * 10^(e + k).
+-- ---- Decimal steps (scripts/src/steps.lua), for token_bucket and sliding_window ----
+-- Counted amounts are kept in whole steps of 1/S units, S = unit * 10^c: the
+-- limit's own decimals plus up to 6 more, fewer where lim.magnitude (the
+-- largest amount the algorithm adds up, in units) would pass 2^53. Costs like
+-- 0.1 + 0.2 then add up exactly; a cost finer than a step is rounded up,
+-- against the caller.
+for i = 1, n_limits do
+  local lim = limits[i]
+  local k = 0 -- decimals of the unit
+  local u = lim.unit
+  while u > 1 do
+    u = u / 10
+    k = k + 1
+  end
+  local c = 6
+  while c > 0 and lim.magnitude * 10 ^ c > EXACT do c = c - 1 end
+  lim.step_k, lim.S, lim.c_pow = k + c, lim.unit * 10 ^ c, 10 ^ c
+end
+
+-- steps returns a parsed number m * 10^e (units) in steps of 10^-k units.
 local function steps(m, e, k)
   if m == 0 then return 0 end
   local x = e + k
@@ -271,21 +288,7 @@ local function steps(m, e, k)
   return cdiv(m, 10 ^ -x)
 end
 for i = 1, n_limits do
-  local lim = limits[i]
-  local k = 0 -- decimals of a step: those of the unit, then up to 6 more
-  local u = lim.unit
-  while u > 1 do
-    u = u / 10
-    k = k + 1
-  end
-  local c = 6
-  while c > 0 and 3 * lim.limit_u * 10 ^ c * lim.period > EXACT do c = c - 1 end
-  if 3 * lim.limit_u * lim.period > EXACT then
-    -- too large for steps even of one unit: count in units as given
-    lim.step_k, lim.S, lim.N = 0, 1, lim.limit
-  else
-    lim.step_k, lim.S, lim.N = k + c, lim.unit * 10 ^ c, lim.limit_u * 10 ^ c
-  end
+  limits[i].N = limits[i].limit_u * limits[i].c_pow -- the limit, in steps
 end
 -- ---- State (scripts/src/state.lua): this script's string state, or refusal ----
 -- The value is "<tag> <number> <number> ...": PER_LIMIT numbers per limit
@@ -332,7 +335,7 @@ local verdicts, fields = {}, {}
 for i = 1, n_limits do
   local lim = limits[i]
   local p, N = lim.period, lim.N
-  local C = lim.S == 1 and cost or steps(cost_m, cost_e, lim.step_k)
+  local C = steps(cost_m, cost_e, lim.step_k)
   local start = now_ms - fmod(now_ms, p)
   local stored, prev, cur = state[3 * i - 2], 0, 0
   if stored == start then

@@ -260,12 +260,29 @@ for i = 1, n_limits do
   -- the longest wait a limit can report: refills until an empty bucket is full
   local lim = limits[i]
   if ceil_ratio(lim.burst, lim.limit) * lim.period_us > EXACT then return too_large(lim, '2^53') end
+  lim.magnitude = 2 * lim.burst_u -- tokens plus a cost
 end
 
--- Tokens are counted in whole steps of 1/S, S = unit * 10^c (c <= 6 extra
--- decimals, fewer for a huge burst), so that costs like 0.1 + 0.2 add up
--- exactly; a cost finer than a step is rounded up, against the caller.
--- steps returns m * 10^e units (a parsed number) in steps: m * 10^(e + k).
+-- ---- Decimal steps (scripts/src/steps.lua), for token_bucket and sliding_window ----
+-- Counted amounts are kept in whole steps of 1/S units, S = unit * 10^c: the
+-- limit's own decimals plus up to 6 more, fewer where lim.magnitude (the
+-- largest amount the algorithm adds up, in units) would pass 2^53. Costs like
+-- 0.1 + 0.2 then add up exactly; a cost finer than a step is rounded up,
+-- against the caller.
+for i = 1, n_limits do
+  local lim = limits[i]
+  local k = 0 -- decimals of the unit
+  local u = lim.unit
+  while u > 1 do
+    u = u / 10
+    k = k + 1
+  end
+  local c = 6
+  while c > 0 and lim.magnitude * 10 ^ c > EXACT do c = c - 1 end
+  lim.step_k, lim.S, lim.c_pow = k + c, lim.unit * 10 ^ c, 10 ^ c
+end
+
+-- steps returns a parsed number m * 10^e (units) in steps of 10^-k units.
 local function steps(m, e, k)
   if m == 0 then return 0 end
   local x = e + k
@@ -275,18 +292,8 @@ local function steps(m, e, k)
 end
 for i = 1, n_limits do
   local lim = limits[i]
-  local k = 0 -- decimals of a step: those of the unit, then up to 6 more
-  local u = lim.unit
-  while u > 1 do
-    u = u / 10
-    k = k + 1
-  end
-  local c = 6
-  while c > 0 and lim.burst_u * 10 ^ c > EXACT / 2 do c = c - 1 end
-  lim.step_k = k + c
-  lim.S = lim.unit * 10 ^ c
-  lim.L = lim.limit_u * 10 ^ c
-  lim.B = lim.burst_u * 10 ^ c
+  lim.L = lim.limit_u * lim.c_pow -- a refill, in steps
+  lim.B = lim.burst_u * lim.c_pow -- the capacity, in steps
 end
 -- ---- State (scripts/src/state.lua): this script's string state, or refusal ----
 -- The value is "<tag> <number> <number> ...": PER_LIMIT numbers per limit

@@ -12,6 +12,19 @@ local WHOLE = true -- limit, burst and cost must be whole numbers
 local WINDOW = true -- burst may only be absent, 0 or equal to limit
 --@include prelude.lua
 
+-- One entry per unit: a cost that could be admitted must stay small enough
+-- not to stall Redis while its entries are added.
+local MAX_COST = 100000
+if cost > MAX_COST then
+  local fits = true
+  for i = 1, n_limits do
+    if cost > limits[i].limit then fits = false end
+  end
+  if fits then
+    return redis.error_reply(invalid('cost', cost_s, 'at most 100000 for sliding_log, which keeps one entry per unit'))
+  end
+end
+
 local MARKER = 'redisrate:sliding_log'
 local ZADD_CHUNK = 500 -- members per ZADD: unpack() has a small stack
 local marked = redis.pcall('ZSCORE', key, MARKER)

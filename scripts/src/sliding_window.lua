@@ -16,38 +16,15 @@ local WINDOW = true -- burst may only be absent, 0 or equal to limit
 for i = 1, n_limits do
   -- the weighted count, scaled by period_ms, must stay exact
   local lim = limits[i]
-  if 3 * lim.limit * lim.period > EXACT then
-    return redis.error_reply(invalid('limit' .. lim.suffix, lim.limit_s, 'small enough for exact arithmetic with this period_ms (3 * limit * period_ms at most 2^53)'))
+  lim.magnitude = 3 * lim.limit_u * lim.period
+  if lim.magnitude > EXACT then
+    return redis.error_reply(invalid('limit' .. lim.suffix, lim.limit_s, 'small enough for exact arithmetic with this period_ms (3 * limit * period_ms, in units of its last decimal, at most 2^53)'))
   end
 end
 
--- Counts are kept in whole steps of 1/S, S = unit * 10^c (c <= 6 extra
--- decimals, fewer for a large limit * period_ms), so that costs like 0.1 + 0.2
--- add up exactly; a cost finer than a step is rounded up, against the caller.
--- steps returns m * 10^e units (a parsed number) in steps: m * 10^(e + k).
-local function steps(m, e, k)
-  if m == 0 then return 0 end
-  local x = e + k
-  if x >= 0 then return x > 22 and math.huge or m * 10 ^ x end
-  if x < -22 then return 1 end -- a positive amount below one step
-  return cdiv(m, 10 ^ -x)
-end
+--@include steps.lua
 for i = 1, n_limits do
-  local lim = limits[i]
-  local k = 0 -- decimals of a step: those of the unit, then up to 6 more
-  local u = lim.unit
-  while u > 1 do
-    u = u / 10
-    k = k + 1
-  end
-  local c = 6
-  while c > 0 and 3 * lim.limit_u * 10 ^ c * lim.period > EXACT do c = c - 1 end
-  if 3 * lim.limit_u * lim.period > EXACT then
-    -- too large for steps even of one unit: count in units as given
-    lim.step_k, lim.S, lim.N = 0, 1, lim.limit
-  else
-    lim.step_k, lim.S, lim.N = k + c, lim.unit * 10 ^ c, lim.limit_u * 10 ^ c
-  end
+  limits[i].N = limits[i].limit_u * limits[i].c_pow -- the limit, in steps
 end
 --@include state.lua
 
@@ -59,7 +36,7 @@ local verdicts, fields = {}, {}
 for i = 1, n_limits do
   local lim = limits[i]
   local p, N = lim.period, lim.N
-  local C = lim.S == 1 and cost or steps(cost_m, cost_e, lim.step_k)
+  local C = steps(cost_m, cost_e, lim.step_k)
   local start = now_ms - fmod(now_ms, p)
   local stored, prev, cur = state[3 * i - 2], 0, 0
   if stored == start then

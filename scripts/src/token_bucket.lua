@@ -21,33 +21,14 @@ for i = 1, n_limits do
   -- the longest wait a limit can report: refills until an empty bucket is full
   local lim = limits[i]
   if ceil_ratio(lim.burst, lim.limit) * lim.period_us > EXACT then return too_large(lim, '2^53') end
+  lim.magnitude = 2 * lim.burst_u -- tokens plus a cost
 end
 
--- Tokens are counted in whole steps of 1/S, S = unit * 10^c (c <= 6 extra
--- decimals, fewer for a huge burst), so that costs like 0.1 + 0.2 add up
--- exactly; a cost finer than a step is rounded up, against the caller.
--- steps returns m * 10^e units (a parsed number) in steps: m * 10^(e + k).
-local function steps(m, e, k)
-  if m == 0 then return 0 end
-  local x = e + k
-  if x >= 0 then return x > 22 and math.huge or m * 10 ^ x end
-  if x < -22 then return 1 end -- a positive amount below one step
-  return cdiv(m, 10 ^ -x)
-end
+--@include steps.lua
 for i = 1, n_limits do
   local lim = limits[i]
-  local k = 0 -- decimals of a step: those of the unit, then up to 6 more
-  local u = lim.unit
-  while u > 1 do
-    u = u / 10
-    k = k + 1
-  end
-  local c = 6
-  while c > 0 and lim.burst_u * 10 ^ c > EXACT / 2 do c = c - 1 end
-  lim.step_k = k + c
-  lim.S = lim.unit * 10 ^ c
-  lim.L = lim.limit_u * 10 ^ c
-  lim.B = lim.burst_u * 10 ^ c
+  lim.L = lim.limit_u * lim.c_pow -- a refill, in steps
+  lim.B = lim.burst_u * lim.c_pow -- the capacity, in steps
 end
 --@include state.lua
 
