@@ -118,6 +118,10 @@ func WithFallback(fallback *Limiter) Option {
 // slow, and the in-process decision is still worth having.
 const fallbackTimeout = time.Second
 
+// inFallback marks the context of a fallback call, so that fallbacks that
+// fall back on each other stop after one hop.
+type inFallback struct{}
+
 // onFailure is Limiter.do's answer to a failed call e: the error itself,
 // or the fallback's or the policy's decision.
 func (l *Limiter) onFailure(ctx context.Context, e *Error, n float64, check bool, limits []Limit) (Result, error) {
@@ -127,8 +131,9 @@ func (l *Limiter) onFailure(ctx context.Context, e *Error, n float64, check bool
 	if e.kind == nil && !errors.Is(e.Err, ErrBadReply) {
 		e.kind = ErrUnavailable
 	}
-	if fb := l.failure.fallback; fb != nil && fb != l {
+	if fb := l.failure.fallback; fb != nil && fb != l && ctx.Value(inFallback{}) == nil {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fallbackTimeout)
+		fctx = context.WithValue(fctx, inFallback{}, true)
 		res, err := fb.do(fctx, e.Key, n, check, limits...)
 		cancel()
 		if err == nil {

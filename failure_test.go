@@ -273,3 +273,18 @@ func TestFailureStrings(t *testing.T) {
 }
 
 type fmt_er interface{ String() string }
+
+// Two limiters that fall back on each other, both down: one hop, then the
+// policy, not an endless loop.
+func TestFallbackCycle(t *testing.T) {
+	a := redisrate.NewLimiter(client(t, deadAddr(t)), redisrate.WithFailurePolicy(redisrate.FailClosed))
+	b := redisrate.NewLimiter(client(t, deadAddr(t)), redisrate.WithFallback(a))
+	redisrate.WithFallback(b)(a)
+	res, err := b.Allow(context.Background(), "k", perMinute3)
+	if err != nil || res.Allowed || res.Source != redisrate.SourceFailClosed {
+		t.Fatalf("%+v, %v: want a's fail-closed denial", res, err)
+	}
+	if _, err := a.Allow(context.Background(), "k", perMinute3); err != nil {
+		t.Fatal(err)
+	}
+}
