@@ -49,6 +49,11 @@ local function parse_number(s)
   if body == '' then return 0, 0, 0 end
   exp = exp - #frac + #zeros
   local m = tonumber(body)
+  if not m then
+    -- gopher-lua (miniredis) gives nil for integers past 2^63, where Lua
+    -- 5.1 gives the nearest double: 18 digits carry all a double holds.
+    m = tonumber(sub(body, 1, 18)) * 10 ^ (#body - 18)
+  end
   if exp > 22 then return math.huge, m, exp end
   if exp >= 0 then return m * 10 ^ exp, m, exp end
   if exp >= -22 then return m / 10 ^ -exp, m, exp end
