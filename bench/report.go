@@ -15,6 +15,21 @@ import (
 	"github.com/redisrate/redisrate"
 )
 
+// withoutFastPath returns a script without its "Fast path" section (which
+// runs before the shared prelude), so that the general path can be measured
+// on its own.
+func withoutFastPath(src string) (string, bool) {
+	i := strings.Index(src, "-- ---- Fast path")
+	if i < 0 {
+		return "", false
+	}
+	j := strings.Index(src[i:], "\n-- -----------------------------------")
+	if j < 0 {
+		return "", false
+	}
+	return src[:i] + src[i+j+1:], true
+}
+
 func (b *bench) scenarios() []scenario {
 	var out []scenario
 	for _, t := range []traffic{allowedHeavy, deniedHeavy} {
@@ -348,6 +363,9 @@ func (b *bench) profile(ctx context.Context, r *strings.Builder) error {
 	}
 	for _, s := range redisrate.Scripts() {
 		variants = append(variants, variant{"redisrate " + s.Name, s.Source})
+		if slow, ok := withoutFastPath(s.Source); ok {
+			variants = append(variants, variant{"redisrate " + s.Name + " without its fast path (what a call with several limits or fractions runs)", slow})
+		}
 	}
 	// Our scripts cut short before each of their sections: the differences
 	// are what each section costs.
@@ -361,12 +379,16 @@ func (b *bench) profile(ctx context.Context, r *strings.Builder) error {
 	breakdown := 0
 	for _, a := range []redisrate.Algorithm{redisrate.GCRA, redisrate.SlidingWindow} {
 		s, _ := a.Script()
+		full := s.Source
+		if slow, ok := withoutFastPath(full); ok {
+			full = slow // the sections of the general path
+		}
 		for _, c := range cuts {
-			i := strings.Index(s.Source, c.header)
+			i := strings.Index(full, c.header)
 			if i < 0 {
 				continue
 			}
-			src := s.Source[:i] + "do return {1, 1, 1, 1, 1, 1} end\n" + s.Source[i:]
+			src := full[:i] + "do return {1, 1, 1, 1, 1, 1} end\n" + full[i:]
 			variants = append(variants, variant{s.Name + " cut: " + c.name, src})
 			breakdown++
 		}
