@@ -97,19 +97,37 @@ func TestReliabilityFaults(t *testing.T) {
 
 	backToRedis("healthy")
 
-	// Slow: the server is busy for 2 s; calls give up at their deadline.
+	// blocked waits until the server stops answering within 50 ms.
+	probe := faultClient(t, srv.Addr)
+	blocked := func() {
+		t.Helper()
+		for deadline := time.Now().Add(2 * time.Second); ; {
+			pctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			err := probe.Ping(pctx).Err()
+			cancel()
+			if err != nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the server still answers")
+			}
+		}
+	}
+
+	// Slow: the server is busy for 3 s; calls give up at their deadline.
 	sleeping := make(chan error, 1)
-	go func() { sleeping <- admin.Do(ctx, "DEBUG", "SLEEP", "2").Err() }()
-	time.Sleep(100 * time.Millisecond)
+	go func() { sleeping <- admin.Do(ctx, "DEBUG", "SLEEP", "3").Err() }()
+	blocked()
 	expect("DEBUG SLEEP")
 	if err := <-sleeping; err != nil {
 		t.Fatal(err)
 	}
 	backToRedis("after DEBUG SLEEP")
 
-	if err := admin.ClientPause(ctx, 2*time.Second).Err(); err != nil {
+	if err := admin.ClientPause(ctx, 3*time.Second).Err(); err != nil {
 		t.Fatal(err)
 	}
+	blocked()
 	expect("CLIENT PAUSE")
 	if err := admin.ClientUnpause(ctx).Err(); err != nil {
 		t.Fatal(err)
