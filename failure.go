@@ -139,6 +139,9 @@ func (l *Limiter) onFailure(ctx context.Context, e *Error, n float64, check bool
 		if err == nil {
 			if res.Source == SourceRedis {
 				res.Source, res.Cause = SourceFallback, e
+			} else {
+				// The fallback's own policy decided: both failures matter.
+				res.Cause = errors.Join(e, res.Cause)
 			}
 			return res, nil
 		}

@@ -284,6 +284,10 @@ func TestFallbackCycle(t *testing.T) {
 	if err != nil || res.Allowed || res.Source != redisrate.SourceFailClosed {
 		t.Fatalf("%+v, %v: want a's fail-closed denial", res, err)
 	}
+	var e *redisrate.Error
+	if !errors.As(res.Cause, &e) || !strings.Contains(res.Cause.Error(), "\n") {
+		t.Fatalf("Cause %v: want both failures", res.Cause)
+	}
 	if _, err := a.Allow(context.Background(), "k", perMinute3); err != nil {
 		t.Fatal(err)
 	}
