@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/integration_test/internal/redistest"
 )
 
 const (
@@ -49,11 +50,31 @@ func TestHammer(t *testing.T) {
 	opts.PoolSize = hammerWorkers
 	rdb := redis.NewClient(&opts)
 	t.Cleanup(func() { _ = rdb.Close() })
-	lim := redisrate.NewLimiter(rdb)
+	// Unpaced, the calls contend as hard as they can; paced (2 ms between
+	// a worker's calls) they span several periods, so refills are shared out
+	// under concurrency too.
+	hammer(t, r, rdb, redisrate.NewLimiter(rdb), "", 0)
+	hammer(t, r, rdb, redisrate.NewLimiter(rdb), "paced/", 2*time.Millisecond)
+}
 
+// TestHammerDenyCache is TestHammer through WithDenyCache, which answers
+// repeated denials in process: the bound must hold the same, and a denial
+// answered from the cache must be as consistent as one from Redis (its
+// RetryAfter and ResetAfter only ever shrink from what Redis said). The
+// calls are paced so that they span a few periods despite the cache.
+func TestHammerDenyCache(t *testing.T) {
+	r := openRedis(t)
+	opts := *r.Client.Options()
+	opts.PoolSize = hammerWorkers
+	rdb := redis.NewClient(&opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	hammer(t, r, rdb, redisrate.NewLimiter(rdb, redisrate.WithDenyCache(1024)), "", 2*time.Millisecond)
+}
+
+func hammer(t *testing.T, r *redistest.Redis, rdb *redis.Client, lim *redisrate.Limiter, name string, pace time.Duration) {
 	for _, c := range shortLimits(hammerRate, hammerPeriod, hammerBurst) {
-		t.Run(c.algo.String(), func(t *testing.T) {
-			key := r.Key("hammer:" + c.algo.String())
+		t.Run(name+c.algo.String(), func(t *testing.T) {
+			key := r.Key("hammer:" + name + c.algo.String())
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			// Warm the pool and the script cache, so the span measures the
@@ -73,6 +94,9 @@ func TestHammer(t *testing.T) {
 					out := make([]redisrate.Result, 0, hammerCalls)
 					<-start
 					for range hammerCalls {
+						if pace > 0 {
+							time.Sleep(pace)
+						}
 						res, err := lim.Allow(ctx, key, c.limit)
 						if err != nil {
 							errs <- err
@@ -103,9 +127,14 @@ func TestHammer(t *testing.T) {
 			cap := int64(capacity(c.limit))
 			admitted, denied := 0, 0
 			byRemaining := make([]int, cap) // fixed_window: admissions per remaining value
+			bad := 0
 			for _, rs := range results {
 				for _, res := range rs {
-					consistent(t, c.limit, res)
+					if !consistent(c.limit, res) {
+						if bad++; bad <= 5 {
+							t.Errorf("inconsistent reply for one unit under %v: allowed=%v remaining=%d retry=%v reset=%v capacity=%d", c.limit, res.Allowed, res.Remaining, res.RetryAfter, res.ResetAfter, res.Capacity)
+						}
+					}
 					if res.Allowed {
 						admitted++
 						if res.Remaining >= 0 && res.Remaining < cap {
@@ -115,6 +144,9 @@ func TestHammer(t *testing.T) {
 						denied++
 					}
 				}
+			}
+			if bad > 5 {
+				t.Errorf("%d inconsistent replies in all", bad)
 			}
 			span := t1 - t0
 			max := bound(c.limit, span)
@@ -146,20 +178,16 @@ func TestHammer(t *testing.T) {
 	}
 }
 
-// consistent checks one reply on its own.
-func consistent(t *testing.T, l redisrate.Limit, res redisrate.Result) {
-	t.Helper()
+// consistent checks one reply on its own: a denied unit waits at most
+// the longest reset, and nothing takes longer than maxReset to reset.
+func consistent(l redisrate.Limit, res redisrate.Result) bool {
 	cap := int64(capacity(l))
 	ok := res.Capacity == cap && res.Binding == 0 && res.Remaining >= 0 &&
 		res.ResetAfter >= 0 && res.ResetAfter <= maxReset(l)
 	if res.Allowed {
-		ok = ok && res.RetryAfter == 0 && res.Remaining < cap && res.ResetAfter > 0
-	} else {
-		ok = ok && res.RetryAfter > 0 && res.RetryAfter <= maxReset(l) && res.Remaining == 0
+		return ok && res.RetryAfter == 0 && res.Remaining < cap && res.ResetAfter > 0
 	}
-	if !ok {
-		t.Errorf("inconsistent reply for one unit under %v: %+v", l, res)
-	}
+	return ok && res.RetryAfter > 0 && res.RetryAfter <= maxReset(l) && res.Remaining == 0
 }
 
 // checkWindows shows "at most limit per window" for fixed_window from the
