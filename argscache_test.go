@@ -80,3 +80,20 @@ func TestCallArgsErrorsAndBounds(t *testing.T) {
 		t.Errorf("the cache holds %d entries, more than %d", n, maxCachedArgs)
 	}
 }
+
+// TestArgsWholeNumbersAsDigits: whole numbers go out as plain digits, which
+// the scripts' fast paths take; others keep Go's shortest form.
+func TestArgsWholeNumbersAsDigits(t *testing.T) {
+	args, err := Args(2e6, false, PerHour(1e6).WithBurst(3e6))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(args); got != "[1000000 3600000 3000000 2000000 ]" {
+		t.Errorf("Args: %s", got)
+	}
+	for v, want := range map[float64]string{0: "0", 2.5: "2.5", 1e-7: "1e-07", 1e15: "1e+15", 999999999999999: "999999999999999"} {
+		if got := formatNumber(v); got != want {
+			t.Errorf("formatNumber(%v) = %q, want %q", v, got, want)
+		}
+	}
+}

@@ -201,6 +201,11 @@ func parsePeriod(s string) (time.Duration, error) {
 // formatNumber writes v as the contract's number syntax wherever v is valid;
 // invalid values (negative, NaN, Inf) come out recognisably and are refused.
 func formatNumber(v float64) string {
+	// Whole numbers as plain digits ("1000000", not "1e+06"): the scripts'
+	// fast paths take only those.
+	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
+		return strconv.FormatInt(int64(v), 10)
+	}
 	return strconv.FormatFloat(v, 'g', -1, 64)
 }
 
