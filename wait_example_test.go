@@ -4,12 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/internal/readmetest"
 )
 
 // A worker calling a partner's API, which allows 10 requests per second
@@ -79,25 +78,5 @@ func ExampleLimiter_WaitN() {
 // TestReadmeWaitIsExample keeps the README's Wait example the same code as
 // ExampleLimiter_Wait, which the test suite compiles and runs.
 func TestReadmeWaitIsExample(t *testing.T) {
-	src, err := os.ReadFile("wait_example_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := strings.Cut(string(src), "// wait"+":start\n")
-	body, _, ok2 := strings.Cut(after, "\t// wait"+":end")
-	if !ok || !ok2 {
-		t.Fatal("wait_example_test.go lost its wait markers")
-	}
-	var lines []string
-	for _, l := range strings.Split(strings.TrimRight(body, "\n"), "\n") {
-		lines = append(lines, strings.TrimPrefix(l, "\t"))
-	}
-	want := "```go\n" + strings.Join(lines, "\n") + "\n```"
-	readme, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(readme), want) {
-		t.Errorf("README.md's Wait example differs from ExampleLimiter_Wait; it should read:\n%s", want)
-	}
+	readmetest.Check(t, "wait_example_test.go", "README.md", "wait")
 }

@@ -6,8 +6,6 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/httplimit"
+	"github.com/redisrate/redisrate/internal/readmetest"
 )
 
 // exampleRedis is an embedded Redis on a fixed clock, so that the examples
@@ -122,33 +121,5 @@ func ExampleFailOpen() {
 // TestReadmeHTTPIsExample keeps the README's middleware example the same
 // code as ExampleNew, which the test suite compiles and runs.
 func TestReadmeHTTPIsExample(t *testing.T) {
-	checkReadme(t, "example_test.go", "../README.md", "readme")
-}
-
-// checkReadme checks that readme holds, as a Go code block, the lines of
-// file between the comments "// NAME:start" and "// NAME:end", unindented
-// by one tab.
-func checkReadme(t *testing.T, file, readme, name string) {
-	t.Helper()
-	src, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := strings.Cut(string(src), "// "+name+":start\n")
-	body, _, ok2 := strings.Cut(after, "\t// "+name+":end")
-	if !ok || !ok2 {
-		t.Fatalf("%s lost its %s markers", file, name)
-	}
-	var lines []string
-	for _, l := range strings.Split(strings.TrimRight(body, "\n"), "\n") {
-		lines = append(lines, strings.TrimPrefix(l, "\t"))
-	}
-	want := "```go\n" + strings.Join(lines, "\n") + "\n```"
-	text, err := os.ReadFile(readme)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(text), want) {
-		t.Errorf("%s differs from %s; it should contain:\n%s", readme, file, want)
-	}
+	readmetest.Check(t, "example_test.go", "../README.md", "readme")
 }
