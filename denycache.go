@@ -137,6 +137,12 @@ func (c *denyCache) lookup(key string, n float64, limits []Limit, now time.Time)
 		return Result{}, false // a smaller cost may fit: ask Redis
 	}
 	c.order.MoveToFront(el)
+	// now was read before the lock: a denial stored meanwhile may have been
+	// sent after it. Count from that send, so the answer never waits longer
+	// than the one Redis gave.
+	if sent := e.until.Add(-e.res.RetryAfter); now.Before(sent) {
+		now = sent
+	}
 	res := e.res
 	res.RetryAfter = ceilMs(e.until.Sub(now))
 	res.ResetAfter = max(ceilMs(e.reset.Sub(now)), res.RetryAfter)
