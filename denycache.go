@@ -2,11 +2,8 @@ package redisrate
 
 import (
 	"container/list"
-	"context"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // WithDenyCache keeps, in this process, up to size recent denials that carry
@@ -38,17 +35,10 @@ func WithDenyCache(size int) Option {
 }
 
 // denyCacheClient carries the cache inside the Limiter's client, so that the
-// Limiter needs no field of its own for it, and clears it on Reset (Del).
+// Limiter needs no field of its own for it; Reset clears a key from it.
 type denyCacheClient struct {
 	Client
 	cache *denyCache
-}
-
-func (c *denyCacheClient) Del(ctx context.Context, keys ...string) *redis.IntCmd {
-	for _, k := range keys {
-		c.cache.forget(k)
-	}
-	return c.Client.Del(ctx, keys...)
 }
 
 // unwrap returns the client underneath, e.g. for AllowBatch's pipelines.

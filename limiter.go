@@ -8,12 +8,12 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Client is the part of a go-redis v9 client the Limiter uses. *redis.Client,
-// *redis.ClusterClient, *redis.Ring, the client of redis.NewFailoverClient and
-// every redis.UniversalClient implement it.
+// Client is the part of a go-redis v9 client the Limiter uses: its scripting
+// commands. *redis.Client, *redis.ClusterClient, *redis.Ring, the client of
+// redis.NewFailoverClient, every redis.UniversalClient and a redis.Pipeliner
+// implement it.
 type Client interface {
 	redis.Scripter
-	Del(ctx context.Context, keys ...string) *redis.IntCmd
 }
 
 // Limiter decides rate limits in Redis. It is safe for concurrent use; make
@@ -84,19 +84,6 @@ func (l *Limiter) AllowMulti(ctx context.Context, key string, n float64, limits 
 // CheckMulti is AllowMulti without recording anything.
 func (l *Limiter) CheckMulti(ctx context.Context, key string, n float64, limits ...Limit) (Result, error) {
 	return l.do(ctx, key, n, true, limits...)
-}
-
-// Reset deletes the state kept under key, so its next request finds every
-// limit at full capacity.
-func (l *Limiter) Reset(ctx context.Context, key string) error {
-	if l == nil || l.rdb == nil {
-		return ErrNoClient
-	}
-	key = l.prefix + key
-	if err := l.rdb.Del(ctx, key).Err(); err != nil {
-		return &Error{Script: "reset", Key: key, Err: err}
-	}
-	return nil
 }
 
 const maxLimits = 8

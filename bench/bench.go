@@ -28,7 +28,7 @@ const (
 	// lives through the run (at 10^6 per second our keys would expire after
 	// 1 ms, exactly as the contract wants, and be created again)
 	allowedHeavy traffic = iota
-	deniedHeavy                 // one unit per hour, taken before the cell starts
+	deniedHeavy          // one unit per hour, taken before the cell starts
 )
 
 func (t traffic) String() string { return [...]string{"allowed", "denied"}[t] }
