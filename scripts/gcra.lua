@@ -55,14 +55,15 @@ local TAG = 'gcra' -- the state's tag
 local PER_LIMIT = 2 -- numbers stored per limit
 local WHOLE = false -- limit, burst and cost must be whole numbers
 local WINDOW = false -- burst may only be absent, 0 or equal to limit
--- ---- Fast path: one limit, whole-number arguments ----
--- The commonest call (one limit, whole-number arguments, a fresh key or a key
--- holding one limit's GCRA state) is decided here with locals only: no
--- per-limit or per-verdict tables, no closures, one match for the state. It
--- computes exactly what the full script below computes (the same integers,
--- the same rounding, the same state and TTL) and costs about a third less
--- Redis CPU. Anything else, every error included, falls through to the full
--- script, which validates and words everything.
+-- ---- Fast path arguments (scripts/src/fastargs.lua) ----
+-- The commonest call: one key, one limit, whole numbers written as plain
+-- digits, mode empty or check. Such a call is decided by the fast path that
+-- follows, with locals only (no tables, no closures): the same integers, the
+-- same rounding, the same state and TTL as the full script, which the tests
+-- check on random calls. Any other call, every error included, leaves
+-- fast_limit nil and goes to the full script, which validates and words
+-- everything.
+local fast_limit, fast_period, fast_burst, fast_cost, fast_mode
 do
   local A, m = ARGV, string.match
   local nargs = #A
@@ -71,62 +72,67 @@ do
     if #ls <= 15 and #ps <= 12 and #bs <= 15 and #cs <= 15 and (ms == '' or ms == 'check')
       and m(ls, '^%d+$') and m(ps, '^%d+$') and (bs == '' or m(bs, '^%d+$')) and (cs == '' or m(cs, '^%d+$')) then
       local limit, period = tonumber(ls), tonumber(ps)
-      local burst = bs == '' and limit or tonumber(bs)
-      if burst == 0 then burst = limit end
+      local burst = bs == '' and 0 or tonumber(bs) -- 0 stands for the default, limit
       local cost = cs == '' and 1 or tonumber(cs)
-      if limit > 0 and period > 0 and limit <= 1e15 and period <= 1e12 and burst <= 1e15 and cost <= 1e15 then
-        local fmod = math.fmod
-        local period_us = period * 1000
-        local g, y = limit, period_us
-        while y ~= 0 do
-          local r = fmod(g, y)
-          g = y
-          y = r
-        end
-        local a, b = limit / g, period_us / g
-        local xmax = burst * b
-        if xmax <= 4503599627370496 then -- 2^52; past it the full script words the error
-          local key = KEYS[1]
-          local raw = redis.pcall('GET', key)
-          local t, r
-          if type(raw) == 'string' then
-            local ts, rs = m(raw, '^gcra (%x+) (%x+)$')
-            if ts then t, r = tonumber(ts, 16), tonumber(rs, 16) end
-          end
-          if raw == false or t then
-            local tm = redis.call('TIME')
-            local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-            local x = 0
-            if t then
-              x = (t - now) * a + r
-              if x < 0 then x = 0 end
-            end
-            local ok, retry_ms = false, 0
-            if cost > burst then
-              retry_ms = -1
-            elseif x + cost * b <= xmax then
-              ok = true
-              x = x + cost * b
-            else
-              local d = x + cost * b - xmax
-              local q = fmod(d, a)
-              local retry_us = q == 0 and d / a or (d - q) / a + 1
-              q = fmod(retry_us, 1000)
-              retry_ms = q == 0 and retry_us / 1000 or (retry_us - q) / 1000 + 1
-            end
-            local room = xmax > x and xmax - x or 0
-            local q = fmod(x, a)
-            local reset_us = q == 0 and x / a or (x - q) / a + 1
-            q = fmod(reset_us, 1000)
-            local reset_ms = q == 0 and reset_us / 1000 or (reset_us - q) / 1000 + 1
-            if ok and cost > 0 and ms == '' then
-              local ahead = (x - fmod(x, a)) / a
-              redis.call('SET', key, string.format('gcra %x %x', now + ahead, x - ahead * a), 'PX', string.format('%d', reset_ms))
-            end
-            return { ok and 1 or 0, (room - fmod(room, b)) / b, retry_ms, reset_ms, burst, 1 }
-          end
-        end
+      if limit > 0 and period > 0 and limit <= 1e15 and period <= 1e12 and burst <= 1e15 and cost <= 1e15
+        and (not WINDOW or burst == 0 or burst == limit) then
+        fast_limit, fast_period, fast_cost, fast_mode = limit, period, cost, ms
+        fast_burst = burst == 0 and limit or burst
       end
+    end
+  end
+end
+if fast_limit then
+  local m, fmod = string.match, math.fmod
+  local limit, period, burst, cost, ms = fast_limit, fast_period, fast_burst, fast_cost, fast_mode
+  local period_us = period * 1000
+  local g, y = limit, period_us
+  while y ~= 0 do
+    local r = fmod(g, y)
+    g = y
+    y = r
+  end
+  local a, b = limit / g, period_us / g
+  local xmax = burst * b
+  if xmax <= 4503599627370496 then -- 2^52; past it the full script words the error
+    local key = KEYS[1]
+    local raw = redis.pcall('GET', key)
+    local t, r
+    if type(raw) == 'string' then
+      local ts, rs = m(raw, '^gcra (%x+) (%x+)$')
+      if ts then t, r = tonumber(ts, 16), tonumber(rs, 16) end
+    end
+    if raw == false or t then
+      local tm = redis.call('TIME')
+      local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+      local x = 0
+      if t then
+        x = (t - now) * a + r
+        if x < 0 then x = 0 end
+      end
+      local ok, retry_ms = false, 0
+      if cost > burst then
+        retry_ms = -1
+      elseif x + cost * b <= xmax then
+        ok = true
+        x = x + cost * b
+      else
+        local d = x + cost * b - xmax
+        local q = fmod(d, a)
+        local retry_us = q == 0 and d / a or (d - q) / a + 1
+        q = fmod(retry_us, 1000)
+        retry_ms = q == 0 and retry_us / 1000 or (retry_us - q) / 1000 + 1
+      end
+      local room = xmax > x and xmax - x or 0
+      local q = fmod(x, a)
+      local reset_us = q == 0 and x / a or (x - q) / a + 1
+      q = fmod(reset_us, 1000)
+      local reset_ms = q == 0 and reset_us / 1000 or (reset_us - q) / 1000 + 1
+      if ok and cost > 0 and ms == '' then
+        local ahead = (x - fmod(x, a)) / a
+        redis.call('SET', key, string.format('gcra %x %x', now + ahead, x - ahead * a), 'PX', string.format('%d', reset_ms))
+      end
+      return { ok and 1 or 0, (room - fmod(room, b)) / b, retry_ms, reset_ms, burst, 1 }
     end
   end
 end

@@ -56,14 +56,15 @@ local TAG = 'sw' -- the state's tag
 local PER_LIMIT = 3 -- numbers stored per limit
 local WHOLE = false -- limit, burst and cost must be whole numbers
 local WINDOW = true -- burst may only be absent, 0 or equal to limit
--- ---- Fast path: one limit, whole-number arguments ----
--- The commonest call (one limit, whole-number arguments, a fresh key or a key
--- holding one limit's sliding window state) is decided here with locals
--- only: no per-limit or per-verdict tables, no closures, one match for the
--- state. It computes exactly what the full script below computes (the same
--- steps, the same rounding, the same state and TTL). Anything else, every
--- error included, falls through to the full script, which validates and
--- words everything.
+-- ---- Fast path arguments (scripts/src/fastargs.lua) ----
+-- The commonest call: one key, one limit, whole numbers written as plain
+-- digits, mode empty or check. Such a call is decided by the fast path that
+-- follows, with locals only (no tables, no closures): the same integers, the
+-- same rounding, the same state and TTL as the full script, which the tests
+-- check on random calls. Any other call, every error included, leaves
+-- fast_limit nil and goes to the full script, which validates and words
+-- everything.
+local fast_limit, fast_period, fast_burst, fast_cost, fast_mode
 do
   local A, m = ARGV, string.match
   local nargs = #A
@@ -71,80 +72,87 @@ do
     local ls, ps, bs, cs, ms = A[1], A[2], A[3] or '', A[4] or '', A[5] or ''
     if #ls <= 15 and #ps <= 12 and #bs <= 15 and #cs <= 15 and (ms == '' or ms == 'check')
       and m(ls, '^%d+$') and m(ps, '^%d+$') and (bs == '' or m(bs, '^%d+$')) and (cs == '' or m(cs, '^%d+$')) then
-      local limit, p = tonumber(ls), tonumber(ps)
-      local burst = bs == '' and 0 or tonumber(bs)
+      local limit, period = tonumber(ls), tonumber(ps)
+      local burst = bs == '' and 0 or tonumber(bs) -- 0 stands for the default, limit
       local cost = cs == '' and 1 or tonumber(cs)
-      if limit > 0 and p > 0 and limit <= 1e15 and p <= 1e12 and cost <= 1e15 and (burst == 0 or burst == limit)
-        and 3 * limit * p <= 9007199254740992 then -- past 2^53 the full script words the error
-        local fmod = math.fmod
-        local c = 6 -- steps per unit: 10^c, as many as stay exact
-        while c > 0 and 3 * limit * p * 10 ^ c > 9007199254740992 do c = c - 1 end
-        local S = 10 ^ c
-        local N, C = limit * S, cost * S
-        local key = KEYS[1]
-        local raw = redis.pcall('GET', key)
-        local stored, sprev, scur
-        if type(raw) == 'string' then
-          local a1, a2, a3 = m(raw, '^sw (%x+) (%x+) (%x+)$')
-          if a1 then stored, sprev, scur = tonumber(a1, 16), tonumber(a2, 16), tonumber(a3, 16) end
+      if limit > 0 and period > 0 and limit <= 1e15 and period <= 1e12 and burst <= 1e15 and cost <= 1e15
+        and (not WINDOW or burst == 0 or burst == limit) then
+        fast_limit, fast_period, fast_cost, fast_mode = limit, period, cost, ms
+        fast_burst = burst == 0 and limit or burst
+      end
+    end
+  end
+end
+if fast_limit then
+  local m, fmod = string.match, math.fmod
+  local limit, p, cost, ms = fast_limit, fast_period, fast_cost, fast_mode
+  if 3 * limit * p <= 9007199254740992 then -- past 2^53 the full script words the error
+    local c = 6 -- steps per unit: 10^c, as many as stay exact
+    while c > 0 and 3 * limit * p * 10 ^ c > 9007199254740992 do c = c - 1 end
+    local S = 10 ^ c
+    local N, C = limit * S, cost * S
+    local key = KEYS[1]
+    local raw = redis.pcall('GET', key)
+    local stored, sprev, scur
+    if type(raw) == 'string' then
+      local a1, a2, a3 = m(raw, '^sw (%x+) (%x+) (%x+)$')
+      if a1 then stored, sprev, scur = tonumber(a1, 16), tonumber(a2, 16), tonumber(a3, 16) end
+    end
+    if raw == false or stored then
+      local tm = redis.call('TIME')
+      local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+      local now_ms = (now - fmod(now, 1000)) / 1000
+      local start = now_ms - fmod(now_ms, p)
+      local prev, cur = 0, 0
+      if stored == start then
+        prev, cur = sprev, scur
+      elseif stored == start - p then
+        prev = scur
+      end
+      local into = now_ms - start
+      local used = prev * (p - into) + cur * p
+      local ok, retry_ms = false, 0
+      if C > N then
+        retry_ms = -1
+      elseif used + C * p <= N * p then
+        ok = true
+        cur = cur + C
+        used = used + C * p
+      else
+        local target_ms
+        local room = N - C - cur
+        if room >= 0 then
+          local x = room * p
+          target_ms = start + p - (x - fmod(x, prev)) / prev
+        else
+          local x = (N - C) * p
+          local later = p - (x - fmod(x, cur)) / cur
+          target_ms = start + p + (later > 0 and later or 0)
         end
-        if raw == false or stored then
-          local tm = redis.call('TIME')
-          local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-          local now_ms = (now - fmod(now, 1000)) / 1000
-          local start = now_ms - fmod(now_ms, p)
-          local prev, cur = 0, 0
-          if stored == start then
-            prev, cur = sprev, scur
-          elseif stored == start - p then
-            prev = scur
-          end
-          local into = now_ms - start
-          local used = prev * (p - into) + cur * p
-          local ok, retry_ms = false, 0
-          if C > N then
-            retry_ms = -1
-          elseif used + C * p <= N * p then
-            ok = true
-            cur = cur + C
-            used = used + C * p
-          else
-            local target_ms
-            local room = N - C - cur
-            if room >= 0 then
-              local x = room * p
-              target_ms = start + p - (x - fmod(x, prev)) / prev
-            else
-              local x = (N - C) * p
-              local later = p - (x - fmod(x, cur)) / cur
-              target_ms = start + p + (later > 0 and later or 0)
-            end
-            local retry_us = target_ms * 1000 - now
-            if retry_us > 0 then
-              local q = fmod(retry_us, 1000)
-              retry_ms = q == 0 and retry_us / 1000 or (retry_us - q) / 1000 + 1
-            end
-          end
-          local room = N * p - used
-          if room < 0 then room = 0 end
-          local reset_us = 0
-          if cur > 0 then
-            reset_us = (start + 2 * p) * 1000 - now
-          elseif prev > 0 then
-            reset_us = (start + p) * 1000 - now
-          end
-          local reset_ms = 0
-          if reset_us > 0 then
-            local q = fmod(reset_us, 1000)
-            reset_ms = q == 0 and reset_us / 1000 or (reset_us - q) / 1000 + 1
-          end
-          if ok and cost > 0 and ms == '' then
-            redis.call('SET', key, string.format('sw %x %x %x', start, prev, cur), 'PX', string.format('%d', reset_ms))
-          end
-          local d = p * S
-          return { ok and 1 or 0, (room - fmod(room, d)) / d, retry_ms, reset_ms, limit, 1 }
+        local retry_us = target_ms * 1000 - now
+        if retry_us > 0 then
+          local q = fmod(retry_us, 1000)
+          retry_ms = q == 0 and retry_us / 1000 or (retry_us - q) / 1000 + 1
         end
       end
+      local room = N * p - used
+      if room < 0 then room = 0 end
+      local reset_us = 0
+      if cur > 0 then
+        reset_us = (start + 2 * p) * 1000 - now
+      elseif prev > 0 then
+        reset_us = (start + p) * 1000 - now
+      end
+      local reset_ms = 0
+      if reset_us > 0 then
+        local q = fmod(reset_us, 1000)
+        reset_ms = q == 0 and reset_us / 1000 or (reset_us - q) / 1000 + 1
+      end
+      if ok and cost > 0 and ms == '' then
+        redis.call('SET', key, string.format('sw %x %x %x', start, prev, cur), 'PX', string.format('%d', reset_ms))
+      end
+      local d = p * S
+      return { ok and 1 or 0, (room - fmod(room, d)) / d, retry_ms, reset_ms, limit, 1 }
     end
   end
 end

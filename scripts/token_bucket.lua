@@ -56,14 +56,15 @@ local TAG = 'tb' -- the state's tag
 local PER_LIMIT = 2 -- numbers stored per limit
 local WHOLE = false -- limit, burst and cost must be whole numbers
 local WINDOW = false -- burst may only be absent, 0 or equal to limit
--- ---- Fast path: one limit, whole-number arguments ----
--- The commonest call (one limit, whole-number arguments, a fresh key or a key
--- holding one limit's token bucket state) is decided here with locals only:
--- no per-limit or per-verdict tables, no closures, one match for the state.
--- It computes exactly what the full script below computes (the same steps,
--- the same rounding, the same state and TTL). Anything else, every error
--- included, falls through to the full script, which validates and words
+-- ---- Fast path arguments (scripts/src/fastargs.lua) ----
+-- The commonest call: one key, one limit, whole numbers written as plain
+-- digits, mode empty or check. Such a call is decided by the fast path that
+-- follows, with locals only (no tables, no closures): the same integers, the
+-- same rounding, the same state and TTL as the full script, which the tests
+-- check on random calls. Any other call, every error included, leaves
+-- fast_limit nil and goes to the full script, which validates and words
 -- everything.
+local fast_limit, fast_period, fast_burst, fast_cost, fast_mode
 do
   local A, m = ARGV, string.match
   local nargs = #A
@@ -72,74 +73,79 @@ do
     if #ls <= 15 and #ps <= 12 and #bs <= 15 and #cs <= 15 and (ms == '' or ms == 'check')
       and m(ls, '^%d+$') and m(ps, '^%d+$') and (bs == '' or m(bs, '^%d+$')) and (cs == '' or m(cs, '^%d+$')) then
       local limit, period = tonumber(ls), tonumber(ps)
-      local burst = bs == '' and limit or tonumber(bs)
-      if burst == 0 then burst = limit end
+      local burst = bs == '' and 0 or tonumber(bs) -- 0 stands for the default, limit
       local cost = cs == '' and 1 or tonumber(cs)
-      local fmod = math.fmod
-      local period_us = period * 1000
-      if limit > 0 and period > 0 and limit <= 1e15 and period <= 1e12 and burst <= 1e15 and cost <= 1e15 then
-        local q = fmod(burst, limit)
-        local fills = q == 0 and burst / limit or (burst - q) / limit + 1
-        if fills * period_us <= 9007199254740992 then -- past 2^53 the full script words the error
-          local c = 6 -- steps per unit: 10^c, as many as stay exact
-          while c > 0 and 2 * burst * 10 ^ c > 9007199254740992 do c = c - 1 end
-          local S = 10 ^ c
-          local L, B, C = limit * S, burst * S, cost * S
-          local key = KEYS[1]
-          local raw = redis.pcall('GET', key)
-          local tokens, last
-          if type(raw) == 'string' then
-            local ts, ls2 = m(raw, '^tb (%x+) (%x+)$')
-            if ts then tokens, last = tonumber(ts, 16), tonumber(ls2, 16) end
-          end
-          if raw == false or tokens then
-            local tm = redis.call('TIME')
-            local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-            if not tokens then
-              tokens, last = B, now
-            elseif now > last then
-              local r = fmod(now - last, period_us)
-              local refills = (now - last - r) / period_us
-              if refills > 0 then
-                last = last + refills * period_us
-                local need = B - tokens
-                q = fmod(need, L)
-                if tokens >= B or refills >= (q == 0 and need / L or (need - q) / L + 1) then tokens = B else tokens = tokens + refills * L end
-              end
-            end
-            if tokens > B then tokens = B end
-            local ok, retry_ms = false, 0
-            if C > B then
-              retry_ms = -1
-            elseif C <= tokens then
-              ok = true
-              tokens = tokens - C
-            else
-              local need = C - tokens
-              q = fmod(need, L)
-              local retry_us = last + (q == 0 and need / L or (need - q) / L + 1) * period_us - now
-              if retry_us > 0 then
-                q = fmod(retry_us, 1000)
-                retry_ms = q == 0 and retry_us / 1000 or (retry_us - q) / 1000 + 1
-              end
-            end
-            local reset_ms = 0
-            if tokens < B then
-              local need = B - tokens
-              q = fmod(need, L)
-              local reset_us = last + (q == 0 and need / L or (need - q) / L + 1) * period_us - now
-              if reset_us > 0 then
-                q = fmod(reset_us, 1000)
-                reset_ms = q == 0 and reset_us / 1000 or (reset_us - q) / 1000 + 1
-              end
-            end
-            if ok and cost > 0 and ms == '' then
-              redis.call('SET', key, string.format('tb %x %x', tokens, last), 'PX', string.format('%d', reset_ms))
-            end
-            return { ok and 1 or 0, (tokens - fmod(tokens, S)) / S, retry_ms, reset_ms, burst, 1 }
-          end
+      if limit > 0 and period > 0 and limit <= 1e15 and period <= 1e12 and burst <= 1e15 and cost <= 1e15
+        and (not WINDOW or burst == 0 or burst == limit) then
+        fast_limit, fast_period, fast_cost, fast_mode = limit, period, cost, ms
+        fast_burst = burst == 0 and limit or burst
+      end
+    end
+  end
+end
+if fast_limit then
+  local m, fmod = string.match, math.fmod
+  local limit, period, burst, cost, ms = fast_limit, fast_period, fast_burst, fast_cost, fast_mode
+  local period_us = period * 1000
+  local q = fmod(burst, limit)
+  local fills = q == 0 and burst / limit or (burst - q) / limit + 1
+  if fills * period_us <= 9007199254740992 then -- past 2^53 the full script words the error
+    local c = 6 -- steps per unit: 10^c, as many as stay exact
+    while c > 0 and 2 * burst * 10 ^ c > 9007199254740992 do c = c - 1 end
+    local S = 10 ^ c
+    local L, B, C = limit * S, burst * S, cost * S
+    local key = KEYS[1]
+    local raw = redis.pcall('GET', key)
+    local tokens, last
+    if type(raw) == 'string' then
+      local ts, ls2 = m(raw, '^tb (%x+) (%x+)$')
+      if ts then tokens, last = tonumber(ts, 16), tonumber(ls2, 16) end
+    end
+    if raw == false or tokens then
+      local tm = redis.call('TIME')
+      local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+      if not tokens then
+        tokens, last = B, now
+      elseif now > last then
+        local r = fmod(now - last, period_us)
+        local refills = (now - last - r) / period_us
+        if refills > 0 then
+          last = last + refills * period_us
+          local need = B - tokens
+          q = fmod(need, L)
+          if tokens >= B or refills >= (q == 0 and need / L or (need - q) / L + 1) then tokens = B else tokens = tokens + refills * L end
         end
       end
+      if tokens > B then tokens = B end
+      local ok, retry_ms = false, 0
+      if C > B then
+        retry_ms = -1
+      elseif C <= tokens then
+        ok = true
+        tokens = tokens - C
+      else
+        local need = C - tokens
+        q = fmod(need, L)
+        local retry_us = last + (q == 0 and need / L or (need - q) / L + 1) * period_us - now
+        if retry_us > 0 then
+          q = fmod(retry_us, 1000)
+          retry_ms = q == 0 and retry_us / 1000 or (retry_us - q) / 1000 + 1
+        end
+      end
+      local reset_ms = 0
+      if tokens < B then
+        local need = B - tokens
+        q = fmod(need, L)
+        local reset_us = last + (q == 0 and need / L or (need - q) / L + 1) * period_us - now
+        if reset_us > 0 then
+          q = fmod(reset_us, 1000)
+          reset_ms = q == 0 and reset_us / 1000 or (reset_us - q) / 1000 + 1
+        end
+      end
+      if ok and cost > 0 and ms == '' then
+        redis.call('SET', key, string.format('tb %x %x', tokens, last), 'PX', string.format('%d', reset_ms))
+      end
+      return { ok and 1 or 0, (tokens - fmod(tokens, S)) / S, retry_ms, reset_ms, burst, 1 }
     end
   end
 end

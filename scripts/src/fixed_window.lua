@@ -9,70 +9,51 @@ local TAG = 'fw' -- the state's tag
 local PER_LIMIT = 2 -- numbers stored per limit
 local WHOLE = true -- limit, burst and cost must be whole numbers
 local WINDOW = true -- burst may only be absent, 0 or equal to limit
--- ---- Fast path: one limit, whole-number arguments ----
--- The commonest call (one limit, whole-number arguments, a fresh key or a key
--- holding one limit's fixed window state) is decided here with locals only:
--- no per-limit or per-verdict tables, no closures, one match for the state.
--- It computes exactly what the full script below computes (the same
--- integers, the same rounding, the same state and TTL). Anything else, every
--- error included, falls through to the full script, which validates and
--- words everything.
-do
-  local A, m = ARGV, string.match
-  local nargs = #A
-  if #KEYS == 1 and nargs >= 2 and nargs <= 5 then
-    local ls, ps, bs, cs, ms = A[1], A[2], A[3] or '', A[4] or '', A[5] or ''
-    if #ls <= 15 and #ps <= 12 and #bs <= 15 and #cs <= 15 and (ms == '' or ms == 'check')
-      and m(ls, '^%d+$') and m(ps, '^%d+$') and (bs == '' or m(bs, '^%d+$')) and (cs == '' or m(cs, '^%d+$')) then
-      local limit, period = tonumber(ls), tonumber(ps)
-      local burst = bs == '' and 0 or tonumber(bs)
-      local cost = cs == '' and 1 or tonumber(cs)
-      if limit > 0 and period > 0 and limit <= 1e15 and period <= 1e12 and cost <= 1e15 and (burst == 0 or burst == limit) then
-        local fmod = math.fmod
-        local period_us = period * 1000
-        local key = KEYS[1]
-        local raw = redis.pcall('GET', key)
-        local start, count
-        if type(raw) == 'string' then
-          local ss, cnt = m(raw, '^fw (%x+) (%x+)$')
-          if ss then start, count = tonumber(ss, 16), tonumber(cnt, 16) end
-        end
-        if raw == false or start then
-          local tm = redis.call('TIME')
-          local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-          if not start or now >= start + period_us then
-            start, count = now, 0 -- a new window opens with this request
-          end
-          local ok, retry_ms = false, 0
-          if cost > limit then
-            retry_ms = -1
-          elseif count + cost <= limit then
-            ok = true
-            count = count + cost
-          else
-            local retry_us = start + period_us - now
-            if retry_us <= 0 then
-              retry_ms = 0
-            else
-              local q = fmod(retry_us, 1000)
-              retry_ms = q == 0 and retry_us / 1000 or (retry_us - q) / 1000 + 1
-            end
-          end
-          local reset_ms = 0
-          if count > 0 then
-            local reset_us = start + period_us - now
-            if reset_us > 0 then
-              local q = fmod(reset_us, 1000)
-              reset_ms = q == 0 and reset_us / 1000 or (reset_us - q) / 1000 + 1
-            end
-          end
-          if ok and cost > 0 and ms == '' then
-            redis.call('SET', key, string.format('fw %x %x', start, count), 'PX', string.format('%d', reset_ms))
-          end
-          return { ok and 1 or 0, count < limit and limit - count or 0, retry_ms, reset_ms, limit, 1 }
-        end
+--@include fastargs.lua
+if fast_limit then
+  local m, fmod = string.match, math.fmod
+  local limit, period, burst, cost, ms = fast_limit, fast_period, fast_burst, fast_cost, fast_mode
+  local period_us = period * 1000
+  local key = KEYS[1]
+  local raw = redis.pcall('GET', key)
+  local start, count
+  if type(raw) == 'string' then
+    local ss, cnt = m(raw, '^fw (%x+) (%x+)$')
+    if ss then start, count = tonumber(ss, 16), tonumber(cnt, 16) end
+  end
+  if raw == false or start then
+    local tm = redis.call('TIME')
+    local now = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+    if not start or now >= start + period_us then
+      start, count = now, 0 -- a new window opens with this request
+    end
+    local ok, retry_ms = false, 0
+    if cost > limit then
+      retry_ms = -1
+    elseif count + cost <= limit then
+      ok = true
+      count = count + cost
+    else
+      local retry_us = start + period_us - now
+      if retry_us <= 0 then
+        retry_ms = 0
+      else
+        local q = fmod(retry_us, 1000)
+        retry_ms = q == 0 and retry_us / 1000 or (retry_us - q) / 1000 + 1
       end
     end
+    local reset_ms = 0
+    if count > 0 then
+      local reset_us = start + period_us - now
+      if reset_us > 0 then
+        local q = fmod(reset_us, 1000)
+        reset_ms = q == 0 and reset_us / 1000 or (reset_us - q) / 1000 + 1
+      end
+    end
+    if ok and cost > 0 and ms == '' then
+      redis.call('SET', key, string.format('fw %x %x', start, count), 'PX', string.format('%d', reset_ms))
+    end
+    return { ok and 1 or 0, count < limit and limit - count or 0, retry_ms, reset_ms, limit, 1 }
   end
 end
 --@include prelude.lua
