@@ -134,6 +134,7 @@ func (c *denyCache) lookup(key string, n float64, limits []Limit, now time.Time)
 		now = sent
 	}
 	res := e.res
+	res.Source = SourceDenyCache
 	res.RetryAfter = ceilMs(e.until.Sub(now))
 	res.ResetAfter = max(ceilMs(e.reset.Sub(now)), res.RetryAfter)
 	return res, true

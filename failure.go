@@ -64,6 +64,9 @@ const (
 	SourceFailOpen
 	// SourceFailClosed: nothing decided; the request was denied by policy.
 	SourceFailClosed
+	// SourceDenyCache: a denial Redis gave earlier, answered again from the
+	// deny cache (WithDenyCache) without a round trip. Not degraded.
+	SourceDenyCache
 )
 
 func (s Source) String() string {
@@ -76,13 +79,15 @@ func (s Source) String() string {
 		return "fail-open"
 	case SourceFailClosed:
 		return "fail-closed"
+	case SourceDenyCache:
+		return "deny-cache"
 	}
 	return fmt.Sprintf("Source(%d)", int(s))
 }
 
 // Degraded reports whether r was decided without Redis (Source is not
 // SourceRedis). Services should log and alert on it; r.Cause says why.
-func (r Result) Degraded() bool { return r.Source != SourceRedis }
+func (r Result) Degraded() bool { return r.Source != SourceRedis && r.Source != SourceDenyCache }
 
 // failure is a Limiter's failure handling, set by the options below.
 type failure struct {

@@ -23,6 +23,7 @@ type Limiter struct {
 	prefix        string
 	readOnlyCheck bool
 	failure       failure // see failure.go
+	observer      Observer
 }
 
 // Option configures a Limiter.

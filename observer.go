@@ -1,0 +1,128 @@
+package redisrate
+
+import (
+	"context"
+	"strconv"
+)
+
+// Observer watches the decisions of a Limiter: for metrics, traces and logs
+// (the otelrate package builds OpenTelemetry on it). Set it with
+// WithObserver. A Limiter without an observer pays nothing for the hook: no
+// allocation, no call.
+//
+// For every decision the engine calls Start before anything else happens
+// (before the deny cache, before Redis), with the context the caller passed,
+// and uses the context Start returns for the rest of the decision: for the
+// Redis command (so a span started there is the parent of go-redis's own
+// span when redisotel is on), the fallback and End. End is called exactly
+// once per Start, after the failure stage, with what the caller gets back:
+// the Result (Result.Source says who decided; Result.Cause is the Redis
+// error behind a degraded decision) and the error. Time End minus Start is
+// the decision's latency as the caller saw it.
+//
+// The calls, by method of the Limiter:
+//   - Allow, AllowN, AllowMulti, Check, CheckN, CheckMulti, Peek: one
+//     decision (Kind KindAllow, KindCheck or KindPeek).
+//   - Wait, WaitN, WaitMulti: one decision of Kind KindWait, from the call
+//     to its return, however many attempts it took; End gets the last
+//     attempt's Result.
+//   - AllowBatch: one decision of Kind KindBatch that brackets the batch
+//     (its Batch is the number of requests; its End gets a zero Result and
+//     the batch's error), and inside it one decision per request, with the
+//     request's own Kind and Index, Batch set, and the batch's context as
+//     their parent. Count decisions from the requests, not from KindBatch.
+//   - Reset: one decision of Kind KindReset; its End gets a zero Result.
+//
+// An argument error (ErrInvalid) is a decision too: Start and End are
+// called, End with the error.
+//
+// Observers are called concurrently from every goroutine that uses the
+// Limiter, and in the caller's goroutine: keep them fast and never block.
+// They must not modify the Decision's Limits.
+type Observer interface {
+	Start(ctx context.Context, d Decision) context.Context
+	End(ctx context.Context, d Decision, res Result, err error)
+}
+
+// Decision describes one decision for an Observer.
+type Decision struct {
+	// Kind is what was asked: allow, check, peek, wait, batch or reset.
+	Kind Kind
+
+	// Key is the key as the caller passed it, without the Limiter's key
+	// prefix (WithKeyPrefix). Keys often hold user ids and IP addresses:
+	// an observer should not export them raw.
+	Key string
+
+	// Algorithm is the algorithm of the limits (zero for KindBatch and
+	// KindReset, which have none).
+	Algorithm Algorithm
+
+	// Limits are the limits of the call, in order; nil for KindBatch and
+	// KindReset. They belong to the Limiter: read them, never modify them.
+	Limits []Limit
+
+	// Cost is the units asked for: 1 for Allow and Check, n for AllowN and
+	// the like, 0 for Peek, KindBatch and KindReset.
+	Cost int64
+
+	// Batch is the number of requests of the AllowBatch call this decision
+	// belongs to (or brackets, for KindBatch); 0 outside AllowBatch.
+	Batch int
+
+	// Index is the position of the request in its batch, from 0; 0
+	// outside AllowBatch.
+	Index int
+}
+
+// Kind says what a Decision asked.
+type Kind uint8
+
+// The kinds of decisions.
+const (
+	KindAllow Kind = iota // Allow, AllowN, AllowMulti: decide and record
+	KindCheck             // Check, CheckN, CheckMulti, Request.Check: decide, record nothing
+	KindPeek              // Peek, Request.Peek: read the state, cost 0
+	KindWait              // Wait, WaitN, WaitMulti: from the call to its return
+	KindBatch             // AllowBatch as a whole; its requests are decisions of their own
+	KindReset             // Reset
+)
+
+var kindNames = [...]string{"allow", "check", "peek", "wait", "batch", "reset"}
+
+// String returns the kind's name, e.g. "allow", as metrics and spans label it.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return "Kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// WithObserver makes the Limiter report every decision to o (see
+// Observer). A nil o removes it.
+func WithObserver(o Observer) Option {
+	return func(l *Limiter) { l.observer = o }
+}
+
+// observeStart opens a decision: with no observer it does nothing and costs
+// nothing. limits is copied only when there is an observer, so that the
+// caller's (often stack-allocated) slice never escapes.
+func (l *Limiter) observeStart(ctx context.Context, d *Decision, limits []Limit) context.Context {
+	if l.observer == nil {
+		return ctx
+	}
+	if len(limits) > 0 {
+		d.Limits = append([]Limit(nil), limits...)
+	}
+	if c := l.observer.Start(ctx, *d); c != nil {
+		return c
+	}
+	return ctx
+}
+
+// observeEnd closes a decision opened by observeStart.
+func (l *Limiter) observeEnd(ctx context.Context, d *Decision, res Result, err error) {
+	if l.observer != nil {
+		l.observer.End(ctx, *d, res, err)
+	}
+}
