@@ -1,0 +1,467 @@
+// Package assemble builds the files a user copies from their sources in
+// scripts/src: each standalone script, the Functions library, the reset
+// script, and the Go manifest that the client and the tests read. The shared
+// sections (argument parsing, state, verdict, reply) are written once in
+// scripts/src and copied into each output, so every output stands alone.
+//
+// Each algorithm's source opens with "--! key: value" lines, its manifest:
+// everything about the algorithm that anything else needs, written once.
+// "--@include file.lua" copies a shared section; "--@if flag", "--@else" and
+// "--@end" keep the lines that fit the algorithm's flags (window, range,
+// log), so no output carries a branch for another algorithm; "--@body"
+// separates what runs once (top-level definitions) from what runs per call.
+package assemble
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"go/format"
+	"io/fs"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// ContractVersion is the version of CONTRACT.md the scripts implement.
+const ContractVersion = 2
+
+// LibraryName is the name of the Functions library.
+const LibraryName = "redisrate"
+
+// Algorithm is one script's manifest and its sections.
+type Algorithm struct {
+	ID       int
+	Go       string // the Go constant's name, e.g. TokenBucket
+	Name     string // the file name without .lua
+	Tag      string // the state's tag; for a log, its marker member
+	Fields   int    // numbers per limit in the state string
+	Window   bool
+	Log      bool
+	Range    string
+	MaxLimit int64
+	Summary  string
+	About    []string // the algorithm's comment lines, for the header
+	Top      []string // code run once, before --@body
+	Body     []string // code run per call
+}
+
+// Files is every generated file, by path relative to scripts/ (the root
+// package's file starts with "../").
+type Files map[string][]byte
+
+var (
+	metaLine    = regexp.MustCompile(`^--! ([a-z_]+):\s*(.*)$`)
+	includeLine = regexp.MustCompile(`^--@include ([a-z_]+\.lua)$`)
+)
+
+// Generate reads scripts/src (as src) and returns every generated file.
+func Generate(src fs.FS) (Files, error) {
+	algos, err := load(src)
+	if err != nil {
+		return nil, err
+	}
+	// Every script's tag, for the error that names another script's state;
+	// a table built only on that error's path.
+	var others []string
+	for _, o := range algos {
+		if !o.Log {
+			others = append(others, fmt.Sprintf("['%s'] = '%s'", o.Tag, o.Name))
+		}
+	}
+	for i := range algos {
+		for j, l := range algos[i].Body {
+			algos[i].Body[j] = strings.ReplaceAll(l, "@OTHERS@", "{ "+strings.Join(others, ", ")+" }")
+		}
+	}
+	helpers, err := fs.ReadFile(src, "helpers.lua")
+	if err != nil {
+		return nil, err
+	}
+	out := Files{}
+	for _, a := range algos {
+		var b strings.Builder
+		header(&b, a)
+		b.WriteString(strings.TrimRight(string(helpers), "\n") + "\n\n")
+		constants(&b, a)
+		writeLines(&b, a.Top)
+		writeLines(&b, a.Body)
+		out[a.Name+".lua"] = []byte(b.String())
+	}
+	out["library.lua"] = []byte(library(algos, string(helpers)))
+	out["reset.lua"] = []byte(reset(algos))
+	goSrc, err := manifest(algos, out)
+	if err != nil {
+		return nil, err
+	}
+	out["manifest_gen.go"] = goSrc
+	rootSrc, err := algorithmConstants(algos)
+	if err != nil {
+		return nil, err
+	}
+	out["../algorithm_gen.go"] = rootSrc
+	return out, nil
+}
+
+func writeLines(b *strings.Builder, lines []string) {
+	for _, l := range lines {
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+}
+
+func load(src fs.FS) ([]Algorithm, error) {
+	names, err := fs.Glob(src, "*.lua")
+	if err != nil {
+		return nil, err
+	}
+	var algos []Algorithm
+	for _, file := range names {
+		text, err := fs.ReadFile(src, file)
+		if err != nil {
+			return nil, err
+		}
+		if !bytes.HasPrefix(text, []byte("--! ")) {
+			continue // a shared section
+		}
+		a, err := parse(src, file, text)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", file, err)
+		}
+		algos = append(algos, a)
+	}
+	sort.Slice(algos, func(i, j int) bool { return algos[i].ID < algos[j].ID })
+	for i, a := range algos {
+		if a.ID != i {
+			return nil, fmt.Errorf("%s.lua: id %d, want %d (ids run from 0 without gaps)", a.Name, a.ID, i)
+		}
+	}
+	return algos, nil
+}
+
+func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
+	a := Algorithm{}
+	meta := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(text))
+	inAbout, inBody := true, false
+	var lines []string
+	for sc.Scan() {
+		line := sc.Text()
+		if m := metaLine.FindStringSubmatch(line); m != nil {
+			meta[m[1]] = m[2]
+			continue
+		}
+		if inAbout && strings.HasPrefix(line, "--") && !strings.HasPrefix(line, "--@") {
+			a.About = append(a.About, line)
+			continue
+		}
+		inAbout = false
+		if line == "--@body" {
+			a.Top, lines, inBody = lines, nil, true
+			continue
+		}
+		lines = append(lines, line)
+	}
+	if !inBody {
+		return a, fmt.Errorf("no --@body line")
+	}
+	var err error
+	for _, key := range []string{"id", "go", "name", "tag", "fields", "window", "range", "max_limit", "summary"} {
+		if _, ok := meta[key]; !ok {
+			return a, fmt.Errorf("manifest line --! %s: missing", key)
+		}
+	}
+	a.Go, a.Name, a.Tag, a.Range, a.Summary = meta["go"], meta["name"], meta["tag"], meta["range"], meta["summary"]
+	if a.ID, err = strconv.Atoi(meta["id"]); err != nil {
+		return a, err
+	}
+	if a.Fields, err = strconv.Atoi(meta["fields"]); err != nil {
+		return a, err
+	}
+	if a.MaxLimit, err = strconv.ParseInt(meta["max_limit"], 10, 64); err != nil {
+		return a, err
+	}
+	a.Window, a.Log = meta["window"] == "true", meta["log"] == "true"
+	if file != a.Name+".lua" {
+		return a, fmt.Errorf("name %q does not match the file name", a.Name)
+	}
+	flags := map[string]bool{"window": a.Window, "log": a.Log, "range": a.Range != ""}
+	if a.Top, err = expand(src, a.Top, flags); err != nil {
+		return a, err
+	}
+	if a.Body, err = expand(src, lines, flags); err != nil {
+		return a, err
+	}
+	return a, nil
+}
+
+// expand resolves --@include lines (recursively) and --@if blocks.
+func expand(src fs.FS, lines []string, flags map[string]bool) ([]string, error) {
+	var out []string
+	type block struct{ keep, parentKeep bool }
+	var stack []block
+	keep := true
+	for _, line := range lines {
+		trimmed := strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(trimmed, "--@if "):
+			flag := strings.TrimPrefix(trimmed, "--@if ")
+			v, ok := flags[flag]
+			if !ok {
+				return nil, fmt.Errorf("unknown flag %q", flag)
+			}
+			stack = append(stack, block{keep: v, parentKeep: keep})
+			keep = keep && v
+			continue
+		case trimmed == "--@else":
+			if len(stack) == 0 {
+				return nil, fmt.Errorf("--@else without --@if")
+			}
+			top := &stack[len(stack)-1]
+			top.keep = !top.keep
+			keep = top.parentKeep && top.keep
+			continue
+		case trimmed == "--@end":
+			if len(stack) == 0 {
+				return nil, fmt.Errorf("--@end without --@if")
+			}
+			keep = stack[len(stack)-1].parentKeep
+			stack = stack[:len(stack)-1]
+			continue
+		}
+		if !keep {
+			continue
+		}
+		if m := includeLine.FindStringSubmatch(trimmed); m != nil {
+			inc, err := fs.ReadFile(src, m[1])
+			if err != nil {
+				return nil, err
+			}
+			sub, err := expand(src, strings.Split(strings.TrimRight(string(inc), "\n"), "\n"), flags)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", m[1], err)
+			}
+			out = append(out, sub...)
+			continue
+		}
+		out = append(out, line)
+	}
+	if len(stack) != 0 {
+		return nil, fmt.Errorf("--@if without --@end")
+	}
+	return out, nil
+}
+
+// constants declares what the shared sections read of the algorithm.
+func constants(b *strings.Builder, a Algorithm) {
+	fmt.Fprintf(b, "-- ---- %s's constants (from its manifest) ----\n", a.Name)
+	fmt.Fprintf(b, "local NAME, TAG = '%s', '%s'\n", a.Name, a.Tag)
+	fmt.Fprintf(b, "local MAX_LIMIT, LIMIT_RULE = %d, 'must be a whole number from 1 to %s'\n", a.MaxLimit, power(a.MaxLimit))
+	if !a.Log {
+		fmt.Fprintf(b, "local FIELDS, STATE = %d, '^%s( [ %%d]+)$' -- numbers per limit; the state's shape\n", a.Fields, a.Tag)
+	}
+	b.WriteByte('\n')
+}
+
+func power(v int64) string {
+	s := strconv.FormatInt(v, 10)
+	if len(s) > 5 && strings.Trim(s[1:], "0") == "" && s[0] == '1' {
+		return "10^" + strconv.Itoa(len(s)-1)
+	}
+	return s
+}
+
+func header(b *strings.Builder, a Algorithm) {
+	burst := "capacity: the most units available at once; 0 or absent means limit"
+	capacity := "burst"
+	if a.Window {
+		burst = "absent, 0 or equal to limit (a window has no burst of its own)"
+		capacity = "limit"
+	}
+	fmt.Fprintf(b, `-- redisrate %s.lua: %s.
+-- Script contract v%d (CONTRACT.md in the redisrate repository). This file
+-- stands alone: copy it, SCRIPT LOAD it, EVALSHA it from any Redis client.
+--
+-- Call:
+--   EVALSHA <sha1> 1 <key> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
+--
+-- ARGV (whole decimal numbers, digits only; "" means the default):
+--   1 limit      units per period_ms, from 1 to %s
+--   2 period_ms  the period in milliseconds, from 1 to 10^12
+--   3 burst      %s
+--   4 cost       units this request takes, default 1; 0 reads the state and takes nothing
+--   5 mode       "" decides and records; "check" decides exactly so but records nothing
+--   6..          further "limit period_ms burst" triples, up to 8 limits in all:
+--                admitted only if every limit admits, then recorded against each
+--
+-- Reply: six integers
+--   1 allowed         1 admitted, 0 denied
+--   2 remaining       whole units left after this call (on a denial: now)
+--   3 retry_after_ms  0 when allowed; else ms until the same request would be admitted; -1 never
+--   4 reset_after_ms  ms until the key is back to full capacity
+--   5 capacity        the binding limit's capacity (%s)
+--   6 binding         which limit (1, 2, ...) fields 2 to 5 describe
+--
+-- Errors: "ERR invalid <argument> '<value>': <rule>", naming the first argument
+-- at fault; a key that holds anything but this script's state is refused and
+-- left untouched. Under maxmemory with noeviction, a writing call fails with
+-- OOM and writes nothing. The clock is Redis TIME; a clock that steps back
+-- decides as of the time the state records.
+--
+`, a.Name, a.Summary, ContractVersion, power(a.MaxLimit), burst, capacity)
+	for _, l := range a.About {
+		b.WriteString(l + "\n")
+	}
+	b.WriteString("\n")
+}
+
+// library is the Functions library: the helpers and each algorithm's
+// top-level definitions once, at FUNCTION LOAD; each algorithm's per-call
+// code as a function.
+func library(algos []Algorithm, helpers string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "#!lua name=%s\n", LibraryName)
+	fmt.Fprintf(&b, `-- redisrate Functions library, script contract v%d (CONTRACT.md in the
+-- redisrate repository). Redis 7 or later: FUNCTION LOAD REPLACE this file.
+--
+--   FCALL    redisrate_<algorithm>    1 <key> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
+--   FCALL_RO redisrate_<algorithm>_ro 1 <key> <limit> <period_ms> [<burst> [<cost> [<mode> ...]]]
+--   FCALL_RO redisrate_version 0
+--
+-- <algorithm>: %s. Each function takes
+-- the arguments of <algorithm>.lua and gives its reply; the code below is that
+-- script's, with what runs once defined once. The _ro variants are flagged
+-- no-writes (FCALL_RO, replicas) and always decide as mode "check".
+-- redisrate_version returns the SHA1 of this library's code, for clients to
+-- tell whether the library they find is the one they bundle.
+
+`, ContractVersion, names(algos))
+	b.WriteString(strings.TrimRight(helpers, "\n") + "\n\n")
+	for _, a := range algos {
+		fmt.Fprintf(&b, "-- ==== %s ====\n", a.Name)
+		constants(&b, a)
+		writeLines(&b, a.Top)
+		fmt.Fprintf(&b, "local function %s(KEYS, ARGV)\n", a.Name)
+		for _, l := range a.Body {
+			if l != "" {
+				b.WriteString("  ")
+			}
+			b.WriteString(l + "\n")
+		}
+		b.WriteString("end\n\n")
+	}
+	b.WriteString(`-- as_check makes a call decide as mode "check", filling skipped optional
+-- positions with "" (their default). Any other mode is left for the
+-- script's own "ERR invalid mode" error.
+local function as_check(ARGV)
+  if ARGV[5] == nil then
+    for i = #ARGV + 1, 4 do ARGV[i] = '' end
+    ARGV[5] = 'check'
+  elseif ARGV[5] == '' then
+    ARGV[5] = 'check'
+  end
+  return ARGV
+end
+
+`)
+	code := b.String()
+	sum := sha1.Sum([]byte(code))
+	version := hex.EncodeToString(sum[:])
+	for _, a := range algos {
+		fmt.Fprintf(&b, "redis.register_function('%s_%s', %s)\n", LibraryName, a.Name, a.Name)
+		fmt.Fprintf(&b, "redis.register_function{ function_name = '%s_%s_ro', flags = { 'no-writes' },\n", LibraryName, a.Name)
+		fmt.Fprintf(&b, "  callback = function(KEYS, ARGV) return %s(KEYS, as_check(ARGV)) end }\n", a.Name)
+	}
+	fmt.Fprintf(&b, "redis.register_function{ function_name = '%s_version', flags = { 'no-writes' },\n", LibraryName)
+	fmt.Fprintf(&b, "  callback = function() return '%s' end }\n", version)
+	return b.String()
+}
+
+func names(algos []Algorithm) string {
+	var s []string
+	for _, a := range algos {
+		s = append(s, a.Name)
+	}
+	return strings.Join(s, ", ")
+}
+
+// LibraryVersion returns the version string the library's redisrate_version
+// function returns, read back from the library's source.
+func LibraryVersion(lib string) string {
+	m := regexp.MustCompile(`callback = function\(\) return '([0-9a-f]{40})' end`).FindStringSubmatch(lib)
+	if m == nil {
+		return ""
+	}
+	return m[1]
+}
+
+func reset(algos []Algorithm) string {
+	var tags, logs []string
+	for _, a := range algos {
+		if a.Log {
+			logs = append(logs, fmt.Sprintf("redis.call('ZSCORE', key, '%s')", a.Tag))
+		} else {
+			tags = append(tags, fmt.Sprintf("tag == '%s'", a.Tag))
+		}
+	}
+	return fmt.Sprintf(`-- redisrate reset.lua, script contract v%d (CONTRACT.md in the redisrate
+-- repository): deletes KEYS[1] only when it holds the state of one of the
+-- redisrate scripts, so that the next call finds every limit at full
+-- capacity. A key that holds anything else gets an error and is left
+-- untouched; a key that does not exist replies 0.
+--
+--   EVALSHA <sha1> 1 <key>   -> 1 deleted, 0 no such key
+local key = KEYS[1]
+local kind = redis.call('TYPE', key).ok
+if kind == 'none' then return 0 end
+if kind == 'string' then
+  local tag = string.match(redis.call('GET', key), '^(%%S+) ')
+  if %s then return redis.call('DEL', key) end
+elseif kind == 'zset' then
+  if %s then return redis.call('DEL', key) end
+end
+return redis.error_reply('ERR key holds a value that is not redisrate state: left untouched')
+`, ContractVersion, strings.Join(tags, " or "), strings.Join(logs, " or "))
+}
+
+func sha(b []byte) string {
+	sum := sha1.Sum(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func manifest(algos []Algorithm, files Files) ([]byte, error) {
+	var b strings.Builder
+	b.WriteString("// Code generated by scripts/internal/gen from scripts/src; DO NOT EDIT.\n\npackage scripts\n\n")
+	fmt.Fprintf(&b, "// ContractVersion is the version of the script contract (CONTRACT.md) the scripts implement.\nconst ContractVersion = %d\n\n", ContractVersion)
+	fmt.Fprintf(&b, "// LibraryName is the name of the Functions library (FUNCTION LOAD, FUNCTION DELETE).\nconst LibraryName = %q\n\n", LibraryName)
+	fmt.Fprintf(&b, "// LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.\nconst LibraryVersion = %q\n\n", LibraryVersion(string(files["library.lua"])))
+	b.WriteString("// specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.\nvar specs = []Spec{\n")
+	for _, a := range algos {
+		fmt.Fprintf(&b, "\t{Name: %q, Tag: %q, Window: %t, Log: %t, Fields: %d, MaxLimit: %d, Range: %q, Summary: %q, SHA1: %q, Function: %q},\n",
+			a.Name, a.Tag, a.Window, a.Log, a.Fields, a.MaxLimit, a.Range, a.Summary, sha(files[a.Name+".lua"]), LibraryName+"_"+a.Name)
+	}
+	b.WriteString("}\n\n")
+	fmt.Fprintf(&b, "// resetSHA1 is the SHA1 of reset.lua.\nconst resetSHA1 = %q\n", sha(files["reset.lua"]))
+	return format.Source([]byte(b.String()))
+}
+
+func algorithmConstants(algos []Algorithm) ([]byte, error) {
+	var b strings.Builder
+	b.WriteString("// Code generated by scripts/internal/gen from scripts/src; DO NOT EDIT.\n\npackage redisrate\n\n")
+	b.WriteString("// The algorithms, one per script, in the order of scripts.Specs. The zero Algorithm is GCRA.\nconst (\n")
+	for i, a := range algos {
+		comment := strings.ToUpper(a.Summary[:1]) + a.Summary[1:]
+		fmt.Fprintf(&b, "\t// %s is %s.lua. %s.\n", a.Go, a.Name, comment)
+		if i == 0 {
+			fmt.Fprintf(&b, "\t%s Algorithm = iota\n", a.Go)
+		} else {
+			fmt.Fprintf(&b, "\t%s\n", a.Go)
+		}
+	}
+	b.WriteString(")\n\n// numAlgorithms is the number of algorithms.\n")
+	fmt.Fprintf(&b, "const numAlgorithms = %d\n", len(algos))
+	return format.Source([]byte(b.String()))
+}

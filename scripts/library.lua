@@ -1,0 +1,1098 @@
+#!lua name=redisrate
+-- redisrate Functions library, script contract v2 (CONTRACT.md in the
+-- redisrate repository). Redis 7 or later: FUNCTION LOAD REPLACE this file.
+--
+--   FCALL    redisrate_<algorithm>    1 <key> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
+--   FCALL_RO redisrate_<algorithm>_ro 1 <key> <limit> <period_ms> [<burst> [<cost> [<mode> ...]]]
+--   FCALL_RO redisrate_version 0
+--
+-- <algorithm>: gcra, token_bucket, leaky_bucket, sliding_window, fixed_window, sliding_log. Each function takes
+-- the arguments of <algorithm>.lua and gives its reply; the code below is that
+-- script's, with what runs once defined once. The _ro variants are flagged
+-- no-writes (FCALL_RO, replicas) and always decide as mode "check".
+-- redisrate_version returns the SHA1 of this library's code, for clients to
+-- tell whether the library they find is the one they bundle.
+
+-- ---- Helpers (scripts/src/helpers.lua) ----
+-- Defined once: at the top of each script, and once at FUNCTION LOAD in the
+-- library. Everything below runs the same on Redis's Lua 5.1 and on
+-- gopher-lua (miniredis): numbers are read with `s + 0` only after a pattern
+-- has proved them digits, and every integer stays below 2^53, where `%` and
+-- `/` on doubles are exact.
+local find, match, sub, fmt = string.find, string.match, string.sub, string.format
+
+-- whole reads a contract number: digits only, at most max; nil otherwise.
+local function whole(s, max)
+  if not find(s, '^%d+$') then return nil end
+  if #s > 16 then
+    s = match(s, '^0*(%d+)$') -- leading zeros are allowed, and past 16 digits gopher-lua cannot read it
+    if #s > 16 then return nil end
+  end
+  local v = s + 0
+  if v > max then return nil end
+  return v
+end
+
+-- ceil_div is ceil(n / d) for integers, n of any sign, d > 0, |n| + d < 2^53.
+local function ceil_div(n, d)
+  local r = n % d
+  return (n - r) / d + (r > 0 and 1 or 0)
+end
+
+-- invalid is the contract's argument error: the argument, as given, and its rule.
+local function invalid(name, i, s, rule)
+  if #s > 40 then s = sub(s, 1, 40) .. '...' end
+  if i > 1 then name = name .. ' #' .. i end
+  return redis.error_reply('ERR invalid ' .. name .. " '" .. s .. "': " .. rule)
+end
+
+-- ==== gcra ====
+-- ---- gcra's constants (from its manifest) ----
+local NAME, TAG = 'gcra', 'gcra:2'
+local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local FIELDS, STATE = 2, '^gcra:2( [ %d]+)$' -- numbers per limit; the state's shape
+
+-- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
+-- With a/b = limit / period_us in lowest terms, a level of x stands for x / b
+-- units: a cost adds cost * b, the capacity is burst * b, and x drains by a
+-- each microsecond, so every quantity is a whole number and every decision
+-- exact (3 per second is a = 3, b = 1000000). The capacity is kept at most
+-- 2^52, so that a level and a cost add up exactly.
+local function gcd(x, y)
+  while y > 0 do
+    local r = x % y
+    x = y
+    y = r
+  end
+  return x
+end
+
+local function out_of_range(limit, period_ms, burst)
+  local period_us = period_ms * 1000
+  return burst * (period_us / gcd(limit, period_us)) > 4503599627370496
+end
+local function gcra(KEYS, ARGV)
+  -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
+  if #KEYS ~= 1 then
+    return redis.error_reply('ERR invalid numkeys \'' .. #KEYS .. "': must be 1 (the limiter's key)")
+  end
+  local key = KEYS[1]
+  local n = 1 -- limits in this call
+  local nargs = #ARGV
+  if nargs > 5 then
+    n = 1 + ceil_div(nargs - 5, 3)
+    if n > 8 then
+      return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8')
+    end
+    if (nargs - 5) % 3 ~= 0 then
+      return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
+    end
+  end
+  local cost, check = 1, false
+  local lims = {} -- limit, period_ms, burst of each limit in turn
+  for i = 1, n do
+    local at = i == 1 and 0 or 3 * i - 1
+    local ls, ps, bs = ARGV[at + 1] or '', ARGV[at + 2] or '', ARGV[at + 3] or ''
+    local limit = whole(ls, MAX_LIMIT)
+    if not limit or limit < 1 then return invalid('limit', i, ls, LIMIT_RULE) end
+    local period_ms = whole(ps, 1e12)
+    if not period_ms or period_ms < 1 then
+      return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
+    end
+    local burst = limit
+    local given = false -- a burst of its own, named when the range is exceeded
+    if bs ~= '' then
+      local b = whole(bs, 1e15)
+      if not b then
+        return invalid('burst', i, bs, 'must be a whole number up to 10^15, or 0 or empty for limit')
+      end
+      if b > 0 then burst, given = b, true end
+    end
+    if out_of_range(limit, period_ms, burst) then
+      if given then
+        return invalid('burst', i, bs, fmt('too large for exact arithmetic with limit %d and period_ms %d', limit, period_ms))
+      end
+      return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
+    end
+    if i == 1 then
+      local cs, mode = ARGV[4] or '', ARGV[5] or ''
+      if cs ~= '' then
+        cost = whole(cs, 1e15)
+        if not cost then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
+      end
+      if mode ~= '' then
+        if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
+        check = true
+      end
+    end
+    lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+  end
+
+  -- ---- The clock: Redis TIME, in whole microseconds (exact in a double) ----
+  local now
+  do
+    local t = redis.call('TIME')
+    now = t[1] * 1000000 + t[2]
+  end
+
+  -- ---- State (scripts/src/state.lua) ----
+  -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
+  -- each below 2^53, separated by single spaces. Anything else (another type, a
+  -- user's value, another script's or version's state) is refused, untouched.
+  local raw = redis.pcall('GET', key)
+  local st = nil -- the stored numbers, or nil when the key is empty
+  if raw then
+    if type(raw) ~= 'string' then
+      return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
+    end
+    local body = match(raw, STATE)
+    local good = body ~= nil
+    if good then
+      st = {}
+      local read = 0
+      for f in string.gmatch(body, ' (%d+)') do
+        if #f > 16 or f + 0 > 9007199254740991 then
+          good = false
+          break
+        end
+        read = read + 1 + #f
+        st[#st + 1] = f + 0
+      end
+      good = good and read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
+    end
+    if not good then
+      local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
+      if other and other ~= NAME then
+        return redis.error_reply('ERR key holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
+      end
+      return redis.error_reply('ERR key holds a value that is not ' .. NAME .. ' state: left untouched')
+    end
+  end
+
+  -- ---- Decision: every limit in turn, all or nothing ----
+  local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
+  local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
+  local a_i, a_left, a_rem, a_reset, a_cap -- the binding limit if admitted
+  local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
+  for i = 1, n do
+    local limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+    local g = gcd(limit, period_us)
+    local a, b = limit / g, period_us / g
+    local xmax = burst * b
+    -- The TAT, t + r/a, or now when it has passed (an empty bucket).
+    local t, r = now, 0
+    if st and st[2 * i] then
+      local r0 = st[2 * i] % a -- state of other limits is read in these terms
+      local t0 = st[2 * i - 1] + (st[2 * i] - r0) / a
+      if t0 > now or (t0 == now and r0 > 0) then t, r = t0, r0 end
+    end
+    -- The level now is x = (t - now) * a + r; x + cost * b must fit in xmax.
+    -- Waits are written without that product, which a clock that stepped back
+    -- could push past 2^53; they are then longer by the step (guarantee 9).
+    local ok, never, retry_us = false, cost > burst, 0
+    if not never then
+      retry_us = t - now + ceil_div(r + cost * b - xmax, a)
+      ok = retry_us <= 0 or cost == 0
+    end
+    if ok then -- the TAT moves on by the cost
+      local y = r + cost * b
+      r = y % a
+      t = t + (y - r) / a
+    end
+    local ahead = t - now
+    local room = 0
+    if ahead <= xmax / a then
+      room = xmax - ahead * a - r
+      if room < 0 then room = 0 end
+    end
+    local rem, left, cap = (room - room % b) / b, room / b, burst
+    local reset_us = ahead + (r > 0 and 1 or 0)
+    -- ---- This limit's verdict (scripts/src/verdict.lua) ----
+    -- The reply describes the binding limit: on an admission the one with the
+    -- fewest units left, on a denial the denying one with the longest
+    -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
+    if reset_us > ttl_us then ttl_us = reset_us end
+    if ok then
+      if not a_i or left < a_left then a_i, a_left, a_rem, a_reset, a_cap = i, left, rem, reset_us, cap end
+    else
+      allowed = false
+      local retry = never and -1 or ceil_div(retry_us, 1000)
+      if not d_i or (d_retry ~= -1 and (retry == -1 or retry > d_retry)) then
+        d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
+      end
+    end
+    if allowed and writes then out = out .. fmt(' %d %d', t, r) end
+  end
+
+  -- ---- The one write (scripts/src/write.lua) ----
+  -- Only an admitted request with a cost, not a check, records. PSETEX is
+  -- refused under maxmemory (OOM) before it writes; the key expires when every
+  -- limit is back to empty, so no cleanup job is needed.
+  if allowed and writes then redis.call('PSETEX', key, ceil_div(ttl_us, 1000), out) end
+
+  -- ---- The reply (scripts/src/reply.lua) ----
+  if allowed then return { 1, a_rem, 0, ceil_div(a_reset, 1000), a_cap, a_i } end
+  return { 0, d_rem, d_retry, ceil_div(d_reset, 1000), d_cap, d_i }
+end
+
+-- ==== token_bucket ====
+-- ---- token_bucket's constants (from its manifest) ----
+local NAME, TAG = 'token_bucket', 'tb:2'
+local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local FIELDS, STATE = 2, '^tb:2( [ %d]+)$' -- numbers per limit; the state's shape
+
+local function out_of_range(limit, period_ms, burst)
+  -- the longest wait: refills until an empty bucket is full
+  return ceil_div(burst, limit) * period_ms * 1000 > 9007199254740992
+end
+local function token_bucket(KEYS, ARGV)
+  -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
+  if #KEYS ~= 1 then
+    return redis.error_reply('ERR invalid numkeys \'' .. #KEYS .. "': must be 1 (the limiter's key)")
+  end
+  local key = KEYS[1]
+  local n = 1 -- limits in this call
+  local nargs = #ARGV
+  if nargs > 5 then
+    n = 1 + ceil_div(nargs - 5, 3)
+    if n > 8 then
+      return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8')
+    end
+    if (nargs - 5) % 3 ~= 0 then
+      return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
+    end
+  end
+  local cost, check = 1, false
+  local lims = {} -- limit, period_ms, burst of each limit in turn
+  for i = 1, n do
+    local at = i == 1 and 0 or 3 * i - 1
+    local ls, ps, bs = ARGV[at + 1] or '', ARGV[at + 2] or '', ARGV[at + 3] or ''
+    local limit = whole(ls, MAX_LIMIT)
+    if not limit or limit < 1 then return invalid('limit', i, ls, LIMIT_RULE) end
+    local period_ms = whole(ps, 1e12)
+    if not period_ms or period_ms < 1 then
+      return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
+    end
+    local burst = limit
+    local given = false -- a burst of its own, named when the range is exceeded
+    if bs ~= '' then
+      local b = whole(bs, 1e15)
+      if not b then
+        return invalid('burst', i, bs, 'must be a whole number up to 10^15, or 0 or empty for limit')
+      end
+      if b > 0 then burst, given = b, true end
+    end
+    if out_of_range(limit, period_ms, burst) then
+      if given then
+        return invalid('burst', i, bs, fmt('too large for exact arithmetic with limit %d and period_ms %d', limit, period_ms))
+      end
+      return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
+    end
+    if i == 1 then
+      local cs, mode = ARGV[4] or '', ARGV[5] or ''
+      if cs ~= '' then
+        cost = whole(cs, 1e15)
+        if not cost then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
+      end
+      if mode ~= '' then
+        if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
+        check = true
+      end
+    end
+    lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+  end
+
+  -- ---- The clock: Redis TIME, in whole microseconds (exact in a double) ----
+  local now
+  do
+    local t = redis.call('TIME')
+    now = t[1] * 1000000 + t[2]
+  end
+
+  -- ---- State (scripts/src/state.lua) ----
+  -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
+  -- each below 2^53, separated by single spaces. Anything else (another type, a
+  -- user's value, another script's or version's state) is refused, untouched.
+  local raw = redis.pcall('GET', key)
+  local st = nil -- the stored numbers, or nil when the key is empty
+  if raw then
+    if type(raw) ~= 'string' then
+      return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
+    end
+    local body = match(raw, STATE)
+    local good = body ~= nil
+    if good then
+      st = {}
+      local read = 0
+      for f in string.gmatch(body, ' (%d+)') do
+        if #f > 16 or f + 0 > 9007199254740991 then
+          good = false
+          break
+        end
+        read = read + 1 + #f
+        st[#st + 1] = f + 0
+      end
+      good = good and read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
+    end
+    if not good then
+      local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
+      if other and other ~= NAME then
+        return redis.error_reply('ERR key holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
+      end
+      return redis.error_reply('ERR key holds a value that is not ' .. NAME .. ' state: left untouched')
+    end
+  end
+
+  -- ---- Decision: every limit in turn, all or nothing ----
+  local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
+  local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
+  local a_i, a_left, a_rem, a_reset, a_cap -- the binding limit if admitted
+  local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
+  for i = 1, n do
+    local limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+    -- A new bucket starts full, its refills counted from now. A clock behind
+    -- the last refill (it stepped back) decides as of that refill.
+    local tokens, t = burst, now
+    if st and st[2 * i] then
+      tokens, t = st[2 * i - 1], st[2 * i]
+      if tokens > burst then tokens = burst end -- state of other limits, in these terms
+      if now > t then
+        local refills = (now - t - (now - t) % period_us) / period_us
+        if refills > 0 then
+          t = t + refills * period_us
+          if refills >= ceil_div(burst - tokens, limit) then tokens = burst else tokens = tokens + refills * limit end
+        end
+      end
+    end
+    local ok, never, retry_us = false, cost > burst, 0
+    if not never then
+      if cost <= tokens then ok = true else retry_us = t + ceil_div(cost - tokens, limit) * period_us - now end
+    end
+    if ok then tokens = tokens - cost end
+    local reset_us = 0
+    if tokens < burst then reset_us = t + ceil_div(burst - tokens, limit) * period_us - now end
+    local rem, left, cap = tokens, tokens, burst
+    -- ---- This limit's verdict (scripts/src/verdict.lua) ----
+    -- The reply describes the binding limit: on an admission the one with the
+    -- fewest units left, on a denial the denying one with the longest
+    -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
+    if reset_us > ttl_us then ttl_us = reset_us end
+    if ok then
+      if not a_i or left < a_left then a_i, a_left, a_rem, a_reset, a_cap = i, left, rem, reset_us, cap end
+    else
+      allowed = false
+      local retry = never and -1 or ceil_div(retry_us, 1000)
+      if not d_i or (d_retry ~= -1 and (retry == -1 or retry > d_retry)) then
+        d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
+      end
+    end
+    if allowed and writes then out = out .. fmt(' %d %d', tokens, t) end
+  end
+
+  -- ---- The one write (scripts/src/write.lua) ----
+  -- Only an admitted request with a cost, not a check, records. PSETEX is
+  -- refused under maxmemory (OOM) before it writes; the key expires when every
+  -- limit is back to empty, so no cleanup job is needed.
+  if allowed and writes then redis.call('PSETEX', key, ceil_div(ttl_us, 1000), out) end
+
+  -- ---- The reply (scripts/src/reply.lua) ----
+  if allowed then return { 1, a_rem, 0, ceil_div(a_reset, 1000), a_cap, a_i } end
+  return { 0, d_rem, d_retry, ceil_div(d_reset, 1000), d_cap, d_i }
+end
+
+-- ==== leaky_bucket ====
+-- ---- leaky_bucket's constants (from its manifest) ----
+local NAME, TAG = 'leaky_bucket', 'lb:2'
+local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local FIELDS, STATE = 2, '^lb:2( [ %d]+)$' -- numbers per limit; the state's shape
+
+-- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
+-- With a/b = limit / period_us in lowest terms, a level of x stands for x / b
+-- units: a cost adds cost * b, the capacity is burst * b, and x drains by a
+-- each microsecond, so every quantity is a whole number and every decision
+-- exact (3 per second is a = 3, b = 1000000). The capacity is kept at most
+-- 2^52, so that a level and a cost add up exactly.
+local function gcd(x, y)
+  while y > 0 do
+    local r = x % y
+    x = y
+    y = r
+  end
+  return x
+end
+
+local function out_of_range(limit, period_ms, burst)
+  local period_us = period_ms * 1000
+  return burst * (period_us / gcd(limit, period_us)) > 4503599627370496
+end
+local function leaky_bucket(KEYS, ARGV)
+  -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
+  if #KEYS ~= 1 then
+    return redis.error_reply('ERR invalid numkeys \'' .. #KEYS .. "': must be 1 (the limiter's key)")
+  end
+  local key = KEYS[1]
+  local n = 1 -- limits in this call
+  local nargs = #ARGV
+  if nargs > 5 then
+    n = 1 + ceil_div(nargs - 5, 3)
+    if n > 8 then
+      return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8')
+    end
+    if (nargs - 5) % 3 ~= 0 then
+      return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
+    end
+  end
+  local cost, check = 1, false
+  local lims = {} -- limit, period_ms, burst of each limit in turn
+  for i = 1, n do
+    local at = i == 1 and 0 or 3 * i - 1
+    local ls, ps, bs = ARGV[at + 1] or '', ARGV[at + 2] or '', ARGV[at + 3] or ''
+    local limit = whole(ls, MAX_LIMIT)
+    if not limit or limit < 1 then return invalid('limit', i, ls, LIMIT_RULE) end
+    local period_ms = whole(ps, 1e12)
+    if not period_ms or period_ms < 1 then
+      return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
+    end
+    local burst = limit
+    local given = false -- a burst of its own, named when the range is exceeded
+    if bs ~= '' then
+      local b = whole(bs, 1e15)
+      if not b then
+        return invalid('burst', i, bs, 'must be a whole number up to 10^15, or 0 or empty for limit')
+      end
+      if b > 0 then burst, given = b, true end
+    end
+    if out_of_range(limit, period_ms, burst) then
+      if given then
+        return invalid('burst', i, bs, fmt('too large for exact arithmetic with limit %d and period_ms %d', limit, period_ms))
+      end
+      return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
+    end
+    if i == 1 then
+      local cs, mode = ARGV[4] or '', ARGV[5] or ''
+      if cs ~= '' then
+        cost = whole(cs, 1e15)
+        if not cost then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
+      end
+      if mode ~= '' then
+        if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
+        check = true
+      end
+    end
+    lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+  end
+
+  -- ---- The clock: Redis TIME, in whole microseconds (exact in a double) ----
+  local now
+  do
+    local t = redis.call('TIME')
+    now = t[1] * 1000000 + t[2]
+  end
+
+  -- ---- State (scripts/src/state.lua) ----
+  -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
+  -- each below 2^53, separated by single spaces. Anything else (another type, a
+  -- user's value, another script's or version's state) is refused, untouched.
+  local raw = redis.pcall('GET', key)
+  local st = nil -- the stored numbers, or nil when the key is empty
+  if raw then
+    if type(raw) ~= 'string' then
+      return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
+    end
+    local body = match(raw, STATE)
+    local good = body ~= nil
+    if good then
+      st = {}
+      local read = 0
+      for f in string.gmatch(body, ' (%d+)') do
+        if #f > 16 or f + 0 > 9007199254740991 then
+          good = false
+          break
+        end
+        read = read + 1 + #f
+        st[#st + 1] = f + 0
+      end
+      good = good and read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
+    end
+    if not good then
+      local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
+      if other and other ~= NAME then
+        return redis.error_reply('ERR key holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
+      end
+      return redis.error_reply('ERR key holds a value that is not ' .. NAME .. ' state: left untouched')
+    end
+  end
+
+  -- ---- Decision: every limit in turn, all or nothing ----
+  local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
+  local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
+  local a_i, a_left, a_rem, a_reset, a_cap -- the binding limit if admitted
+  local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
+  for i = 1, n do
+    local limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+    local g = gcd(limit, period_us)
+    local a, b = limit / g, period_us / g
+    local xmax = burst * b
+    -- The level x at time t, drained to now. A clock behind t (it stepped
+    -- back) decides as of t, and its waits are longer by t - now.
+    local x, t = 0, now
+    if st and st[2 * i] then
+      x, t = st[2 * i - 1], st[2 * i]
+      if now > t then
+        if now - t >= x / a then x = 0 else x = x - (now - t) * a end
+        t = now
+      end
+    end
+    local ok, never, retry_us = false, cost > burst, 0
+    if not never then
+      local over = x + cost * b - xmax
+      if over <= 0 or cost == 0 then ok = true else retry_us = t - now + ceil_div(over, a) end
+    end
+    if ok then x = x + cost * b end
+    local room = xmax > x and xmax - x or 0
+    local rem, left, cap = (room - room % b) / b, room / b, burst
+    local reset_us = t - now + ceil_div(x, a)
+    -- ---- This limit's verdict (scripts/src/verdict.lua) ----
+    -- The reply describes the binding limit: on an admission the one with the
+    -- fewest units left, on a denial the denying one with the longest
+    -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
+    if reset_us > ttl_us then ttl_us = reset_us end
+    if ok then
+      if not a_i or left < a_left then a_i, a_left, a_rem, a_reset, a_cap = i, left, rem, reset_us, cap end
+    else
+      allowed = false
+      local retry = never and -1 or ceil_div(retry_us, 1000)
+      if not d_i or (d_retry ~= -1 and (retry == -1 or retry > d_retry)) then
+        d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
+      end
+    end
+    if allowed and writes then out = out .. fmt(' %d %d', x, t) end
+  end
+
+  -- ---- The one write (scripts/src/write.lua) ----
+  -- Only an admitted request with a cost, not a check, records. PSETEX is
+  -- refused under maxmemory (OOM) before it writes; the key expires when every
+  -- limit is back to empty, so no cleanup job is needed.
+  if allowed and writes then redis.call('PSETEX', key, ceil_div(ttl_us, 1000), out) end
+
+  -- ---- The reply (scripts/src/reply.lua) ----
+  if allowed then return { 1, a_rem, 0, ceil_div(a_reset, 1000), a_cap, a_i } end
+  return { 0, d_rem, d_retry, ceil_div(d_reset, 1000), d_cap, d_i }
+end
+
+-- ==== sliding_window ====
+-- ---- sliding_window's constants (from its manifest) ----
+local NAME, TAG = 'sliding_window', 'sw:2'
+local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local FIELDS, STATE = 3, '^sw:2( [ %d]+)$' -- numbers per limit; the state's shape
+
+local function out_of_range(limit, period_ms)
+  -- the weighted count, times period_ms, must stay exact
+  return 3 * limit * period_ms > 9007199254740992
+end
+local function sliding_window(KEYS, ARGV)
+  -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
+  if #KEYS ~= 1 then
+    return redis.error_reply('ERR invalid numkeys \'' .. #KEYS .. "': must be 1 (the limiter's key)")
+  end
+  local key = KEYS[1]
+  local n = 1 -- limits in this call
+  local nargs = #ARGV
+  if nargs > 5 then
+    n = 1 + ceil_div(nargs - 5, 3)
+    if n > 8 then
+      return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8')
+    end
+    if (nargs - 5) % 3 ~= 0 then
+      return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
+    end
+  end
+  local cost, check = 1, false
+  local lims = {} -- limit, period_ms, burst of each limit in turn
+  for i = 1, n do
+    local at = i == 1 and 0 or 3 * i - 1
+    local ls, ps, bs = ARGV[at + 1] or '', ARGV[at + 2] or '', ARGV[at + 3] or ''
+    local limit = whole(ls, MAX_LIMIT)
+    if not limit or limit < 1 then return invalid('limit', i, ls, LIMIT_RULE) end
+    local period_ms = whole(ps, 1e12)
+    if not period_ms or period_ms < 1 then
+      return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
+    end
+    local burst = limit
+    if bs ~= '' then
+      local b = whole(bs, 1e15)
+      if not b or (b ~= 0 and b ~= limit) then
+        return invalid('burst', i, bs, 'must be empty, 0 or equal to limit for ' .. NAME)
+      end
+    end
+    if out_of_range(limit, period_ms, burst) then
+      return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
+    end
+    if i == 1 then
+      local cs, mode = ARGV[4] or '', ARGV[5] or ''
+      if cs ~= '' then
+        cost = whole(cs, 1e15)
+        if not cost then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
+      end
+      if mode ~= '' then
+        if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
+        check = true
+      end
+    end
+    lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+  end
+
+  -- ---- The clock: Redis TIME, in whole microseconds (exact in a double) ----
+  local now
+  do
+    local t = redis.call('TIME')
+    now = t[1] * 1000000 + t[2]
+  end
+
+  -- ---- State (scripts/src/state.lua) ----
+  -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
+  -- each below 2^53, separated by single spaces. Anything else (another type, a
+  -- user's value, another script's or version's state) is refused, untouched.
+  local raw = redis.pcall('GET', key)
+  local st = nil -- the stored numbers, or nil when the key is empty
+  if raw then
+    if type(raw) ~= 'string' then
+      return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
+    end
+    local body = match(raw, STATE)
+    local good = body ~= nil
+    if good then
+      st = {}
+      local read = 0
+      for f in string.gmatch(body, ' (%d+)') do
+        if #f > 16 or f + 0 > 9007199254740991 then
+          good = false
+          break
+        end
+        read = read + 1 + #f
+        st[#st + 1] = f + 0
+      end
+      good = good and read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
+    end
+    if not good then
+      local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
+      if other and other ~= NAME then
+        return redis.error_reply('ERR key holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
+      end
+      return redis.error_reply('ERR key holds a value that is not ' .. NAME .. ' state: left untouched')
+    end
+  end
+
+  -- ---- Decision: every limit in turn, all or nothing ----
+  local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
+  local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
+  local a_i, a_left, a_rem, a_reset, a_cap -- the binding limit if admitted
+  local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
+  local now_ms = (now - now % 1000) / 1000
+  for i = 1, n do
+    local limit, p = lims[3 * i - 2], lims[3 * i - 1]
+    -- A clock behind the stored window (it stepped back) decides as of its start.
+    local stored, at_ms = st and st[3 * i - 2], now_ms
+    if stored and stored > now_ms then at_ms = stored end
+    local start = at_ms - at_ms % p
+    local prev, cur = 0, 0
+    if stored == start then
+      prev, cur = st[3 * i - 1], st[3 * i]
+    elseif stored == start - p then
+      prev = st[3 * i]
+    end
+    -- used is the weighted count times p: prev * (p - into) / p + cur
+    local used = prev * (p - (at_ms - start)) + cur * p
+    local ok, never, retry_us = false, cost > limit, 0
+    if not never then
+      if cost == 0 or used + cost * p <= limit * p then
+        ok = true
+      else
+        local target_ms
+        local room = limit - cost - cur
+        if room >= 0 then
+          -- later in this window, once the previous one weighs little enough
+          target_ms = start + p - (room * p - room * p % prev) / prev
+        else
+          -- in the next window, where this window's count is the previous one
+          local later = p - ((limit - cost) * p - (limit - cost) * p % cur) / cur
+          target_ms = start + p + later
+        end
+        retry_us = target_ms * 1000 - now
+      end
+    end
+    if ok then
+      cur = cur + cost
+      used = used + cost * p
+    end
+    local room = limit * p - used
+    if room < 0 then room = 0 end
+    local rem, left, cap = (room - room % p) / p, room / p, limit
+    local reset_us = 0
+    if cur > 0 then
+      reset_us = (start + 2 * p) * 1000 - now
+    elseif prev > 0 then
+      reset_us = (start + p) * 1000 - now
+    end
+    -- ---- This limit's verdict (scripts/src/verdict.lua) ----
+    -- The reply describes the binding limit: on an admission the one with the
+    -- fewest units left, on a denial the denying one with the longest
+    -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
+    if reset_us > ttl_us then ttl_us = reset_us end
+    if ok then
+      if not a_i or left < a_left then a_i, a_left, a_rem, a_reset, a_cap = i, left, rem, reset_us, cap end
+    else
+      allowed = false
+      local retry = never and -1 or ceil_div(retry_us, 1000)
+      if not d_i or (d_retry ~= -1 and (retry == -1 or retry > d_retry)) then
+        d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
+      end
+    end
+    if allowed and writes then out = out .. fmt(' %d %d %d', start, prev, cur) end
+  end
+
+  -- ---- The one write (scripts/src/write.lua) ----
+  -- Only an admitted request with a cost, not a check, records. PSETEX is
+  -- refused under maxmemory (OOM) before it writes; the key expires when every
+  -- limit is back to empty, so no cleanup job is needed.
+  if allowed and writes then redis.call('PSETEX', key, ceil_div(ttl_us, 1000), out) end
+
+  -- ---- The reply (scripts/src/reply.lua) ----
+  if allowed then return { 1, a_rem, 0, ceil_div(a_reset, 1000), a_cap, a_i } end
+  return { 0, d_rem, d_retry, ceil_div(d_reset, 1000), d_cap, d_i }
+end
+
+-- ==== fixed_window ====
+-- ---- fixed_window's constants (from its manifest) ----
+local NAME, TAG = 'fixed_window', 'fw:2'
+local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local FIELDS, STATE = 2, '^fw:2( [ %d]+)$' -- numbers per limit; the state's shape
+
+local function fixed_window(KEYS, ARGV)
+  -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
+  if #KEYS ~= 1 then
+    return redis.error_reply('ERR invalid numkeys \'' .. #KEYS .. "': must be 1 (the limiter's key)")
+  end
+  local key = KEYS[1]
+  local n = 1 -- limits in this call
+  local nargs = #ARGV
+  if nargs > 5 then
+    n = 1 + ceil_div(nargs - 5, 3)
+    if n > 8 then
+      return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8')
+    end
+    if (nargs - 5) % 3 ~= 0 then
+      return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
+    end
+  end
+  local cost, check = 1, false
+  local lims = {} -- limit, period_ms, burst of each limit in turn
+  for i = 1, n do
+    local at = i == 1 and 0 or 3 * i - 1
+    local ls, ps, bs = ARGV[at + 1] or '', ARGV[at + 2] or '', ARGV[at + 3] or ''
+    local limit = whole(ls, MAX_LIMIT)
+    if not limit or limit < 1 then return invalid('limit', i, ls, LIMIT_RULE) end
+    local period_ms = whole(ps, 1e12)
+    if not period_ms or period_ms < 1 then
+      return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
+    end
+    local burst = limit
+    if bs ~= '' then
+      local b = whole(bs, 1e15)
+      if not b or (b ~= 0 and b ~= limit) then
+        return invalid('burst', i, bs, 'must be empty, 0 or equal to limit for ' .. NAME)
+      end
+    end
+    if i == 1 then
+      local cs, mode = ARGV[4] or '', ARGV[5] or ''
+      if cs ~= '' then
+        cost = whole(cs, 1e15)
+        if not cost then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
+      end
+      if mode ~= '' then
+        if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
+        check = true
+      end
+    end
+    lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+  end
+
+  -- ---- The clock: Redis TIME, in whole microseconds (exact in a double) ----
+  local now
+  do
+    local t = redis.call('TIME')
+    now = t[1] * 1000000 + t[2]
+  end
+
+  -- ---- State (scripts/src/state.lua) ----
+  -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
+  -- each below 2^53, separated by single spaces. Anything else (another type, a
+  -- user's value, another script's or version's state) is refused, untouched.
+  local raw = redis.pcall('GET', key)
+  local st = nil -- the stored numbers, or nil when the key is empty
+  if raw then
+    if type(raw) ~= 'string' then
+      return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
+    end
+    local body = match(raw, STATE)
+    local good = body ~= nil
+    if good then
+      st = {}
+      local read = 0
+      for f in string.gmatch(body, ' (%d+)') do
+        if #f > 16 or f + 0 > 9007199254740991 then
+          good = false
+          break
+        end
+        read = read + 1 + #f
+        st[#st + 1] = f + 0
+      end
+      good = good and read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
+    end
+    if not good then
+      local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
+      if other and other ~= NAME then
+        return redis.error_reply('ERR key holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
+      end
+      return redis.error_reply('ERR key holds a value that is not ' .. NAME .. ' state: left untouched')
+    end
+  end
+
+  -- ---- Decision: every limit in turn, all or nothing ----
+  local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
+  local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
+  local a_i, a_left, a_rem, a_reset, a_cap -- the binding limit if admitted
+  local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
+  for i = 1, n do
+    local limit, period_us = lims[3 * i - 2], lims[3 * i - 1] * 1000
+    -- A clock behind the window's start (it stepped back) decides within it.
+    local start, count = now, 0
+    if st and st[2 * i] then
+      start, count = st[2 * i - 1], st[2 * i]
+      if now >= start + period_us then
+        start = now -- a new window opens with this request
+        count = 0
+      end
+    end
+    local ok, never, retry_us = false, cost > limit, 0
+    if not never then
+      if count + cost <= limit then ok = true else retry_us = start + period_us - now end
+    end
+    if ok then count = count + cost end
+    local rem = count < limit and limit - count or 0
+    local left, cap = rem, limit
+    local reset_us = count > 0 and start + period_us - now or 0
+    -- ---- This limit's verdict (scripts/src/verdict.lua) ----
+    -- The reply describes the binding limit: on an admission the one with the
+    -- fewest units left, on a denial the denying one with the longest
+    -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
+    if reset_us > ttl_us then ttl_us = reset_us end
+    if ok then
+      if not a_i or left < a_left then a_i, a_left, a_rem, a_reset, a_cap = i, left, rem, reset_us, cap end
+    else
+      allowed = false
+      local retry = never and -1 or ceil_div(retry_us, 1000)
+      if not d_i or (d_retry ~= -1 and (retry == -1 or retry > d_retry)) then
+        d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
+      end
+    end
+    if allowed and writes then out = out .. fmt(' %d %d', start, count) end
+  end
+
+  -- ---- The one write (scripts/src/write.lua) ----
+  -- Only an admitted request with a cost, not a check, records. PSETEX is
+  -- refused under maxmemory (OOM) before it writes; the key expires when every
+  -- limit is back to empty, so no cleanup job is needed.
+  if allowed and writes then redis.call('PSETEX', key, ceil_div(ttl_us, 1000), out) end
+
+  -- ---- The reply (scripts/src/reply.lua) ----
+  if allowed then return { 1, a_rem, 0, ceil_div(a_reset, 1000), a_cap, a_i } end
+  return { 0, d_rem, d_retry, ceil_div(d_reset, 1000), d_cap, d_i }
+end
+
+-- ==== sliding_log ====
+-- ---- sliding_log's constants (from its manifest) ----
+local NAME, TAG = 'sliding_log', 'sliding_log:2'
+local MAX_LIMIT, LIMIT_RULE = 10000, 'must be a whole number from 1 to 10000'
+
+local function sliding_log(KEYS, ARGV)
+  -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
+  if #KEYS ~= 1 then
+    return redis.error_reply('ERR invalid numkeys \'' .. #KEYS .. "': must be 1 (the limiter's key)")
+  end
+  local key = KEYS[1]
+  local n = 1 -- limits in this call
+  local nargs = #ARGV
+  if nargs > 5 then
+    n = 1 + ceil_div(nargs - 5, 3)
+    if n > 8 then
+      return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8')
+    end
+    if (nargs - 5) % 3 ~= 0 then
+      return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
+    end
+  end
+  local cost, check = 1, false
+  local lims = {} -- limit, period_ms, burst of each limit in turn
+  for i = 1, n do
+    local at = i == 1 and 0 or 3 * i - 1
+    local ls, ps, bs = ARGV[at + 1] or '', ARGV[at + 2] or '', ARGV[at + 3] or ''
+    local limit = whole(ls, MAX_LIMIT)
+    if not limit or limit < 1 then return invalid('limit', i, ls, LIMIT_RULE) end
+    local period_ms = whole(ps, 1e12)
+    if not period_ms or period_ms < 1 then
+      return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
+    end
+    local burst = limit
+    if bs ~= '' then
+      local b = whole(bs, 1e15)
+      if not b or (b ~= 0 and b ~= limit) then
+        return invalid('burst', i, bs, 'must be empty, 0 or equal to limit for ' .. NAME)
+      end
+    end
+    if i == 1 then
+      local cs, mode = ARGV[4] or '', ARGV[5] or ''
+      if cs ~= '' then
+        cost = whole(cs, 1e15)
+        if not cost then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
+      end
+      if mode ~= '' then
+        if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
+        check = true
+      end
+    end
+    lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+  end
+
+  -- ---- The clock: Redis TIME, in whole microseconds (exact in a double) ----
+  local now
+  do
+    local t = redis.call('TIME')
+    now = t[1] * 1000000 + t[2]
+  end
+
+  -- ---- State: the marker, and the newest entry ----
+  local marked = redis.pcall('ZSCORE', key, TAG)
+  if type(marked) == 'table' then
+    return redis.error_reply('ERR key holds a value of another type, not sliding_log state: left untouched')
+  end
+  local last_seq, newest = 0, nil
+  if marked then
+    if not find(marked, '^%-%d+$') or #marked > 17 then
+      return redis.error_reply('ERR key holds a value that is not sliding_log state: left untouched')
+    end
+    last_seq = -marked
+    local top = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
+    if top[2] then newest = top[2] + 0 end
+  elseif redis.call('EXISTS', key) == 1 then
+    return redis.error_reply('ERR key holds a value that is not sliding_log state: left untouched')
+  end
+  -- A clock behind the newest entry (it stepped back) decides as of that entry.
+  local at = now
+  if newest and newest > now then at = newest end
+
+  -- ---- Decision: every limit in turn, all or nothing ----
+  local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
+  local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
+  local a_i, a_left, a_rem, a_reset, a_cap -- the binding limit if admitted
+  local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
+  local longest = 0 -- the longest period: what the log must keep
+  for i = 1, n do
+    local limit, period_us = lims[3 * i - 2], lims[3 * i - 1] * 1000
+    if period_us > longest then longest = period_us end
+    -- the window is (at - period, at]; the marker's score, <= 0, is never in it
+    local lo = at - period_us
+    if lo < 0 then lo = 0 end
+    local count = 0
+    if newest and newest > lo then count = redis.call('ZCOUNT', key, '(' .. fmt('%d', lo), '+inf') end
+    local ok, never, retry_us = false, cost > limit, 0
+    if not never then
+      if count + cost <= limit then
+        ok = true
+      else
+        -- wait until the oldest count + cost - limit entries have left the window
+        local nth = redis.call('ZRANGEBYSCORE', key, '(' .. fmt('%d', lo), '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
+        retry_us = nth[2] + period_us - now
+      end
+    end
+    local after = ok and count + cost or count
+    local rem = after < limit and limit - after or 0
+    local left, cap = rem, limit
+    local reset_us = 0
+    if ok and cost > 0 then
+      reset_us = at + period_us - now
+    elseif count > 0 then
+      reset_us = newest + period_us - now
+    end
+    -- ---- This limit's verdict (scripts/src/verdict.lua) ----
+    -- The reply describes the binding limit: on an admission the one with the
+    -- fewest units left, on a denial the denying one with the longest
+    -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
+    if reset_us > ttl_us then ttl_us = reset_us end
+    if ok then
+      if not a_i or left < a_left then a_i, a_left, a_rem, a_reset, a_cap = i, left, rem, reset_us, cap end
+    else
+      allowed = false
+      local retry = never and -1 or ceil_div(retry_us, 1000)
+      if not d_i or (d_retry ~= -1 and (retry == -1 or retry > d_retry)) then
+        d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
+      end
+    end
+  end
+
+  -- ---- The one write step: add, trim, expire ----
+  -- ZADD comes first: under maxmemory (OOM) Redis refuses it before anything
+  -- is written, and checks no later command of the script.
+  if allowed and writes then
+    local at_s = fmt('%d', at)
+    local batch = { -(last_seq + cost), TAG }
+    for k = 1, cost do
+      batch[#batch + 1] = at_s
+      batch[#batch + 1] = last_seq + k
+      if #batch >= 1000 or k == cost then -- unpack() has a small stack
+        redis.call('ZADD', key, unpack(batch))
+        batch = {}
+      end
+    end
+    redis.call('ZREMRANGEBYSCORE', key, '(0', fmt('%d', at - longest))
+    redis.call('PEXPIRE', key, ceil_div(at - now + longest, 1000))
+  end
+
+  -- ---- The reply (scripts/src/reply.lua) ----
+  if allowed then return { 1, a_rem, 0, ceil_div(a_reset, 1000), a_cap, a_i } end
+  return { 0, d_rem, d_retry, ceil_div(d_reset, 1000), d_cap, d_i }
+end
+
+-- as_check makes a call decide as mode "check", filling skipped optional
+-- positions with "" (their default). Any other mode is left for the
+-- script's own "ERR invalid mode" error.
+local function as_check(ARGV)
+  if ARGV[5] == nil then
+    for i = #ARGV + 1, 4 do ARGV[i] = '' end
+    ARGV[5] = 'check'
+  elseif ARGV[5] == '' then
+    ARGV[5] = 'check'
+  end
+  return ARGV
+end
+
+redis.register_function('redisrate_gcra', gcra)
+redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' },
+  callback = function(KEYS, ARGV) return gcra(KEYS, as_check(ARGV)) end }
+redis.register_function('redisrate_token_bucket', token_bucket)
+redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' },
+  callback = function(KEYS, ARGV) return token_bucket(KEYS, as_check(ARGV)) end }
+redis.register_function('redisrate_leaky_bucket', leaky_bucket)
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' },
+  callback = function(KEYS, ARGV) return leaky_bucket(KEYS, as_check(ARGV)) end }
+redis.register_function('redisrate_sliding_window', sliding_window)
+redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' },
+  callback = function(KEYS, ARGV) return sliding_window(KEYS, as_check(ARGV)) end }
+redis.register_function('redisrate_fixed_window', fixed_window)
+redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' },
+  callback = function(KEYS, ARGV) return fixed_window(KEYS, as_check(ARGV)) end }
+redis.register_function('redisrate_sliding_log', sliding_log)
+redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' },
+  callback = function(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end }
+redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
+  callback = function() return 'a43b720ff9369b383e39a01d4daba1137bb5d4f5' end }

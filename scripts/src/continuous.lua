@@ -1,0 +1,19 @@
+-- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
+-- With a/b = limit / period_us in lowest terms, a level of x stands for x / b
+-- units: a cost adds cost * b, the capacity is burst * b, and x drains by a
+-- each microsecond, so every quantity is a whole number and every decision
+-- exact (3 per second is a = 3, b = 1000000). The capacity is kept at most
+-- 2^52, so that a level and a cost add up exactly.
+local function gcd(x, y)
+  while y > 0 do
+    local r = x % y
+    x = y
+    y = r
+  end
+  return x
+end
+
+local function out_of_range(limit, period_ms, burst)
+  local period_us = period_ms * 1000
+  return burst * (period_us / gcd(limit, period_us)) > 4503599627370496
+end

@@ -1,0 +1,58 @@
+--! id: 0
+--! go: GCRA
+--! name: gcra
+--! tag: gcra:2
+--! fields: 2
+--! window: false
+--! range: continuous
+--! max_limit: 1000000000000000
+--! summary: Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact
+-- Algorithm: GCRA, the Generic Cell Rate Algorithm. Units are spaced
+-- period_ms / limit apart on a theoretical arrival time (TAT); a request is
+-- admitted when its cost fits before the TAT runs more than burst units ahead
+-- of now. It decides exactly as leaky_bucket.lua does, with less state.
+-- State: "gcra:2 t r" for each limit: TAT = t + r / a microseconds, 0 <= r < a.
+-- Never more admitted in any span of t ms than burst + limit * t / period_ms.
+--@include continuous.lua
+--@body
+--@include args.lua
+--@include state.lua
+--@include loop.lua
+for i = 1, n do
+  local limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+  local g = gcd(limit, period_us)
+  local a, b = limit / g, period_us / g
+  local xmax = burst * b
+  -- The TAT, t + r/a, or now when it has passed (an empty bucket).
+  local t, r = now, 0
+  if st and st[2 * i] then
+    local r0 = st[2 * i] % a -- state of other limits is read in these terms
+    local t0 = st[2 * i - 1] + (st[2 * i] - r0) / a
+    if t0 > now or (t0 == now and r0 > 0) then t, r = t0, r0 end
+  end
+  -- The level now is x = (t - now) * a + r; x + cost * b must fit in xmax.
+  -- Waits are written without that product, which a clock that stepped back
+  -- could push past 2^53; they are then longer by the step (guarantee 9).
+  local ok, never, retry_us = false, cost > burst, 0
+  if not never then
+    retry_us = t - now + ceil_div(r + cost * b - xmax, a)
+    ok = retry_us <= 0 or cost == 0
+  end
+  if ok then -- the TAT moves on by the cost
+    local y = r + cost * b
+    r = y % a
+    t = t + (y - r) / a
+  end
+  local ahead = t - now
+  local room = 0
+  if ahead <= xmax / a then
+    room = xmax - ahead * a - r
+    if room < 0 then room = 0 end
+  end
+  local rem, left, cap = (room - room % b) / b, room / b, burst
+  local reset_us = ahead + (r > 0 and 1 or 0)
+--@include verdict.lua
+  if allowed and writes then out = out .. fmt(' %d %d', t, r) end
+end
+--@include write.lua
+--@include reply.lua

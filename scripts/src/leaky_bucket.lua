@@ -1,0 +1,50 @@
+--! id: 2
+--! go: LeakyBucket
+--! name: leaky_bucket
+--! tag: lb:2
+--! fields: 2
+--! window: false
+--! range: continuous
+--! max_limit: 1000000000000000
+--! summary: leaky bucket as a meter: the level drains continuously at limit per period_ms
+-- Algorithm: leaky bucket as a meter. Each request pours its cost into a
+-- bucket of capacity burst that leaks continuously at limit per period_ms; a
+-- request is admitted when it fits. It decides exactly as gcra.lua does, and
+-- keeps the level itself, readable as a meter.
+-- State: "lb:2 x t" for each limit: a level of x / b units at time t
+-- microseconds, where a/b is limit per microsecond in lowest terms.
+-- Never more admitted in any span of t ms than burst + limit * t / period_ms.
+--@include continuous.lua
+--@body
+--@include args.lua
+--@include state.lua
+--@include loop.lua
+for i = 1, n do
+  local limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+  local g = gcd(limit, period_us)
+  local a, b = limit / g, period_us / g
+  local xmax = burst * b
+  -- The level x at time t, drained to now. A clock behind t (it stepped
+  -- back) decides as of t, and its waits are longer by t - now.
+  local x, t = 0, now
+  if st and st[2 * i] then
+    x, t = st[2 * i - 1], st[2 * i]
+    if now > t then
+      if now - t >= x / a then x = 0 else x = x - (now - t) * a end
+      t = now
+    end
+  end
+  local ok, never, retry_us = false, cost > burst, 0
+  if not never then
+    local over = x + cost * b - xmax
+    if over <= 0 or cost == 0 then ok = true else retry_us = t - now + ceil_div(over, a) end
+  end
+  if ok then x = x + cost * b end
+  local room = xmax > x and xmax - x or 0
+  local rem, left, cap = (room - room % b) / b, room / b, burst
+  local reset_us = t - now + ceil_div(x, a)
+--@include verdict.lua
+  if allowed and writes then out = out .. fmt(' %d %d', x, t) end
+end
+--@include write.lua
+--@include reply.lua

@@ -1,0 +1,92 @@
+--! id: 5
+--! go: SlidingLog
+--! name: sliding_log
+--! tag: sliding_log:2
+--! fields: 0
+--! window: true
+--! log: true
+--! range:
+--! max_limit: 10000
+--! summary: sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits
+-- Algorithm: sliding log. Every admitted unit is one sorted-set entry scored
+-- with its time; a request is admitted when the entries within the last
+-- period_ms leave room for its cost. Exact over any span, but memory and time
+-- grow with limit, which is capped at 10000: for small limits that must be exact.
+-- State: a sorted set with one member per admitted unit, named by a sequence
+-- number and scored with its time in microseconds, plus the marker member
+-- "sliding_log:2" whose score is minus the last sequence number (so it is
+-- never inside a window, whose scores are times > 0). A sorted set without
+-- the marker is not state.
+-- Never more admitted than limit in any span of period_ms.
+--@body
+--@include args.lua
+
+-- ---- State: the marker, and the newest entry ----
+local marked = redis.pcall('ZSCORE', key, TAG)
+if type(marked) == 'table' then
+  return redis.error_reply('ERR key holds a value of another type, not sliding_log state: left untouched')
+end
+local last_seq, newest = 0, nil
+if marked then
+  if not find(marked, '^%-%d+$') or #marked > 17 then
+    return redis.error_reply('ERR key holds a value that is not sliding_log state: left untouched')
+  end
+  last_seq = -marked
+  local top = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
+  if top[2] then newest = top[2] + 0 end
+elseif redis.call('EXISTS', key) == 1 then
+  return redis.error_reply('ERR key holds a value that is not sliding_log state: left untouched')
+end
+-- A clock behind the newest entry (it stepped back) decides as of that entry.
+local at = now
+if newest and newest > now then at = newest end
+--@include loop.lua
+local longest = 0 -- the longest period: what the log must keep
+for i = 1, n do
+  local limit, period_us = lims[3 * i - 2], lims[3 * i - 1] * 1000
+  if period_us > longest then longest = period_us end
+  -- the window is (at - period, at]; the marker's score, <= 0, is never in it
+  local lo = at - period_us
+  if lo < 0 then lo = 0 end
+  local count = 0
+  if newest and newest > lo then count = redis.call('ZCOUNT', key, '(' .. fmt('%d', lo), '+inf') end
+  local ok, never, retry_us = false, cost > limit, 0
+  if not never then
+    if count + cost <= limit then
+      ok = true
+    else
+      -- wait until the oldest count + cost - limit entries have left the window
+      local nth = redis.call('ZRANGEBYSCORE', key, '(' .. fmt('%d', lo), '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
+      retry_us = nth[2] + period_us - now
+    end
+  end
+  local after = ok and count + cost or count
+  local rem = after < limit and limit - after or 0
+  local left, cap = rem, limit
+  local reset_us = 0
+  if ok and cost > 0 then
+    reset_us = at + period_us - now
+  elseif count > 0 then
+    reset_us = newest + period_us - now
+  end
+--@include verdict.lua
+end
+
+-- ---- The one write step: add, trim, expire ----
+-- ZADD comes first: under maxmemory (OOM) Redis refuses it before anything
+-- is written, and checks no later command of the script.
+if allowed and writes then
+  local at_s = fmt('%d', at)
+  local batch = { -(last_seq + cost), TAG }
+  for k = 1, cost do
+    batch[#batch + 1] = at_s
+    batch[#batch + 1] = last_seq + k
+    if #batch >= 1000 or k == cost then -- unpack() has a small stack
+      redis.call('ZADD', key, unpack(batch))
+      batch = {}
+    end
+  end
+  redis.call('ZREMRANGEBYSCORE', key, '(0', fmt('%d', at - longest))
+  redis.call('PEXPIRE', key, ceil_div(at - now + longest, 1000))
+end
+--@include reply.lua

@@ -1,0 +1,78 @@
+--! id: 3
+--! go: SlidingWindow
+--! name: sliding_window
+--! tag: sw:2
+--! fields: 3
+--! window: true
+--! range: weighted
+--! max_limit: 1000000000000000
+--! summary: sliding window counter: aligned windows, the previous one weighted by its overlap
+-- Algorithm: sliding window counter. Windows of period_ms are aligned to
+-- multiples of period_ms since the Unix epoch; a request is admitted when the
+-- current window's count plus the previous window's count, weighted by how
+-- much of it the sliding window still overlaps, leaves room for its cost.
+-- Close to a true sliding window at the cost of two counters. Time is read in
+-- whole milliseconds, rounded down: the previous window then weighs a little
+-- more, never less, so the estimate errs against the caller.
+-- State: "sw:2 start previous current" for each limit: the current window's
+-- start in milliseconds since the epoch and the two windows' counts.
+-- Never more admitted than limit per aligned window.
+local function out_of_range(limit, period_ms)
+  -- the weighted count, times period_ms, must stay exact
+  return 3 * limit * period_ms > 9007199254740992
+end
+--@body
+--@include args.lua
+--@include state.lua
+--@include loop.lua
+local now_ms = (now - now % 1000) / 1000
+for i = 1, n do
+  local limit, p = lims[3 * i - 2], lims[3 * i - 1]
+  -- A clock behind the stored window (it stepped back) decides as of its start.
+  local stored, at_ms = st and st[3 * i - 2], now_ms
+  if stored and stored > now_ms then at_ms = stored end
+  local start = at_ms - at_ms % p
+  local prev, cur = 0, 0
+  if stored == start then
+    prev, cur = st[3 * i - 1], st[3 * i]
+  elseif stored == start - p then
+    prev = st[3 * i]
+  end
+  -- used is the weighted count times p: prev * (p - into) / p + cur
+  local used = prev * (p - (at_ms - start)) + cur * p
+  local ok, never, retry_us = false, cost > limit, 0
+  if not never then
+    if cost == 0 or used + cost * p <= limit * p then
+      ok = true
+    else
+      local target_ms
+      local room = limit - cost - cur
+      if room >= 0 then
+        -- later in this window, once the previous one weighs little enough
+        target_ms = start + p - (room * p - room * p % prev) / prev
+      else
+        -- in the next window, where this window's count is the previous one
+        local later = p - ((limit - cost) * p - (limit - cost) * p % cur) / cur
+        target_ms = start + p + later
+      end
+      retry_us = target_ms * 1000 - now
+    end
+  end
+  if ok then
+    cur = cur + cost
+    used = used + cost * p
+  end
+  local room = limit * p - used
+  if room < 0 then room = 0 end
+  local rem, left, cap = (room - room % p) / p, room / p, limit
+  local reset_us = 0
+  if cur > 0 then
+    reset_us = (start + 2 * p) * 1000 - now
+  elseif prev > 0 then
+    reset_us = (start + p) * 1000 - now
+  end
+--@include verdict.lua
+  if allowed and writes then out = out .. fmt(' %d %d %d', start, prev, cur) end
+end
+--@include write.lua
+--@include reply.lua

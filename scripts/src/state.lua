@@ -1,0 +1,34 @@
+
+-- ---- State (scripts/src/state.lua) ----
+-- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
+-- each below 2^53, separated by single spaces. Anything else (another type, a
+-- user's value, another script's or version's state) is refused, untouched.
+local raw = redis.pcall('GET', key)
+local st = nil -- the stored numbers, or nil when the key is empty
+if raw then
+  if type(raw) ~= 'string' then
+    return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
+  end
+  local body = match(raw, STATE)
+  local good = body ~= nil
+  if good then
+    st = {}
+    local read = 0
+    for f in string.gmatch(body, ' (%d+)') do
+      if #f > 16 or f + 0 > 9007199254740991 then
+        good = false
+        break
+      end
+      read = read + 1 + #f
+      st[#st + 1] = f + 0
+    end
+    good = good and read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
+  end
+  if not good then
+    local other = (@OTHERS@)[match(raw, '^(%S+) ') or '']
+    if other and other ~= NAME then
+      return redis.error_reply('ERR key holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
+    end
+    return redis.error_reply('ERR key holds a value that is not ' .. NAME .. ' state: left untouched')
+  end
+end

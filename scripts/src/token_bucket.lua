@@ -1,0 +1,53 @@
+--! id: 1
+--! go: TokenBucket
+--! name: token_bucket
+--! tag: tb:2
+--! fields: 2
+--! window: false
+--! range: refill
+--! max_limit: 1000000000000000
+--! summary: token bucket with discrete refills: limit tokens every period_ms, up to burst
+-- Algorithm: token bucket with discrete refills. The bucket starts full with
+-- burst tokens; limit tokens are added every period_ms, counted from the call
+-- that created the state, up to burst. A request is admitted when the bucket
+-- holds its cost. Simple to explain; a refill arrives all at once.
+-- State: "tb:2 tokens t" for each limit: the tokens left after the last
+-- refill, which happened at t microseconds.
+-- Never more admitted in any span of t ms than burst + limit * (1 + floor(t / period_ms)).
+local function out_of_range(limit, period_ms, burst)
+  -- the longest wait: refills until an empty bucket is full
+  return ceil_div(burst, limit) * period_ms * 1000 > 9007199254740992
+end
+--@body
+--@include args.lua
+--@include state.lua
+--@include loop.lua
+for i = 1, n do
+  local limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+  -- A new bucket starts full, its refills counted from now. A clock behind
+  -- the last refill (it stepped back) decides as of that refill.
+  local tokens, t = burst, now
+  if st and st[2 * i] then
+    tokens, t = st[2 * i - 1], st[2 * i]
+    if tokens > burst then tokens = burst end -- state of other limits, in these terms
+    if now > t then
+      local refills = (now - t - (now - t) % period_us) / period_us
+      if refills > 0 then
+        t = t + refills * period_us
+        if refills >= ceil_div(burst - tokens, limit) then tokens = burst else tokens = tokens + refills * limit end
+      end
+    end
+  end
+  local ok, never, retry_us = false, cost > burst, 0
+  if not never then
+    if cost <= tokens then ok = true else retry_us = t + ceil_div(cost - tokens, limit) * period_us - now end
+  end
+  if ok then tokens = tokens - cost end
+  local reset_us = 0
+  if tokens < burst then reset_us = t + ceil_div(burst - tokens, limit) * period_us - now end
+  local rem, left, cap = tokens, tokens, burst
+--@include verdict.lua
+  if allowed and writes then out = out .. fmt(' %d %d', tokens, t) end
+end
+--@include write.lua
+--@include reply.lua

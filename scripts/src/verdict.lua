@@ -1,0 +1,14 @@
+  -- ---- This limit's verdict (scripts/src/verdict.lua) ----
+  -- The reply describes the binding limit: on an admission the one with the
+  -- fewest units left, on a denial the denying one with the longest
+  -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
+  if reset_us > ttl_us then ttl_us = reset_us end
+  if ok then
+    if not a_i or left < a_left then a_i, a_left, a_rem, a_reset, a_cap = i, left, rem, reset_us, cap end
+  else
+    allowed = false
+    local retry = never and -1 or ceil_div(retry_us, 1000)
+    if not d_i or (d_retry ~= -1 and (retry == -1 or retry > d_retry)) then
+      d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
+    end
+  end
