@@ -76,15 +76,17 @@ func ExampleNew() {
 }
 
 // Several limits on one route, keyed by API key: 10 per second and 1000 per
-// hour, all or nothing.
+// hour, all or nothing. The key is stored in Redis only as an HMAC under a
+// secret of the service's own.
 func ExampleConfig_severalLimits() {
 	rdb, done := exampleRedis()
 	defer done()
 
+	secret := []byte("example secret, 16+ bytes; load yours from a secret store")
 	limit, err := httplimit.New(httplimit.Config{
 		Limiter:     redisrate.NewLimiter(rdb),
 		Limits:      []redisrate.Limit{redisrate.PerSecond(10), redisrate.PerHour(1000)},
-		Key:         httplimit.Header("X-API-Key"),
+		Key:         httplimit.Header("X-API-Key", secret),
 		Name:        "search",
 		PolicyNames: []string{"burst", "hourly"},
 	})
@@ -109,13 +111,135 @@ func ExampleConfig_severalLimits() {
 	// 400 {"type":"about:blank","title":"Bad Request","status":400,"detail":"no rate-limit key: the request has no X-Api-Key header"}
 }
 
-// Log the errors of Redis, then serve the requests anyway.
-func ExampleFailOpen() {
-	failOpen := func(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
-		log.Printf("rate limiter: %v", err)
-		httplimit.FailOpen(w, r, next, err)
+// Limits by plan (free 10 per second, paid 100 per second) and a bulk
+// endpoint that costs 10; the headers follow what was applied. A health
+// check is exempt.
+func ExampleConfig_plans() {
+	rdb, done := exampleRedis()
+	defer done()
+
+	limit, err := httplimit.New(httplimit.Config{
+		Limiter: redisrate.NewLimiter(rdb),
+		Name:    "api",
+		Plans: []httplimit.Plan{
+			{Name: "free", Limits: []redisrate.Limit{redisrate.PerSecond(10)}},
+			{Name: "paid", Limits: []redisrate.Limit{redisrate.PerSecond(100)}},
+		},
+		Plan: func(r *http.Request) (string, error) {
+			if r.Header.Get("X-Account") == "acme" { // in real life: the account's plan
+				return "paid", nil
+			}
+			return "free", nil
+		},
+		Cost: func(r *http.Request) (int64, error) {
+			if r.URL.Path == "/bulk" {
+				return 10, nil
+			}
+			return 1, nil
+		},
+		Key:    httplimit.KeyFunc(func(r *http.Request) (string, error) { return r.Header.Get("X-Account"), nil }),
+		Exempt: func(r *http.Request) bool { return r.URL.Path == "/healthz" },
+	})
+	if err != nil {
+		log.Fatal(err)
 	}
-	_ = httplimit.Config{OnError: failOpen}
+	h := limit.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+
+	for _, c := range []struct{ account, path string }{
+		{"acme", "/bulk"}, {"bob", "/bulk"}, {"bob", "/one"}, {"bob", "/healthz"},
+	} {
+		r := httptest.NewRequest("GET", c.path, nil)
+		r.Header.Set("X-Account", c.account)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Printf("%s %s: %d %s | %s\n", c.account, c.path, w.Code, w.Header().Get("RateLimit-Policy"), w.Header().Get("RateLimit"))
+	}
+	// Output:
+	// acme /bulk: 200 "paid";q=100;w=1 | "paid";r=90;t=1
+	// bob /bulk: 200 "free";q=10;w=1 | "free";r=0;t=1
+	// bob /one: 429 "free";q=10;w=1 | "free";r=0;t=1
+	// bob /healthz: 200  |
+}
+
+// Limits that only smooth load can let requests through while Redis is
+// down: log the error, then serve the request without a limit. The
+// response then carries no RateLimit header: there is no quota to report.
+func ExampleServeOnError() {
+	serve := func(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
+		log.Printf("rate limiter: %v", err)
+		httplimit.ServeOnError(w, r, next, err)
+	}
+	_ = httplimit.Config{OnError: serve}
+}
+
+// What RefuseOnError, the default, answers when Redis cannot decide and
+// the Limiter has no failure policy.
+func ExampleRefuseOnError() {
+	rdb, done := exampleRedis()
+	defer done()
+	rdb.Close() // Redis is gone
+
+	limit, err := httplimit.New(httplimit.Config{
+		Limiter: redisrate.NewLimiter(rdb),
+		Limits:  []redisrate.Limit{redisrate.PerSecond(10)},
+		OnError: httplimit.RefuseOnError,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	limit.Handler(http.NotFoundHandler()).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	fmt.Println(w.Code, "Retry-After:", w.Header().Get("Retry-After"), "RateLimit:", w.Header().Get("RateLimit"))
+	// Output:
+	// 503 Retry-After: 1 RateLimit:
+}
+
+// Configuration mistakes are reported by New, not per request.
+func ExampleAPIKey() {
+	_, err := httplimit.New(httplimit.Config{
+		Limiter: redisrate.NewLimiter(nil),
+		Limits:  []redisrate.Limit{redisrate.PerSecond(10)},
+		Key:     httplimit.APIKey{Header: "X-API-Key", Secret: []byte("hunter2")},
+	})
+	fmt.Println(err)
+	// Output:
+	// httplimit: Config.Key: httplimit: APIKey.Secret has 7 bytes: give at least 16 random bytes, kept out of the code
+}
+
+// A KeyFunc of one's own: per tenant. A request without the tenant header
+// gets an empty key, which is refused (400), never let through unlimited.
+func ExampleKeyFunc() {
+	byTenant := httplimit.KeyFunc(func(r *http.Request) (string, error) {
+		return r.Header.Get("X-Tenant"), nil
+	})
+	limit, err := httplimit.New(httplimit.Config{
+		Limiter: redisrate.NewLimiter(nil),
+		Limits:  []redisrate.Limit{redisrate.PerSecond(10)},
+		Key:     byTenant,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	w := httptest.NewRecorder()
+	limit.Handler(http.NotFoundHandler()).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	fmt.Println(w.Code)
+	// Output:
+	// 400
+}
+
+// CORS preflights are not counted unless Config.LimitPreflight is set.
+func ExampleIsPreflight() {
+	r := httptest.NewRequest("OPTIONS", "/things", nil)
+	r.Header.Set("Origin", "https://app.example")
+	r.Header.Set("Access-Control-Request-Method", "POST")
+	fmt.Println(httplimit.IsPreflight(r))
+	// Output:
+	// true
+}
+
+// Only the IETF fields, without the legacy X-RateLimit-* headers.
+func ExampleHeaders() {
+	_ = httplimit.Config{Omit: httplimit.LegacyHeaders}
 }
 
 // TestReadmeHTTPIsExample keeps the README's middleware example the same

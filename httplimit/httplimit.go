@@ -1,37 +1,57 @@
 // Package httplimit is net/http middleware that rate-limits requests with
-// redisrate: per client IP (behind trusted proxies only), per API key, or
-// per any key a function derives from the request, under one or several
-// limits at once.
+// redisrate: per client IP (behind trusted proxies only), per API key
+// (hashed with a secret), or per any key a function derives from the
+// request; under one or several limits at once, chosen per request (plans)
+// and with a cost per request.
 //
-// Every limited response carries the rate-limit headers of
+// Every response the limiter decided carries the rate-limit fields of
 // draft-ietf-httpapi-ratelimit-headers-10 and the legacy X-RateLimit-*
 // headers; a denied request gets 429 Too Many Requests with Retry-After and
 // an RFC 9457 problem+json body. Each set of headers can be switched off
 // (Config.Omit).
 //
-// Headers, for a policy named "api" of 100 requests per minute:
+// Headers, for a policy named "api" of 100 requests per minute, 42 left:
 //
 //	RateLimit-Policy: "api";q=100;w=60
-//	RateLimit: "api";r=42;t=35
+//	RateLimit: "api";r=42;t=1
 //	X-RateLimit-Limit: 100
 //	X-RateLimit-Remaining: 42
 //	X-RateLimit-Reset: 35
 //	Retry-After: 2                    (on 429 only)
 //
-// RateLimit-Policy lists every limit: q is its capacity (the burst, or the
-// limit of a window) and w the seconds in which that capacity replenishes,
-// rounded up (the period for windows and for a burst equal to the rate). The
-// RateLimit field reports the binding limit (redisrate.Result.Binding): r is
-// the units left; t is the seconds until the limit is back to full capacity,
-// rounded up, or on a denial the seconds until the request can be retried,
-// so that it never points past Retry-After. X-RateLimit-Limit and
-// X-RateLimit-Remaining are the binding limit's capacity and units left, and
-// X-RateLimit-Reset is a number of seconds from now until full capacity,
-// rounded up: a delay, not a Unix timestamp. Retry-After is in whole seconds,
-// rounded up, so a client that honours it is admitted.
+// RateLimit-Policy lists every limit of the plan that was applied: q units
+// in w whole seconds. For a limit that refills its whole capacity in a
+// whole number of seconds, q is the capacity (the burst, or the limit of a
+// window) and w that time; otherwise (a period of 100 ms, a refill of 1.5 s)
+// w is the shortest whole number of seconds that holds whole periods and q
+// what they replenish, so that q/w is always the limit's rate.
 //
-// When Redis fails, Config.OnError decides: FailClosed (the default)
-// answers 503 Service Unavailable, FailOpen serves the request unlimited.
+// The RateLimit field reports the binding limit (redisrate.Result.Binding):
+// r is the units left; t, as the draft defines it, the seconds until
+// additional quota is made available, rounded up (for the continuous
+// buckets, one more unit; for the token bucket, its next refill; for the
+// windows, full capacity, the latest time at which more is certain), and no
+// t at all when the limit is full. On a denial t is at most Retry-After.
+// X-RateLimit-Limit and X-RateLimit-Remaining are the binding limit's
+// capacity and units left; X-RateLimit-Reset is the seconds until full
+// capacity, rounded up: a delay, not a Unix timestamp. Retry-After is in
+// whole seconds, rounded up, so a client that honours it is admitted.
+//
+// When Redis fails, the Limiter's failure policy (redisrate.WithFailurePolicy,
+// WithFallback) decides first, and the middleware tells the truth about it:
+//
+//   - a request admitted by policy (redisrate.FailOpen) is served without
+//     RateLimit or X-RateLimit-* headers: there is no quota to report;
+//   - a request denied by policy (redisrate.FailClosed) gets 503 Service
+//     Unavailable with Retry-After, never a 429 that would tell the client
+//     it spent its quota;
+//   - a decision of the fallback Limiter is kept (served, or 429 with
+//     Retry-After) but reported without quota headers, as it holds only in
+//     this process;
+//   - with no policy (redisrate.FailError, the default), the error goes to
+//     Config.OnError: RefuseOnError (the default) answers 503 with
+//     Retry-After, ServeOnError serves the request unlimited.
+//
 // The middleware never panics on a Redis error.
 package httplimit
 
@@ -41,10 +61,9 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
-	"time"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/internal/ratefields"
 )
 
 // Headers selects sets of response headers, to switch them off with
@@ -58,233 +77,384 @@ const (
 	// LegacyHeaders are X-RateLimit-Limit, X-RateLimit-Remaining and
 	// X-RateLimit-Reset (seconds from now).
 	LegacyHeaders
-	// RetryAfterHeader is Retry-After on 429 responses, in whole seconds.
+	// RetryAfterHeader is Retry-After on 429 and 503 responses, in whole
+	// seconds.
 	RetryAfterHeader
 )
 
 // ErrorHandler answers a request whose limit could not be decided: err is
-// the KeyFunc's error or the Limiter's (Redis unreachable, a timeout, a key
-// that holds other data). next is the limited handler, for a policy that
-// serves the request anyway.
+// the error of a KeyFunc, of Config.Plan or Config.Cost, or of the Limiter
+// (Redis unreachable with no failure policy, a key that holds other data).
+// next is the limited handler, for a handler that serves the request
+// anyway.
 type ErrorHandler func(w http.ResponseWriter, r *http.Request, next http.Handler, err error)
 
-// FailClosed is the default ErrorHandler: when the limit cannot be decided,
-// the request is refused. A KeyFunc error that wraps ErrNoKey gets 400 Bad
-// Request, naming what is missing; any other error gets 503 Service
-// Unavailable, without the error's text (which may describe the
-// infrastructure). This is the safe default for limits that protect against
-// abuse (logins, costly endpoints, paid third-party calls): an outage of
-// Redis must not switch them off. Wrap it to log the error first.
-func FailClosed(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
-	if errors.Is(err, ErrNoKey) {
+// RefuseOnError is the default ErrorHandler: when the limit cannot be
+// decided, the request is refused. An error that wraps ErrNoKey (the
+// request does not identify its client) gets 400 Bad Request, naming what
+// is missing; an error that matches redisrate.ErrUnavailable gets 503
+// Service Unavailable with Retry-After: 1; any other error (a bug: a key
+// that holds other data, a plan that does not exist) gets 500 Internal
+// Server Error. Neither shows the error's text, which may describe the
+// infrastructure. Wrap it to log the error first.
+//
+// Refusing is the safe choice for limits that protect against abuse
+// (logins, costly endpoints, paid third-party calls): an outage of Redis
+// must not switch them off. To decide per Limiter instead, with a
+// fallback or a policy, see redisrate.WithFailurePolicy.
+func RefuseOnError(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
+	switch {
+	case errors.Is(err, ErrNoKey):
 		writeProblem(w, http.StatusBadRequest, problem{Type: "about:blank", Title: "Bad Request", Detail: err.Error()})
+	case errors.Is(err, redisrate.ErrUnavailable):
+		w.Header().Set("Retry-After", "1")
+		writeProblem(w, http.StatusServiceUnavailable, problem{
+			Type: "about:blank", Title: "Service Unavailable",
+			Detail: "The rate limiter is unavailable; try again later.",
+		})
+	default:
+		writeProblem(w, http.StatusInternalServerError, problem{
+			Type: "about:blank", Title: "Internal Server Error",
+			Detail: "The rate limit could not be decided.",
+		})
+	}
+}
+
+// ServeOnError serves the request without a limit when its limit cannot be
+// decided: availability first, for limits that only smooth load. A request
+// without its key (ErrNoKey) is still refused with 400, as with
+// RefuseOnError: leaving the key out must not be a way around the limit.
+// Wrap it to log the error first.
+func ServeOnError(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
+	if errors.Is(err, ErrNoKey) {
+		RefuseOnError(w, r, next, err)
 		return
 	}
+	next.ServeHTTP(w, r)
+}
+
+// Plan is a named set of limits that a request can be held to, such as
+// the limits of a pricing plan.
+type Plan struct {
+	// Name names the plan: in the headers (as the policy name of a single
+	// limit) and in Redis, where each plan keeps its own state.
+	Name string
+
+	// Limits are the plan's limits, all applied at once (see
+	// redisrate.Limiter.AllowMulti): 1 to 8 limits of one algorithm.
+	Limits []redisrate.Limit
+
+	// PolicyNames name each limit in RateLimit-Policy and RateLimit, in
+	// the order of Limits. Default: Name for a single limit; Name-1,
+	// Name-2, ... for several.
+	PolicyNames []string
+}
+
+// Config configures a Middleware. Limiter is required, and either Limits
+// or Plans with Plan.
+type Config struct {
+	// Limiter decides, in Redis. Its failure policy
+	// (redisrate.WithFailurePolicy) decides when Redis cannot.
+	Limiter *redisrate.Limiter
+
+	// Limits are the limits every request is held to, all at once, when
+	// there are no Plans: 1 to 8 limits of one algorithm.
+	Limits []redisrate.Limit
+
+	// PolicyNames name each of Limits in the headers, as Plan.PolicyNames.
+	PolicyNames []string
+
+	// Plans are the sets of limits a request can be held to, one chosen
+	// per request by Plan; instead of Limits. Each plan keeps its own
+	// state: a client that moves to another plan starts afresh there.
+	Plans []Plan
+
+	// Plan names the plan of r, from Plans, e.g. from the plan of the
+	// authenticated account. Required with Plans. An error goes to
+	// OnError; so does a name that is not in Plans.
+	Plan func(r *http.Request) (string, error)
+
+	// Cost is the units r takes (at least 1), e.g. 10 for a bulk
+	// endpoint. Nil: 1. An error, or a cost below 1, goes to OnError. A
+	// cost above a limit's capacity is denied with 429 and no
+	// Retry-After: waiting cannot help.
+	Cost func(r *http.Request) (int64, error)
+
+	// Key identifies the client: ClientIP, APIKey (or Header), or any
+	// KeyFunc. Nil means ClientIP{}: the connection's address, which is
+	// right only without proxies in front. Its configuration is checked
+	// by New.
+	Key Keyer
+
+	// Exempt, when it reports true, lets r through without a limit and
+	// without rate-limit headers: health checks, an allowlist. It is the
+	// only way to exempt a request; a KeyFunc that returns an empty key
+	// gets an error (ErrNoKey).
+	Exempt func(r *http.Request) bool
+
+	// LimitPreflight counts CORS preflight requests (OPTIONS with an
+	// Access-Control-Request-Method header) too. By default they go
+	// through without a limit: a browser sends one before the request it
+	// is about, and counting both would halve the client's quota.
+	LimitPreflight bool
+
+	// Name keeps the state of this Middleware apart in Redis: the key of
+	// a client is Name + ":" + the KeyFunc's key, with the plan's name in
+	// between when there are Plans. It is also the policy name of a
+	// single limit without Plans. Give each Middleware its own Name.
+	// Default "default".
+	Name string
+
+	// Omit switches sets of headers off, e.g. LegacyHeaders.
+	Omit Headers
+
+	// OnDenied writes the response to a request denied by its limit, after
+	// the rate-limit headers (and Retry-After) are set. Default: 429 with
+	// a problem+json body (RFC 9457) of the draft's "quota-exceeded" type.
+	// A request denied by policy while Redis is down (Source
+	// redisrate.SourceFailClosed) does not come here: it gets 503.
+	OnDenied func(w http.ResponseWriter, r *http.Request, res redisrate.Result)
+
+	// OnError answers a request whose limit could not be decided. Default:
+	// RefuseOnError.
+	OnError ErrorHandler
+}
+
+// plan is a Plan ready to serve.
+type plan struct {
+	name   string
+	prefix string // Name + ":" (+ plan name + ":")
+	fields *ratefields.Set
+}
+
+// Middleware limits the requests that go through its Handler.
+type Middleware struct {
+	limiter        *redisrate.Limiter
+	plans          map[string]*plan
+	single         *plan // without Plans
+	choose         func(*http.Request) (string, error)
+	cost           func(*http.Request) (int64, error)
+	key            KeyFunc
+	exempt         func(*http.Request) bool
+	limitPreflight bool
+	omit           Headers
+	onDenied       func(http.ResponseWriter, *http.Request, redisrate.Result)
+	onError        ErrorHandler
+}
+
+// New checks c and returns its Middleware. Every configuration error is
+// reported here, never per request.
+func New(c Config) (*Middleware, error) {
+	if c.Limiter == nil {
+		return nil, errors.New("httplimit: Config.Limiter is nil")
+	}
+	m := &Middleware{
+		limiter:        c.Limiter,
+		choose:         c.Plan,
+		cost:           c.Cost,
+		exempt:         c.Exempt,
+		limitPreflight: c.LimitPreflight,
+		omit:           c.Omit,
+		onDenied:       c.OnDenied,
+		onError:        c.OnError,
+	}
+	name := c.Name
+	if name == "" {
+		name = "default"
+	}
+	if err := ratefields.CheckName(name); err != nil {
+		return nil, fmt.Errorf("httplimit: invalid Config.Name: %w", err)
+	}
+	switch {
+	case len(c.Plans) == 0 && c.Plan != nil:
+		return nil, errors.New("httplimit: Config.Plan is set but Config.Plans is empty")
+	case len(c.Plans) == 0:
+		if len(c.Limits) == 0 {
+			return nil, errors.New("httplimit: Config.Limits is empty: give at least one limit, or Plans")
+		}
+		p, err := newPlan(Plan{Name: name, Limits: c.Limits, PolicyNames: c.PolicyNames}, name+":")
+		if err != nil {
+			return nil, fmt.Errorf("httplimit: Config.Limits: %w", err)
+		}
+		m.single = p
+	default:
+		if len(c.Limits) > 0 || len(c.PolicyNames) > 0 {
+			return nil, errors.New("httplimit: Config has both Limits and Plans: put the limits in a Plan")
+		}
+		if c.Plan == nil {
+			return nil, errors.New("httplimit: Config.Plans needs Config.Plan to choose a plan per request")
+		}
+		m.plans = map[string]*plan{}
+		for i, pl := range c.Plans {
+			if err := ratefields.CheckName(pl.Name); err != nil {
+				return nil, fmt.Errorf("httplimit: Config.Plans[%d]: invalid Name: %w", i, err)
+			}
+			if m.plans[pl.Name] != nil {
+				return nil, fmt.Errorf("httplimit: Config.Plans has the plan %q twice", pl.Name)
+			}
+			p, err := newPlan(pl, name+":"+pl.Name+":")
+			if err != nil {
+				return nil, fmt.Errorf("httplimit: Config.Plans[%d] (%q): %w", i, pl.Name, err)
+			}
+			m.plans[pl.Name] = p
+		}
+	}
+	keyer := c.Key
+	if keyer == nil {
+		keyer = ClientIP{}
+	}
+	key, err := keyer.KeyFunc()
+	if err != nil {
+		return nil, fmt.Errorf("httplimit: Config.Key: %w", err)
+	}
+	if key == nil {
+		return nil, errors.New("httplimit: Config.Key gives a nil KeyFunc")
+	}
+	m.key = key
+	if m.onError == nil {
+		m.onError = RefuseOnError
+	}
+	return m, nil
+}
+
+func newPlan(p Plan, prefix string) (*plan, error) {
+	if len(p.Limits) == 0 {
+		return nil, errors.New("no limits: give at least one")
+	}
+	if _, err := redisrate.Args(1, false, p.Limits...); err != nil {
+		return nil, err
+	}
+	for i, l := range p.Limits {
+		if l.Capacity() < 1 {
+			return nil, fmt.Errorf("limit %d, %v, has a capacity below 1: it could never admit a request", i, l)
+		}
+	}
+	names := p.PolicyNames
+	switch {
+	case len(names) == 0 && len(p.Limits) == 1:
+		names = []string{p.Name}
+	case len(names) == 0:
+		for i := range p.Limits {
+			names = append(names, p.Name+"-"+strconv.Itoa(i+1))
+		}
+	case len(names) != len(p.Limits):
+		return nil, fmt.Errorf("PolicyNames has %d names for %d limits", len(names), len(p.Limits))
+	}
+	f, err := ratefields.New(names, p.Limits)
+	if err != nil {
+		return nil, fmt.Errorf("PolicyNames: %w", err)
+	}
+	return &plan{name: p.Name, prefix: prefix, fields: f}, nil
+}
+
+// IsPreflight reports whether r is a CORS preflight request: OPTIONS with
+// an Access-Control-Request-Method header (Fetch standard).
+func IsPreflight(r *http.Request) bool {
+	return r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
+}
+
+// Handler returns next limited: each request takes its cost from its
+// client's key under every limit of its plan, or is denied.
+func (m *Middleware) Handler(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if (!m.limitPreflight && IsPreflight(r)) || (m.exempt != nil && m.exempt(r)) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		key, err := m.key(r)
+		if err == nil && key == "" {
+			err = fmt.Errorf("%w: the request's key is empty (use Config.Exempt to exempt requests)", ErrNoKey)
+		}
+		if err != nil {
+			m.onError(w, r, next, err)
+			return
+		}
+		p := m.single
+		if p == nil {
+			name, err := m.choose(r)
+			if err != nil {
+				m.onError(w, r, next, fmt.Errorf("httplimit: Config.Plan: %w", err))
+				return
+			}
+			if p = m.plans[name]; p == nil {
+				m.onError(w, r, next, fmt.Errorf("httplimit: Config.Plan chose %q, which is not in Config.Plans", name))
+				return
+			}
+		}
+		cost := int64(1)
+		if m.cost != nil {
+			if cost, err = m.cost(r); err != nil {
+				m.onError(w, r, next, fmt.Errorf("httplimit: Config.Cost: %w", err))
+				return
+			}
+			if cost < 1 {
+				m.onError(w, r, next, fmt.Errorf("httplimit: Config.Cost returned %d: a cost is at least 1 (exempt requests with Config.Exempt)", cost))
+				return
+			}
+		}
+		res, err := m.limiter.AllowMulti(r.Context(), p.prefix+key, units(cost), p.fields.Limits...)
+		if err != nil {
+			m.onError(w, r, next, err)
+			return
+		}
+		m.setHeaders(w.Header(), p, res)
+		switch {
+		case res.Allowed:
+			next.ServeHTTP(w, r)
+		case res.Source == redisrate.SourceFailClosed:
+			m.unavailable(w)
+		case m.onDenied != nil:
+			m.onDenied(w, r, res)
+		default:
+			m.deny(w, p, res)
+		}
+	})
+}
+
+// setHeaders writes the headers res can vouch for: all of them for a
+// decision of Redis (or of the deny cache, which repeats one); for a
+// degraded decision only the policy, which is configuration, and
+// Retry-After on a denial.
+func (m *Middleware) setHeaders(h http.Header, p *plan, res redisrate.Result) {
+	if m.omit&DraftHeaders == 0 {
+		h.Set("RateLimit-Policy", p.fields.Policy())
+		if !res.Degraded() {
+			h.Set("RateLimit", p.fields.RateLimit(res))
+		}
+	}
+	if m.omit&LegacyHeaders == 0 && !res.Degraded() {
+		h.Set("X-RateLimit-Limit", strconv.FormatInt(res.Capacity, 10))
+		h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(res.Remaining, 0), 10))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(ratefields.CeilSeconds(res.ResetAfter), 10))
+	}
+	if m.omit&RetryAfterHeader == 0 && !res.Allowed {
+		if s, ok := ratefields.RetryAfter(res); ok {
+			h.Set("Retry-After", strconv.FormatInt(s, 10))
+		}
+	}
+}
+
+// unavailable answers a denial by failure policy: 503, the headers set.
+func (m *Middleware) unavailable(w http.ResponseWriter) {
 	writeProblem(w, http.StatusServiceUnavailable, problem{
 		Type: "about:blank", Title: "Service Unavailable",
 		Detail: "The rate limiter is unavailable; try again later.",
 	})
 }
 
-// FailOpen serves the request without a limit when Redis (or a KeyFunc,
-// with an error that does not wrap ErrNoKey) fails: availability first, for
-// limits that only smooth load. A request without its key (ErrNoKey) is
-// still refused with 400, as with FailClosed: leaving the key out must not
-// be a way around the limit. Wrap it to log the error first.
-func FailOpen(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
-	if errors.Is(err, ErrNoKey) {
-		FailClosed(w, r, next, err)
-		return
-	}
-	next.ServeHTTP(w, r)
-}
-
-// Config configures a Middleware. Limiter and Limits are required.
-type Config struct {
-	// Limiter decides, in Redis.
-	Limiter *redisrate.Limiter
-
-	// Limits are the limits every request is held to, all at once (see
-	// redisrate.Limiter.AllowMulti): 1 to 8 limits of one algorithm, each of
-	// a capacity of at least 1.
-	Limits []redisrate.Limit
-
-	// Key identifies the client. Nil means ClientIP{}: the connection's
-	// address, which is right only without proxies in front.
-	Key KeyFunc
-
-	// Name names the policy in the headers and keeps its state apart in
-	// Redis: the key of a client is Name + ":" + the KeyFunc's key. Give
-	// each Middleware with its own limits its own Name. Default "default".
-	Name string
-
-	// PolicyNames name each limit in RateLimit-Policy and RateLimit, in the
-	// order of Limits. Default: Name for a single limit; Name-1, Name-2, ...
-	// for several.
-	PolicyNames []string
-
-	// Omit switches sets of headers off, e.g. LegacyHeaders.
-	Omit Headers
-
-	// OnDenied writes the response to a denied request, after the rate-limit
-	// headers (and Retry-After) are set. Default: 429 with a problem+json
-	// body (RFC 9457) of the draft's "quota-exceeded" type.
-	OnDenied func(w http.ResponseWriter, r *http.Request, res redisrate.Result)
-
-	// OnError answers a request whose limit could not be decided. Default:
-	// FailClosed.
-	OnError ErrorHandler
-}
-
-// Middleware limits the requests that go through its Handler.
-type Middleware struct {
-	limiter  *redisrate.Limiter
-	limits   []redisrate.Limit
-	key      KeyFunc
-	name     string
-	policies []string // quoted sf-strings, one per limit
-	policy   string   // the RateLimit-Policy value
-	omit     Headers
-	onDenied func(http.ResponseWriter, *http.Request, redisrate.Result)
-	onError  ErrorHandler
-}
-
-// New checks c and returns its Middleware.
-func New(c Config) (*Middleware, error) {
-	if c.Limiter == nil {
-		return nil, errors.New("httplimit: Config.Limiter is nil")
-	}
-	if len(c.Limits) == 0 {
-		return nil, errors.New("httplimit: Config.Limits is empty: give at least one limit")
-	}
-	if _, err := redisrate.Args(1, false, c.Limits...); err != nil {
-		return nil, fmt.Errorf("httplimit: Config.Limits: %w", err)
-	}
-	for i, l := range c.Limits {
-		if l.Capacity() < 1 {
-			return nil, fmt.Errorf("httplimit: Config.Limits[%d] %v has a capacity below 1: it could never admit a request", i, l)
-		}
-	}
-	m := &Middleware{
-		limiter:  c.Limiter,
-		limits:   append([]redisrate.Limit(nil), c.Limits...),
-		key:      c.Key,
-		name:     c.Name,
-		omit:     c.Omit,
-		onDenied: c.OnDenied,
-		onError:  c.OnError,
-	}
-	if m.name == "" {
-		m.name = "default"
-	}
-	if err := checkName(m.name); err != nil {
-		return nil, fmt.Errorf("httplimit: invalid Config.Name: %w", err)
-	}
-	names := c.PolicyNames
-	switch {
-	case len(names) == 0 && len(c.Limits) == 1:
-		names = []string{m.name}
-	case len(names) == 0:
-		for i := range c.Limits {
-			names = append(names, m.name+"-"+strconv.Itoa(i+1))
-		}
-	case len(names) != len(c.Limits):
-		return nil, fmt.Errorf("httplimit: Config.PolicyNames has %d names for %d limits", len(names), len(c.Limits))
-	}
-	seen := map[string]bool{}
-	var items []string
-	for i, n := range names {
-		if err := checkName(n); err != nil {
-			return nil, fmt.Errorf("httplimit: invalid Config.PolicyNames[%d]: %w", i, err)
-		}
-		if seen[n] {
-			return nil, fmt.Errorf("httplimit: Config.PolicyNames has %q twice", n)
-		}
-		seen[n] = true
-		q := sfString(n)
-		m.policies = append(m.policies, q)
-		l := c.Limits[i]
-		items = append(items, fmt.Sprintf("%s;q=%d;w=%d", q, int64(l.Capacity()), ceilSeconds(refillTime(l))))
-	}
-	m.policy = strings.Join(items, ", ")
-	if m.key == nil {
-		k, err := ClientIP{}.KeyFunc()
-		if err != nil {
-			return nil, err
-		}
-		m.key = k
-	}
-	if m.onDenied == nil {
-		m.onDenied = m.deny
-	}
-	if m.onError == nil {
-		m.onError = FailClosed
-	}
-	return m, nil
-}
-
-// Handler returns next limited: each request takes one unit from its
-// client's key under every limit, or is denied.
-func (m *Middleware) Handler(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		key, err := m.key(r)
-		if err != nil {
-			m.onError(w, r, next, err)
-			return
-		}
-		if key == "" {
-			next.ServeHTTP(w, r)
-			return
-		}
-		res, err := m.limiter.AllowMulti(r.Context(), m.name+":"+key, 1, m.limits...)
-		if err != nil {
-			m.onError(w, r, next, err)
-			return
-		}
-		m.setHeaders(w.Header(), res)
-		if !res.Allowed {
-			m.onDenied(w, r, res)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-func (m *Middleware) setHeaders(h http.Header, res redisrate.Result) {
-	reset := ceilSeconds(res.ResetAfter)
-	t := reset
-	if !res.Allowed {
-		t = retryAfterSeconds(res)
-	}
-	if m.omit&DraftHeaders == 0 {
-		h.Set("RateLimit-Policy", m.policy)
-		item := fmt.Sprintf("%s;r=%d", m.policies[res.Binding], res.Remaining)
-		if t >= 0 {
-			item += ";t=" + strconv.FormatInt(t, 10)
-		}
-		h.Set("RateLimit", item)
-	}
-	if m.omit&LegacyHeaders == 0 {
-		h.Set("X-RateLimit-Limit", strconv.FormatInt(res.Capacity, 10))
-		h.Set("X-RateLimit-Remaining", strconv.FormatInt(res.Remaining, 10))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
-	}
-	if m.omit&RetryAfterHeader == 0 && !res.Allowed && !res.Never() {
-		h.Set("Retry-After", strconv.FormatInt(retryAfterSeconds(res), 10))
-	}
-}
-
 // deny is the default OnDenied.
-func (m *Middleware) deny(w http.ResponseWriter, r *http.Request, res redisrate.Result) {
+func (m *Middleware) deny(w http.ResponseWriter, pl *plan, res redisrate.Result) {
 	p := problem{
-		Type:     "https://iana.org/assignments/http-problem-types#quota-exceeded",
-		Title:    "Quota Exceeded",
-		Violated: []string{unquoteName(m.policies[res.Binding])},
+		Type:  "https://iana.org/assignments/http-problem-types#quota-exceeded",
+		Title: "Quota Exceeded",
 	}
-	if res.Never() {
-		p.Detail = "This request costs more than the quota allows: it can never be admitted."
+	if !res.Degraded() {
+		p.Violated = []string{pl.fields.Name(min(max(res.Binding, 0), len(pl.fields.Limits)-1))}
+	}
+	if s, ok := ratefields.RetryAfter(res); ok {
+		p.Detail = fmt.Sprintf("Too many requests: retry in %d s.", s)
 	} else {
-		p.Detail = fmt.Sprintf("Too many requests: retry in %d s.", retryAfterSeconds(res))
+		p.Detail = "This request costs more than the quota allows: it can never be admitted."
 	}
 	writeProblem(w, http.StatusTooManyRequests, p)
 }
@@ -307,62 +477,4 @@ func writeProblem(w http.ResponseWriter, status int, p problem) {
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(body, '\n'))
-}
-
-// refillTime is how long limit l takes to go from empty to full capacity.
-func refillTime(l redisrate.Limit) time.Duration {
-	switch l.Algorithm {
-	case redisrate.SlidingWindow, redisrate.FixedWindow, redisrate.SlidingLog:
-		return l.Period
-	case redisrate.TokenBucket: // whole refills of Rate every Period
-		return time.Duration(ceilDiv(l.Capacity(), l.Rate) * float64(l.Period))
-	}
-	return time.Duration(l.Capacity() / l.Rate * float64(l.Period))
-}
-
-func ceilDiv(a, b float64) float64 {
-	q := a / b
-	if f := float64(int64(q)); f < q {
-		return f + 1
-	}
-	return q
-}
-
-// ceilSeconds rounds d up to whole seconds, at least 1 for a positive d.
-func ceilSeconds(d time.Duration) int64 {
-	if d <= 0 {
-		return 0
-	}
-	return int64((d + time.Second - 1) / time.Second)
-}
-
-// retryAfterSeconds is the Retry-After of a denial, at least 1 second, or
-// -1 for one that waiting cannot help.
-func retryAfterSeconds(res redisrate.Result) int64 {
-	if res.Never() {
-		return -1
-	}
-	return max(ceilSeconds(res.RetryAfter), 1)
-}
-
-// checkName accepts what an sf-string can hold: printable ASCII.
-func checkName(s string) error {
-	if s == "" {
-		return errors.New("empty name")
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] > 0x7e {
-			return fmt.Errorf("%q: a policy name must be printable ASCII", s)
-		}
-	}
-	return nil
-}
-
-// sfString quotes s as a structured-field string (RFC 8941 section 3.3.3).
-func sfString(s string) string {
-	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
-}
-
-func unquoteName(q string) string {
-	return strings.NewReplacer(`\\`, `\`, `\"`, `"`).Replace(q[1 : len(q)-1])
 }

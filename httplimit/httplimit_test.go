@@ -2,10 +2,14 @@ package httplimit
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -106,15 +110,19 @@ func readProblem(t *testing.T, w *httptest.ResponseRecorder) problemBody {
 	return p
 }
 
+var secret = []byte("0123456789abcdef-test-secret")
+
 func TestHeadersAndDenial(t *testing.T) {
 	e := newEnv(t)
 	next := &served{}
 	h := mustNew(t, Config{Limiter: e.limiter, Limits: []redisrate.Limit{redisrate.PerMinute(3)}}).Handler(next)
 
+	// t is the time until more quota comes (one unit every 20 s), not the
+	// time until full, which X-RateLimit-Reset keeps.
 	for i, want := range []map[string]string{
 		{"RateLimit": `"default";r=2;t=20`, "X-RateLimit-Remaining": "2", "X-RateLimit-Reset": "20"},
-		{"RateLimit": `"default";r=1;t=40`, "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "40"},
-		{"RateLimit": `"default";r=0;t=60`, "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "60"},
+		{"RateLimit": `"default";r=1;t=20`, "X-RateLimit-Remaining": "1", "X-RateLimit-Reset": "40"},
+		{"RateLimit": `"default";r=0;t=20`, "X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "60"},
 	} {
 		w := do(h, "192.0.2.1:1234")
 		if w.Code != 200 || w.Body.String() != "ok" {
@@ -172,6 +180,19 @@ func TestRoundingUp(t *testing.T) {
 	}
 	// RetryAfter is 50ms, ResetAfter 950ms.
 	wantHeaders(t, w, map[string]string{"Retry-After": "1", "RateLimit": `"default";r=0;t=1`, "X-RateLimit-Reset": "1"})
+}
+
+// A limit over a sub-second period keeps q/w its rate: 10 per 100 ms is
+// 100 per second, not 10.
+func TestSubSecondPeriod(t *testing.T) {
+	e := newEnv(t)
+	h := mustNew(t, Config{Limiter: e.limiter, Limits: []redisrate.Limit{redisrate.Per(10, 100*time.Millisecond)}}).Handler(&served{})
+	w := do(h, "")
+	wantHeaders(t, w, map[string]string{
+		"RateLimit-Policy":  `"default";q=100;w=1`,
+		"RateLimit":         `"default";r=9;t=1`,
+		"X-RateLimit-Limit": "10",
+	})
 }
 
 func TestOmitHeaders(t *testing.T) {
@@ -243,26 +264,6 @@ func TestSeveralLimits(t *testing.T) {
 	wantHeaders(t, do(h2, ""), map[string]string{"RateLimit-Policy": `"per \"second\"";q=2;w=1, "per\\minute";q=3;w=60`})
 }
 
-func TestPolicyWindow(t *testing.T) {
-	for _, tc := range []struct {
-		limit redisrate.Limit
-		want  string
-	}{
-		{redisrate.PerSecond(10), `"default";q=10;w=1`},
-		{redisrate.PerSecond(10).WithBurst(20), `"default";q=20;w=2`},
-		{redisrate.Per(5, 250*time.Millisecond), `"default";q=5;w=1`},
-		{redisrate.PerHour(7).WithBurst(2.5), `"default";q=2;w=1286`},
-		{redisrate.PerSecond(10).WithBurst(25).WithAlgorithm(redisrate.TokenBucket), `"default";q=25;w=3`},
-		{redisrate.PerMinute(100).WithAlgorithm(redisrate.SlidingWindow), `"default";q=100;w=60`},
-		{redisrate.PerDay(1000).WithAlgorithm(redisrate.FixedWindow), `"default";q=1000;w=86400`},
-	} {
-		m := mustNew(t, Config{Limiter: redisrate.NewLimiter(nil), Limits: []redisrate.Limit{tc.limit}})
-		if m.policy != tc.want {
-			t.Errorf("%v: RateLimit-Policy %s; want %s", tc.limit, m.policy, tc.want)
-		}
-	}
-}
-
 func TestNamesKeepStateApart(t *testing.T) {
 	e := newEnv(t)
 	lim := []redisrate.Limit{redisrate.PerMinute(1)}
@@ -280,28 +281,49 @@ func TestNamesKeepStateApart(t *testing.T) {
 	}
 }
 
-func TestHeaderKey(t *testing.T) {
+func TestAPIKey(t *testing.T) {
 	e := newEnv(t)
 	next := &served{}
-	h := mustNew(t, Config{Limiter: e.limiter, Limits: []redisrate.Limit{redisrate.PerMinute(1)}, Key: Header("x-api-key")}).Handler(next)
-	if w := do(h, "", "X-API-Key", "secret-1"); w.Code != 200 {
+	h := mustNew(t, Config{Limiter: e.limiter, Limits: []redisrate.Limit{redisrate.PerMinute(1)}, Key: Header("x-api-key", secret)}).Handler(next)
+	if w := do(h, "", "X-API-Key", "k1"); w.Code != 200 {
 		t.Fatalf("first request: %d", w.Code)
 	}
-	if w := do(h, "", "X-API-Key", "secret-1"); w.Code != 429 {
+	if w := do(h, "", "X-API-Key", "k1"); w.Code != 429 {
 		t.Errorf("same key again: %d; want 429", w.Code)
 	}
-	if w := do(h, "", "X-API-Key", "secret-2"); w.Code != 200 {
+	if w := do(h, "", "X-API-Key", "k2"); w.Code != 200 {
 		t.Errorf("another key: %d; want 200", w.Code)
 	}
-	for _, k := range e.mr.Keys() {
-		if strings.Contains(k, "secret") {
-			t.Errorf("Redis key %q holds the API key in the clear", k)
+	// The Redis key is the HMAC of the API key under the secret: not the
+	// key, and not its plain SHA-256, which a short key could be found from.
+	plain := sha256.Sum256([]byte("k1"))
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte("k1"))
+	want := "default:key:" + hex.EncodeToString(mac.Sum(nil)[:16])
+	keys := e.mr.Keys()
+	if !slices.Contains(keys, want) {
+		t.Errorf("keys %v; want %s among them", keys, want)
+	}
+	for _, k := range keys {
+		if strings.Contains(k, "k1") || strings.Contains(k, hex.EncodeToString(plain[:16])) {
+			t.Errorf("Redis key %q reveals the API key", k)
 		}
 	}
+	// Another secret, other keys.
+	f1, _ := Header("X-API-Key", secret).KeyFunc()
+	f2, _ := APIKey{Header: "X-API-Key", Secret: []byte("another secret of 16+ bytes")}.KeyFunc()
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-API-Key", "k1")
+	k1, _ := f1(r)
+	k2, _ := f2(r)
+	if k1 == k2 || !strings.HasPrefix(k1, "key:") || len(k1) != 4+32 {
+		t.Errorf("keys under two secrets: %q, %q", k1, k2)
+	}
+
 	for name, hdr := range map[string][]string{
 		"missing": nil,
 		"empty":   {"X-API-Key", ""},
-		"twice":   {"X-API-Key", "secret-3", "X-API-Key", "secret-4"},
+		"twice":   {"X-API-Key", "k3", "X-API-Key", "k4"},
 	} {
 		w := do(h, "", hdr...)
 		if w.Code != 400 {
@@ -315,107 +337,301 @@ func TestHeaderKey(t *testing.T) {
 	if next.n != 2 {
 		t.Errorf("served %d; want 2", next.n)
 	}
-	if _, err := Header(" ")(httptest.NewRequest("GET", "/", nil)); err == nil || errors.Is(err, ErrNoKey) {
-		t.Errorf("Header(\" \"): err = %v; want a server-side error", err)
-	}
 }
 
-func TestCustomKeyAndExemption(t *testing.T) {
+// Exemption is explicit; an empty key is the client's missing identity,
+// refused, never a way around the limit.
+func TestExemptAndEmptyKey(t *testing.T) {
 	e := newEnv(t)
 	next := &served{}
-	key := func(r *http.Request) (string, error) {
-		if r.URL.Path == "/healthz" {
-			return "", nil
-		}
-		return "tenant:" + r.Header.Get("X-Tenant"), nil
-	}
-	h := mustNew(t, Config{Limiter: e.limiter, Limits: []redisrate.Limit{redisrate.PerMinute(1)}, Key: key}).Handler(next)
+	key := KeyFunc(func(r *http.Request) (string, error) { return r.Header.Get("X-User"), nil })
+	h := mustNew(t, Config{
+		Limiter: e.limiter, Limits: []redisrate.Limit{redisrate.PerMinute(1)}, Key: key,
+		Exempt: func(r *http.Request) bool { return r.URL.Path == "/healthz" },
+	}).Handler(next)
 	for range 3 {
-		r := httptest.NewRequest("GET", "/healthz", nil)
 		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		if w.Code != 200 || w.Header().Get("RateLimit") != "" {
-			t.Fatalf("exempt request: %d, RateLimit %q", w.Code, w.Header().Get("RateLimit"))
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/healthz", nil))
+		if w.Code != 200 || w.Header().Get("RateLimit") != "" || w.Header().Get("RateLimit-Policy") != "" {
+			t.Fatalf("exempt request: %d, headers %v", w.Code, w.Header())
 		}
 	}
-	if do(h, "", "X-Tenant", "a").Code != 200 || do(h, "", "X-Tenant", "a").Code != 429 {
-		t.Error("tenant a not limited")
+	// 20 requests without X-User: none gets through.
+	for i := range 20 {
+		w := do(h, "")
+		if w.Code != 400 {
+			t.Fatalf("request %d without a key: %d; want 400", i, w.Code)
+		}
+		if i == 0 {
+			if p := readProblem(t, w); !strings.Contains(p.Detail, "empty") {
+				t.Errorf("detail %q", p.Detail)
+			}
+		}
 	}
-	if got := e.mr.Keys(); len(got) != 1 || got[0] != "default:tenant:a" {
+	if do(h, "", "X-User", "a").Code != 200 || do(h, "", "X-User", "a").Code != 429 {
+		t.Error("user a not limited")
+	}
+	if next.n != 4 {
+		t.Errorf("served %d; want 4 (3 health checks, 1 of user a)", next.n)
+	}
+	if got := e.mr.Keys(); len(got) != 1 || got[0] != "default:a" {
 		t.Errorf("keys = %v", got)
 	}
 }
 
-func TestRedisErrors(t *testing.T) {
-	lim := []redisrate.Limit{redisrate.PerMinute(10)}
-
+func TestPreflight(t *testing.T) {
 	e := newEnv(t)
-	e.mr.SetError("ERR injected failure")
+	preflight := func(h http.Handler) int {
+		r := httptest.NewRequest("OPTIONS", "/things", nil)
+		r.Header.Set("Origin", "https://app.example")
+		r.Header.Set("Access-Control-Request-Method", "POST")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	lim := []redisrate.Limit{redisrate.PerMinute(1)}
+	h := mustNew(t, Config{Limiter: e.limiter, Limits: lim, Name: "a"}).Handler(&served{})
+	for range 3 {
+		if c := preflight(h); c != 200 {
+			t.Fatalf("preflight: %d; want 200, not counted", c)
+		}
+	}
+	if len(e.mr.Keys()) != 0 || do(h, "").Code != 200 {
+		t.Errorf("preflights were counted: keys %v", e.mr.Keys())
+	}
+	// A plain OPTIONS is a request like any other.
+	r := httptest.NewRequest("OPTIONS", "/things", nil)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != 429 {
+		t.Errorf("OPTIONS without Access-Control-Request-Method: %d; want 429", w.Code)
+	}
+	// Counted when asked.
+	h = mustNew(t, Config{Limiter: e.limiter, Limits: lim, Name: "b", LimitPreflight: true}).Handler(&served{})
+	if preflight(h) != 200 || preflight(h) != 429 {
+		t.Error("LimitPreflight: preflights not counted")
+	}
+}
+
+func TestPlansAndCost(t *testing.T) {
+	e := newEnv(t)
 	next := &served{}
-	w := do(mustNew(t, Config{Limiter: e.limiter, Limits: lim}).Handler(next), "")
-	if w.Code != 503 || next.n != 0 {
-		t.Fatalf("fail closed: %d, served %d; want 503, 0", w.Code, next.n)
-	}
-	if p := readProblem(t, w); strings.Contains(p.Detail, "injected") || p.Title != "Service Unavailable" {
-		t.Errorf("503 problem = %+v: must not leak the Redis error", p)
-	}
-	if w.Header().Get("RateLimit") != "" {
-		t.Error("RateLimit header on an undecided request")
+	m := mustNew(t, Config{
+		Limiter: e.limiter,
+		Name:    "api",
+		Plans: []Plan{
+			{Name: "free", Limits: []redisrate.Limit{redisrate.PerMinute(10)}},
+			{Name: "paid", Limits: []redisrate.Limit{redisrate.PerSecond(100), redisrate.PerHour(100000)}, PolicyNames: []string{"paid-burst", "paid-hourly"}},
+		},
+		Plan: func(r *http.Request) (string, error) {
+			switch p := r.Header.Get("X-Plan"); p {
+			case "":
+				return "free", nil
+			case "broken":
+				return "", errors.New("account lookup failed")
+			default:
+				return p, nil
+			}
+		},
+		Cost: func(r *http.Request) (int64, error) {
+			switch r.URL.Query().Get("n") {
+			case "":
+				return 1, nil
+			case "bad":
+				return 0, errors.New("cannot count")
+			case "0":
+				return 0, nil
+			case "11":
+				return 11, nil
+			}
+			return 4, nil
+		},
+		Key: KeyFunc(func(r *http.Request) (string, error) { return "u1", nil }),
+	})
+	h := m.Handler(next)
+	get := func(target string, hdr ...string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", target, nil)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			r.Header.Set(hdr[i], hdr[i+1])
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w
 	}
 
-	w = do(mustNew(t, Config{Limiter: e.limiter, Limits: lim, OnError: FailOpen}).Handler(next), "")
-	if w.Code != 200 || next.n != 1 {
-		t.Errorf("fail open: %d, served %d; want 200, 1", w.Code, next.n)
+	// The free plan: a bulk request of cost 4, then the headers of free.
+	w := get("/bulk?n=4")
+	wantHeaders(t, w, map[string]string{"RateLimit-Policy": `"free";q=10;w=60`, "RateLimit": `"free";r=6;t=6`, "X-RateLimit-Remaining": "6"})
+	w = get("/one")
+	wantHeaders(t, w, map[string]string{"RateLimit": `"free";r=5;t=6`})
+	// The paid plan: its own limits, its own headers, its own state.
+	w = get("/bulk?n=4", "X-Plan", "paid")
+	wantHeaders(t, w, map[string]string{
+		"RateLimit-Policy": `"paid-burst";q=100;w=1, "paid-hourly";q=100000;w=3600`,
+		"RateLimit":        `"paid-burst";r=96;t=1`,
+	})
+	if keys := e.mr.Keys(); strings.Join(keys, " ") != "api:free:u1 api:paid:u1" {
+		t.Errorf("keys = %v", keys)
 	}
-	// Failing open never lets a request without its key through.
-	w = do(mustNew(t, Config{Limiter: e.limiter, Limits: lim, OnError: FailOpen, Key: Header("X-API-Key")}).Handler(next), "")
-	if w.Code != 400 || next.n != 1 {
-		t.Errorf("fail open without a key: %d, served %d; want 400, 1", w.Code, next.n)
+	// Past the capacity: denied, and no Retry-After, as waiting cannot help.
+	w = get("/bulk?n=11")
+	if w.Code != 429 || w.Header().Get("Retry-After") != "" {
+		t.Errorf("cost 11 of 10: %d, Retry-After %q", w.Code, w.Header().Get("Retry-After"))
 	}
-
-	// A handler of one's own sees the Limiter's error.
+	if p := readProblem(t, w); !strings.Contains(p.Detail, "never") {
+		t.Errorf("detail %q", p.Detail)
+	}
+	// Server-side failures of Plan and Cost: 500, and the handler sees why.
 	var seen error
-	logging := func(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
+	m.onError = func(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
 		seen = err
-		FailClosed(w, r, next, err)
+		RefuseOnError(w, r, next, err)
 	}
-	w = do(mustNew(t, Config{Limiter: e.limiter, Limits: lim, OnError: logging}).Handler(next), "")
-	var rerr *redisrate.Error
-	if w.Code != 503 || !errors.As(seen, &rerr) || !strings.Contains(seen.Error(), "injected failure") {
-		t.Errorf("custom OnError: %d, err %v", w.Code, seen)
+	for _, tc := range []struct{ target, plan, want string }{
+		{"/", "broken", "account lookup failed"},
+		{"/", "gold", `"gold", which is not in Config.Plans`},
+		{"/?n=bad", "", "cannot count"},
+		{"/?n=0", "", "returned 0"},
+	} {
+		if w := get(tc.target, "X-Plan", tc.plan); w.Code != 500 || seen == nil || !strings.Contains(seen.Error(), tc.want) {
+			t.Errorf("%s plan %q: %d, err %v; want 500 and %q", tc.target, tc.plan, w.Code, seen, tc.want)
+		}
+	}
+	if next.n != 3 {
+		t.Errorf("served %d; want 3", next.n)
+	}
+}
+
+// What Redis down looks like from the client, for each way of deciding.
+func TestRedisDown(t *testing.T) {
+	lim := []redisrate.Limit{redisrate.PerMinute(10)}
+	quota := []string{"RateLimit", "X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"}
+	noQuota := func(t *testing.T, w *httptest.ResponseRecorder) {
+		t.Helper()
+		for _, k := range quota {
+			if v := w.Header().Get(k); v != "" {
+				t.Errorf("%s: %q on a decision made without Redis", k, v)
+			}
+		}
+	}
+	down := func(t *testing.T, opts ...redisrate.Option) *redisrate.Limiter {
+		e := newEnv(t)
+		e.mr.SetError("ERR injected failure")
+		return redisrate.NewLimiter(e.rdb, opts...)
 	}
 
-	// A key function that fails on the server's side is an error like Redis's.
-	broken := func(*http.Request) (string, error) { return "", errors.New("tenant lookup failed") }
-	w = do(mustNew(t, Config{Limiter: e.limiter, Limits: lim, OnError: logging, Key: broken}).Handler(next), "")
-	if w.Code != 503 || seen == nil || seen.Error() != "tenant lookup failed" {
-		t.Errorf("failing KeyFunc: %d, err %v; want 503", w.Code, seen)
-	}
+	t.Run("no policy: 503 with Retry-After", func(t *testing.T) {
+		next := &served{}
+		w := do(mustNew(t, Config{Limiter: down(t), Limits: lim}).Handler(next), "")
+		if w.Code != 503 || next.n != 0 || w.Header().Get("Retry-After") != "1" {
+			t.Fatalf("%d, served %d, Retry-After %q; want 503, 0, 1", w.Code, next.n, w.Header().Get("Retry-After"))
+		}
+		if p := readProblem(t, w); strings.Contains(p.Detail, "injected") || p.Title != "Service Unavailable" {
+			t.Errorf("problem %+v: must not leak the Redis error", p)
+		}
+		noQuota(t, w)
+	})
+	t.Run("no policy, ServeOnError: served without quota", func(t *testing.T) {
+		next := &served{}
+		w := do(mustNew(t, Config{Limiter: down(t), Limits: lim, OnError: ServeOnError}).Handler(next), "")
+		if w.Code != 200 || next.n != 1 {
+			t.Errorf("%d, served %d; want 200, 1", w.Code, next.n)
+		}
+		noQuota(t, w)
+		// ... but never a request without its key.
+		w = do(mustNew(t, Config{Limiter: down(t), Limits: lim, OnError: ServeOnError, Key: Header("X-API-Key", secret)}).Handler(next), "")
+		if w.Code != 400 || next.n != 1 {
+			t.Errorf("without a key: %d, served %d; want 400, 1", w.Code, next.n)
+		}
+	})
+	t.Run("FailOpen: served without quota", func(t *testing.T) {
+		next := &served{}
+		w := do(mustNew(t, Config{Limiter: down(t, redisrate.WithFailurePolicy(redisrate.FailOpen)), Limits: lim}).Handler(next), "")
+		if w.Code != 200 || next.n != 1 {
+			t.Errorf("%d, served %d; want 200, 1", w.Code, next.n)
+		}
+		noQuota(t, w)
+		wantHeaders(t, w, map[string]string{"RateLimit-Policy": `"default";q=10;w=60`, "Retry-After": ""})
+	})
+	t.Run("FailClosed: 503 with Retry-After, not 429", func(t *testing.T) {
+		next := &served{}
+		w := do(mustNew(t, Config{Limiter: down(t, redisrate.WithFailurePolicy(redisrate.FailClosed)), Limits: lim}).Handler(next), "")
+		if w.Code != 503 || next.n != 0 {
+			t.Errorf("%d, served %d; want 503, 0", w.Code, next.n)
+		}
+		if ra := w.Header().Get("Retry-After"); ra != "6" { // one emission interval, 60 s / 10
+			t.Errorf("Retry-After %q; want 6", ra)
+		}
+		if p := readProblem(t, w); p.Type == "https://iana.org/assignments/http-problem-types#quota-exceeded" {
+			t.Errorf("problem %+v: a policy's denial is no spent quota", p)
+		}
+		noQuota(t, w)
+	})
+	t.Run("fallback: its decisions, without quota", func(t *testing.T) {
+		fb := newEnv(t)
+		next := &served{}
+		h := mustNew(t, Config{Limiter: down(t, redisrate.WithFallback(fb.limiter)), Limits: []redisrate.Limit{redisrate.PerMinute(1)}}).Handler(next)
+		w := do(h, "")
+		if w.Code != 200 {
+			t.Fatalf("first: %d", w.Code)
+		}
+		noQuota(t, w)
+		w = do(h, "")
+		if w.Code != 429 || w.Header().Get("Retry-After") != "60" {
+			t.Errorf("second: %d, Retry-After %q; want 429, 60", w.Code, w.Header().Get("Retry-After"))
+		}
+		noQuota(t, w)
+	})
+	t.Run("a key holding other data: 500, left alone", func(t *testing.T) {
+		e := newEnv(t)
+		if err := e.rdb.Set(context.Background(), "default:ip:192.0.2.1", "order 42", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		var seen error
+		logging := func(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
+			seen = err
+			RefuseOnError(w, r, next, err)
+		}
+		w := do(mustNew(t, Config{Limiter: e.limiter, Limits: lim, OnError: logging}).Handler(&served{}), "")
+		if w.Code != 500 || !errors.Is(seen, redisrate.ErrForeignKey) {
+			t.Errorf("%d, err %v; want 500, ErrForeignKey", w.Code, seen)
+		}
+		if v, _ := e.rdb.Get(context.Background(), "default:ip:192.0.2.1").Result(); v != "order 42" {
+			t.Errorf("user's key now %q", v)
+		}
+		// A key function that fails on the server's side: 500 too.
+		broken := KeyFunc(func(*http.Request) (string, error) { return "", errors.New("tenant lookup failed") })
+		w = do(mustNew(t, Config{Limiter: e.limiter, Limits: lim, OnError: logging, Key: broken}).Handler(&served{}), "")
+		if w.Code != 500 || seen == nil || seen.Error() != "tenant lookup failed" {
+			t.Errorf("failing KeyFunc: %d, err %v; want 500", w.Code, seen)
+		}
+	})
+	t.Run("unreachable: 503", func(t *testing.T) {
+		e := newEnv(t)
+		addr := e.mr.Addr()
+		e.mr.Close()
+		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+		t.Cleanup(func() { _ = rdb.Close() })
+		rec := httptest.NewRecorder()
+		mustNew(t, Config{Limiter: redisrate.NewLimiter(rdb), Limits: lim}).Handler(&served{}).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		if rec.Code != 503 {
+			t.Errorf("%d; want 503", rec.Code)
+		}
+	})
+}
 
-	// A key holding other data is refused by the script and reported, not overwritten.
-	e2 := newEnv(t)
-	if err := e2.rdb.Set(context.Background(), "default:ip:192.0.2.1", "order 42", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	w = do(mustNew(t, Config{Limiter: e2.limiter, Limits: lim, OnError: logging}).Handler(next), "")
-	if w.Code != 503 || !errors.Is(seen, redisrate.ErrForeignKey) {
-		t.Errorf("foreign key: %d, err %v", w.Code, seen)
-	}
-	if v, _ := e2.rdb.Get(context.Background(), "default:ip:192.0.2.1").Result(); v != "order 42" {
-		t.Errorf("user's key now %q", v)
-	}
-
-	// Redis unreachable: no panic, 503.
-	e3 := newEnv(t)
-	addr := e3.mr.Addr()
-	e3.mr.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	r := httptest.NewRequest("GET", "/", nil).WithContext(ctx)
-	rec := httptest.NewRecorder()
-	mustNew(t, Config{Limiter: redisrate.NewLimiter(redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond})), Limits: lim}).Handler(next).ServeHTTP(rec, r)
-	if rec.Code != 503 {
-		t.Errorf("Redis unreachable: %d; want 503", rec.Code)
+// A denial answered again from the deny cache is Redis's own: full headers.
+func TestDenyCacheHeaders(t *testing.T) {
+	e := newEnv(t)
+	h := mustNew(t, Config{Limiter: redisrate.NewLimiter(e.rdb, redisrate.WithDenyCache(16)), Limits: []redisrate.Limit{redisrate.PerMinute(1)}}).Handler(&served{})
+	do(h, "")
+	first := do(h, "")
+	second := do(h, "")
+	for _, w := range []*httptest.ResponseRecorder{first, second} {
+		if w.Code != 429 {
+			t.Fatalf("%d; want 429", w.Code)
+		}
+		wantHeaders(t, w, map[string]string{"RateLimit": `"default";r=0;t=60`, "Retry-After": "60", "X-RateLimit-Remaining": "0"})
 	}
 }
 
@@ -437,14 +653,15 @@ func TestCustomDenied(t *testing.T) {
 	}
 }
 
-// A denial that waiting cannot help has no Retry-After and no t.
+// A denial that waiting cannot help has no Retry-After, and a full limit
+// no t: nothing more is to come.
 func TestNeverHeaders(t *testing.T) {
 	m := mustNew(t, Config{Limiter: redisrate.NewLimiter(nil), Limits: []redisrate.Limit{redisrate.PerSecond(2)}})
 	w := httptest.NewRecorder()
-	res := redisrate.Result{RetryAfter: redisrate.Never, Capacity: 2, ResetAfter: 500 * time.Millisecond}
-	m.setHeaders(w.Header(), res)
-	m.deny(w, httptest.NewRequest("GET", "/", nil), res)
-	wantHeaders(t, w, map[string]string{"Retry-After": "", "RateLimit": `"default";r=0`, "X-RateLimit-Reset": "1"})
+	res := redisrate.Result{RetryAfter: redisrate.Never, Capacity: 2, Remaining: 2}
+	m.setHeaders(w.Header(), m.single, res)
+	m.deny(w, m.single, res)
+	wantHeaders(t, w, map[string]string{"Retry-After": "", "RateLimit": `"default";r=2`, "X-RateLimit-Reset": "0"})
 	if p := readProblem(t, w); w.Code != 429 || !strings.Contains(p.Detail, "never") {
 		t.Errorf("never: %d %+v", w.Code, p)
 	}
@@ -453,6 +670,8 @@ func TestNeverHeaders(t *testing.T) {
 func TestNewErrors(t *testing.T) {
 	l := redisrate.NewLimiter(nil)
 	one := []redisrate.Limit{redisrate.PerSecond(1)}
+	plans := []Plan{{Name: "free", Limits: one}}
+	choose := func(*http.Request) (string, error) { return "free", nil }
 	for _, tc := range []struct {
 		c    Config
 		want string
@@ -461,11 +680,23 @@ func TestNewErrors(t *testing.T) {
 		{Config{Limiter: l}, "Limits is empty"},
 		{Config{Limiter: l, Limits: []redisrate.Limit{redisrate.PerSecond(0)}}, "invalid"},
 		{Config{Limiter: l, Limits: []redisrate.Limit{redisrate.PerSecond(1), redisrate.PerMinute(5).WithAlgorithm(redisrate.FixedWindow)}}, "algorithm"},
-		{Config{Limiter: l, Limits: []redisrate.Limit{redisrate.PerSecond(0.5)}}, "capacity below 1"},
 		{Config{Limiter: l, Limits: one, Name: "bad\nname"}, "printable ASCII"},
 		{Config{Limiter: l, Limits: one, PolicyNames: []string{"a", "b"}}, "2 names for 1 limits"},
 		{Config{Limiter: l, Limits: []redisrate.Limit{redisrate.PerSecond(1), redisrate.PerMinute(5)}, PolicyNames: []string{"a", "a"}}, `"a" twice`},
 		{Config{Limiter: l, Limits: one, PolicyNames: []string{"é"}}, "printable ASCII"},
+		{Config{Limiter: l, Limits: one, Key: Header("", secret)}, "APIKey has no Header"},
+		{Config{Limiter: l, Limits: one, Key: Header(" ", secret)}, "APIKey has no Header"},
+		{Config{Limiter: l, Limits: one, Key: Header("X-API-Key", nil)}, "Secret has 0 bytes"},
+		{Config{Limiter: l, Limits: one, Key: Header("X-API-Key", []byte("short"))}, "at least 16"},
+		{Config{Limiter: l, Limits: one, Key: KeyFunc(nil)}, "nil KeyFunc"},
+		{Config{Limiter: l, Limits: one, Key: ClientIP{Header: "X-Forwarded-For"}}, "no TrustedProxies"},
+		{Config{Limiter: l, Plans: plans}, "needs Config.Plan"},
+		{Config{Limiter: l, Limits: one, Plan: choose}, "Plans is empty"},
+		{Config{Limiter: l, Limits: one, Plans: plans, Plan: choose}, "both Limits and Plans"},
+		{Config{Limiter: l, Plans: append(plans, plans...), Plan: choose}, `"free" twice`},
+		{Config{Limiter: l, Plans: []Plan{{Name: "", Limits: one}}, Plan: choose}, "Plans[0]: invalid Name"},
+		{Config{Limiter: l, Plans: []Plan{{Name: "x"}}, Plan: choose}, `Plans[0] ("x"): no limits`},
+		{Config{Limiter: l, Plans: []Plan{{Name: "x", Limits: []redisrate.Limit{redisrate.PerSecond(0)}}}, Plan: choose}, `Plans[0] ("x")`},
 	} {
 		_, err := New(tc.c)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -1,6 +1,7 @@
 package httplimit
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -18,25 +19,68 @@ import (
 // client (a missing API key): it is the client's fault, and the default
 // ErrorHandlers answer 400 Bad Request, showing the error's text to the
 // client. Any other error is the server's fault and goes to the
-// ErrorHandler like a Redis error. An empty key with a nil error exempts the
-// request from the limit (a health check, an allow-listed partner).
+// ErrorHandler like a Redis error. An empty key is an error too (it wraps
+// ErrNoKey): a missing identity must never mean "no limit". To exempt
+// requests, use Config.Exempt.
 type KeyFunc func(r *http.Request) (string, error)
+
+// KeyFunc returns f itself, so that a KeyFunc is a Keyer.
+func (f KeyFunc) KeyFunc() (KeyFunc, error) {
+	if f == nil {
+		return nil, errors.New("httplimit: nil KeyFunc")
+	}
+	return f, nil
+}
+
+// Keyer is a configuration of a KeyFunc, checked once by New: ClientIP,
+// APIKey, or a KeyFunc itself.
+type Keyer interface {
+	KeyFunc() (KeyFunc, error)
+}
 
 // ErrNoKey is matched by KeyFunc errors that mean the request carries no
 // usable key, such as a missing API key header.
 var ErrNoKey = errors.New("no rate-limit key")
 
-// Header returns a KeyFunc that keys requests by the value of the request
-// header name, such as "X-API-Key". The value is hashed (SHA-256) so that
-// API keys never appear in Redis in the clear. A request without the header,
-// or with it more than once (which another layer might read differently),
-// gets an error that wraps ErrNoKey.
-func Header(name string) KeyFunc {
-	canonical := http.CanonicalHeaderKey(strings.TrimSpace(name))
+// MinSecretLen is the shortest APIKey.Secret accepted: 16 bytes (128 bits).
+const MinSecretLen = 16
+
+// APIKey keys requests by an API key that the client sends in a header,
+// such as "X-API-Key". The key is never stored in Redis: the Redis key
+// holds HMAC-SHA256(Secret, API key), so that someone who can read Redis
+// cannot recover API keys, not even short ones by trying them all, without
+// the secret. A request without the header, or with it more than once
+// (which another layer might read differently), gets an error that wraps
+// ErrNoKey.
+type APIKey struct {
+	// Header is the request header that holds the API key. Required.
+	Header string
+
+	// Secret keys the HMAC: at least MinSecretLen random bytes, kept out
+	// of the code (an environment variable, a secret store). Every process
+	// that limits the same clients needs the same Secret; a new Secret
+	// starts every client afresh.
+	Secret []byte
+}
+
+// Header returns the APIKey that keys requests by the header name,
+// hashed with secret.
+func Header(name string, secret []byte) APIKey {
+	return APIKey{Header: name, Secret: secret}
+}
+
+// KeyFunc checks k and returns its KeyFunc. Keys look like "key:" and 32
+// hex digits.
+func (k APIKey) KeyFunc() (KeyFunc, error) {
+	canonical := http.CanonicalHeaderKey(strings.TrimSpace(k.Header))
+	if canonical == "" {
+		return nil, errors.New("httplimit: APIKey has no Header: name the header that holds the API key")
+	}
+	if len(k.Secret) < MinSecretLen {
+		return nil, fmt.Errorf("httplimit: APIKey.Secret has %d bytes: give at least %d random bytes, kept out of the code", len(k.Secret), MinSecretLen)
+	}
+	secret := append([]byte(nil), k.Secret...)
 	return func(r *http.Request) (string, error) {
-		if canonical == "" {
-			return "", errors.New("httplimit: Header was given an empty header name")
-		}
 		values := r.Header.Values(canonical)
 		switch {
 		case len(values) == 0 || values[0] == "":
@@ -44,9 +88,10 @@ func Header(name string) KeyFunc {
 		case len(values) > 1:
 			return "", fmt.Errorf("%w: the request has %d %s headers; send one", ErrNoKey, len(values), canonical)
 		}
-		sum := sha256.Sum256([]byte(values[0]))
-		return "key:" + hex.EncodeToString(sum[:16]), nil
-	}
+		mac := hmac.New(sha256.New, secret)
+		mac.Write([]byte(values[0]))
+		return "key:" + hex.EncodeToString(mac.Sum(nil)[:16]), nil
+	}, nil
 }
 
 // ClientIP keys requests by the client's IP address. The zero ClientIP uses

@@ -1,0 +1,203 @@
+// Package ratefields computes the values of the RateLimit-Policy and
+// RateLimit fields of draft-ietf-httpapi-ratelimit-headers-10 (and the
+// legacy X-RateLimit-* values, and Retry-After) from redisrate limits and
+// results, for the httplimit middleware and the grpclimit interceptors, so
+// that HTTP headers and gRPC metadata always say the same.
+package ratefields
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redisrate/redisrate"
+)
+
+// Set is one set of limits, applied together, with a policy name for each.
+type Set struct {
+	Limits []redisrate.Limit
+	names  []string // quoted sf-strings, one per limit
+	policy string   // the RateLimit-Policy value
+}
+
+// New names limits for the fields: names[i] names limits[i]. It refuses
+// what the fields cannot carry.
+func New(names []string, limits []redisrate.Limit) (*Set, error) {
+	if len(limits) == 0 {
+		return nil, errors.New("no limits")
+	}
+	if len(names) != len(limits) {
+		return nil, fmt.Errorf("%d policy names for %d limits", len(names), len(limits))
+	}
+	s := &Set{Limits: append([]redisrate.Limit(nil), limits...)}
+	seen := map[string]bool{}
+	items := make([]string, 0, len(limits))
+	for i, n := range names {
+		if err := CheckName(n); err != nil {
+			return nil, err
+		}
+		if seen[n] {
+			return nil, fmt.Errorf("policy name %q twice", n)
+		}
+		seen[n] = true
+		q, w := Window(limits[i])
+		s.names = append(s.names, SFString(n))
+		items = append(items, fmt.Sprintf("%s;q=%d;w=%d", s.names[i], q, w))
+	}
+	s.policy = strings.Join(items, ", ")
+	return s, nil
+}
+
+// Policy is the RateLimit-Policy value: every limit, with its quota q and
+// window w.
+func (s *Set) Policy() string { return s.policy }
+
+// Name is the policy name of limit i, unquoted.
+func (s *Set) Name(i int) string { return unquote(s.names[i]) }
+
+// RateLimit is the RateLimit value for res, a Result of these limits: the
+// binding limit's name, r its units left and, when more quota is to come, t
+// the seconds until it comes (see Next). Never call it for a degraded
+// Result: it carries no quota to report.
+func (s *Set) RateLimit(res redisrate.Result) string {
+	b := min(max(res.Binding, 0), len(s.names)-1)
+	item := s.names[b] + ";r=" + strconv.FormatInt(max(res.Remaining, 0), 10)
+	if t, ok := Next(s.Limits[b], res); ok {
+		item += ";t=" + strconv.FormatInt(CeilSeconds(t), 10)
+	}
+	return item
+}
+
+// Next is the draft's t: how long until additional quota of limit l (the
+// binding limit of res) is made available, as far as res tells. It is
+// false when l is at full capacity, with nothing more to come.
+//
+// For the continuous buckets (GCRA, leaky bucket) that is when the level
+// has drained by one more whole unit; for the token bucket, its next
+// refill; for the windows, whose state the reply does not describe, the
+// time until full capacity (ResetAfter), the latest moment at which more
+// quota is certain. On a denial it is at most the RetryAfter, so that it
+// never points past Retry-After.
+func Next(l redisrate.Limit, res redisrate.Result) (time.Duration, bool) {
+	missing := res.Capacity - max(res.Remaining, 0)
+	if missing <= 0 || res.ResetAfter <= 0 {
+		return 0, false
+	}
+	d := res.ResetAfter
+	rate, period := uint64(max(int64(l.Rate), 1)), uint64(max(l.Period, 1))
+	switch l.Algorithm {
+	case redisrate.GCRA, redisrate.LeakyBucket:
+		// The level is above missing-1 units and at most missing: one
+		// more unit drains in ResetAfter less what missing-1 units take.
+		if t, ok := mulDiv(uint64(missing-1), period, rate); ok && t < uint64(d) {
+			d -= time.Duration(t)
+		} else {
+			d = time.Millisecond
+		}
+	case redisrate.TokenBucket:
+		// Refills of Rate every Period: full after k more refills.
+		k := (uint64(missing) + rate - 1) / rate
+		if t, ok := mulDiv(k-1, period, 1); ok && t < uint64(d) {
+			d -= time.Duration(t)
+		} else {
+			d = time.Millisecond
+		}
+	}
+	if !res.Allowed && !res.Never() && res.RetryAfter > 0 && d > res.RetryAfter {
+		d = res.RetryAfter
+	}
+	return max(d, time.Millisecond), true
+}
+
+// Window is the q and w of limit l in RateLimit-Policy: q units in w
+// seconds, w whole and at least 1, with q/w the limit's long-run rate.
+// When the limit refills its whole capacity in a whole number of seconds,
+// q is the capacity (the burst for buckets, the limit for windows) and w
+// that time; otherwise (a sub-second period, a refill time such as 1.5 s)
+// w is the shortest whole number of seconds that holds a whole number of
+// periods, and q is what those periods replenish.
+func Window(l redisrate.Limit) (q, w int64) {
+	capacity, rate := uint64(max(int64(l.Capacity()), 1)), uint64(max(int64(l.Rate), 1))
+	periodMs := uint64(max(l.Period/time.Millisecond, 1))
+	var refillMs uint64
+	var whole bool
+	switch l.Algorithm {
+	case redisrate.SlidingWindow, redisrate.FixedWindow, redisrate.SlidingLog:
+		refillMs, whole = periodMs, true
+	case redisrate.TokenBucket: // whole refills of Rate: q/w is the rate only for a multiple
+		if capacity%rate == 0 {
+			refillMs, whole = mulDiv(capacity/rate, periodMs, 1)
+		}
+	default: // capacity * period / rate, exact only when it divides
+		hi, lo := bits.Mul64(capacity, periodMs)
+		if hi < rate {
+			var rem uint64
+			refillMs, rem = bits.Div64(hi, lo, rate)
+			whole = rem == 0
+		}
+	}
+	if whole && refillMs%1000 == 0 && refillMs > 0 && refillMs/1000 <= 1<<62 {
+		return int64(capacity), int64(refillMs / 1000)
+	}
+	base := periodMs / gcd(periodMs, 1000) * 1000 // lcm(period_ms, 1000)
+	return int64(rate * (base / periodMs)), int64(base / 1000)
+}
+
+// mulDiv is a*b/c, and whether it fits in an int64.
+func mulDiv(a, b, c uint64) (uint64, bool) {
+	hi, lo := bits.Mul64(a, b)
+	if hi >= c {
+		return 0, false
+	}
+	q, _ := bits.Div64(hi, lo, c)
+	return q, q <= 1<<63-1
+}
+
+func gcd(a, b uint64) uint64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// CeilSeconds rounds d up to whole seconds, at least 1 for a positive d.
+func CeilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d-1)/time.Second) + 1
+}
+
+// RetryAfter is the Retry-After of a denial in whole seconds, rounded up
+// and at least 1, or false for one that waiting cannot help.
+func RetryAfter(res redisrate.Result) (int64, bool) {
+	if res.Never() {
+		return 0, false
+	}
+	return max(CeilSeconds(res.RetryAfter), 1), true
+}
+
+// CheckName accepts what an sf-string can hold: printable ASCII, not empty.
+func CheckName(s string) error {
+	if s == "" {
+		return errors.New("empty policy name")
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
+			return fmt.Errorf("policy name %q: must be printable ASCII", s)
+		}
+	}
+	return nil
+}
+
+// SFString quotes s as a structured-field string (RFC 9651 section 3.3.3).
+func SFString(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
+
+func unquote(q string) string {
+	return strings.NewReplacer(`\\`, `\`, `\"`, `"`).Replace(q[1 : len(q)-1])
+}
