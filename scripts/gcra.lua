@@ -41,7 +41,9 @@
 -- gopher-lua (miniredis): numbers are read with `s + 0` only after a pattern
 -- has proved them digits, and every integer stays below 2^53, where `%` and
 -- `/` on doubles are exact.
-local find, match, sub, fmt = string.find, string.match, string.sub, string.format
+-- The string functions are read through a string's metatable: a Functions
+-- library may not read the globals (string, math) while it loads.
+local find, match, gmatch, sub, fmt = ('').find, ('').match, ('').gmatch, ('').sub, ('').format
 
 -- whole reads a contract number: digits only, at most max; nil otherwise.
 local function whole(s, max)
@@ -71,7 +73,8 @@ end
 -- ---- gcra's constants (from its manifest) ----
 local NAME, TAG = 'gcra', 'gcra:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local FIELDS, STATE = 2, '^gcra:2( [ %d]+)$' -- numbers per limit; the state's shape
+local FIELDS = 2 -- numbers per limit in the state
+local STATE, STATES = '^gcra:2 (%d+) (%d+)$', '^gcra:2( [ %d]+)$' -- the state of one limit; of several
 
 -- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
 -- With a/b = limit / period_us in lowest terms, a level of x stands for x / b
@@ -109,7 +112,10 @@ if nargs > 5 then
   end
 end
 local cost, check = 1, false
-local lims = {} -- limit, period_ms, burst of each limit in turn
+-- The first limit's arguments, and the others' in a table (limit, period_ms,
+-- burst of each in turn), so that a call with one limit builds no table.
+local limit1, period1, burst1
+local lims = n > 1 and {} or nil
 for i = 1, n do
   local at = i == 1 and 0 or 3 * i - 1
   local ls, ps, bs = ARGV[at + 1] or '', ARGV[at + 2] or '', ARGV[at + 3] or ''
@@ -145,7 +151,11 @@ for i = 1, n do
       check = true
     end
   end
-  lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+  if i == 1 then
+    limit1, period1, burst1 = limit, period_ms, burst
+  else
+    lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+  end
 end
 
 -- ---- The clock: Redis TIME, in whole microseconds (exact in a double) ----
@@ -165,20 +175,27 @@ if raw then
   if type(raw) ~= 'string' then
     return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
   end
-  local body = match(raw, STATE)
-  local good = body ~= nil
-  if good then
-    st = {}
-    local read = 0
-    for f in string.gmatch(body, ' (%d+)') do
-      if #f > 16 or f + 0 > 9007199254740991 then
-        good = false
-        break
+  -- One limit, the common case, is one match; 2 to 8 limits are read field by field.
+  st = { match(raw, STATE) }
+  local good = st[1] ~= nil
+  if not good then
+    local body = match(raw, STATES)
+    if body then
+      local read = 0
+      for f in gmatch(body, ' (%d+)') do
+        read = read + 1 + #f
+        st[#st + 1] = f
       end
-      read = read + 1 + #f
-      st[#st + 1] = f + 0
+      good = read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
     end
-    good = good and read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
+  end
+  for j = 1, good and #st or 0 do -- every field a whole number below 2^53
+    local f = st[j]
+    if #f > 16 or f + 0 > 9007199254740991 then
+      good = false
+      break
+    end
+    st[j] = f + 0
   end
   if not good then
     local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -195,7 +212,8 @@ local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built whil
 local a_i, a_left, a_rem, a_reset, a_cap -- the binding limit if admitted
 local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
 for i = 1, n do
-  local limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+  local limit, period_us, burst = limit1, period1 * 1000, burst1
+  if i > 1 then limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i] end
   local g = gcd(limit, period_us)
   local a, b = limit / g, period_us / g
   local xmax = burst * b

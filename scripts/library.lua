@@ -19,7 +19,9 @@
 -- gopher-lua (miniredis): numbers are read with `s + 0` only after a pattern
 -- has proved them digits, and every integer stays below 2^53, where `%` and
 -- `/` on doubles are exact.
-local find, match, sub, fmt = string.find, string.match, string.sub, string.format
+-- The string functions are read through a string's metatable: a Functions
+-- library may not read the globals (string, math) while it loads.
+local find, match, gmatch, sub, fmt = ('').find, ('').match, ('').gmatch, ('').sub, ('').format
 
 -- whole reads a contract number: digits only, at most max; nil otherwise.
 local function whole(s, max)
@@ -50,7 +52,8 @@ end
 -- ---- gcra's constants (from its manifest) ----
 local NAME, TAG = 'gcra', 'gcra:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local FIELDS, STATE = 2, '^gcra:2( [ %d]+)$' -- numbers per limit; the state's shape
+local FIELDS = 2 -- numbers per limit in the state
+local STATE, STATES = '^gcra:2 (%d+) (%d+)$', '^gcra:2( [ %d]+)$' -- the state of one limit; of several
 
 -- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
 -- With a/b = limit / period_us in lowest terms, a level of x stands for x / b
@@ -89,7 +92,10 @@ local function gcra(KEYS, ARGV)
     end
   end
   local cost, check = 1, false
-  local lims = {} -- limit, period_ms, burst of each limit in turn
+  -- The first limit's arguments, and the others' in a table (limit, period_ms,
+  -- burst of each in turn), so that a call with one limit builds no table.
+  local limit1, period1, burst1
+  local lims = n > 1 and {} or nil
   for i = 1, n do
     local at = i == 1 and 0 or 3 * i - 1
     local ls, ps, bs = ARGV[at + 1] or '', ARGV[at + 2] or '', ARGV[at + 3] or ''
@@ -125,7 +131,11 @@ local function gcra(KEYS, ARGV)
         check = true
       end
     end
-    lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+    if i == 1 then
+      limit1, period1, burst1 = limit, period_ms, burst
+    else
+      lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+    end
   end
 
   -- ---- The clock: Redis TIME, in whole microseconds (exact in a double) ----
@@ -145,20 +155,27 @@ local function gcra(KEYS, ARGV)
     if type(raw) ~= 'string' then
       return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
     end
-    local body = match(raw, STATE)
-    local good = body ~= nil
-    if good then
-      st = {}
-      local read = 0
-      for f in string.gmatch(body, ' (%d+)') do
-        if #f > 16 or f + 0 > 9007199254740991 then
-          good = false
-          break
+    -- One limit, the common case, is one match; 2 to 8 limits are read field by field.
+    st = { match(raw, STATE) }
+    local good = st[1] ~= nil
+    if not good then
+      local body = match(raw, STATES)
+      if body then
+        local read = 0
+        for f in gmatch(body, ' (%d+)') do
+          read = read + 1 + #f
+          st[#st + 1] = f
         end
-        read = read + 1 + #f
-        st[#st + 1] = f + 0
+        good = read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
       end
-      good = good and read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
+    end
+    for j = 1, good and #st or 0 do -- every field a whole number below 2^53
+      local f = st[j]
+      if #f > 16 or f + 0 > 9007199254740991 then
+        good = false
+        break
+      end
+      st[j] = f + 0
     end
     if not good then
       local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -175,7 +192,8 @@ local function gcra(KEYS, ARGV)
   local a_i, a_left, a_rem, a_reset, a_cap -- the binding limit if admitted
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   for i = 1, n do
-    local limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+    local limit, period_us, burst = limit1, period1 * 1000, burst1
+    if i > 1 then limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i] end
     local g = gcd(limit, period_us)
     local a, b = limit / g, period_us / g
     local xmax = burst * b
@@ -239,7 +257,8 @@ end
 -- ---- token_bucket's constants (from its manifest) ----
 local NAME, TAG = 'token_bucket', 'tb:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local FIELDS, STATE = 2, '^tb:2( [ %d]+)$' -- numbers per limit; the state's shape
+local FIELDS = 2 -- numbers per limit in the state
+local STATE, STATES = '^tb:2 (%d+) (%d+)$', '^tb:2( [ %d]+)$' -- the state of one limit; of several
 
 local function out_of_range(limit, period_ms, burst)
   -- the longest wait: refills until an empty bucket is full
@@ -263,7 +282,10 @@ local function token_bucket(KEYS, ARGV)
     end
   end
   local cost, check = 1, false
-  local lims = {} -- limit, period_ms, burst of each limit in turn
+  -- The first limit's arguments, and the others' in a table (limit, period_ms,
+  -- burst of each in turn), so that a call with one limit builds no table.
+  local limit1, period1, burst1
+  local lims = n > 1 and {} or nil
   for i = 1, n do
     local at = i == 1 and 0 or 3 * i - 1
     local ls, ps, bs = ARGV[at + 1] or '', ARGV[at + 2] or '', ARGV[at + 3] or ''
@@ -299,7 +321,11 @@ local function token_bucket(KEYS, ARGV)
         check = true
       end
     end
-    lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+    if i == 1 then
+      limit1, period1, burst1 = limit, period_ms, burst
+    else
+      lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+    end
   end
 
   -- ---- The clock: Redis TIME, in whole microseconds (exact in a double) ----
@@ -319,20 +345,27 @@ local function token_bucket(KEYS, ARGV)
     if type(raw) ~= 'string' then
       return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
     end
-    local body = match(raw, STATE)
-    local good = body ~= nil
-    if good then
-      st = {}
-      local read = 0
-      for f in string.gmatch(body, ' (%d+)') do
-        if #f > 16 or f + 0 > 9007199254740991 then
-          good = false
-          break
+    -- One limit, the common case, is one match; 2 to 8 limits are read field by field.
+    st = { match(raw, STATE) }
+    local good = st[1] ~= nil
+    if not good then
+      local body = match(raw, STATES)
+      if body then
+        local read = 0
+        for f in gmatch(body, ' (%d+)') do
+          read = read + 1 + #f
+          st[#st + 1] = f
         end
-        read = read + 1 + #f
-        st[#st + 1] = f + 0
+        good = read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
       end
-      good = good and read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
+    end
+    for j = 1, good and #st or 0 do -- every field a whole number below 2^53
+      local f = st[j]
+      if #f > 16 or f + 0 > 9007199254740991 then
+        good = false
+        break
+      end
+      st[j] = f + 0
     end
     if not good then
       local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -349,7 +382,8 @@ local function token_bucket(KEYS, ARGV)
   local a_i, a_left, a_rem, a_reset, a_cap -- the binding limit if admitted
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   for i = 1, n do
-    local limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+    local limit, period_us, burst = limit1, period1 * 1000, burst1
+    if i > 1 then limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i] end
     -- A new bucket starts full, its refills counted from now. A clock behind
     -- the last refill (it stepped back) decides as of that refill.
     local tokens, t = burst, now
@@ -404,7 +438,8 @@ end
 -- ---- leaky_bucket's constants (from its manifest) ----
 local NAME, TAG = 'leaky_bucket', 'lb:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local FIELDS, STATE = 2, '^lb:2( [ %d]+)$' -- numbers per limit; the state's shape
+local FIELDS = 2 -- numbers per limit in the state
+local STATE, STATES = '^lb:2 (%d+) (%d+)$', '^lb:2( [ %d]+)$' -- the state of one limit; of several
 
 -- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
 -- With a/b = limit / period_us in lowest terms, a level of x stands for x / b
@@ -443,7 +478,10 @@ local function leaky_bucket(KEYS, ARGV)
     end
   end
   local cost, check = 1, false
-  local lims = {} -- limit, period_ms, burst of each limit in turn
+  -- The first limit's arguments, and the others' in a table (limit, period_ms,
+  -- burst of each in turn), so that a call with one limit builds no table.
+  local limit1, period1, burst1
+  local lims = n > 1 and {} or nil
   for i = 1, n do
     local at = i == 1 and 0 or 3 * i - 1
     local ls, ps, bs = ARGV[at + 1] or '', ARGV[at + 2] or '', ARGV[at + 3] or ''
@@ -479,7 +517,11 @@ local function leaky_bucket(KEYS, ARGV)
         check = true
       end
     end
-    lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+    if i == 1 then
+      limit1, period1, burst1 = limit, period_ms, burst
+    else
+      lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+    end
   end
 
   -- ---- The clock: Redis TIME, in whole microseconds (exact in a double) ----
@@ -499,20 +541,27 @@ local function leaky_bucket(KEYS, ARGV)
     if type(raw) ~= 'string' then
       return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
     end
-    local body = match(raw, STATE)
-    local good = body ~= nil
-    if good then
-      st = {}
-      local read = 0
-      for f in string.gmatch(body, ' (%d+)') do
-        if #f > 16 or f + 0 > 9007199254740991 then
-          good = false
-          break
+    -- One limit, the common case, is one match; 2 to 8 limits are read field by field.
+    st = { match(raw, STATE) }
+    local good = st[1] ~= nil
+    if not good then
+      local body = match(raw, STATES)
+      if body then
+        local read = 0
+        for f in gmatch(body, ' (%d+)') do
+          read = read + 1 + #f
+          st[#st + 1] = f
         end
-        read = read + 1 + #f
-        st[#st + 1] = f + 0
+        good = read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
       end
-      good = good and read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
+    end
+    for j = 1, good and #st or 0 do -- every field a whole number below 2^53
+      local f = st[j]
+      if #f > 16 or f + 0 > 9007199254740991 then
+        good = false
+        break
+      end
+      st[j] = f + 0
     end
     if not good then
       local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -529,7 +578,8 @@ local function leaky_bucket(KEYS, ARGV)
   local a_i, a_left, a_rem, a_reset, a_cap -- the binding limit if admitted
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   for i = 1, n do
-    local limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+    local limit, period_us, burst = limit1, period1 * 1000, burst1
+    if i > 1 then limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i] end
     local g = gcd(limit, period_us)
     local a, b = limit / g, period_us / g
     local xmax = burst * b
@@ -584,7 +634,8 @@ end
 -- ---- sliding_window's constants (from its manifest) ----
 local NAME, TAG = 'sliding_window', 'sw:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local FIELDS, STATE = 3, '^sw:2( [ %d]+)$' -- numbers per limit; the state's shape
+local FIELDS = 3 -- numbers per limit in the state
+local STATE, STATES = '^sw:2 (%d+) (%d+) (%d+)$', '^sw:2( [ %d]+)$' -- the state of one limit; of several
 
 local function out_of_range(limit, period_ms)
   -- the weighted count, times period_ms, must stay exact
@@ -608,7 +659,10 @@ local function sliding_window(KEYS, ARGV)
     end
   end
   local cost, check = 1, false
-  local lims = {} -- limit, period_ms, burst of each limit in turn
+  -- The first limit's arguments, and the others' in a table (limit, period_ms,
+  -- burst of each in turn), so that a call with one limit builds no table.
+  local limit1, period1, burst1
+  local lims = n > 1 and {} or nil
   for i = 1, n do
     local at = i == 1 and 0 or 3 * i - 1
     local ls, ps, bs = ARGV[at + 1] or '', ARGV[at + 2] or '', ARGV[at + 3] or ''
@@ -639,7 +693,11 @@ local function sliding_window(KEYS, ARGV)
         check = true
       end
     end
-    lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+    if i == 1 then
+      limit1, period1, burst1 = limit, period_ms, burst
+    else
+      lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+    end
   end
 
   -- ---- The clock: Redis TIME, in whole microseconds (exact in a double) ----
@@ -659,20 +717,27 @@ local function sliding_window(KEYS, ARGV)
     if type(raw) ~= 'string' then
       return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
     end
-    local body = match(raw, STATE)
-    local good = body ~= nil
-    if good then
-      st = {}
-      local read = 0
-      for f in string.gmatch(body, ' (%d+)') do
-        if #f > 16 or f + 0 > 9007199254740991 then
-          good = false
-          break
+    -- One limit, the common case, is one match; 2 to 8 limits are read field by field.
+    st = { match(raw, STATE) }
+    local good = st[1] ~= nil
+    if not good then
+      local body = match(raw, STATES)
+      if body then
+        local read = 0
+        for f in gmatch(body, ' (%d+)') do
+          read = read + 1 + #f
+          st[#st + 1] = f
         end
-        read = read + 1 + #f
-        st[#st + 1] = f + 0
+        good = read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
       end
-      good = good and read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
+    end
+    for j = 1, good and #st or 0 do -- every field a whole number below 2^53
+      local f = st[j]
+      if #f > 16 or f + 0 > 9007199254740991 then
+        good = false
+        break
+      end
+      st[j] = f + 0
     end
     if not good then
       local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -690,7 +755,8 @@ local function sliding_window(KEYS, ARGV)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   local now_ms = (now - now % 1000) / 1000
   for i = 1, n do
-    local limit, p = lims[3 * i - 2], lims[3 * i - 1]
+    local limit, p = limit1, period1
+    if i > 1 then limit, p = lims[3 * i - 2], lims[3 * i - 1] end
     -- A clock behind the stored window (it stepped back) decides as of its start.
     local stored, at_ms = st and st[3 * i - 2], now_ms
     if stored and stored > now_ms then at_ms = stored end
@@ -766,7 +832,8 @@ end
 -- ---- fixed_window's constants (from its manifest) ----
 local NAME, TAG = 'fixed_window', 'fw:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local FIELDS, STATE = 2, '^fw:2( [ %d]+)$' -- numbers per limit; the state's shape
+local FIELDS = 2 -- numbers per limit in the state
+local STATE, STATES = '^fw:2 (%d+) (%d+)$', '^fw:2( [ %d]+)$' -- the state of one limit; of several
 
 local function fixed_window(KEYS, ARGV)
   -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
@@ -786,7 +853,10 @@ local function fixed_window(KEYS, ARGV)
     end
   end
   local cost, check = 1, false
-  local lims = {} -- limit, period_ms, burst of each limit in turn
+  -- The first limit's arguments, and the others' in a table (limit, period_ms,
+  -- burst of each in turn), so that a call with one limit builds no table.
+  local limit1, period1, burst1
+  local lims = n > 1 and {} or nil
   for i = 1, n do
     local at = i == 1 and 0 or 3 * i - 1
     local ls, ps, bs = ARGV[at + 1] or '', ARGV[at + 2] or '', ARGV[at + 3] or ''
@@ -814,7 +884,11 @@ local function fixed_window(KEYS, ARGV)
         check = true
       end
     end
-    lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+    if i == 1 then
+      limit1, period1, burst1 = limit, period_ms, burst
+    else
+      lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+    end
   end
 
   -- ---- The clock: Redis TIME, in whole microseconds (exact in a double) ----
@@ -834,20 +908,27 @@ local function fixed_window(KEYS, ARGV)
     if type(raw) ~= 'string' then
       return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
     end
-    local body = match(raw, STATE)
-    local good = body ~= nil
-    if good then
-      st = {}
-      local read = 0
-      for f in string.gmatch(body, ' (%d+)') do
-        if #f > 16 or f + 0 > 9007199254740991 then
-          good = false
-          break
+    -- One limit, the common case, is one match; 2 to 8 limits are read field by field.
+    st = { match(raw, STATE) }
+    local good = st[1] ~= nil
+    if not good then
+      local body = match(raw, STATES)
+      if body then
+        local read = 0
+        for f in gmatch(body, ' (%d+)') do
+          read = read + 1 + #f
+          st[#st + 1] = f
         end
-        read = read + 1 + #f
-        st[#st + 1] = f + 0
+        good = read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
       end
-      good = good and read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
+    end
+    for j = 1, good and #st or 0 do -- every field a whole number below 2^53
+      local f = st[j]
+      if #f > 16 or f + 0 > 9007199254740991 then
+        good = false
+        break
+      end
+      st[j] = f + 0
     end
     if not good then
       local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -864,7 +945,8 @@ local function fixed_window(KEYS, ARGV)
   local a_i, a_left, a_rem, a_reset, a_cap -- the binding limit if admitted
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   for i = 1, n do
-    local limit, period_us = lims[3 * i - 2], lims[3 * i - 1] * 1000
+    local limit, period_us = limit1, period1 * 1000
+    if i > 1 then limit, period_us = lims[3 * i - 2], lims[3 * i - 1] * 1000 end
     -- A clock behind the window's start (it stepped back) decides within it.
     local start, count = now, 0
     if st and st[2 * i] then
@@ -933,7 +1015,10 @@ local function sliding_log(KEYS, ARGV)
     end
   end
   local cost, check = 1, false
-  local lims = {} -- limit, period_ms, burst of each limit in turn
+  -- The first limit's arguments, and the others' in a table (limit, period_ms,
+  -- burst of each in turn), so that a call with one limit builds no table.
+  local limit1, period1, burst1
+  local lims = n > 1 and {} or nil
   for i = 1, n do
     local at = i == 1 and 0 or 3 * i - 1
     local ls, ps, bs = ARGV[at + 1] or '', ARGV[at + 2] or '', ARGV[at + 3] or ''
@@ -961,7 +1046,11 @@ local function sliding_log(KEYS, ARGV)
         check = true
       end
     end
-    lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+    if i == 1 then
+      limit1, period1, burst1 = limit, period_ms, burst
+    else
+      lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+    end
   end
 
   -- ---- The clock: Redis TIME, in whole microseconds (exact in a double) ----
@@ -998,7 +1087,8 @@ local function sliding_log(KEYS, ARGV)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   local longest = 0 -- the longest period: what the log must keep
   for i = 1, n do
-    local limit, period_us = lims[3 * i - 2], lims[3 * i - 1] * 1000
+    local limit, period_us = limit1, period1 * 1000
+    if i > 1 then limit, period_us = lims[3 * i - 2], lims[3 * i - 1] * 1000 end
     if period_us > longest then longest = period_us end
     -- the window is (at - period, at]; the marker's score, <= 0, is never in it
     local lo = at - period_us
@@ -1095,4 +1185,4 @@ redis.register_function('redisrate_sliding_log', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' },
   callback = function(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return 'a43b720ff9369b383e39a01d4daba1137bb5d4f5' end }
+  callback = function() return '9a0c7485c6a89e81fae27a3fb471ae1022336821' end }

@@ -45,7 +45,9 @@
 -- gopher-lua (miniredis): numbers are read with `s + 0` only after a pattern
 -- has proved them digits, and every integer stays below 2^53, where `%` and
 -- `/` on doubles are exact.
-local find, match, sub, fmt = string.find, string.match, string.sub, string.format
+-- The string functions are read through a string's metatable: a Functions
+-- library may not read the globals (string, math) while it loads.
+local find, match, gmatch, sub, fmt = ('').find, ('').match, ('').gmatch, ('').sub, ('').format
 
 -- whole reads a contract number: digits only, at most max; nil otherwise.
 local function whole(s, max)
@@ -93,7 +95,10 @@ if nargs > 5 then
   end
 end
 local cost, check = 1, false
-local lims = {} -- limit, period_ms, burst of each limit in turn
+-- The first limit's arguments, and the others' in a table (limit, period_ms,
+-- burst of each in turn), so that a call with one limit builds no table.
+local limit1, period1, burst1
+local lims = n > 1 and {} or nil
 for i = 1, n do
   local at = i == 1 and 0 or 3 * i - 1
   local ls, ps, bs = ARGV[at + 1] or '', ARGV[at + 2] or '', ARGV[at + 3] or ''
@@ -121,7 +126,11 @@ for i = 1, n do
       check = true
     end
   end
-  lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+  if i == 1 then
+    limit1, period1, burst1 = limit, period_ms, burst
+  else
+    lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+  end
 end
 
 -- ---- The clock: Redis TIME, in whole microseconds (exact in a double) ----
@@ -158,7 +167,8 @@ local a_i, a_left, a_rem, a_reset, a_cap -- the binding limit if admitted
 local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
 local longest = 0 -- the longest period: what the log must keep
 for i = 1, n do
-  local limit, period_us = lims[3 * i - 2], lims[3 * i - 1] * 1000
+  local limit, period_us = limit1, period1 * 1000
+  if i > 1 then limit, period_us = lims[3 * i - 2], lims[3 * i - 1] * 1000 end
   if period_us > longest then longest = period_us end
   -- the window is (at - period, at]; the marker's score, <= 0, is never in it
   local lo = at - period_us

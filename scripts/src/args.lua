@@ -15,7 +15,10 @@ if nargs > 5 then
   end
 end
 local cost, check = 1, false
-local lims = {} -- limit, period_ms, burst of each limit in turn
+-- The first limit's arguments, and the others' in a table (limit, period_ms,
+-- burst of each in turn), so that a call with one limit builds no table.
+local limit1, period1, burst1
+local lims = n > 1 and {} or nil
 for i = 1, n do
   local at = i == 1 and 0 or 3 * i - 1
   local ls, ps, bs = ARGV[at + 1] or '', ARGV[at + 2] or '', ARGV[at + 3] or ''
@@ -66,7 +69,11 @@ for i = 1, n do
       check = true
     end
   end
-  lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+  if i == 1 then
+    limit1, period1, burst1 = limit, period_ms, burst
+  else
+    lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+  end
 end
 
 -- ---- The clock: Redis TIME, in whole microseconds (exact in a double) ----

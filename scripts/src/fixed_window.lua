@@ -19,7 +19,8 @@
 --@include state.lua
 --@include loop.lua
 for i = 1, n do
-  local limit, period_us = lims[3 * i - 2], lims[3 * i - 1] * 1000
+  local limit, period_us = limit1, period1 * 1000
+  if i > 1 then limit, period_us = lims[3 * i - 2], lims[3 * i - 1] * 1000 end
   -- A clock behind the window's start (it stepped back) decides within it.
   local start, count = now, 0
   if st and st[2 * i] then

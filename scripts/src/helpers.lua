@@ -4,7 +4,9 @@
 -- gopher-lua (miniredis): numbers are read with `s + 0` only after a pattern
 -- has proved them digits, and every integer stays below 2^53, where `%` and
 -- `/` on doubles are exact.
-local find, match, sub, fmt = string.find, string.match, string.sub, string.format
+-- The string functions are read through a string's metatable: a Functions
+-- library may not read the globals (string, math) while it loads.
+local find, match, gmatch, sub, fmt = ('').find, ('').match, ('').gmatch, ('').sub, ('').format
 
 -- whole reads a contract number: digits only, at most max; nil otherwise.
 local function whole(s, max)

@@ -20,7 +20,8 @@
 --@include state.lua
 --@include loop.lua
 for i = 1, n do
-  local limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+  local limit, period_us, burst = limit1, period1 * 1000, burst1
+  if i > 1 then limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i] end
   local g = gcd(limit, period_us)
   local a, b = limit / g, period_us / g
   local xmax = burst * b

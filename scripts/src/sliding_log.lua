@@ -43,7 +43,8 @@ if newest and newest > now then at = newest end
 --@include loop.lua
 local longest = 0 -- the longest period: what the log must keep
 for i = 1, n do
-  local limit, period_us = lims[3 * i - 2], lims[3 * i - 1] * 1000
+  local limit, period_us = limit1, period1 * 1000
+  if i > 1 then limit, period_us = lims[3 * i - 2], lims[3 * i - 1] * 1000 end
   if period_us > longest then longest = period_us end
   -- the window is (at - period, at]; the marker's score, <= 0, is never in it
   local lo = at - period_us

@@ -27,7 +27,8 @@ end
 --@include loop.lua
 local now_ms = (now - now % 1000) / 1000
 for i = 1, n do
-  local limit, p = lims[3 * i - 2], lims[3 * i - 1]
+  local limit, p = limit1, period1
+  if i > 1 then limit, p = lims[3 * i - 2], lims[3 * i - 1] end
   -- A clock behind the stored window (it stepped back) decides as of its start.
   local stored, at_ms = st and st[3 * i - 2], now_ms
   if stored and stored > now_ms then at_ms = stored end

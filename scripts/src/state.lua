@@ -9,20 +9,27 @@ if raw then
   if type(raw) ~= 'string' then
     return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
   end
-  local body = match(raw, STATE)
-  local good = body ~= nil
-  if good then
-    st = {}
-    local read = 0
-    for f in string.gmatch(body, ' (%d+)') do
-      if #f > 16 or f + 0 > 9007199254740991 then
-        good = false
-        break
+  -- One limit, the common case, is one match; 2 to 8 limits are read field by field.
+  st = { match(raw, STATE) }
+  local good = st[1] ~= nil
+  if not good then
+    local body = match(raw, STATES)
+    if body then
+      local read = 0
+      for f in gmatch(body, ' (%d+)') do
+        read = read + 1 + #f
+        st[#st + 1] = f
       end
-      read = read + 1 + #f
-      st[#st + 1] = f + 0
+      good = read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
     end
-    good = good and read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
+  end
+  for j = 1, good and #st or 0 do -- every field a whole number below 2^53
+    local f = st[j]
+    if #f > 16 or f + 0 > 9007199254740991 then
+      good = false
+      break
+    end
+    st[j] = f + 0
   end
   if not good then
     local other = (@OTHERS@)[match(raw, '^(%S+) ') or '']

@@ -23,7 +23,8 @@ end
 --@include state.lua
 --@include loop.lua
 for i = 1, n do
-  local limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+  local limit, period_us, burst = limit1, period1 * 1000, burst1
+  if i > 1 then limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i] end
   -- A new bucket starts full, its refills counted from now. A clock behind
   -- the last refill (it stepped back) decides as of that refill.
   local tokens, t = burst, now
