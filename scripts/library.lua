@@ -958,7 +958,7 @@ local function fixed_window(KEYS, ARGV)
     end
     local ok, never, retry_us = false, cost > limit, 0
     if not never then
-      if count + cost <= limit then ok = true else retry_us = start + period_us - now end
+      if cost == 0 or count + cost <= limit then ok = true else retry_us = start + period_us - now end
     end
     if ok then count = count + cost end
     local rem = count < limit and limit - count or 0
@@ -1097,7 +1097,7 @@ local function sliding_log(KEYS, ARGV)
     if newest and newest > lo then count = redis.call('ZCOUNT', key, '(' .. fmt('%d', lo), '+inf') end
     local ok, never, retry_us = false, cost > limit, 0
     if not never then
-      if count + cost <= limit then
+      if cost == 0 or count + cost <= limit then
         ok = true
       else
         -- wait until the oldest count + cost - limit entries have left the window
@@ -1185,4 +1185,4 @@ redis.register_function('redisrate_sliding_log', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' },
   callback = function(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return '9a0c7485c6a89e81fae27a3fb471ae1022336821' end }
+  callback = function() return 'b7f46dadfa478494aa9800a9e28fd093cfebf7d1' end }

@@ -9,7 +9,7 @@ const ContractVersion = 2
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "9a0c7485c6a89e81fae27a3fb471ae1022336821"
+const LibraryVersion = "b7f46dadfa478494aa9800a9e28fd093cfebf7d1"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
@@ -17,8 +17,8 @@ var specs = []Spec{
 	{Name: "token_bucket", Tag: "tb:2", Window: false, Log: false, Fields: 2, MaxLimit: 1000000000000000, Range: "refill", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "3ba3f4b74250a061d765f307248f69ee7619f402", Function: "redisrate_token_bucket"},
 	{Name: "leaky_bucket", Tag: "lb:2", Window: false, Log: false, Fields: 2, MaxLimit: 1000000000000000, Range: "continuous", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "ad4c75105efe5ee1fe25e9d361f376c612aacd6c", Function: "redisrate_leaky_bucket"},
 	{Name: "sliding_window", Tag: "sw:2", Window: true, Log: false, Fields: 3, MaxLimit: 1000000000000000, Range: "weighted", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "3bc3ee4646c243b334541462e983001ae4c4b2af", Function: "redisrate_sliding_window"},
-	{Name: "fixed_window", Tag: "fw:2", Window: true, Log: false, Fields: 2, MaxLimit: 1000000000000000, Range: "", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "c116a61679c4a2910d7b29bc0e4068c08d9ce5f6", Function: "redisrate_fixed_window"},
-	{Name: "sliding_log", Tag: "sliding_log:2", Window: true, Log: true, Fields: 0, MaxLimit: 10000, Range: "", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "058a8e5bd4b69d0abc820bbb9c46f9a418e1f726", Function: "redisrate_sliding_log"},
+	{Name: "fixed_window", Tag: "fw:2", Window: true, Log: false, Fields: 2, MaxLimit: 1000000000000000, Range: "", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "34bb810bbbd1c7c52d60d468421c47fde7ffddc4", Function: "redisrate_fixed_window"},
+	{Name: "sliding_log", Tag: "sliding_log:2", Window: true, Log: true, Fields: 0, MaxLimit: 10000, Range: "", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "7a73461c4e6343031cd4ea203c11cf9bacee3a0e", Function: "redisrate_sliding_log"},
 }
 
 // resetSHA1 is the SHA1 of reset.lua.

@@ -32,7 +32,7 @@ for i = 1, n do
   end
   local ok, never, retry_us = false, cost > limit, 0
   if not never then
-    if count + cost <= limit then ok = true else retry_us = start + period_us - now end
+    if cost == 0 or count + cost <= limit then ok = true else retry_us = start + period_us - now end
   end
   if ok then count = count + cost end
   local rem = count < limit and limit - count or 0

@@ -53,7 +53,7 @@ for i = 1, n do
   if newest and newest > lo then count = redis.call('ZCOUNT', key, '(' .. fmt('%d', lo), '+inf') end
   local ok, never, retry_us = false, cost > limit, 0
   if not never then
-    if count + cost <= limit then
+    if cost == 0 or count + cost <= limit then
       ok = true
     else
       -- wait until the oldest count + cost - limit entries have left the window
