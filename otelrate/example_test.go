@@ -1,0 +1,86 @@
+package otelrate_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/extra/redisotel/v9"
+	"github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/otelrate"
+)
+
+// The setup: an Observer on the global providers, and redisotel so that
+// go-redis's spans nest under the decisions'. Here the providers are the
+// SDK's, reading into memory, to print what was recorded.
+func ExampleNew() {
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		log.Fatal(err)
+	}
+	defer mr.Close()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	tp := sdktrace.NewTracerProvider()
+
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	if err := redisotel.InstrumentTracing(rdb, redisotel.WithTracerProvider(tp)); err != nil {
+		log.Fatal(err)
+	}
+	obs, err := otelrate.New(otelrate.WithMeterProvider(mp), otelrate.WithTracerProvider(tp))
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithObserver(obs))
+
+	for range 3 {
+		_, _ = limiter.Allow(context.Background(), "login:ip:192.0.2.1", redisrate.PerMinute(2))
+	}
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil || len(rm.ScopeMetrics) == 0 {
+		log.Fatal("nothing recorded: ", err)
+	}
+	for _, m := range rm.ScopeMetrics[0].Metrics {
+		if sum, ok := m.Data.(metricdata.Sum[int64]); ok {
+			for _, dp := range sum.DataPoints {
+				outcome, _ := dp.Attributes.Value("redisrate.outcome")
+				fmt.Println(m.Name, outcome.String(), dp.Value)
+			}
+		}
+	}
+	// Unordered output:
+	// redisrate.decisions allowed 2
+	// redisrate.decisions denied 1
+}
+
+// Name keys by their first two segments: "api:free" for
+// "api:free:key:5f3a...".
+func ExampleWithKeyPrefix() {
+	twoSegments := func(key string) string {
+		first := otelrate.KeyPrefix(key)
+		rest := otelrate.KeyPrefix(key[min(len(first)+1, len(key)):])
+		if first == "" || rest == "" {
+			return first
+		}
+		return first + ":" + rest
+	}
+	fmt.Println(twoSegments("api:free:key:5f3a"))
+	_, _ = otelrate.New(otelrate.WithKeyPrefix(twoSegments))
+	// Output:
+	// api:free
+}
+
+// The default prefix: the key up to its first ":".
+func ExampleKeyPrefix() {
+	fmt.Printf("%q %q\n", otelrate.KeyPrefix("login:ip:192.0.2.1"), otelrate.KeyPrefix("user42"))
+	// Output:
+	// "login" ""
+}

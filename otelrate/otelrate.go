@@ -1,0 +1,271 @@
+// Package otelrate reports the decisions of a redisrate.Limiter to
+// OpenTelemetry: metrics (how many decisions, by algorithm, outcome and
+// source; how long they take; how many were degraded; deny-cache hits) and
+// traces (a span per decision, or per batch, under the caller's span, with
+// go-redis's own span under it when redisotel is on).
+//
+//	obs, err := otelrate.New() // the global MeterProvider and TracerProvider
+//	if err != nil { ... }
+//	limiter := redisrate.NewLimiter(rdb, redisrate.WithObserver(obs))
+//
+// It is a module of its own, so that the root module keeps go-redis as its
+// only dependency.
+//
+// # Metrics
+//
+//	redisrate.decisions           counter    {decision}  every decision
+//	redisrate.decision.duration   histogram  s           from the call to its answer
+//	redisrate.decisions.degraded  counter    {decision}  decided without Redis
+//	redisrate.deny_cache.hits     counter    {decision}  denials answered from the deny cache
+//
+// with the attributes redisrate.kind (allow, check, peek, wait),
+// redisrate.algorithm (gcra, token_bucket, ...), redisrate.outcome
+// (allowed, denied, error) and redisrate.source (redis, deny-cache,
+// fallback, fail-open, fail-closed; absent on an error), and, on an error,
+// error.type (unavailable, invalid, foreign_key, bad_reply, canceled,
+// deadline_exceeded, other). The degraded counter carries the algorithm,
+// source and outcome; the deny-cache counter the algorithm. A batch
+// (AllowBatch) counts as its requests; a Reset is traced, not counted.
+//
+// # Traces
+//
+// One span per decision, named "redisrate.allow", "redisrate.check",
+// "redisrate.peek", "redisrate.wait", "redisrate.batch" (with a span per
+// request under it) or "redisrate.reset", with the attributes above and
+// redisrate.key.prefix (the key up to its first ":", never the key itself
+// by default: keys hold user ids and IP addresses; see WithKeyPrefix),
+// redisrate.cost, redisrate.limits (how many), and on the answer
+// redisrate.remaining, redisrate.retry_after_ms, redisrate.binding (the
+// index of the binding limit) and redisrate.binding.limit (such as
+// "10/s"). A Redis error is recorded on the span, with an error status:
+// the call's error, or the cause of a degraded decision.
+package otelrate
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redisrate/redisrate"
+)
+
+// ScopeName is the instrumentation scope of the meter and the tracer.
+const ScopeName = "github.com/redisrate/redisrate/otelrate"
+
+// The attribute keys and values (see the package documentation).
+const (
+	kindKey           = attribute.Key("redisrate.kind")
+	algorithmKey      = attribute.Key("redisrate.algorithm")
+	outcomeKey        = attribute.Key("redisrate.outcome")
+	sourceKey         = attribute.Key("redisrate.source")
+	errorTypeKey      = attribute.Key("error.type")
+	keyPrefixKey      = attribute.Key("redisrate.key.prefix")
+	costKey           = attribute.Key("redisrate.cost")
+	limitsKey         = attribute.Key("redisrate.limits")
+	remainingKey      = attribute.Key("redisrate.remaining")
+	retryAfterKey     = attribute.Key("redisrate.retry_after_ms")
+	bindingKey        = attribute.Key("redisrate.binding")
+	bindingLimitKey   = attribute.Key("redisrate.binding.limit")
+	batchSizeKey      = attribute.Key("redisrate.batch.size")
+	batchIndexKey     = attribute.Key("redisrate.batch.index")
+	outcomeAllowed    = "allowed"
+	outcomeDenied     = "denied"
+	outcomeError      = "error"
+	errTypeOther      = "other"
+	durationHistogram = "redisrate.decision.duration"
+)
+
+// Option configures an Observer.
+type Option func(*config)
+
+type config struct {
+	mp        metric.MeterProvider
+	tp        trace.TracerProvider
+	keyPrefix func(string) string
+}
+
+// WithMeterProvider sets the MeterProvider; default otel.GetMeterProvider().
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) { c.mp = mp }
+}
+
+// WithTracerProvider sets the TracerProvider; default
+// otel.GetTracerProvider().
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(c *config) { c.tp = tp }
+}
+
+// WithKeyPrefix sets what of a key goes on spans as redisrate.key.prefix:
+// f returns it, or "" for nothing. The default, KeyPrefix, keeps the text
+// before the first ":". Keys hold user ids and IP addresses: return what
+// names the kind of limit, never who was limited.
+func WithKeyPrefix(f func(key string) string) Option {
+	return func(c *config) { c.keyPrefix = f }
+}
+
+// KeyPrefix is the default of WithKeyPrefix: the key up to its first ":",
+// e.g. "login" for "login:ip:192.0.2.1"; "" for a key without ":".
+func KeyPrefix(key string) string {
+	if i := strings.IndexByte(key, ':'); i > 0 {
+		return key[:i]
+	}
+	return ""
+}
+
+// Observer is a redisrate.Observer that reports to OpenTelemetry. Make it
+// with New and pass it to redisrate.WithObserver. It is safe for
+// concurrent use.
+type Observer struct {
+	tracer    trace.Tracer
+	keyPrefix func(string) string
+	decisions metric.Int64Counter
+	duration  metric.Float64Histogram
+	degraded  metric.Int64Counter
+	denyHits  metric.Int64Counter
+}
+
+var _ redisrate.Observer = (*Observer)(nil)
+
+// New returns an Observer on the providers of opts.
+func New(opts ...Option) (*Observer, error) {
+	c := config{keyPrefix: KeyPrefix}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.mp == nil {
+		c.mp = otel.GetMeterProvider()
+	}
+	if c.tp == nil {
+		c.tp = otel.GetTracerProvider()
+	}
+	if c.keyPrefix == nil {
+		c.keyPrefix = func(string) string { return "" }
+	}
+	meter := c.mp.Meter(ScopeName)
+	o := &Observer{tracer: c.tp.Tracer(ScopeName), keyPrefix: c.keyPrefix}
+	var err, e error
+	o.decisions, e = meter.Int64Counter("redisrate.decisions",
+		metric.WithUnit("{decision}"), metric.WithDescription("Rate-limit decisions, by algorithm, outcome and source."))
+	err = errors.Join(err, e)
+	o.duration, e = meter.Float64Histogram(durationHistogram, metric.WithUnit("s"),
+		metric.WithDescription("Time from a call to its decision."),
+		metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5))
+	err = errors.Join(err, e)
+	o.degraded, e = meter.Int64Counter("redisrate.decisions.degraded",
+		metric.WithUnit("{decision}"), metric.WithDescription("Decisions made without Redis: by the fallback or the failure policy."))
+	err = errors.Join(err, e)
+	o.denyHits, e = meter.Int64Counter("redisrate.deny_cache.hits",
+		metric.WithUnit("{decision}"), metric.WithDescription("Denials answered from the deny cache, without a round trip."))
+	err = errors.Join(err, e)
+	if err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+type startKey struct{}
+
+// Start opens the decision's span and notes the time.
+func (o *Observer) Start(ctx context.Context, d redisrate.Decision) context.Context {
+	attrs := make([]attribute.KeyValue, 0, 8)
+	attrs = append(attrs, kindKey.String(d.Kind.String()))
+	if d.Kind != redisrate.KindBatch && d.Kind != redisrate.KindReset {
+		attrs = append(attrs, algorithmKey.String(d.Algorithm.String()), costKey.Int64(d.Cost), limitsKey.Int(len(d.Limits)))
+	}
+	if p := o.keyPrefix(d.Key); p != "" && d.Kind != redisrate.KindBatch {
+		attrs = append(attrs, keyPrefixKey.String(p))
+	}
+	if d.Batch > 0 {
+		attrs = append(attrs, batchSizeKey.Int(d.Batch))
+		if d.Kind != redisrate.KindBatch {
+			attrs = append(attrs, batchIndexKey.Int(d.Index))
+		}
+	}
+	ctx, _ = o.tracer.Start(ctx, "redisrate."+d.Kind.String(), trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	return context.WithValue(ctx, startKey{}, time.Now())
+}
+
+// End closes the span and records the metrics.
+func (o *Observer) End(ctx context.Context, d redisrate.Decision, res redisrate.Result, err error) {
+	span := trace.SpanFromContext(ctx)
+	var elapsed time.Duration
+	if t, ok := ctx.Value(startKey{}).(time.Time); ok {
+		elapsed = time.Since(t)
+	}
+	counted := d.Kind != redisrate.KindBatch && d.Kind != redisrate.KindReset
+	var set []attribute.KeyValue
+	switch {
+	case err != nil:
+		et := errorType(err)
+		set = []attribute.KeyValue{outcomeKey.String(outcomeError), errorTypeKey.String(et)}
+		span.SetAttributes(set...)
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	default:
+		outcome := outcomeDenied
+		if res.Allowed {
+			outcome = outcomeAllowed
+		}
+		set = []attribute.KeyValue{outcomeKey.String(outcome), sourceKey.String(res.Source.String())}
+		if counted {
+			span.SetAttributes(set...)
+			span.SetAttributes(remainingKey.Int64(res.Remaining), bindingKey.Int(res.Binding))
+			if !res.Allowed {
+				ms := int64(-1)
+				if !res.Never() {
+					ms = res.RetryAfter.Milliseconds()
+				}
+				span.SetAttributes(retryAfterKey.Int64(ms))
+			}
+			if res.Binding >= 0 && res.Binding < len(d.Limits) {
+				span.SetAttributes(bindingLimitKey.String(d.Limits[res.Binding].String()))
+			}
+		}
+		if res.Cause != nil {
+			span.RecordError(res.Cause)
+			span.SetStatus(codes.Error, "decided without Redis ("+res.Source.String()+"): "+res.Cause.Error())
+		}
+	}
+	span.End()
+	if !counted {
+		return
+	}
+	attrs := make([]attribute.KeyValue, 0, 5)
+	attrs = append(attrs, kindKey.String(d.Kind.String()), algorithmKey.String(d.Algorithm.String()))
+	attrs = append(attrs, set...)
+	opt := metric.WithAttributes(attrs...)
+	o.decisions.Add(ctx, 1, opt)
+	o.duration.Record(ctx, elapsed.Seconds(), opt)
+	if err == nil && res.Degraded() {
+		o.degraded.Add(ctx, 1, metric.WithAttributes(algorithmKey.String(d.Algorithm.String()), set[0], set[1]))
+	}
+	if err == nil && res.Source == redisrate.SourceDenyCache {
+		o.denyHits.Add(ctx, 1, metric.WithAttributes(algorithmKey.String(d.Algorithm.String())))
+	}
+}
+
+// errorType names the kind of a Limiter's error for error.type.
+func errorType(err error) string {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline_exceeded"
+	case errors.Is(err, redisrate.ErrInvalid):
+		return "invalid"
+	case errors.Is(err, redisrate.ErrForeignKey):
+		return "foreign_key"
+	case errors.Is(err, redisrate.ErrBadReply):
+		return "bad_reply"
+	case errors.Is(err, redisrate.ErrUnavailable):
+		return "unavailable"
+	}
+	return errTypeOther
+}
