@@ -1,19 +1,31 @@
-# The whole test suite: the library (fast, on miniredis), then every module
-# that tests against real servers or measures. `make test` is what CI runs.
+# The whole test suite: the library and the scripts (fast, on miniredis and a
+# redis-server the tests start), then every module that tests against real
+# servers, integrates, or measures. `make test` is what CI runs.
 GO ?= go
-MODULES := . integration_test bench
+STATICCHECK ?= staticcheck
+# Every Go module of the repository; nested modules keep their dependencies
+# (OpenTelemetry, gRPC, testcontainers, the peer) out of the library's go.sum.
+MODULES := . otelrate grpclimit integration_test bench
 
-.PHONY: test generate vet
+.PHONY: test check generate
 test:
 	@for m in $(MODULES); do \
 	  if [ -f $$m/go.mod ]; then \
 	    echo "== go test $$m"; \
-	    (cd $$m && $(GO) test -race -count=1 ./...) || exit 1; \
+	    (cd $$m && $(GO) test -race -shuffle=on -count=1 ./...) || exit 1; \
+	  fi; \
+	done
+
+# gofmt, go vet and staticcheck in every module, and generated files up to date.
+check:
+	@bad=$$(gofmt -l $$(git ls-files '*.go')); \
+	if [ -n "$$bad" ]; then echo "gofmt would change: $$bad"; exit 1; fi
+	@for m in $(MODULES); do \
+	  if [ -f $$m/go.mod ]; then \
+	    echo "== vet, staticcheck $$m"; \
+	    (cd $$m && $(GO) vet ./... && $(STATICCHECK) ./...) || exit 1; \
 	  fi; \
 	done
 
 generate:
-	$(GO) generate ./...
-
-vet:
-	@for m in $(MODULES); do [ -f $$m/go.mod ] && (cd $$m && $(GO) vet ./...) || true; done
+	cd scripts && $(GO) generate .
