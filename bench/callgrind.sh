@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Instructions per call inside redis-server, counted by callgrind: repeatable
+# whatever else the machine is doing, unlike time. For each subject a fresh
+# redis-server runs under valgrind on a free 127.0.0.1 port; after a warm-up
+# the counters are zeroed, N calls are made over one connection, and the
+# instructions Redis executed are divided by N (networking included, the
+# same for every subject).
+#   bench/callgrind.sh [N]        (needs valgrind, redis-server, redis-cli)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+N=${1:-2000}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# The peer: go-redis/redis_rate v10's GCRA script, as its module ships it.
+peer_src() {
+  (cd bench && go list -m -f '{{.Dir}}' github.com/go-redis/redis_rate/v10) |
+    xargs -I{} awk '/^var allowN = redis.NewScript\(`/{f=1;next} f&&/^`\)/{exit} f' {}/lua.go
+}
+
+measure() { # name, script file, call args... ("FCALL" as the file: the library)
+  local name=$1 file=$2; shift 2
+  local port; port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+  valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.%p" redis-server --port "$port" --bind 127.0.0.1 \
+    --save '' --appendonly no >"$tmp/vg.log" 2>&1 &
+  local vpid=$!
+  until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.2; done
+  local cmd
+  if [ "$file" = FCALL ]; then
+    redis-cli -p "$port" -x FUNCTION LOAD REPLACE <scripts/library.lua >/dev/null
+    cmd=(FCALL)
+  else
+    cmd=(EVALSHA "$(redis-cli -p "$port" -x SCRIPT LOAD <"$file")")
+  fi
+  for _ in 1 2 3; do redis-cli -p "$port" "${cmd[@]}" "$@" >/dev/null; done
+  callgrind_control --zero "$vpid" >/dev/null
+  redis-benchmark -p "$port" -n "$N" -c 1 -q "${cmd[@]}" "$@" >/dev/null
+  callgrind_control --dump "$vpid" >/dev/null
+  local ir; ir=$(ls -t "$tmp"/cg.* | head -1 | xargs grep -h '^summary:' | awk '{print $2}')
+  redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+  wait "$vpid" 2>/dev/null || true
+  rm -f "$tmp"/cg.*
+  printf '%-40s %8.1fk instructions/call\n' "$name" "$(echo "$ir / $N / 1000" | bc -l)"
+}
+
+printf 'return 1\n' >"$tmp/one.lua"
+printf "local t = redis.call('TIME')\nlocal v = redis.call('GET', KEYS[1])\nredis.call('PSETEX', KEYS[1], 3600000, t[1] .. t[2])\nreturn { 1, 2, 3, 4, 5, 6 }\n" >"$tmp/floor.lua"
+peer_src >"$tmp/peer.lua"
+measure "return 1 (ceiling)" "$tmp/one.lua" 1 k 1000000 3600000
+measure "floor: TIME GET PSETEX, 6 integers" "$tmp/floor.lua" 1 k 1000000 3600000
+measure "peer: redis_rate v10 GCRA" "$tmp/peer.lua" 1 k 1000000 1000000 3600 1
+for s in gcra token_bucket leaky_bucket sliding_window fixed_window sliding_log; do
+  measure "EVALSHA $s.lua, 1 limit" "scripts/$s.lua" 1 k 1000000 3600000
+done
+measure "FCALL redisrate_gcra, 1 limit" FCALL redisrate_gcra 1 k 1000000 3600000
+measure "EVALSHA gcra.lua, 3 limits" scripts/gcra.lua 1 k 1000000 3600000 '' '' '' 1000000 3600000 '' 1000000 3600000 ''
