@@ -2,55 +2,22 @@ package redisrate
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // Request is one decision of a batch: N units from Key under every one of
-// Limits (all or nothing, as AllowMulti), or, with Check, whether they would
-// be admitted, recording nothing.
+// Limits (all or nothing, as AllowMulti); with Check, whether they would be
+// admitted, recording nothing; with Peek, the state, taking nothing.
+//
+// An N of 0 means 1: a zero value never means "do not limit". Peeking is
+// asked for by name, with Peek (and N 0).
 type Request struct {
 	Key    string
 	Limits []Limit
-	N      float64 // the cost, as in AllowN: 1 for one unit; 0 reads the state and takes nothing
-	Check  bool    // decide as a real call would, but record nothing (as Check)
-}
-
-// BatchError is the error of AllowBatch when some requests failed. Errs is
-// indexed like the requests: nil where the request was decided. It matches
-// (errors.Is, errors.As) every error it holds.
-type BatchError struct {
-	Errs []error
-}
-
-func (e *BatchError) Error() string {
-	var first error
-	failed := 0
-	for _, err := range e.Errs {
-		if err != nil {
-			if first == nil {
-				first = err
-			}
-			failed++
-		}
-	}
-	if failed == 1 {
-		return first.Error()
-	}
-	return fmt.Sprintf("redisrate: %d of %d requests failed; first: %v", failed, len(e.Errs), first)
-}
-
-// Unwrap returns the errors of the requests that failed.
-func (e *BatchError) Unwrap() []error {
-	var errs []error
-	for _, err := range e.Errs {
-		if err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errs
+	N      int64 // the cost, from 1; 0 means 1
+	Check  bool  // decide as a real call would, but record nothing (as Check)
+	Peek   bool  // read the state, take nothing (as Peek); N must be 0
 }
 
 // pipeliner is what every go-redis v9 client offers to send many commands
@@ -60,15 +27,22 @@ type pipeliner interface {
 }
 
 // AllowBatch decides many requests, for any keys, algorithms and limits, in
-// one round trip: a pipeline of EVALSHA calls. A server that does not have
-// a script (a new node, a failover, SCRIPT FLUSH) answers those calls with
-// NOSCRIPT; only they are sent again, with EVAL, in a second round trip.
+// one round trip: a pipeline of FCALL or EVALSHA calls. A server that does
+// not have a script (a new node, a failover, SCRIPT FLUSH) answers those
+// calls with NOSCRIPT; only they are sent again, with EVAL, in a second
+// round trip.
 //
-// The results are in the order of reqs, always len(reqs) of them. When some
-// requests fail (bad arguments, a foreign key, a network error), the error is
-// a *BatchError whose Errs says which and why, and their Results are zero;
-// the other requests are decided and recorded as usual. Each request is its
-// own atomic decision: the batch as a whole is not a transaction.
+// Each request goes through the same stages as a single call (deny cache,
+// circuit breaker, fallback, failure policy), so a request answers exactly
+// as the matching Allow, Check or Peek would: with FailOpen and Redis down,
+// every request is admitted with Source SourceFailOpen and the error is nil.
+//
+// The results are in the order of reqs, always len(reqs) of them. When
+// some requests get an error (bad arguments, a foreign key, Redis down with
+// FailError), the error is a *BatchError whose Errs says which and why, and
+// their Results are zero; the other requests are decided and recorded as
+// usual. Each request is its own atomic decision: the batch as a whole is
+// not a transaction.
 //
 // A client without pipelines (a Client that is not a go-redis client) gets
 // the requests one after another.
@@ -76,111 +50,117 @@ func (l *Limiter) AllowBatch(ctx context.Context, reqs []Request) ([]Result, err
 	if l == nil || l.rdb == nil {
 		return nil, ErrNoClient
 	}
-	results := make([]Result, len(reqs))
-	errs := make([]error, len(reqs))
-	failed := false
-	fail := func(i int, err error) {
-		errs[i] = err
-		failed = true
-	}
+	bd := Decision{Kind: KindBatch, Batch: len(reqs)}
+	ctx = l.observeStart(ctx, &bd, nil)
 
-	type call struct {
-		i    int
-		s    *Script
-		key  string
-		args []any
-		ro   bool
-		sent time.Time
-		cmd  *redis.Cmd
-	}
-	calls := make([]call, 0, len(reqs))
+	ops := make([]op, len(reqs))
+	pending := make([]*op, 0, len(reqs))
 	for i, r := range reqs {
-		args, err := callArgs(r.N, r.Check, r.Limits)
-		if err != nil {
-			fail(i, fmt.Errorf("request %d (key %q): %w", i, r.Key, err))
+		o := &ops[i]
+		o.kind, o.key, o.cost, o.limits, o.ctx = KindAllow, r.Key, r.N, r.Limits, ctx
+		switch {
+		case r.Peek:
+			o.kind = KindPeek
+		case r.Check:
+			o.kind = KindCheck
+		}
+		if o.cost == 0 && !r.Peek {
+			o.cost = 1
+		}
+		o.dec = Decision{Kind: o.kind, Key: r.Key, Cost: o.cost, Batch: len(reqs), Index: i}
+		if r.Peek {
+			o.dec.Cost = 0
+		}
+		if len(r.Limits) > 0 {
+			o.dec.Algorithm = r.Limits[0].Algorithm
+		}
+		o.ctx = l.observeStart(ctx, &o.dec, r.Limits)
+		if r.Peek && r.N != 0 {
+			o.err = invalidf("invalid request %d: N is %d with Peek, which takes nothing: leave N 0", i, r.N)
 			continue
 		}
-		key := l.prefix + r.Key
-		sent, cached, hit := l.lookupDenial(key, r.N, r.Limits)
-		if hit {
-			results[i] = cached
-			continue
+		if l.plan(o) && !l.denyStage(o) {
+			pending = append(pending, o)
 		}
-		calls = append(calls, call{i: i, s: &scripts[r.Limits[0].Algorithm], key: key, args: args, ro: r.Check && l.readOnlyCheck, sent: sent})
 	}
 
-	rdb := l.rdb
-	if d, ok := rdb.(*denyCacheClient); ok {
-		rdb = d.unwrap()
-	}
-	p, ok := rdb.(pipeliner)
-	if !ok {
-		for _, c := range calls {
-			c.cmd = redis.NewCmd(ctx)
-			v, err := run(ctx, rdb, c.s, c.ro, []string{c.key}, c.args)
-			c.cmd.SetVal(v)
-			c.cmd.SetErr(err)
-			l.settle(c.i, c.s, c.key, reqs[c.i], c.sent, c.cmd, results, errs, &failed)
+	l.sendBatch(ctx, pending)
+	for _, o := range pending {
+		if e, ok := o.err.(*Error); ok && e.unavailable() {
+			l.fail(o.ctx, o, e)
 		}
-		return finishBatch(results, errs, failed)
 	}
 
-	if len(calls) > 0 {
-		pipe := p.Pipeline()
-		for j := range calls {
-			c := &calls[j]
-			if c.ro {
-				c.cmd = pipe.EvalShaRO(ctx, c.s.SHA1, []string{c.key}, c.args...)
-			} else {
-				c.cmd = pipe.EvalSha(ctx, c.s.SHA1, []string{c.key}, c.args...)
+	results := make([]Result, len(reqs))
+	var errs []error
+	for i := range ops {
+		o := &ops[i]
+		l.observeEnd(o.ctx, &o.dec, o.res, o.err)
+		results[i] = o.res
+		if o.err != nil {
+			if errs == nil {
+				errs = make([]error, len(reqs))
 			}
+			errs[i] = o.err
+		}
+	}
+	var err error
+	if errs != nil {
+		err = &BatchError{Errs: errs}
+	}
+	l.observeEnd(ctx, &bd, Result{}, err)
+	return results, err
+}
+
+// sendBatch is the send stage for many ops: one pipeline per step (FCALL
+// or EVALSHA first, then EVALSHA for "function not found" and EVAL for
+// NOSCRIPT), then settle for each.
+func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
+	if len(ops) == 0 {
+		return
+	}
+	if l.health.skip() {
+		for _, o := range ops {
+			l.skipped(o)
+		}
+		return
+	}
+	p, ok := l.rdb.(pipeliner)
+	if !ok || len(ops) == 1 {
+		for _, o := range ops {
+			l.send(ctx, o)
+		}
+		return
+	}
+	sent := l.sentAt()
+	type sending struct {
+		o   *op
+		st  step
+		cmd *redis.Cmd
+	}
+	all := make([]sending, len(ops))
+	pending := make([]*sending, len(ops))
+	for i, o := range ops {
+		o.sent = sent
+		all[i] = sending{o: o, st: l.loader.first(ctx, o.s)}
+		pending[i] = &all[i]
+	}
+	for len(pending) > 0 {
+		pipe := p.Pipeline()
+		for _, s := range pending {
+			s.cmd = l.loader.command(ctx, pipe, s.st, s.o.s, s.o.ro, []string{s.o.key}, s.o.args)
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
-
-		// go-redis's Script.Run falls back to EVAL only outside pipelines:
-		// here the NOSCRIPT replies are picked out and sent again by source.
-		var retry redis.Pipeliner
-		for j := range calls {
-			c := &calls[j]
-			if err := c.cmd.Err(); err != nil && isNoScript(err) {
-				if retry == nil {
-					retry = p.Pipeline()
-				}
-				if c.ro {
-					c.cmd = retry.EvalRO(ctx, c.s.Source, []string{c.key}, c.args...)
-				} else {
-					c.cmd = retry.Eval(ctx, c.s.Source, []string{c.key}, c.args...)
-				}
+		var again []*sending
+		for _, s := range pending {
+			if s.st = l.loader.next(s.st, s.cmd.Err()); s.st != stepDone {
+				again = append(again, s)
 			}
 		}
-		if retry != nil {
-			_, _ = retry.Exec(ctx)
-		}
-		for _, c := range calls {
-			l.settle(c.i, c.s, c.key, reqs[c.i], c.sent, c.cmd, results, errs, &failed)
-		}
+		pending = again
 	}
-	return finishBatch(results, errs, failed)
-}
-
-// settle decodes one reply of a batch into results or errs.
-func (l *Limiter) settle(i int, s *Script, key string, r Request, sent time.Time, cmd *redis.Cmd, results []Result, errs []error, failed *bool) {
-	v, err := cmd.Result()
-	if err == nil {
-		var res Result
-		if res, err = decodeReply(v, r.Limits); err == nil {
-			results[i] = res
-			l.storeDenial(key, r.N, r.Limits, res, sent)
-			return
-		}
+	for _, s := range all {
+		v, err := s.cmd.Result()
+		l.settle(s.o, v, err)
 	}
-	errs[i] = &Error{Script: s.Name, Key: key, Err: err, kind: classify(err)}
-	*failed = true
-}
-
-func finishBatch(results []Result, errs []error, failed bool) ([]Result, error) {
-	if !failed {
-		return results, nil
-	}
-	return results, &BatchError{Errs: errs}
 }

@@ -18,54 +18,54 @@ import (
 // The only way it can deny what Redis would admit is a change this process
 // does not see: a Reset from another process, or a key deleted by hand. The
 // Limiter's own Reset clears the key from the cache. Denials that can never
-// be admitted (RetryAfter is Never) are not cached.
+// be admitted (RetryAfter is InfDuration) are not cached. A cached answer
+// has Source SourceDenyCache; it is not degraded.
 //
 // The least recently used entry is dropped beyond size entries; a size below
 // 1 leaves the cache off. Each entry takes about 400 bytes plus the key.
 func WithDenyCache(size int) Option {
 	return func(l *Limiter) {
-		if size < 1 || l.rdb == nil {
-			return
+		l.deny = nil
+		if size >= 1 {
+			l.deny = newDenyCache(size)
 		}
-		if d, ok := l.rdb.(*denyCacheClient); ok { // a second WithDenyCache resizes
-			l.rdb = d.Client
-		}
-		l.rdb = &denyCacheClient{Client: l.rdb, cache: newDenyCache(size)}
 	}
 }
 
-// denyCacheClient carries the cache inside the Limiter's client, so that the
-// Limiter needs no field of its own for it; Reset clears a key from it.
-type denyCacheClient struct {
-	Client
-	cache *denyCache
-}
-
-// unwrap returns the client underneath, e.g. for AllowBatch's pipelines.
-func (c *denyCacheClient) unwrap() Client { return c.Client }
-
-// lookupDenial answers from the deny cache when it holds a denial that
-// covers this request. sent is the time to record a new denial against:
-// taken before the request goes to Redis, so that a cached denial never
-// outlasts the one Redis gave.
-func (l *Limiter) lookupDenial(key string, n float64, limits []Limit) (sent time.Time, res Result, hit bool) {
-	d, ok := l.rdb.(*denyCacheClient)
-	if !ok {
-		return time.Time{}, Result{}, false
+// denyStage is the engine's deny-cache stage, before the send: true when
+// the cache answered o (o.res, Source SourceDenyCache). A Reset forgets
+// the key instead.
+func (l *Limiter) denyStage(o *op) bool {
+	if l.deny == nil || o.kind == KindPeek {
+		return false
 	}
-	sent = d.cache.now()
-	res, hit = d.cache.lookup(key, n, limits, sent)
-	return sent, res, hit
+	if o.kind == KindReset {
+		l.deny.forget(o.key)
+		return false
+	}
+	res, hit := l.deny.lookup(o.key, o.cost, o.limits, l.deny.now())
+	if hit {
+		o.res = res
+	}
+	return hit
 }
 
-// storeDenial remembers res if it is a denial that a wait can end.
-func (l *Limiter) storeDenial(key string, n float64, limits []Limit, res Result, sent time.Time) {
-	if res.Allowed || res.RetryAfter <= 0 {
+// sentAt is the time a call is sent, for the deny cache: taken before the
+// request goes to Redis, so that a cached denial never outlasts the one
+// Redis gave. Zero without a deny cache.
+func (l *Limiter) sentAt() time.Time {
+	if l.deny == nil {
+		return time.Time{}
+	}
+	return l.deny.now()
+}
+
+// denyStore remembers o's result if it is a denial that a wait can end.
+func (l *Limiter) denyStore(o *op) {
+	if l.deny == nil || o.res.Allowed || o.res.RetryAfter <= 0 || o.res.RetryAfter == InfDuration || o.sent.IsZero() {
 		return
 	}
-	if d, ok := l.rdb.(*denyCacheClient); ok && !sent.IsZero() {
-		d.cache.store(key, n, limits, res, sent)
-	}
+	l.deny.store(o.key, o.cost, o.limits, o.res, o.sent)
 }
 
 // denyKey identifies the requests a denial covers: the key and the limits,
@@ -78,7 +78,7 @@ type denyKey struct {
 
 type denyEntry struct {
 	k     denyKey
-	cost  float64   // the denied cost: larger costs are denied too
+	cost  int64     // the denied cost: larger costs are denied too
 	res   Result    // the denial as Redis gave it
 	until time.Time // sent + RetryAfter
 	reset time.Time // sent + ResetAfter
@@ -106,7 +106,7 @@ func makeDenyKey(key string, limits []Limit) (denyKey, bool) {
 	return k, true
 }
 
-func (c *denyCache) lookup(key string, n float64, limits []Limit, now time.Time) (Result, bool) {
+func (c *denyCache) lookup(key string, n int64, limits []Limit, now time.Time) (Result, bool) {
 	k, ok := makeDenyKey(key, limits)
 	if !ok {
 		return Result{}, false
@@ -140,7 +140,7 @@ func (c *denyCache) lookup(key string, n float64, limits []Limit, now time.Time)
 	return res, true
 }
 
-func (c *denyCache) store(key string, n float64, limits []Limit, res Result, sent time.Time) {
+func (c *denyCache) store(key string, n int64, limits []Limit, res Result, sent time.Time) {
 	k, ok := makeDenyKey(key, limits)
 	if !ok {
 		return

@@ -8,23 +8,39 @@ import (
 
 var (
 	// ErrInvalid is matched (errors.Is) by every error about bad arguments:
-	// from Limit.Validate before any round trip, and from the scripts' own
-	// "ERR invalid ..." replies.
+	// from ParseLimit, Limit.Validate and Args before any round trip, and
+	// from the scripts' own "ERR invalid ..." replies. It is the caller's
+	// to fix: no failure policy ever answers for it.
 	ErrInvalid = errors.New("invalid argument")
 
 	// ErrForeignKey is matched by the error for a key that holds something
 	// other than this algorithm's state: another type, a user's value, or
-	// another algorithm's state. The key is left exactly as it was.
+	// another algorithm's state. The key is left exactly as it was. Like
+	// ErrInvalid, it is always returned, whatever the failure policy.
 	ErrForeignKey = errors.New("key holds other data")
+
+	// ErrUnavailable is matched by the error of any call that Redis could
+	// not decide: unreachable, timed out, loading, failing over, refusing
+	// writes (OOM, READONLY), the circuit breaker open after such a
+	// failure, or any error reply other than the scripts' own argument and
+	// foreign-key errors. It is what a failure policy and a fallback answer
+	// for (see FailurePolicy), for every kind of call alike.
+	ErrUnavailable = errors.New("redis unavailable")
+
+	// ErrBadReply is matched, together with ErrUnavailable, when Redis
+	// answers with something that is not a contract reply (a script of
+	// another version under the same SHA1, a proxy that rewrites replies).
+	ErrBadReply = errors.New("unexpected reply")
 
 	// ErrNoClient is returned by a Limiter that has no Redis client, such as
 	// the zero Limiter.
 	ErrNoClient = errors.New("redisrate: Limiter has no Redis client; use NewLimiter")
 
-	// ErrBadReply is matched when Redis answers with something that is not a
-	// contract reply (for example a script of another version under the same
-	// SHA1, or a proxy that rewrites replies).
-	ErrBadReply = errors.New("unexpected reply")
+	// ErrExceedsCapacity is matched by the error of Wait, WaitN and
+	// WaitMulti when the cost is more than the capacity of a limit: the
+	// request can never be admitted (Result.Never), so waiting would never
+	// end.
+	ErrExceedsCapacity = errors.New("cost exceeds the capacity of the limit: it can never be admitted")
 )
 
 // invalidError is an argument error worded exactly as the scripts word it,
@@ -39,11 +55,12 @@ func (e *invalidError) Error() string { return "redisrate: " + e.msg }
 
 func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
 
-// Error is a failed Limiter call: the script and key it concerned and why.
-// It matches ErrInvalid, ErrForeignKey or ErrBadReply where one applies, and
-// the underlying error (a redis.Error, a context error, a network error).
+// Error is a failed call: the script and key it concerned and why. It
+// matches ErrInvalid, ErrForeignKey or ErrUnavailable (and ErrBadReply)
+// as the failure is classified, and the underlying error (a redis.Error, a
+// context error, a network error).
 type Error struct {
-	Script string // the script name, e.g. "gcra"
+	Script string // the script name, e.g. "gcra", or "reset"
 	Key    string // the key as sent to Redis, prefix included
 	Err    error  // what went wrong
 	kind   error
@@ -57,7 +74,7 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("redisrate: %s on key %q: %v", e.Script, key, e.Err)
 }
 
-// Unwrap returns the classification (if any) and the underlying error.
+// Unwrap returns the classification and the underlying error.
 func (e *Error) Unwrap() []error {
 	if e.kind != nil {
 		return []error{e.kind, e.Err}
@@ -65,9 +82,15 @@ func (e *Error) Unwrap() []error {
 	return []error{e.Err}
 }
 
+// unavailable reports whether a failure policy answers for e.
+func (e *Error) unavailable() bool { return e.kind == ErrUnavailable }
+
 // classify tells argument errors and foreign keys from failures of Redis
 // itself by the contract's wording of the scripts' error replies.
 func classify(err error) error {
+	if errors.Is(err, ErrBadReply) {
+		return ErrUnavailable
+	}
 	msg := err.Error()
 	switch {
 	case strings.HasPrefix(msg, "ERR invalid "), strings.HasPrefix(msg, "ERR incomplete "), strings.HasPrefix(msg, "ERR too many limits"):
@@ -75,5 +98,41 @@ func classify(err error) error {
 	case strings.HasPrefix(msg, "ERR key holds "):
 		return ErrForeignKey
 	}
-	return nil
+	return ErrUnavailable
+}
+
+// BatchError is the error of AllowBatch when some requests got an error.
+// Errs is indexed like the requests: nil where the request was decided
+// (by Redis, the deny cache, the fallback or the failure policy). It
+// matches (errors.Is, errors.As) every error it holds.
+type BatchError struct {
+	Errs []error
+}
+
+func (e *BatchError) Error() string {
+	var first error
+	failed := 0
+	for _, err := range e.Errs {
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			failed++
+		}
+	}
+	if failed == 1 {
+		return first.Error()
+	}
+	return fmt.Sprintf("redisrate: %d of %d requests failed; first: %v", failed, len(e.Errs), first)
+}
+
+// Unwrap returns the errors of the requests that failed.
+func (e *BatchError) Unwrap() []error {
+	var errs []error
+	for _, err := range e.Errs {
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }

@@ -4,32 +4,40 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
+	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// ErrUnavailable is matched (errors.Is) by the error of a call that Redis
-// could not decide: unreachable, timed out, loading, failing over, refusing
-// writes, or any error reply other than the scripts' own argument and
-// foreign-key errors. It is what a failure policy answers for.
-var ErrUnavailable = errors.New("redis unavailable")
+// The failure stage of the engine: what a call answers when Redis cannot
+// decide (its error matches ErrUnavailable), the same for every kind of
+// call: the fallback Limiter if there is one, then the failure policy. And
+// the circuit breaker that, after a failure, stops asking a Redis that is
+// down for every request, and the log of each burst of failures.
 
-// FailurePolicy decides what a Limiter answers when Redis cannot decide (the
-// call's error matches ErrUnavailable or ErrBadReply). Argument errors
+// FailurePolicy decides what a call answers when Redis cannot decide (the
+// call's error matches ErrUnavailable) and no fallback did. Argument errors
 // (ErrInvalid) and foreign keys (ErrForeignKey) are the caller's to fix and
 // are always returned as errors, whatever the policy.
 //
-// The policy is applied call by call: every call asks Redis first, so
-// decisions go back to Redis as soon as it answers again.
+// Every kind of call follows it alike: Allow, AllowN, AllowMulti, Check,
+// CheckN, CheckMulti, Peek and each request of AllowBatch answer the
+// policy's Result with a nil error (FailOpen, FailClosed) or the error
+// (FailError). Two calls cannot pretend: Wait, WaitN and WaitMulti return a
+// FailOpen admission with a nil error, but end a FailClosed denial with
+// the Result and an error matching ErrUnavailable (waiting out an outage
+// is not waiting for a turn); Reset always returns the error.
 type FailurePolicy int
 
 const (
-	// FailError returns the error, matching ErrUnavailable: the caller
-	// decides. It is the default.
+	// FailError returns the error, matching ErrUnavailable, with a zero
+	// Result: the caller decides. It is the default.
 	FailError FailurePolicy = iota
 	// FailClosed denies the request: a Result with Allowed false, Source
-	// SourceFailClosed and RetryAfter one emission interval (Period/Rate)
-	// of the first limit, so that well-behaved callers back off.
+	// SourceFailClosed and RetryAfter one emission interval (Period/Rate,
+	// rounded up to the millisecond) of the first limit, so that
+	// well-behaved callers back off.
 	FailClosed
 	// FailOpen admits the request: a Result with Allowed true, Remaining 0
 	// and Source SourceFailOpen. It keeps a service up while its limiter is
@@ -37,62 +45,14 @@ const (
 	FailOpen
 )
 
+var policyNames = [...]string{"fail-error", "fail-closed", "fail-open"}
+
+// String returns the policy's name, e.g. "fail-open".
 func (p FailurePolicy) String() string {
-	switch p {
-	case FailError:
-		return "fail-error"
-	case FailClosed:
-		return "fail-closed"
-	case FailOpen:
-		return "fail-open"
+	if p >= 0 && int(p) < len(policyNames) {
+		return policyNames[p]
 	}
 	return fmt.Sprintf("FailurePolicy(%d)", int(p))
-}
-
-// Source says who made a decision. Anything but SourceRedis is a degraded
-// decision, made because Redis failed; Result.Cause says how it failed.
-type Source int
-
-const (
-	// SourceRedis: the scripts decided in Redis, as normal.
-	SourceRedis Source = iota
-	// SourceFallback: the fallback Limiter (WithFallback) decided, with the
-	// same limits, on its own state: typically an in-process Redis (see the
-	// localredis package), so the limits hold per process, not globally.
-	SourceFallback
-	// SourceFailOpen: nothing decided; the request was admitted by policy.
-	SourceFailOpen
-	// SourceFailClosed: nothing decided; the request was denied by policy.
-	SourceFailClosed
-	// SourceDenyCache: a denial Redis gave earlier, answered again from the
-	// deny cache (WithDenyCache) without a round trip. Not degraded.
-	SourceDenyCache
-)
-
-func (s Source) String() string {
-	switch s {
-	case SourceRedis:
-		return "redis"
-	case SourceFallback:
-		return "fallback"
-	case SourceFailOpen:
-		return "fail-open"
-	case SourceFailClosed:
-		return "fail-closed"
-	case SourceDenyCache:
-		return "deny-cache"
-	}
-	return fmt.Sprintf("Source(%d)", int(s))
-}
-
-// Degraded reports whether r was decided without Redis (Source is not
-// SourceRedis). Services should log and alert on it; r.Cause says why.
-func (r Result) Degraded() bool { return r.Source != SourceRedis && r.Source != SourceDenyCache }
-
-// failure is a Limiter's failure handling, set by the options below.
-type failure struct {
-	policy   FailurePolicy
-	fallback *Limiter
 }
 
 // WithFailurePolicy sets what a call answers when Redis cannot decide: the
@@ -102,9 +62,12 @@ type failure struct {
 //
 // A call waits for Redis at most until its context's deadline only if the
 // go-redis client honours deadlines (redis.Options.ContextTimeoutEnabled);
-// otherwise the client's ReadTimeout (3 s by default) bounds it.
+// otherwise the client's timeouts and retries bound it (about 1.7 s with
+// go-redis's defaults when Redis is down). The circuit breaker
+// (WithCircuitBreaker) makes every call after the first failure answer at
+// once.
 func WithFailurePolicy(p FailurePolicy) Option {
-	return func(l *Limiter) { l.failure.policy = p }
+	return func(l *Limiter) { l.policy = p }
 }
 
 // WithFallback makes calls that Redis cannot decide go to fallback instead,
@@ -113,9 +76,45 @@ func WithFailurePolicy(p FailurePolicy) Option {
 // real rate limiting, per process, while Redis is away. Such results have
 // Source SourceFallback. The fallback's state is its own: when Redis is back,
 // decisions return to Redis and its state. If the fallback fails too, the
-// failure policy applies. A nil fallback removes it.
+// failure policy applies. A nil fallback removes it. Reset does not reach
+// the fallback.
 func WithFallback(fallback *Limiter) Option {
-	return func(l *Limiter) { l.failure.fallback = fallback }
+	return func(l *Limiter) { l.fallback = fallback }
+}
+
+// DefaultProbeInterval is how often, by default, a Limiter whose circuit
+// breaker is open lets one call probe Redis (see WithCircuitBreaker).
+const DefaultProbeInterval = 200 * time.Millisecond
+
+// WithCircuitBreaker sets how often the circuit breaker probes Redis while
+// it is open; 0 turns the breaker off (every call asks Redis). It is on by
+// default, with DefaultProbeInterval.
+//
+// After a call fails because Redis cannot decide (ErrUnavailable: refused,
+// timed out, loading, ...; not a caller's cancellation, not an argument
+// error), the breaker opens: the calls that follow do not ask Redis, and
+// are answered at once by the fallback or the failure policy, with an error
+// that matches ErrUnavailable and wraps the failure. While it is open, the
+// first call after each probe interval starts one probe in the background
+// (one at a time: a cost-0 read of that call's key, which writes nothing);
+// when a probe gets any answer from Redis, or a call sent before the
+// failure succeeds, the breaker closes and calls go to Redis again. So
+// decisions are Redis's again within about one interval of its return, and
+// a Redis that is down costs a caller no wait after the first failure.
+//
+// The breaker is per Limiter, so per Redis client: on a Cluster, one
+// failing node opens it for every key.
+func WithCircuitBreaker(probeEvery time.Duration) Option {
+	return func(l *Limiter) { l.health.probeEvery = max(probeEvery, 0) }
+}
+
+// WithLogger logs, through logger, what an operator must know: when Redis
+// starts failing (the first failure of a burst, with its error, at level
+// Warn) and when it answers again (at level Info, with how many decisions
+// were degraded meanwhile and for how long): once per burst of failures,
+// never once per request. A nil logger (the default) logs nothing.
+func WithLogger(logger *slog.Logger) Option {
+	return func(l *Limiter) { l.logger = logger }
 }
 
 // fallbackTimeout bounds a fallback call that outlives the caller's
@@ -127,62 +126,166 @@ const fallbackTimeout = time.Second
 // fall back on each other stop after one hop.
 type inFallback struct{}
 
-// onFailure is Limiter.do's answer to a failed call e: the error itself,
-// or the fallback's or the policy's decision.
-func (l *Limiter) onFailure(ctx context.Context, e *Error, n float64, check bool, limits []Limit) (Result, error) {
-	if e.kind == ErrInvalid || e.kind == ErrForeignKey {
-		return Result{}, e
+// fail is the failure stage: o failed with e, which matches
+// ErrUnavailable. The fallback decides, or else the policy.
+func (l *Limiter) fail(ctx context.Context, o *op, e *Error) {
+	if o.kind == KindReset {
+		return // nothing else can reset Redis's state
 	}
-	if e.kind == nil && !errors.Is(e.Err, ErrBadReply) {
-		e.kind = ErrUnavailable
-	}
-	if fb := l.failure.fallback; fb != nil && fb != l && ctx.Value(inFallback{}) == nil {
+	if fb := l.fallback; fb != nil && fb != l && ctx.Value(inFallback{}) == nil {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fallbackTimeout)
 		fctx = context.WithValue(fctx, inFallback{}, true)
-		res, err := fb.do(fctx, e.Key, n, check, limits...)
+		res, err := fb.call(fctx, o.kind, o.dec.Key, o.cost, o.limits, nil)
 		cancel()
 		if err == nil {
-			if res.Source == SourceRedis {
-				res.Source, res.Cause = SourceFallback, e
+			if res.Degraded() {
+				res.Cause = errors.Join(e, res.Cause) // the fallback's own policy decided: both failures matter
 			} else {
-				// The fallback's own policy decided: both failures matter.
-				res.Cause = errors.Join(e, res.Cause)
+				res.Source, res.Cause = SourceFallback, e
 			}
-			return res, nil
+			o.res, o.err = res, nil
+			l.health.degraded.Add(1)
+			return
 		}
 		e = &Error{Script: e.Script, Key: e.Key, Err: fmt.Errorf("%w (and the fallback failed: %v)", e.Err, err), kind: e.kind}
+		o.err = e
 	}
-	lim := limits[0]
-	switch l.failure.policy {
+	lim := o.limits[0]
+	switch l.policy {
 	case FailClosed:
-		return Result{
-			RetryAfter: emissionInterval(lim),
-			Capacity:   int64(math.Floor(lim.Capacity())),
-			Limit:      lim,
-			Source:     SourceFailClosed,
-			Cause:      e,
-		}, nil
+		o.res = Result{RetryAfter: emissionInterval(lim), Capacity: lim.Capacity(), Limit: lim, Source: SourceFailClosed, Cause: e}
 	case FailOpen:
-		return Result{
-			Allowed:  true,
-			Capacity: int64(math.Floor(lim.Capacity())),
-			Limit:    lim,
-			Source:   SourceFailOpen,
-			Cause:    e,
-		}, nil
+		o.res = Result{Allowed: true, Capacity: lim.Capacity(), Limit: lim, Source: SourceFailOpen, Cause: e}
+	default:
+		return
 	}
-	return Result{}, e
+	o.err = nil
+	l.health.degraded.Add(1)
 }
 
 // emissionInterval is the time one unit of lim takes to come back,
 // rounded up to the millisecond: a retry hint that does not invite a retry
 // storm while Redis is away.
 func emissionInterval(lim Limit) time.Duration {
-	f := math.Ceil(float64(lim.Period) / lim.Rate)
-	if !(f < 1<<62) { // a tiny rate over decades: past what a Duration holds
-		return lim.Period
+	if lim.Rate <= 0 || lim.Period <= 0 {
+		return time.Second
 	}
-	d := time.Duration(f)
-	d = (d + time.Millisecond - 1).Truncate(time.Millisecond)
-	return max(d, time.Millisecond)
+	d := (lim.Period + time.Duration(lim.Rate) - 1) / time.Duration(lim.Rate)
+	return max(ceilMs(d), time.Millisecond)
 }
+
+// health follows Redis's failures: the circuit breaker and the bursts that
+// WithLogger reports.
+type health struct {
+	probeEvery time.Duration // 0: no breaker
+	now        func() time.Time
+
+	failing  atomic.Bool  // from a burst's first failure to the next success
+	degraded atomic.Int64 // degraded decisions in the current burst
+
+	mu        sync.Mutex
+	since     time.Time // the burst's first failure
+	lastErr   error
+	lastProbe time.Time
+	probing   bool
+	probes    sync.WaitGroup // tests wait for probes
+}
+
+// skip reports whether the breaker is open: do not ask Redis.
+func (h *health) skip() bool {
+	return h.probeEvery > 0 && h.failing.Load()
+}
+
+// openErr is the error of a call the open breaker kept from Redis.
+func (h *health) openErr() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return &breakerError{since: h.since, last: h.lastErr}
+}
+
+// probeDue reports whether the caller should start a probe now (and, if
+// so, marks one in flight).
+func (h *health) probeDue() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	now := h.now()
+	if !h.failing.Load() || h.probing || now.Sub(h.lastProbe) < h.probeEvery {
+		return false
+	}
+	h.probing, h.lastProbe = true, now
+	h.probes.Add(1)
+	return true
+}
+
+// failed records a call that Redis could not decide.
+func (h *health) failed(l *Limiter, err error) {
+	if h.failing.Load() {
+		h.mu.Lock()
+		h.lastErr = err
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Lock()
+	first := !h.failing.Load()
+	if first {
+		h.since, h.lastProbe, h.lastErr = h.now(), h.now(), err
+		h.degraded.Store(0)
+		h.failing.Store(true)
+	}
+	h.mu.Unlock()
+	if first && l.logger != nil {
+		l.logger.Warn("redisrate: Redis cannot decide; calls follow the fallback and the failure policy until it answers again",
+			slog.Any("error", err), slog.String("policy", l.policy.String()),
+			slog.Bool("fallback", l.fallback != nil), slog.Duration("probe_every", h.probeEvery))
+	}
+}
+
+// succeeded records an answer from Redis: the end of a burst, if any.
+func (h *health) succeeded(l *Limiter) {
+	if !h.failing.Load() {
+		return
+	}
+	h.mu.Lock()
+	was := h.failing.Swap(false)
+	since := h.since
+	h.mu.Unlock()
+	if was && l.logger != nil {
+		l.logger.Info("redisrate: Redis answers again",
+			slog.Int64("degraded", h.degraded.Load()), slog.Duration("after", h.now().Sub(since)))
+	}
+}
+
+// probe asks Redis, in the background, whether it answers again: a cost-0
+// read of key, which writes nothing. Any answer closes the breaker, even an
+// error reply (a foreign key): Redis is up.
+func (l *Limiter) probe(key string) {
+	h := &l.health
+	defer h.probes.Done()
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	lim := []Limit{PerSecond(1)}
+	args, _ := buildArgs(0, false, lim)
+	_, err := l.loader.run(ctx, &algoScripts[GCRA], false, []string{key}, args)
+	h.mu.Lock()
+	h.probing = false
+	h.mu.Unlock()
+	if err == nil || classify(err) != ErrUnavailable {
+		h.succeeded(l)
+	}
+}
+
+// probeTimeout bounds one probe.
+const probeTimeout = 2 * time.Second
+
+// breakerError is the cause of a call the open breaker answered.
+type breakerError struct {
+	since time.Time
+	last  error
+}
+
+func (e *breakerError) Error() string {
+	return fmt.Sprintf("circuit breaker open: Redis failed at %s and has not answered a probe since: %v",
+		e.since.Format(time.RFC3339Nano), e.last)
+}
+
+func (e *breakerError) Unwrap() error { return e.last }

@@ -2,6 +2,9 @@ package redisrate
 
 import (
 	"context"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -47,7 +50,7 @@ func (f *fakeRedis) advance(d time.Duration) {
 // eval runs the raw script of a with ARGV args, as any client would.
 func (f *fakeRedis) eval(a Algorithm, key string, args ...any) ([]int64, error) {
 	f.t.Helper()
-	s := scripts[a]
+	s := specs[a]
 	v, err := f.rdb.EvalSha(context.Background(), s.SHA1, []string{key}, args...).Result()
 	if err != nil && isNoScript(err) {
 		v, err = f.rdb.Eval(context.Background(), s.Source, []string{key}, args...).Result()
@@ -92,4 +95,84 @@ func (f *fakeRedis) dump(key string) string {
 		val = f.rdb.SMembers(ctx, key).Val()
 	}
 	return typ + "|" + fmtAny(val) + "|" + f.rdb.PTTL(ctx, key).Val().String()
+}
+
+// cmdLog is a go-redis hook that records the name of every command sent,
+// alone or in a pipeline.
+type cmdLog struct {
+	mu   sync.Mutex
+	cmds []string
+}
+
+func (h *cmdLog) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *cmdLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.add(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (h *cmdLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			h.add(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (h *cmdLog) add(cmd redis.Cmder) {
+	h.mu.Lock()
+	h.cmds = append(h.cmds, strings.ToUpper(cmd.Name()))
+	h.mu.Unlock()
+}
+
+func (h *cmdLog) take() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := h.cmds
+	h.cmds = nil
+	return out
+}
+
+// scriptCalls counts the script calls among the commands taken.
+func (h *cmdLog) scriptCalls() int {
+	n := 0
+	for _, c := range h.take() {
+		if strings.HasPrefix(c, "EVAL") || strings.HasPrefix(c, "FCALL") {
+			n++
+		}
+	}
+	return n
+}
+
+// argLog is a go-redis hook that records every command with its arguments,
+// as "evalsha <sha> 1 k 10 1000".
+type argLog struct {
+	mu   sync.Mutex
+	cmds []string
+}
+
+func (h *argLog) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *argLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		parts := make([]string, len(cmd.Args()))
+		for i, a := range cmd.Args() {
+			parts[i] = fmt.Sprint(a)
+		}
+		h.mu.Lock()
+		h.cmds = append(h.cmds, strings.Join(parts, " "))
+		h.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+func (h *argLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *argLog) take() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := h.cmds
+	h.cmds = nil
+	return out
 }

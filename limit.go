@@ -2,107 +2,113 @@ package redisrate
 
 import (
 	"fmt"
-	"math"
+	"math/bits"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redisrate/redisrate/scripts"
 )
 
-// Algorithm selects the script that decides. The zero value is GCRA.
+// specs is the scripts' manifest, indexed by Algorithm: names, flags and
+// caps come from there and are written nowhere else.
+var specs = scripts.Specs()
+
+// Algorithm selects the script that decides: an index into scripts.Specs.
+// The zero value is GCRA. The constants are generated from the scripts'
+// manifest (algorithm_gen.go).
 type Algorithm int
 
-// The algorithms, one script each. See the README for how they compare.
-const (
-	GCRA          Algorithm = iota // smooth continuous bucket, one number of state
-	TokenBucket                    // discrete refills of Rate every Period
-	LeakyBucket                    // continuous bucket kept as a level (decides like GCRA)
-	SlidingWindow                  // two aligned window counters, the previous one weighted
-	FixedWindow                    // a window that starts at the first request
-	SlidingLog                     // one entry per admitted unit: exact, for small limits
-	numAlgorithms
-)
+func (a Algorithm) valid() bool { return a >= 0 && a < numAlgorithms }
 
 // String returns the script name of a, e.g. "token_bucket".
 func (a Algorithm) String() string {
-	if a < 0 || a >= numAlgorithms {
+	if !a.valid() {
 		return "Algorithm(" + strconv.Itoa(int(a)) + ")"
 	}
-	return algoNames[a]
+	return specs[a].Name
 }
 
-// Script returns the script that implements a.
-func (a Algorithm) Script() (Script, error) {
-	if a < 0 || a >= numAlgorithms {
-		return Script{}, fmt.Errorf("redisrate: %w: unknown algorithm %d", ErrInvalid, int(a))
+// Spec returns the manifest entry of a's script: its name, source, SHA1,
+// Functions name and flags. It is false for an unknown algorithm.
+func (a Algorithm) Spec() (scripts.Spec, bool) {
+	if !a.valid() {
+		return scripts.Spec{}, false
 	}
-	return scripts[a], nil
+	return specs[a], true
 }
 
 // ParseAlgorithm returns the algorithm named s, as String prints it ("gcra",
 // "token_bucket", ...; "-" may stand for "_").
 func ParseAlgorithm(s string) (Algorithm, error) {
 	name := strings.ReplaceAll(strings.ToLower(strings.TrimSpace(s)), "-", "_")
-	for a, n := range algoNames {
-		if n == name {
+	names := make([]string, len(specs))
+	for a, sp := range specs {
+		if sp.Name == name {
 			return Algorithm(a), nil
 		}
+		names[a] = sp.Name
 	}
-	return 0, fmt.Errorf("redisrate: %w: unknown algorithm %q: must be one of %s", ErrInvalid, s, strings.Join(algoNames[:], ", "))
+	return 0, invalidf("invalid algorithm %q: must be one of %s", s, strings.Join(names, ", "))
 }
 
 // Limit is one rate limit: Rate units per Period, at most Burst at once,
-// decided by Algorithm. The zero Burst means Burst = Rate. Window algorithms
-// only accept a zero Burst or Burst = Rate.
+// decided by Algorithm. The numbers are whole, as the scripts take them: a
+// rate that is not whole per period is written with a longer period (2.5 per
+// second is 5 per 2 s; ParseLimit does it for you).
+//
+// A zero Burst means Burst = Rate. Window algorithms (SlidingWindow,
+// FixedWindow, SlidingLog) only accept a zero Burst or Burst = Rate.
 type Limit struct {
 	Algorithm Algorithm
-	Rate      float64       // units replenished per Period (buckets) or allowed per window
-	Period    time.Duration // whole milliseconds, at most 1e12 ms
-	Burst     float64       // capacity; 0 means Rate
+	Rate      int64         // units replenished per Period (buckets) or allowed per window: 1 to 10^15 (SlidingLog: 10000)
+	Period    time.Duration // whole milliseconds, 1 ms to 10^12 ms
+	Burst     int64         // capacity; 0 means Rate
 }
 
 // Per returns a GCRA limit of rate units per period with Burst = rate.
-func Per(rate float64, period time.Duration) Limit {
+func Per(rate int64, period time.Duration) Limit {
 	return Limit{Rate: rate, Period: period}
 }
 
 // PerSecond returns a GCRA limit of rate units per second with Burst = rate.
-func PerSecond(rate float64) Limit { return Per(rate, time.Second) }
+func PerSecond(rate int64) Limit { return Per(rate, time.Second) }
 
 // PerMinute returns a GCRA limit of rate units per minute with Burst = rate.
-func PerMinute(rate float64) Limit { return Per(rate, time.Minute) }
+func PerMinute(rate int64) Limit { return Per(rate, time.Minute) }
 
 // PerHour returns a GCRA limit of rate units per hour with Burst = rate.
-func PerHour(rate float64) Limit { return Per(rate, time.Hour) }
+func PerHour(rate int64) Limit { return Per(rate, time.Hour) }
 
 // PerDay returns a GCRA limit of rate units per 24 hours with Burst = rate.
-func PerDay(rate float64) Limit { return Per(rate, 24*time.Hour) }
+func PerDay(rate int64) Limit { return Per(rate, 24*time.Hour) }
 
 // WithBurst returns a copy of l with Burst set to burst.
-func (l Limit) WithBurst(burst float64) Limit { l.Burst = burst; return l }
+func (l Limit) WithBurst(burst int64) Limit { l.Burst = burst; return l }
 
 // WithAlgorithm returns a copy of l decided by a.
 func (l Limit) WithAlgorithm(a Algorithm) Limit { l.Algorithm = a; return l }
 
 // Capacity returns the most units available at once: Burst, or Rate when
 // Burst is 0.
-func (l Limit) Capacity() float64 {
+func (l Limit) Capacity() int64 {
 	if l.Burst == 0 {
 		return l.Rate
 	}
 	return l.Burst
 }
 
-// String returns l as "10/s", "100/1m", "5/250ms", with the burst when it
-// differs from the rate and the algorithm when it is not GCRA:
+// String returns l as "10/s", "100/m", "5/250ms", "5/2s", with the burst
+// when it differs from the rate and the algorithm when it is not GCRA:
 // "10/s burst 20 token_bucket". ParseLimit reads it back.
 func (l Limit) String() string {
 	var b strings.Builder
-	b.WriteString(formatNumber(l.Rate))
+	b.WriteString(strconv.FormatInt(l.Rate, 10))
 	b.WriteByte('/')
 	b.WriteString(formatPeriod(l.Period))
 	if l.Burst != 0 && l.Burst != l.Rate {
 		b.WriteString(" burst ")
-		b.WriteString(formatNumber(l.Burst))
+		b.WriteString(strconv.FormatInt(l.Burst, 10))
 	}
 	if l.Algorithm != GCRA {
 		b.WriteByte(' ')
@@ -142,13 +148,27 @@ var periodUnits = map[string]time.Duration{
 	"h": time.Hour, "hour": time.Hour, "d": 24 * time.Hour, "day": 24 * time.Hour,
 }
 
-// ParseLimit reads a limit written as Limit.String writes it: a rate, a slash
-// and a period ("10/s", "100/minute", "5/250ms", "1000/1h30m", "3/2d"),
-// optionally followed by "burst N" and an algorithm name, in any order.
+// ParseLimit reads a limit written as Limit.String writes it: a rate, a
+// slash and a period ("10/s", "100/minute", "5/250ms", "1000/1h30m",
+// "3/2d"), optionally followed by "burst N" and an algorithm name, in any
+// order. The limit is validated as the scripts would (Validate), so a limit
+// ParseLimit returns is one every call accepts.
+//
+// The rate may have decimals. The scripts take whole numbers only, so a
+// fractional rate is made exact with the shortest longer period that makes
+// it whole: the period is multiplied by the smallest factor f for which
+// rate × f is a whole number. "2.5/s" is 5 per 2 s, "0.1/s" is 1 per 10 s,
+// "1.5/m" is 3 per 2 min, "0.25/s" is 1 per 4 s. The decision is exactly the
+// same rate; the default burst is the scaled rate (5 for "2.5/s"), so pass
+// "burst N" to choose another. A rate that cannot be made exact within the
+// scripts' ranges (a period past 10^12 ms, a rate past 10^15) is refused, as
+// are a zero rate, a period that is not whole milliseconds ("10/1us"), a
+// fractional burst, and anything that is not plain decimal digits ("NaN/s",
+// "1e3/s", "-1/s").
 func ParseLimit(s string) (Limit, error) {
 	fields := strings.Fields(s)
 	bad := func(why string) (Limit, error) {
-		return Limit{}, fmt.Errorf("redisrate: %w: limit %q: %s", ErrInvalid, s, why)
+		return Limit{}, invalidf("invalid limit %q: %s", s, why)
 	}
 	if len(fields) == 0 {
 		return bad("want RATE/PERIOD, e.g. 10/s")
@@ -157,19 +177,27 @@ func ParseLimit(s string) (Limit, error) {
 	if !ok {
 		return bad("want RATE/PERIOD, e.g. 10/s")
 	}
-	rate, err := strconv.ParseFloat(rateStr, 64)
-	if err != nil {
-		return bad(fmt.Sprintf("rate %q is not a number", rateStr))
+	num, den, ok := parseDecimal(rateStr)
+	if !ok {
+		return bad(fmt.Sprintf("rate %q must be a number of plain decimal digits, e.g. 10 or 2.5", rateStr))
+	}
+	if num == 0 {
+		return bad("the rate must be more than 0")
 	}
 	period, err := parsePeriod(periodStr)
 	if err != nil {
 		return bad(err.Error())
 	}
-	l := Limit{Rate: rate, Period: period}
+	// rate = num/den per period: scale the period by den/gcd(num, den).
+	f := den / gcd(num, den)
+	if period > time.Duration(maxPeriodMs)*time.Millisecond/time.Duration(f) {
+		return bad(fmt.Sprintf("rate %s per %s is not a whole number per any period up to 10^12 ms", rateStr, periodStr))
+	}
+	l := Limit{Rate: num / (den / f), Period: period * time.Duration(f)}
 	for i := 1; i < len(fields); i++ {
 		if fields[i] == "burst" && i+1 < len(fields) {
-			if l.Burst, err = strconv.ParseFloat(fields[i+1], 64); err != nil {
-				return bad(fmt.Sprintf("burst %q is not a number", fields[i+1]))
+			if l.Burst, err = strconv.ParseInt(fields[i+1], 10, 64); err != nil || !isDigits(fields[i+1]) {
+				return bad(fmt.Sprintf("burst %q must be a whole number", fields[i+1]))
 			}
 			i++
 			continue
@@ -178,93 +206,159 @@ func ParseLimit(s string) (Limit, error) {
 			return bad(fmt.Sprintf("%q is neither \"burst N\" nor an algorithm", fields[i]))
 		}
 	}
+	if err := l.Validate(); err != nil {
+		return Limit{}, invalidf("limit %q: %s", s, err.(*invalidError).msg)
+	}
 	return l, nil
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// parseDecimal reads digits with an optional fraction ("2.5") as num/den,
+// den a power of ten; false for anything else or past 10^15 either way.
+func parseDecimal(s string) (num, den int64, ok bool) {
+	intPart, frac, hasFrac := strings.Cut(s, ".")
+	if !isDigits(intPart) || (hasFrac && !isDigits(frac)) {
+		return 0, 0, false
+	}
+	frac = strings.TrimRight(frac, "0")
+	digits := strings.TrimLeft(intPart+frac, "0")
+	if len(digits) > 16 || len(frac) > 15 {
+		return 0, 0, false
+	}
+	den = 1
+	for range len(frac) {
+		den *= 10
+	}
+	if digits == "" {
+		return 0, den, true
+	}
+	num, err := strconv.ParseInt(digits, 10, 64)
+	return num, den, err == nil
+}
+
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 func parsePeriod(s string) (time.Duration, error) {
 	if d, ok := periodUnits[strings.ToLower(s)]; ok {
 		return d, nil
 	}
-	// "2d" and "1.5d": days are not a unit of time.ParseDuration
-	if n, ok := strings.CutSuffix(s, "d"); ok {
-		if f, err := strconv.ParseFloat(n, 64); err == nil && f > 0 {
-			return time.Duration(f * float64(24*time.Hour)), nil
+	// "2d": days are not a unit of time.ParseDuration
+	if n, ok := strings.CutSuffix(s, "d"); ok && isDigits(n) {
+		if v, err := strconv.ParseInt(n, 10, 64); err == nil && v <= maxPeriodMs/86400000 {
+			return time.Duration(v) * 24 * time.Hour, nil
 		}
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil {
+	if err != nil || d <= 0 {
 		return 0, fmt.Errorf("period %q must be a unit (ms, s, m, h, d, second, minute, hour, day) or a duration like 500ms or 1h30m", s)
+	}
+	if d%time.Millisecond != 0 {
+		return 0, fmt.Errorf("period %q must be a whole number of milliseconds", s)
 	}
 	return d, nil
 }
 
-// formatNumber writes v as the contract's number syntax wherever v is valid;
-// invalid values (negative, NaN, Inf) come out recognisably and are refused.
-func formatNumber(v float64) string {
-	// Whole numbers as plain digits ("1000000", not "1e+06"): the scripts'
-	// fast paths take only those.
-	if v == math.Trunc(v) && math.Abs(v) < 1e15 {
-		return strconv.FormatInt(int64(v), 10)
-	}
-	return strconv.FormatFloat(v, 'g', -1, 64)
+// The scripts' ranges.
+const (
+	maxNumber   = 1_000_000_000_000_000 // 10^15: limit, burst, cost
+	maxPeriodMs = 1_000_000_000_000     // 10^12
+	maxLimits   = 8
+)
+
+// Validate reports whether the scripts accept l, with the words of their
+// error replies (without "ERR ", and matching ErrInvalid), without a round
+// trip to Redis: the ranges, the window rule for Burst, and the rule that
+// keeps the arithmetic of extreme combinations exact.
+func (l Limit) Validate() error {
+	return l.validate(0)
 }
 
-func formatPeriodMs(d time.Duration) string {
+// validate checks the i-th limit (from 0) of a call in the scripts' order:
+// limit, period_ms, burst, then its range rule.
+func (l Limit) validate(i int) error {
+	suffix := ""
+	if i > 0 {
+		suffix = " #" + strconv.Itoa(i+1)
+	}
+	if !l.Algorithm.valid() {
+		return invalidf("invalid algorithm%s %d: must be from 0 to %d (gcra to sliding_log)", suffix, int(l.Algorithm), numAlgorithms-1)
+	}
+	sp := &specs[l.Algorithm]
+	if l.Rate < 1 || l.Rate > sp.MaxLimit {
+		return invalidf("invalid limit%s '%d': must be a whole number from 1 to %s", suffix, l.Rate, power10(sp.MaxLimit))
+	}
+	if l.Period < time.Millisecond || l.Period%time.Millisecond != 0 || l.Period > maxPeriodMs*time.Millisecond {
+		return invalidf("invalid period_ms%s '%s': must be a whole number from 1 to 10^12", suffix, periodMs(l.Period))
+	}
+	if sp.Window {
+		if l.Burst != 0 && l.Burst != l.Rate {
+			return invalidf("invalid burst%s '%d': must be empty, 0 or equal to limit for %s", suffix, l.Burst, sp.Name)
+		}
+	} else if l.Burst < 0 || l.Burst > sp.MaxLimit {
+		return invalidf("invalid burst%s '%d': must be a whole number up to %s, or 0 or empty for limit", suffix, l.Burst, power10(sp.MaxLimit))
+	}
+	if !l.inRange(sp.Range) {
+		ms := int64(l.Period / time.Millisecond)
+		if l.Burst > 0 && !sp.Window { // a window's burst is its limit: the scripts name limit
+			return invalidf("invalid burst%s '%d': too large for exact arithmetic with limit %d and period_ms %d", suffix, l.Burst, l.Rate, ms)
+		}
+		return invalidf("invalid limit%s '%d': too large for exact arithmetic with period_ms %d", suffix, l.Rate, ms)
+	}
+	return nil
+}
+
+// inRange is the script's exact-range rule (scripts.Spec.Range), in
+// integers; l's fields are already within their ranges.
+func (l Limit) inRange(rule string) bool {
+	periodMs := uint64(l.Period / time.Millisecond)
+	periodUs := periodMs * 1000
+	limit, burst := uint64(l.Rate), uint64(l.Capacity())
+	switch rule {
+	case "continuous": // burst * period_us / gcd(limit, period_us) <= 2^52
+		return fitsProduct(burst, periodUs/uint64(gcd(int64(limit), int64(periodUs))), 1<<52)
+	case "refill": // ceil(burst / limit) * period_us <= 2^53
+		return fitsProduct((burst+limit-1)/limit, periodUs, 1<<53)
+	case "weighted": // 3 * limit * period_ms <= 2^53
+		return fitsProduct(3*limit, periodMs, 1<<53)
+	}
+	return true
+}
+
+// fitsProduct reports whether a*b <= bound without overflow.
+func fitsProduct(a, b, bound uint64) bool {
+	hi, lo := bits.Mul64(a, b)
+	return hi == 0 && lo <= bound
+}
+
+// power10 writes 10^15 as the scripts' error texts do; other caps as digits.
+func power10(v int64) string {
+	if v == maxNumber {
+		return "10^15"
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+// periodMs writes a period as the ARGV period_ms would carry it: whole
+// milliseconds as digits, anything else as a decimal, for error texts.
+func periodMs(d time.Duration) string {
 	if d%time.Millisecond == 0 {
 		return strconv.FormatInt(int64(d/time.Millisecond), 10)
 	}
 	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', -1, 64)
-}
-
-// Validate reports whether the scripts accept l, with the same words as
-// their error replies, without a round trip to Redis: including the range
-// checks that keep extreme combinations (e.g. burst 1e15 over a day) exact.
-func (l Limit) Validate() error {
-	if err := l.validate(""); err != nil {
-		return err
-	}
-	s, err := l.scale("")
-	if err != nil {
-		return err
-	}
-	return l.checkRange("", s)
-}
-
-const maxNumber, maxPeriodMs = 1e15, 1e12
-
-func (l Limit) validate(suffix string) error {
-	if l.Algorithm < 0 || l.Algorithm >= numAlgorithms {
-		return invalidf("invalid algorithm%s '%d': must be one of %s", suffix, int(l.Algorithm), strings.Join(algoNames[:], ", "))
-	}
-	sp := specs[l.Algorithm]
-	whole := ""
-	if sp.whole {
-		whole = "whole "
-	}
-	if !(l.Rate > 0) || l.Rate > maxNumber || (sp.whole && l.Rate != math.Trunc(l.Rate)) {
-		return invalidf("invalid limit%s '%s': must be a positive %snumber, at most 1e15", suffix, formatNumber(l.Rate), whole)
-	}
-	if l.Period <= 0 || l.Period%time.Millisecond != 0 || l.Period > maxPeriodMs*time.Millisecond {
-		return invalidf("invalid period_ms%s '%s': must be a positive integer, at most 1e12", suffix, formatPeriodMs(l.Period))
-	}
-	if l.Burst != 0 {
-		if sp.window && l.Burst != l.Rate {
-			return invalidf("invalid burst%s '%s': must be empty, 0 or equal to limit for %s", suffix, formatNumber(l.Burst), l.Algorithm)
-		}
-		if !(l.Burst > 0) || l.Burst > maxNumber {
-			return invalidf("invalid burst%s '%s': must be a positive number, at most 1e15, or 0 or empty for limit", suffix, formatNumber(l.Burst))
-		}
-	}
-	return nil
-}
-
-func validateCost(a Algorithm, n float64) error {
-	what := "a number"
-	if a >= 0 && a < numAlgorithms && specs[a].whole {
-		what = "a whole number"
-	}
-	if !(n >= 0) || n > maxNumber || (what == "a whole number" && n != math.Trunc(n)) {
-		return invalidf("invalid cost '%s': must be %s >= 0, at most 1e15", formatNumber(n), what)
-	}
-	return nil
 }

@@ -2,19 +2,22 @@ package redisrate
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
-// Never is Result.RetryAfter for a request that can never be admitted: its
-// cost is more than the capacity of a limit. Waiting does not help.
-const Never time.Duration = -1
+// InfDuration is Result.RetryAfter for a request that can never be admitted:
+// its cost is more than the capacity of a limit. It is the longest
+// Duration, as in golang.org/x/time/rate, so a sleep or timer on it never
+// returns rather than spinning. Result.Never reports it.
+const InfDuration = time.Duration(math.MaxInt64)
 
-// Result is a decision. Remaining, ResetAfter and Limit describe the binding
-// limit: on a denial the denying limit with the longest wait, on an admission
-// the limit with the fewest units left.
+// Result is a decision. Remaining, ResetAfter, Capacity and Limit describe
+// the binding limit: on a denial the denying limit with the longest wait, on
+// an admission the limit with the fewest units left.
 type Result struct {
 	// Allowed reports whether the request was admitted (and, unless it was a
-	// check, recorded).
+	// check or a peek, recorded).
 	Allowed bool
 
 	// Remaining is the whole units still available right after this call,
@@ -23,15 +26,15 @@ type Result struct {
 
 	// RetryAfter is 0 when allowed. Otherwise it is how long until the same
 	// request would be admitted if nothing else consumed, rounded up to the
-	// millisecond, or Never when it never can be.
+	// millisecond, or InfDuration when it never can be.
 	RetryAfter time.Duration
 
 	// ResetAfter is how long until the key is back to full capacity if
 	// nothing else consumed, rounded up to the millisecond.
 	ResetAfter time.Duration
 
-	// Capacity is the capacity of the binding limit, rounded down: Burst for
-	// buckets, Rate for windows.
+	// Capacity is the capacity of the binding limit: Burst for buckets,
+	// Rate for windows.
 	Capacity int64
 
 	// Binding is the index, among the limits of the call, of the limit the
@@ -41,30 +44,70 @@ type Result struct {
 	// Limit is the binding limit itself.
 	Limit Limit
 
-	// Source says who decided: SourceRedis normally, or, when Redis failed
-	// and a failure policy answered instead (WithFailurePolicy,
-	// WithFallback), which one. Log and alert on Degraded results.
+	// Source says who decided: SourceRedis normally, SourceDenyCache for a
+	// denial answered again from the deny cache, or, when Redis failed, the
+	// fallback or the failure policy. See Degraded.
 	Source Source
 
-	// Cause is the Redis failure behind a degraded result (Source other than
-	// SourceRedis); nil otherwise.
+	// Cause is the Redis failure behind a degraded result; nil otherwise.
 	Cause error
 }
 
 // Never reports whether the request can never be admitted under its limits
-// (RetryAfter is Never), as opposed to being admitted later.
-func (r Result) Never() bool { return !r.Allowed && r.RetryAfter == Never }
+// (RetryAfter is InfDuration), as opposed to being admitted later.
+func (r Result) Never() bool { return !r.Allowed && r.RetryAfter == InfDuration }
+
+// Degraded reports whether r was decided without Redis: by the fallback or
+// the failure policy (Source is neither SourceRedis nor SourceDenyCache).
+// Services should log and alert on it (see WithLogger); r.Cause says why.
+// The quota fields of a degraded result (Remaining, ResetAfter) vouch for
+// nothing global.
+func (r Result) Degraded() bool { return r.Source != SourceRedis && r.Source != SourceDenyCache }
 
 // String summarises r for logs, e.g. "denied: 0 of 10 left, retry in 100ms".
 func (r Result) String() string {
+	var s string
 	switch {
 	case r.Allowed:
-		return fmt.Sprintf("allowed: %d of %d left, full in %v", r.Remaining, r.Capacity, r.ResetAfter)
+		s = fmt.Sprintf("allowed: %d of %d left, full in %v", r.Remaining, r.Capacity, r.ResetAfter)
 	case r.Never():
-		return fmt.Sprintf("denied: cost exceeds capacity %d, never admitted", r.Capacity)
+		s = fmt.Sprintf("denied: cost exceeds capacity %d, never admitted", r.Capacity)
 	default:
-		return fmt.Sprintf("denied: %d of %d left, retry in %v", r.Remaining, r.Capacity, r.RetryAfter)
+		s = fmt.Sprintf("denied: %d of %d left, retry in %v", r.Remaining, r.Capacity, r.RetryAfter)
 	}
+	if r.Source != SourceRedis {
+		s += " (" + r.Source.String() + ")"
+	}
+	return s
+}
+
+// Source says who made a decision.
+type Source int
+
+const (
+	// SourceRedis: the scripts decided in Redis, as normal.
+	SourceRedis Source = iota
+	// SourceFallback: the fallback Limiter (WithFallback) decided, with the
+	// same limits, on its own state: typically an in-process Redis (see the
+	// localredis package), so the limits hold per process, not globally.
+	SourceFallback
+	// SourceFailOpen: nothing decided; the request was admitted by policy.
+	SourceFailOpen
+	// SourceFailClosed: nothing decided; the request was denied by policy.
+	SourceFailClosed
+	// SourceDenyCache: a denial Redis gave earlier, answered again from the
+	// deny cache (WithDenyCache) without a round trip. Not degraded.
+	SourceDenyCache
+)
+
+var sourceNames = [...]string{"redis", "fallback", "fail-open", "fail-closed", "deny-cache"}
+
+// String returns the source's name, e.g. "fail-open", as metrics label it.
+func (s Source) String() string {
+	if s >= 0 && int(s) < len(sourceNames) {
+		return sourceNames[s]
+	}
+	return fmt.Sprintf("Source(%d)", int(s))
 }
 
 // decodeReply reads the contract's six integers; later contract versions
@@ -82,20 +125,26 @@ func decodeReply(v any, limits []Limit) (Result, error) {
 		}
 		n[i] = x
 	}
-	if n[5] < 1 || int(n[5]) > len(limits) {
+	if n[5] < 1 || n[5] > int64(len(limits)) {
 		return Result{}, fmt.Errorf("%w: binding limit %d out of range 1..%d", ErrBadReply, n[5], len(limits))
 	}
 	r := Result{
 		Allowed:    n[0] == 1,
 		Remaining:  n[1],
-		RetryAfter: time.Duration(n[2]) * time.Millisecond,
-		ResetAfter: time.Duration(n[3]) * time.Millisecond,
+		RetryAfter: msDuration(n[2]),
+		ResetAfter: msDuration(n[3]),
 		Capacity:   n[4],
 		Binding:    int(n[5]) - 1,
 	}
-	if n[2] < 0 {
-		r.RetryAfter = Never
-	}
 	r.Limit = limits[r.Binding]
 	return r, nil
+}
+
+// msDuration converts a reply's milliseconds; -1 (never), and anything past
+// what a Duration holds, is InfDuration.
+func msDuration(ms int64) time.Duration {
+	if ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
+		return InfDuration
+	}
+	return time.Duration(ms) * time.Millisecond
 }

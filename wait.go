@@ -2,16 +2,10 @@ package redisrate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
 )
-
-// ErrExceedsCapacity is matched (errors.Is) by the error of Wait, WaitN and
-// WaitMulti when the cost is more than the capacity of a limit: the request
-// can never be admitted (Result.Never), so waiting would never end.
-var ErrExceedsCapacity = errors.New("cost exceeds the capacity of the limit: it can never be admitted")
 
 // maxJitter caps the random delay a waiter adds to the reply's RetryAfter.
 const maxJitter = time.Second
@@ -19,7 +13,7 @@ const maxJitter = time.Second
 // Wait blocks until one unit is taken from key under limit, or until it is
 // clear that it cannot be: see WaitN.
 func (l *Limiter) Wait(ctx context.Context, key string, limit Limit) (Result, error) {
-	return l.wait(ctx, key, 1, limit)
+	return l.call(ctx, KindWait, key, 1, []Limit{limit}, l.wait)
 }
 
 // WaitN blocks until n units are taken from key under limit. It is for
@@ -42,31 +36,47 @@ func (l *Limiter) Wait(ctx context.Context, key string, limit Limit) (Result, er
 //   - at once on any error of AllowN (Redis unreachable, ErrInvalid, ...),
 //     which it does not retry.
 //
+// When Redis cannot decide, the failure stage answers the attempt as it
+// would answer AllowN: a FailOpen admission ends the wait with a nil error;
+// a FailClosed denial ends it at once with that Result and an error
+// matching ErrUnavailable (an outage is not a turn to wait for); FailError
+// returns the error.
+//
 // A denied attempt records nothing, so giving up leaves the key as it was.
-func (l *Limiter) WaitN(ctx context.Context, key string, limit Limit, n float64) (Result, error) {
-	return l.wait(ctx, key, n, limit)
+// An n of 0 is refused (ErrInvalid).
+func (l *Limiter) WaitN(ctx context.Context, key string, limit Limit, n int64) (Result, error) {
+	return l.call(ctx, KindWait, key, n, []Limit{limit}, l.wait)
 }
 
 // WaitMulti is WaitN for several limits at once, all or nothing, as
 // AllowMulti: it returns when n units are taken under every one of limits.
-func (l *Limiter) WaitMulti(ctx context.Context, key string, n float64, limits ...Limit) (Result, error) {
-	return l.wait(ctx, key, n, limits...)
+func (l *Limiter) WaitMulti(ctx context.Context, key string, n int64, limits ...Limit) (Result, error) {
+	return l.call(ctx, KindWait, key, n, limits, l.wait)
 }
 
-func (l *Limiter) wait(ctx context.Context, key string, n float64, limits ...Limit) (Result, error) {
+// wait is Wait's loop of attempts over one planned op (see engine.go).
+func (l *Limiter) wait(ctx context.Context, o *op) {
+	o.res, o.err = l.waitLoop(ctx, o)
+}
+
+func (l *Limiter) waitLoop(ctx context.Context, o *op) (Result, error) {
 	clk := waitClock
+	key := o.dec.Key
 	var res Result
 	for {
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("redisrate: wait on key %q: %w", key, err)
 		}
-		var err error
-		res, err = l.do(ctx, key, n, false, limits...)
-		if err != nil || res.Allowed {
-			return res, err
+		l.attempt(ctx, o)
+		res = o.res
+		if o.err != nil || res.Allowed {
+			return res, o.err
+		}
+		if res.Source == SourceFailClosed {
+			return res, fmt.Errorf("redisrate: wait on key %q: denied by the failure policy: %w", key, res.Cause)
 		}
 		if res.Never() {
-			return res, fmt.Errorf("redisrate: wait on key %q: %w (cost %s, capacity %d)", key, ErrExceedsCapacity, formatNumber(n), res.Capacity)
+			return res, fmt.Errorf("redisrate: wait on key %q: %w (cost %d, capacity %d)", key, ErrExceedsCapacity, o.cost, res.Capacity)
 		}
 		d := res.RetryAfter + jitter(res.RetryAfter)
 		if deadline, ok := ctx.Deadline(); ok {

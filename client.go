@@ -1,0 +1,147 @@
+// Package redisrate is a rate limiter for services that already run Redis.
+//
+// The decisions are made by atomic Lua scripts, one per algorithm, that read
+// the clock with Redis TIME: GCRA, token bucket, leaky bucket, sliding
+// window, fixed window and sliding log. The scripts are the product: package
+// scripts holds them (and the Functions library) for any other stack. This
+// package runs them from Go and decodes their replies into Result.
+//
+// Where things are:
+//
+//	client.go     Limiter, NewLimiter, the options and the call methods
+//	limit.go      Limit, Algorithm, ParseLimit, Validate
+//	result.go     Result, Source, InfDuration
+//	engine.go     the one path every call takes: plan, deny cache, send, settle, failure; Args
+//	loader.go     FCALL / EVALSHA / EVAL of the embedded scripts
+//	denycache.go  the deny cache stage
+//	failure.go    failure policy, fallback, circuit breaker, logging
+//	observer.go   the Observer hook (metrics, traces)
+//	batch.go      AllowBatch and its pipeline
+//	wait.go       Wait, WaitN, WaitMulti
+//	errors.go     the errors and how they are classified
+//
+// It works with every go-redis v9 client: *redis.Client,
+// *redis.ClusterClient, *redis.Ring, the Sentinel failover client and
+// redis.UniversalClient.
+package redisrate
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// Limiter decides rate limits in Redis. It is safe for concurrent use; make
+// one per Redis client and share it. The zero Limiter returns ErrNoClient.
+type Limiter struct {
+	rdb           Client
+	loader        *loader
+	prefix        string
+	readOnlyCheck bool
+	deny          *denyCache // nil: no deny cache
+	policy        FailurePolicy
+	fallback      *Limiter
+	health        health
+	observer      Observer
+	logger        *slog.Logger
+}
+
+// Option configures a Limiter.
+type Option func(*Limiter)
+
+// NewLimiter returns a Limiter that runs the scripts on rdb.
+func NewLimiter(rdb Client, opts ...Option) *Limiter {
+	l := &Limiter{rdb: rdb}
+	l.health.probeEvery = DefaultProbeInterval
+	l.health.now = time.Now
+	for _, o := range opts {
+		o(l)
+	}
+	if rdb != nil {
+		l.loader = newLoader(rdb)
+	}
+	return l
+}
+
+// WithKeyPrefix puts prefix in front of every key the Limiter touches, e.g.
+// "rate:" to keep limiter state apart from other data. The default is none.
+func WithKeyPrefix(prefix string) Option {
+	return func(l *Limiter) { l.prefix = prefix }
+}
+
+// WithReadOnlyCheck makes Check, CheckN, CheckMulti, Peek and the checks
+// and peeks of AllowBatch use FCALL_RO or EVALSHA_RO, so that a client set
+// up to read from replicas (ReadOnly, RouteByLatency, RouteRandomly) may
+// serve them there. It needs Redis 7 or later.
+func WithReadOnlyCheck() Option {
+	return func(l *Limiter) { l.readOnlyCheck = true }
+}
+
+// Allow takes one unit from key under limit.
+//
+// A key keeps the state of the limits it is called with, position by
+// position: call a key with the same limits each time. A call with other
+// limits than last time reads the stored state in its own terms; in
+// particular Allow(key, 10/s) after AllowMulti(key, 1, 10/s, 1000/h) keeps
+// only the first limit's state, and the hourly count is lost. Use one key
+// per set of limits (e.g. "user:42" and "user:42:hourly") when calls differ.
+func (l *Limiter) Allow(ctx context.Context, key string, limit Limit) (Result, error) {
+	return l.call(ctx, KindAllow, key, 1, []Limit{limit}, nil)
+}
+
+// AllowN takes n units from key under limit, n from 1. To read the state
+// without taking anything, use Peek: an n of 0 is refused (ErrInvalid), so
+// that a forgotten cost never means "do not limit".
+func (l *Limiter) AllowN(ctx context.Context, key string, limit Limit, n int64) (Result, error) {
+	return l.call(ctx, KindAllow, key, n, []Limit{limit}, nil)
+}
+
+// Check decides whether one unit would be admitted from key under limit,
+// exactly as Allow would, but records nothing.
+func (l *Limiter) Check(ctx context.Context, key string, limit Limit) (Result, error) {
+	return l.call(ctx, KindCheck, key, 1, []Limit{limit}, nil)
+}
+
+// CheckN is Check for n units, n from 1.
+func (l *Limiter) CheckN(ctx context.Context, key string, limit Limit, n int64) (Result, error) {
+	return l.call(ctx, KindCheck, key, n, []Limit{limit}, nil)
+}
+
+// Peek reads the state of key under limits, taking nothing: the Result
+// says what remains now and when the key is full again (cost 0; Allowed is
+// always true). Pass the limits the key is called with.
+func (l *Limiter) Peek(ctx context.Context, key string, limits ...Limit) (Result, error) {
+	return l.call(ctx, KindPeek, key, 0, limits, nil)
+}
+
+// AllowMulti takes n units (from 1) from key under every one of limits,
+// all or nothing: the request is admitted only if every limit admits it,
+// and then it is recorded against each. Up to 8 limits, all of the same
+// algorithm, e.g. 10 per second and 1000 per hour. The Result describes the
+// binding limit (Result.Binding).
+//
+// The key keeps the state of all the limits together, position by position:
+// pass the same limits, in the same order, every time. A call with other
+// limits reads the stored state in its own terms: AllowMulti(10/s, 1000/h)
+// then Allow(10/s) silently drops the hourly count, and AllowMulti(1000/h,
+// 10/s) reads the per-second state as hourly. Use another key for another
+// set of limits.
+func (l *Limiter) AllowMulti(ctx context.Context, key string, n int64, limits ...Limit) (Result, error) {
+	return l.call(ctx, KindAllow, key, n, limits, nil)
+}
+
+// CheckMulti is AllowMulti without recording anything.
+func (l *Limiter) CheckMulti(ctx context.Context, key string, n int64, limits ...Limit) (Result, error) {
+	return l.call(ctx, KindCheck, key, n, limits, nil)
+}
+
+// Reset deletes the state kept under key, so that its next request finds
+// every limit at full capacity, and forgets the key's cached denials. A
+// key that holds anything but redisrate state is left untouched, and the
+// error matches ErrForeignKey. Resetting a key that does not exist is not
+// an error. When Redis cannot be reached the error matches ErrUnavailable
+// whatever the failure policy: nothing else can reset Redis's state.
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	_, err := l.call(ctx, KindReset, key, 0, nil, nil)
+	return err
+}

@@ -1,0 +1,227 @@
+package redisrate
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+)
+
+// The engine: every call of a Limiter (Allow*, Check*, Peek, *Multi,
+// AllowBatch, Wait*, Reset) is one or more ops that go through the same
+// stages, in this order, as golang.org/x/time/rate funnels everything
+// through reserveN:
+//
+//	observer Start
+//	plan      validate and build the ARGV (plan)              ErrInvalid ends here
+//	deny      answer from the deny cache (denycache.go)       a hit ends here
+//	send      alone, or pipelined for AllowBatch (send, sendBatch in batch.go),
+//	          through the loader (FCALL, EVALSHA, EVAL); skipped while the
+//	          circuit breaker is open (failure.go)
+//	settle    decode the reply, classify an error, feed the deny cache
+//	          and the breaker (settle)
+//	failure   fallback, then failure policy, for ErrUnavailable only (fail)
+//	observer End
+//
+// AllowBatch runs each stage over all its ops before the next; Wait repeats
+// deny..failure over one plan.
+
+// op is one call to a script as it moves through the stages.
+type op struct {
+	dec    Decision        // what the observer is told; Key as the caller passed it
+	ctx    context.Context // the observer's context for this op (batches)
+	kind   Kind            // KindAllow, KindCheck, KindPeek or KindReset
+	key    string          // as sent: prefix + key
+	limits []Limit
+	cost   int64
+	s      *script
+	ro     bool // may go to a replica: *_RO commands
+	args   []any
+
+	sent time.Time // when it was sent, for the deny cache
+
+	res Result
+	err error
+}
+
+// call runs one op through every stage and reports it to the observer: the
+// engine's entry for every single call. kind is what the observer is told
+// (KindWait for a whole Wait); attempts is how the op is decided: once, or
+// Wait's loop.
+func (l *Limiter) call(ctx context.Context, kind Kind, key string, cost int64, limits []Limit, attempts func(context.Context, *op)) (Result, error) {
+	if l == nil || l.rdb == nil {
+		return Result{}, ErrNoClient
+	}
+	o := op{kind: kind, key: key, cost: cost, limits: limits}
+	o.dec = Decision{Kind: kind, Key: key, Cost: cost}
+	if kind == KindWait {
+		o.kind = KindAllow
+	}
+	if len(limits) > 0 {
+		o.dec.Algorithm = limits[0].Algorithm
+	}
+	ctx = l.observeStart(ctx, &o.dec, limits)
+	if l.plan(&o) {
+		if attempts == nil {
+			l.attempt(ctx, &o)
+		} else {
+			attempts(ctx, &o)
+		}
+	}
+	l.observeEnd(ctx, &o.dec, o.res, o.err)
+	return o.res, o.err
+}
+
+// attempt is the stages after plan, for one op: deny, send, settle, failure.
+func (l *Limiter) attempt(ctx context.Context, o *op) {
+	o.res, o.err = Result{}, nil
+	if l.denyStage(o) {
+		return
+	}
+	l.send(ctx, o)
+	if e, ok := o.err.(*Error); ok && e.unavailable() {
+		l.fail(ctx, o, e)
+	}
+}
+
+// plan validates the op and builds its ARGV; false (with o.err set) when
+// the call is refused before any round trip.
+func (l *Limiter) plan(o *op) bool {
+	o.key = l.prefix + o.key
+	if o.kind == KindReset {
+		o.s = &resetScript
+		return true
+	}
+	switch {
+	case o.kind == KindPeek:
+		o.cost = 0
+	case o.cost == 0:
+		o.err = invalidf("invalid cost '0': must be at least 1 to take units; ask with Peek to read the state without taking any")
+		return false
+	}
+	args, err := buildArgs(o.cost, o.kind == KindCheck, o.limits)
+	if err != nil {
+		o.err = err
+		return false
+	}
+	o.args = args
+	o.s = &algoScripts[o.limits[0].Algorithm]
+	o.ro = l.readOnlyCheck && o.kind != KindAllow
+	return true
+}
+
+// send asks Redis, unless the circuit breaker is open (then o.err matches
+// ErrUnavailable at once), and settles the reply.
+func (l *Limiter) send(ctx context.Context, o *op) {
+	if l.health.skip() {
+		l.skipped(o)
+		return
+	}
+	o.sent = l.sentAt()
+	v, err := l.loader.run(ctx, o.s, o.ro, []string{o.key}, o.args)
+	l.settle(o, v, err)
+}
+
+// skipped answers an op the breaker kept from Redis, and starts a probe if
+// one is due.
+func (l *Limiter) skipped(o *op) {
+	o.err = &Error{Script: o.s.name, Key: o.key, Err: l.health.openErr(), kind: ErrUnavailable}
+	if l.health.probeDue() {
+		go l.probe(o.key)
+	}
+}
+
+// settle decodes a reply into o.res, or classifies the error into o.err,
+// and feeds the deny cache and the breaker.
+func (l *Limiter) settle(o *op, v any, err error) {
+	if err == nil {
+		if o.kind == KindReset {
+			l.health.succeeded(l)
+			return
+		}
+		var res Result
+		if res, err = decodeReply(v, o.limits); err == nil {
+			o.res = res
+			l.denyStore(o)
+			l.health.succeeded(l)
+			return
+		}
+	}
+	kind := classify(err)
+	o.err = &Error{Script: o.s.name, Key: o.key, Err: err, kind: kind}
+	switch {
+	case kind != ErrUnavailable:
+		l.health.succeeded(l) // Redis answered: the caller's mistake, not an outage
+	case !errors.Is(err, ErrBadReply) && !errors.Is(err, context.Canceled):
+		l.health.failed(l, o.err)
+	}
+}
+
+// Args returns the ARGV the script of limits[0].Algorithm takes for a
+// request of cost units (check: record nothing; a cost of 0 reads the state
+// and takes nothing), after validating them exactly as the script would: it
+// refuses what the script refuses, with the script's words (without "ERR ",
+// matching ErrInvalid), in the script's order (the first limit, the cost,
+// then the further limits). It is how other clients of the scripts can build
+// calls that match this package's.
+//
+// Only the arguments the call needs are returned: a default (burst equal to
+// the rate, cost 1, no mode) is left out at the end and written "" in the
+// middle. Numbers are int64, "" and "check" strings, as go-redis takes them.
+func Args(cost int64, check bool, limits ...Limit) ([]any, error) {
+	return buildArgs(cost, check, limits)
+}
+
+func buildArgs(cost int64, check bool, limits []Limit) ([]any, error) {
+	if len(limits) == 0 {
+		return nil, invalidf("invalid call: no limit given; pass at least one Limit")
+	}
+	if len(limits) > maxLimits {
+		return nil, invalidf("too many limits (%d): must be at most %d", len(limits), maxLimits)
+	}
+	algo := limits[0].Algorithm
+	for i, lim := range limits {
+		if i == 1 {
+			// The scripts check the cost and mode after the first triple.
+			if cost < 0 || cost > maxNumber {
+				return nil, invalidf("invalid cost '%d': must be a whole number from 0 to 10^15", cost)
+			}
+		}
+		if lim.Algorithm != algo {
+			return nil, invalidf("invalid algorithm #%d '%s': must be the first limit's, %s; one key holds one algorithm's state", i+1, lim.Algorithm, algo)
+		}
+		if err := lim.validate(i); err != nil {
+			return nil, err
+		}
+	}
+	if len(limits) == 1 && (cost < 0 || cost > maxNumber) {
+		return nil, invalidf("invalid cost '%d': must be a whole number from 0 to 10^15", cost)
+	}
+	args := make([]any, 0, 5+3*(len(limits)-1))
+	for i, lim := range limits {
+		var burst any = ""
+		if lim.Burst != 0 && lim.Burst != lim.Rate {
+			burst = lim.Burst
+		}
+		args = append(args, lim.Rate, int64(lim.Period/time.Millisecond), burst)
+		if i == 0 {
+			var c, mode any = "", ""
+			if cost != 1 {
+				c = cost
+			}
+			if check {
+				mode = "check"
+			}
+			args = append(args, c, mode)
+		}
+	}
+	if len(limits) == 1 { // leave out the defaults at the end
+		for len(args) > 2 && args[len(args)-1] == "" {
+			args = args[:len(args)-1]
+		}
+	}
+	return args, nil
+}
+
+// itoa is strconv.FormatInt, for messages.
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }

@@ -1,0 +1,290 @@
+package redisrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// badLimits are limits the scripts refuse, one per rule.
+func badLimits() []Limit {
+	ms := time.Millisecond
+	return []Limit{
+		{Rate: 0, Period: time.Second},
+		{Rate: -1, Period: time.Second},
+		{Rate: maxNumber + 1, Period: time.Second},
+		{Rate: 10001, Period: time.Second, Algorithm: SlidingLog},
+		{Rate: 10, Period: 0},
+		{Rate: 10, Period: -time.Second},
+		{Rate: 10, Period: 1500 * time.Microsecond},
+		{Rate: 10, Period: 2e12 * ms},
+		{Rate: 10, Period: time.Second, Burst: -1},
+		{Rate: 10, Period: time.Second, Burst: maxNumber + 1},
+		{Rate: 10, Period: time.Second, Burst: 5, Algorithm: SlidingWindow},
+		{Rate: 10, Period: time.Second, Burst: 11, Algorithm: FixedWindow},
+		{Rate: 10, Period: time.Second, Burst: 11, Algorithm: SlidingLog},
+		{Rate: 10, Period: time.Second, Burst: -1, Algorithm: FixedWindow},
+		{Rate: 7, Period: 1e12 * ms},                                       // continuous, named limit
+		{Rate: 7, Period: 1e12 * ms, Burst: 10},                            // continuous, named burst
+		{Rate: 7, Period: 1e12 * ms, Burst: 10, Algorithm: LeakyBucket},    // continuous
+		{Rate: 1, Period: 1e12 * ms, Burst: 1e15, Algorithm: TokenBucket},  // refill
+		{Rate: 1e15, Period: 1e12 * ms, Algorithm: SlidingWindow},          // weighted, named limit
+		{Rate: 1e15, Period: 1e12 * ms, Burst: 1e15, Algorithm: SlidingWindow}, // weighted, named burst
+	}
+}
+
+// rawArgs formats l as any client would, without validating it.
+func rawArgs(l Limit) []any {
+	burst := ""
+	if l.Burst != 0 {
+		burst = strconv.FormatInt(l.Burst, 10)
+	}
+	return []any{strconv.FormatInt(l.Rate, 10), periodMs(l.Period), burst}
+}
+
+func scriptWords(err error) string { return strings.TrimPrefix(err.Error(), "ERR ") }
+func goWords(err error) string     { return strings.TrimPrefix(err.Error(), "redisrate: ") }
+
+// TestValidateWordsAsScripts: Limit.Validate refuses what the scripts
+// refuse, with the same words ("redisrate: " for "ERR "), and Allow refuses
+// it before any round trip.
+func TestValidateWordsAsScripts(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeRedis(t)
+	log := &cmdLog{}
+	f.rdb.AddHook(log)
+	l := NewLimiter(f.rdb)
+	for _, lim := range badLimits() {
+		verr := lim.Validate()
+		_, serr := f.eval(lim.Algorithm, "k", append(rawArgs(lim), "1")...)
+		if verr == nil || serr == nil {
+			t.Errorf("%+v: Validate %v, script %v: want both to refuse", lim, verr, serr)
+			continue
+		}
+		if !errors.Is(verr, ErrInvalid) {
+			t.Errorf("%+v: %v does not match ErrInvalid", lim, verr)
+		}
+		if got, want := goWords(verr), scriptWords(serr); got != want {
+			t.Errorf("%+v:\n  Validate %q\n  script   %q", lim, got, want)
+		}
+		log.take()
+		if _, err := l.Allow(ctx, "k", lim); !errors.Is(err, ErrInvalid) || err.Error() != verr.Error() {
+			t.Errorf("%+v: Allow %v, want %v", lim, err, verr)
+		}
+		if cmds := log.take(); len(cmds) != 0 {
+			t.Errorf("%+v: Allow sent %v, want no round trip", lim, cmds)
+		}
+	}
+	if f.rdb.Exists(ctx, "k").Val() != 0 {
+		t.Errorf("refused calls created the key")
+	}
+	for _, good := range []Limit{
+		PerSecond(3), PerMinute(7), PerHour(1), PerDay(1e6), Per(5, 250*time.Millisecond).WithBurst(4),
+		PerSecond(10).WithBurst(10).WithAlgorithm(SlidingWindow), PerSecond(10000).WithAlgorithm(SlidingLog),
+		Per(3, 1e12*time.Millisecond), PerHour(1_000_000).WithAlgorithm(TokenBucket), PerDay(46_000).WithAlgorithm(SlidingWindow),
+	} {
+		if err := good.Validate(); err != nil {
+			t.Errorf("%v: %v", good, err)
+		}
+		if _, err := f.eval(good.Algorithm, "ok", append(rawArgs(good), "0")...); err != nil {
+			t.Errorf("%v: the script refuses what Validate accepts: %v", good, err)
+		}
+	}
+}
+
+// TestArgsWordsAsScripts: Args checks a whole call in the scripts' order
+// (the first limit, the cost, the further limits) with their words.
+func TestArgsWordsAsScripts(t *testing.T) {
+	f := newFakeRedis(t)
+	ok := PerSecond(5)
+	for _, c := range []struct {
+		cost   int64
+		limits []Limit
+		raw    []any
+	}{
+		{-1, []Limit{ok}, []any{"5", "1000", "", "-1"}},
+		{maxNumber + 1, []Limit{ok}, []any{"5", "1000", "", "1000000000000001"}},
+		{-1, []Limit{{Rate: 0, Period: time.Second}}, []any{"0", "1000", "", "-1"}},                               // the limit comes first
+		{-1, []Limit{ok, {Rate: 0, Period: time.Second}}, []any{"5", "1000", "", "-1", "", "0", "1000", ""}},      // the cost before limit #2
+		{1, []Limit{ok, {Rate: 3, Period: 0}}, []any{"5", "1000", "", "1", "", "3", "0", ""}},                     // limit #2 named so
+		{1, []Limit{ok, ok, {Rate: 3, Period: time.Second, Burst: -2}}, []any{"5", "1000", "", "1", "", "5", "1000", "", "3", "1000", "-2"}},
+		{1, []Limit{ok, ok, ok, ok, ok, ok, ok, ok, ok}, nil},
+	} {
+		_, aerr := Args(c.cost, false, c.limits...)
+		if aerr == nil || !errors.Is(aerr, ErrInvalid) {
+			t.Errorf("Args(%d, %v): %v, want ErrInvalid", c.cost, c.limits, aerr)
+			continue
+		}
+		raw := c.raw
+		if raw == nil {
+			for i, lim := range c.limits {
+				raw = append(raw, rawArgs(lim)...)
+				if i == 0 {
+					raw = append(raw, "1", "")
+				}
+			}
+		}
+		_, serr := f.eval(GCRA, "k", raw...)
+		if serr == nil || goWords(aerr) != scriptWords(serr) {
+			t.Errorf("Args(%d, %v):\n  Args   %v\n  script %v", c.cost, c.limits, aerr, serr)
+		}
+	}
+	if _, err := Args(1, false); !errors.Is(err, ErrInvalid) {
+		t.Errorf("no limits: %v, want ErrInvalid", err)
+	}
+	if _, err := Args(1, false, PerSecond(1), PerSecond(2).WithAlgorithm(TokenBucket)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "#2") {
+		t.Errorf("two algorithms: %v, want ErrInvalid naming limit #2", err)
+	}
+}
+
+// TestArgsSendsOnlyWhatIsNeeded: defaults are left out at the end and
+// written "" in the middle; further triples are always whole.
+func TestArgsSendsOnlyWhatIsNeeded(t *testing.T) {
+	for _, c := range []struct {
+		cost   int64
+		check  bool
+		limits []Limit
+		want   string
+	}{
+		{1, false, []Limit{PerSecond(10)}, "[10 1000]"},
+		{1, false, []Limit{PerSecond(10).WithBurst(10)}, "[10 1000]"},
+		{1, false, []Limit{PerSecond(10).WithBurst(20)}, "[10 1000 20]"},
+		{3, false, []Limit{PerSecond(10)}, "[10 1000  3]"},
+		{0, false, []Limit{PerSecond(10)}, "[10 1000  0]"},
+		{1, true, []Limit{PerSecond(10)}, "[10 1000   check]"},
+		{2, true, []Limit{PerSecond(10).WithBurst(30)}, "[10 1000 30 2 check]"},
+		{1, false, []Limit{PerSecond(10), PerHour(1000)}, "[10 1000    1000 3600000 ]"},
+		{1, false, []Limit{PerSecond(10), PerHour(1000).WithBurst(5)}, "[10 1000    1000 3600000 5]"},
+		{1, false, []Limit{PerSecond(10).WithAlgorithm(FixedWindow).WithBurst(10)}, "[10 1000]"},
+	} {
+		args, err := Args(c.cost, c.check, c.limits...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(args); got != c.want {
+			t.Errorf("Args(%d, %v, %v) = %q, want %q", c.cost, c.check, c.limits, got, c.want)
+		}
+	}
+}
+
+// TestLimiterSendsOnlyWhatIsNeeded: the Limiter's own calls carry the
+// same short ARGV, as the server sees it.
+func TestLimiterSendsOnlyWhatIsNeeded(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeRedis(t)
+	log := &argLog{}
+	f.rdb.AddHook(log)
+	l := NewLimiter(f.rdb)
+	_, _ = l.Allow(ctx, "k", PerSecond(10))
+	_, _ = l.Check(ctx, "k", PerSecond(10))
+	_, _ = l.Peek(ctx, "k", PerSecond(10))
+	_, _ = l.AllowN(ctx, "k", PerSecond(10), 4)
+	want := []string{
+		"evalsha " + specs[GCRA].SHA1 + " 1 k 10 1000",
+		"evalsha " + specs[GCRA].SHA1 + " 1 k 10 1000   check",
+		"evalsha " + specs[GCRA].SHA1 + " 1 k 10 1000  0",
+		"evalsha " + specs[GCRA].SHA1 + " 1 k 10 1000  4",
+	}
+	var got []string
+	for _, c := range log.take() {
+		if strings.HasPrefix(c, "evalsha ") { // not HELLO, not the FCALL_RO that asks for the library, not EVAL after NOSCRIPT
+			got = append(got, c)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("sent\n  %q\nwant\n  %q", got, want)
+	}
+}
+
+func TestParseLimitExact(t *testing.T) {
+	for s, want := range map[string]Limit{
+		"10/s":                          PerSecond(10),
+		"100/minute":                    PerMinute(100),
+		"5/250ms burst 10 token_bucket": Per(5, 250*time.Millisecond).WithBurst(10).WithAlgorithm(TokenBucket),
+		"3/1h30m":                       Per(3, 90*time.Minute),
+		"2/2d":                          Per(2, 48*time.Hour),
+		"2.5/s":                         Per(5, 2*time.Second),
+		"0.1/s":                         Per(1, 10*time.Second),
+		"1.5/m":                         Per(3, 2*time.Minute),
+		"0.25/s":                        Per(1, 4*time.Second),
+		"2.50/s burst 7":                Per(5, 2*time.Second).WithBurst(7),
+		"1.000/h":                       PerHour(1),
+		"0.001/ms":                      Per(1, time.Second),
+		"010/s":                         PerSecond(10),
+		"1000000000000000/s":            PerSecond(1e15),
+	} {
+		got, err := ParseLimit(s)
+		if err != nil || got != want {
+			t.Errorf("ParseLimit(%q) = %+v, %v; want %+v", s, got, err, want)
+		}
+	}
+	for _, s := range []string{
+		"", "10", "x/s", "10/fortnight", "10/s burst", "10/s burst x", "10/s foo", "/s", "10/", "sliding-window 3/h",
+		"0/s", "0.0/s", "NaN/s", "nan/s", "Inf/s", "-1/s", "+1/s", "1e3/s", "0x10/s", "1,5/s", " 1 /s",
+		"10/1us", "10/1500us", "10/0s", "10/-1s", "10/s burst -1", "10/s burst 2.5", "10/s burst 1e3",
+		"1000000000000001/s", "0.0000000000000001/s", "1/1000000000001ms", "0.3/1000000000000ms",
+		"10/s burst 5 sliding_window", "10001/s sliding_log", "7/1000000000000ms burst 10",
+	} {
+		if l, err := ParseLimit(s); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseLimit(%q) = %+v, %v; want ErrInvalid", s, l, err)
+		}
+	}
+}
+
+func TestParseLimitRoundTrip(t *testing.T) {
+	for _, l := range []Limit{
+		PerSecond(10), PerMinute(100), PerHour(1), PerDay(5000), Per(5, 250*time.Millisecond),
+		Per(3, 90*time.Minute), Per(2, 48*time.Hour), Per(1000, 10*time.Second),
+		Per(5, 2*time.Second).WithBurst(4), PerSecond(10).WithBurst(20).WithAlgorithm(TokenBucket),
+		PerMinute(7).WithAlgorithm(SlidingWindow), PerHour(3).WithAlgorithm(SlidingLog),
+		Per(1, 4*time.Second).WithAlgorithm(LeakyBucket), Per(1, 1500*time.Millisecond).WithAlgorithm(FixedWindow),
+		PerSecond(1e15), Per(1, 1e12*time.Millisecond),
+	} {
+		s := l.String()
+		got, err := ParseLimit(s)
+		if err != nil || got != l {
+			t.Errorf("%+v -> %q -> %+v, %v", l, s, got, err)
+		}
+	}
+}
+
+func TestParseAlgorithm(t *testing.T) {
+	for a := Algorithm(0); a < numAlgorithms; a++ {
+		for _, s := range []string{a.String(), strings.ToUpper(a.String()), strings.ReplaceAll(a.String(), "_", "-"), " " + a.String() + " "} {
+			if got, err := ParseAlgorithm(s); err != nil || got != a {
+				t.Errorf("ParseAlgorithm(%q) = %v, %v; want %v", s, got, err, a)
+			}
+		}
+		sp, ok := a.Spec()
+		if !ok || sp.Name != a.String() || sp.SHA1 == "" || sp.Function != "redisrate_"+a.String() {
+			t.Errorf("%v.Spec() = %+v, %v", a, sp.Name, ok)
+		}
+	}
+	for _, s := range []string{"", "leaky", "token bucket", "gcra2"} {
+		if _, err := ParseAlgorithm(s); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseAlgorithm(%q): %v, want ErrInvalid", s, err)
+		}
+	}
+	if _, ok := Algorithm(99).Spec(); ok {
+		t.Errorf("Algorithm(99).Spec() ok")
+	}
+	if s := Algorithm(99).String(); s != "Algorithm(99)" {
+		t.Errorf("Algorithm(99).String() = %q", s)
+	}
+	if err := (Limit{Algorithm: 99, Rate: 1, Period: time.Second}).Validate(); !errors.Is(err, ErrInvalid) {
+		t.Errorf("unknown algorithm: %v", err)
+	}
+}
+
+func TestCapacity(t *testing.T) {
+	if c := PerSecond(5).Capacity(); c != 5 {
+		t.Errorf("PerSecond(5).Capacity() = %d", c)
+	}
+	if c := PerSecond(5).WithBurst(9).Capacity(); c != 9 {
+		t.Errorf("burst 9: Capacity() = %d", c)
+	}
+}
