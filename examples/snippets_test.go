@@ -1,6 +1,6 @@
 // Package examples holds the snippets that call redisrate's scripts from
 // other languages, and the test that runs them against a real Redis so that
-// the README's copies of them cannot rot.
+// the copies of them in docs/other-languages.md cannot rot.
 package examples
 
 import (
@@ -11,12 +11,13 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redisrate/redisrate/scripts"
 )
 
 // snippet is one runnable example: the command that runs it, and how to
@@ -24,7 +25,7 @@ import (
 type snippet struct {
 	name  string
 	file  string   // relative to examples/
-	lang  string   // the README's code fence language
+	lang  string   // the code fence language in docs/other-languages.md
 	run   []string // the command, the file last
 	probe func() error
 	setup string // how CI installs what it needs
@@ -188,7 +189,53 @@ func redisCommand(t *testing.T, addr string, args ...string) string {
 	return strings.TrimRight(line, "\r\n")
 }
 
-var lineRE = regexp.MustCompile(`^allowed=(\d+) remaining=(\d+) retry_after_ms=(-?\d+) reset_after_ms=(\d+) limit=(\d+) binding=(\d+)$`)
+// gcraTag starts the state of gcra.lua, the script every snippet calls.
+var gcraTag = func() string {
+	s, _ := scripts.Lookup("gcra")
+	return s.Tag
+}()
+
+// docPath is the page that shows every snippet and what it prints.
+const docPath = "../docs/other-languages.md"
+
+var lineRE = regexp.MustCompile(`^allowed=(\d+) remaining=(\d+) retry_after_ms=(-?\d+) reset_after_ms=(\d+) capacity=(\d+) binding=(\d+)$`)
+
+// checkTwoPerMinute returns why the lines are not what three calls of 2 per
+// minute on a fresh key print (contract v2): allowed, allowed, denied, with
+// honest times and reply field 5, capacity, = 2. The calls are apart by the
+// snippet's own speed, at most a few seconds: the times count down from 30s
+// and 60s by that much.
+func checkTwoPerMinute(out string) error {
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 {
+		return fmt.Errorf("%d lines of output; want 3", len(lines))
+	}
+	type reply struct{ allowed, remaining, retry, reset, capacity, binding int64 }
+	var got [3]reply
+	for i, l := range lines {
+		m := lineRE.FindStringSubmatch(l)
+		if m == nil {
+			return fmt.Errorf("line %d %q does not name the six fields of contract v2", i+1, l)
+		}
+		var n [6]int64
+		for j := range n {
+			n[j], _ = strconv.ParseInt(m[j+1], 10, 64)
+		}
+		got[i] = reply{n[0], n[1], n[2], n[3], n[4], n[5]}
+	}
+	between := func(x, lo, hi int64) bool { return x > lo && x <= hi }
+	ok := got[0].allowed == 1 && got[0].remaining == 1 && got[0].retry == 0 && got[0].reset == 30000 &&
+		got[1].allowed == 1 && got[1].remaining == 0 && got[1].retry == 0 && between(got[1].reset, 55000, 60000) &&
+		got[2].allowed == 0 && got[2].remaining == 0 && between(got[2].retry, 25000, 30000) &&
+		between(got[2].reset, 55000, 60000) && got[2].reset == got[2].retry+30000
+	for _, r := range got {
+		ok = ok && r.capacity == 2 && r.binding == 1
+	}
+	if !ok {
+		return fmt.Errorf("replies do not match 2 per minute")
+	}
+	return nil
+}
 
 // TestSnippets runs each snippet against a real Redis: three calls of 2 per
 // minute on a fresh key are allowed, allowed, denied, with honest times.
@@ -221,35 +268,12 @@ func TestSnippets(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: %v\nstdout:\n%s", strings.Join(s.run, " "), err, out)
 			}
-			lines := strings.Split(strings.TrimSpace(out), "\n")
-			if len(lines) != 3 {
-				t.Fatalf("%d lines of output; want 3:\n%s", len(lines), out)
+			if err := checkTwoPerMinute(out); err != nil {
+				t.Errorf("%v:\n%s", err, out)
 			}
-			type reply struct{ allowed, remaining, retry, reset, limit, binding int64 }
-			var got [3]reply
-			for i, l := range lines {
-				m := lineRE.FindStringSubmatch(l)
-				if m == nil {
-					t.Fatalf("line %d %q does not name the six fields", i+1, l)
-				}
-				var n [6]int64
-				for j := range n {
-					n[j], _ = strconv.ParseInt(m[j+1], 10, 64)
-				}
-				got[i] = reply{n[0], n[1], n[2], n[3], n[4], n[5]}
-			}
-			// The calls are apart by the snippet's own speed, at most a few
-			// seconds: the times count down from 30s and 60s by that much.
-			between := func(x, lo, hi int64) bool { return x > lo && x <= hi }
-			ok := got[0].allowed == 1 && got[0].remaining == 1 && got[0].retry == 0 && got[0].reset == 30000 &&
-				got[1].allowed == 1 && got[1].remaining == 0 && got[1].retry == 0 && between(got[1].reset, 55000, 60000) &&
-				got[2].allowed == 0 && got[2].remaining == 0 && between(got[2].retry, 25000, 30000) &&
-				between(got[2].reset, 55000, 60000) && got[2].reset == got[2].retry+30000
-			for _, r := range got {
-				ok = ok && r.limit == 2 && r.binding == 1
-			}
-			if !ok {
-				t.Errorf("replies do not match 2 per minute:\n%s", out)
+			// The state left is the v2 script's, which the Go client shares.
+			if v := redisCommand(t, addr, "GET", key); !strings.HasPrefix(v, gcraTag+" ") {
+				t.Errorf("the key holds %q, not %s state", v, gcraTag)
 			}
 
 			// A wrong reply (an error: the key holds a user's value) fails.
@@ -269,10 +293,11 @@ func TestSnippets(t *testing.T) {
 	}
 }
 
-// TestReadmeSnippets keeps the README's snippets the same code as the files
-// the test above runs.
-func TestReadmeSnippets(t *testing.T) {
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+// TestDocSnippets keeps docs/other-languages.md showing each snippet
+// verbatim, the same code as the file the test above runs, and the output
+// it shows what the snippets print.
+func TestDocSnippets(t *testing.T) {
+	doc, err := os.ReadFile(docPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,8 +307,16 @@ func TestReadmeSnippets(t *testing.T) {
 			t.Fatal(err)
 		}
 		block := "```" + s.lang + "\n" + string(src) + "```\n"
-		if !bytes.Contains(readme, []byte(block)) {
-			t.Errorf("README.md lacks examples/%s verbatim; it should contain:\n%s", s.file, block)
+		if !bytes.Contains(doc, []byte(block)) {
+			t.Errorf("%s lacks examples/%s verbatim; it should contain:\n%s", docPath, s.file, block)
 		}
+	}
+	_, after, ok := strings.Cut(string(doc), "Each prints, on a fresh key:\n\n```text\n")
+	out, _, ok2 := strings.Cut(after, "```")
+	if !ok || !ok2 {
+		t.Fatalf("%s lacks the block of output after \"Each prints, on a fresh key:\"", docPath)
+	}
+	if err := checkTwoPerMinute(out); err != nil {
+		t.Errorf("%s shows output no snippet prints: %v:\n%s", docPath, err, out)
 	}
 }

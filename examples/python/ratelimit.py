@@ -1,11 +1,11 @@
-# Call redisrate's GCRA script from Python (redis-py): load it, call it,
-# read the reply's fields by name. REDIS_ADDR=127.0.0.1:6379 python3 ratelimit.py
+# Call redisrate's GCRA script from Python (redis-py), contract v2: load it,
+# call it, read the reply's fields by name. REDIS_ADDR=127.0.0.1:6379 python3 ratelimit.py
 import os
 from pathlib import Path
 
 import redis
 
-FIELDS = ("allowed", "remaining", "retry_after_ms", "reset_after_ms", "limit", "binding")
+FIELDS = ("allowed", "remaining", "retry_after_ms", "reset_after_ms", "capacity", "binding")
 
 host, _, port = os.environ.get("REDIS_ADDR", "127.0.0.1:6379").rpartition(":")
 r = redis.Redis(host=host, port=int(port))
@@ -13,7 +13,8 @@ source = (Path(__file__).resolve().parents[2] / "scripts" / "gcra.lua").read_tex
 gcra = r.register_script(source)  # EVALSHA, or EVAL when the server lacks the script
 
 
-def allow(key, limit, period_ms, burst="", cost=1):
+def allow(key, limit, period_ms, burst=0, cost=1):
+    """Whole numbers only; burst 0 means burst = limit, cost 0 only reads."""
     reply = gcra(keys=[key], args=[limit, period_ms, burst, cost])
     if not isinstance(reply, list) or len(reply) < 6 or not all(type(x) is int for x in reply[:6]):
         raise ValueError(f"not a redisrate reply: {reply!r}")

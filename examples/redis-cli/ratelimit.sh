@@ -1,16 +1,17 @@
 #!/bin/sh
-# Call redisrate's GCRA script with redis-cli: load it, call it, name the
-# reply's fields. REDIS_ADDR=127.0.0.1:6379 sh ratelimit.sh
+# Call redisrate's GCRA script with redis-cli (contract v2): load it, call it,
+# name the reply's fields. REDIS_ADDR=127.0.0.1:6379 sh ratelimit.sh
 set -eu
 cli="redis-cli -u redis://${REDIS_ADDR:-127.0.0.1:6379}"
 sha=$($cli -x SCRIPT LOAD < "$(dirname "$0")/../../scripts/gcra.lua")
 key=${RATE_KEY:-user:42}
 for n in 1 2 3; do
-  reply=$($cli EVALSHA "$sha" 1 "$key" 2 60000) # 2 per minute
+  # ARGV: limit period_ms [burst [cost [mode]]], whole numbers: 2 per minute
+  reply=$($cli EVALSHA "$sha" 1 "$key" 2 60000)
   set -- $reply
   for x in "$@"; do
     case $x in ''|*[!0-9-]*) echo "not a redisrate reply: $reply" >&2; exit 1 ;; esac
   done
   [ $# -ge 6 ] || { echo "not a redisrate reply: $reply" >&2; exit 1; }
-  echo "allowed=$1 remaining=$2 retry_after_ms=$3 reset_after_ms=$4 limit=$5 binding=$6"
+  echo "allowed=$1 remaining=$2 retry_after_ms=$3 reset_after_ms=$4 capacity=$5 binding=$6"
 done

@@ -1,15 +1,16 @@
-# Call redisrate's GCRA script from Ruby (redis-rb): load it, call it,
-# read the reply's fields by name. REDIS_ADDR=127.0.0.1:6379 ruby ratelimit.rb
+# Call redisrate's GCRA script from Ruby (redis-rb), contract v2: load it,
+# call it, read the reply's fields by name. REDIS_ADDR=127.0.0.1:6379 ruby ratelimit.rb
 require "redis"
 
-FIELDS = %i[allowed remaining retry_after_ms reset_after_ms limit binding].freeze
+FIELDS = %i[allowed remaining retry_after_ms reset_after_ms capacity binding].freeze
 
 host, _, port = ENV.fetch("REDIS_ADDR", "127.0.0.1:6379").rpartition(":")
 REDIS = Redis.new(host: host, port: Integer(port))
 SOURCE = File.read(File.expand_path("../../scripts/gcra.lua", __dir__))
 SHA = REDIS.script(:load, SOURCE)
 
-def allow(key, limit, period_ms, burst: "", cost: 1)
+# Whole numbers only; burst 0 means burst = limit, cost 0 only reads.
+def allow(key, limit, period_ms, burst: 0, cost: 1)
   args = [limit, period_ms, burst, cost]
   reply = begin
     REDIS.evalsha(SHA, keys: [key], argv: args)
