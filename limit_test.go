@@ -28,11 +28,11 @@ func badLimits() []Limit {
 		{Rate: 10, Period: time.Second, Burst: 11, Algorithm: FixedWindow},
 		{Rate: 10, Period: time.Second, Burst: 11, Algorithm: SlidingLog},
 		{Rate: 10, Period: time.Second, Burst: -1, Algorithm: FixedWindow},
-		{Rate: 7, Period: 1e12 * ms},                                       // continuous, named limit
-		{Rate: 7, Period: 1e12 * ms, Burst: 10},                            // continuous, named burst
-		{Rate: 7, Period: 1e12 * ms, Burst: 10, Algorithm: LeakyBucket},    // continuous
-		{Rate: 1, Period: 1e12 * ms, Burst: 1e15, Algorithm: TokenBucket},  // refill
-		{Rate: 1e15, Period: 1e12 * ms, Algorithm: SlidingWindow},          // weighted, named limit
+		{Rate: 7, Period: 1e12 * ms},                                           // continuous, named limit
+		{Rate: 7, Period: 1e12 * ms, Burst: 10},                                // continuous, named burst
+		{Rate: 7, Period: 1e12 * ms, Burst: 10, Algorithm: LeakyBucket},        // continuous
+		{Rate: 1, Period: 1e12 * ms, Burst: 1e15, Algorithm: TokenBucket},      // refill
+		{Rate: 1e15, Period: 1e12 * ms, Algorithm: SlidingWindow},              // weighted, named limit
 		{Rate: 1e15, Period: 1e12 * ms, Burst: 1e15, Algorithm: SlidingWindow}, // weighted, named burst
 	}
 }
@@ -108,9 +108,9 @@ func TestArgsWordsAsScripts(t *testing.T) {
 	}{
 		{-1, []Limit{ok}, []any{"5", "1000", "", "-1"}},
 		{maxNumber + 1, []Limit{ok}, []any{"5", "1000", "", "1000000000000001"}},
-		{-1, []Limit{{Rate: 0, Period: time.Second}}, []any{"0", "1000", "", "-1"}},                               // the limit comes first
-		{-1, []Limit{ok, {Rate: 0, Period: time.Second}}, []any{"5", "1000", "", "-1", "", "0", "1000", ""}},      // the cost before limit #2
-		{1, []Limit{ok, {Rate: 3, Period: 0}}, []any{"5", "1000", "", "1", "", "3", "0", ""}},                     // limit #2 named so
+		{-1, []Limit{{Rate: 0, Period: time.Second}}, []any{"0", "1000", "", "-1"}},                          // the limit comes first
+		{-1, []Limit{ok, {Rate: 0, Period: time.Second}}, []any{"5", "1000", "", "-1", "", "0", "1000", ""}}, // the cost before limit #2
+		{1, []Limit{ok, {Rate: 3, Period: 0}}, []any{"5", "1000", "", "1", "", "3", "0", ""}},                // limit #2 named so
 		{1, []Limit{ok, ok, {Rate: 3, Period: time.Second, Burst: -2}}, []any{"5", "1000", "", "1", "", "5", "1000", "", "3", "1000", "-2"}},
 		{1, []Limit{ok, ok, ok, ok, ok, ok, ok, ok, ok}, nil},
 	} {

@@ -1,0 +1,318 @@
+package redisrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// fastClient is a go-redis client that fails at once when Redis is down:
+// no retries, one dial.
+func fastClient(t testing.TB, addr string) *redis.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, DisableIdentity: true, MaxRetries: -1, DialerRetries: 1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// downRedis returns a client of a Redis that has stopped.
+func downRedis(t testing.TB) *redis.Client {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	rdb := fastClient(t, mr.Addr())
+	mr.Close()
+	return rdb
+}
+
+// callKinds are every call of a Limiter, each as a function that returns
+// the Result and error a caller sees (AllowBatch: its one request's).
+func callKinds(l *Limiter) map[string]func(ctx context.Context) (Result, error) {
+	lim := PerMinute(3)
+	return map[string]func(ctx context.Context) (Result, error){
+		"Allow":      func(ctx context.Context) (Result, error) { return l.Allow(ctx, "k", lim) },
+		"AllowN":     func(ctx context.Context) (Result, error) { return l.AllowN(ctx, "k", lim, 2) },
+		"Check":      func(ctx context.Context) (Result, error) { return l.Check(ctx, "k", lim) },
+		"CheckN":     func(ctx context.Context) (Result, error) { return l.CheckN(ctx, "k", lim, 2) },
+		"Peek":       func(ctx context.Context) (Result, error) { return l.Peek(ctx, "k", lim) },
+		"AllowMulti": func(ctx context.Context) (Result, error) { return l.AllowMulti(ctx, "k", 1, lim, PerHour(100)) },
+		"CheckMulti": func(ctx context.Context) (Result, error) { return l.CheckMulti(ctx, "k", 1, lim, PerHour(100)) },
+		"Wait":       func(ctx context.Context) (Result, error) { return l.Wait(ctx, "k", lim) },
+		"WaitN":      func(ctx context.Context) (Result, error) { return l.WaitN(ctx, "k", lim, 2) },
+		"WaitMulti":  func(ctx context.Context) (Result, error) { return l.WaitMulti(ctx, "k", 1, lim, PerHour(100)) },
+		"AllowBatch": func(ctx context.Context) (Result, error) {
+			return batchOne(ctx, l, Request{Key: "k", Limits: []Limit{lim}})
+		},
+		"AllowBatch/Check": func(ctx context.Context) (Result, error) {
+			return batchOne(ctx, l, Request{Key: "k", Limits: []Limit{lim}, Check: true})
+		},
+		"AllowBatch/Peek": func(ctx context.Context) (Result, error) {
+			return batchOne(ctx, l, Request{Key: "k", Limits: []Limit{lim}, Peek: true})
+		},
+		"AllowBatch/two": func(ctx context.Context) (Result, error) { // pipelined
+			res, err := l.AllowBatch(ctx, []Request{{Key: "k", Limits: []Limit{lim}}, {Key: "k2", Limits: []Limit{lim}}})
+			var be *BatchError
+			if errors.As(err, &be) {
+				if (be.Errs[0] == nil) != (be.Errs[1] == nil) || res[0] != res[1] {
+					return Result{}, fmt.Errorf("the two requests answered apart: %+v %v", res, be.Errs)
+				}
+				return res[0], be.Errs[0]
+			}
+			if res[0].Source != res[1].Source {
+				return Result{}, fmt.Errorf("the two requests answered apart: %+v", res)
+			}
+			return res[0], err
+		},
+		"Reset": func(ctx context.Context) (Result, error) { return Result{}, l.Reset(ctx, "k") },
+	}
+}
+
+func batchOne(ctx context.Context, l *Limiter, r Request) (Result, error) {
+	res, err := l.AllowBatch(ctx, []Request{r})
+	if len(res) != 1 {
+		return Result{}, fmt.Errorf("%d results for 1 request", len(res))
+	}
+	var be *BatchError
+	if errors.As(err, &be) {
+		return res[0], be.Errs[0]
+	}
+	return res[0], err
+}
+
+// TestRedisDownEveryCallAlike is issue #10's table: every kind of call,
+// with Redis down, under each policy (and with a fallback), answers alike:
+// the same Source, and errors.Is(err, ErrUnavailable) the same, on the
+// call that finds Redis down and on the calls the open breaker answers.
+// The exceptions are documented at FailurePolicy: Wait cannot pass a
+// FailClosed denial off as its turn, and nothing but Redis can Reset.
+func TestRedisDownEveryCallAlike(t *testing.T) {
+	fb := NewLimiter(newFakeRedis(t).rdb)
+	for _, pc := range []struct {
+		name   string
+		opts   []Option
+		source Source
+		unavailable,
+		allowed bool
+	}{
+		{"FailError", nil, SourceRedis, true, false},
+		{"FailClosed", []Option{WithFailurePolicy(FailClosed)}, SourceFailClosed, false, false},
+		{"FailOpen", []Option{WithFailurePolicy(FailOpen)}, SourceFailOpen, false, true},
+		{"Fallback", []Option{WithFallback(fb), WithFailurePolicy(FailClosed)}, SourceFallback, false, true},
+	} {
+		for _, breaker := range []bool{true, false} {
+			opts := pc.opts
+			if !breaker {
+				opts = append(opts[:len(opts):len(opts)], WithCircuitBreaker(0))
+			}
+			l := NewLimiter(downRedis(t), opts...)
+			for name, call := range callKinds(l) {
+				for attempt := range 2 { // the failure itself, then the open breaker
+					t.Run(fmt.Sprintf("%s/breaker=%v/%s/%d", pc.name, breaker, name, attempt), func(t *testing.T) {
+						ctx := context.Background()
+						_ = fb.Reset(ctx, "k")
+						_ = fb.Reset(ctx, "k2")
+						res, err := call(ctx)
+						source, unavailable, allowed := pc.source, pc.unavailable, pc.allowed
+						switch {
+						case name == "Reset":
+							source, unavailable, allowed = SourceRedis, true, false
+						case pc.name == "FailClosed" && (name == "Wait" || name == "WaitN" || name == "WaitMulti"):
+							unavailable = true
+						}
+						if got := errors.Is(err, ErrUnavailable); got != unavailable {
+							t.Errorf("errors.Is(%v, ErrUnavailable) = %v, want %v", err, got, unavailable)
+						}
+						if res.Source != source || res.Allowed != allowed {
+							t.Errorf("%+v: want Source %v, Allowed %v", res, source, allowed)
+						}
+						if source != SourceRedis && (!res.Degraded() || !errors.Is(res.Cause, ErrUnavailable)) {
+							t.Errorf("%+v: a degraded result must say why (Cause matching ErrUnavailable)", res)
+						}
+						if source == SourceRedis && res != (Result{}) {
+							t.Errorf("%+v with an error, want the zero Result", res)
+						}
+						if errors.Is(err, ErrInvalid) || errors.Is(err, ErrForeignKey) {
+							t.Errorf("%v is classified as the caller's fault", err)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// TestFailureOfRedisIsTyped: the error of a call Redis could not decide is
+// an *Error naming the script and key, matching ErrUnavailable only.
+func TestFailureOfRedisIsTyped(t *testing.T) {
+	l := NewLimiter(downRedis(t), WithKeyPrefix("p:"))
+	res, err := l.Allow(context.Background(), "k", PerMinute(3))
+	var e *Error
+	if !errors.As(err, &e) || e.Key != "p:k" || e.Script != "gcra" || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("err = %#v, want a *Error for gcra on p:k matching ErrUnavailable", err)
+	}
+	if res != (Result{}) {
+		t.Fatalf("result %+v with an error, want the zero Result", res)
+	}
+	err = l.Reset(context.Background(), "k")
+	if !errors.As(err, &e) || e.Script != "reset" || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("Reset: %v, want a *Error for reset matching ErrUnavailable", err)
+	}
+}
+
+// TestPolicyNeverMasksCallerErrors: the caller's mistakes are errors
+// whatever the policy and the fallback, with Redis up or down: masking them
+// would hide a bug behind "Redis is down".
+func TestPolicyNeverMasksCallerErrors(t *testing.T) {
+	f := newFakeRedis(t)
+	fb := NewLimiter(newFakeRedis(t).rdb)
+	for _, rdb := range []*redis.Client{f.rdb, downRedis(t)} {
+		for _, p := range []FailurePolicy{FailOpen, FailClosed} {
+			l := NewLimiter(rdb, WithFailurePolicy(p), WithFallback(fb))
+			bad := Limit{Rate: -1, Period: time.Second}
+			if _, err := l.Allow(context.Background(), "k", bad); !errors.Is(err, ErrInvalid) {
+				t.Errorf("%v: bad limit gave %v, want ErrInvalid", p, err)
+			}
+			if _, err := l.Wait(context.Background(), "k", bad); !errors.Is(err, ErrInvalid) {
+				t.Errorf("%v: Wait with a bad limit gave %v, want ErrInvalid", p, err)
+			}
+			if _, err := batchOne(context.Background(), l, Request{Key: "k", Limits: []Limit{bad}}); !errors.Is(err, ErrInvalid) {
+				t.Errorf("%v: AllowBatch with a bad limit gave %v, want ErrInvalid", p, err)
+			}
+		}
+	}
+	f.mr.Set("user", "order 42")
+	l := NewLimiter(f.rdb, WithFailurePolicy(FailOpen), WithFallback(fb))
+	if _, err := l.Allow(context.Background(), "user", PerMinute(3)); !errors.Is(err, ErrForeignKey) {
+		t.Fatalf("foreign key gave %v, want ErrForeignKey", err)
+	}
+	if v, _ := f.mr.Get("user"); v != "order 42" {
+		t.Fatalf("user's value is now %q", v)
+	}
+}
+
+// TestFallbackAndBack: while Redis is away the fallback decides with the
+// same limits, on its own state; when Redis is back (the breaker's probe
+// sees it), Redis decides again, from its own state.
+func TestFallbackAndBack(t *testing.T) {
+	f := newFakeRedis(t)
+	rdb := fastClient(t, f.mr.Addr())
+	fbr := newFakeRedis(t)
+	clk := &fakeClock{t: epoch2026}
+	l := NewLimiter(rdb, WithKeyPrefix("rate:"), WithFallback(NewLimiter(fbr.rdb)))
+	l.health.now = clk.Now
+	ctx := context.Background()
+	lim := PerMinute(3)
+
+	res, err := l.Allow(ctx, "k", lim)
+	if err != nil || !res.Allowed || res.Source != SourceRedis || res.Degraded() || res.Cause != nil {
+		t.Fatalf("Redis up: %+v, %v", res, err)
+	}
+	f.mr.Close()
+	for i := range 4 {
+		res, err := l.Allow(ctx, "k", lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Source != SourceFallback || !errors.Is(res.Cause, ErrUnavailable) {
+			t.Fatalf("Redis down, call %d: %+v", i, res)
+		}
+		if res.Allowed != (i < 3) || res.Capacity != 3 {
+			t.Fatalf("fallback call %d: %+v, want the first 3 of 3/min admitted", i, res)
+		}
+	}
+	// The fallback keeps the caller's key under its own (empty) prefix.
+	if n := fbr.rdb.Exists(ctx, "k").Val(); n != 1 {
+		t.Fatalf("fallback state under k: %d", n)
+	}
+	if err := f.mr.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(DefaultProbeInterval)
+	if res, _ := l.Allow(ctx, "k", lim); res.Source != SourceFallback {
+		t.Fatalf("the call that starts the probe: %+v, want the fallback's answer (it does not wait)", res)
+	}
+	l.health.probes.Wait()
+	res, err = l.Allow(ctx, "k", lim)
+	if err != nil || res.Source != SourceRedis || !res.Allowed || res.Remaining != 1 {
+		t.Fatalf("Redis back: %+v, %v; want Redis's own state: 1 of 3 left", res, err)
+	}
+}
+
+// TestFallbackFailsToo: a fallback that fails too leaves the decision to
+// the policy, and the error names both failures.
+func TestFallbackFailsToo(t *testing.T) {
+	fb := NewLimiter(downRedis(t))
+	_, err := NewLimiter(downRedis(t), WithFallback(fb)).Allow(context.Background(), "k", PerMinute(3))
+	if !errors.Is(err, ErrUnavailable) || !containsAll(err.Error(), "fallback failed") {
+		t.Fatalf("err = %v, want ErrUnavailable naming the fallback's failure", err)
+	}
+	res, err := NewLimiter(downRedis(t), WithFallback(fb), WithFailurePolicy(FailClosed)).Allow(context.Background(), "k", PerMinute(3))
+	if err != nil || res.Allowed || res.Source != SourceFailClosed || res.RetryAfter != 20*time.Second {
+		t.Fatalf("%+v, %v: want a fail-closed denial, retry in one emission interval (20s)", res, err)
+	}
+}
+
+// TestFallbackCycle: two limiters that fall back on each other, both down:
+// one hop, then the policy, not an endless loop.
+func TestFallbackCycle(t *testing.T) {
+	a := NewLimiter(downRedis(t), WithFailurePolicy(FailClosed))
+	b := NewLimiter(downRedis(t), WithFallback(a))
+	WithFallback(b)(a)
+	res, err := b.Allow(context.Background(), "k", PerMinute(3))
+	if err != nil || res.Allowed || res.Source != SourceFailClosed {
+		t.Fatalf("%+v, %v: want a's fail-closed denial", res, err)
+	}
+	var e *Error
+	if !errors.As(res.Cause, &e) || !containsAll(res.Cause.Error(), "\n") {
+		t.Fatalf("Cause %v: want both failures", res.Cause)
+	}
+	if _, err := a.Allow(context.Background(), "k", PerMinute(3)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEmissionInterval(t *testing.T) {
+	for lim, want := range map[Limit]time.Duration{
+		PerMinute(3):                  20 * time.Second,
+		PerSecond(3):                  334 * time.Millisecond,
+		PerSecond(1e15):               time.Millisecond,
+		Per(1, 1e12*time.Millisecond): 1e12 * time.Millisecond,
+	} {
+		if got := emissionInterval(lim); got != want {
+			t.Errorf("emissionInterval(%v) = %v, want %v", lim, got, want)
+		}
+	}
+}
+
+func containsAll(s string, subs ...string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
+// fakeClock is a clock a test moves by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
