@@ -3,7 +3,6 @@ package redisrate
 import (
 	"context"
 	"errors"
-	"strconv"
 	"time"
 )
 
@@ -222,6 +221,3 @@ func buildArgs(cost int64, check bool, limits []Limit) ([]any, error) {
 	}
 	return args, nil
 }
-
-// itoa is strconv.FormatInt, for messages.
-func itoa(v int64) string { return strconv.FormatInt(v, 10) }

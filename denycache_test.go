@@ -1,0 +1,326 @@
+package redisrate
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// cmdCounter is a go-redis hook that counts the script calls that reach the
+// server, one by one and in pipelines.
+type cmdCounter struct {
+	mu    sync.Mutex
+	calls map[string]int // "evalsha", "eval", ...
+	pipes [][]string     // the command names of each pipeline sent
+}
+
+func countCommands(rdb *redis.Client) *cmdCounter {
+	c := &cmdCounter{calls: map[string]int{}}
+	rdb.AddHook(c)
+	return c
+}
+
+func (c *cmdCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *cmdCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.mu.Lock()
+		c.calls[cmd.Name()]++
+		c.mu.Unlock()
+		return next(ctx, cmd)
+	}
+}
+
+func (c *cmdCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.mu.Lock()
+		var names []string
+		for _, cmd := range cmds {
+			c.calls[cmd.Name()]++
+			names = append(names, cmd.Name())
+		}
+		if names[0] != "client" && names[0] != "hello" { // a new connection's handshake
+			c.pipes = append(c.pipes, names)
+		}
+		c.mu.Unlock()
+		return next(ctx, cmds)
+	}
+}
+
+func (c *cmdCounter) scriptCalls() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls["evalsha"] + c.calls["eval"] + c.calls["evalsha_ro"] + c.calls["eval_ro"]
+}
+
+// denyClock drives the deny cache with the fake Redis clock, so that both
+// move together and no test sleeps.
+func denyClock(t *testing.T, f *fakeRedis, l *Limiter) {
+	t.Helper()
+	if l.deny == nil {
+		t.Fatal("WithDenyCache did not install the cache")
+	}
+	base := time.Now()
+	start := f.now
+	l.deny.now = func() time.Time { return base.Add(f.now.Sub(start)) }
+}
+
+func TestDenyCacheAnswersFloodLocally(t *testing.T) {
+	ctx := context.Background()
+	for a := GCRA; a < numAlgorithms; a++ {
+		t.Run(a.String(), func(t *testing.T) {
+			f := newFakeRedis(t)
+			cnt := countCommands(f.rdb)
+			l := NewLimiter(f.rdb, WithDenyCache(100))
+			denyClock(t, f, l)
+			lim := PerMinute(2).WithAlgorithm(a)
+			for i := 0; i < 2; i++ {
+				if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
+					t.Fatalf("call %d: %v %v, want allowed", i, r, err)
+				}
+			}
+			first, err := l.Allow(ctx, "k", lim)
+			if err != nil || first.Allowed || first.RetryAfter <= 0 {
+				t.Fatalf("third call: %+v %v, want a denial with a RetryAfter", first, err)
+			}
+			before := cnt.scriptCalls()
+			for i := 0; i < 100; i++ {
+				r, err := l.Allow(ctx, "k", lim)
+				if err != nil || r.Allowed {
+					t.Fatalf("flood call %d: %v %v, want denied", i, r, err)
+				}
+				if r.RetryAfter != first.RetryAfter || r.Remaining != first.Remaining || r.Capacity != first.Capacity || r.Limit != lim ||
+					r.Source != SourceDenyCache || r.Degraded() {
+					t.Fatalf("flood call %d: %+v, want the cached denial %+v", i, r, first)
+				}
+			}
+			if got := cnt.scriptCalls() - before; got != 0 {
+				t.Fatalf("the flood sent %d script calls to Redis, want 0", got)
+			}
+			// Time passes: the answer says so, still without Redis.
+			f.advance(first.RetryAfter / 2)
+			r, _ := l.Allow(ctx, "k", lim)
+			if r.Allowed || r.RetryAfter > first.RetryAfter-first.RetryAfter/2+time.Millisecond || r.RetryAfter <= 0 {
+				t.Fatalf("half way: RetryAfter %v, want about %v", r.RetryAfter, first.RetryAfter/2)
+			}
+			if r.ResetAfter < r.RetryAfter {
+				t.Fatalf("half way: ResetAfter %v < RetryAfter %v", r.ResetAfter, r.RetryAfter)
+			}
+			if got := cnt.scriptCalls() - before; got != 0 {
+				t.Fatalf("sent %d script calls before RetryAfter, want 0", got)
+			}
+			// After RetryAfter, Redis decides again, and admits.
+			f.advance(first.RetryAfter)
+			if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
+				t.Fatalf("after RetryAfter: %v %v, want allowed", r, err)
+			}
+			if got := cnt.scriptCalls() - before; got != 1 {
+				t.Fatalf("after RetryAfter: %d script calls, want 1", got)
+			}
+		})
+	}
+}
+
+func TestDenyCacheCostsAndLimits(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeRedis(t)
+	cnt := countCommands(f.rdb)
+	l := NewLimiter(f.rdb, WithDenyCache(100))
+	denyClock(t, f, l)
+	lim := PerMinute(10)
+	if r, _ := l.AllowN(ctx, "k", lim, 8); !r.Allowed {
+		t.Fatal("cost 8 of 10 denied")
+	}
+	if r, _ := l.AllowN(ctx, "k", lim, 5); r.Allowed {
+		t.Fatal("cost 5 with 2 left admitted")
+	}
+	calls := cnt.scriptCalls()
+	// a larger cost is denied locally, a smaller one goes to Redis (and fits)
+	if r, _ := l.AllowN(ctx, "k", lim, 7); r.Allowed || cnt.scriptCalls() != calls {
+		t.Fatalf("cost 7 after a denied 5: %v, %d calls, want a local denial", r, cnt.scriptCalls()-calls)
+	}
+	if r, _ := l.CheckN(ctx, "k", lim, 5); r.Allowed || cnt.scriptCalls() != calls {
+		t.Fatalf("check of cost 5 after a denied 5: %v, want a local denial", r)
+	}
+	if r, _ := l.AllowN(ctx, "k", lim, 2); !r.Allowed || cnt.scriptCalls() != calls+1 {
+		t.Fatalf("cost 2 after a denied 5: %v, %d calls, want Redis to admit it", r, cnt.scriptCalls()-calls)
+	}
+	// other limits for the same key, or another key, are not covered
+	calls = cnt.scriptCalls()
+	_, _ = l.AllowN(ctx, "k", PerMinute(20), 5)
+	_, _ = l.AllowMulti(ctx, "k", 5, lim, PerHour(100))
+	_, _ = l.AllowN(ctx, "other", lim, 5)
+	if got := cnt.scriptCalls() - calls; got != 3 {
+		t.Fatalf("other limits or keys: %d script calls, want 3", got)
+	}
+}
+
+func TestDenyCacheNeverAndReset(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeRedis(t)
+	cnt := countCommands(f.rdb)
+	l := NewLimiter(f.rdb, WithDenyCache(100), WithKeyPrefix("p:"))
+	denyClock(t, f, l)
+	lim := PerHour(1)
+	_, _ = l.Allow(ctx, "warm", lim) // loads the script (NOSCRIPT, then EVAL)
+	calls := cnt.scriptCalls()
+	// a cost above capacity is never admitted: not cached, every call asks
+	for i := 0; i < 3; i++ {
+		if r, _ := l.AllowN(ctx, "k", lim, 2); !r.Never() {
+			t.Fatalf("cost 2 of 1: %v, want Never", r)
+		}
+	}
+	if got := cnt.scriptCalls() - calls; got != 3 {
+		t.Fatalf("Never denials: %d script calls, want 3 (not cached)", got)
+	}
+	_, _ = l.Allow(ctx, "k", lim)
+	if r, _ := l.Allow(ctx, "k", lim); r.Allowed {
+		t.Fatal("second unit of 1/h admitted")
+	}
+	if n := l.deny.len(); n != 1 {
+		t.Fatalf("cache holds %d entries, want 1", n)
+	}
+	if err := l.Reset(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if n := l.deny.len(); n != 0 {
+		t.Fatalf("after Reset the cache holds %d entries, want 0", n)
+	}
+	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
+		t.Fatalf("after Reset: %v %v, want allowed", r, err)
+	}
+}
+
+func TestDenyCacheBounded(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeRedis(t)
+	l := NewLimiter(f.rdb, WithDenyCache(3))
+	denyClock(t, f, l)
+	lim := PerHour(1)
+	for i := 0; i < 10; i++ {
+		key := string(rune('a' + i))
+		_, _ = l.Allow(ctx, key, lim)
+		if r, _ := l.Allow(ctx, key, lim); r.Allowed {
+			t.Fatalf("%s: second unit admitted", key)
+		}
+	}
+	c := l.deny
+	if c.len() != 3 || len(c.items) != 3 {
+		t.Fatalf("cache holds %d entries (%d in the map), want 3", c.len(), len(c.items))
+	}
+	// the most recent keys stay
+	for _, key := range []string{"h", "i", "j"} {
+		if _, ok := c.lookup(key, 1, []Limit{lim}, c.now()); !ok {
+			t.Errorf("key %s was evicted, want the 3 most recent kept", key)
+		}
+	}
+	if _, ok := c.lookup("a", 1, []Limit{lim}, c.now()); ok {
+		t.Error("key a is still cached beyond the size")
+	}
+	// off: a size below 1, or no client
+	if NewLimiter(f.rdb, WithDenyCache(0)).deny != nil || NewLimiter(f.rdb, WithDenyCache(5), WithDenyCache(0)).deny != nil {
+		t.Error("WithDenyCache(0) left a cache")
+	}
+	if _, err := NewLimiter(nil, WithDenyCache(10)).Allow(ctx, "k", lim); err != ErrNoClient {
+		t.Errorf("nil client with a deny cache: %v, want ErrNoClient", err)
+	}
+}
+
+// TestDenyCacheNeverDeniesWhatRedisAdmits drives random costs and waits and,
+// each time the cache answers, asks Redis (a check, recording nothing)
+// whether it would have denied too.
+func TestDenyCacheNeverDeniesWhatRedisAdmits(t *testing.T) {
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(5, 7))
+	for a := GCRA; a < numAlgorithms; a++ {
+		t.Run(a.String(), func(t *testing.T) {
+			f := newFakeRedis(t)
+			plain := NewLimiter(f.rdb)
+			l := NewLimiter(f.rdb, WithDenyCache(16))
+			denyClock(t, f, l)
+			lim := Per(5, 10*time.Second).WithAlgorithm(a)
+			local := 0
+			for i := 0; i < 120; i++ {
+				n := int64(rng.IntN(3)) + 1
+				c := l.deny
+				_, cached := c.lookup("k", n, []Limit{lim}, c.now())
+				r, err := l.AllowN(ctx, "k", lim, n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cached {
+					local++
+					if r.Allowed {
+						t.Fatalf("step %d: a cached denial admitted", i)
+					}
+					truth, err := plain.CheckN(ctx, "k", lim, n)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if truth.Allowed {
+						t.Fatalf("step %d: cost %v denied locally (retry %v) but Redis admits it", i, n, r.RetryAfter)
+					}
+					if r.RetryAfter > truth.RetryAfter+time.Millisecond {
+						t.Fatalf("step %d: local RetryAfter %v, longer than Redis's %v", i, r.RetryAfter, truth.RetryAfter)
+					}
+				}
+				f.advance(time.Duration(rng.IntN(1500)) * time.Millisecond)
+			}
+			if local == 0 {
+				t.Fatal("the cache never answered: the test proves nothing")
+			}
+		})
+	}
+}
+
+func TestDenyCacheConcurrent(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeRedis(t)
+	l := NewLimiter(f.rdb, WithDenyCache(8))
+	lim := PerHour(3)
+	var allowed atomic.Int64
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 20; i++ {
+				key := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}[i%10]
+				r, err := l.Allow(ctx, key, lim)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if r.Allowed {
+					allowed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if got := allowed.Load(); got != 30 {
+		t.Fatalf("admitted %d, want exactly 3 per key for 10 keys", got)
+	}
+}
+
+// TestDenyCacheForwardsErrors: what the cache does not hold goes to Redis,
+// errors included: a foreign key error comes back as without the cache.
+func TestDenyCacheForwardsErrors(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeRedis(t)
+	f.rdb.Set(ctx, "user", "order 42", 0)
+	l := NewLimiter(f.rdb, WithDenyCache(8))
+	_, err := l.Allow(ctx, "user", PerSecond(1))
+	if err == nil || !strings.Contains(err.Error(), "left untouched") {
+		t.Fatalf("foreign key: %v", err)
+	}
+	if got := f.rdb.Get(ctx, "user").Val(); got != "order 42" {
+		t.Fatalf("user's value became %q", got)
+	}
+}

@@ -1,0 +1,320 @@
+package redisrate
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// redisClock is Wait's clock on miniredis's time: Sleep moves the fake
+// clock instead of sleeping, and Now is the real time at the start of the
+// test plus the fake time that has passed since, so that a context
+// deadline (which runs on the real clock) can be compared with it.
+type redisClock struct {
+	f         *fakeRedis
+	realStart time.Time
+	fakeStart time.Time
+	sleeps    []time.Duration
+}
+
+func useRedisClock(t *testing.T, f *fakeRedis) *redisClock {
+	c := &redisClock{f: f, realStart: time.Now(), fakeStart: f.now}
+	old := waitClock
+	waitClock = c
+	t.Cleanup(func() { waitClock = old })
+	return c
+}
+
+func (c *redisClock) Now() time.Time { return c.realStart.Add(c.f.now.Sub(c.fakeStart)) }
+
+func (c *redisClock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.sleeps = append(c.sleeps, d)
+	c.f.advance(d)
+	return nil
+}
+
+func TestWaitAdmittedAtOnce(t *testing.T) {
+	f := newFakeRedis(t)
+	c := useRedisClock(t, f)
+	l := NewLimiter(f.rdb)
+	res, err := l.Wait(context.Background(), "k", PerSecond(2))
+	if err != nil || !res.Allowed || res.Remaining != 1 {
+		t.Fatalf("Wait = %v, %v; want allowed with 1 left", res, err)
+	}
+	if len(c.sleeps) != 0 {
+		t.Errorf("slept %v before an admitted request", c.sleeps)
+	}
+}
+
+// Every sleep is at least the reply's RetryAfter and at most a tenth more,
+// and the sleeps are not all the same (jitter).
+func TestWaitSleepsRetryAfterWithJitter(t *testing.T) {
+	for _, algo := range []Algorithm{GCRA, TokenBucket, LeakyBucket, SlidingWindow, FixedWindow, SlidingLog} {
+		t.Run(algo.String(), func(t *testing.T) {
+			f := newFakeRedis(t)
+			c := useRedisClock(t, f)
+			l := NewLimiter(f.rdb)
+			ctx := context.Background()
+			lim := Per(2, time.Second).WithAlgorithm(algo)
+			for i := range 20 {
+				// Use up what is left, so that the next Wait must sleep.
+				var probe Result
+				for probe.Allowed = true; probe.Allowed; {
+					var err error
+					if probe, err = l.Allow(ctx, "k", lim); err != nil {
+						t.Fatal(err)
+					}
+				}
+				before := len(c.sleeps)
+				res, err := l.Wait(ctx, "k", lim)
+				if err != nil || !res.Allowed {
+					t.Fatalf("round %d: Wait = %v, %v", i, res, err)
+				}
+				slept := c.sleeps[before:]
+				if len(slept) != 1 {
+					t.Fatalf("round %d: slept %v; want one sleep", i, slept)
+				}
+				if ra := probe.RetryAfter; slept[0] < ra || slept[0] > ra+ra/10 {
+					t.Errorf("round %d: slept %v for RetryAfter %v; want within [%v, %v]", i, slept[0], ra, ra, ra+ra/10)
+				}
+			}
+			distinct := map[time.Duration]bool{}
+			for _, d := range c.sleeps {
+				distinct[d] = true
+			}
+			if len(distinct) < 2 {
+				t.Errorf("20 sleeps took %d distinct value(s) %v: no jitter", len(distinct), c.sleeps)
+			}
+		})
+	}
+}
+
+// Waiting for several turns in a row: each Wait is admitted after the
+// limit's interval, never early.
+func TestWaitPacesRequests(t *testing.T) {
+	f := newFakeRedis(t)
+	useRedisClock(t, f)
+	l := NewLimiter(f.rdb)
+	ctx := context.Background()
+	lim := PerSecond(4) // one every 250ms after a burst of 4
+	start := f.now
+	for i := range 12 {
+		if _, err := l.Wait(ctx, "k", lim); err != nil {
+			t.Fatalf("Wait #%d: %v", i, err)
+		}
+	}
+	// 4 at once, then 8 more at 250ms each: at least 2s, and the jitter adds
+	// at most a tenth.
+	if got := f.now.Sub(start); got < 2*time.Second || got > 2200*time.Millisecond {
+		t.Errorf("12 waits took %v of fake time; want within [2s, 2.2s]", got)
+	}
+}
+
+func TestWaitNeverFits(t *testing.T) {
+	f := newFakeRedis(t)
+	c := useRedisClock(t, f)
+	l := NewLimiter(f.rdb)
+	res, err := l.WaitN(context.Background(), "k", PerSecond(2), 3)
+	if !errors.Is(err, ErrExceedsCapacity) {
+		t.Fatalf("WaitN(3) under 2/s: err = %v; want ErrExceedsCapacity", err)
+	}
+	if !res.Never() || res.Capacity != 2 {
+		t.Errorf("result = %v; want Never with capacity 2", res)
+	}
+	if len(c.sleeps) != 0 {
+		t.Errorf("slept %v for a cost that never fits", c.sleeps)
+	}
+	if got := f.dump("k"); got != "none|<nil>|-2ns" {
+		t.Errorf("key after a hopeless wait = %s; want none", got)
+	}
+}
+
+// A turn that comes after the deadline fails at once, without sleeping and
+// without recording anything.
+func TestWaitDeadlineTooSoon(t *testing.T) {
+	f := newFakeRedis(t)
+	c := useRedisClock(t, f)
+	l := NewLimiter(f.rdb)
+	lim := PerMinute(1)
+	if _, err := l.Allow(context.Background(), "k", lim); err != nil {
+		t.Fatal(err)
+	}
+	before := f.dump("k")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := l.Wait(ctx, "k", lim)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait with 30s left for a 60s turn: err = %v; want DeadlineExceeded", err)
+	}
+	if res.Allowed || res.RetryAfter != time.Minute {
+		t.Errorf("result = %v; want the denial with RetryAfter 1m", res)
+	}
+	if len(c.sleeps) != 0 {
+		t.Errorf("slept %v though the deadline comes first", c.sleeps)
+	}
+	if after := f.dump("k"); after != before {
+		t.Errorf("key changed by a failed wait: %s -> %s", before, after)
+	}
+}
+
+// The deadline is checked before every sleep: the first turn fits, the
+// second does not, and the jitter never pushes a sleep past the deadline.
+func TestWaitDeadlineAfterSomeTurns(t *testing.T) {
+	f := newFakeRedis(t)
+	c := useRedisClock(t, f)
+	l := NewLimiter(f.rdb)
+	lim := PerSecond(1)
+	ctx, cancel := context.WithDeadline(context.Background(), c.Now().Add(1500*time.Millisecond))
+	defer cancel()
+	for i := range 2 { // the first is admitted at once, the second after 1s
+		if _, err := l.Wait(ctx, "k", lim); err != nil {
+			t.Fatalf("Wait #%d: %v", i, err)
+		}
+	}
+	_, err := l.Wait(ctx, "k", lim)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("third Wait with about 0.5s left for a 1s turn: err = %v; want DeadlineExceeded", err)
+	}
+	if len(c.sleeps) != 1 || c.sleeps[0] < time.Second || c.sleeps[0] > 1100*time.Millisecond {
+		t.Errorf("sleeps = %v; want one in [1s, 1.1s]", c.sleeps)
+	}
+
+	// With the deadline right at the turn, the jitter is cut off.
+	f2 := newFakeRedis(t)
+	c2 := useRedisClock(t, f2)
+	l2 := NewLimiter(f2.rdb)
+	if _, err := l2.Allow(context.Background(), "k", lim); err != nil {
+		t.Fatal(err)
+	}
+	ctx2, cancel2 := context.WithDeadline(context.Background(), c2.Now().Add(time.Second+time.Millisecond))
+	defer cancel2()
+	if _, err := l2.Wait(ctx2, "k", lim); err != nil {
+		t.Fatalf("Wait with the turn just before the deadline: %v", err)
+	}
+	if len(c2.sleeps) != 1 || c2.sleeps[0] < time.Second || c2.sleeps[0] > time.Second+time.Millisecond {
+		t.Errorf("sleeps = %v; want one in [1s, 1.001s]", c2.sleeps)
+	}
+}
+
+func TestWaitCancelled(t *testing.T) {
+	f := newFakeRedis(t)
+	useRedisClock(t, f)
+	l := NewLimiter(f.rdb)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := l.Wait(ctx, "k", PerSecond(1))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait on a cancelled context: err = %v; want Canceled", err)
+	}
+	if got := f.dump("k"); got != "none|<nil>|-2ns" {
+		t.Errorf("key after a cancelled wait = %s; want none", got)
+	}
+
+	// The real clock's Sleep returns as soon as the context is done.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	if err := (realClock{}).Sleep(ctx2, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Errorf("realClock.Sleep on a cancelled context = %v; want Canceled", err)
+	}
+	if err := (realClock{}).Sleep(context.Background(), 0); err != nil {
+		t.Errorf("realClock.Sleep(0) = %v", err)
+	}
+}
+
+// A cancellation while sleeping ends the wait with the context's error.
+func TestWaitCancelledWhileSleeping(t *testing.T) {
+	f := newFakeRedis(t)
+	c := &cancellingClock{redisClock: useRedisClock(t, f)}
+	waitClock = c
+	l := NewLimiter(f.rdb)
+	lim := PerSecond(1)
+	if _, err := l.Allow(context.Background(), "k", lim); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	_, err := l.Wait(ctx, "k", lim)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait cancelled while sleeping: err = %v; want Canceled", err)
+	}
+}
+
+type cancellingClock struct {
+	*redisClock
+	cancel context.CancelFunc
+}
+
+func (c *cancellingClock) Sleep(ctx context.Context, d time.Duration) error {
+	c.cancel()
+	return c.redisClock.Sleep(ctx, d)
+}
+
+func TestWaitErrors(t *testing.T) {
+	f := newFakeRedis(t)
+	c := useRedisClock(t, f)
+	ctx := context.Background()
+	if _, err := (&Limiter{}).Wait(ctx, "k", PerSecond(1)); !errors.Is(err, ErrNoClient) {
+		t.Errorf("zero Limiter: err = %v; want ErrNoClient", err)
+	}
+	l := NewLimiter(f.rdb)
+	if _, err := l.WaitN(ctx, "k", PerSecond(1), -1); !errors.Is(err, ErrInvalid) {
+		t.Errorf("WaitN(-1): err = %v; want ErrInvalid", err)
+	}
+	if err := f.rdb.Set(ctx, "user", "order 42", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Wait(ctx, "user", PerSecond(1)); !errors.Is(err, ErrForeignKey) {
+		t.Errorf("Wait on a user's key: err = %v; want ErrForeignKey", err)
+	}
+	f.mr.SetError("LOADING Redis is loading the dataset in memory") // not retried
+	if _, err := l.Wait(ctx, "k", PerSecond(1)); err == nil || !strings.Contains(err.Error(), "LOADING") {
+		t.Errorf("Wait with Redis failing: err = %v; want its error", err)
+	}
+	if len(c.sleeps) != 0 {
+		t.Errorf("slept %v on errors", c.sleeps)
+	}
+}
+
+func TestWaitMulti(t *testing.T) {
+	f := newFakeRedis(t)
+	c := useRedisClock(t, f)
+	l := NewLimiter(f.rdb)
+	ctx := context.Background()
+	limits := []Limit{PerSecond(2), PerMinute(3)}
+	for i := range 3 {
+		if _, err := l.WaitMulti(ctx, "k", 1, limits...); err != nil {
+			t.Fatalf("WaitMulti #%d: %v", i, err)
+		}
+	}
+	// The fourth unit waits for the per-minute limit, not the per-second one.
+	res, err := l.WaitMulti(ctx, "k", 1, limits...)
+	if err != nil || !res.Allowed {
+		t.Fatalf("fourth WaitMulti = %v, %v", res, err)
+	}
+	var total time.Duration
+	for _, d := range c.sleeps {
+		total += d
+	}
+	if total < 20*time.Second {
+		t.Errorf("slept %v in all (%v); want at least the 20s the per-minute limit needs", total, c.sleeps)
+	}
+	if _, err := l.WaitMulti(ctx, "k", 3, PerSecond(2), PerMinute(3)); !errors.Is(err, ErrExceedsCapacity) {
+		t.Errorf("WaitMulti(3) under 2/s: err = %v; want ErrExceedsCapacity", err)
+	}
+}
+
+func TestJitterBounds(t *testing.T) {
+	for _, d := range []time.Duration{0, time.Nanosecond, 9 * time.Nanosecond, time.Millisecond, time.Second, time.Hour} {
+		for range 100 {
+			j := jitter(d)
+			if j < 0 || j > min(d/10, maxJitter) {
+				t.Fatalf("jitter(%v) = %v; want within [0, %v]", d, j, min(d/10, maxJitter))
+			}
+		}
+	}
+}
