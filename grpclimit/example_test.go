@@ -1,0 +1,107 @@
+package grpclimit_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/grpclimit"
+)
+
+// A gRPC server limited to 2 calls per minute per API key, its costly
+// method at a cost of 2, and a client that reads the denial's RetryInfo.
+func ExampleNew() {
+	mr := miniredis.NewMiniRedis() // in production: your Redis
+	if err := mr.Start(); err != nil {
+		log.Fatal(err)
+	}
+	defer mr.Close()
+	mr.SetTime(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+
+	limit, err := grpclimit.New(grpclimit.Config{
+		Limiter: redisrate.NewLimiter(rdb),
+		Limits:  []redisrate.Limit{redisrate.PerMinute(2)},
+		Methods: map[string]grpclimit.Method{"/grpc.health.v1.Health/Watch": {Cost: 2}},
+		Key:     grpclimit.APIKey{Metadata: "x-api-key", Secret: []byte("example secret, 16+ bytes; keep yours out of the code")},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.UnaryInterceptor(limit.Unary()), grpc.StreamInterceptor(limit.Stream()))
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		log.Fatal(err)
+	}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Stop()
+
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	client := healthpb.NewHealthClient(conn)
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-api-key", "k-123")
+	for range 3 {
+		var md metadata.MD
+		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&md))
+		fmt.Println(status.Code(err), md.Get("ratelimit"))
+		for _, d := range status.Convert(err).Details() {
+			if ri, ok := d.(*errdetails.RetryInfo); ok {
+				fmt.Println("retry in", ri.RetryDelay.AsDuration())
+			}
+		}
+	}
+	// Output:
+	// OK ["grpc";r=1;t=30]
+	// OK ["grpc";r=0;t=30]
+	// ResourceExhausted ["grpc";r=0;t=30]
+	// retry in 30s
+}
+
+// Key by the peer's address and the method: each method its own quota.
+func ExampleKeyFunc() {
+	ip, err := grpclimit.PeerIP{}.KeyFunc()
+	if err != nil {
+		log.Fatal(err)
+	}
+	perMethod := grpclimit.KeyFunc(func(ctx context.Context, method string) (string, error) {
+		k, err := ip(ctx, method)
+		return method + ":" + k, err
+	})
+	_ = grpclimit.Config{Key: perMethod}
+}
+
+// Let calls through while Redis is down, after logging why.
+func ExampleServeOnError() {
+	logger := log.New(os.Stderr, "", 0)
+	_ = grpclimit.Config{OnError: func(ctx context.Context, method string, err error) error {
+		logger.Printf("rate limiter: %s: %v", method, err)
+		return grpclimit.ServeOnError(ctx, method, err)
+	}}
+}
+
+// The default: refuse, with a status the client can act on.
+func ExampleRefuseOnError() {
+	err := grpclimit.RefuseOnError(context.Background(), "/pkg.Svc/Get", redisrate.ErrUnavailable)
+	fmt.Println(status.Code(err))
+	// Output:
+	// Unavailable
+}

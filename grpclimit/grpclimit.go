@@ -1,0 +1,417 @@
+// Package grpclimit is gRPC server middleware that rate-limits calls with
+// redisrate: unary and stream server interceptors, keyed by a function of
+// the call (the peer's address, metadata such as an API key, the method),
+// with limits and costs per method.
+//
+// A call denied by its limit fails with codes.ResourceExhausted and the
+// details gRPC clients and Google's APIs read: a google.rpc.RetryInfo with
+// the wait (absent when waiting cannot help: the cost is more than the
+// capacity) and a google.rpc.QuotaFailure naming the policy. Every call the
+// limiter decided carries the response metadata ratelimit-policy and
+// ratelimit, with the values of the HTTP fields of
+// draft-ietf-httpapi-ratelimit-headers-10 that the httplimit package sends
+// (see its documentation for q, w, r and t).
+//
+// When Redis fails, the Limiter's failure policy (redisrate.WithFailurePolicy,
+// WithFallback) decides, and the interceptors tell the truth about it: a
+// call admitted by policy goes through without ratelimit metadata (there is
+// no quota to report); a call denied by policy fails with codes.Unavailable
+// and a RetryInfo, never ResourceExhausted, which would tell the client it
+// spent its quota; a decision of the fallback is kept, without ratelimit
+// metadata. With no policy, Config.OnError decides: RefuseOnError (the
+// default) fails the call with codes.Unavailable and a RetryInfo of one
+// second, ServeOnError lets it through.
+package grpclimit
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/internal/ratefields"
+)
+
+// The response metadata keys.
+const (
+	PolicyMetadata    = "ratelimit-policy"
+	RateLimitMetadata = "ratelimit"
+)
+
+// ErrNoKey is matched by KeyFunc errors that mean the call carries no
+// usable key, such as missing API key metadata: the client's fault, which
+// the default ErrorHandlers answer with codes.InvalidArgument.
+var ErrNoKey = errors.New("no rate-limit key")
+
+// KeyFunc returns the key that identifies the client of a call to the full
+// method name method ("/package.Service/Method"), from its context (peer,
+// incoming metadata). An empty key is an error (it wraps ErrNoKey): to
+// exempt calls, use Config.Exempt.
+type KeyFunc func(ctx context.Context, method string) (string, error)
+
+// KeyFunc returns f itself, so that a KeyFunc is a Keyer.
+func (f KeyFunc) KeyFunc() (KeyFunc, error) {
+	if f == nil {
+		return nil, errors.New("grpclimit: nil KeyFunc")
+	}
+	return f, nil
+}
+
+// Keyer is a configuration of a KeyFunc, checked once by New: PeerIP,
+// APIKey, or a KeyFunc itself.
+type Keyer interface {
+	KeyFunc() (KeyFunc, error)
+}
+
+// PeerIP keys calls by the IP address of the connection's peer, such as
+// "ip:192.0.2.1", and IPv6 peers by their /64. Behind a proxy every call
+// comes from the proxy: key by something the proxy vouches for instead.
+type PeerIP struct{}
+
+// KeyFunc returns PeerIP's KeyFunc.
+func (PeerIP) KeyFunc() (KeyFunc, error) {
+	return func(ctx context.Context, _ string) (string, error) {
+		p, ok := peer.FromContext(ctx)
+		if !ok || p.Addr == nil {
+			return "", errors.New("grpclimit: the call has no peer address")
+		}
+		s := p.Addr.String()
+		if host, _, err := net.SplitHostPort(s); err == nil {
+			s = host
+		}
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return "", fmt.Errorf("grpclimit: cannot parse the peer address %q", p.Addr.String())
+		}
+		a = a.Unmap().WithZone("")
+		if a.Is6() {
+			pre, _ := a.Prefix(64)
+			return "ip:" + pre.String(), nil
+		}
+		return "ip:" + a.String(), nil
+	}, nil
+}
+
+// MinSecretLen is the shortest APIKey.Secret accepted: 16 bytes.
+const MinSecretLen = 16
+
+// APIKey keys calls by an API key in the incoming metadata, such as
+// "x-api-key". Only HMAC-SHA256(Secret, API key) reaches Redis, so that
+// API keys cannot be read or recovered from it. A call without the key, or
+// with it more than once, gets an error that wraps ErrNoKey.
+type APIKey struct {
+	// Metadata is the metadata key that holds the API key. Required.
+	Metadata string
+	// Secret keys the HMAC: at least MinSecretLen random bytes, kept out
+	// of the code.
+	Secret []byte
+}
+
+// KeyFunc checks k and returns its KeyFunc. Keys look like "key:" and 32
+// hex digits.
+func (k APIKey) KeyFunc() (KeyFunc, error) {
+	name := strings.ToLower(strings.TrimSpace(k.Metadata))
+	if name == "" {
+		return nil, errors.New("grpclimit: APIKey has no Metadata: name the metadata key that holds the API key")
+	}
+	if len(k.Secret) < MinSecretLen {
+		return nil, fmt.Errorf("grpclimit: APIKey.Secret has %d bytes: give at least %d random bytes, kept out of the code", len(k.Secret), MinSecretLen)
+	}
+	secret := append([]byte(nil), k.Secret...)
+	return func(ctx context.Context, _ string) (string, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		values := md.Get(name)
+		switch {
+		case len(values) == 0 || values[0] == "":
+			return "", fmt.Errorf("%w: the call has no %s metadata", ErrNoKey, name)
+		case len(values) > 1:
+			return "", fmt.Errorf("%w: the call has %d %s values; send one", ErrNoKey, len(values), name)
+		}
+		mac := hmac.New(sha256.New, secret)
+		mac.Write([]byte(values[0]))
+		return "key:" + hex.EncodeToString(mac.Sum(nil)[:16]), nil
+	}, nil
+}
+
+// ErrorHandler decides a call whose limit could not be decided (err is the
+// KeyFunc's or the Limiter's): nil lets the call through, an error (a
+// status error) fails it.
+type ErrorHandler func(ctx context.Context, method string, err error) error
+
+// RefuseOnError is the default ErrorHandler: an error that wraps ErrNoKey
+// fails the call with codes.InvalidArgument, naming what is missing; one
+// that matches redisrate.ErrUnavailable with codes.Unavailable and a
+// RetryInfo of one second; any other (a key holding other data, a failing
+// KeyFunc) with codes.Internal. The status never shows the error's text,
+// which may describe the infrastructure.
+func RefuseOnError(ctx context.Context, method string, err error) error {
+	switch {
+	case errors.Is(err, ErrNoKey):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, redisrate.ErrUnavailable):
+		return withRetry(codes.Unavailable, "the rate limiter is unavailable; try again later", time.Second, nil)
+	}
+	return status.Error(codes.Internal, "the rate limit could not be decided")
+}
+
+// ServeOnError lets a call through when its limit cannot be decided, but
+// still refuses one without its key (ErrNoKey), as RefuseOnError does.
+func ServeOnError(ctx context.Context, method string, err error) error {
+	if errors.Is(err, ErrNoKey) {
+		return RefuseOnError(ctx, method, err)
+	}
+	return nil
+}
+
+// Method is the limits and cost of a method.
+type Method struct {
+	// Limits are the method's own limits, with state of their own; nil
+	// means Config.Limits, shared with every method without limits of its
+	// own.
+	Limits []redisrate.Limit
+	// PolicyNames name each of Limits in the metadata. Default: the
+	// method's name for a single limit, with "-1", "-2", ... for several.
+	PolicyNames []string
+	// Cost is the units a call takes; 0 means 1.
+	Cost int64
+}
+
+// Config configures an Interceptor. Limiter is required, and Limits
+// unless every limited method has its own.
+type Config struct {
+	// Limiter decides, in Redis; its failure policy decides without it.
+	Limiter *redisrate.Limiter
+	// Limits are the limits of every method without limits of its own.
+	Limits []redisrate.Limit
+	// PolicyNames name each of Limits in the metadata. Default: Name for
+	// a single limit; Name-1, Name-2, ... for several.
+	PolicyNames []string
+	// Methods holds the methods with limits or a cost of their own, by
+	// full method name ("/package.Service/Method").
+	Methods map[string]Method
+	// Key identifies the client. Nil means PeerIP{}.
+	Key Keyer
+	// Exempt, when it reports true, lets a call through without a limit
+	// and without metadata (health checks, reflection, an allowlist).
+	Exempt func(ctx context.Context, method string) bool
+	// Name keeps the state apart in Redis: a client's key is Name + ":" +
+	// the KeyFunc's key, with the method's name in between for a method
+	// with limits of its own. Default "grpc".
+	Name string
+	// OnError decides a call whose limit could not be decided. Default
+	// RefuseOnError.
+	OnError ErrorHandler
+}
+
+type rule struct {
+	prefix string
+	fields *ratefields.Set
+	cost   int64
+}
+
+// Interceptor limits the calls that go through its interceptors.
+type Interceptor struct {
+	limiter *redisrate.Limiter
+	base    *rule // nil without Config.Limits
+	methods map[string]*rule
+	key     KeyFunc
+	exempt  func(context.Context, string) bool
+	onError ErrorHandler
+}
+
+// New checks c and returns its Interceptor. Every configuration error is
+// reported here, never per call.
+func New(c Config) (*Interceptor, error) {
+	if c.Limiter == nil {
+		return nil, errors.New("grpclimit: Config.Limiter is nil")
+	}
+	name := c.Name
+	if name == "" {
+		name = "grpc"
+	}
+	if err := ratefields.CheckName(name); err != nil {
+		return nil, fmt.Errorf("grpclimit: invalid Config.Name: %w", err)
+	}
+	i := &Interceptor{limiter: c.Limiter, methods: map[string]*rule{}, exempt: c.Exempt, onError: c.OnError}
+	if len(c.Limits) > 0 {
+		r, err := newRule(name, c.Limits, c.PolicyNames, 1, name+":")
+		if err != nil {
+			return nil, fmt.Errorf("grpclimit: Config.Limits: %w", err)
+		}
+		i.base = r
+	} else if len(c.PolicyNames) > 0 {
+		return nil, errors.New("grpclimit: Config.PolicyNames without Config.Limits")
+	}
+	for m, spec := range c.Methods {
+		if !strings.HasPrefix(m, "/") || strings.Count(m, "/") != 2 {
+			return nil, fmt.Errorf("grpclimit: Config.Methods: %q is not a full method name such as /package.Service/Method", m)
+		}
+		cost := spec.Cost
+		switch {
+		case cost < 0:
+			return nil, fmt.Errorf("grpclimit: Config.Methods[%q]: negative Cost %d", m, cost)
+		case cost == 0:
+			cost = 1
+		}
+		if len(spec.Limits) == 0 {
+			if i.base == nil {
+				return nil, fmt.Errorf("grpclimit: Config.Methods[%q] has no Limits, and there are no Config.Limits", m)
+			}
+			if len(spec.PolicyNames) > 0 {
+				return nil, fmt.Errorf("grpclimit: Config.Methods[%q] has PolicyNames but no Limits", m)
+			}
+			r := *i.base
+			r.cost = cost
+			i.methods[m] = &r
+			continue
+		}
+		r, err := newRule(m, spec.Limits, spec.PolicyNames, cost, name+":"+m+":")
+		if err != nil {
+			return nil, fmt.Errorf("grpclimit: Config.Methods[%q]: %w", m, err)
+		}
+		i.methods[m] = r
+	}
+	if i.base == nil && len(i.methods) == 0 {
+		return nil, errors.New("grpclimit: no limits: give Config.Limits or Config.Methods with Limits")
+	}
+	keyer := c.Key
+	if keyer == nil {
+		keyer = PeerIP{}
+	}
+	key, err := keyer.KeyFunc()
+	if err != nil {
+		return nil, fmt.Errorf("grpclimit: Config.Key: %w", err)
+	}
+	i.key = key
+	if i.onError == nil {
+		i.onError = RefuseOnError
+	}
+	return i, nil
+}
+
+func newRule(name string, limits []redisrate.Limit, names []string, cost int64, prefix string) (*rule, error) {
+	if _, err := redisrate.Args(1, false, limits...); err != nil {
+		return nil, err
+	}
+	for i, l := range limits {
+		if l.Capacity() < 1 {
+			return nil, fmt.Errorf("limit %d, %v, has a capacity below 1: it could never admit a call", i, l)
+		}
+	}
+	if len(names) == 0 {
+		if len(limits) == 1 {
+			names = []string{name}
+		} else {
+			for i := range limits {
+				names = append(names, fmt.Sprintf("%s-%d", name, i+1))
+			}
+		}
+	}
+	f, err := ratefields.New(names, limits)
+	if err != nil {
+		return nil, err
+	}
+	return &rule{prefix: prefix, fields: f, cost: cost}, nil
+}
+
+// Unary returns the unary server interceptor.
+func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		md, err := i.decide(ctx, info.FullMethod)
+		if md != nil {
+			_ = grpc.SetHeader(ctx, md)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return handler(ctx, req)
+	}
+}
+
+// Stream returns the stream server interceptor: a stream is one call, and
+// takes its cost once, when it opens.
+func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		md, err := i.decide(ss.Context(), info.FullMethod)
+		if md != nil {
+			_ = ss.SetHeader(md)
+		}
+		if err != nil {
+			return err
+		}
+		return handler(srv, ss)
+	}
+}
+
+// decide is the decision for a call: the metadata to send, and the error
+// that fails the call, or nil.
+func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, error) {
+	r := i.methods[method]
+	if r == nil {
+		r = i.base
+	}
+	if r == nil || (i.exempt != nil && i.exempt(ctx, method)) {
+		return nil, nil
+	}
+	key, err := i.key(ctx, method)
+	if err == nil && key == "" {
+		err = fmt.Errorf("%w: the call's key is empty (use Config.Exempt to exempt calls)", ErrNoKey)
+	}
+	if err != nil {
+		return nil, i.onError(ctx, method, err)
+	}
+	res, err := i.limiter.AllowMulti(ctx, r.prefix+key, units(r.cost), r.fields.Limits...)
+	if err != nil {
+		return nil, i.onError(ctx, method, err)
+	}
+	md := metadata.Pairs(PolicyMetadata, r.fields.Policy())
+	if !res.Degraded() {
+		md.Set(RateLimitMetadata, r.fields.RateLimit(res))
+	}
+	switch {
+	case res.Allowed:
+		return md, nil
+	case res.Source == redisrate.SourceFailClosed:
+		return md, withRetry(codes.Unavailable, "the rate limiter is unavailable; try again later", max(res.RetryAfter, time.Second), nil)
+	}
+	b := min(max(res.Binding, 0), len(r.fields.Limits)-1)
+	qf := &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
+		Subject:     r.fields.Name(b),
+		Description: fmt.Sprintf("limit %v", r.fields.Limits[b]),
+	}}}
+	if res.Never() {
+		qf.Violations[0].Description += ": the call costs more than the quota allows and can never be admitted"
+		st, _ := status.New(codes.ResourceExhausted, "rate limit exceeded: this call can never be admitted").WithDetails(qf)
+		return md, st.Err()
+	}
+	return md, withRetry(codes.ResourceExhausted, fmt.Sprintf("rate limit exceeded: retry in %v", res.RetryAfter), res.RetryAfter, qf)
+}
+
+// withRetry is a status error with a RetryInfo of wait (and qf, if any).
+func withRetry(c codes.Code, msg string, wait time.Duration, qf *errdetails.QuotaFailure) error {
+	details := []protoadapt.MessageV1{&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)}}
+	if qf != nil {
+		details = append(details, qf)
+	}
+	st, err := status.New(c, msg).WithDetails(details...)
+	if err != nil { // cannot happen with these messages
+		return status.Error(c, msg)
+	}
+	return st.Err()
+}

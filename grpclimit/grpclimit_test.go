@@ -1,0 +1,320 @@
+package grpclimit_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/grpclimit"
+)
+
+const (
+	check = "/grpc.health.v1.Health/Check"
+	watch = "/grpc.health.v1.Health/Watch"
+)
+
+var secret = []byte("0123456789abcdef-test-secret")
+
+// env is a miniredis on a fixed clock.
+type env struct {
+	mr  *miniredis.Miniredis
+	rdb *redis.Client
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	mr.SetTime(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	return &env{mr: mr, rdb: rdb}
+}
+
+// serve starts a gRPC server with the health service behind c's
+// interceptors on 127.0.0.1, and returns a client connected to it.
+func serve(t *testing.T, c grpclimit.Config) healthpb.HealthClient {
+	t.Helper()
+	in, err := grpclimit.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.UnaryInterceptor(in.Unary()), grpc.StreamInterceptor(in.Stream()))
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(srv, hs)
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = conn.Close()
+		hs.Shutdown()
+		srv.Stop()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return healthpb.NewHealthClient(conn)
+}
+
+// call makes a unary Check and returns its error and response metadata.
+func call(t *testing.T, c healthpb.HealthClient, kv ...string) (metadata.MD, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, kv...)
+	var md metadata.MD
+	_, err := c.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&md))
+	return md, err
+}
+
+func one(md metadata.MD, k string) string {
+	if v := md.Get(k); len(v) == 1 {
+		return v[0]
+	}
+	return strings.Join(md.Get(k), "|")
+}
+
+// details returns the RetryInfo delay (or -1) and the QuotaFailure subject.
+func details(t *testing.T, err error) (time.Duration, string) {
+	t.Helper()
+	st, _ := status.FromError(err)
+	wait, subject := time.Duration(-1), ""
+	for _, d := range st.Details() {
+		switch d := d.(type) {
+		case *errdetails.RetryInfo:
+			wait = d.RetryDelay.AsDuration()
+		case *errdetails.QuotaFailure:
+			subject = d.Violations[0].Subject
+		case error:
+			t.Errorf("undecodable detail: %v", d)
+		}
+	}
+	return wait, subject
+}
+
+func TestUnaryLimit(t *testing.T) {
+	e := newEnv(t)
+	c := serve(t, grpclimit.Config{Limiter: redisrate.NewLimiter(e.rdb), Limits: []redisrate.Limit{redisrate.PerMinute(2)}, Name: "api"})
+	for i, want := range []string{`"api";r=1;t=30`, `"api";r=0;t=30`} {
+		md, err := call(t, c)
+		if err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		if one(md, "ratelimit-policy") != `"api";q=2;w=60` || one(md, "ratelimit") != want {
+			t.Errorf("call %d: metadata %v; want ratelimit %s", i, md, want)
+		}
+	}
+	md, err := call(t, c)
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("third call: %v; want ResourceExhausted", err)
+	}
+	wait, subject := details(t, err)
+	if wait != 30*time.Second || subject != "api" {
+		t.Errorf("RetryInfo %v, QuotaFailure %q; want 30s, api", wait, subject)
+	}
+	if one(md, "ratelimit") != `"api";r=0;t=30` || one(md, "ratelimit-policy") != `"api";q=2;w=60` {
+		t.Errorf("denial metadata %v", md)
+	}
+	// The key is the peer's address.
+	if keys := e.mr.Keys(); len(keys) != 1 || keys[0] != "api:ip:127.0.0.1" {
+		t.Errorf("keys %v", keys)
+	}
+	// After the wait, admitted again.
+	e.mr.SetTime(time.Date(2026, 11, 22, 12, 0, 30, 0, time.UTC))
+	if _, err := call(t, c); err != nil {
+		t.Errorf("after RetryInfo's wait: %v", err)
+	}
+}
+
+// Per-method limits and costs, a stream, API keys in metadata, exemption.
+func TestMethodsAndStreams(t *testing.T) {
+	e := newEnv(t)
+	c := serve(t, grpclimit.Config{
+		Limiter: redisrate.NewLimiter(e.rdb),
+		Limits:  []redisrate.Limit{redisrate.PerMinute(10)},
+		Methods: map[string]grpclimit.Method{
+			check: {Cost: 4},
+			watch: {Limits: []redisrate.Limit{redisrate.PerMinute(1)}, PolicyNames: []string{"watch"}},
+		},
+		Key:    grpclimit.APIKey{Metadata: "x-api-key", Secret: secret},
+		Exempt: func(ctx context.Context, method string) bool { return strings.HasPrefix(method, "/grpc.reflection.") },
+	})
+	// Check costs 4 of the shared 10.
+	md, err := call(t, c, "x-api-key", "k1")
+	if err != nil || one(md, "ratelimit") != `"grpc";r=6;t=6` {
+		t.Fatalf("Check: %v, %v", err, md)
+	}
+	call(t, c, "x-api-key", "k1")
+	_, err = call(t, c, "x-api-key", "k1")
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("third Check of cost 4 in 10: %v", err)
+	}
+	if wait, _ := details(t, err); wait != 12*time.Second {
+		t.Errorf("RetryInfo %v; want 12s (2 units of 6 s)", wait)
+	}
+	// Another key, its own quota; no key: InvalidArgument.
+	if _, err := call(t, c, "x-api-key", "k2"); err != nil {
+		t.Errorf("another key: %v", err)
+	}
+	if _, err := call(t, c); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "x-api-key") {
+		t.Errorf("no key: %v; want InvalidArgument naming x-api-key", err)
+	}
+
+	// Watch, a stream, has its own limit: one per minute.
+	openWatch := func() (metadata.MD, error) {
+		ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-api-key", "k1"), 10*time.Second)
+		defer cancel()
+		s, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			return nil, err
+		}
+		_, err = s.Recv()
+		md, _ := s.Header()
+		if errors.Is(err, io.EOF) {
+			err = nil
+		}
+		return md, err
+	}
+	md, err = openWatch()
+	if err != nil || one(md, "ratelimit-policy") != `"watch";q=1;w=60` || one(md, "ratelimit") != `"watch";r=0;t=60` {
+		t.Fatalf("Watch: %v, %v", err, md)
+	}
+	md, err = openWatch()
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("second Watch: %v; want ResourceExhausted", err)
+	}
+	if wait, subject := details(t, err); wait != time.Minute || subject != "watch" {
+		t.Errorf("second Watch: RetryInfo %v, subject %q", wait, subject)
+	}
+	if one(md, "ratelimit") != `"watch";r=0;t=60` {
+		t.Errorf("second Watch metadata %v", md)
+	}
+	for _, k := range e.mr.Keys() {
+		if strings.Contains(k, "k1") {
+			t.Errorf("key %q holds the API key", k)
+		}
+	}
+	if n := len(e.mr.Keys()); n != 3 { // k1 and k2 on grpc, k1 on Watch
+		t.Errorf("keys %v", e.mr.Keys())
+	}
+}
+
+// Redis down: what each failure policy tells the client.
+func TestRedisDown(t *testing.T) {
+	lim := []redisrate.Limit{redisrate.PerMinute(10)}
+	down := func(t *testing.T, opts ...redisrate.Option) *redisrate.Limiter {
+		e := newEnv(t)
+		e.mr.SetError("ERR injected failure")
+		return redisrate.NewLimiter(e.rdb, opts...)
+	}
+	t.Run("no policy: Unavailable with RetryInfo", func(t *testing.T) {
+		md, err := call(t, serve(t, grpclimit.Config{Limiter: down(t), Limits: lim}))
+		if status.Code(err) != codes.Unavailable || strings.Contains(err.Error(), "injected") {
+			t.Fatalf("%v; want Unavailable without the Redis error", err)
+		}
+		if wait, _ := details(t, err); wait != time.Second {
+			t.Errorf("RetryInfo %v; want 1s", wait)
+		}
+		if len(md.Get("ratelimit")) != 0 {
+			t.Errorf("ratelimit metadata %v without a decision", md)
+		}
+	})
+	t.Run("no policy, ServeOnError: through", func(t *testing.T) {
+		if md, err := call(t, serve(t, grpclimit.Config{Limiter: down(t), Limits: lim, OnError: grpclimit.ServeOnError})); err != nil || len(md.Get("ratelimit")) != 0 {
+			t.Errorf("%v, %v", err, md)
+		}
+	})
+	t.Run("FailOpen: through, no quota", func(t *testing.T) {
+		md, err := call(t, serve(t, grpclimit.Config{Limiter: down(t, redisrate.WithFailurePolicy(redisrate.FailOpen)), Limits: lim}))
+		if err != nil || len(md.Get("ratelimit")) != 0 || one(md, "ratelimit-policy") != `"grpc";q=10;w=60` {
+			t.Errorf("%v, %v", err, md)
+		}
+	})
+	t.Run("FailClosed: Unavailable, not ResourceExhausted", func(t *testing.T) {
+		md, err := call(t, serve(t, grpclimit.Config{Limiter: down(t, redisrate.WithFailurePolicy(redisrate.FailClosed)), Limits: lim}))
+		if status.Code(err) != codes.Unavailable {
+			t.Fatalf("%v; want Unavailable", err)
+		}
+		if wait, _ := details(t, err); wait != 6*time.Second {
+			t.Errorf("RetryInfo %v; want 6s (one emission interval)", wait)
+		}
+		if len(md.Get("ratelimit")) != 0 {
+			t.Errorf("ratelimit metadata %v on a policy's denial", md)
+		}
+	})
+	t.Run("a key holding other data: Internal", func(t *testing.T) {
+		e := newEnv(t)
+		if err := e.rdb.Set(context.Background(), "grpc:ip:127.0.0.1", "order 42", 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		var seen error
+		onError := func(ctx context.Context, method string, err error) error {
+			seen = err
+			return grpclimit.RefuseOnError(ctx, method, err)
+		}
+		_, err := call(t, serve(t, grpclimit.Config{Limiter: redisrate.NewLimiter(e.rdb), Limits: lim, OnError: onError}))
+		if status.Code(err) != codes.Internal || !errors.Is(seen, redisrate.ErrForeignKey) || seen == nil {
+			t.Errorf("%v (seen %v); want Internal and ErrForeignKey", err, seen)
+		}
+	})
+}
+
+func TestNewErrors(t *testing.T) {
+	l := redisrate.NewLimiter(nil)
+	one := []redisrate.Limit{redisrate.PerSecond(1)}
+	for _, tc := range []struct {
+		c    grpclimit.Config
+		want string
+	}{
+		{grpclimit.Config{Limits: one}, "Limiter is nil"},
+		{grpclimit.Config{Limiter: l}, "no limits"},
+		{grpclimit.Config{Limiter: l, Limits: []redisrate.Limit{redisrate.PerSecond(0)}}, "invalid"},
+		{grpclimit.Config{Limiter: l, Limits: one, Name: "a\nb"}, "printable ASCII"},
+		{grpclimit.Config{Limiter: l, Methods: map[string]grpclimit.Method{check: {Cost: 2}}}, "no Limits, and there are no Config.Limits"},
+		{grpclimit.Config{Limiter: l, Limits: one, Methods: map[string]grpclimit.Method{"Check": {Cost: 2}}}, "not a full method name"},
+		{grpclimit.Config{Limiter: l, Limits: one, Methods: map[string]grpclimit.Method{check: {Cost: -1}}}, "negative Cost"},
+		{grpclimit.Config{Limiter: l, Limits: one, Key: grpclimit.APIKey{Secret: secret}}, "no Metadata"},
+		{grpclimit.Config{Limiter: l, Limits: one, Key: grpclimit.APIKey{Metadata: "x-api-key", Secret: []byte("short")}}, "at least 16"},
+		{grpclimit.Config{Limiter: l, Limits: one, Key: grpclimit.KeyFunc(nil)}, "nil KeyFunc"},
+		{grpclimit.Config{Limiter: l, PolicyNames: []string{"x"}}, "PolicyNames without"},
+	} {
+		if _, err := grpclimit.New(tc.c); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v) = %v; want an error containing %q", tc.c, err, tc.want)
+		}
+	}
+}
+
+// A key function that returns an empty key refuses the call: it never
+// means "no limit".
+func TestEmptyKey(t *testing.T) {
+	e := newEnv(t)
+	empty := grpclimit.KeyFunc(func(ctx context.Context, method string) (string, error) { return "", nil })
+	c := serve(t, grpclimit.Config{Limiter: redisrate.NewLimiter(e.rdb), Limits: []redisrate.Limit{redisrate.PerMinute(1)}, Key: empty})
+	for range 3 {
+		if _, err := call(t, c); status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("%v; want InvalidArgument", err)
+		}
+	}
+}
