@@ -121,6 +121,9 @@ func (h *cmdLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proce
 }
 
 func (h *cmdLog) add(cmd redis.Cmder) {
+	if n := cmd.Name(); n == "hello" || n == "client" { // a new connection's handshake
+		return
+	}
 	h.mu.Lock()
 	h.cmds = append(h.cmds, strings.ToUpper(cmd.Name()))
 	h.mu.Unlock()
