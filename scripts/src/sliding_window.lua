@@ -19,7 +19,7 @@
 -- Never more admitted than limit per aligned window.
 local function out_of_range(limit, period_ms)
   -- the weighted count, times period_ms, must stay exact
-  return 3 * limit * period_ms > 9007199254740992
+  return limit * period_ms > 3002399751580330 -- 3 * limit * period_ms <= 2^53, exactly: this product stays below 2^53 or errs upward
 end
 --@body
 --@include args.lua
