@@ -1,13 +1,20 @@
 // Command server is an example HTTP API limited with redisrate's httplimit
 // middleware.
 //
-//	REDIS_ADDR=localhost:6379 go run ./examples/server -listen 127.0.0.1:8080
+//	REDIS_ADDR=localhost:6379 RATE_KEY_SECRET=$(openssl rand -hex 32) \
+//	PAID_API_KEYS=paid-key-1 go run ./examples/server -listen 127.0.0.1:8080
 //
 // Routes:
 //
-//	GET /hello        per client IP: 5 per second, in bursts of up to 10
-//	GET /api/search   per API key (X-API-Key): 10 per second and 1000 per hour
-//	GET /healthz      not limited
+//	GET  /hello        per client IP: 5 per second, in bursts of up to 10
+//	GET  /api/search   per API key (X-API-Key), by plan: free 10 per second
+//	                   and 1000 per hour, paid 100 per second and 100000 per hour
+//	POST /api/bulk     the same quota; each request costs 10
+//	GET  /healthz      exempt: never limited, never counted
+//
+// API keys reach Redis only as an HMAC under RATE_KEY_SECRET (without it, a
+// random secret is drawn at start: limits then restart with the process).
+// Keys listed in PAID_API_KEYS (comma-separated) are on the paid plan.
 //
 // Behind a reverse proxy that appends to X-Forwarded-For, pass its
 // addresses with -trusted-proxies 10.0.0.0/8,192.0.2.7; without it the
@@ -16,6 +23,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,14 +51,23 @@ func main() {
 	if redisAddr == "" {
 		redisAddr = "localhost:6379"
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdb := redis.NewClient(redisOptions(redisAddr))
 	defer rdb.Close()
 
-	var trusted []string
-	if *proxies != "" {
-		trusted = strings.Split(*proxies, ",")
+	secret := []byte(os.Getenv("RATE_KEY_SECRET"))
+	if len(secret) == 0 {
+		secret = make([]byte, 32)
+		_, _ = rand.Read(secret)
+		log.Printf("RATE_KEY_SECRET is not set: using a random secret, so API-key limits restart with the process")
 	}
-	h, err := newHandler(rdb, trusted)
+	c := config{Secret: secret}
+	if *proxies != "" {
+		c.TrustedProxies = strings.Split(*proxies, ",")
+	}
+	if keys := os.Getenv("PAID_API_KEYS"); keys != "" {
+		c.PaidKeys = strings.Split(keys, ",")
+	}
+	h, err := newHandler(rdb, c)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -66,36 +83,86 @@ func main() {
 	}
 }
 
+// redisOptions are the go-redis settings recommended for a rate limiter:
+// a decision is on every request's path, so a slow or absent Redis must
+// cost milliseconds, not the default seconds, before the failure handling
+// (here: 503 with Retry-After) answers.
+func redisOptions(addr string) *redis.Options {
+	return &redis.Options{
+		Addr: addr,
+		// Honour each request's context deadline and cancellation: a client
+		// that hangs up stops waiting for Redis.
+		ContextTimeoutEnabled: true,
+		// One retry at most: a retried decision doubles the wait, and
+		// scripts are safe to retry only because a failed one wrote nothing.
+		MaxRetries: 1,
+		// Short timeouts: a decision takes well under a millisecond when
+		// Redis is healthy.
+		DialTimeout:  250 * time.Millisecond,
+		ReadTimeout:  100 * time.Millisecond,
+		WriteTimeout: 100 * time.Millisecond,
+		PoolTimeout:  200 * time.Millisecond,
+	}
+}
+
+// config is what newHandler needs besides Redis.
+type config struct {
+	TrustedProxies []string // reverse proxies that append to X-Forwarded-For
+	Secret         []byte   // keys the HMAC of API keys
+	PaidKeys       []string // API keys on the paid plan
+}
+
 // newHandler builds the API: its routes and their limits.
-func newHandler(rdb redisrate.Client, trustedProxies []string) (http.Handler, error) {
+func newHandler(rdb redisrate.Client, c config) (http.Handler, error) {
 	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"))
 
 	ip := httplimit.ClientIP{}
-	if len(trustedProxies) > 0 {
-		ip = httplimit.ClientIP{Header: "X-Forwarded-For", TrustedProxies: trustedProxies}
-	}
-	byIP, err := ip.KeyFunc()
-	if err != nil {
-		return nil, err
+	if len(c.TrustedProxies) > 0 {
+		ip = httplimit.ClientIP{Header: "X-Forwarded-For", TrustedProxies: c.TrustedProxies}
 	}
 	hello, err := httplimit.New(httplimit.Config{
 		Limiter: limiter,
 		Limits:  []redisrate.Limit{redisrate.PerSecond(5).WithBurst(10)},
-		Key:     byIP,
+		Key:     ip,
 		Name:    "hello",
 	})
 	if err != nil {
 		return nil, err
 	}
-	search, err := httplimit.New(httplimit.Config{
-		Limiter:     limiter,
-		Limits:      []redisrate.Limit{redisrate.PerSecond(10), redisrate.PerHour(1000)},
-		Key:         httplimit.Header("X-API-Key"),
-		Name:        "search",
-		PolicyNames: []string{"search-burst", "search-hourly"},
+
+	paid := map[string]bool{}
+	for _, k := range c.PaidKeys {
+		paid[strings.TrimSpace(k)] = true
+	}
+	api, err := httplimit.New(httplimit.Config{
+		Limiter: limiter,
+		Name:    "api",
+		Plans: []httplimit.Plan{
+			{Name: "free", Limits: []redisrate.Limit{redisrate.PerSecond(10), redisrate.PerHour(1000)}, PolicyNames: []string{"free-burst", "free-hourly"}},
+			{Name: "paid", Limits: []redisrate.Limit{redisrate.PerSecond(100), redisrate.PerHour(100000)}, PolicyNames: []string{"paid-burst", "paid-hourly"}},
+		},
+		// In a real API: the plan of the account the key belongs to.
+		Plan: func(r *http.Request) (string, error) {
+			if paid[r.Header.Get("X-API-Key")] {
+				return "paid", nil
+			}
+			return "free", nil
+		},
+		Cost: func(r *http.Request) (int64, error) {
+			if r.URL.Path == "/api/bulk" {
+				return 10, nil
+			}
+			return 1, nil
+		},
+		Key: httplimit.APIKey{Header: "X-API-Key", Secret: c.Secret},
+		// The health check is exempt by an explicit choice: not counted,
+		// and no API key needed.
+		Exempt: func(r *http.Request) bool { return r.URL.Path == "/healthz" },
 		OnError: func(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
-			log.Printf("rate limiter: %s %s: %v", r.Method, r.URL.Path, err)
-			httplimit.FailClosed(w, r, next, err)
+			if !errors.Is(err, httplimit.ErrNoKey) {
+				log.Printf("rate limiter: %s %s: %v", r.Method, r.URL.Path, err)
+			}
+			httplimit.RefuseOnError(w, r, next, err)
 		},
 	})
 	if err != nil {
@@ -106,13 +173,19 @@ func newHandler(rdb redisrate.Client, trustedProxies []string) (http.Handler, er
 	mux.Handle("GET /hello", hello.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "hello")
 	})))
-	mux.Handle("GET /api/search", search.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	apiMux := http.NewServeMux()
+	apiMux.HandleFunc("GET /api/search", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, "{\"query\":%q,\"results\":[]}\n", r.URL.Query().Get("q"))
-	})))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+	})
+	apiMux.HandleFunc("POST /api/bulk", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintln(w, `{"accepted":true}`)
+	})
+	apiMux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
+	mux.Handle("/", api.Handler(apiMux))
 	return mux, nil
 }
 

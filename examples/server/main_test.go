@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,7 +25,11 @@ func TestServerEndToEnd(t *testing.T) {
 
 	// The test's client connects from 127.0.0.1: trusting it as a proxy
 	// lets the test play clients behind a load balancer.
-	h, err := newHandler(rdb, []string{"127.0.0.1"})
+	h, err := newHandler(rdb, config{
+		TrustedProxies: []string{"127.0.0.1"},
+		Secret:         []byte("test secret of at least 16 bytes"),
+		PaidKeys:       []string{"paid-1"},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +51,11 @@ func TestServerEndToEnd(t *testing.T) {
 
 	get := func(path string, hdr ...string) (*http.Response, string) {
 		t.Helper()
-		req, err := http.NewRequest("GET", base+path, nil)
+		method := "GET"
+		if strings.HasPrefix(path, "/api/bulk") {
+			method = "POST"
+		}
+		req, err := http.NewRequest(method, base+path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,11 +74,14 @@ func TestServerEndToEnd(t *testing.T) {
 		return resp, string(body)
 	}
 
-	// Health checks are not limited.
+	// Health checks are exempt: not limited, no API key needed.
 	for range 20 {
 		if resp, _ := get("/healthz"); resp.StatusCode != 200 || resp.Header.Get("RateLimit") != "" {
 			t.Fatalf("/healthz: %d, RateLimit %q", resp.StatusCode, resp.Header.Get("RateLimit"))
 		}
+	}
+	if keys := mr.Keys(); len(keys) != 0 {
+		t.Errorf("health checks were counted: %v", keys)
 	}
 
 	// /hello: a burst of 10 per client, then 429.
@@ -90,7 +102,7 @@ func TestServerEndToEnd(t *testing.T) {
 		"Content-Type":      "application/problem+json",
 		"Retry-After":       "1",
 		"RateLimit-Policy":  `"hello";q=10;w=2`,
-		"RateLimit":         `"hello";r=0;t=1`,
+		"RateLimit":         `"hello";r=0;t=1`, // one more unit in 200 ms
 		"X-RateLimit-Limit": "10",
 		"X-RateLimit-Reset": "2",
 	} {
@@ -116,7 +128,7 @@ func TestServerEndToEnd(t *testing.T) {
 		t.Errorf("another client: %d; want 200", resp.StatusCode)
 	}
 
-	// /api/search: by API key, two limits.
+	// /api/search: by API key, by plan, two limits each.
 	if resp, body := get("/api/search?q=x"); resp.StatusCode != 400 {
 		t.Errorf("/api/search without a key: %d %s; want 400", resp.StatusCode, body)
 	}
@@ -126,9 +138,33 @@ func TestServerEndToEnd(t *testing.T) {
 		}
 	}
 	resp, _ = get("/api/search?q=x", "X-API-Key", "key-1")
-	if resp.StatusCode != 429 || resp.Header.Get("RateLimit") != `"search-burst";r=0;t=1` ||
-		resp.Header.Get("RateLimit-Policy") != `"search-burst";q=10;w=1, "search-hourly";q=1000;w=3600` {
+	if resp.StatusCode != 429 || resp.Header.Get("RateLimit") != `"free-burst";r=0;t=1` ||
+		resp.Header.Get("RateLimit-Policy") != `"free-burst";q=10;w=1, "free-hourly";q=1000;w=3600` {
 		t.Errorf("11th search: %d, RateLimit %q, policy %q", resp.StatusCode, resp.Header.Get("RateLimit"), resp.Header.Get("RateLimit-Policy"))
+	}
+	// A paid key: its plan's limits, in the headers too.
+	resp, _ = get("/api/search?q=x", "X-API-Key", "paid-1")
+	if resp.StatusCode != 200 || resp.Header.Get("RateLimit") != `"paid-burst";r=99;t=1` ||
+		resp.Header.Get("RateLimit-Policy") != `"paid-burst";q=100;w=1, "paid-hourly";q=100000;w=3600` {
+		t.Errorf("paid search: %d, RateLimit %q, policy %q", resp.StatusCode, resp.Header.Get("RateLimit"), resp.Header.Get("RateLimit-Policy"))
+	}
+	// The bulk endpoint costs 10: the paid key has 89 left after it; a
+	// free key's whole second.
+	resp, _ = get("/api/bulk", "X-API-Key", "paid-1")
+	if resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Remaining") != "89" {
+		t.Errorf("paid bulk: %d, remaining %q; want 200, 89", resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"))
+	}
+	if resp, _ := get("/api/bulk", "X-API-Key", "key-2"); resp.StatusCode != 200 || resp.Header.Get("X-RateLimit-Remaining") != "0" {
+		t.Errorf("free bulk: %d, remaining %q; want 200, 0", resp.StatusCode, resp.Header.Get("X-RateLimit-Remaining"))
+	}
+	if resp, _ := get("/api/bulk", "X-API-Key", "key-2"); resp.StatusCode != 429 || resp.Header.Get("Retry-After") != "1" {
+		t.Errorf("second free bulk: %d, Retry-After %q; want 429, 1", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	// API keys are in Redis only as HMACs.
+	for _, k := range mr.Keys() {
+		if strings.Contains(k, "key-1") || strings.Contains(k, "paid-1") {
+			t.Errorf("Redis key %q holds an API key", k)
+		}
 	}
 
 	// Time passes (on Redis's clock): the client is admitted again.
@@ -137,13 +173,27 @@ func TestServerEndToEnd(t *testing.T) {
 		t.Errorf("/hello a second later: %d; want 200", resp.StatusCode)
 	}
 
-	// Redis fails: the server fails closed with 503, and keeps serving.
+	// Redis fails: the server refuses with 503 and Retry-After, without
+	// quota headers, and keeps serving health checks.
 	mr.SetError("ERR injected failure")
-	if resp, _ := get("/hello", "X-Forwarded-For", "203.0.113.3"); resp.StatusCode != 503 {
-		t.Errorf("/hello with Redis failing: %d; want 503", resp.StatusCode)
+	if resp, _ := get("/hello", "X-Forwarded-For", "203.0.113.3"); resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "1" || resp.Header.Get("RateLimit") != "" {
+		t.Errorf("/hello with Redis failing: %d, Retry-After %q, RateLimit %q; want 503, 1, none", resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get("RateLimit"))
+	}
+	if resp, _ := get("/healthz"); resp.StatusCode != 200 {
+		t.Errorf("/healthz with Redis failing: %d", resp.StatusCode)
 	}
 	mr.SetError("")
 	if resp, _ := get("/hello", "X-Forwarded-For", "203.0.113.3"); resp.StatusCode != 200 {
 		t.Errorf("/hello with Redis back: %d; want 200", resp.StatusCode)
+	}
+}
+
+// The go-redis settings the example recommends: deadlines honoured, one
+// retry, timeouts in milliseconds.
+func TestRedisOptions(t *testing.T) {
+	o := redisOptions("localhost:6379")
+	if !o.ContextTimeoutEnabled || o.MaxRetries != 1 || o.ReadTimeout > 200*time.Millisecond ||
+		o.WriteTimeout > 200*time.Millisecond || o.DialTimeout > time.Second || o.PoolTimeout > time.Second {
+		t.Errorf("redisOptions = %+v", o)
 	}
 }
