@@ -33,14 +33,15 @@ measure() { # name, script file, call args... ("FCALL" as the file: the library)
     cmd=(EVALSHA "$(redis-cli -p "$port" -x SCRIPT LOAD <"$file")")
   fi
   for _ in 1 2 3; do redis-cli -p "$port" "${cmd[@]}" "$@" >/dev/null; done
-  callgrind_control --zero "$vpid" >/dev/null
+  callgrind_control --zero "$vpid" >/dev/null 2>&1
   redis-benchmark -p "$port" -n "$N" -c 1 -q "${cmd[@]}" "$@" >/dev/null
-  callgrind_control --dump "$vpid" >/dev/null
+  local reply; reply=$(redis-cli -p "$port" "${cmd[@]}" "$@" | tr '\n' ' ')
+  callgrind_control --dump "$vpid" >/dev/null 2>&1
   local ir; ir=$(ls -t "$tmp"/cg.* | head -1 | xargs grep -h '^summary:' | awk '{print $2}')
   redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
   wait "$vpid" 2>/dev/null || true
   rm -f "$tmp"/cg.*
-  printf '%-40s %8.1fk instructions/call\n' "$name" "$(echo "$ir / $N / 1000" | bc -l)"
+  printf '%-40s %8.1fk instructions/call   (reply: %s)\n' "$name" "$(echo "$ir / $N / 1000" | bc -l)" "$reply"
 }
 
 printf 'return 1\n' >"$tmp/one.lua"
@@ -49,8 +50,9 @@ peer_src >"$tmp/peer.lua"
 measure "return 1 (ceiling)" "$tmp/one.lua" 1 k 1000000 3600000
 measure "floor: TIME GET PSETEX, 6 integers" "$tmp/floor.lua" 1 k 1000000 3600000
 measure "peer: redis_rate v10 GCRA" "$tmp/peer.lua" 1 k 1000000 1000000 3600 1
-for s in gcra token_bucket leaky_bucket sliding_window fixed_window sliding_log; do
+for s in gcra token_bucket leaky_bucket sliding_window fixed_window; do
   measure "EVALSHA $s.lua, 1 limit" "scripts/$s.lua" 1 k 1000000 3600000
 done
+measure "EVALSHA sliding_log.lua, 1 limit" "scripts/sliding_log.lua" 1 k 10000 3600000
 measure "FCALL redisrate_gcra, 1 limit" FCALL redisrate_gcra 1 k 1000000 3600000
 measure "EVALSHA gcra.lua, 3 limits" scripts/gcra.lua 1 k 1000000 3600000 '' '' '' 1000000 3600000 '' 1000000 3600000 ''

@@ -43,7 +43,7 @@
 -- `/` on doubles are exact.
 -- The string functions are read through a string's metatable: a Functions
 -- library may not read the globals (string, math) while it loads.
-local find, match, gmatch, sub, fmt = ('').find, ('').match, ('').gmatch, ('').sub, ('').format
+local find, match, gmatch, sub, rep, fmt = ('').find, ('').match, ('').gmatch, ('').sub, ('').rep, ('').format
 
 -- whole reads a contract number: digits only, at most max; nil otherwise.
 local function whole(s, max)
@@ -73,8 +73,8 @@ end
 -- ---- gcra's constants (from its manifest) ----
 local NAME, TAG = 'gcra', 'gcra:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local FIELDS = 2 -- numbers per limit in the state
-local STATE, STATES = '^gcra:2 (%d+) (%d+)$', '^gcra:2( [ %d]+)$' -- the state of one limit; of several
+local FIELDS, FIELD = 2, ' (%d+) (%d+)' -- the numbers of one limit in the state
+local STATE, STATES = '^gcra:2 (%d+) (%d+)$', '^gcra:2( [ %d]+)$' -- the state of one limit; of any number
 
 -- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
 -- With a/b = limit / period_us in lowest terms, a level of x stands for x / b
@@ -175,8 +175,9 @@ if raw then
   if type(raw) ~= 'string' then
     return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
   end
-  -- One limit, the common case, is one match; 2 to 8 limits are read field by field.
-  st = { match(raw, STATE) }
+  -- One match reads the state of as many limits as this call has, the
+  -- common case; a state of another number of limits is read field by field.
+  st = { match(raw, n == 1 and STATE or '^' .. TAG .. rep(FIELD, n) .. '$') }
   local good = st[1] ~= nil
   if not good then
     local body = match(raw, STATES)
@@ -191,11 +192,12 @@ if raw then
   end
   for j = 1, good and #st or 0 do -- every field a whole number below 2^53
     local f = st[j]
-    if #f > 16 or f + 0 > 9007199254740991 then
+    local v = #f <= 16 and f + 0 -- past 16 digits gopher-lua cannot read it
+    if not v or v > 9007199254740991 then
       good = false
       break
     end
-    st[j] = f + 0
+    st[j] = v
   end
   if not good then
     local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']

@@ -21,7 +21,7 @@
 -- `/` on doubles are exact.
 -- The string functions are read through a string's metatable: a Functions
 -- library may not read the globals (string, math) while it loads.
-local find, match, gmatch, sub, fmt = ('').find, ('').match, ('').gmatch, ('').sub, ('').format
+local find, match, gmatch, sub, rep, fmt = ('').find, ('').match, ('').gmatch, ('').sub, ('').rep, ('').format
 
 -- whole reads a contract number: digits only, at most max; nil otherwise.
 local function whole(s, max)
@@ -52,8 +52,8 @@ end
 -- ---- gcra's constants (from its manifest) ----
 local NAME, TAG = 'gcra', 'gcra:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local FIELDS = 2 -- numbers per limit in the state
-local STATE, STATES = '^gcra:2 (%d+) (%d+)$', '^gcra:2( [ %d]+)$' -- the state of one limit; of several
+local FIELDS, FIELD = 2, ' (%d+) (%d+)' -- the numbers of one limit in the state
+local STATE, STATES = '^gcra:2 (%d+) (%d+)$', '^gcra:2( [ %d]+)$' -- the state of one limit; of any number
 
 -- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
 -- With a/b = limit / period_us in lowest terms, a level of x stands for x / b
@@ -155,8 +155,9 @@ local function gcra(KEYS, ARGV)
     if type(raw) ~= 'string' then
       return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
     end
-    -- One limit, the common case, is one match; 2 to 8 limits are read field by field.
-    st = { match(raw, STATE) }
+    -- One match reads the state of as many limits as this call has, the
+    -- common case; a state of another number of limits is read field by field.
+    st = { match(raw, n == 1 and STATE or '^' .. TAG .. rep(FIELD, n) .. '$') }
     local good = st[1] ~= nil
     if not good then
       local body = match(raw, STATES)
@@ -171,11 +172,12 @@ local function gcra(KEYS, ARGV)
     end
     for j = 1, good and #st or 0 do -- every field a whole number below 2^53
       local f = st[j]
-      if #f > 16 or f + 0 > 9007199254740991 then
+      local v = #f <= 16 and f + 0 -- past 16 digits gopher-lua cannot read it
+      if not v or v > 9007199254740991 then
         good = false
         break
       end
-      st[j] = f + 0
+      st[j] = v
     end
     if not good then
       local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -257,8 +259,8 @@ end
 -- ---- token_bucket's constants (from its manifest) ----
 local NAME, TAG = 'token_bucket', 'tb:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local FIELDS = 2 -- numbers per limit in the state
-local STATE, STATES = '^tb:2 (%d+) (%d+)$', '^tb:2( [ %d]+)$' -- the state of one limit; of several
+local FIELDS, FIELD = 2, ' (%d+) (%d+)' -- the numbers of one limit in the state
+local STATE, STATES = '^tb:2 (%d+) (%d+)$', '^tb:2( [ %d]+)$' -- the state of one limit; of any number
 
 local function out_of_range(limit, period_ms, burst)
   -- the longest wait: refills until an empty bucket is full
@@ -345,8 +347,9 @@ local function token_bucket(KEYS, ARGV)
     if type(raw) ~= 'string' then
       return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
     end
-    -- One limit, the common case, is one match; 2 to 8 limits are read field by field.
-    st = { match(raw, STATE) }
+    -- One match reads the state of as many limits as this call has, the
+    -- common case; a state of another number of limits is read field by field.
+    st = { match(raw, n == 1 and STATE or '^' .. TAG .. rep(FIELD, n) .. '$') }
     local good = st[1] ~= nil
     if not good then
       local body = match(raw, STATES)
@@ -361,11 +364,12 @@ local function token_bucket(KEYS, ARGV)
     end
     for j = 1, good and #st or 0 do -- every field a whole number below 2^53
       local f = st[j]
-      if #f > 16 or f + 0 > 9007199254740991 then
+      local v = #f <= 16 and f + 0 -- past 16 digits gopher-lua cannot read it
+      if not v or v > 9007199254740991 then
         good = false
         break
       end
-      st[j] = f + 0
+      st[j] = v
     end
     if not good then
       local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -438,8 +442,8 @@ end
 -- ---- leaky_bucket's constants (from its manifest) ----
 local NAME, TAG = 'leaky_bucket', 'lb:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local FIELDS = 2 -- numbers per limit in the state
-local STATE, STATES = '^lb:2 (%d+) (%d+)$', '^lb:2( [ %d]+)$' -- the state of one limit; of several
+local FIELDS, FIELD = 2, ' (%d+) (%d+)' -- the numbers of one limit in the state
+local STATE, STATES = '^lb:2 (%d+) (%d+)$', '^lb:2( [ %d]+)$' -- the state of one limit; of any number
 
 -- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
 -- With a/b = limit / period_us in lowest terms, a level of x stands for x / b
@@ -541,8 +545,9 @@ local function leaky_bucket(KEYS, ARGV)
     if type(raw) ~= 'string' then
       return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
     end
-    -- One limit, the common case, is one match; 2 to 8 limits are read field by field.
-    st = { match(raw, STATE) }
+    -- One match reads the state of as many limits as this call has, the
+    -- common case; a state of another number of limits is read field by field.
+    st = { match(raw, n == 1 and STATE or '^' .. TAG .. rep(FIELD, n) .. '$') }
     local good = st[1] ~= nil
     if not good then
       local body = match(raw, STATES)
@@ -557,11 +562,12 @@ local function leaky_bucket(KEYS, ARGV)
     end
     for j = 1, good and #st or 0 do -- every field a whole number below 2^53
       local f = st[j]
-      if #f > 16 or f + 0 > 9007199254740991 then
+      local v = #f <= 16 and f + 0 -- past 16 digits gopher-lua cannot read it
+      if not v or v > 9007199254740991 then
         good = false
         break
       end
-      st[j] = f + 0
+      st[j] = v
     end
     if not good then
       local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -634,12 +640,12 @@ end
 -- ---- sliding_window's constants (from its manifest) ----
 local NAME, TAG = 'sliding_window', 'sw:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local FIELDS = 3 -- numbers per limit in the state
-local STATE, STATES = '^sw:2 (%d+) (%d+) (%d+)$', '^sw:2( [ %d]+)$' -- the state of one limit; of several
+local FIELDS, FIELD = 3, ' (%d+) (%d+) (%d+)' -- the numbers of one limit in the state
+local STATE, STATES = '^sw:2 (%d+) (%d+) (%d+)$', '^sw:2( [ %d]+)$' -- the state of one limit; of any number
 
 local function out_of_range(limit, period_ms)
   -- the weighted count, times period_ms, must stay exact
-  return 3 * limit * period_ms > 9007199254740992
+  return limit * period_ms > 3002399751580330 -- 3 * limit * period_ms <= 2^53, exactly: this product stays below 2^53 or errs upward
 end
 local function sliding_window(KEYS, ARGV)
   -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
@@ -717,8 +723,9 @@ local function sliding_window(KEYS, ARGV)
     if type(raw) ~= 'string' then
       return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
     end
-    -- One limit, the common case, is one match; 2 to 8 limits are read field by field.
-    st = { match(raw, STATE) }
+    -- One match reads the state of as many limits as this call has, the
+    -- common case; a state of another number of limits is read field by field.
+    st = { match(raw, n == 1 and STATE or '^' .. TAG .. rep(FIELD, n) .. '$') }
     local good = st[1] ~= nil
     if not good then
       local body = match(raw, STATES)
@@ -733,11 +740,12 @@ local function sliding_window(KEYS, ARGV)
     end
     for j = 1, good and #st or 0 do -- every field a whole number below 2^53
       local f = st[j]
-      if #f > 16 or f + 0 > 9007199254740991 then
+      local v = #f <= 16 and f + 0 -- past 16 digits gopher-lua cannot read it
+      if not v or v > 9007199254740991 then
         good = false
         break
       end
-      st[j] = f + 0
+      st[j] = v
     end
     if not good then
       local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -832,8 +840,8 @@ end
 -- ---- fixed_window's constants (from its manifest) ----
 local NAME, TAG = 'fixed_window', 'fw:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local FIELDS = 2 -- numbers per limit in the state
-local STATE, STATES = '^fw:2 (%d+) (%d+)$', '^fw:2( [ %d]+)$' -- the state of one limit; of several
+local FIELDS, FIELD = 2, ' (%d+) (%d+)' -- the numbers of one limit in the state
+local STATE, STATES = '^fw:2 (%d+) (%d+)$', '^fw:2( [ %d]+)$' -- the state of one limit; of any number
 
 local function fixed_window(KEYS, ARGV)
   -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
@@ -908,8 +916,9 @@ local function fixed_window(KEYS, ARGV)
     if type(raw) ~= 'string' then
       return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
     end
-    -- One limit, the common case, is one match; 2 to 8 limits are read field by field.
-    st = { match(raw, STATE) }
+    -- One match reads the state of as many limits as this call has, the
+    -- common case; a state of another number of limits is read field by field.
+    st = { match(raw, n == 1 and STATE or '^' .. TAG .. rep(FIELD, n) .. '$') }
     local good = st[1] ~= nil
     if not good then
       local body = match(raw, STATES)
@@ -924,11 +933,12 @@ local function fixed_window(KEYS, ARGV)
     end
     for j = 1, good and #st or 0 do -- every field a whole number below 2^53
       local f = st[j]
-      if #f > 16 or f + 0 > 9007199254740991 then
+      local v = #f <= 16 and f + 0 -- past 16 digits gopher-lua cannot read it
+      if not v or v > 9007199254740991 then
         good = false
         break
       end
-      st[j] = f + 0
+      st[j] = v
     end
     if not good then
       local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -1185,4 +1195,4 @@ redis.register_function('redisrate_sliding_log', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' },
   callback = function(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return 'b7f46dadfa478494aa9800a9e28fd093cfebf7d1' end }
+  callback = function() return '95e570d3194bc836b7af4190a32b889fb824b4c3' end }

@@ -6,7 +6,7 @@
 -- `/` on doubles are exact.
 -- The string functions are read through a string's metatable: a Functions
 -- library may not read the globals (string, math) while it loads.
-local find, match, gmatch, sub, fmt = ('').find, ('').match, ('').gmatch, ('').sub, ('').format
+local find, match, gmatch, sub, rep, fmt = ('').find, ('').match, ('').gmatch, ('').sub, ('').rep, ('').format
 
 -- whole reads a contract number: digits only, at most max; nil otherwise.
 local function whole(s, max)

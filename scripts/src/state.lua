@@ -9,8 +9,9 @@ if raw then
   if type(raw) ~= 'string' then
     return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
   end
-  -- One limit, the common case, is one match; 2 to 8 limits are read field by field.
-  st = { match(raw, STATE) }
+  -- One match reads the state of as many limits as this call has, the
+  -- common case; a state of another number of limits is read field by field.
+  st = { match(raw, n == 1 and STATE or '^' .. TAG .. rep(FIELD, n) .. '$') }
   local good = st[1] ~= nil
   if not good then
     local body = match(raw, STATES)
@@ -25,11 +26,12 @@ if raw then
   end
   for j = 1, good and #st or 0 do -- every field a whole number below 2^53
     local f = st[j]
-    if #f > 16 or f + 0 > 9007199254740991 then
+    local v = #f <= 16 and f + 0 -- past 16 digits gopher-lua cannot read it
+    if not v or v > 9007199254740991 then
       good = false
       break
     end
-    st[j] = f + 0
+    st[j] = v
   end
   if not good then
     local other = (@OTHERS@)[match(raw, '^(%S+) ') or '']

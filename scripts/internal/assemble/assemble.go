@@ -262,8 +262,8 @@ func constants(b *strings.Builder, a Algorithm) {
 	fmt.Fprintf(b, "local MAX_LIMIT, LIMIT_RULE = %d, 'must be a whole number from 1 to %s'\n", a.MaxLimit, power(a.MaxLimit))
 	if !a.Log {
 		fields := strings.Repeat(" (%d+)", a.Fields)
-		fmt.Fprintf(b, "local FIELDS = %d -- numbers per limit in the state\n", a.Fields)
-		fmt.Fprintf(b, "local STATE, STATES = '^%s%s$', '^%s( [ %%d]+)$' -- the state of one limit; of several\n", a.Tag, fields, a.Tag)
+		fmt.Fprintf(b, "local FIELDS, FIELD = %d, '%s' -- the numbers of one limit in the state\n", a.Fields, fields)
+		fmt.Fprintf(b, "local STATE, STATES = '^%s%s$', '^%s( [ %%d]+)$' -- the state of one limit; of any number\n", a.Tag, fields, a.Tag)
 	}
 	b.WriteByte('\n')
 }

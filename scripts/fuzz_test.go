@@ -1,0 +1,280 @@
+package scripts_test
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redisrate/redisrate/scripts"
+	st "github.com/redisrate/redisrate/scripts/internal/scripttest"
+)
+
+// fuzzKinds names what the key holds before the fuzzed call, by kind.
+var fuzzKinds = []string{
+	"none", "string", "list", "set", "hash", "zset", "stream",
+	"state",  // genuine state, made by calls of the script data[0] names, with limits from data
+	"tagged", // a string that starts with a state tag (v2 or v1): tag + " " + data
+	"zlog",   // a sorted set from data: member NUL score NUL ..., maybe with the marker
+}
+
+var fuzzTags = []string{"gcra:2", "tb:2", "lb:2", "sw:2", "fw:2", "gcra", "tb", "lb", "sw", "fw", "sliding_log:2"}
+
+// fuzzInput is one fuzzed call.
+type fuzzInput struct {
+	algo, kind uint8
+	data       string
+	numkeys    uint8
+	argv       string // NUL-separated; "" is no ARGV at all
+	step       int64  // µs the clock moves after the key is set up (negative: back)
+}
+
+func (in fuzzInput) spec() scripts.Spec {
+	s := scripts.Specs()
+	return s[int(in.algo)%len(s)]
+}
+
+func (in fuzzInput) args() []string {
+	if in.argv == "" {
+		return nil
+	}
+	return strings.Split(in.argv, "\x00")
+}
+
+func (in fuzzInput) String() string {
+	return fmt.Sprintf("%s on a key holding %s %.80q, %d keys, ARGV %q, clock %+dus",
+		in.spec().Name, fuzzKinds[int(in.kind)%len(fuzzKinds)], in.data, int(in.numkeys)%3, in.args(), in.step)
+}
+
+// setup fills key as in.kind says, at the clock's current time.
+func (in fuzzInput) setup(t testing.TB, b *st.Backend, key string) {
+	c, data := b.Client, in.data
+	var err error
+	switch fuzzKinds[int(in.kind)%len(fuzzKinds)] {
+	case "none":
+	case "string":
+		err = c.Set(st.Ctx, key, data, 0).Err()
+	case "list":
+		err = c.RPush(st.Ctx, key, data).Err()
+	case "set":
+		err = c.SAdd(st.Ctx, key, data).Err()
+	case "hash":
+		err = c.HSet(st.Ctx, key, "f", data).Err()
+	case "zset":
+		err = c.ZAdd(st.Ctx, key, redis.Z{Score: 1, Member: data}).Err()
+	case "stream":
+		err = c.XAdd(st.Ctx, &redis.XAddArgs{Stream: key, Values: []string{"f", data}}).Err()
+	case "state":
+		// data: script, then calls "limit period burst cost" separated by ';'
+		s := scripts.Specs()[0]
+		if data != "" {
+			s = scripts.Specs()[int(data[0])%6]
+			data = data[1:]
+		}
+		calls := strings.Split(data, ";")
+		if len(calls) > 4 {
+			calls = calls[:4]
+		}
+		for _, call := range calls {
+			args := strings.Fields(call)
+			if len(args) < 2 {
+				args = []string{"5", "60000", "", "2"}
+			}
+			b.Eval(s, key, args...) // errors just leave the key as it is
+			b.Advance(time.Duration(len(call)) * 7 * time.Millisecond)
+		}
+	case "tagged":
+		tag := fuzzTags[0]
+		if data != "" {
+			tag = fuzzTags[int(data[0])%len(fuzzTags)]
+			data = data[1:]
+		}
+		err = c.Set(st.Ctx, key, tag+" "+data, 0).Err()
+	case "zlog":
+		f := strings.Split(data, "\x00")
+		var zs []redis.Z
+		for i := 0; i+1 < len(f) && len(zs) < 64; i += 2 {
+			sc, perr := strconv.ParseFloat(f[i+1], 64)
+			if perr != nil || sc != sc {
+				sc = 0
+			}
+			m := f[i]
+			if m == "M" {
+				m = scripts.Specs()[5].Tag
+			}
+			zs = append(zs, redis.Z{Score: sc, Member: m})
+		}
+		if len(zs) == 0 {
+			zs = []redis.Z{{Score: -1, Member: scripts.Specs()[5].Tag}, {Score: 1, Member: data}}
+		}
+		err = c.ZAdd(st.Ctx, key, zs...).Err()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kind := fuzzKinds[int(in.kind)%len(fuzzKinds)]; kind != "none" && kind != "state" && int(in.kind)/len(fuzzKinds)%2 == 1 {
+		// some keys carry a TTL of their own
+		if err := c.PExpire(st.Ctx, key, time.Hour).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// checkCall runs in on b and holds the outcome to the contract: the exact
+// argument error (Parse) or state error (ExpectedStateError), else a reply
+// of six integers within their ranges; nothing written on an error, a
+// denial, a check or a cost of 0; valid state with a TTL after a write.
+func checkCall(t testing.TB, b *st.Backend, in fuzzInput, key string) st.Reply {
+	t.Helper()
+	s := in.spec()
+	argv := in.args()
+	nk := int(in.numkeys) % 3
+	keys := []string{key, "{" + key + "}:other"}[:nk]
+	before := b.Snap(key)
+	var marker string
+	hasMarker := false
+	if before.Type == "zset" {
+		if v, err := b.Client.Do(st.Ctx, "ZSCORE", key, scripts.Specs()[5].Tag).Text(); err == nil {
+			hasMarker, marker = true, v
+		}
+	} else if before.Type == "string" {
+		marker = b.Get(key)
+	}
+	r := b.EvalKeys(s.Source, s.SHA1, keys, argv...)
+	call, argErr := st.Parse(s, nk, argv)
+	stateErr := ""
+	if argErr == "" {
+		stateErr = st.ExpectedStateError(s, before.Type, marker, hasMarker)
+	}
+	fail := func(format string, a ...any) {
+		t.Helper()
+		t.Fatalf("%s: %s\n reply %v\n key before %v\n key after  %v", in, fmt.Sprintf(format, a...), r, before, b.Snap(key))
+	}
+	if r.Err != "" {
+		if !st.ContractError(r.Err) {
+			fail("not a contract error (a Lua runtime error?)")
+		}
+		switch {
+		case argErr != "" && r.Err != argErr:
+			fail("want argument error %q", argErr)
+		case argErr == "" && stateErr == "":
+			fail("an error for a valid call on valid state")
+		case argErr == "" && r.Err != stateErr:
+			fail("want state error %q", stateErr)
+		}
+		b.Unchanged("error", key, before)
+		return r
+	}
+	if argErr != "" {
+		fail("want argument error %q", argErr)
+	}
+	if stateErr != "" {
+		fail("want state error %q", stateErr)
+	}
+	v := r.Ints
+	if len(v) != 6 {
+		fail("not six integers")
+	}
+	n := int64(len(call.Limits))
+	if v[5] < 1 || v[5] > n {
+		fail("binding out of 1..%d", n)
+	}
+	l := call.Limits[v[5]-1]
+	capacity := l.Burst
+	if s.Window {
+		capacity = l.Limit
+	}
+	switch {
+	case v[0] != 0 && v[0] != 1:
+		fail("allowed not 0 or 1")
+	case v[1] < 0 || v[1] > capacity:
+		fail("remaining out of 0..capacity")
+	case v[4] != capacity:
+		fail("capacity is not the binding limit's %d", capacity)
+	case v[3] < 0:
+		fail("negative reset_after")
+	case v[0] == 1 && v[2] != 0:
+		fail("admitted with a retry_after")
+	case v[0] == 0 && v[2] != -1 && v[2] < 1:
+		fail("denied with retry_after %d", v[2])
+	case v[2] == -1 && call.Cost <= capacity:
+		fail("never, yet the cost fits the capacity")
+	case call.Cost == 0 && v[0] != 1:
+		fail("a cost of 0 denied")
+	}
+	if v[0] == 0 || call.Check || call.Cost == 0 {
+		b.Unchanged("denial, check or cost 0", key, before)
+		return r
+	}
+	after := b.Snap(key)
+	if after.PTTL <= 0 {
+		fail("admitted, but the key has no TTL")
+	}
+	if !s.Log && !st.ValidState(s, b.Get(key)) {
+		fail("admitted, but the key holds no valid state")
+	}
+	if s.Log && b.Client.ZScore(st.Ctx, key, s.Tag).Err() != nil {
+		fail("admitted, but the log has no marker")
+	}
+	return r
+}
+
+var (
+	fuzzOnce sync.Once
+	fuzzB    *st.Backend
+)
+
+// FuzzScripts drives every script with hostile ARGV on hostile keys, on
+// miniredis with a controlled clock, and holds each outcome to the
+// contract (checkCall). The corpus is in testdata/fuzz/FuzzScripts.
+func FuzzScripts(f *testing.F) {
+	seeds := []fuzzInput{
+		{0, 0, "", 1, "10\x001000", 0},
+		{1, 0, "", 1, "10\x001000\x00\x005\x00check", 0},
+		{2, 7, "\x025 1000 10 3;5 1000 10 3", 1, "5\x001000\x0010\x004", -2500},
+		{3, 7, "\x03", 1, "10\x001000\x00\x00\x00\x00100\x0060000\x000", 900},
+		{4, 8, "\x04 1 2", 1, "10\x001000", 0},
+		{5, 9, "M\x00-3\x001\x001795348800123456\x002\x001795348800123456", 1, "3\x001000", 0},
+		{5, 9, "x\x001", 1, "3\x001000", 0},
+		{0, 8, "\x001.0e999 0", 1, "10\x001000", 0},
+		{0, 0, "", 1, "100\x001000\x00\x00100.00000000000001", 0},
+		{1, 0, "", 1, "1\x0060000\x00\x001e-0000000", 0},
+		{0, 0, "", 1, "10\x001000\x001000000000000000.1", 0},
+		{0, 0, "", 1, "3003\x001000000000000", 0},
+		{3, 0, "", 1, "28059810762433\x00107", 0},
+		{5, 0, "", 1, "10001\x001000", 0},
+		{0, 0, "", 2, "1\x001", 0},
+		{0, 0, "", 1, strings.Repeat("1\x00", 28) + "1", 0},
+		{2, 1, "order 42", 1, "010\x00001000\x00\x00000", 0},
+		{4, 7, "\x04" + "3 1000", 1, "3\x001000\x00\x003", -1500000},
+	}
+	for _, s := range seeds {
+		f.Add(s.algo, s.kind, s.data, s.numkeys, s.argv, s.step)
+	}
+	f.Fuzz(func(t *testing.T, algo, kind uint8, data string, numkeys uint8, argv string, step int64) {
+		if len(argv) > 2000 || len(data) > 2000 || step > 1e13 || step < -1e13 {
+			t.Skip()
+		}
+		fuzzOnce.Do(func() { fuzzB = st.Miniredis(&noCleanup{t}) })
+		b := fuzzB
+		b.Rebind(t)
+		if err := b.Client.FlushAll(st.Ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		b.SetTime(st.Epoch)
+		in := fuzzInput{algo, kind, data, numkeys, argv, step}
+		in.setup(t, b, "k")
+		b.Advance(time.Duration(step) * time.Microsecond)
+		checkCall(t, b, in, "k")
+	})
+}
+
+// noCleanup is a testing.TB whose Cleanup never runs: the fuzz target's
+// miniredis lives as long as the fuzzing process.
+type noCleanup struct{ testing.TB }
+
+func (noCleanup) Cleanup(func()) {}

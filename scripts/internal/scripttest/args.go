@@ -1,0 +1,264 @@
+package scripttest
+
+import (
+	"fmt"
+	"math/big"
+	"regexp"
+	"strings"
+
+	"github.com/redisrate/redisrate/scripts"
+)
+
+// Limit is one limit of a call, as the script reads it.
+type Limit struct {
+	Limit, PeriodMS, Burst int64 // Burst resolved: never 0
+}
+
+// Call is a call's arguments, as the script reads them.
+type Call struct {
+	Limits []Limit
+	Cost   int64
+	Check  bool
+}
+
+var digits = regexp.MustCompile(`^[0-9]+$`)
+
+// whole reads a contract number: digits only, at most max.
+func whole(s string, max int64) (int64, bool) {
+	if !digits.MatchString(s) {
+		return 0, false
+	}
+	t := strings.TrimLeft(s, "0")
+	if t == "" {
+		return 0, true
+	}
+	if len(t) > 16 {
+		return 0, false
+	}
+	var v int64
+	for _, c := range t {
+		v = v*10 + int64(c-'0')
+	}
+	if v > max {
+		return 0, false
+	}
+	return v, true
+}
+
+func quote(s string) string {
+	if len(s) > 40 {
+		s = s[:40] + "..."
+	}
+	return "'" + s + "'"
+}
+
+func invalid(name string, i int, s, rule string) string {
+	if i > 1 {
+		name = fmt.Sprintf("%s #%d", name, i)
+	}
+	return "ERR invalid " + name + " " + quote(s) + ": " + rule
+}
+
+var (
+	two52 = new(big.Int).Lsh(big.NewInt(1), 52)
+	two53 = new(big.Int).Lsh(big.NewInt(1), 53)
+)
+
+// InRange applies a Spec's range rule, exactly, with integers.
+func InRange(rule string, limit, periodMS, burst int64) bool {
+	L, B := big.NewInt(limit), big.NewInt(burst)
+	Pus := new(big.Int).Mul(big.NewInt(periodMS), big.NewInt(1000))
+	switch rule {
+	case "continuous": // burst * period_us / gcd(limit, period_us) <= 2^52
+		g := new(big.Int).GCD(nil, nil, L, Pus)
+		v := new(big.Int).Mul(B, new(big.Int).Quo(Pus, g))
+		return v.Cmp(two52) <= 0
+	case "refill": // ceil(burst/limit) * period_us <= 2^53
+		q := (burst + limit - 1) / limit
+		v := new(big.Int).Mul(big.NewInt(q), Pus)
+		return v.Cmp(two53) <= 0
+	case "weighted": // 3 * limit * period_ms <= 2^53
+		v := new(big.Int).Mul(big.NewInt(3*limit), big.NewInt(periodMS))
+		return v.Cmp(two53) <= 0
+	case "":
+		return true
+	}
+	panic("unknown range rule " + rule)
+}
+
+// Parse is the contract's argument validation in Go: the call the script
+// reads, or the exact error text it must reply (the first argument at
+// fault, in ARGV order). numkeys is the number of keys passed.
+func Parse(s scripts.Spec, numkeys int, argv []string) (Call, string) {
+	if numkeys != 1 {
+		return Call{}, fmt.Sprintf("ERR invalid numkeys '%d': must be 1 (the limiter's key)", numkeys)
+	}
+	n := 1
+	if len(argv) > 5 {
+		n = 1 + (len(argv)-5+2)/3
+		if n > 8 {
+			return Call{}, fmt.Sprintf("ERR too many limits (%d): must be at most 8", n)
+		}
+		if (len(argv)-5)%3 != 0 {
+			return Call{}, fmt.Sprintf("ERR incomplete limit #%d: each further limit is the triple limit period_ms burst", n)
+		}
+	}
+	arg := func(i int) string {
+		if i < len(argv) {
+			return argv[i]
+		}
+		return ""
+	}
+	limitRule := "must be a whole number from 1 to 10^15"
+	if s.MaxLimit == 10000 {
+		limitRule = "must be a whole number from 1 to 10000"
+	}
+	c := Call{Cost: 1}
+	for i := 1; i <= n; i++ {
+		at := 0
+		if i > 1 {
+			at = 3*i - 1
+		}
+		ls, ps, bs := arg(at), arg(at+1), arg(at+2)
+		limit, ok := whole(ls, s.MaxLimit)
+		if !ok || limit < 1 {
+			return Call{}, invalid("limit", i, ls, limitRule)
+		}
+		period, ok := whole(ps, 1e12)
+		if !ok || period < 1 {
+			return Call{}, invalid("period_ms", i, ps, "must be a whole number from 1 to 10^12")
+		}
+		burst, given := limit, false
+		if bs != "" {
+			b, ok := whole(bs, 1e15)
+			if s.Window {
+				if !ok || (b != 0 && b != limit) {
+					return Call{}, invalid("burst", i, bs, "must be empty, 0 or equal to limit for "+s.Name)
+				}
+			} else {
+				if !ok {
+					return Call{}, invalid("burst", i, bs, "must be a whole number up to 10^15, or 0 or empty for limit")
+				}
+				if b > 0 {
+					burst, given = b, true
+				}
+			}
+		}
+		if !InRange(s.Range, limit, period, burst) {
+			if given {
+				return Call{}, invalid("burst", i, bs, fmt.Sprintf("too large for exact arithmetic with limit %d and period_ms %d", limit, period))
+			}
+			return Call{}, invalid("limit", i, ls, fmt.Sprintf("too large for exact arithmetic with period_ms %d", period))
+		}
+		if i == 1 {
+			if cs := arg(3); cs != "" {
+				v, ok := whole(cs, 1e15)
+				if !ok {
+					return Call{}, invalid("cost", 1, cs, "must be a whole number from 0 to 10^15")
+				}
+				c.Cost = v
+			}
+			if m := arg(4); m != "" {
+				if m != "check" {
+					return Call{}, invalid("mode", 1, m, "must be empty or 'check'")
+				}
+				c.Check = true
+			}
+		}
+		c.Limits = append(c.Limits, Limit{limit, period, burst})
+	}
+	return c, ""
+}
+
+// StateError is the error a script replies for a key that holds something
+// other than its state: other is "" for a value that is no script's state,
+// "type" for another type, or another script's name.
+func StateError(s scripts.Spec, other string) string {
+	switch other {
+	case "":
+		return "ERR key holds a value that is not " + s.Name + " state: left untouched"
+	case "type":
+		return "ERR key holds a value of another type, not " + s.Name + " state: left untouched"
+	}
+	return "ERR key holds " + other + " state, not " + s.Name + " state: left untouched"
+}
+
+// contractErrors matches every error text the contract allows a script.
+var contractErrors = regexp.MustCompile(`(?s)^ERR (` +
+	`invalid numkeys '\d+': must be 1 \(the limiter's key\)` +
+	`|too many limits \(\d+\): must be at most 8` +
+	`|incomplete limit #\d: each further limit is the triple limit period_ms burst` +
+	`|invalid (limit|period_ms|burst|cost|mode)( #[2-8])? '.*': (must be a whole number from 1 to 10\^15|must be a whole number from 1 to 10000|must be a whole number from 1 to 10\^12|must be a whole number up to 10\^15, or 0 or empty for limit|must be empty, 0 or equal to limit for [a-z_]+|must be a whole number from 0 to 10\^15|must be empty or 'check'|too large for exact arithmetic with limit \d+ and period_ms \d+|too large for exact arithmetic with period_ms \d+)` +
+	`|key holds (a value of another type, not|a value that is not|[a-z_]+ state, not) [a-z_]+ state: left untouched` +
+	`)$`)
+
+// ContractError reports whether msg is one of the contract's error texts.
+func ContractError(msg string) bool { return contractErrors.MatchString(msg) }
+
+var tagNames = map[string]string{}
+
+func init() {
+	for _, s := range scripts.Specs() {
+		if !s.Log {
+			tagNames[s.Tag] = s.Name
+		}
+	}
+}
+
+// ExpectedStateError is the error s must reply for a key of type typ
+// holding value (a string's value; for a sorted set, the marker's ZSCORE
+// reply, or "" with hasMarker false): "" when the key is empty or holds
+// valid state of s, read strictly as guarantee 7 says.
+func ExpectedStateError(s scripts.Spec, typ, value string, hasMarker bool) string {
+	if typ == "none" {
+		return ""
+	}
+	if s.Log {
+		if typ != "zset" {
+			return StateError(s, "type")
+		}
+		if !hasMarker || !regexp.MustCompile(`^-[0-9]+$`).MatchString(value) || len(value) > 17 {
+			return StateError(s, "")
+		}
+		return ""
+	}
+	if typ != "string" {
+		return StateError(s, "type")
+	}
+	if ValidState(s, value) {
+		return ""
+	}
+	if i := strings.IndexByte(value, ' '); i > 0 {
+		if other, ok := tagNames[value[:i]]; ok && other != s.Name && !strings.ContainsAny(value[:i], " \t\n\r\v\f") {
+			return StateError(s, other)
+		}
+	}
+	return StateError(s, "")
+}
+
+// ValidState reports whether value is a string state of s: its tag, then
+// Fields whole numbers (below 2^53, at most 16 digits) for each of 1 to 8
+// limits, separated by single spaces.
+func ValidState(s scripts.Spec, value string) bool {
+	rest, ok := strings.CutPrefix(value, s.Tag)
+	if !ok || rest == "" {
+		return false
+	}
+	f := strings.Split(rest[1:], " ")
+	if rest[0] != ' ' || len(f)%s.Fields != 0 || len(f) > 8*s.Fields {
+		return false
+	}
+	for _, x := range f {
+		if !digits.MatchString(x) || len(x) > 16 {
+			return false
+		}
+		var v int64
+		for _, c := range x {
+			v = v*10 + int64(c-'0')
+		}
+		if v > 1<<53-1 {
+			return false
+		}
+	}
+	return true
+}

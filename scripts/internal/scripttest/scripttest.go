@@ -1,0 +1,392 @@
+// Package scripttest runs the redisrate scripts on a backend for the
+// scripts package's tests: miniredis (gopher-lua, with a clock the test
+// sets) or a real redis-server started by the test on a free 127.0.0.1
+// port. The same tables run on both.
+package scripttest
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redisrate/redisrate/scripts"
+)
+
+// Epoch is the miniredis clock's start: a fixed time with a fraction of a
+// millisecond, so that rounding is exercised.
+var Epoch = time.Date(2026, 11, 22, 12, 0, 0, 123456000, time.UTC)
+
+// Backend is a Redis that runs the scripts.
+type Backend struct {
+	Name string
+	// Client talks RESP2 to the backend.
+	Client *redis.Client
+	// Real reports a redis-server (Functions, DUMP, OOM, SLOWLOG).
+	Real bool
+	// Addr is host:port.
+	Addr string
+
+	t   testing.TB
+	mr  *miniredis.Miniredis
+	now time.Time
+	cmd *exec.Cmd
+}
+
+// Ctx is the tests' context.
+var Ctx = context.Background()
+
+// Miniredis starts a miniredis whose clock only moves when the test moves it
+// and whose TTLs follow that clock.
+func Miniredis(t testing.TB) *Backend {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	b := &Backend{Name: "miniredis", t: t, mr: mr, Addr: mr.Addr()}
+	b.Client = redis.NewClient(&redis.Options{Addr: mr.Addr(), Protocol: 2, MaxRetries: -1})
+	t.Cleanup(func() { _ = b.Client.Close() })
+	mr.SetTime(Epoch)
+	mr.ClockTTL(true)
+	b.now = Epoch
+	return b
+}
+
+// Real starts a redis-server on a free 127.0.0.1 port, stopped when the test
+// ends. Without redis-server the test is skipped, unless CI=true, where
+// that is a failure. extra are more config directives, e.g. "maxmemory", "10mb".
+func Real(t testing.TB, extra ...string) *Backend {
+	t.Helper()
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redis-server is not installed (CI=true): ", err)
+		}
+		t.Skip("redis-server is not installed")
+	}
+	var last error
+	for range 5 {
+		port, err := freePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := startReal(t, path, port, extra)
+		if err == nil {
+			return b
+		}
+		last = err
+	}
+	t.Fatal("redis-server did not start: ", last)
+	return nil
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func startReal(t testing.TB, path string, port int, extra []string) (*Backend, error) {
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", t.TempDir(), "--enable-debug-command", "local"}
+	for _, e := range extra {
+		args = append(args, e)
+	}
+	cmd := exec.Command(path, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = cmd.Stdout
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			default:
+			}
+		}
+		close(lines)
+	}()
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1})
+	stop := func() {
+		_ = c.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Ping(Ctx).Err() != nil {
+		if time.Now().After(deadline) || cmd.ProcessState != nil {
+			stop()
+			var log []string
+			for l := range lines {
+				log = append(log, l)
+			}
+			return nil, fmt.Errorf("on port %d: %s", port, strings.Join(log, "\n"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Cleanup(stop)
+	return &Backend{Name: "redis", Client: c, Real: true, Addr: addr, t: t, cmd: cmd}, nil
+}
+
+// Both returns a miniredis and, where one can be started, a real Redis.
+func Both(t testing.TB) []*Backend {
+	t.Helper()
+	out := []*Backend{Miniredis(t)}
+	if _, err := exec.LookPath("redis-server"); err == nil || os.Getenv("CI") == "true" {
+		out = append(out, Real(t))
+	}
+	return out
+}
+
+// Now is the backend's clock: the one the test set on miniredis, the
+// machine's on real Redis.
+func (b *Backend) Now() time.Time {
+	if b.mr == nil {
+		return time.Now()
+	}
+	return b.now
+}
+
+// SetTime sets miniredis's clock (TIME); TTLs follow it. On real Redis it
+// fails the test.
+func (b *Backend) SetTime(t time.Time) {
+	b.t.Helper()
+	if b.mr == nil {
+		b.t.Fatal("SetTime on real Redis")
+	}
+	b.now = t
+	b.mr.SetTime(t)
+}
+
+// Advance moves miniredis's clock by d (negative: the clock steps back).
+func (b *Backend) Advance(d time.Duration) { b.t.Helper(); b.SetTime(b.now.Add(d)) }
+
+// Reply is a script's reply: six integers, or an error.
+type Reply struct {
+	Ints []int64
+	Err  string
+}
+
+func (r Reply) String() string {
+	if r.Err != "" || r.Ints == nil {
+		return "error " + strconv.Quote(r.Err)
+	}
+	return fmt.Sprint(r.Ints)
+}
+
+// Equal compares two replies.
+func (r Reply) Equal(o Reply) bool { return r.String() == o.String() }
+
+// decode turns a go-redis result into a Reply; a reply that is neither an
+// error nor a list of integers is reported as an error starting "BAD".
+func decode(v any, err error) Reply {
+	if err != nil {
+		var re redis.Error
+		if errors.As(err, &re) {
+			return Reply{Err: err.Error()}
+		}
+		return Reply{Err: "TRANSPORT " + err.Error()}
+	}
+	arr, ok := v.([]any)
+	if !ok {
+		return Reply{Err: fmt.Sprintf("BAD reply %T %v", v, v)}
+	}
+	out := make([]int64, len(arr))
+	for i, x := range arr {
+		n, ok := x.(int64)
+		if !ok {
+			return Reply{Err: fmt.Sprintf("BAD reply element %d: %T %v", i, x, x)}
+		}
+		out[i] = n
+	}
+	return Reply{Ints: out}
+}
+
+func anys(args []string) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		out[i] = a
+	}
+	return out
+}
+
+// EvalKeys runs the script with EVALSHA (EVAL on NOSCRIPT), as any client would.
+func (b *Backend) EvalKeys(src, sha string, keys []string, args ...string) Reply {
+	v, err := b.Client.EvalSha(Ctx, sha, keys, anys(args)...).Result()
+	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		v, err = b.Client.Eval(Ctx, src, keys, anys(args)...).Result()
+	}
+	return decode(v, err)
+}
+
+// Eval runs s on key.
+func (b *Backend) Eval(s scripts.Spec, key string, args ...string) Reply {
+	return b.EvalKeys(s.Source, s.SHA1, []string{key}, args...)
+}
+
+// EvalRO runs s on key with EVALSHA_RO (real Redis only).
+func (b *Backend) EvalRO(s scripts.Spec, key string, args ...string) Reply {
+	if err := b.Client.ScriptLoad(Ctx, s.Source).Err(); err != nil {
+		return Reply{Err: err.Error()}
+	}
+	return decode(b.Client.EvalShaRO(Ctx, s.SHA1, []string{key}, anys(args)...).Result())
+}
+
+// Reset runs reset.lua on key.
+func (b *Backend) Reset(key string) (int64, error) {
+	v, err := b.Client.EvalSha(Ctx, scripts.ResetSHA1, []string{key}).Result()
+	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		v, err = b.Client.Eval(Ctx, scripts.ResetSource, []string{key}).Result()
+	}
+	if err != nil {
+		return 0, err
+	}
+	return v.(int64), nil
+}
+
+// LoadLibrary loads scripts.Library with FUNCTION LOAD REPLACE (real Redis).
+func (b *Backend) LoadLibrary() {
+	b.t.Helper()
+	if err := b.Client.FunctionLoadReplace(Ctx, scripts.Library).Err(); err != nil {
+		b.t.Fatal("FUNCTION LOAD: ", err)
+	}
+}
+
+// FCall runs s's function of the library (LoadLibrary first).
+func (b *Backend) FCall(s scripts.Spec, keys []string, args ...string) Reply {
+	return decode(b.Client.FCall(Ctx, s.Function, keys, anys(args)...).Result())
+}
+
+// FCallRO runs s's read-only function with FCALL_RO.
+func (b *Backend) FCallRO(s scripts.Spec, keys []string, args ...string) Reply {
+	return decode(b.Client.FCallRO(Ctx, s.Function+"_ro", keys, anys(args)...).Result())
+}
+
+// Snapshot is a key's whole content and TTL, to prove a call wrote nothing.
+type Snapshot struct {
+	Type  string
+	Value string
+	Dump  string // DUMP, on real Redis
+	PTTL  int64  // ms; -1 none, -2 no key
+}
+
+func (s Snapshot) String() string {
+	return fmt.Sprintf("%s %.200q pttl %d", s.Type, s.Value, s.PTTL)
+}
+
+// Snap reads key's type, content, DUMP (real Redis) and PTTL.
+func (b *Backend) Snap(key string) Snapshot {
+	b.t.Helper()
+	c := b.Client
+	typ, err := c.Type(Ctx, key).Result()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	s := Snapshot{Type: typ}
+	var v any
+	switch typ {
+	case "string":
+		v, err = c.Get(Ctx, key).Result()
+	case "zset":
+		v, err = c.ZRangeWithScores(Ctx, key, 0, -1).Result()
+	case "list":
+		v, err = c.LRange(Ctx, key, 0, -1).Result()
+	case "set":
+		var m []string
+		m, err = c.SMembers(Ctx, key).Result()
+		sort.Strings(m)
+		v = m
+	case "hash":
+		var m map[string]string
+		m, err = c.HGetAll(Ctx, key).Result()
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k+"="+m[k])
+		}
+		sort.Strings(keys)
+		v = keys
+	case "stream":
+		v, err = c.XRange(Ctx, key, "-", "+").Result()
+	}
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	s.Value = fmt.Sprintf("%#v", v)
+	if b.Real && typ != "none" {
+		d, err := c.Dump(Ctx, key).Result()
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		s.Dump = d
+	}
+	ttl, err := c.Do(Ctx, "PTTL", key).Int64()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	s.PTTL = ttl
+	return s
+}
+
+// Same reports whether after shows the key unchanged since before; on real
+// Redis the TTL may have run down by up to slack.
+func Same(before, after Snapshot, slack int64) bool {
+	if before.Type != after.Type || before.Value != after.Value || before.Dump != after.Dump {
+		return false
+	}
+	if before.PTTL < 0 || after.PTTL < 0 {
+		return before.PTTL == after.PTTL
+	}
+	return after.PTTL <= before.PTTL && after.PTTL >= before.PTTL-slack
+}
+
+// Unchanged fails the test if key changed since before.
+func (b *Backend) Unchanged(what, key string, before Snapshot) {
+	b.t.Helper()
+	after := b.Snap(key)
+	slack := int64(0)
+	if b.Real {
+		slack = 1000
+	}
+	if !Same(before, after, slack) {
+		b.t.Errorf("%s: %s: key %q changed:\n before %v\n after  %v", b.Name, what, key, before, after)
+	}
+}
+
+// PTTL is the key's PTTL (-2 no key, -1 no TTL).
+func (b *Backend) PTTL(key string) int64 {
+	b.t.Helper()
+	v, err := b.Client.Do(Ctx, "PTTL", key).Int64()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return v
+}
+
+// Get is the key's string value ("" when absent).
+func (b *Backend) Get(key string) string {
+	v, _ := b.Client.Get(Ctx, key).Result()
+	return v
+}
+
+// Rebind makes b report to t: for a backend that outlives one test, as the
+// fuzz target's does.
+func (b *Backend) Rebind(t testing.TB) { b.t = t }
