@@ -18,6 +18,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/scripts"
 )
 
 var demoCommand = command{
@@ -109,8 +110,8 @@ func demoConfig(lf limitFlags) (demoCfg, error) {
 	case limitNamesAlgorithm(lf.limit):
 		cfg.algos = []redisrate.Algorithm{lim.Algorithm}
 	default:
-		for _, s := range redisrate.Scripts() {
-			cfg.algos = append(cfg.algos, s.Algorithm)
+		for i := range scripts.Specs() {
+			cfg.algos = append(cfg.algos, redisrate.Algorithm(i))
 		}
 	}
 	return cfg, nil
@@ -127,8 +128,6 @@ func limitNamesAlgorithm(s string) bool {
 	return false
 }
 
-func trimPrefix(err error) string { return strings.TrimPrefix(err.Error(), "redisrate: ") }
-
 // The pattern, in periods of the limit, so it tells the same story on any
 // numbers: a steady stream at 60% of the rate, a burst of twice the burst
 // size in a fifth of a period across a period boundary (where fixed and
@@ -136,7 +135,7 @@ func trimPrefix(err error) string { return strings.TrimPrefix(err.Error(), "redi
 // burst each within one period.
 type request struct {
 	at   time.Duration
-	cost float64
+	cost int64
 }
 
 type phase struct {
@@ -155,7 +154,7 @@ const maxDemoRequests = 5000
 
 func makePattern(lim redisrate.Limit, short bool) (pattern, error) {
 	P := float64(lim.Period)
-	R, B := lim.Rate, lim.Capacity()
+	R, B := float64(lim.Rate), float64(lim.Capacity())
 	steadyEnd, burstAt, costlyAt, end := 3.0, 2.9, 4.5, 6.5
 	if short {
 		steadyEnd, burstAt, costlyAt, end = 1.0, 0.9, 2.0, 3.5
@@ -173,7 +172,7 @@ func makePattern(lim redisrate.Limit, short bool) (pattern, error) {
 	}
 	nSteady := max(3, int(math.Round(0.6*R*steadyEnd)))
 	nBurst := max(4, int(math.Round(2*B)))
-	cost := max(2, math.Round(B/4))
+	cost := max(2, int64(math.Round(B/4)))
 	const nCostly = 8
 	if n := nSteady + nBurst + nCostly; n > maxDemoRequests {
 		return p, usageErr("the pattern for %s would send %d requests to each algorithm, more than the demo's %d: try a smaller rate or burst per period", lim.WithAlgorithm(redisrate.GCRA), n, maxDemoRequests)
@@ -192,7 +191,7 @@ func makePattern(lim redisrate.Limit, short bool) (pattern, error) {
 		fmt.Sprintf("steady   %d requests, evenly over %s (60%% of the rate)", nSteady, fmtDur(at(steadyEnd))),
 		fmt.Sprintf("burst    %d requests within %s from %s, across a period boundary", nBurst, fmtDur(at(0.2)), fmtDur(at(burstAt))),
 		fmt.Sprintf("pause    nothing until %s", fmtDur(at(costlyAt))),
-		fmt.Sprintf("costly   %d requests of cost %s within %s from %s; then quiet until %s", nCostly, fmtNum(cost), fmtDur(at(1)), fmtDur(at(costlyAt)), fmtDur(p.total)),
+		fmt.Sprintf("costly   %d requests of cost %d within %s from %s; then quiet until %s", nCostly, cost, fmtDur(at(1)), fmtDur(at(costlyAt)), fmtDur(p.total)),
 	}
 	return p, nil
 }
@@ -205,6 +204,7 @@ type outcome struct {
 // lane is one algorithm's run.
 type lane struct {
 	algo    redisrate.Algorithm
+	spec    scripts.Spec // the script's manifest entry
 	lim     redisrate.Limit
 	key     string
 	note    string // why the burst differs, or why the lane was skipped
@@ -245,11 +245,11 @@ func runDemo(ctx context.Context, cfg demoCfg) (*report, error) {
 	}
 	for _, a := range cfg.algos {
 		ln := &lane{algo: a, key: prefix + a.String(), lim: cfg.limit.WithAlgorithm(a)}
-		if err := ln.lim.Validate(); err != nil && ln.lim.Burst != 0 {
-			if ln.lim.WithBurst(0).Validate() == nil {
-				ln.note = fmt.Sprintf("%s keeps no burst apart from its limit: runs with burst %s", a, fmtNum(ln.lim.Rate))
-				ln.lim.Burst = 0
-			}
+		ln.spec, _ = a.Spec()
+		if ln.spec.Window && ln.lim.Burst != 0 && ln.lim.Burst != ln.lim.Rate {
+			// The manifest's window flag: burst may only be absent or the limit.
+			ln.note = fmt.Sprintf("%s keeps no burst apart from its limit: runs with burst %d", a, ln.lim.Rate)
+			ln.lim.Burst = 0
 		}
 		if err := ln.lim.Validate(); err != nil {
 			if len(cfg.algos) == 1 {
@@ -375,8 +375,9 @@ func (ln *lane) measure(ctx context.Context, rdb redis.UniversalClient, memOK *b
 	kind := "string"
 	var size *redis.IntCmd
 	var mem *redis.IntCmd
-	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		if ln.algo == redisrate.SlidingLog {
+	// Errors are read per command below: MEMORY USAGE may fail alone.
+	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if ln.spec.Log {
 			kind, size = "zset", p.ZCard(ctx, ln.key)
 		} else {
 			size = p.StrLen(ctx, ln.key)
@@ -396,7 +397,7 @@ func (ln *lane) measure(ctx context.Context, rdb redis.UniversalClient, memOK *b
 		return nil
 	}
 	var rerr redis.Error
-	switch err = mem.Err(); {
+	switch err := mem.Err(); {
 	case errors.As(err, &rerr) && !isNetErr(err) && !errors.Is(err, redis.Nil):
 		*memOK = false // a server without MEMORY USAGE
 		ln.memPeak = -1
@@ -412,7 +413,7 @@ func (ln *lane) measure(ctx context.Context, rdb redis.UniversalClient, memOK *b
 // stats are a lane's summary row.
 type stats struct {
 	admitted, denied   int
-	mostQuarter, most1 float64 // most units admitted in any span of P/4, of P
+	mostQuarter, most1 int64 // most units admitted in any span of P/4, of P
 	longestWait        time.Duration
 	never              bool
 }
@@ -438,8 +439,8 @@ func (ln *lane) stats(P time.Duration) stats {
 }
 
 // mostWithin returns the most units admitted within any span [t, t+span).
-func mostWithin(ok []outcome, span time.Duration) float64 {
-	var best, sum float64
+func mostWithin(ok []outcome, span time.Duration) int64 {
+	var best, sum int64
 	j := 0
 	for i := range ok {
 		sum += ok[i].cost
@@ -457,9 +458,9 @@ func (r *report) slot() time.Duration { return r.cfg.limit.Period / 8 }
 
 // columns returns units offered, admitted and denied per slot for a lane, or
 // for the offered traffic when ln is nil.
-func (r *report) columns(ln *lane, slot time.Duration) (admitted, denied []float64) {
+func (r *report) columns(ln *lane, slot time.Duration) (admitted, denied []int64) {
 	n := int((r.pat.total + slot - 1) / slot)
-	admitted, denied = make([]float64, n), make([]float64, n)
+	admitted, denied = make([]int64, n), make([]int64, n)
 	col := func(at time.Duration) int { return min(n-1, int(at/slot)) }
 	if ln == nil {
 		for _, q := range r.pat.reqs {
@@ -479,12 +480,12 @@ func (r *report) columns(ln *lane, slot time.Duration) (admitted, denied []float
 
 var levels = []rune(" ▁▂▃▄▅▆▇█")
 
-func spark(vals []float64, top float64) string {
+func spark(vals []int64, top int64) string {
 	var b strings.Builder
 	for _, v := range vals {
 		l := 0
 		if v > 0 {
-			l = min(8, max(1, int(math.Ceil(v*8/top-1e-9))))
+			l = int(min(8, max(1, (v*8+top-1)/top))) // ceil(8v/top)
 		}
 		b.WriteRune(levels[l])
 	}
@@ -493,7 +494,7 @@ func spark(vals []float64, top float64) string {
 
 func (r *report) writeText(w io.Writer) {
 	lim := r.cfg.limit
-	fmt.Fprintf(w, "redisrate demo: one traffic pattern, limit %s, burst %s, on %s\n", redisrate.Per(lim.Rate, lim.Period), fmtNum(lim.Capacity()), r.server)
+	fmt.Fprintf(w, "redisrate demo: one traffic pattern, limit %s, burst %d, on %s\n", redisrate.Per(lim.Rate, lim.Period), lim.Capacity(), r.server)
 	if r.real {
 		fmt.Fprintf(w, "real time: a shortened pattern of %s; timings vary a little from run to run\n", fmtDur(r.pat.total))
 	} else {
@@ -533,7 +534,7 @@ func (r *report) writeText(w io.Writer) {
 		fmt.Fprintf(w, "%-15s %-*s%s\n", ln.algo, label-16, "admitted", spark(ok, top))
 		fmt.Fprintf(w, "%-15s %-*s%s\n", "", label-16, "denied", spark(no, top))
 	}
-	fmt.Fprintf(w, "%-*sone column = %s; a full block = %s units\n\n", label, "", fmtDur(slot), fmtNum(top))
+	fmt.Fprintf(w, "%-*sone column = %s; a full block = %d units\n\n", label, "", fmtDur(slot), top)
 
 	q := fmtDur(r.cfg.limit.Period / 4)
 	p := fmtDur(r.cfg.limit.Period)
@@ -564,7 +565,7 @@ func (r *report) writeText(w io.Writer) {
 			mem = fmt.Sprintf("%d B", ln.memPeak)
 		}
 		rows = append(rows, []string{ln.algo.String(), fmt.Sprint(s.admitted), fmt.Sprint(s.denied),
-			fmtNum(s.mostQuarter), fmtNum(s.most1), wait, state, mem})
+			fmt.Sprint(s.mostQuarter), fmt.Sprint(s.most1), wait, state, mem})
 	}
 	writeTable(w, rows)
 	fmt.Fprintf(w, "\nadmitted, denied: requests. most in %s / %s: the most units admitted within any span that long.\n", q, p)
@@ -616,8 +617,4 @@ func fmtDur(d time.Duration) string {
 		return d.Round(time.Microsecond).String()
 	}
 	return strings.Replace(d.Round(time.Millisecond).String(), "m0s", "m", 1)
-}
-
-func fmtNum(v float64) string {
-	return fmt.Sprint(math.Round(v*1000) / 1000)
 }

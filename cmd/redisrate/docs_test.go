@@ -4,22 +4,41 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
 )
 
-var update = flag.Bool("update", false, "rewrite the demo output in README.md and cmd/redisrate/demo.svg")
+var update = flag.Bool("update", false, "rewrite the demo output in docs/cli.md and cmd/redisrate/demo.svg")
 
 const (
-	readmePath    = "../../README.md"
-	svgPath       = "demo.svg"
-	outputStart   = "<!-- demo output: go test ./cmd/redisrate -run TestDocs -update rewrites it -->\n"
-	outputEnd     = "<!-- end of demo output -->\n"
-	sectionMarker = "<!-- section: demo (owner: cmd/redisrate) -->"
+	cliDocPath = "../../docs/cli.md"
+	svgPath    = "demo.svg"
+	demoLine   = "$ go run ./cmd/redisrate demo\n"
 )
 
-// The README shows the demo's actual output and chart: this fails when they
+// demoBlock returns where docs/cli.md shows the demo's output: from just
+// after the line of the command to the end of its code block.
+func demoBlock(t *testing.T, doc string) (from, to int) {
+	t.Helper()
+	start := "```text\n" + demoLine
+	i := strings.Index(doc, start)
+	if i < 0 {
+		t.Fatalf("%s has no block starting %q", cliDocPath, start)
+	}
+	from = i + len(start)
+	j := strings.Index(doc[from:], "```\n")
+	if j < 0 {
+		t.Fatalf("%s: the demo's block does not end", cliDocPath)
+	}
+	return from, from + j
+}
+
+// docs/cli.md shows the demo's actual output and chart: this fails when they
 // are stale (the scripts decide differently), and -update rewrites them.
 func TestDocsAreCurrent(t *testing.T) {
 	cfg, err := demoConfig(limitFlags{limit: "10/s"})
@@ -32,27 +51,18 @@ func TestDocsAreCurrent(t *testing.T) {
 	}
 	var out bytes.Buffer
 	rep.writeText(&out)
-	block := outputStart + "```text\n$ go run ./cmd/redisrate demo\n" + out.String() + "```\n" + outputEnd
 	svg := rep.svg()
 
-	readme, err := os.ReadFile(readmePath)
+	b, err := os.ReadFile(cliDocPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := string(readme)
-	i, j := strings.Index(s, outputStart), strings.Index(s, outputEnd)
-	sec := strings.Index(s, sectionMarker)
-	if sec < 0 || i < sec || j < i {
-		t.Fatalf("README.md has no demo output block below %q", sectionMarker)
-	}
-	if next := strings.Index(s[sec+len(sectionMarker):], "<!-- section: "); next >= 0 && j > sec+len(sectionMarker)+next {
-		t.Fatal("the demo output block is outside the demo section")
-	}
-	current := s[i : j+len(outputEnd)]
+	doc := string(b)
+	from, to := demoBlock(t, doc)
 	oldSVG, _ := os.ReadFile(svgPath)
 	if *update {
-		if current != block {
-			if err := os.WriteFile(readmePath, []byte(s[:i]+block+s[j+len(outputEnd):]), 0o644); err != nil {
+		if doc[from:to] != out.String() {
+			if err := os.WriteFile(cliDocPath, []byte(doc[:from]+out.String()+doc[to:]), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -63,10 +73,71 @@ func TestDocsAreCurrent(t *testing.T) {
 		}
 		return
 	}
-	if current != block {
-		t.Errorf("the demo output in README.md is stale: run go test ./cmd/redisrate -run TestDocs -update\nwant:\n%s", block)
+	if doc[from:to] != out.String() {
+		t.Errorf("the demo output in docs/cli.md is stale: run go test ./cmd/redisrate -run TestDocs -update\nwant:\n%s", out.String())
 	}
 	if string(oldSVG) != svg {
 		t.Errorf("cmd/redisrate/demo.svg is stale: run go test ./cmd/redisrate -run TestDocs -update")
+	}
+}
+
+// The try session in docs/cli.md is what the command prints: each
+// "$ redisrate try" line is run, in order, on an embedded Redis whose clock
+// stands still, with -update filling in the output; `; echo "exit $?"`
+// prints the exit code as a shell would.
+func TestDocsTrySession(t *testing.T) {
+	b, err := os.ReadFile(cliDocPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	const start = "```console\n$ redisrate try "
+	i := strings.Index(doc, start)
+	if i < 0 {
+		t.Fatalf("%s has no block starting %q", cliDocPath, start)
+	}
+	from := i + len("```console\n")
+	j := strings.Index(doc[from:], "```\n")
+	if j < 0 {
+		t.Fatal("the try session's block does not end")
+	}
+	to := from + j
+
+	mr := miniredis.RunT(t)
+	mr.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var want strings.Builder
+	for _, line := range strings.SplitAfter(doc[from:to], "\n") {
+		if !strings.HasPrefix(line, "$ ") {
+			continue // output, made again below
+		}
+		want.WriteString(line)
+		cmd, echo := strings.CutSuffix(strings.TrimSuffix(line[2:], "\n"), `; echo "exit $?"`)
+		args := strings.Fields(cmd)
+		if args[0] != "redisrate" {
+			t.Fatalf("%q: only redisrate commands run here", line)
+		}
+		for k, a := range args {
+			if a == "localhost:6379" {
+				args[k] = mr.Addr()
+			}
+		}
+		code, out, errOut := runCmd(t, args[1:]...)
+		want.WriteString(out + errOut)
+		if echo {
+			fmt.Fprintf(&want, "exit %d\n", code)
+		} else if code != 0 {
+			t.Errorf("%q: exit %d without echo", line, code)
+		}
+	}
+	if *update {
+		if doc[from:to] != want.String() {
+			if err := os.WriteFile(cliDocPath, []byte(doc[:from]+want.String()+doc[to:]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return
+	}
+	if doc[from:to] != want.String() {
+		t.Errorf("the try session in docs/cli.md is stale: run go test ./cmd/redisrate -run TestDocs -update\nwant:\n%s", want.String())
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -217,13 +218,14 @@ func classify(err error) *exitError {
 // limitFlags are the flags that make a limit, shared by demo and try.
 type limitFlags struct {
 	limit     string
-	burst     float64
+	burst     wholeFlag
 	algorithm string
 }
 
 func (f *limitFlags) register(fs *flag.FlagSet, algoHelp string) {
-	fs.StringVar(&f.limit, "limit", "10/s", `the limit, RATE/PERIOD: "10/s", "100/minute", "5/250ms", "1000/1h"`)
-	fs.Float64Var(&f.burst, "burst", 0, "the capacity, the most units at once (`N`); 0 means the rate. Window algorithms take only the rate")
+	f.burst = wholeFlag{name: "burst", max: maxWhole}
+	fs.StringVar(&f.limit, "limit", "10/s", `the limit, RATE/PERIOD: "10/s", "100/minute", "5/250ms", "1000/1h"; a rate that is not whole per period takes a longer period ("2.5/s" is 5/2s)`)
+	fs.Var(&f.burst, "burst", "the capacity, the most units at once: a whole number (`N`); 0 means the rate. Window algorithms take only the rate")
 	fs.StringVar(&f.algorithm, "algorithm", "", algoHelp)
 }
 
@@ -232,18 +234,49 @@ func (f *limitFlags) register(fs *flag.FlagSet, algoHelp string) {
 func (f *limitFlags) parse() (redisrate.Limit, error) {
 	lim, err := redisrate.ParseLimit(f.limit)
 	if err != nil {
-		return lim, usageErr("--limit: %s", strings.TrimPrefix(err.Error(), "redisrate: "))
+		return lim, usageErr("--limit: %s", trimPrefix(err))
 	}
-	if f.burst != 0 {
-		lim.Burst = f.burst
+	if f.burst.v != 0 {
+		lim.Burst = f.burst.v
 	}
 	if f.algorithm != "" {
 		if lim.Algorithm, err = redisrate.ParseAlgorithm(f.algorithm); err != nil {
-			return lim, usageErr("--algorithm: %s", strings.TrimPrefix(err.Error(), "redisrate: "))
+			return lim, usageErr("--algorithm: %s", trimPrefix(err))
 		}
 	}
 	return lim, nil
 }
+
+// maxWhole is the largest number the scripts take for limit, burst and cost
+// (contract v2: 10^15).
+const maxWhole = 1_000_000_000_000_000
+
+// wholeFlag is a flag that takes a whole number as the scripts do (digits
+// only, up to max), refused in the scripts' words: "invalid cost '1.5':
+// must be a whole number from 0 to 10^15".
+type wholeFlag struct {
+	name string
+	max  int64
+	v    int64
+}
+
+func (w *wholeFlag) String() string {
+	if w == nil {
+		return "0"
+	}
+	return strconv.FormatInt(w.v, 10)
+}
+
+func (w *wholeFlag) Set(s string) error {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || strings.TrimLeft(s, "0123456789") != "" || v > w.max {
+		return fmt.Errorf("invalid %s '%s': must be a whole number from 0 to 10^15", w.name, s)
+	}
+	w.v = v
+	return nil
+}
+
+func trimPrefix(err error) string { return strings.TrimPrefix(err.Error(), "redisrate: ") }
 
 const redisFlagHelp = "the Redis server: `ADDR` as host:port or a redis:// or rediss:// URL; a Cluster is detected"
 
@@ -274,7 +307,7 @@ func connect(ctx context.Context, addr string) (redis.UniversalClient, error) {
 	if err != nil {
 		_ = rdb.Close()
 		if errors.As(err, &rerr) && !isNetErr(err) {
-			return nil, &exitError{code: exitRedis, err: fmt.Errorf("Redis at %s refused PING: %w", opt.Addr, err)}
+			return nil, &exitError{code: exitRedis, err: fmt.Errorf("the server at %s refused PING: %w", opt.Addr, err)}
 		}
 		return nil, &exitError{code: exitUnreachable, err: fmt.Errorf("cannot reach Redis at %s: %w", opt.Addr, err)}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/scripts"
 )
 
 // runCmd runs the command in-process and returns its exit code and output.
@@ -56,7 +57,7 @@ func TestDemoIsReproducible(t *testing.T) {
 	if !bytes.Equal(b1, b2) {
 		t.Error("the two SVG charts differ")
 	}
-	for _, s := range redisrate.Scripts() {
+	for _, s := range scripts.Specs() {
 		if n := strings.Count(out1, "\n"+s.Name+" "); n != 2 { // its timeline and its table row
 			t.Errorf("%s appears in %d lines starting with it, want 2:\n%s", s.Name, n, out1)
 		}
@@ -129,7 +130,7 @@ func TestDemoSVGIsWellFormed(t *testing.T) {
 			break
 		}
 	}
-	for _, s := range redisrate.Scripts() {
+	for _, s := range scripts.Specs() {
 		if !bytes.Contains(b, []byte(">"+s.Name+"</text>")) {
 			t.Errorf("chart has no lane for %s", s.Name)
 		}
@@ -158,15 +159,11 @@ func TestDemoUserNumbers(t *testing.T) {
 	if !strings.Contains(out, "note: fixed_window keeps no burst apart from its limit") {
 		t.Errorf("no note on the window algorithms' burst:\n%s", out)
 	}
-	// A fractional rate is refused by the whole-number algorithms: they are skipped, the rest run.
-	code, out, _ = runCmd(t, "demo", "--limit", "2.5/s")
-	if code != 0 || !strings.Contains(out, "fixed_window skipped: invalid limit '2.5'") {
-		t.Errorf("exit %d, want the fixed window skipped with a reason:\n%s", code, out)
-	}
-	// ...but when it is the only one asked for, that is a usage error.
-	code, _, errOut = runCmd(t, "demo", "--limit", "2.5/s", "--algorithm", "sliding_log")
-	if code != exitUsage || !strings.Contains(errOut, "invalid limit '2.5'") {
-		t.Errorf("exit %d, stderr %q", code, errOut)
+	// A rate that is not whole per period runs, exactly, with a longer
+	// period: 2.5/s is 5 per 2s, for every algorithm.
+	code, out, errOut = runCmd(t, "demo", "--limit", "2.5/s")
+	if code != 0 || !strings.Contains(out, "limit 5/2s, burst 5,") || strings.Contains(out, "skipped") {
+		t.Errorf("exit %d, want all six at 5/2s:\n%s%s", code, out, errOut)
 	}
 }
 
@@ -176,19 +173,26 @@ func TestUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"demo", "--limit", "10/fortnight"}, `period "fortnight" must be a unit`},
-		{[]string{"demo", "--limit", "ten/s"}, `rate "ten" is not a number`},
-		{[]string{"demo", "--algorithm", "leaky"}, `unknown algorithm "leaky"`},
+		{[]string{"demo", "--limit", "ten/s"}, `rate "ten" must be a number of plain decimal digits`},
+		{[]string{"demo", "--limit", "NaN/s"}, `rate "NaN" must be a number`},
+		{[]string{"demo", "--limit", "0/s"}, `the rate must be more than 0`},
+		{[]string{"demo", "--limit", "10/1us"}, `whole number of milliseconds`},
+		{[]string{"demo", "--algorithm", "leaky"}, `invalid algorithm "leaky": must be one of gcra, token_bucket`},
 		{[]string{"demo", "--limit", "1000000/s"}, "more than the demo's 5000"},
 		{[]string{"demo", "--limit", "10/minute", "--redis", "127.0.0.1:1"}, "runs in real time"},
 		{[]string{"demo", "extra"}, `unexpected argument "extra"`},
-		{[]string{"demo", "--burst", "-1"}, "invalid burst '-1'"},
-		{[]string{"demo", "--limit", "10/0s"}, "invalid period_ms '0'"},
+		{[]string{"demo", "--burst", "-1"}, "invalid burst '-1': must be a whole number"},
+		{[]string{"demo", "--burst", "2.5"}, "invalid burst '2.5': must be a whole number"},
+		{[]string{"demo", "--limit", "10/0s"}, `period "0s" must be`},
 		{[]string{"demo", "--nope"}, "flag provided but not defined: -nope"},
 		{[]string{"try", "--redis", "127.0.0.1:1"}, "the KEY to decide for is missing"},
 		{[]string{"try", "--redis", "127.0.0.1:1", "a", "b"}, "want one KEY, got 2 arguments"},
 		{[]string{"try", "--redis", "127.0.0.1:1", "--limit", "10/fortnight", "k"}, `period "fortnight"`},
-		{[]string{"try", "--redis", "127.0.0.1:1", "--algorithm", "bucket", "k"}, `unknown algorithm "bucket"`},
-		{[]string{"try", "--redis", "127.0.0.1:1", "--algorithm", "fixed_window", "--cost", "1.5", "k"}, "invalid cost '1.5': must be a whole number"},
+		{[]string{"try", "--redis", "127.0.0.1:1", "--algorithm", "bucket", "k"}, `invalid algorithm "bucket"`},
+		{[]string{"try", "--redis", "127.0.0.1:1", "--cost", "1.5", "k"}, "invalid cost '1.5': must be a whole number"},
+		{[]string{"try", "--redis", "127.0.0.1:1", "--cost", "1e3", "k"}, "invalid cost '1e3': must be a whole number"},
+		{[]string{"try", "--redis", "127.0.0.1:1", "--cost", "1000000000000001", "k"}, "must be a whole number from 0 to 10^15"},
+		{[]string{"try", "--redis", "127.0.0.1:1", "--algorithm", "sliding_log", "--limit", "10001/h", "k"}, "invalid limit '10001': must be a whole number from 1 to 10000"},
 		{[]string{"try", "--redis", "127.0.0.1:1", "--algorithm", "sliding_window", "--burst", "20", "k"}, "invalid burst '20'"},
 		{[]string{"try", "--limit", "10/s", "k"}, "--redis ADDR is required"},
 		{[]string{"try", "--redis", "redis://[::1", "k"}, "--redis"},
@@ -249,14 +253,17 @@ func TestScriptsList(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	scripts := redisrate.Scripts()
-	if len(lines) != len(scripts) {
-		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(scripts), out)
+	specs := scripts.Specs()
+	if len(lines) != len(specs)+1 {
+		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(specs)+1, out)
 	}
-	for i, s := range scripts {
-		if f := strings.Fields(lines[i]); f[0] != s.Name || f[1] != s.SHA1 {
-			t.Errorf("line %q, want %s %s", lines[i], s.Name, s.SHA1)
+	for i, s := range specs {
+		if f := strings.Fields(lines[i]); f[0] != s.Name || f[1] != s.SHA1 || !strings.HasSuffix(lines[i], s.Summary) {
+			t.Errorf("line %q, want %s %s ... %s", lines[i], s.Name, s.SHA1, s.Summary)
 		}
+	}
+	if f := strings.Fields(lines[len(specs)]); f[0] != "reset" || f[1] != scripts.ResetSHA1 {
+		t.Errorf("last line %q, want reset %s", lines[len(specs)], scripts.ResetSHA1)
 	}
 }
 
@@ -268,24 +275,27 @@ func TestScriptsDir(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, s := range redisrate.Scripts() {
-		got, err := os.ReadFile(filepath.Join(dir, s.Name+".lua"))
+	for _, s := range bundledScripts() {
+		got, err := os.ReadFile(filepath.Join(dir, s.name+".lua"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if string(got) != s.Source {
-			t.Errorf("%s.lua differs from the embedded script", s.Name)
+		if string(got) != s.source {
+			t.Errorf("%s.lua differs from the embedded script", s.name)
 		}
-		repo, err := os.ReadFile(filepath.Join("..", "..", "scripts", s.Name+".lua"))
+		repo, err := os.ReadFile(filepath.Join("..", "..", "scripts", s.name+".lua"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(got, repo) {
-			t.Errorf("%s.lua differs from scripts/%s.lua in the repository", s.Name, s.Name)
+			t.Errorf("%s.lua differs from scripts/%s.lua in the repository", s.name, s.name)
 		}
-		if !strings.Contains(out, s.SHA1+"  "+filepath.Join(dir, s.Name+".lua")) {
-			t.Errorf("output lacks %s's SHA1 and path", s.Name)
+		if !strings.Contains(out, s.sha1+"  "+filepath.Join(dir, s.name+".lua")) {
+			t.Errorf("output lacks %s's SHA1 and path", s.name)
 		}
+	}
+	if n := len(bundledScripts()); n != len(scripts.Specs())+1 {
+		t.Errorf("%d files written, want the %d scripts and reset.lua", n, len(scripts.Specs()))
 	}
 	// Writing again is fine; a file with other contents is left alone.
 	if code, _, _ := runCmd(t, "scripts", "--dir", dir); code != 0 {
@@ -302,7 +312,7 @@ func TestScriptsDir(t *testing.T) {
 	if code, _, _ := runCmd(t, "scripts", "--dir", dir, "--force"); code != 0 {
 		t.Errorf("--force: exit %d", code)
 	}
-	if got, _ := os.ReadFile(mine); string(got) != redisrate.Scripts()[0].Source {
+	if got, _ := os.ReadFile(mine); string(got) != scripts.Specs()[0].Source {
 		t.Error("--force did not replace the file")
 	}
 	// A path that cannot be a directory is a local failure.
@@ -314,8 +324,8 @@ func TestScriptsDir(t *testing.T) {
 
 func TestFunctionsPrints(t *testing.T) {
 	code, out, _ := runCmd(t, "functions")
-	if code != 0 || out != redisrate.FunctionsLibrary() {
-		t.Fatalf("exit %d; output is not FunctionsLibrary()", code)
+	if code != 0 || out != scripts.Library {
+		t.Fatalf("exit %d; output is not scripts.Library", code)
 	}
 	if !strings.HasPrefix(out, "#!lua name=redisrate\n") {
 		t.Errorf("library starts %.40q", out)
@@ -338,6 +348,11 @@ func TestTryOnMiniredis(t *testing.T) {
 	code, out, _ = runCmd(t, "try", "--redis", mr.Addr(), "--limit", "2/minute", "--cost", "3", "--json", "user:2")
 	if code != exitDenied || out != `{"key":"user:2","algorithm":"gcra","limit":"2/m","cost":3,"check":false,"allowed":false,"remaining":2,"retry_after_ms":-1,"reset_after_ms":0,"capacity":2}`+"\n" {
 		t.Errorf("never: exit %d, %s", code, out)
+	}
+	// A cost of 0 peeks: the state, nothing taken, admitted.
+	code, out, _ = runCmd(t, "try", "--redis", mr.Addr(), "--limit", "2/minute", "--cost", "0", "user:1")
+	if code != 0 || !strings.HasPrefix(out, `PEEK  key "user:1", cost 0, gcra 2/m (the state; nothing taken)`) || !strings.Contains(out, "remaining    0 of 2") {
+		t.Errorf("peek: exit %d, stdout:\n%s", code, out)
 	}
 	// A key holding the user's data is refused, and left alone.
 	mr.Set("order:42", "shipped")

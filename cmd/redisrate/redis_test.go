@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/scripts"
 )
 
 // startRedis starts redis-server from PATH on a free 127.0.0.1 port and stops
@@ -116,17 +116,17 @@ func TestLoadRealRedis(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	if !strings.HasPrefix(out, "loaded 6 scripts on 1 primary: "+addr+"\n") {
+	if !strings.HasPrefix(out, "loaded 7 scripts on 1 primary: "+addr+"\n") {
 		t.Errorf("output:\n%s", out)
 	}
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
-	for _, s := range redisrate.Scripts() {
-		if !strings.Contains(out, s.SHA1) {
-			t.Errorf("output lacks %s's SHA1", s.Name)
+	for _, s := range bundledScripts() {
+		if !strings.Contains(out, s.sha1) {
+			t.Errorf("output lacks %s's SHA1", s.name)
 		}
-		if ok, err := c.ScriptExists(context.Background(), s.SHA1).Result(); err != nil || !ok[0] {
-			t.Errorf("%s not loaded: %v %v", s.Name, ok, err)
+		if ok, err := c.ScriptExists(context.Background(), s.sha1).Result(); err != nil || !ok[0] {
+			t.Errorf("%s not loaded: %v %v", s.name, ok, err)
 		}
 	}
 }
@@ -143,18 +143,19 @@ func TestLoadCluster(t *testing.T) {
 		t.Errorf("output:\n%s", out)
 	}
 	code, out, errOut = runCmd(t, "functions", "--load", "--redis", nodes[1])
-	if code != 0 || !strings.Contains(out, "loaded library redisrate on 2 primaries") {
+	if code != 0 || !strings.Contains(out, "loaded library redisrate (version "+scripts.LibraryVersion+") on 2 primaries") {
 		t.Fatalf("functions --load: exit %d: %s%s", code, out, errOut)
 	}
 	for _, addr := range nodes {
 		c := redis.NewClient(&redis.Options{Addr: addr})
-		for _, s := range redisrate.Scripts() {
-			if ok, err := c.ScriptExists(ctx, s.SHA1).Result(); err != nil || !ok[0] {
-				t.Errorf("%s: %s not loaded: %v %v", addr, s.Name, ok, err)
+		for _, s := range bundledScripts() {
+			if ok, err := c.ScriptExists(ctx, s.sha1).Result(); err != nil || !ok[0] {
+				t.Errorf("%s: %s not loaded: %v %v", addr, s.name, ok, err)
 			}
 		}
-		libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: "redisrate"}).Result()
-		if err != nil || len(libs) != 1 || len(libs[0].Functions) != 12 {
+		// Each algorithm's function and its _ro variant, and the version.
+		libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: scripts.LibraryName}).Result()
+		if err != nil || len(libs) != 1 || len(libs[0].Functions) != 2*len(scripts.Specs())+1 {
 			t.Errorf("%s: FUNCTION LIST: %+v %v", addr, libs, err)
 		}
 		_ = c.Close()
@@ -189,7 +190,7 @@ func TestTryRealRedis(t *testing.T) {
 	}
 	// --check decides without recording; cost 0 reads the state.
 	code, out, _ := runCmd(t, append(base, "--check", "--cost", "0", "user:8")...)
-	if code != 0 || !strings.Contains(out, "remaining    5 of 5") || !strings.Contains(out, "checked only, nothing recorded") {
+	if code != 0 || !strings.Contains(out, "remaining    5 of 5") || !strings.Contains(out, "(the state; nothing taken)") {
 		t.Errorf("check: exit %d:\n%s", code, out)
 	}
 	c := redis.NewClient(&redis.Options{Addr: addr})

@@ -13,17 +13,42 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/scripts"
 )
+
+// bundled is one .lua file of the scripts package: a script of an
+// algorithm, or the reset script.
+type bundled struct {
+	name, source, sha1, summary string
+}
+
+// bundledScripts returns the six scripts, in the contract's order, then
+// reset.lua, with the facts the manifest (scripts.Specs) gives.
+func bundledScripts() []bundled {
+	var out []bundled
+	for _, s := range scripts.Specs() {
+		out = append(out, bundled{s.Name, s.Source, s.SHA1, s.Summary})
+	}
+	return append(out, bundled{"reset", scripts.ResetSource, scripts.ResetSHA1,
+		"deletes the key only when it holds the state of one of the scripts"})
+}
 
 var scriptsCommand = command{
 	name: "scripts",
 	usage: `Usage: redisrate scripts [--dir DIR] [--force]
 
-Lists the bundled Lua scripts, one per algorithm, with the SHA1 that EVALSHA
-takes. With --dir, writes them there as NAME.lua, byte for byte what the Go
-client runs, for services in other languages to SCRIPT LOAD. A file already
-there with other contents is left alone unless --force is given.
+Lists the bundled Lua scripts (script contract v2), one per algorithm and the
+reset script, with the SHA1 that EVALSHA takes. With --dir, writes them there
+as NAME.lua, byte for byte what the Go client runs, for services in other
+languages to SCRIPT LOAD. A file already there with other contents is left
+alone unless --force is given.
+
+Every algorithm script is called the same way and replies the same way:
+
+  EVALSHA SHA1 1 KEY LIMIT PERIOD_MS [BURST [COST [MODE [LIMIT PERIOD_MS BURST]...]]]
+  -> allowed remaining retry_after_ms reset_after_ms capacity binding
+
+Arguments are whole numbers; see CONTRACT.md, or the header of any script.
 `,
 	setup: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer) error {
 		dir := fs.String("dir", "", "write the scripts into `DIR` (created if missing)")
@@ -36,8 +61,8 @@ there with other contents is left alone unless --force is given.
 				return usageErr("--force needs --dir")
 			}
 			if *dir == "" {
-				for _, s := range redisrate.Scripts() {
-					fmt.Fprintf(stdout, "%-15s %s  %6d bytes\n", s.Name, s.SHA1, len(s.Source))
+				for _, s := range bundledScripts() {
+					fmt.Fprintf(stdout, "%-15s %s  %5d bytes  %s\n", s.name, s.sha1, len(s.source), s.summary)
 				}
 				return nil
 			}
@@ -52,24 +77,24 @@ func writeScripts(dir string, force bool, stdout io.Writer) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return localErr(err)
 	}
-	scripts := redisrate.Scripts()
-	for _, s := range scripts {
-		path := filepath.Join(dir, s.Name+".lua")
+	all := bundledScripts()
+	for _, s := range all {
+		path := filepath.Join(dir, s.name+".lua")
 		old, err := os.ReadFile(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 		case err != nil:
 			return localErr(err)
-		case !force && !bytes.Equal(old, []byte(s.Source)):
+		case !force && !bytes.Equal(old, []byte(s.source)):
 			return localErr(fmt.Errorf("%s exists with other contents; left untouched (use --force to replace it)", path))
 		}
 	}
-	for _, s := range scripts {
-		path := filepath.Join(dir, s.Name+".lua")
-		if err := os.WriteFile(path, []byte(s.Source), 0o644); err != nil {
+	for _, s := range all {
+		path := filepath.Join(dir, s.name+".lua")
+		if err := os.WriteFile(path, []byte(s.source), 0o644); err != nil {
 			return localErr(err)
 		}
-		fmt.Fprintf(stdout, "%s  %s\n", s.SHA1, path)
+		fmt.Fprintf(stdout, "%s  %s\n", s.sha1, path)
 	}
 	return nil
 }
@@ -78,10 +103,10 @@ var loadCommand = command{
 	name: "load",
 	usage: `Usage: redisrate load --redis ADDR
 
-Runs SCRIPT LOAD for every bundled script on the server, or on every primary
-of a Redis Cluster, and prints the SHA1s to call them with EVALSHA. Clients
-that fall back to EVAL on NOSCRIPT do not need this; deploy pipelines of
-services that only call EVALSHA do.
+Runs SCRIPT LOAD for every bundled script (the six algorithms and reset) on
+the server, or on every primary of a Redis Cluster, and prints the SHA1s to
+call them with EVALSHA. Clients that fall back to EVAL on NOSCRIPT do not
+need this; deploy pipelines of services that only call EVALSHA do.
 `,
 	setup: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer) error {
 		addr := fs.String("redis", "", redisFlagHelp)
@@ -94,15 +119,15 @@ services that only call EVALSHA do.
 				return err
 			}
 			defer rdb.Close()
-			scripts := redisrate.Scripts()
+			all := bundledScripts()
 			primaries, err := forEachPrimary(ctx, rdb, func(ctx context.Context, c *redis.Client) error {
-				for _, s := range scripts {
-					sha, err := c.ScriptLoad(ctx, s.Source).Result()
+				for _, s := range all {
+					sha, err := c.ScriptLoad(ctx, s.source).Result()
 					if err != nil {
-						return fmt.Errorf("SCRIPT LOAD %s: %w", s.Name, err)
+						return fmt.Errorf("SCRIPT LOAD %s: %w", s.name, err)
 					}
-					if sha != s.SHA1 {
-						return &exitError{code: exitRedis, err: fmt.Errorf("SCRIPT LOAD %s: the server names it %s, not %s", s.Name, sha, s.SHA1)}
+					if sha != s.sha1 {
+						return &exitError{code: exitRedis, err: fmt.Errorf("SCRIPT LOAD %s: the server names it %s, not %s", s.name, sha, s.sha1)}
 					}
 				}
 				return nil
@@ -110,34 +135,40 @@ services that only call EVALSHA do.
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "loaded %d scripts on %s: %s\n", len(scripts), plural(len(primaries), "primary", "primaries"), strings.Join(primaries, ", "))
-			for _, s := range scripts {
-				fmt.Fprintf(stdout, "%-15s %s\n", s.Name, s.SHA1)
+			fmt.Fprintf(stdout, "loaded %d scripts on %s: %s\n", len(all), plural(len(primaries), "primary", "primaries"), strings.Join(primaries, ", "))
+			for _, s := range all {
+				fmt.Fprintf(stdout, "%-15s %s\n", s.name, s.sha1)
 			}
 			return nil
 		}
 	},
 }
 
+// versionFunction is the library's function that returns its version.
+const versionFunction = scripts.LibraryName + "_version"
+
 var functionsCommand = command{
 	name: "functions",
 	usage: `Usage: redisrate functions [--load --redis ADDR]
 
-Prints the Redis Functions library (Redis 7 and later) named redisrate. It
-registers, for each algorithm, redisrate_ALGORITHM (redisrate_gcra,
-redisrate_token_bucket, redisrate_leaky_bucket, redisrate_sliding_window,
-redisrate_fixed_window, redisrate_sliding_log), taking the same arguments and
-giving the same reply as the script:
+Prints the Redis Functions library (Redis 7 and later) named redisrate, which
+the Go client prefers to the scripts when it is loaded. It registers, for each
+algorithm, redisrate_ALGORITHM (redisrate_gcra, redisrate_token_bucket,
+redisrate_leaky_bucket, redisrate_sliding_window, redisrate_fixed_window,
+redisrate_sliding_log), taking the same arguments and giving the same reply
+as the script:
 
   FCALL redisrate_gcra 1 KEY LIMIT PERIOD_MS [BURST [COST [MODE [LIMIT PERIOD_MS BURST]...]]]
 
 and redisrate_ALGORITHM_ro, flagged no-writes for FCALL_RO (on replicas too),
 which always decides as mode "check": exactly as a real call would, recording
-nothing. Mode absent, "" or "check" all mean check; another mode is refused.
+nothing. FCALL_RO redisrate_version 0 returns the library's version (the SHA1
+of its code).
 
-Each function body is the script itself, byte for byte. With --load --redis
-ADDR, runs FUNCTION LOAD REPLACE on the server, or on every primary of a
-Cluster.
+Each function runs its script's code, with what runs once (helpers, cached
+globals) defined once at FUNCTION LOAD. With --load --redis ADDR, runs
+FUNCTION LOAD REPLACE on the server, or on every primary of a Cluster, and
+checks the version each one reports.
 `,
 	setup: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer) error {
 		load := fs.Bool("load", false, "load the library into Redis (FUNCTION LOAD REPLACE) instead of printing it")
@@ -146,12 +177,11 @@ Cluster.
 			if len(args) > 0 {
 				return usageErr("unexpected argument %q", args[0])
 			}
-			lib := redisrate.FunctionsLibrary()
 			if !*load {
 				if *addr != "" {
 					return usageErr("--redis needs --load (without it the library is only printed)")
 				}
-				_, err := io.WriteString(stdout, lib)
+				_, err := io.WriteString(stdout, scripts.Library)
 				return err
 			}
 			if *addr == "" {
@@ -163,25 +193,31 @@ Cluster.
 			}
 			defer rdb.Close()
 			primaries, err := forEachPrimary(ctx, rdb, func(ctx context.Context, c *redis.Client) error {
-				name, err := c.FunctionLoadReplace(ctx, lib).Result()
+				name, err := c.FunctionLoadReplace(ctx, scripts.Library).Result()
 				if err != nil {
 					if strings.Contains(err.Error(), "unknown command") {
 						return &exitError{code: exitRedis, err: fmt.Errorf("FUNCTION LOAD: %w (Redis Functions need Redis 7.0 or later; use \"redisrate load\" for the scripts)", err)}
 					}
 					return fmt.Errorf("FUNCTION LOAD REPLACE: %w", err)
 				}
-				if name != redisrate.FunctionsLibraryName {
-					return &exitError{code: exitRedis, err: fmt.Errorf("FUNCTION LOAD REPLACE: the server named the library %q, not %q", name, redisrate.FunctionsLibraryName)}
+				if name != scripts.LibraryName {
+					return &exitError{code: exitRedis, err: fmt.Errorf("FUNCTION LOAD REPLACE: the server named the library %q, not %q", name, scripts.LibraryName)}
+				}
+				v, err := c.FCallRO(ctx, versionFunction, nil).Text()
+				if err != nil {
+					return fmt.Errorf("FCALL_RO %s: %w", versionFunction, err)
+				}
+				if v != scripts.LibraryVersion {
+					return &exitError{code: exitRedis, err: fmt.Errorf("FCALL_RO %s: the server reports version %s, not %s", versionFunction, v, scripts.LibraryVersion)}
 				}
 				return nil
 			})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(stdout, "loaded library %s on %s: %s\n", redisrate.FunctionsLibraryName, plural(len(primaries), "primary", "primaries"), strings.Join(primaries, ", "))
-			for _, s := range redisrate.Scripts() {
-				fn := s.Algorithm.FunctionName()
-				fmt.Fprintf(stdout, "  FCALL %-31s FCALL_RO %s_ro\n", fn, fn)
+			fmt.Fprintf(stdout, "loaded library %s (version %s) on %s: %s\n", scripts.LibraryName, scripts.LibraryVersion, plural(len(primaries), "primary", "primaries"), strings.Join(primaries, ", "))
+			for _, s := range scripts.Specs() {
+				fmt.Fprintf(stdout, "  FCALL %-31s FCALL_RO %s_ro\n", s.Function, s.Function)
 			}
 			return nil
 		}

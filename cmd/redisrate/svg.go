@@ -29,7 +29,7 @@ func (r *report) svg() string {
 	x := func(d time.Duration) float64 { return left + plotW*float64(d)/float64(total) }
 	slot := r.cfg.limit.Period / 16
 	offered, _ := r.columns(nil, slot)
-	peak := 0.0
+	peak := int64(1)
 	for _, v := range offered {
 		peak = max(peak, v)
 	}
@@ -41,8 +41,8 @@ func (r *report) svg() string {
 	lim := r.cfg.limit
 	f(`<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="Helvetica, Arial, sans-serif" font-size="13">`+"\n", width, height, width, height)
 	f(`<rect width="100%%" height="100%%" fill="#ffffff"/>` + "\n")
-	f(`<text x="%.0f" y="28" font-size="19" font-weight="bold" fill="#222">redisrate: one traffic pattern through %d algorithms, limit %s, burst %s</text>`+"\n",
-		20.0, len(lanes), esc(redisrate.Per(lim.Rate, lim.Period).String()), fmtNum(lim.Capacity()))
+	f(`<text x="%.0f" y="28" font-size="19" font-weight="bold" fill="#222">redisrate: one traffic pattern through %d algorithms, limit %s, burst %d</text>`+"\n",
+		20.0, len(lanes), esc(redisrate.Per(lim.Rate, lim.Period).String()), lim.Capacity())
 	f(`<text x="%.0f" y="50" fill="#555">%s. Green above each line: units admitted; red below: units denied (per %s).</text>`+"\n",
 		20.0, esc(strings.TrimSuffix(r.server, ", simulated clock")+map[bool]string{true: " in real time", false: ", simulated clock"}[r.real]), fmtDur(slot))
 
@@ -66,13 +66,13 @@ func (r *report) svg() string {
 	}
 	f(`<text x="%.1f" y="%.0f" text-anchor="middle" fill="#444">time</text>`+"\n", left+plotW/2, bottom+38)
 
-	bar := func(cols []float64, base float64, up bool, color string) {
+	bar := func(cols []int64, base float64, up bool, color string) {
 		w := plotW * float64(slot) / float64(total)
 		for i, v := range cols {
 			if v == 0 {
 				continue
 			}
-			h := max(1.5, half*v/peak)
+			h := max(1.5, half*float64(v)/float64(peak))
 			y := base - h
 			if !up {
 				y = base
@@ -81,7 +81,7 @@ func (r *report) svg() string {
 		}
 	}
 	laneTop := top
-	drawLane := func(name, sub, sub2 string, ok, no []float64, okColor string) {
+	drawLane := func(name, sub, sub2 string, ok, no []int64, okColor string) {
 		base := laneTop + laneH/2
 		f(`<text x="%.0f" y="%.1f" text-anchor="end" font-weight="bold" fill="#222">%s</text>`+"\n", left-12, base-8, esc(name))
 		f(`<text x="%.0f" y="%.1f" text-anchor="end" fill="#666" font-size="11.5">%s</text>`+"\n", left-12, base+7, esc(sub))
@@ -91,11 +91,11 @@ func (r *report) svg() string {
 		f(`<line x1="%.0f" y1="%.1f" x2="%.0f" y2="%.1f" stroke="#888"/>`+"\n", left, base, left+plotW, base)
 		laneTop += laneH + gap
 	}
-	var n float64
+	var n int64
 	for _, v := range offered {
 		n += v
 	}
-	drawLane("offered", fmt.Sprintf("%d requests, %s units", len(r.pat.reqs), fmtNum(n)), "", offered, nil, "#5b7fa6")
+	drawLane("offered", fmt.Sprintf("%d requests, %d units", len(r.pat.reqs), n), "", offered, nil, "#5b7fa6")
 	for _, ln := range lanes {
 		s := ln.stats(r.cfg.limit.Period)
 		ok, no := r.columns(ln, slot)
@@ -104,9 +104,9 @@ func (r *report) svg() string {
 			wait = "some never admitted"
 		}
 		drawLane(ln.algo.String(), fmt.Sprintf("%d admitted, %d denied", s.admitted, s.denied),
-			fmt.Sprintf("most in %s: %s; %s", fmtDur(r.cfg.limit.Period), fmtNum(s.most1), wait), ok, no, "#2e9d57")
+			fmt.Sprintf("most in %s: %d; %s", fmtDur(r.cfg.limit.Period), s.most1, wait), ok, no, "#2e9d57")
 	}
-	f(`<text x="%.0f" y="%.0f" fill="#666" font-size="11.5">bar height: units per %s; the tallest bar is %s units</text>`+"\n", 20.0, bottom+38, fmtDur(slot), fmtNum(peak))
+	f(`<text x="%.0f" y="%.0f" fill="#666" font-size="11.5">bar height: units per %s; the tallest bar is %d units</text>`+"\n", 20.0, bottom+38, fmtDur(slot), peak)
 	b.WriteString("</svg>\n")
 	return b.String()
 }

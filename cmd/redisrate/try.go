@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/scripts"
 )
 
 var tryCommand = command{
@@ -25,9 +27,10 @@ Example:
 `,
 	setup: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer) error {
 		var lf limitFlags
-		lf.register(fs, "the algorithm: gcra (default), token_bucket, leaky_bucket, sliding_window, fixed_window, sliding_log")
+		lf.register(fs, "the algorithm: "+algorithmNames())
 		addr := fs.String("redis", "", redisFlagHelp)
-		cost := fs.Float64("cost", 1, "the units this request takes (`N`); 0 reads the state and takes nothing")
+		cost := &wholeFlag{name: "cost", max: maxWhole, v: 1}
+		fs.Var(cost, "cost", "the units this request takes, a whole number (`N`); 0 reads the state and takes nothing (a peek)")
 		check := fs.Bool("check", false, "decide without recording anything")
 		asJSON := fs.Bool("json", false, "print the decision as JSON")
 		return func(ctx context.Context, args []string, stdout io.Writer) error {
@@ -42,7 +45,8 @@ Example:
 			if err != nil {
 				return err
 			}
-			if _, err := redisrate.Args(*cost, *check, lim); err != nil {
+			n := cost.v
+			if _, err := redisrate.Args(n, *check, lim); err != nil {
 				return usageErr("%s", trimPrefix(err))
 			}
 			rdb, err := connect(ctx, *addr)
@@ -52,18 +56,21 @@ Example:
 			defer rdb.Close()
 			l := redisrate.NewLimiter(rdb)
 			var res redisrate.Result
-			if *check {
-				res, err = l.CheckN(ctx, key, lim, *cost)
-			} else {
-				res, err = l.AllowN(ctx, key, lim, *cost)
+			switch {
+			case n == 0:
+				res, err = l.Peek(ctx, key, lim)
+			case *check:
+				res, err = l.CheckN(ctx, key, lim, n)
+			default:
+				res, err = l.AllowN(ctx, key, lim, n)
 			}
 			if err != nil {
 				return err
 			}
 			if *asJSON {
-				err = printTryJSON(stdout, key, lim, *cost, *check, res)
+				err = printTryJSON(stdout, key, lim, n, *check, res)
 			} else {
-				printTry(stdout, key, lim, *cost, *check, res)
+				printTry(stdout, key, lim, n, *check, res)
 			}
 			if err != nil {
 				return localErr(err)
@@ -77,19 +84,19 @@ Example:
 }
 
 type tryJSON struct {
-	Key          string  `json:"key"`
-	Algorithm    string  `json:"algorithm"`
-	Limit        string  `json:"limit"`
-	Cost         float64 `json:"cost"`
-	Check        bool    `json:"check"`
-	Allowed      bool    `json:"allowed"`
-	Remaining    int64   `json:"remaining"`
-	RetryAfterMs int64   `json:"retry_after_ms"` // -1: never
-	ResetAfterMs int64   `json:"reset_after_ms"`
-	Capacity     int64   `json:"capacity"`
+	Key          string `json:"key"`
+	Algorithm    string `json:"algorithm"`
+	Limit        string `json:"limit"`
+	Cost         int64  `json:"cost"`
+	Check        bool   `json:"check"`
+	Allowed      bool   `json:"allowed"`
+	Remaining    int64  `json:"remaining"`
+	RetryAfterMs int64  `json:"retry_after_ms"` // -1: never
+	ResetAfterMs int64  `json:"reset_after_ms"`
+	Capacity     int64  `json:"capacity"`
 }
 
-func printTryJSON(w io.Writer, key string, lim redisrate.Limit, cost float64, check bool, r redisrate.Result) error {
+func printTryJSON(w io.Writer, key string, lim redisrate.Limit, cost int64, check bool, r redisrate.Result) error {
 	retry := r.RetryAfter.Milliseconds()
 	if r.Never() {
 		retry = -1
@@ -102,21 +109,24 @@ func printTryJSON(w io.Writer, key string, lim redisrate.Limit, cost float64, ch
 	})
 }
 
-func printTry(w io.Writer, key string, lim redisrate.Limit, cost float64, check bool, r redisrate.Result) {
+func printTry(w io.Writer, key string, lim redisrate.Limit, cost int64, check bool, r redisrate.Result) {
 	verdict := "ALLOWED"
 	if !r.Allowed {
 		verdict = "DENIED"
 	}
 	what := "recorded"
 	switch {
-	case check || cost == 0:
+	case cost == 0:
+		verdict, what = "PEEK", "the state; nothing taken"
+	case check:
 		what = "checked only, nothing recorded"
 	case !r.Allowed:
 		what = "nothing recorded"
 	}
-	fmt.Fprintf(w, "%s  key %q, cost %s, %s %s (%s)\n", verdict, key, fmtNum(cost), lim.Algorithm, lim.WithAlgorithm(redisrate.GCRA), what)
+	fmt.Fprintf(w, "%s  key %q, cost %d, %s %s (%s)\n", verdict, key, cost, lim.Algorithm, lim.WithAlgorithm(redisrate.GCRA), what)
 	fmt.Fprintf(w, "  remaining    %d of %d\n", r.Remaining, r.Capacity)
 	switch {
+	case cost == 0:
 	case r.Allowed:
 		fmt.Fprintf(w, "  retry after  0s (admitted)\n")
 	case r.Never():
@@ -125,4 +135,18 @@ func printTry(w io.Writer, key string, lim redisrate.Limit, cost float64, check 
 		fmt.Fprintf(w, "  retry after  %v\n", r.RetryAfter)
 	}
 	fmt.Fprintf(w, "  full after   %v\n", r.ResetAfter.Round(time.Millisecond))
+}
+
+// algorithmNames lists the algorithms from the scripts' manifest: "gcra
+// (default), token_bucket, ...".
+func algorithmNames() string {
+	var names []string
+	for i, s := range scripts.Specs() {
+		if i == 0 {
+			names = append(names, s.Name+" (default)")
+			continue
+		}
+		names = append(names, s.Name)
+	}
+	return strings.Join(names, ", ")
 }
