@@ -89,6 +89,7 @@ func (l *Limiter) AllowBatch(ctx context.Context, reqs []Request) ([]Result, err
 		if e, ok := o.err.(*Error); ok && e.unavailable() {
 			l.fail(o.ctx, o, e)
 		}
+		l.startProbe(o)
 	}
 
 	results := make([]Result, len(reqs))

@@ -37,7 +37,8 @@ type op struct {
 	ro     bool // may go to a replica: *_RO commands
 	args   []any
 
-	sent time.Time // when it was sent, for the deny cache
+	sent  time.Time // when it was sent, for the deny cache
+	probe bool      // the breaker chose this op to start a probe, after its failure stage
 
 	res Result
 	err error
@@ -81,6 +82,17 @@ func (l *Limiter) attempt(ctx context.Context, o *op) {
 	if e, ok := o.err.(*Error); ok && e.unavailable() {
 		l.fail(ctx, o, e)
 	}
+	l.startProbe(o)
+}
+
+// startProbe starts the probe the breaker asked o for (see skipped), once
+// o's own answer is settled, so that the probe's report of a burst counts
+// it.
+func (l *Limiter) startProbe(o *op) {
+	if o.probe {
+		o.probe = false
+		go l.probe(o.key)
+	}
 }
 
 // plan validates the op and builds its ARGV; false (with o.err set) when
@@ -121,13 +133,11 @@ func (l *Limiter) send(ctx context.Context, o *op) {
 	l.settle(o, v, err)
 }
 
-// skipped answers an op the breaker kept from Redis, and starts a probe if
-// one is due.
+// skipped answers an op the breaker kept from Redis, and marks it to start
+// a probe if one is due.
 func (l *Limiter) skipped(o *op) {
 	o.err = &Error{Script: o.s.name, Key: o.key, Err: l.health.openErr(), kind: ErrUnavailable}
-	if l.health.probeDue() {
-		go l.probe(o.key)
-	}
+	o.probe = l.health.probeDue()
 }
 
 // settle decodes a reply into o.res, or classifies the error into o.err,

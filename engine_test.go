@@ -14,10 +14,11 @@ import (
 )
 
 // fastClient is a go-redis client that fails at once when Redis is down:
-// no retries, one dial.
+// no retries, one dial; and a pool large enough that go-redis never turns
+// to failing fast for a second of real time after many failed dials.
 func fastClient(t testing.TB, addr string) *redis.Client {
 	t.Helper()
-	rdb := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, DisableIdentity: true, MaxRetries: -1, DialerRetries: 1})
+	rdb := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, DisableIdentity: true, MaxRetries: -1, DialerRetries: 1, PoolSize: 1000})
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb
 }

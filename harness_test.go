@@ -137,11 +137,12 @@ func (h *cmdLog) take() []string {
 	return out
 }
 
-// scriptCalls counts the script calls among the commands taken.
+// scriptCalls counts the script calls among the commands taken (not the
+// FCALL_RO that asks for the library's version).
 func (h *cmdLog) scriptCalls() int {
 	n := 0
 	for _, c := range h.take() {
-		if strings.HasPrefix(c, "EVAL") || strings.HasPrefix(c, "FCALL") {
+		if strings.HasPrefix(c, "EVAL") || c == "FCALL" {
 			n++
 		}
 	}

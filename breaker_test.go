@@ -1,0 +1,239 @@
+package redisrate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// breakerRig is a Limiter on a miniredis that a test stops and restarts,
+// with the breaker on a clock the test moves.
+type breakerRig struct {
+	f   *fakeRedis
+	l   *Limiter
+	clk *fakeClock
+	log *cmdLog
+}
+
+func newBreakerRig(t *testing.T, opts ...Option) *breakerRig {
+	f := newFakeRedis(t)
+	rdb := fastClient(t, f.mr.Addr())
+	log := &cmdLog{}
+	rdb.AddHook(log)
+	l := NewLimiter(rdb, opts...)
+	clk := &fakeClock{t: epoch2026}
+	l.health.now = clk.Now
+	return &breakerRig{f: f, l: l, clk: clk, log: log}
+}
+
+// TestBreakerAnswersAtOnceWhileRedisIsDown: after the first failure, calls
+// do not go to Redis until a probe finds it again; one probe at a time,
+// one per interval; decisions are Redis's again right after a probe
+// succeeds, within one interval of its return.
+func TestBreakerAnswersAtOnceWhileRedisIsDown(t *testing.T) {
+	ctx := context.Background()
+	r := newBreakerRig(t, WithFailurePolicy(FailOpen))
+	lim := PerMinute(100)
+	if res, err := r.l.Allow(ctx, "k", lim); err != nil || res.Source != SourceRedis {
+		t.Fatalf("Redis up: %+v %v", res, err)
+	}
+	r.f.mr.Close()
+	r.log.take()
+	res, err := r.l.Allow(ctx, "k", lim)
+	if err != nil || res.Source != SourceFailOpen {
+		t.Fatalf("the failure: %+v %v", res, err)
+	}
+	if n := r.log.scriptCalls(); n != 1 {
+		t.Fatalf("the call that found Redis down sent %d script calls, want 1", n)
+	}
+	// Open: no call asks Redis, however many, until the interval has passed.
+	for range 50 {
+		res, err := r.l.Allow(ctx, "k", lim)
+		if err != nil || res.Source != SourceFailOpen {
+			t.Fatalf("breaker open: %+v %v", res, err)
+		}
+		var be *breakerError
+		if !errors.As(res.Cause, &be) || !errors.Is(res.Cause, ErrUnavailable) {
+			t.Fatalf("Cause %v: want the breaker's error, matching ErrUnavailable", res.Cause)
+		}
+	}
+	r.clk.Advance(DefaultProbeInterval - time.Millisecond)
+	_, _ = r.l.Allow(ctx, "k", lim)
+	r.l.health.probes.Wait()
+	if n := r.log.scriptCalls(); n != 0 {
+		t.Fatalf("before the interval, %d script calls went to Redis, want 0", n)
+	}
+	// One interval on: the next call starts one probe (and does not wait
+	// for it); Redis is still down, so the breaker stays open.
+	r.clk.Advance(time.Millisecond)
+	for range 5 {
+		if res, _ := r.l.Allow(ctx, "k", lim); res.Source != SourceFailOpen {
+			t.Fatalf("%+v", res)
+		}
+	}
+	r.l.health.probes.Wait()
+	if n := r.log.scriptCalls(); n != 1 {
+		t.Fatalf("one interval on: %d script calls, want exactly 1 probe", n)
+	}
+	if !r.l.health.skip() {
+		t.Fatal("a failed probe closed the breaker")
+	}
+	// Redis returns: the first call after the next interval probes, and the
+	// calls after the probe are Redis's.
+	if err := r.f.mr.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	r.clk.Advance(DefaultProbeInterval)
+	if res, _ := r.l.Allow(ctx, "k", lim); res.Source != SourceFailOpen {
+		t.Fatalf("the probing call: %+v, want the policy's answer (it does not wait)", res)
+	}
+	r.l.health.probes.Wait()
+	res, err = r.l.Allow(ctx, "k", lim)
+	if err != nil || res.Source != SourceRedis || !res.Allowed {
+		t.Fatalf("after the probe: %+v %v, want Redis's decision", res, err)
+	}
+	// The probe wrote nothing: Redis's count is the one admitted call
+	// before the outage and this one.
+	if res.Remaining != 98 {
+		t.Errorf("remaining %d after two recorded calls, want 98: the probe must not take units", res.Remaining)
+	}
+}
+
+// TestBreakerOneProbeAtATime: while a probe is in flight no other starts.
+func TestBreakerOneProbeAtATime(t *testing.T) {
+	clk := &fakeClock{t: epoch2026}
+	h := &health{probeEvery: DefaultProbeInterval, now: clk.Now}
+	l := &Limiter{}
+	h.failed(l, errors.New("down"))
+	if h.probeDue() {
+		t.Fatal("a probe at once after the failure, want one interval later")
+	}
+	clk.Advance(DefaultProbeInterval)
+	if !h.probeDue() {
+		t.Fatal("no probe after one interval")
+	}
+	clk.Advance(10 * DefaultProbeInterval)
+	if h.probeDue() {
+		t.Fatal("a second probe while the first is in flight")
+	}
+	h.mu.Lock()
+	h.probing = false
+	h.mu.Unlock()
+	h.probes.Done()
+	if !h.probeDue() {
+		t.Fatal("no probe after the first ended")
+	}
+	h.probes.Done()
+}
+
+// TestBreakerIgnoresCallerErrors: a caller's cancellation, an argument
+// error and a foreign key are not Redis failing: the breaker stays shut.
+func TestBreakerIgnoresCallerErrors(t *testing.T) {
+	r := newBreakerRig(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := r.l.Allow(ctx, "k", PerMinute(1)); err == nil {
+		t.Fatal("a cancelled call succeeded")
+	}
+	r.f.rdb.Set(context.Background(), "user", "order 42", 0)
+	if _, err := r.l.Allow(context.Background(), "user", PerMinute(1)); !errors.Is(err, ErrForeignKey) {
+		t.Fatal(err)
+	}
+	if _, err := r.l.Allow(context.Background(), "k", PerMinute(-1)); !errors.Is(err, ErrInvalid) {
+		t.Fatal(err)
+	}
+	if r.l.health.skip() {
+		t.Fatal("the breaker opened on the caller's errors")
+	}
+	if res, err := r.l.Allow(context.Background(), "k", PerMinute(1)); err != nil || !res.Allowed {
+		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+// TestBreakerOff: WithCircuitBreaker(0) asks Redis on every call, and a
+// call that succeeds ends the burst at once.
+func TestBreakerOff(t *testing.T) {
+	ctx := context.Background()
+	r := newBreakerRig(t, WithCircuitBreaker(0), WithFailurePolicy(FailClosed))
+	r.f.mr.Close()
+	r.log.take()
+	for range 3 {
+		if res, _ := r.l.Allow(ctx, "k", PerMinute(1)); res.Source != SourceFailClosed {
+			t.Fatalf("%+v", res)
+		}
+	}
+	if n := r.log.scriptCalls(); n != 3 {
+		t.Fatalf("%d script calls, want 3: without a breaker every call asks", n)
+	}
+	if err := r.f.mr.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := r.l.Allow(ctx, "k", PerMinute(1)); err != nil || res.Source != SourceRedis {
+		t.Fatalf("Redis back: %+v %v", res, err)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the probe's goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestLoggerOncePerBurst: WithLogger logs the first failure of a burst
+// (Warn, with the error) and Redis's return (Info, with the degraded
+// decisions counted), not every call in between.
+func TestLoggerOncePerBurst(t *testing.T) {
+	for _, breaker := range []bool{true, false} {
+		ctx := context.Background()
+		var buf syncBuffer
+		opts := []Option{WithFailurePolicy(FailOpen), WithLogger(slog.New(slog.NewTextHandler(&buf, nil)))}
+		if !breaker {
+			opts = append(opts, WithCircuitBreaker(0))
+		}
+		r := newBreakerRig(t, opts...)
+		_, _ = r.l.Allow(ctx, "k", PerMinute(100))
+		r.f.mr.Close()
+		for range 20 {
+			_, _ = r.l.Allow(ctx, "k", PerMinute(100))
+		}
+		_, _ = r.l.AllowBatch(ctx, []Request{{Key: "a", Limits: []Limit{PerMinute(1)}}, {Key: "b", Limits: []Limit{PerMinute(1)}}})
+		if err := r.f.mr.Restart(); err != nil {
+			t.Fatal(err)
+		}
+		r.clk.Advance(DefaultProbeInterval)
+		_, _ = r.l.Allow(ctx, "k", PerMinute(100)) // starts the probe (with the breaker) or succeeds
+		r.l.health.probes.Wait()
+		_, _ = r.l.Allow(ctx, "k", PerMinute(100))
+		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+		if len(lines) != 2 {
+			t.Fatalf("breaker %v: %d log lines, want 2 (down, back):\n%s", breaker, len(lines), buf.String())
+		}
+		if !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], "connection refused") || !strings.Contains(lines[0], "policy=fail-open") {
+			t.Errorf("first line %q: want a warning with the error and the policy", lines[0])
+		}
+		degraded := "degraded=22"
+		if breaker {
+			degraded = "degraded=23" // the call that started the probe was answered by the policy too
+		}
+		if !strings.Contains(lines[1], "level=INFO") || !strings.Contains(lines[1], "Redis answers again") || !strings.Contains(lines[1], degraded) {
+			t.Errorf("second line %q: want Redis's return with %s", lines[1], degraded)
+		}
+	}
+}
