@@ -16,10 +16,65 @@ import (
 	redis_rate "github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/scripts"
 )
 
 // The ceiling: the cheapest script call Redis can serve.
 const returnOne = "return 1"
+
+// The floor: the commands and the reply every decision needs, and nothing
+// else: what a rate limiter script cannot go below.
+const floorScript = `local t = redis.call('TIME')
+local v = redis.call('GET', KEYS[1])
+redis.call('PSETEX', KEYS[1], 3600000, t[1] .. t[2])
+return { 1, 2, 3, 4, 5, 6 }`
+
+// allowedRate is the allowed-heavy traffic's limit, per hour: more than any
+// caller reaches in a run, while the state lives through it.
+const allowedRate = 1000000
+
+// bare is a subject that calls algorithm a's script directly, with cmd
+// (EVALSHA or FCALL), with the arguments the Limiter sends for limits copies
+// of the traffic's limit.
+func (b *bench) bare(a redisrate.Algorithm, cmd string, limits int) subject {
+	spec := scripts.Specs()[a]
+	rate := int64(allowedRate)
+	if a == redisrate.SlidingLog {
+		rate = spec.MaxLimit // its cap: a log of 10^6 entries is what the cap forbids
+	}
+	var args [2][]any
+	for t, lim := range [2]redisrate.Limit{redisrate.PerHour(rate).WithAlgorithm(a), redisrate.PerHour(1).WithAlgorithm(a)} {
+		lims := make([]redisrate.Limit, limits)
+		for i := range lims {
+			lims[i] = lim
+		}
+		var err error
+		if args[t], err = redisrate.Args(1, false, lims...); err != nil {
+			panic(err)
+		}
+	}
+	name := fmt.Sprintf("%s (%s)", a, cmd)
+	if limits > 1 {
+		name = fmt.Sprintf("%s, %d limits (%s)", a, limits, cmd)
+	}
+	prefix := fmt.Sprintf("%s:%s:%d:", cmd, a, limits)
+	return subject{
+		name: name,
+		call: func(ctx context.Context, key string, t traffic) (bool, error) {
+			var c *redis.Cmd
+			if cmd == "FCALL" {
+				c = b.rdb.FCall(ctx, spec.Function, []string{prefix + key}, args[t]...)
+			} else {
+				c = b.rdb.EvalSha(ctx, spec.SHA1, []string{prefix + key}, args[t]...)
+			}
+			v, err := c.Int64Slice()
+			if err != nil {
+				return false, err
+			}
+			return v[0] == 1, nil
+		},
+	}
+}
 
 type traffic int
 
@@ -59,16 +114,17 @@ type subject struct {
 }
 
 type bench struct {
-	cfg     config
-	w       io.Writer
-	rdb     *redis.Client // the callers' client
-	admin   *redis.Client // stats and setup, on its own connection
-	oneSHA  string
-	keys    [2][]string // per traffic: "a:0".. and "d:0"..
-	subs    []subject
-	ours    map[redisrate.Algorithm]*redisrate.Limiter
-	peer    *redis_rate.Limiter
-	version string
+	cfg      config
+	w        io.Writer
+	rdb      *redis.Client // the callers' client
+	admin    *redis.Client // stats and setup, on its own connection
+	oneSHA   string
+	floorSHA string
+	keys     [2][]string // per traffic: "a:0".. and "d:0"..
+	subs     []subject
+	ours     map[redisrate.Algorithm]*redisrate.Limiter
+	peer     *redis_rate.Limiter
+	version  string
 }
 
 func newBench(ctx context.Context, cfg config, addr string, w io.Writer) (*bench, error) {
@@ -85,10 +141,18 @@ func newBench(ctx context.Context, cfg config, addr string, w io.Writer) (*bench
 	if b.oneSHA, err = b.admin.ScriptLoad(ctx, returnOne).Result(); err != nil {
 		return nil, err
 	}
-	for _, s := range redisrate.Scripts() {
+	for _, s := range scripts.Specs() {
 		if err := b.admin.ScriptLoad(ctx, s.Source).Err(); err != nil {
 			return nil, fmt.Errorf("loading %s: %w", s.Name, err)
 		}
+	}
+	if b.floorSHA, err = b.admin.ScriptLoad(ctx, floorScript).Result(); err != nil {
+		return nil, err
+	}
+	// The Functions library, so that the Limiter (and the FCALL subject)
+	// calls it: the cheapest way the scripts can run.
+	if err := b.admin.FunctionLoadReplace(ctx, scripts.Library).Err(); err != nil {
+		return nil, fmt.Errorf("loading the Functions library: %w", err)
 	}
 	for t := range b.keys {
 		b.keys[t] = make([]string, cfg.keys)
@@ -98,19 +162,31 @@ func newBench(ctx context.Context, cfg config, addr string, w io.Writer) (*bench
 	}
 	b.ours = map[redisrate.Algorithm]*redisrate.Limiter{}
 	for a := redisrate.GCRA; a <= redisrate.SlidingLog; a++ {
-		l := redisrate.NewLimiter(b.rdb, redisrate.WithKeyPrefix("rr:"+a.String()+":"))
-		b.ours[a] = l
-		lims := [2]redisrate.Limit{redisrate.PerHour(1e6).WithAlgorithm(a), redisrate.PerHour(1).WithAlgorithm(a)}
-		b.subs = append(b.subs, subject{
-			name: a.String(),
-			call: func(ctx context.Context, key string, t traffic) (bool, error) {
-				r, err := l.Allow(ctx, key, lims[t])
-				return r.Allowed, err
-			},
-			prefill: func(ctx context.Context, keys []string) error {
-				return prefillBatch(ctx, l, keys, lims[deniedHeavy])
-			},
-		})
+		b.ours[a] = redisrate.NewLimiter(b.rdb, redisrate.WithKeyPrefix("rr:"+a.String()+":"))
+	}
+	// Ours, as a service runs them: GCRA through the Limiter (which finds the
+	// library and calls FCALL), then each script by a bare EVALSHA with the
+	// arguments the Limiter sends, and GCRA by a bare FCALL and with 3 limits.
+	gcra := b.ours[redisrate.GCRA]
+	gcraLims := [2]redisrate.Limit{redisrate.PerHour(allowedRate), redisrate.PerHour(1)}
+	b.subs = append(b.subs, subject{
+		name: "gcra (Limiter.Allow, FCALL)",
+		call: func(ctx context.Context, key string, t traffic) (bool, error) {
+			r, err := gcra.Allow(ctx, key, gcraLims[t])
+			return r.Allowed, err
+		},
+	})
+	for a := redisrate.GCRA; a <= redisrate.SlidingLog; a++ {
+		b.subs = append(b.subs, b.bare(a, "EVALSHA", 1))
+	}
+	b.subs = append(b.subs, b.bare(redisrate.GCRA, "FCALL", 1), b.bare(redisrate.GCRA, "EVALSHA", 3))
+	for i := range b.subs {
+		if b.subs[i].prefill == nil {
+			call := b.subs[i].call
+			b.subs[i].prefill = func(ctx context.Context, keys []string) error {
+				return prefillCalls(ctx, keys, func(k string) error { _, err := call(ctx, k, deniedHeavy); return err })
+			}
+		}
 	}
 	b.peer = redis_rate.NewLimiter(b.rdb)
 	peerLims := [2]redis_rate.Limit{{Rate: 1e6, Burst: 1e6, Period: time.Hour}, redis_rate.PerHour(1)}
@@ -126,6 +202,13 @@ func newBench(ctx context.Context, cfg config, addr string, w io.Writer) (*bench
 		call: peerCall,
 		prefill: func(ctx context.Context, keys []string) error {
 			return prefillCalls(ctx, keys, func(k string) error { _, err := peerCall(ctx, k, deniedHeavy); return err })
+		},
+	})
+	b.subs = append(b.subs, subject{
+		name: "floor: TIME, GET, PSETEX, 6 integers",
+		call: func(ctx context.Context, key string, t traffic) (bool, error) {
+			err := b.rdb.EvalSha(ctx, b.floorSHA, []string{"floor:" + key}, "1000000", "3600000").Err()
+			return err == nil, err
 		},
 	})
 	b.subs = append(b.subs, subject{
@@ -147,21 +230,6 @@ func (b *bench) close() {
 
 func (b *bench) logf(format string, args ...any) {
 	fmt.Fprintf(b.w, format, args...)
-}
-
-// prefillBatch takes the one unit of every key, in batches of 1000.
-func prefillBatch(ctx context.Context, l *redisrate.Limiter, keys []string, lim redisrate.Limit) error {
-	reqs := make([]redisrate.Request, 0, 1000)
-	for i := 0; i < len(keys); i += 1000 {
-		reqs = reqs[:0]
-		for _, k := range keys[i:min(i+1000, len(keys))] {
-			reqs = append(reqs, redisrate.Request{Key: k, Limits: []redisrate.Limit{lim}, N: 1})
-		}
-		if _, err := l.AllowBatch(ctx, reqs); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // prefillCalls calls f for every key from 32 goroutines.
@@ -192,13 +260,12 @@ func prefillCalls(ctx context.Context, keys []string, f func(string) error) erro
 
 // cell is one measurement: one subject, one scenario, one repetition.
 type cell struct {
-	perSec     float64 // decisions per second
-	allowed    float64 // fraction admitted
-	cpu        float64 // Redis µs per script call (commandstats)
-	calls      int64   // script calls Redis counted
-	p50, p99   time.Duration
-	decisions  int64
-	errorCount int64
+	perSec    float64 // decisions per second
+	allowed   float64 // fraction admitted
+	cpu       float64 // Redis µs per script call (commandstats)
+	calls     int64   // script calls Redis counted
+	p50, p99  time.Duration
+	decisions int64
 }
 
 // measure runs sub under sc for d and reads Redis's own accounting.
@@ -278,6 +345,12 @@ func (b *bench) measure(ctx context.Context, sub subject, sc scenario, d time.Du
 	return c, nil
 }
 
+// scriptCommands are the INFO commandstats entries of the ways a script runs.
+var scriptCommands = map[string]bool{
+	"cmdstat_evalsha": true, "cmdstat_eval": true, "cmdstat_evalsha_ro": true, "cmdstat_eval_ro": true,
+	"cmdstat_fcall": true, "cmdstat_fcall_ro": true,
+}
+
 // scriptStats sums what INFO commandstats counts for the script commands
 // since the last CONFIG RESETSTAT: calls and microseconds inside Redis.
 func (b *bench) scriptStats(ctx context.Context) (calls int64, usec float64, err error) {
@@ -287,7 +360,7 @@ func (b *bench) scriptStats(ctx context.Context) (calls int64, usec float64, err
 	}
 	for _, line := range strings.Split(info, "\n") {
 		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || !(name == "cmdstat_evalsha" || name == "cmdstat_eval" || name == "cmdstat_evalsha_ro" || name == "cmdstat_eval_ro") {
+		if !ok || !scriptCommands[name] {
 			continue
 		}
 		for _, kv := range strings.Split(rest, ",") {
