@@ -376,7 +376,7 @@ func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, e
 	if err != nil {
 		return nil, i.onError(ctx, method, err)
 	}
-	res, err := i.limiter.AllowMulti(ctx, r.prefix+key, units(r.cost), r.fields.Limits...)
+	res, err := i.limiter.AllowMulti(ctx, r.prefix+key, r.cost, r.fields.Limits...)
 	if err != nil {
 		return nil, i.onError(ctx, method, err)
 	}

@@ -392,7 +392,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 				return
 			}
 		}
-		res, err := m.limiter.AllowMulti(r.Context(), p.prefix+key, units(cost), p.fields.Limits...)
+		res, err := m.limiter.AllowMulti(r.Context(), p.prefix+key, cost, p.fields.Limits...)
 		if err != nil {
 			m.onError(w, r, next, err)
 			return

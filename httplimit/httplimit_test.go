@@ -658,7 +658,7 @@ func TestCustomDenied(t *testing.T) {
 func TestNeverHeaders(t *testing.T) {
 	m := mustNew(t, Config{Limiter: redisrate.NewLimiter(nil), Limits: []redisrate.Limit{redisrate.PerSecond(2)}})
 	w := httptest.NewRecorder()
-	res := redisrate.Result{RetryAfter: redisrate.Never, Capacity: 2, Remaining: 2}
+	res := redisrate.Result{RetryAfter: redisrate.InfDuration, Capacity: 2, Remaining: 2}
 	m.setHeaders(w.Header(), m.single, res)
 	m.deny(w, m.single, res)
 	wantHeaders(t, w, map[string]string{"Retry-After": "", "RateLimit": `"default";r=2`, "X-RateLimit-Reset": "0"})

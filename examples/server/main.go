@@ -28,6 +28,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -60,7 +61,7 @@ func main() {
 		_, _ = rand.Read(secret)
 		log.Printf("RATE_KEY_SECRET is not set: using a random secret, so API-key limits restart with the process")
 	}
-	c := config{Secret: secret}
+	c := config{Secret: secret, Logger: slog.New(slog.NewTextHandler(os.Stderr, nil))}
 	if *proxies != "" {
 		c.TrustedProxies = strings.Split(*proxies, ",")
 	}
@@ -110,11 +111,16 @@ type config struct {
 	TrustedProxies []string // reverse proxies that append to X-Forwarded-For
 	Secret         []byte   // keys the HMAC of API keys
 	PaidKeys       []string // API keys on the paid plan
+	Logger         *slog.Logger
 }
 
 // newHandler builds the API: its routes and their limits.
 func newHandler(rdb redisrate.Client, c config) (http.Handler, error) {
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"))
+	// The Limiter logs Redis failures once per burst (the first failure,
+	// then the recovery with how many decisions were degraded), never once
+	// per request. Its circuit breaker, on by default, answers at once while
+	// Redis is down and probes it in the background.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"), redisrate.WithLogger(c.Logger))
 
 	ip := httplimit.ClientIP{}
 	if len(c.TrustedProxies) > 0 {
@@ -158,9 +164,11 @@ func newHandler(rdb redisrate.Client, c config) (http.Handler, error) {
 		// The health check is exempt by an explicit choice: not counted,
 		// and no API key needed.
 		Exempt: func(r *http.Request) bool { return r.URL.Path == "/healthz" },
+		// Redis being down is logged by the Limiter; log what else goes
+		// wrong (a bug: a key holding other data), then refuse.
 		OnError: func(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
-			if !errors.Is(err, httplimit.ErrNoKey) {
-				log.Printf("rate limiter: %s %s: %v", r.Method, r.URL.Path, err)
+			if !errors.Is(err, httplimit.ErrNoKey) && !errors.Is(err, redisrate.ErrUnavailable) && c.Logger != nil {
+				c.Logger.Error("rate limit not decided", "method", r.Method, "path", r.URL.Path, "err", err)
 			}
 			httplimit.RefuseOnError(w, r, next, err)
 		},

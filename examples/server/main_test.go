@@ -1,13 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +24,7 @@ func TestServerEndToEnd(t *testing.T) {
 	mr := miniredis.RunT(t)
 	mr.SetTime(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	var logs syncBuffer
 	t.Cleanup(func() { _ = rdb.Close() })
 
 	// The test's client connects from 127.0.0.1: trusting it as a proxy
@@ -29,6 +33,7 @@ func TestServerEndToEnd(t *testing.T) {
 		TrustedProxies: []string{"127.0.0.1"},
 		Secret:         []byte("test secret of at least 16 bytes"),
 		PaidKeys:       []string{"paid-1"},
+		Logger:         slog.New(slog.NewTextHandler(&logs, nil)),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -183,8 +188,22 @@ func TestServerEndToEnd(t *testing.T) {
 		t.Errorf("/healthz with Redis failing: %d", resp.StatusCode)
 	}
 	mr.SetError("")
-	if resp, _ := get("/hello", "X-Forwarded-For", "203.0.113.3"); resp.StatusCode != 200 {
-		t.Errorf("/hello with Redis back: %d; want 200", resp.StatusCode)
+	// Back: the Limiter's circuit breaker probes Redis in the background
+	// (every 200 ms, on its own clock) and closes at its first answer.
+	var code int
+	for range 100 {
+		resp, _ := get("/hello", "X-Forwarded-For", "203.0.113.3")
+		if code = resp.StatusCode; code != 503 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if code != 200 {
+		t.Errorf("/hello with Redis back: %d; want 200", code)
+	}
+	// The Limiter logged the outage once, not once per request.
+	if n := strings.Count(logs.String(), "level=WARN"); n != 1 {
+		t.Errorf("%d warnings logged; want 1:\n%s", n, logs.String())
 	}
 }
 
@@ -196,4 +215,22 @@ func TestRedisOptions(t *testing.T) {
 		o.WriteTimeout > 200*time.Millisecond || o.DialTimeout > time.Second || o.PoolTimeout > time.Second {
 		t.Errorf("redisOptions = %+v", o)
 	}
+}
+
+// syncBuffer is a bytes.Buffer for a logger used from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -58,7 +58,7 @@ func TestNext(t *testing.T) {
 			redisrate.Result{Allowed: true, Remaining: 5, Capacity: 10, ResetAfter: 42000 * ms}, 42000 * ms},
 		{"denied: not past Retry-After", redisrate.PerMinute(10).WithAlgorithm(redisrate.SlidingWindow),
 			redisrate.Result{Remaining: 0, Capacity: 10, RetryAfter: 3000 * ms, ResetAfter: 90000 * ms}, 3000 * ms},
-		{"never", redisrate.PerMinute(3), redisrate.Result{Remaining: 3, Capacity: 3, RetryAfter: redisrate.Never}, 0},
+		{"never", redisrate.PerMinute(3), redisrate.Result{Remaining: 3, Capacity: 3, RetryAfter: redisrate.InfDuration}, 0},
 	} {
 		got, ok := Next(tc.limit, tc.res)
 		if !ok {
