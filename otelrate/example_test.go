@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"log/slog"
+	"os"
+	"testing"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/extra/redisotel/v9"
@@ -13,8 +16,37 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/internal/readmetest"
 	"github.com/redisrate/redisrate/otelrate"
 )
+
+// The setup of docs/observability.md: metrics and traces on the global
+// providers (set up by the service as usual), go-redis's spans nested under
+// the decisions', and Redis failures logged once per burst.
+func ExampleNew_setup() {
+	// doc:start
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379", ContextTimeoutEnabled: true})
+	if err := redisotel.InstrumentTracing(rdb); err != nil { // go-redis's spans
+		log.Fatal(err)
+	}
+	obs, err := otelrate.New() // otel.GetMeterProvider(), otel.GetTracerProvider()
+	if err != nil {
+		log.Fatal(err)
+	}
+	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	limiter := redisrate.NewLimiter(rdb,
+		redisrate.WithObserver(obs),  // metrics, and a span per decision
+		redisrate.WithLogger(logger), // Redis failures and recoveries, once per burst
+	)
+	// doc:end
+	_ = limiter
+}
+
+// TestDocIsExample keeps docs/observability.md's setup the same code as
+// ExampleNew_setup, which the test suite compiles.
+func TestDocIsExample(t *testing.T) {
+	readmetest.Check(t, "example_test.go", "../docs/observability.md", "doc")
+}
 
 // The setup: an Observer on the global providers, and redisotel so that
 // go-redis's spans nest under the decisions'. Here the providers are the
