@@ -91,7 +91,8 @@ func demoConfig(lf limitFlags) (demoCfg, error) {
 		return demoCfg{}, err
 	}
 	// The rate, period and burst must suit GCRA, which takes any valid ones;
-	// the window algorithms may then refuse a burst or a fractional rate.
+	// the window algorithms then run with burst = limit (the manifest's
+	// Window flag), and a lane whose script refuses the limit is skipped.
 	if err := lim.WithAlgorithm(redisrate.GCRA).Validate(); err != nil {
 		return demoCfg{}, usageErr("%s", trimPrefix(err))
 	}
