@@ -171,7 +171,7 @@ func startContainer(t testing.TB, engine string, opts Options) *Server {
 		})
 	}
 	t.Cleanup(s.stopOnce)
-	if err := ping(s.Addr); err != nil {
+	if err := ping(s.Addr, nil); err != nil {
 		t.Fatalf("container %s at %s does not answer PING: %v", Image, s.Addr, err)
 	}
 	return s

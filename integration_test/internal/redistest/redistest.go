@@ -21,6 +21,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -157,6 +158,16 @@ type Options struct {
 	Config []string
 	// Sentinel starts the server in Sentinel mode (redis-server --sentinel).
 	Sentinel bool
+	// TLS makes the server listen with TLS only, on Port, with these
+	// certificates (see NewCerts): the plain-text port is off.
+	TLS *Certs
+	// TLSAuthClients makes a TLS server demand a client certificate signed
+	// by the CA (tls-auth-clients yes); by default it asks for none.
+	TLSAuthClients bool
+	// ClockShift moves the server's wall clock by this much: TIME, and so
+	// every script's clock, reads the real time plus ClockShift. See
+	// ClockMethod for how. Zero leaves the clock alone.
+	ClockShift time.Duration
 }
 
 // Server is a Redis server started for a test.
@@ -175,6 +186,9 @@ type Server struct {
 	// than as a local redis-server process; Kill and Restart need a local
 	// process.
 	Container bool
+	// TLS is the client side of a TLS server (Options.TLS): it trusts the
+	// test's CA. Nil for a plain-text server.
+	TLS *tls.Config
 
 	t        testing.TB
 	opts     Options
@@ -202,6 +216,12 @@ func StartServer(t testing.TB, opts Options) *Server {
 	t.Helper()
 	if bin, err := exec.LookPath("redis-server"); err == nil {
 		return startLocal(t, bin, opts)
+	}
+	if opts.TLS != nil || opts.ClockShift != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("a TLS server or a shifted clock needs redis-server on PATH (CI=true: CI must install redis-server)")
+		}
+		t.Skip("a TLS server or a shifted clock needs redis-server on PATH, not a container: " + HowTo)
 	}
 	if engine := dockerEngine(); engine != "" {
 		return startContainer(t, engine, opts)
@@ -233,11 +253,18 @@ func startLocal(t testing.TB, bin string, opts Options) *Server {
 	t.Helper()
 	dir := t.TempDir()
 	s := &Server{Dir: dir, LogFile: filepath.Join(dir, "redis.log"), t: t, opts: opts}
+	if opts.TLS != nil {
+		s.TLS = opts.TLS.ClientConfig()
+	}
+	var env []string
+	if opts.ClockShift != 0 {
+		env = clockEnv(t, opts.ClockShift, dir)
+	}
 	const attempts = 8
 	for i := 1; ; i++ {
 		port, release := freePort(t)
 		s.Port, s.Addr = port, net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		err := s.launch(bin)
+		err := s.launchEnv(bin, env)
 		release()
 		if err == nil {
 			break
@@ -250,7 +277,26 @@ func startLocal(t testing.TB, bin string, opts Options) *Server {
 		t.Fatalf("starting redis-server: %v", err)
 	}
 	t.Cleanup(s.Stop)
+	if opts.ClockShift != 0 {
+		s.checkShift(opts.ClockShift)
+	}
 	return s
+}
+
+// Client returns a new client of the server (over TLS for a TLS server),
+// closed when the test ends; opts may be nil, and its Addr and TLSConfig
+// are filled in.
+func (s *Server) Client(opts *redis.Options) *redis.Client {
+	if opts == nil {
+		opts = &redis.Options{}
+	}
+	opts.Addr = s.Addr
+	if s.TLS != nil && opts.TLSConfig == nil {
+		opts.TLSConfig = s.TLS.Clone()
+	}
+	c := redis.NewClient(opts)
+	s.t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 // writeConfig writes the configuration file: Redis rewrites it in Sentinel
@@ -266,6 +312,9 @@ func (s *Server) writeConfig() (string, error) {
 	if !s.opts.Sentinel {
 		lines = append(lines, `save ""`, "appendonly no", `dbfilename "dump.rdb"`)
 	}
+	if s.opts.TLS != nil {
+		lines = append(lines, s.opts.TLS.serverConfig(s.Port, s.opts.TLSAuthClients)...)
+	}
 	lines = append(lines, s.opts.Config...)
 	path := filepath.Join(s.Dir, "redis.conf")
 	if s.opts.Sentinel {
@@ -279,8 +328,19 @@ func (s *Server) writeConfig() (string, error) {
 
 func quote(s string) string { return strconv.Quote(s) }
 
+func itoa(n int) string { return strconv.Itoa(n) }
+
 // launch starts the process on s.Port and waits until it answers PING.
 func (s *Server) launch(bin string) error {
+	var env []string
+	if s.opts.ClockShift != 0 {
+		env = clockEnv(s.t, s.opts.ClockShift, s.Dir)
+	}
+	return s.launchEnv(bin, env)
+}
+
+// launchEnv is launch with extra environment variables for the process.
+func (s *Server) launchEnv(bin string, env []string) error {
 	conf, err := s.writeConfig()
 	if err != nil {
 		return err
@@ -295,6 +355,9 @@ func (s *Server) launch(bin string) error {
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = s.Dir
 	cmd.SysProcAttr = sysProcAttr()
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -311,7 +374,7 @@ func (s *Server) launch(bin string) error {
 	}()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		if ping(s.Addr) == nil {
+		if ping(s.Addr, s.TLS) == nil {
 			return nil
 		}
 		select {
@@ -447,8 +510,15 @@ func (s *Server) Log() string {
 
 // ping sends a raw PING and wants +PONG (or, from a server still loading
 // its data, keeps waiting: -LOADING is not ready).
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+func ping(addr string, tlsConfig *tls.Config) error {
+	var c net.Conn
+	var err error
+	if tlsConfig != nil {
+		d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 200 * time.Millisecond}, Config: tlsConfig}
+		c, err = d.Dial("tcp", addr)
+	} else {
+		c, err = net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	}
 	if err != nil {
 		return err
 	}

@@ -46,7 +46,7 @@ func TestStartAppliesArgsAndDefaults(t *testing.T) {
 		}
 	}
 	stop()
-	if err := ping(addr); err == nil {
+	if err := ping(addr, nil); err == nil {
 		t.Errorf("server at %s still answers after stop", addr)
 	}
 	stop() // twice is harmless
