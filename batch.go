@@ -57,7 +57,7 @@ func (l *Limiter) AllowBatch(ctx context.Context, reqs []Request) ([]Result, err
 	pending := make([]*op, 0, len(reqs))
 	for i, r := range reqs {
 		o := &ops[i]
-		o.kind, o.key, o.cost, o.limits, o.ctx = KindAllow, r.Key, r.N, r.Limits, ctx
+		o.kind, o.ukey, o.key, o.cost, o.blimits, o.ctx = KindAllow, r.Key, r.Key, r.N, r.Limits, ctx
 		switch {
 		case r.Peek:
 			o.kind = KindPeek
@@ -79,7 +79,7 @@ func (l *Limiter) AllowBatch(ctx context.Context, reqs []Request) ([]Result, err
 			o.err = invalidf("invalid request %d: N is %d with Peek, which takes nothing: leave N 0", i, r.N)
 			continue
 		}
-		if l.plan(o) && !l.denyStage(o) {
+		if l.plan(o, r.Limits) && !l.denyStage(o, r.Limits) {
 			pending = append(pending, o)
 		}
 	}
@@ -87,7 +87,7 @@ func (l *Limiter) AllowBatch(ctx context.Context, reqs []Request) ([]Result, err
 	l.sendBatch(ctx, pending)
 	for _, o := range pending {
 		if e, ok := o.err.(*Error); ok && e.unavailable() {
-			l.fail(o.ctx, o, e)
+			l.fail(o.ctx, o, o.blimits, e)
 		}
 		l.startProbe(o)
 	}
@@ -129,7 +129,7 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 	p, ok := l.rdb.(pipeliner)
 	if !ok || len(ops) == 1 {
 		for _, o := range ops {
-			l.send(ctx, o)
+			l.send(ctx, o, o.blimits)
 		}
 		return
 	}
@@ -149,7 +149,7 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 	for len(pending) > 0 {
 		pipe := p.Pipeline()
 		for _, s := range pending {
-			s.cmd = l.loader.command(ctx, pipe, s.st, s.o.s, s.o.ro, []string{s.o.key}, s.o.args)
+			s.cmd = l.loader.command(ctx, pipe, s.st, s.o.s, s.o.ro, []string{s.o.key}, s.o.argv(s.o.blimits))
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
 		var again []*sending
@@ -162,6 +162,6 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 	}
 	for _, s := range all {
 		v, err := s.cmd.Result()
-		l.settle(s.o, v, err)
+		l.settle(s.o, s.o.blimits, v, err)
 	}
 }

@@ -86,32 +86,32 @@ func WithReadOnlyCheck() Option {
 // only the first limit's state, and the hourly count is lost. Use one key
 // per set of limits (e.g. "user:42" and "user:42:hourly") when calls differ.
 func (l *Limiter) Allow(ctx context.Context, key string, limit Limit) (Result, error) {
-	return l.call(ctx, KindAllow, key, 1, []Limit{limit}, nil)
+	return l.call(ctx, KindAllow, key, 1, []Limit{limit})
 }
 
 // AllowN takes n units from key under limit, n from 1. To read the state
 // without taking anything, use Peek: an n of 0 is refused (ErrInvalid), so
 // that a forgotten cost never means "do not limit".
 func (l *Limiter) AllowN(ctx context.Context, key string, limit Limit, n int64) (Result, error) {
-	return l.call(ctx, KindAllow, key, n, []Limit{limit}, nil)
+	return l.call(ctx, KindAllow, key, n, []Limit{limit})
 }
 
 // Check decides whether one unit would be admitted from key under limit,
 // exactly as Allow would, but records nothing.
 func (l *Limiter) Check(ctx context.Context, key string, limit Limit) (Result, error) {
-	return l.call(ctx, KindCheck, key, 1, []Limit{limit}, nil)
+	return l.call(ctx, KindCheck, key, 1, []Limit{limit})
 }
 
 // CheckN is Check for n units, n from 1.
 func (l *Limiter) CheckN(ctx context.Context, key string, limit Limit, n int64) (Result, error) {
-	return l.call(ctx, KindCheck, key, n, []Limit{limit}, nil)
+	return l.call(ctx, KindCheck, key, n, []Limit{limit})
 }
 
 // Peek reads the state of key under limits, taking nothing: the Result
 // says what remains now and when the key is full again (cost 0; Allowed is
 // always true). Pass the limits the key is called with.
 func (l *Limiter) Peek(ctx context.Context, key string, limits ...Limit) (Result, error) {
-	return l.call(ctx, KindPeek, key, 0, limits, nil)
+	return l.call(ctx, KindPeek, key, 0, limits)
 }
 
 // AllowMulti takes n units (from 1) from key under every one of limits,
@@ -127,12 +127,12 @@ func (l *Limiter) Peek(ctx context.Context, key string, limits ...Limit) (Result
 // 10/s) reads the per-second state as hourly. Use another key for another
 // set of limits.
 func (l *Limiter) AllowMulti(ctx context.Context, key string, n int64, limits ...Limit) (Result, error) {
-	return l.call(ctx, KindAllow, key, n, limits, nil)
+	return l.call(ctx, KindAllow, key, n, limits)
 }
 
 // CheckMulti is AllowMulti without recording anything.
 func (l *Limiter) CheckMulti(ctx context.Context, key string, n int64, limits ...Limit) (Result, error) {
-	return l.call(ctx, KindCheck, key, n, limits, nil)
+	return l.call(ctx, KindCheck, key, n, limits)
 }
 
 // Reset deletes the state kept under key, so that its next request finds
@@ -142,6 +142,6 @@ func (l *Limiter) CheckMulti(ctx context.Context, key string, n int64, limits ..
 // an error. When Redis cannot be reached the error matches ErrUnavailable
 // whatever the failure policy: nothing else can reset Redis's state.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
-	_, err := l.call(ctx, KindReset, key, 0, nil, nil)
+	_, err := l.call(ctx, KindReset, key, 0, nil)
 	return err
 }

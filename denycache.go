@@ -35,7 +35,7 @@ func WithDenyCache(size int) Option {
 // denyStage is the engine's deny-cache stage, before the send: true when
 // the cache answered o (o.res, Source SourceDenyCache). A Reset forgets
 // the key instead.
-func (l *Limiter) denyStage(o *op) bool {
+func (l *Limiter) denyStage(o *op, limits []Limit) bool {
 	if l.deny == nil || o.kind == KindPeek {
 		return false
 	}
@@ -43,7 +43,7 @@ func (l *Limiter) denyStage(o *op) bool {
 		l.deny.forget(o.key)
 		return false
 	}
-	res, hit := l.deny.lookup(o.key, o.cost, o.limits, l.deny.now())
+	res, hit := l.deny.lookup(o.key, o.cost, limits, l.deny.now())
 	if hit {
 		o.res = res
 	}
@@ -61,11 +61,11 @@ func (l *Limiter) sentAt() time.Time {
 }
 
 // denyStore remembers o's result if it is a denial that a wait can end.
-func (l *Limiter) denyStore(o *op) {
+func (l *Limiter) denyStore(o *op, limits []Limit) {
 	if l.deny == nil || o.res.Allowed || o.res.RetryAfter <= 0 || o.res.RetryAfter == InfDuration || o.sent.IsZero() {
 		return
 	}
-	l.deny.store(o.key, o.cost, o.limits, o.res, o.sent)
+	l.deny.store(o.key, o.cost, limits, o.res, o.sent)
 }
 
 // denyKey identifies the requests a denial covers: the key and the limits,

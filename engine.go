@@ -27,11 +27,12 @@ import (
 
 // op is one call to a script as it moves through the stages.
 type op struct {
-	dec    Decision        // what the observer is told; Key as the caller passed it
+	dec    Decision        // what the observer is told, for the ops of a batch (single calls keep theirs apart)
 	ctx    context.Context // the observer's context for this op (batches)
 	kind   Kind            // KindAllow, KindCheck, KindPeek or KindReset
+	ukey   string          // the key as the caller passed it
 	key    string          // as sent: prefix + key
-	limits []Limit
+	blimits []Limit // a batch request's limits; single calls pass theirs along, so that they never escape
 	cost   int64
 	s      *script
 	ro     bool // may go to a replica: *_RO commands
@@ -45,42 +46,43 @@ type op struct {
 }
 
 // call runs one op through every stage and reports it to the observer: the
-// engine's entry for every single call. kind is what the observer is told
-// (KindWait for a whole Wait); attempts is how the op is decided: once, or
-// Wait's loop.
-func (l *Limiter) call(ctx context.Context, kind Kind, key string, cost int64, limits []Limit, attempts func(context.Context, *op)) (Result, error) {
+// engine's entry for every single call. kind is what the observer is told;
+// KindWait decides the op by Wait's loop of attempts, the others once.
+func (l *Limiter) call(ctx context.Context, kind Kind, key string, cost int64, limits []Limit) (Result, error) {
 	if l == nil || l.rdb == nil {
 		return Result{}, ErrNoClient
 	}
-	o := op{kind: kind, key: key, cost: cost, limits: limits}
-	o.dec = Decision{Kind: kind, Key: key, Cost: cost}
+	o := op{kind: kind, ukey: key, key: key, cost: cost}
 	if kind == KindWait {
 		o.kind = KindAllow
 	}
+	// The decision is a variable of its own, not a field of o: what the
+	// observer is handed escapes, and o (with the caller's limits) must not.
+	dec := Decision{Kind: kind, Key: key, Cost: cost}
 	if len(limits) > 0 {
-		o.dec.Algorithm = limits[0].Algorithm
+		dec.Algorithm = limits[0].Algorithm
 	}
-	ctx = l.observeStart(ctx, &o.dec, limits)
-	if l.plan(&o) {
-		if attempts == nil {
-			l.attempt(ctx, &o)
+	ctx = l.observeStart(ctx, &dec, limits)
+	if l.plan(&o, limits) {
+		if kind == KindWait {
+			o.res, o.err = l.waitLoop(ctx, &o, limits)
 		} else {
-			attempts(ctx, &o)
+			l.attempt(ctx, &o, limits)
 		}
 	}
-	l.observeEnd(ctx, &o.dec, o.res, o.err)
+	l.observeEnd(ctx, &dec, o.res, o.err)
 	return o.res, o.err
 }
 
 // attempt is the stages after plan, for one op: deny, send, settle, failure.
-func (l *Limiter) attempt(ctx context.Context, o *op) {
+func (l *Limiter) attempt(ctx context.Context, o *op, limits []Limit) {
 	o.res, o.err = Result{}, nil
-	if l.denyStage(o) {
+	if l.denyStage(o, limits) {
 		return
 	}
-	l.send(ctx, o)
+	l.send(ctx, o, limits)
 	if e, ok := o.err.(*Error); ok && e.unavailable() {
-		l.fail(ctx, o, e)
+		l.fail(ctx, o, limits, e)
 	}
 	l.startProbe(o)
 }
@@ -97,7 +99,7 @@ func (l *Limiter) startProbe(o *op) {
 
 // plan validates the op and builds its ARGV; false (with o.err set) when
 // the call is refused before any round trip.
-func (l *Limiter) plan(o *op) bool {
+func (l *Limiter) plan(o *op, limits []Limit) bool {
 	o.key = l.prefix + o.key
 	if o.kind == KindReset {
 		o.s = &resetScript
@@ -110,27 +112,25 @@ func (l *Limiter) plan(o *op) bool {
 		o.err = invalidf("invalid cost '0': must be at least 1 to take units; ask with Peek to read the state without taking any")
 		return false
 	}
-	args, err := buildArgs(o.cost, o.kind == KindCheck, o.limits)
-	if err != nil {
+	if err := validateCall(o.cost, limits); err != nil {
 		o.err = err
 		return false
 	}
-	o.args = args
-	o.s = &algoScripts[o.limits[0].Algorithm]
+	o.s = &algoScripts[limits[0].Algorithm]
 	o.ro = l.readOnlyCheck && o.kind != KindAllow
 	return true
 }
 
 // send asks Redis, unless the circuit breaker is open (then o.err matches
 // ErrUnavailable at once), and settles the reply.
-func (l *Limiter) send(ctx context.Context, o *op) {
+func (l *Limiter) send(ctx context.Context, o *op, limits []Limit) {
 	if l.health.skip() {
 		l.skipped(o)
 		return
 	}
 	o.sent = l.sentAt()
-	v, err := l.loader.run(ctx, o.s, o.ro, []string{o.key}, o.args)
-	l.settle(o, v, err)
+	v, err := l.loader.run(ctx, o.s, o.ro, []string{o.key}, o.argv(limits))
+	l.settle(o, limits, v, err)
 }
 
 // skipped answers an op the breaker kept from Redis, and marks it to start
@@ -142,16 +142,16 @@ func (l *Limiter) skipped(o *op) {
 
 // settle decodes a reply into o.res, or classifies the error into o.err,
 // and feeds the deny cache and the breaker.
-func (l *Limiter) settle(o *op, v any, err error) {
+func (l *Limiter) settle(o *op, limits []Limit, v any, err error) {
 	if err == nil {
 		if o.kind == KindReset {
 			l.health.succeeded(l)
 			return
 		}
 		var res Result
-		if res, err = decodeReply(v, o.limits); err == nil {
+		if res, err = decodeReply(v, limits); err == nil {
 			o.res = res
-			l.denyStore(o)
+			l.denyStore(o, limits)
 			l.health.succeeded(l)
 			return
 		}
@@ -181,31 +181,54 @@ func Args(cost int64, check bool, limits ...Limit) ([]any, error) {
 	return buildArgs(cost, check, limits)
 }
 
+// argv returns o's ARGV, built once (Wait sends it again and again) and
+// only when the op is sent: a deny-cache hit builds nothing.
+func (o *op) argv(limits []Limit) []any {
+	if o.args == nil && o.kind != KindReset {
+		o.args = formatArgs(o.cost, o.kind == KindCheck, limits)
+	}
+	return o.args
+}
+
 func buildArgs(cost int64, check bool, limits []Limit) ([]any, error) {
+	if err := validateCall(cost, limits); err != nil {
+		return nil, err
+	}
+	return formatArgs(cost, check, limits), nil
+}
+
+// validateCall checks a call's cost and limits as the scripts do, in their
+// order.
+func validateCall(cost int64, limits []Limit) error {
 	if len(limits) == 0 {
-		return nil, invalidf("invalid call: no limit given; pass at least one Limit")
+		return invalidf("invalid call: no limit given; pass at least one Limit")
 	}
 	if len(limits) > maxLimits {
-		return nil, invalidf("too many limits (%d): must be at most %d", len(limits), maxLimits)
+		return invalidf("too many limits (%d): must be at most %d", len(limits), maxLimits)
 	}
 	algo := limits[0].Algorithm
 	for i, lim := range limits {
 		if i == 1 {
 			// The scripts check the cost and mode after the first triple.
 			if cost < 0 || cost > maxNumber {
-				return nil, invalidf("invalid cost '%d': must be a whole number from 0 to 10^15", cost)
+				return invalidf("invalid cost '%d': must be a whole number from 0 to 10^15", cost)
 			}
 		}
 		if lim.Algorithm != algo {
-			return nil, invalidf("invalid algorithm #%d '%s': must be the first limit's, %s; one key holds one algorithm's state", i+1, lim.Algorithm, algo)
+			return invalidf("invalid algorithm #%d '%s': must be the first limit's, %s; one key holds one algorithm's state", i+1, lim.Algorithm, algo)
 		}
 		if err := lim.validate(i); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if len(limits) == 1 && (cost < 0 || cost > maxNumber) {
-		return nil, invalidf("invalid cost '%d': must be a whole number from 0 to 10^15", cost)
+		return invalidf("invalid cost '%d': must be a whole number from 0 to 10^15", cost)
 	}
+	return nil
+}
+
+// formatArgs writes a validated call's ARGV, leaving out the defaults.
+func formatArgs(cost int64, check bool, limits []Limit) []any {
 	args := make([]any, 0, 5+3*(len(limits)-1))
 	for i, lim := range limits {
 		var burst any = ""
@@ -229,5 +252,5 @@ func buildArgs(cost int64, check bool, limits []Limit) ([]any, error) {
 			args = args[:len(args)-1]
 		}
 	}
-	return args, nil
+	return args
 }

@@ -128,14 +128,14 @@ type inFallback struct{}
 
 // fail is the failure stage: o failed with e, which matches
 // ErrUnavailable. The fallback decides, or else the policy.
-func (l *Limiter) fail(ctx context.Context, o *op, e *Error) {
+func (l *Limiter) fail(ctx context.Context, o *op, limits []Limit, e *Error) {
 	if o.kind == KindReset {
 		return // nothing else can reset Redis's state
 	}
 	if fb := l.fallback; fb != nil && fb != l && ctx.Value(inFallback{}) == nil {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fallbackTimeout)
 		fctx = context.WithValue(fctx, inFallback{}, true)
-		res, err := fb.call(fctx, o.kind, o.dec.Key, o.cost, o.limits, nil)
+		res, err := fb.call(fctx, o.kind, o.ukey, o.cost, limits)
 		cancel()
 		if err == nil {
 			if res.Degraded() {
@@ -150,7 +150,7 @@ func (l *Limiter) fail(ctx context.Context, o *op, e *Error) {
 		e = &Error{Script: e.Script, Key: e.Key, Err: fmt.Errorf("%w (and the fallback failed: %v)", e.Err, err), kind: e.kind}
 		o.err = e
 	}
-	lim := o.limits[0]
+	lim := limits[0]
 	switch l.policy {
 	case FailClosed:
 		o.res = Result{RetryAfter: emissionInterval(lim), Capacity: lim.Capacity(), Limit: lim, Source: SourceFailClosed, Cause: e}

@@ -292,35 +292,40 @@ func (l Limit) Validate() error {
 // validate checks the i-th limit (from 0) of a call in the scripts' order:
 // limit, period_ms, burst, then its range rule.
 func (l Limit) validate(i int) error {
-	suffix := ""
-	if i > 0 {
-		suffix = " #" + strconv.Itoa(i+1)
-	}
 	if !l.Algorithm.valid() {
-		return invalidf("invalid algorithm%s %d: must be from 0 to %d (gcra to sliding_log)", suffix, int(l.Algorithm), numAlgorithms-1)
+		return invalidf("invalid algorithm%s %d: must be from 0 to %d (gcra to sliding_log)", argSuffix(i), int(l.Algorithm), numAlgorithms-1)
 	}
 	sp := &specs[l.Algorithm]
 	if l.Rate < 1 || l.Rate > sp.MaxLimit {
-		return invalidf("invalid limit%s '%d': must be a whole number from 1 to %s", suffix, l.Rate, power10(sp.MaxLimit))
+		return invalidf("invalid limit%s '%d': must be a whole number from 1 to %s", argSuffix(i), l.Rate, power10(sp.MaxLimit))
 	}
 	if l.Period < time.Millisecond || l.Period%time.Millisecond != 0 || l.Period > maxPeriodMs*time.Millisecond {
-		return invalidf("invalid period_ms%s '%s': must be a whole number from 1 to 10^12", suffix, periodMs(l.Period))
+		return invalidf("invalid period_ms%s '%s': must be a whole number from 1 to 10^12", argSuffix(i), periodMs(l.Period))
 	}
 	if sp.Window {
 		if l.Burst != 0 && l.Burst != l.Rate {
-			return invalidf("invalid burst%s '%d': must be empty, 0 or equal to limit for %s", suffix, l.Burst, sp.Name)
+			return invalidf("invalid burst%s '%d': must be empty, 0 or equal to limit for %s", argSuffix(i), l.Burst, sp.Name)
 		}
 	} else if l.Burst < 0 || l.Burst > sp.MaxLimit {
-		return invalidf("invalid burst%s '%d': must be a whole number up to %s, or 0 or empty for limit", suffix, l.Burst, power10(sp.MaxLimit))
+		return invalidf("invalid burst%s '%d': must be a whole number up to %s, or 0 or empty for limit", argSuffix(i), l.Burst, power10(sp.MaxLimit))
 	}
 	if !l.inRange(sp.Range) {
 		ms := int64(l.Period / time.Millisecond)
 		if l.Burst > 0 && !sp.Window { // a window's burst is its limit: the scripts name limit
-			return invalidf("invalid burst%s '%d': too large for exact arithmetic with limit %d and period_ms %d", suffix, l.Burst, l.Rate, ms)
+			return invalidf("invalid burst%s '%d': too large for exact arithmetic with limit %d and period_ms %d", argSuffix(i), l.Burst, l.Rate, ms)
 		}
-		return invalidf("invalid limit%s '%d': too large for exact arithmetic with period_ms %d", suffix, l.Rate, ms)
+		return invalidf("invalid limit%s '%d': too large for exact arithmetic with period_ms %d", argSuffix(i), l.Rate, ms)
 	}
 	return nil
+}
+
+// argSuffix is how the scripts name the arguments of the i-th limit (from
+// 0): "" for the first, " #2" for the second. Only errors need it.
+func argSuffix(i int) string {
+	if i == 0 {
+		return ""
+	}
+	return " #" + strconv.Itoa(i+1)
 }
 
 // inRange is the script's exact-range rule (scripts.Spec.Range), in

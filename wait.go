@@ -13,7 +13,7 @@ const maxJitter = time.Second
 // Wait blocks until one unit is taken from key under limit, or until it is
 // clear that it cannot be: see WaitN.
 func (l *Limiter) Wait(ctx context.Context, key string, limit Limit) (Result, error) {
-	return l.call(ctx, KindWait, key, 1, []Limit{limit}, l.wait)
+	return l.call(ctx, KindWait, key, 1, []Limit{limit})
 }
 
 // WaitN blocks until n units are taken from key under limit. It is for
@@ -45,29 +45,25 @@ func (l *Limiter) Wait(ctx context.Context, key string, limit Limit) (Result, er
 // A denied attempt records nothing, so giving up leaves the key as it was.
 // An n of 0 is refused (ErrInvalid).
 func (l *Limiter) WaitN(ctx context.Context, key string, limit Limit, n int64) (Result, error) {
-	return l.call(ctx, KindWait, key, n, []Limit{limit}, l.wait)
+	return l.call(ctx, KindWait, key, n, []Limit{limit})
 }
 
 // WaitMulti is WaitN for several limits at once, all or nothing, as
 // AllowMulti: it returns when n units are taken under every one of limits.
 func (l *Limiter) WaitMulti(ctx context.Context, key string, n int64, limits ...Limit) (Result, error) {
-	return l.call(ctx, KindWait, key, n, limits, l.wait)
+	return l.call(ctx, KindWait, key, n, limits)
 }
 
-// wait is Wait's loop of attempts over one planned op (see engine.go).
-func (l *Limiter) wait(ctx context.Context, o *op) {
-	o.res, o.err = l.waitLoop(ctx, o)
-}
-
-func (l *Limiter) waitLoop(ctx context.Context, o *op) (Result, error) {
+// waitLoop is Wait's loop of attempts over one planned op (see engine.go).
+func (l *Limiter) waitLoop(ctx context.Context, o *op, limits []Limit) (Result, error) {
 	clk := waitClock
-	key := o.dec.Key
+	key := o.ukey
 	var res Result
 	for {
 		if err := ctx.Err(); err != nil {
 			return res, fmt.Errorf("redisrate: wait on key %q: %w", key, err)
 		}
-		l.attempt(ctx, o)
+		l.attempt(ctx, o, limits)
 		res = o.res
 		if o.err != nil || res.Allowed {
 			return res, o.err
