@@ -45,6 +45,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -129,6 +130,54 @@ type Observer struct {
 	duration  metric.Float64Histogram
 	degraded  metric.Int64Counter
 	denyHits  metric.Int64Counter
+
+	mu   sync.RWMutex
+	opts map[optKey]*measureOpts // attribute sets, built once per combination
+}
+
+// optKey is a combination of metric attributes.
+type optKey struct {
+	kind      redisrate.Kind
+	algorithm redisrate.Algorithm
+	outcome   string
+	source    redisrate.Source // when outcome is not an error
+	errType   string           // when it is
+}
+
+// measureOpts are the options of one combination, for each instrument.
+type measureOpts struct {
+	decision metric.MeasurementOption // decisions and duration
+	degraded metric.MeasurementOption
+	denyHit  metric.MeasurementOption
+}
+
+// options returns the options of k, built the first time k is seen.
+func (o *Observer) options(k optKey) *measureOpts {
+	o.mu.RLock()
+	m := o.opts[k]
+	o.mu.RUnlock()
+	if m != nil {
+		return m
+	}
+	alg := algorithmKey.String(k.algorithm.String())
+	result := []attribute.KeyValue{outcomeKey.String(k.outcome)}
+	if k.outcome == outcomeError {
+		result = append(result, errorTypeKey.String(k.errType))
+	} else {
+		result = append(result, sourceKey.String(k.source.String()))
+	}
+	m = &measureOpts{
+		decision: metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{kindKey.String(k.kind.String()), alg}, result...)...)),
+		degraded: metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{alg}, result...)...)),
+		denyHit:  metric.WithAttributeSet(attribute.NewSet(alg)),
+	}
+	o.mu.Lock()
+	if o.opts == nil {
+		o.opts = map[optKey]*measureOpts{}
+	}
+	o.opts[k] = m
+	o.mu.Unlock()
+	return m
 }
 
 var _ redisrate.Observer = (*Observer)(nil)
@@ -170,84 +219,116 @@ func New(opts ...Option) (*Observer, error) {
 	return o, nil
 }
 
+// started is the context of a decision: the span's, with the start time.
+type started struct {
+	context.Context
+	at time.Time
+}
+
 type startKey struct{}
+
+func (c *started) Value(key any) any {
+	if key == (startKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
+}
+
+// spanNames are the span names by kind, built once.
+var spanNames = func() (n [8]string) {
+	for k := range n {
+		n[k] = "redisrate." + redisrate.Kind(k).String()
+	}
+	return n
+}()
+
+func spanName(k redisrate.Kind) string {
+	if int(k) < len(spanNames) {
+		return spanNames[k]
+	}
+	return "redisrate." + k.String()
+}
 
 // Start opens the decision's span and notes the time.
 func (o *Observer) Start(ctx context.Context, d redisrate.Decision) context.Context {
-	attrs := make([]attribute.KeyValue, 0, 8)
-	attrs = append(attrs, kindKey.String(d.Kind.String()))
-	if d.Kind != redisrate.KindBatch && d.Kind != redisrate.KindReset {
-		attrs = append(attrs, algorithmKey.String(d.Algorithm.String()), costKey.Int64(d.Cost), limitsKey.Int(len(d.Limits)))
-	}
-	if p := o.keyPrefix(d.Key); p != "" && d.Kind != redisrate.KindBatch {
-		attrs = append(attrs, keyPrefixKey.String(p))
-	}
-	if d.Batch > 0 {
-		attrs = append(attrs, batchSizeKey.Int(d.Batch))
-		if d.Kind != redisrate.KindBatch {
-			attrs = append(attrs, batchIndexKey.Int(d.Index))
+	ctx, span := o.tracer.Start(ctx, spanName(d.Kind), trace.WithSpanKind(trace.SpanKindInternal))
+	if span.IsRecording() {
+		attrs := make([]attribute.KeyValue, 0, 8)
+		attrs = append(attrs, kindKey.String(d.Kind.String()))
+		if d.Kind != redisrate.KindBatch && d.Kind != redisrate.KindReset {
+			attrs = append(attrs, algorithmKey.String(d.Algorithm.String()), costKey.Int64(d.Cost), limitsKey.Int(len(d.Limits)))
 		}
+		if p := o.keyPrefix(d.Key); p != "" && d.Kind != redisrate.KindBatch {
+			attrs = append(attrs, keyPrefixKey.String(p))
+		}
+		if d.Batch > 0 {
+			attrs = append(attrs, batchSizeKey.Int(d.Batch))
+			if d.Kind != redisrate.KindBatch {
+				attrs = append(attrs, batchIndexKey.Int(d.Index))
+			}
+		}
+		span.SetAttributes(attrs...)
 	}
-	ctx, _ = o.tracer.Start(ctx, "redisrate."+d.Kind.String(), trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
-	return context.WithValue(ctx, startKey{}, time.Now())
+	return &started{Context: ctx, at: time.Now()}
 }
 
 // End closes the span and records the metrics.
 func (o *Observer) End(ctx context.Context, d redisrate.Decision, res redisrate.Result, err error) {
-	span := trace.SpanFromContext(ctx)
 	var elapsed time.Duration
-	if t, ok := ctx.Value(startKey{}).(time.Time); ok {
-		elapsed = time.Since(t)
+	if s, ok := ctx.Value(startKey{}).(*started); ok {
+		elapsed = time.Since(s.at)
 	}
 	counted := d.Kind != redisrate.KindBatch && d.Kind != redisrate.KindReset
-	var set []attribute.KeyValue
+	k := optKey{kind: d.Kind, algorithm: d.Algorithm, outcome: outcomeDenied, source: res.Source}
 	switch {
 	case err != nil:
-		et := errorType(err)
-		set = []attribute.KeyValue{outcomeKey.String(outcomeError), errorTypeKey.String(et)}
-		span.SetAttributes(set...)
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	default:
-		outcome := outcomeDenied
-		if res.Allowed {
-			outcome = outcomeAllowed
-		}
-		set = []attribute.KeyValue{outcomeKey.String(outcome), sourceKey.String(res.Source.String())}
-		if counted {
-			span.SetAttributes(set...)
-			span.SetAttributes(remainingKey.Int64(res.Remaining), bindingKey.Int(res.Binding))
-			if !res.Allowed {
-				ms := int64(-1)
-				if !res.Never() {
-					ms = res.RetryAfter.Milliseconds()
-				}
-				span.SetAttributes(retryAfterKey.Int64(ms))
-			}
-			if res.Binding >= 0 && res.Binding < len(d.Limits) {
-				span.SetAttributes(bindingLimitKey.String(d.Limits[res.Binding].String()))
-			}
-		}
-		if res.Cause != nil {
-			span.RecordError(res.Cause)
-			span.SetStatus(codes.Error, "decided without Redis ("+res.Source.String()+"): "+res.Cause.Error())
-		}
+		k.outcome, k.source, k.errType = outcomeError, 0, errorType(err)
+	case res.Allowed:
+		k.outcome = outcomeAllowed
 	}
-	span.End()
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		o.annotate(span, d, res, err, k, counted)
+		span.End()
+	}
 	if !counted {
 		return
 	}
-	attrs := make([]attribute.KeyValue, 0, 5)
-	attrs = append(attrs, kindKey.String(d.Kind.String()), algorithmKey.String(d.Algorithm.String()))
-	attrs = append(attrs, set...)
-	opt := metric.WithAttributes(attrs...)
-	o.decisions.Add(ctx, 1, opt)
-	o.duration.Record(ctx, elapsed.Seconds(), opt)
+	m := o.options(k)
+	o.decisions.Add(ctx, 1, m.decision)
+	o.duration.Record(ctx, elapsed.Seconds(), m.decision)
 	if err == nil && res.Degraded() {
-		o.degraded.Add(ctx, 1, metric.WithAttributes(algorithmKey.String(d.Algorithm.String()), set[0], set[1]))
+		o.degraded.Add(ctx, 1, m.degraded)
 	}
 	if err == nil && res.Source == redisrate.SourceDenyCache {
-		o.denyHits.Add(ctx, 1, metric.WithAttributes(algorithmKey.String(d.Algorithm.String())))
+		o.denyHits.Add(ctx, 1, m.denyHit)
+	}
+}
+
+// annotate sets the span's attributes and status from the decision.
+func (o *Observer) annotate(span trace.Span, d redisrate.Decision, res redisrate.Result, err error, k optKey, counted bool) {
+	if err != nil {
+		span.SetAttributes(outcomeKey.String(outcomeError), errorTypeKey.String(k.errType))
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+		return
+	}
+	if counted {
+		span.SetAttributes(outcomeKey.String(k.outcome), sourceKey.String(res.Source.String()),
+			remainingKey.Int64(res.Remaining), bindingKey.Int(res.Binding))
+		if !res.Allowed {
+			ms := int64(-1)
+			if !res.Never() {
+				ms = res.RetryAfter.Milliseconds()
+			}
+			span.SetAttributes(retryAfterKey.Int64(ms))
+		}
+		if res.Binding >= 0 && res.Binding < len(d.Limits) {
+			span.SetAttributes(bindingLimitKey.String(d.Limits[res.Binding].String()))
+		}
+	}
+	if res.Cause != nil {
+		span.RecordError(res.Cause)
+		span.SetStatus(codes.Error, "decided without Redis ("+res.Source.String()+"): "+res.Cause.Error())
 	}
 }
 
