@@ -22,7 +22,8 @@ import (
 )
 
 var demoCommand = command{
-	name: "demo",
+	name:    "demo",
+	summary: "run one traffic pattern through all six algorithms side by side",
 	usage: `Usage: redisrate demo [--limit 10/s] [--burst N] [--algorithm A[,B...]] [--svg FILE] [--redis ADDR]
 
 Sends one traffic pattern through all six algorithms side by side, with the

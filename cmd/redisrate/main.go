@@ -50,25 +50,24 @@ const exitCodesHelp = `Exit codes:
   130  interrupted (Ctrl-C)
 `
 
-const mainUsage = `redisrate shows, exports and loads the redisrate rate-limiting scripts.
-
-Usage:
-  redisrate demo [--redis ADDR] [--limit 10/s] [--burst N] [--algorithm A] [--svg FILE]
-  redisrate scripts [--dir DIR] [--force]
-  redisrate load --redis ADDR
-  redisrate try --redis ADDR [--algorithm A] [--limit 10/s] [--burst N] [--cost N] [--check] [--json] KEY
-  redisrate functions [--load --redis ADDR]
-
-Commands:
-  demo       run one traffic pattern through all six algorithms side by side
-  scripts    list the bundled Lua scripts with their SHA1s, or write them to a directory
-  load       SCRIPT LOAD every script on every primary and print the SHA1s
-  try        make one rate-limit decision and print it
-  functions  print the Redis Functions library, or load it with FUNCTION LOAD REPLACE
-
-Run "redisrate COMMAND --help" for a command's flags.
-
-` + exitCodesHelp
+// mainUsage is the help of the whole command, made from each command's
+// usage line and summary, so that registering a command (in commands) is
+// all it takes to list it.
+func mainUsage() string {
+	var b strings.Builder
+	b.WriteString("redisrate shows, exports and loads the redisrate rate-limiting scripts.\n\nUsage:\n")
+	for _, c := range commands {
+		line, _, _ := strings.Cut(c.usage, "\n")
+		fmt.Fprintf(&b, "  %s\n", strings.TrimPrefix(line, "Usage: "))
+	}
+	b.WriteString("\nCommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
+	}
+	b.WriteString("\nRun \"redisrate COMMAND --help\" for a command's flags.\n\n")
+	b.WriteString(exitCodesHelp)
+	return b.String()
+}
 
 // quietLogger drops go-redis's own log lines ("failed to dial after 5
 // attempts"): the command reports every error itself, once.
@@ -88,9 +87,10 @@ func main() {
 // command is one subcommand: its flags are declared by setup, which returns
 // the function that runs it with the positional arguments.
 type command struct {
-	name  string
-	usage string // first lines of --help, before the flags
-	setup func(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error
+	name    string
+	summary string // one line, for "redisrate --help"
+	usage   string // first lines of --help, before the flags; the first is "Usage: redisrate NAME ..."
+	setup   func(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error
 }
 
 var commands = []command{demoCommand, scriptsCommand, loadCommand, tryCommand, functionsCommand}
@@ -98,7 +98,7 @@ var commands = []command{demoCommand, scriptsCommand, loadCommand, tryCommand, f
 // run is the whole program, testable in-process: it returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, mainUsage)
+		fmt.Fprint(stderr, mainUsage())
 		return exitUsage
 	}
 	name := args[0]
@@ -107,7 +107,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if name == "help" && len(args) > 1 {
 			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
 		}
-		fmt.Fprint(stdout, mainUsage)
+		fmt.Fprint(stdout, mainUsage())
 		return exitOK
 	}
 	for _, c := range commands {
@@ -115,7 +115,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return c.run(ctx, args[1:], stdout, stderr)
 		}
 	}
-	fmt.Fprintf(stderr, "redisrate: unknown command %q: must be one of demo, scripts, load, try, functions\nRun \"redisrate --help\" for usage.\n", name)
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		names[i] = c.name
+	}
+	fmt.Fprintf(stderr, "redisrate: unknown command %q: must be one of %s\nRun \"redisrate --help\" for usage.\n", name, strings.Join(names, ", "))
 	return exitUsage
 }
 

@@ -224,7 +224,16 @@ func TestHelp(t *testing.T) {
 			}
 		}
 	}
-	_, out, _ := runCmd(t, "try", "--help")
+	// The main help lists every registered command, by its usage line and summary.
+	_, out, _ := runCmd(t, "--help")
+	for _, c := range commands {
+		line, _, _ := strings.Cut(c.usage, "\n")
+		if c.summary == "" || !strings.HasPrefix(line, "Usage: redisrate "+c.name) ||
+			!strings.Contains(out, "  "+strings.TrimPrefix(line, "Usage: ")+"\n") || !strings.Contains(out, c.summary) {
+			t.Errorf("--help does not list %s with its usage line and summary:\n%s", c.name, out)
+		}
+	}
+	_, out, _ = runCmd(t, "try", "--help")
 	for _, flag := range []string{"-redis", "-algorithm", "-limit", "-burst", "-cost", "-check", "-json"} {
 		if !strings.Contains(out, flag) {
 			t.Errorf("try --help lacks %s", flag)

@@ -34,7 +34,8 @@ func bundledScripts() []bundled {
 }
 
 var scriptsCommand = command{
-	name: "scripts",
+	name:    "scripts",
+	summary: "list the bundled Lua scripts with their SHA1s, or write them to a directory",
 	usage: `Usage: redisrate scripts [--dir DIR] [--force]
 
 Lists the bundled Lua scripts (script contract v2), one per algorithm and the
@@ -100,7 +101,8 @@ func writeScripts(dir string, force bool, stdout io.Writer) error {
 }
 
 var loadCommand = command{
-	name: "load",
+	name:    "load",
+	summary: "SCRIPT LOAD every script on every primary and print the SHA1s",
 	usage: `Usage: redisrate load --redis ADDR
 
 Runs SCRIPT LOAD for every bundled script (the six algorithms and reset) on
@@ -148,7 +150,8 @@ need this; deploy pipelines of services that only call EVALSHA do.
 const versionFunction = scripts.LibraryName + "_version"
 
 var functionsCommand = command{
-	name: "functions",
+	name:    "functions",
+	summary: "print the Redis Functions library, or load it with FUNCTION LOAD REPLACE",
 	usage: `Usage: redisrate functions [--load --redis ADDR]
 
 Prints the Redis Functions library (Redis 7 and later) named redisrate, which

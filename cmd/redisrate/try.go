@@ -14,7 +14,8 @@ import (
 )
 
 var tryCommand = command{
-	name: "try",
+	name:    "try",
+	summary: "make one rate-limit decision and print it",
 	usage: `Usage: redisrate try --redis ADDR [--algorithm A] [--limit 10/s] [--burst N] [--cost N] [--check] [--json] KEY
 
 Makes one decision for KEY with the bundled script of the algorithm, as the Go
