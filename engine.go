@@ -27,16 +27,16 @@ import (
 
 // op is one call to a script as it moves through the stages.
 type op struct {
-	dec    Decision        // what the observer is told, for the ops of a batch (single calls keep theirs apart)
-	ctx    context.Context // the observer's context for this op (batches)
-	kind   Kind            // KindAllow, KindCheck, KindPeek or KindReset
-	ukey   string          // the key as the caller passed it
-	key    string          // as sent: prefix + key
-	blimits []Limit // a batch request's limits; single calls pass theirs along, so that they never escape
-	cost   int64
-	s      *script
-	ro     bool // may go to a replica: *_RO commands
-	args   []any
+	dec     Decision        // what the observer is told, for the ops of a batch (single calls keep theirs apart)
+	ctx     context.Context // the observer's context for this op (batches)
+	kind    Kind            // KindAllow, KindCheck, KindPeek or KindReset
+	ukey    string          // the key as the caller passed it
+	key     string          // as sent: prefix + key
+	blimits []Limit         // a batch request's limits; single calls pass theirs along, so that they never escape
+	cost    int64
+	s       *script
+	ro      bool // may go to a replica: *_RO commands
+	args    []any
 
 	sent  time.Time // when it was sent, for the deny cache
 	probe bool      // the breaker chose this op to start a probe, after its failure stage

@@ -1,0 +1,130 @@
+package redisrate
+
+import (
+	"context"
+	"net"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// benchRedis returns a client of a real redis-server started for the
+// benchmark on a free 127.0.0.1 port, or of miniredis when there is no
+// redis-server: then allocations include miniredis's own, which run in this
+// process, and the figures are only an upper bound.
+func benchRedis(b *testing.B) *redis.Client {
+	b.Helper()
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		b.Log("no redis-server on PATH: miniredis, whose allocations count too")
+		return newFakeRedis(b).rdb
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	_ = ln.Close()
+	cmd := exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), MaxRetries: -1})
+	b.Cleanup(func() { _ = rdb.Close() })
+	for deadline := time.Now().Add(10 * time.Second); rdb.Ping(context.Background()).Err() != nil; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			b.Fatal("redis-server did not answer PING within 10s")
+		}
+	}
+	return rdb
+}
+
+// BenchmarkAllow is one decision through the client: run it with -benchmem
+// for the allocations per decision (the target is at most 12). The peer's
+// is BenchmarkPeerAllow in bench/.
+func BenchmarkAllow(b *testing.B) {
+	ctx := context.Background()
+	rdb := benchRedis(b)
+	for _, bc := range []struct {
+		name   string
+		limits []Limit
+		opts   []Option
+	}{
+		// go-redis boxes each reply integer of 256 or more in an interface:
+		// one allocation each, so small limits allocate less
+		{"gcra_small_numbers", []Limit{Per(100, time.Millisecond)}, nil},
+		{"gcra", []Limit{PerSecond(1e9)}, nil},
+		{"gcra_prefix", []Limit{PerSecond(1e9)}, []Option{WithKeyPrefix("rate:")}},
+		{"sliding_window", []Limit{PerSecond(1e9).WithAlgorithm(SlidingWindow)}, nil},
+		{"gcra_two_limits", []Limit{PerSecond(1e9), PerHour(1e12)}, nil},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			l := NewLimiter(rdb, bc.opts...)
+			key := "bench:" + bc.name
+			if _, err := l.AllowMulti(ctx, key, 1, bc.limits...); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := l.AllowMulti(ctx, key, 1, bc.limits...); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkBareEvalSha is the floor for any client: go-redis's EVALSHA of a
+// script that returns 1.
+func BenchmarkBareEvalSha(b *testing.B) {
+	ctx := context.Background()
+	rdb := benchRedis(b)
+	sha, err := rdb.ScriptLoad(ctx, "return 1").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := rdb.EvalSha(ctx, sha, []string{"bench"}, "1000000000", "1000").Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkAllowBatch is 100 decisions in one round trip.
+func BenchmarkAllowBatch(b *testing.B) {
+	ctx := context.Background()
+	l := NewLimiter(benchRedis(b))
+	reqs := make([]Request, 100)
+	for i := range reqs {
+		reqs[i] = Request{Key: "batch:" + strconv.Itoa(i), Limits: []Limit{PerSecond(1e9)}, N: 1}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := l.AllowBatch(ctx, reqs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(reqs)), "ns/decision")
+}
+
+// BenchmarkDenyCacheHit is a denial answered by the deny cache, without Redis.
+func BenchmarkDenyCacheHit(b *testing.B) {
+	ctx := context.Background()
+	l := NewLimiter(benchRedis(b), WithDenyCache(100))
+	lim := PerHour(1)
+	_, _ = l.Allow(ctx, "denied", lim)
+	if r, _ := l.Allow(ctx, "denied", lim); r.Allowed {
+		b.Fatal("second unit of 1 per hour admitted")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if r, _ := l.Allow(ctx, "denied", lim); r.Allowed {
+			b.Fatal("admitted")
+		}
+	}
+}

@@ -1,0 +1,71 @@
+package redisrate_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redisrate/redisrate"
+)
+
+// A worker calling a partner's API, which allows 10 requests per second
+// across all the workers that share the key: each call waits its turn.
+func ExampleLimiter_Wait() {
+	rdb, done := exampleRedis()
+	defer done()
+	callPartnerAPI := func(job int) { fmt.Println("called the API for job", job) }
+
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"))
+	partnerLimit := redisrate.PerSecond(10)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for job := range 3 {
+		// Sleeps until the partner's limit admits one more call; fails at
+		// once if that would be after the context's deadline.
+		if _, err := limiter.Wait(ctx, "partner-api", partnerLimit); err != nil {
+			fmt.Println("giving up:", err)
+			return
+		}
+		callPartnerAPI(job)
+	}
+	// Output:
+	// called the API for job 0
+	// called the API for job 1
+	// called the API for job 2
+}
+
+// Wait gives up at once, without sleeping, when the turn would come after
+// the context's deadline.
+func ExampleLimiter_Wait_deadline() {
+	rdb, done := exampleRedis()
+	defer done()
+	limiter := redisrate.NewLimiter(rdb)
+	limit := redisrate.PerMinute(1)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := limiter.Wait(ctx, "report", limit); err != nil {
+		panic(err)
+	}
+	res, err := limiter.Wait(ctx, "report", limit) // the next turn is a minute away
+	fmt.Println(errors.Is(err, context.DeadlineExceeded), res.RetryAfter)
+	// Output:
+	// true 1m0s
+}
+
+// A cost that is more than the capacity can never be admitted: WaitN says
+// so at once instead of waiting forever.
+func ExampleLimiter_WaitN() {
+	rdb, done := exampleRedis()
+	defer done()
+	limiter := redisrate.NewLimiter(rdb)
+
+	_, err := limiter.WaitN(context.Background(), "upload", redisrate.PerSecond(100), 250)
+	fmt.Println(errors.Is(err, redisrate.ErrExceedsCapacity))
+	fmt.Println(err)
+	// Output:
+	// true
+	// redisrate: wait on key "upload": cost exceeds the capacity of the limit: it can never be admitted (cost 250, capacity 100)
+}
