@@ -6,6 +6,7 @@ import (
 	"log"
 	"net"
 	"os"
+	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/grpclimit"
+	"github.com/redisrate/redisrate/internal/readmetest"
 )
 
 // A gRPC server limited to 2 calls per minute per API key, its costly
@@ -61,19 +63,54 @@ func ExampleNew() {
 	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-api-key", "k-123")
 	for range 3 {
 		var md metadata.MD
-		_, err := client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&md))
+		_, err = client.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.Header(&md))
 		fmt.Println(status.Code(err), md.Get("ratelimit"))
-		for _, d := range status.Convert(err).Details() {
-			if ri, ok := d.(*errdetails.RetryInfo); ok {
-				fmt.Println("retry in", ri.RetryDelay.AsDuration())
-			}
+	}
+	// client:start
+	for _, d := range status.Convert(err).Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			fmt.Println("retry in", ri.RetryDelay.AsDuration())
 		}
 	}
+	// client:end
+
 	// Output:
 	// OK ["grpc";r=1;t=30]
 	// OK ["grpc";r=0;t=30]
 	// ResourceExhausted ["grpc";r=0;t=30]
 	// retry in 30s
+}
+
+// The setup of docs/grpc.md: a quota shared by the service's methods, a
+// method with a quota of its own, a method that costs 10.
+func ExampleConfig() {
+	limiter := redisrate.NewLimiter(redis.NewClient(&redis.Options{Addr: "localhost:6379"}))
+	secret := []byte("example secret, 16+ bytes; keep yours out of the code")
+
+	// setup:start
+	limit, err := grpclimit.New(grpclimit.Config{
+		Limiter: limiter,
+		Limits:  []redisrate.Limit{redisrate.PerSecond(10)},
+		Methods: map[string]grpclimit.Method{
+			"/shop.Orders/Export": {Limits: []redisrate.Limit{redisrate.PerMinute(2)}}, // its own quota
+			"/shop.Orders/Batch":  {Cost: 10},                                          // the shared quota, 10 units
+		},
+		Key: grpclimit.APIKey{Metadata: "x-api-key", Secret: secret},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.UnaryInterceptor(limit.Unary()), grpc.StreamInterceptor(limit.Stream()))
+	// setup:end
+	srv.Stop()
+	// Output:
+}
+
+// TestDocsIsExample keeps docs/grpc.md's Go blocks the same code as
+// ExampleConfig and ExampleNew.
+func TestDocsIsExample(t *testing.T) {
+	readmetest.Check(t, "example_test.go", "../docs/grpc.md", "setup")
+	readmetest.Check(t, "example_test.go", "../docs/grpc.md", "client")
 }
 
 // Key by the peer's address and the method: each method its own quota.

@@ -242,6 +242,70 @@ func ExampleHeaders() {
 	_ = httplimit.Config{Omit: httplimit.LegacyHeaders}
 }
 
+// accounts stands for the service's account store.
+type accounts struct{ paid map[string]bool }
+
+// PlanOf returns the plan of the account of an API key.
+func (a accounts) PlanOf(apiKey string) (string, error) {
+	if a.paid[apiKey] {
+		return "paid", nil
+	}
+	return "free", nil
+}
+
+// The plans of docs/http.md: free and paid limits chosen per request, a
+// bulk endpoint of cost 10, an exempt health check.
+func ExamplePlan() {
+	rdb, done := exampleRedis()
+	defer done()
+	limiter := redisrate.NewLimiter(rdb)
+	secret := []byte("example secret, 16+ bytes; load yours from a secret store")
+	accounts := accounts{paid: map[string]bool{"k-paid": true}}
+
+	// plans:start
+	api, err := httplimit.New(httplimit.Config{
+		Limiter: limiter,
+		Name:    "api",
+		Plans: []httplimit.Plan{
+			{Name: "free", Limits: []redisrate.Limit{redisrate.PerSecond(10)}},
+			{Name: "paid", Limits: []redisrate.Limit{redisrate.PerSecond(100)}},
+		},
+		Plan: func(r *http.Request) (string, error) {
+			return accounts.PlanOf(r.Header.Get("X-API-Key")) // "free" or "paid"
+		},
+		Cost: func(r *http.Request) (int64, error) {
+			if r.URL.Path == "/api/bulk" {
+				return 10, nil
+			}
+			return 1, nil
+		},
+		Key:    httplimit.APIKey{Header: "X-API-Key", Secret: secret},
+		Exempt: func(r *http.Request) bool { return r.URL.Path == "/healthz" },
+	})
+	// plans:end
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := api.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for _, c := range []struct{ key, path string }{{"k-paid", "/api/bulk"}, {"k-free", "/api/bulk"}, {"k-free", "/api/one"}} {
+		r := httptest.NewRequest("POST", c.path, nil)
+		r.Header.Set("X-API-Key", c.key)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Println(c.key, c.path, w.Code, w.Header().Get("RateLimit"))
+	}
+	// Output:
+	// k-paid /api/bulk 200 "paid";r=90;t=1
+	// k-free /api/bulk 200 "free";r=0;t=1
+	// k-free /api/one 429 "free";r=0;t=1
+}
+
+// TestDocsHTTPIsExample keeps docs/http.md's Go block the same code as
+// ExamplePlan.
+func TestDocsHTTPIsExample(t *testing.T) {
+	readmetest.Check(t, "example_test.go", "../docs/http.md", "plans")
+}
+
 // TestReadmeHTTPIsExample keeps the README's middleware example the same
 // code as ExampleNew, which the test suite compiles and runs.
 func TestReadmeHTTPIsExample(t *testing.T) {

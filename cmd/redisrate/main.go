@@ -62,7 +62,7 @@ func mainUsage() string {
 	}
 	b.WriteString("\nCommands:\n")
 	for _, c := range commands {
-		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
+		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summaryLine())
 	}
 	b.WriteString("\nRun \"redisrate COMMAND --help\" for a command's flags.\n\n")
 	b.WriteString(exitCodesHelp)
@@ -91,6 +91,17 @@ type command struct {
 	summary string // one line, for "redisrate --help"
 	usage   string // first lines of --help, before the flags; the first is "Usage: redisrate NAME ..."
 	setup   func(fs *flag.FlagSet) func(ctx context.Context, args []string, stdout io.Writer) error
+}
+
+// summaryLine is c.summary, or else the first line of the description in
+// its usage (the paragraph after the usage line).
+func (c command) summaryLine() string {
+	if c.summary != "" {
+		return c.summary
+	}
+	_, desc, _ := strings.Cut(c.usage, "\n\n")
+	line, _, _ := strings.Cut(strings.TrimSpace(desc), "\n")
+	return line
 }
 
 var commands = []command{demoCommand, scriptsCommand, loadCommand, tryCommand, functionsCommand}

@@ -228,8 +228,8 @@ func TestHelp(t *testing.T) {
 	_, out, _ := runCmd(t, "--help")
 	for _, c := range commands {
 		line, _, _ := strings.Cut(c.usage, "\n")
-		if c.summary == "" || !strings.HasPrefix(line, "Usage: redisrate "+c.name) ||
-			!strings.Contains(out, "  "+strings.TrimPrefix(line, "Usage: ")+"\n") || !strings.Contains(out, c.summary) {
+		if c.summaryLine() == "" || !strings.HasPrefix(line, "Usage: redisrate "+c.name) ||
+			!strings.Contains(out, "  "+strings.TrimPrefix(line, "Usage: ")+"\n") || !strings.Contains(out, c.summaryLine()) {
 			t.Errorf("--help does not list %s with its usage line and summary:\n%s", c.name, out)
 		}
 	}
