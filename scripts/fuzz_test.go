@@ -2,6 +2,7 @@ package scripts_test
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -159,11 +160,11 @@ func checkCall(t testing.TB, b *st.Backend, in fuzzInput, key string) st.Reply {
 			fail("not a contract error (a Lua runtime error?)")
 		}
 		switch {
-		case argErr != "" && r.Err != argErr:
+		case argErr != "" && !st.SameError(argErr, r.Err):
 			fail("want argument error %q", argErr)
 		case argErr == "" && stateErr == "":
 			fail("an error for a valid call on valid state")
-		case argErr == "" && r.Err != stateErr:
+		case argErr == "" && !st.SameError(stateErr, r.Err):
 			fail("want state error %q", stateErr)
 		}
 		b.Unchanged("error", key, before)
@@ -226,6 +227,11 @@ func checkCall(t testing.TB, b *st.Backend, in fuzzInput, key string) st.Reply {
 var (
 	fuzzOnce sync.Once
 	fuzzB    *st.Backend
+	// octalBug reports that the scripts read "010" as 8 on gopher-lua; while
+	// it lasts the fuzz target skips inputs with such numbers, and
+	// TestArgumentsLeadingZeros fails.
+	octalBug    bool
+	leadingZero = regexp.MustCompile(`(^|\x00)0+[1-9]`)
 )
 
 // FuzzScripts drives every script with hostile ARGV on hostile keys, on
@@ -259,9 +265,15 @@ func FuzzScripts(f *testing.F) {
 		if len(argv) > 2000 || len(data) > 2000 || step > 1e13 || step < -1e13 {
 			t.Skip()
 		}
-		fuzzOnce.Do(func() { fuzzB = st.Miniredis(&noCleanup{t}) })
+		fuzzOnce.Do(func() {
+			fuzzB = st.Miniredis(&noCleanup{t})
+			octalBug = fuzzB.Eval(scripts.Specs()[0], "octal", "010", "1000").String() != "[1 9 0 100 10 1]"
+		})
 		b := fuzzB
 		b.Rebind(t)
+		if octalBug && leadingZero.MatchString(argv) {
+			t.Skip("a number with a leading zero: read as octal on miniredis, a known bug (TestArgumentsLeadingZeros)")
+		}
 		if err := b.Client.FlushAll(st.Ctx).Err(); err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/redisrate/redisrate/scripts"
 )
@@ -261,4 +262,25 @@ func ValidState(s scripts.Spec, value string) bool {
 		}
 	}
 	return true
+}
+
+// SameError compares an error text as the script built it with the one a
+// client read: servers turn CR and LF in an error into spaces, and some
+// clients or servers turn bytes that are not UTF-8 into U+FFFD.
+func SameError(want, got string) bool { return normError(want) == normError(got) }
+
+func normError(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r < ' ' || r == 0x7f {
+			b.WriteByte(' ')
+		} else if r == utf8.RuneError && n == 1 {
+			b.WriteRune(utf8.RuneError)
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }

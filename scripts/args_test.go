@@ -1,0 +1,439 @@
+package scripts_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/redisrate/redisrate/scripts"
+	st "github.com/redisrate/redisrate/scripts/internal/scripttest"
+)
+
+// argCase is a call and the error it must get ("" for none). In want, NAME
+// stands for the script's name and LIMITRULE for its limit's rule.
+type argCase struct {
+	name    string
+	numkeys int // keys passed; 0 means 1
+	argv    []string
+	want    string
+	only    string // "bucket" or "window": the case applies to those scripts only
+}
+
+func a(s ...string) []string { return s }
+
+const (
+	periodRule = "must be a whole number from 1 to 10^12"
+	costRule   = "must be a whole number from 0 to 10^15"
+	burstRule  = "must be a whole number up to 10^15, or 0 or empty for limit"
+	windowRule = "must be empty, 0 or equal to limit for NAME"
+	modeRule   = "must be empty or 'check'"
+)
+
+// argCases are the card's error list, each error at least once, with the
+// exact text; the first argument at fault in ARGV order; and calls that
+// must be accepted.
+var argCases = []argCase{
+	// key count
+	{name: "no key", numkeys: -1, argv: a("10", "1000"), want: "ERR invalid numkeys '0': must be 1 (the limiter's key)"},
+	{name: "two keys", numkeys: 2, argv: a("10", "1000"), want: "ERR invalid numkeys '2': must be 1 (the limiter's key)"},
+	{name: "two keys, bad limit", numkeys: 2, argv: a("x", "1000"), want: "ERR invalid numkeys '2': must be 1 (the limiter's key)"},
+	// limits: too many, incomplete
+	{name: "9 limits", argv: append(a("1", "1000", "", "", ""), strings.Split(strings.Repeat("1 1000 0 ", 8), " ")[:24]...), want: "ERR too many limits (9): must be at most 8"},
+	{name: "9 limits, incomplete", argv: append(a("1", "1000", "", "", ""), strings.Split(strings.Repeat("1 1000 0 ", 8), " ")[:23]...), want: "ERR too many limits (9): must be at most 8"},
+	{name: "10 limits, bad limit", argv: append(a("x", "1000", "", "", ""), strings.Split(strings.Repeat("1 1000 0 ", 9), " ")[:25]...), want: "ERR too many limits (10): must be at most 8"},
+	{name: "8 limits", argv: append(a("1", "1000", "", "", ""), strings.Split(strings.Repeat("1 1000 0 ", 7), " ")[:21]...)},
+	{name: "incomplete #2, one", argv: a("10", "1000", "", "", "", "5"), want: "ERR incomplete limit #2: each further limit is the triple limit period_ms burst"},
+	{name: "incomplete #2, two", argv: a("10", "1000", "", "", "", "5", "60000"), want: "ERR incomplete limit #2: each further limit is the triple limit period_ms burst"},
+	{name: "incomplete #3", argv: a("10", "1000", "", "", "", "5", "60000", "", "7"), want: "ERR incomplete limit #3: each further limit is the triple limit period_ms burst"},
+	{name: "incomplete before bad limit", argv: a("x", "1000", "", "", "", "5"), want: "ERR incomplete limit #2: each further limit is the triple limit period_ms burst"},
+	// limit
+	{name: "no limit", argv: nil, want: "ERR invalid limit '': LIMITRULE"},
+	{name: "empty limit", argv: a("", "1000"), want: "ERR invalid limit '': LIMITRULE"},
+	{name: "limit 0", argv: a("0", "1000"), want: "ERR invalid limit '0': LIMITRULE"},
+	{name: "limit 000", argv: a("000", "1000"), want: "ERR invalid limit '000': LIMITRULE"},
+	{name: "limit sign", argv: a("+5", "1000"), want: "ERR invalid limit '+5': LIMITRULE"},
+	{name: "limit negative", argv: a("-5", "1000"), want: "ERR invalid limit '-5': LIMITRULE"},
+	{name: "limit fraction", argv: a("2.5", "1000"), want: "ERR invalid limit '2.5': LIMITRULE"},
+	{name: "limit exponent", argv: a("1e3", "1000"), want: "ERR invalid limit '1e3': LIMITRULE"},
+	{name: "limit exponent (repro 1)", argv: a("1e+0000001", "1000"), want: "ERR invalid limit '1e+0000001': LIMITRULE"},
+	{name: "limit hex", argv: a("0x10", "1000"), want: "ERR invalid limit '0x10': LIMITRULE"},
+	{name: "limit space", argv: a(" 5", "1000"), want: "ERR invalid limit ' 5': LIMITRULE"},
+	{name: "limit trailing space", argv: a("5 ", "1000"), want: "ERR invalid limit '5 ': LIMITRULE"},
+	{name: "limit nan", argv: a("nan", "1000"), want: "ERR invalid limit 'nan': LIMITRULE"},
+	{name: "limit inf", argv: a("inf", "1000"), want: "ERR invalid limit 'inf': LIMITRULE"},
+	{name: "limit 10^15+1", argv: a("1000000000000001", "1"), want: "ERR invalid limit '1000000000000001': LIMITRULE"},
+	{name: "limit 2^53+1", argv: a("9007199254740993", "1"), want: "ERR invalid limit '9007199254740993': LIMITRULE"},
+	{name: "limit 17 digits", argv: a("10000000000000000", "1"), want: "ERR invalid limit '10000000000000000': LIMITRULE"},
+	{name: "limit 41 chars, cut", argv: a(strings.Repeat("9", 41), "1"), want: "ERR invalid limit '" + strings.Repeat("9", 40) + "...': LIMITRULE"},
+	{name: "limit 40 chars, whole", argv: a(strings.Repeat("x", 40), "1"), want: "ERR invalid limit '" + strings.Repeat("x", 40) + "': LIMITRULE"},
+	{name: "limit 10001 (window cap)", argv: a("10001", "1000"), want: "", only: "notlog"},
+	// period_ms
+	{name: "no period", argv: a("10"), want: "ERR invalid period_ms '': " + periodRule},
+	{name: "period 0", argv: a("10", "0"), want: "ERR invalid period_ms '0': " + periodRule},
+	{name: "period fraction", argv: a("10", "1000.5"), want: "ERR invalid period_ms '1000.5': " + periodRule},
+	{name: "period 10^12+1", argv: a("1", "1000000000001"), want: "ERR invalid period_ms '1000000000001': " + periodRule},
+	{name: "period 10^12", argv: a("1", "1000000000000")},
+	{name: "bad limit before bad period", argv: a("0", "0"), want: "ERR invalid limit '0': LIMITRULE"},
+	// burst
+	{name: "burst fraction (repro 8)", argv: a("10", "1000", "1000000000000000.1"), want: "ERR invalid burst '1000000000000000.1': " + burstRule, only: "bucket"},
+	{name: "burst 10^15+1", argv: a("10", "1000", "1000000000000001"), want: "ERR invalid burst '1000000000000001': " + burstRule, only: "bucket"},
+	{name: "burst negative", argv: a("10", "1000", "-1"), want: "ERR invalid burst '-1': " + burstRule, only: "bucket"},
+	{name: "burst 400-digit fraction (repro 4)", argv: a("10", "1000", "0."+strings.Repeat("1", 400)), want: "ERR invalid burst '0." + strings.Repeat("1", 38) + "...': " + burstRule, only: "bucket"},
+	{name: "burst 0", argv: a("10", "1000", "0")},
+	{name: "burst 00", argv: a("10", "1000", "00")},
+	{name: "burst 20", argv: a("10", "1000", "20"), only: "bucket"},
+	{name: "burst 1 (below limit)", argv: a("10", "1000", "1"), only: "bucket"},
+	{name: "window burst other", argv: a("10", "1000", "20"), want: "ERR invalid burst '20': " + windowRule, only: "window"},
+	{name: "window burst fraction", argv: a("10", "1000", "10.0"), want: "ERR invalid burst '10.0': " + windowRule, only: "window"},
+	{name: "window burst equal", argv: a("10", "1000", "10"), only: "window"},
+	{name: "window burst equal, zeros", argv: a("10", "1000", "0010"), only: "window"},
+	{name: "bad period before bad burst", argv: a("10", "0", "x"), want: "ERR invalid period_ms '0': " + periodRule},
+	// cost
+	{name: "cost fraction (repro 2)", argv: a("100", "1000", "", "100.00000000000001"), want: "ERR invalid cost '100.00000000000001': " + costRule},
+	{name: "cost exponent (repro 1)", argv: a("1", "60000", "", "1e-0000000"), want: "ERR invalid cost '1e-0000000': " + costRule},
+	{name: "cost past 10^15 (repro 3)", argv: a("1000", "1000", "", "1000000000000000.1"), want: "ERR invalid cost '1000000000000000.1': " + costRule},
+	{name: "cost 10^15+1", argv: a("10", "1000", "", "1000000000000001"), want: "ERR invalid cost '1000000000000001': " + costRule},
+	{name: "cost 400-digit fraction (repro 4)", argv: a("10", "1000", "", "0."+strings.Repeat("1", 400)), want: "ERR invalid cost '0." + strings.Repeat("1", 38) + "...': " + costRule},
+	{name: "cost 10^15 (never)", argv: a("10", "1000", "", "1000000000000000")},
+	{name: "cost 0", argv: a("10", "1000", "", "0")},
+	{name: "cost 0000", argv: a("10", "1000", "", "0000")},
+	{name: "bad burst before bad cost", argv: a("10", "1000", "x", "y"), want: "ERR invalid burst 'x': " + burstRule, only: "bucket"},
+	{name: "bad window burst before bad cost", argv: a("10", "1000", "x", "y"), want: "ERR invalid burst 'x': " + windowRule, only: "window"},
+	// mode
+	{name: "mode CHECK", argv: a("10", "1000", "", "", "CHECK"), want: "ERR invalid mode 'CHECK': " + modeRule},
+	{name: "mode peek", argv: a("10", "1000", "", "", "peek"), want: "ERR invalid mode 'peek': " + modeRule},
+	{name: "mode check", argv: a("10", "1000", "", "", "check")},
+	{name: "bad cost before bad mode", argv: a("10", "1000", "", "x", "y"), want: "ERR invalid cost 'x': " + costRule},
+	{name: "bad mode before bad limit #2", argv: a("10", "1000", "", "", "y", "0", "1000", ""), want: "ERR invalid mode 'y': " + modeRule},
+	// further limits
+	{name: "limit #2 0", argv: a("10", "1000", "", "", "", "0", "1000", ""), want: "ERR invalid limit #2 '0': LIMITRULE"},
+	{name: "period_ms #3", argv: a("10", "1000", "", "", "", "5", "60000", "", "5", "0", ""), want: "ERR invalid period_ms #3 '0': " + periodRule},
+	{name: "burst #2", argv: a("10", "1000", "", "", "", "5", "60000", "x"), want: "ERR invalid burst #2 'x': " + burstRule, only: "bucket"},
+	{name: "window burst #2", argv: a("10", "1000", "", "", "", "5", "60000", "6"), want: "ERR invalid burst #2 '6': " + windowRule, only: "window"},
+	{name: "empty limit #2", argv: a("10", "1000", "", "", "", "", "60000", ""), want: "ERR invalid limit #2 '': LIMITRULE"},
+	{name: "bad limit #2 before bad cost? no: cost first", argv: a("10", "1000", "", "x", "", "0", "60000", ""), want: "ERR invalid cost 'x': " + costRule},
+	{name: "two limits, skipped positions", argv: a("10", "1000", "", "", "", "100", "60000", "")},
+}
+
+func applies(c argCase, s scripts.Spec) bool {
+	switch c.only {
+	case "bucket":
+		return !s.Window
+	case "window":
+		return s.Window
+	case "notlog":
+		return !s.Log
+	}
+	return true
+}
+
+func wantText(c argCase, s scripts.Spec) string {
+	rule := "must be a whole number from 1 to 10^15"
+	if s.Log {
+		rule = "must be a whole number from 1 to 10000"
+	}
+	return strings.NewReplacer("NAME", s.Name, "LIMITRULE", rule).Replace(c.want)
+}
+
+func keysFor(c argCase, key string) []string {
+	switch c.numkeys {
+	case -1:
+		return nil
+	case 2:
+		return []string{key, "{" + key + "}:2"}
+	}
+	return []string{key}
+}
+
+// prime gives key some state of s, so that a call that must change nothing
+// has something to change.
+func prime(t *testing.T, b *st.Backend, s scripts.Spec, key string) {
+	t.Helper()
+	if r := b.Eval(s, key, "5", "60000", "", "2"); r.Err != "" {
+		t.Fatalf("%s: %s: priming: %v", b.Name, s.Name, r)
+	}
+}
+
+// TestArgumentErrors runs the table on every script, on miniredis and real
+// Redis (by EVALSHA and by FCALL of the library): each error's exact text,
+// the Go model of the validation (Parse) agreeing, and an error changing
+// nothing.
+func TestArgumentErrors(t *testing.T) {
+	cases := 0
+	for _, b := range st.Both(t) {
+		if b.Real {
+			b.LoadLibrary()
+		}
+		for _, s := range scripts.Specs() {
+			for i, c := range argCases {
+				if !applies(c, s) {
+					continue
+				}
+				cases++
+				key := fmt.Sprintf("args:%s:%d", s.Name, i)
+				prime(t, b, s, key)
+				before := b.Snap(key)
+				want := wantText(c, s)
+				keys := keysFor(c, key)
+				argv := c.argv
+				if want == "" {
+					argv = append(append([]string(nil), argv...), make([]string, max(0, 5-len(argv)))...)
+					argv[4] = "check" // accepted calls: checked, so the key stays as it was
+					if len(c.argv) > 4 && c.argv[4] != "" && c.argv[4] != "check" {
+						t.Fatalf("case %q: mode in an accepted case", c.name)
+					}
+				}
+				r := b.EvalKeys(s.Source, s.SHA1, keys, argv...)
+				if _, parsed := st.Parse(s, len(keys), argv); parsed != want {
+					t.Errorf("%s %q: Parse says %q, want %q", s.Name, c.name, parsed, want)
+				}
+				if want != "" && r.Err != want {
+					t.Errorf("%s: %s %q: %v, want error %q", b.Name, s.Name, c.name, r, want)
+				}
+				if want == "" && r.Err != "" {
+					t.Errorf("%s: %s %q: %v, want a reply", b.Name, s.Name, c.name, r)
+				}
+				b.Unchanged(s.Name+" "+c.name, key, before)
+				if b.Real && len(keys) > 0 {
+					f := b.FCall(s, keys, argv...)
+					if want != "" && f.Err != want {
+						t.Errorf("FCALL %s %q: %v, want error %q", s.Name, c.name, f, want)
+					}
+					if want == "" && f.Err != "" {
+						t.Errorf("FCALL %s %q: %v, want a reply", s.Name, c.name, f)
+					}
+					b.Unchanged("FCALL "+s.Name+" "+c.name, key, before)
+				}
+			}
+		}
+	}
+	t.Logf("%d argument cases", cases)
+}
+
+// TestArgumentsLeadingZeros: leading zeros are allowed (^[0-9]+$) and read
+// as decimal, on both Lua runtimes (gopher-lua reads "010" as octal 8).
+func TestArgumentsLeadingZeros(t *testing.T) {
+	for _, b := range st.Both(t) {
+		for _, s := range scripts.Specs() {
+			burst := "0020"
+			if s.Window {
+				burst = "010"
+			}
+			r := b.Eval(s, "zeros:"+s.Name, "010", "01000", burst, "03", "")
+			capacity := int64(20)
+			if s.Window {
+				capacity = 10
+			}
+			if r.Err != "" || r.Ints[4] != capacity || r.Ints[1] != capacity-3 {
+				t.Errorf("%s: %s 010 01000 %s 03: %v, want capacity %d and %d remaining", b.Name, s.Name, burst, r, capacity, capacity-3)
+			}
+			r = b.Eval(s, "zeros17:"+s.Name, "0000000000000000010", "0000000000000001000")
+			if r.Err != "" || r.Ints[4] != 10 {
+				t.Errorf("%s: %s with 19-digit limit 10: %v, want capacity 10", b.Name, s.Name, r)
+			}
+		}
+	}
+}
+
+// TestArgumentsSkippedPositions: "" means the default at every optional
+// position, in further triples too.
+func TestArgumentsSkippedPositions(t *testing.T) {
+	b := st.Miniredis(t)
+	for _, s := range scripts.Specs() {
+		groups := [][][]string{
+			{a("10", "1000"), a("10", "1000", ""), a("10", "1000", "", ""), a("10", "1000", "", "", ""), a("10", "1000", "0", "1", "")},
+			{a("10", "1000", "", "", "", "100", "60000", ""), a("10", "1000", "0", "1", "", "100", "60000", "0"), a("10", "1000", "10", "", "", "100", "60000", "100")},
+		}
+		for _, g := range groups {
+			var first st.Reply
+			for i, argv := range g {
+				key := fmt.Sprintf("skip:%s:%d", s.Name, i)
+				r := b.Eval(s, key, argv...)
+				r2 := b.Eval(s, key, argv...)
+				got := r.String() + r2.String() + b.Get(key)
+				if s.Log {
+					got = r.String() + r2.String()
+				}
+				if i == 0 {
+					first = st.Reply{Err: got}
+					continue
+				}
+				if got != first.Err {
+					t.Errorf("%s %q: %s, want as %q: %s", s.Name, argv, got, g[0], first.Err)
+				}
+			}
+		}
+	}
+}
+
+// TestArgumentsAlwaysAccepted: every combination with max(limit, burst) *
+// period_ms <= 4e12 is accepted by every script (sliding_log within its cap
+// of 10000), and decides: an admitted call, then a denied or admitted one,
+// no error.
+func TestArgumentsAlwaysAccepted(t *testing.T) {
+	const budget = 4_000_000_000_000
+	periods := []int64{1, 3, 7, 1000, 1001, 60000, 3600000, 86400000, 999999999, 4000000000, 1000000000000}
+	n := 0
+	for _, b := range st.Both(t) {
+		for _, s := range scripts.Specs() {
+			for _, p := range periods {
+				top := budget / p
+				if s.Log {
+					top = min(top, 10000)
+				}
+				combos := [][2]int64{{top, 0}, {1, top}, {top, top}, {top - 1, top}, {7, top}, {3, top}, {top / 2, top}}
+				for i, lb := range combos {
+					l, burst := lb[0], lb[1]
+					if l < 1 || (s.Window && burst != 0 && burst != l) {
+						continue
+					}
+					args := a(fmt.Sprint(l), fmt.Sprint(p), fmt.Sprint(burst), "1")
+					if _, e := st.Parse(s, 1, args); e != "" {
+						t.Errorf("Parse %s %v: %s", s.Name, args, e)
+					}
+					key := fmt.Sprintf("range:%s:%d:%d", s.Name, p, i)
+					n++
+					for range 2 {
+						if r := b.Eval(s, key, args...); r.Err != "" {
+							t.Errorf("%s: %s %v: %v", b.Name, s.Name, args, r)
+						}
+					}
+					// the same as the second of two limits
+					args2 := append(a("4", "1000000000000", "", "1", ""), args[:3]...)
+					if r := b.Eval(s, key+":2", args2...); r.Err != "" {
+						t.Errorf("%s: %s %v: %v", b.Name, s.Name, args2, r)
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d combinations in the always-accepted range", n)
+}
+
+// TestArgumentsPastRange: past a script's range rule, the error names burst
+// if the caller gave one, else limit (never an argument left out), and
+// Parse (the exact integer rule) agrees with the script at the boundary.
+func TestArgumentsPastRange(t *testing.T) {
+	b := st.Miniredis(t)
+	cases := []struct {
+		algo string
+		argv []string
+		want string
+	}{
+		{"gcra", a("3003", "1000000000000"), "ERR invalid limit '3003': too large for exact arithmetic with period_ms 1000000000000"},                                                          // repro 8
+		{"gcra", a("10", "1000", "1000000000000000"), "ERR invalid burst '1000000000000000': too large for exact arithmetic with limit 10 and period_ms 1000"},                             // repro 8
+		{"leaky_bucket", a("1", "1000000000000", "5"), "ERR invalid burst '5': too large for exact arithmetic with limit 1 and period_ms 1000000000000"},                                   //
+		{"token_bucket", a("1", "1000000000000", "10"), "ERR invalid burst '10': too large for exact arithmetic with limit 1 and period_ms 1000000000000"},                                 //
+		{"sliding_window", a("28059810762433", "107"), "ERR invalid limit '28059810762433': too large for exact arithmetic with period_ms 107"},                                            // 3*L*P = 2^53+1
+		{"sliding_window", a("1000000000000000", "1000000000000"), "ERR invalid limit '1000000000000000': too large for exact arithmetic with period_ms 1000000000000"},                    //
+		{"gcra", a("1", "1000", "", "", "", "3003", "1000000000000", "0"), "ERR invalid limit #2 '3003': too large for exact arithmetic with period_ms 1000000000000"},                    //
+		{"gcra", a("3003", "1000000000000", "", "x"), "ERR invalid limit '3003': too large for exact arithmetic with period_ms 1000000000000"},                                             // range before cost
+		{"fixed_window", a("1000000000000000", "1000000000000"), ""},                                                                                                                      //
+		{"sliding_log", a("10000", "1000000000000"), ""},                                                                                                                                  //
+	}
+	for _, c := range cases {
+		s, _ := scripts.Lookup(c.algo)
+		r := b.Eval(s, "past:"+c.algo, c.argv...)
+		if _, e := st.Parse(s, 1, c.argv); e != c.want {
+			t.Errorf("Parse %s %q: %q, want %q", c.algo, c.argv, e, c.want)
+		}
+		if c.want == "" && r.Err != "" || c.want != "" && r.Err != c.want {
+			t.Errorf("%s %q: %v, want %q", c.algo, c.argv, r, c.want)
+		}
+	}
+	// Both sides of each rule's boundary, for many limits and periods.
+	n := 0
+	for _, s := range scripts.Specs() {
+		if s.Range == "" {
+			continue
+		}
+		for _, p := range []int64{1, 2, 3, 7, 1000, 1024, 86400000, 999999999989, 1000000000000} {
+			for _, l := range []int64{1, 2, 3, 7, 13, 1000, 1 << 20, 999999999989} {
+				// the largest burst in range, by bisection on the exact rule
+				lo, hi := int64(0), int64(1e15)
+				for lo < hi {
+					mid := lo + (hi-lo+1)/2
+					bst := mid
+					if s.Window {
+						bst = l
+					}
+					if st.InRange(s.Range, l, p, bst) {
+						lo = mid
+					} else {
+						hi = mid - 1
+					}
+				}
+				for _, burst := range []int64{lo, lo + 1} {
+					if burst < 1 || burst > 1e15 {
+						continue
+					}
+					argv := a(fmt.Sprint(l), fmt.Sprint(p), fmt.Sprint(burst), "", "check")
+					if s.Window {
+						argv[2] = ""
+					}
+					_, want := st.Parse(s, 1, argv)
+					r := b.Eval(s, "edge", argv...)
+					n++
+					if r.Err != want {
+						t.Errorf("%s %v: %v, want %q", s.Name, argv, r, want)
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d boundary combinations", n)
+}
+
+// TestFunctionsMatchScripts: on real Redis, FCALL of the library gives the
+// reply EVALSHA gives, for the same call on the same state (run back to
+// back on twin keys; a pair that straddles a millisecond is run again), and
+// the read-only functions decide as "check" on FCALL_RO.
+func TestFunctionsMatchScripts(t *testing.T) {
+	b := st.Real(t)
+	b.LoadLibrary()
+	if v, err := b.Client.FCallRO(st.Ctx, "redisrate_version", nil).Text(); err != nil || v != scripts.LibraryVersion {
+		t.Errorf("redisrate_version: %q %v, want %q", v, err, scripts.LibraryVersion)
+	}
+	calls := [][]string{
+		a("10", "1000"), a("3", "1000", "5", "2"), a("10", "1000", "", "0"), a("10", "1000", "", "11"),
+		a("10", "1000", "", "", "check"), a("10", "1000", "", "4", "", "20", "60000", ""),
+		a("2", "1000", "", "2", "", "100", "60000", "100"),
+	}
+	n := 0
+	for _, s := range scripts.Specs() {
+		for i, argv := range calls {
+			for step := range 3 { // the same call three times: fresh, then with state
+				var e, f st.Reply
+				for try := range 5 {
+					ke, kf := fmt.Sprintf("fe:%s:%d:%d", s.Name, i, try), fmt.Sprintf("ff:%s:%d:%d", s.Name, i, try)
+					for range step {
+						b.Eval(s, ke, argv...)
+						b.FCall(s, []string{kf}, argv...)
+					}
+					e = b.Eval(s, ke, argv...)
+					f = b.FCall(s, []string{kf}, argv...)
+					if e.Equal(f) && b.Get(ke) == "" == (b.Get(kf) == "") {
+						break
+					}
+				}
+				n++
+				if !e.Equal(f) {
+					t.Errorf("%s %v (call %d): EVALSHA %v, FCALL %v", s.Name, argv, step+1, e, f)
+				}
+			}
+		}
+		// FCALL_RO of the _ro function decides as check: no write.
+		key := "fro:" + s.Name
+		prime(t, b, s, key)
+		before := b.Snap(key)
+		r := b.FCallRO(s, []string{key}, "5", "60000")
+		if r.Err != "" || r.Ints[0] != 1 || r.Ints[1] != 2 {
+			t.Errorf("FCALL_RO %s: %v, want admitted as a check, 2 remaining", s.Function+"_ro", r)
+		}
+		b.Unchanged("FCALL_RO", key, before)
+		if r := b.FCallRO(s, []string{key}, "5", "60000", "", "1", "peek"); r.Err != "ERR invalid mode 'peek': "+modeRule {
+			t.Errorf("FCALL_RO with mode peek: %v", r)
+		}
+	}
+	t.Logf("%d EVALSHA/FCALL pairs", n)
+}
