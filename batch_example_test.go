@@ -65,3 +65,62 @@ func ExampleWithDenyCache() {
 	// false
 	// false
 }
+
+func ExampleRequest() {
+	rdb, done := exampleRedis()
+	defer done()
+	limiter := redisrate.NewLimiter(rdb)
+	perMinute := []redisrate.Limit{redisrate.PerMinute(5)}
+	results, _ := limiter.AllowBatch(context.Background(), []redisrate.Request{
+		{Key: "user:1", Limits: perMinute},              // N 0 means 1: a zero value is never "do not limit"
+		{Key: "user:1", Limits: perMinute, N: 3},        // 3 units
+		{Key: "user:1", Limits: perMinute, Check: true}, // would one more fit? records nothing
+		{Key: "user:1", Limits: perMinute, Peek: true},  // the state, nothing taken
+	})
+	for _, r := range results {
+		fmt.Println(r.Allowed, r.Remaining)
+	}
+	// Output:
+	// true 4
+	// true 1
+	// true 0
+	// true 1
+}
+
+func ExampleBatchError() {
+	rdb, done := exampleRedis()
+	defer done()
+	limiter := redisrate.NewLimiter(rdb)
+	_, err := limiter.AllowBatch(context.Background(), []redisrate.Request{
+		{Key: "ok", Limits: []redisrate.Limit{redisrate.PerSecond(1)}},
+		{Key: "bad", Limits: []redisrate.Limit{redisrate.PerSecond(0)}},
+	})
+	var be *redisrate.BatchError
+	if errors.As(err, &be) {
+		for i, e := range be.Errs {
+			fmt.Println(i, e)
+		}
+	}
+	// Output:
+	// 0 <nil>
+	// 1 redisrate: invalid limit '0': must be a whole number from 1 to 10^15
+}
+
+func ExampleBatchError_Error() {
+	err := &redisrate.BatchError{Errs: []error{nil, errors.New("first"), errors.New("second")}}
+	fmt.Println(err.Error())
+	// Output: redisrate: 2 of 3 requests failed; first: first
+}
+
+func ExampleBatchError_Unwrap() {
+	rdb, done := exampleRedis()
+	defer done()
+	limiter := redisrate.NewLimiter(rdb)
+	_, err := limiter.AllowBatch(context.Background(), []redisrate.Request{
+		{Key: "a", Limits: []redisrate.Limit{redisrate.PerSecond(-1)}},
+		{Key: "b", Limits: []redisrate.Limit{redisrate.PerSecond(1)}, N: -2},
+	})
+	// errors.Is and errors.As see every request's error through Unwrap.
+	fmt.Println(len(err.(*redisrate.BatchError).Unwrap()), errors.Is(err, redisrate.ErrInvalid))
+	// Output: 2 true
+}

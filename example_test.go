@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -460,4 +462,92 @@ func ExampleError_Unwrap() {
 	// Output:
 	// key holds other data
 	// ERR key holds a value of another type, not gcra state: left untouched
+}
+
+// A Limiter is made once per Redis client and shared by every goroutine.
+func ExampleLimiter() {
+	rdb, done := exampleRedis()
+	defer done()
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"))
+	var wg sync.WaitGroup
+	var admitted atomic.Int64
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if res, err := limiter.Allow(context.Background(), "shared", redisrate.PerMinute(4)); err == nil && res.Allowed {
+				admitted.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Println(admitted.Load(), "of 10 admitted")
+	// Output: 4 of 10 admitted
+}
+
+// Options configure a Limiter when it is made.
+func ExampleOption() {
+	rdb, done := exampleRedis()
+	defer done()
+	opts := []redisrate.Option{
+		redisrate.WithKeyPrefix("rate:"),
+		redisrate.WithDenyCache(10000),
+		redisrate.WithFailurePolicy(redisrate.FailOpen),
+		redisrate.WithCircuitBreaker(redisrate.DefaultProbeInterval),
+	}
+	limiter := redisrate.NewLimiter(rdb, opts...)
+	res, _ := limiter.Allow(context.Background(), "k", redisrate.PerSecond(1))
+	fmt.Println(res.Allowed)
+	// Output: true
+}
+
+// Any go-redis v9 client is a Client; so is anything with its scripting
+// commands (a wrapper that adds tracing, say).
+func ExampleClient() {
+	var clients []redisrate.Client = []redisrate.Client{
+		redis.NewClient(&redis.Options{Addr: "localhost:6379"}),
+		redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"localhost:7000"}}),
+		redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "mymaster", SentinelAddrs: []string{"localhost:26379"}}),
+	}
+	for _, c := range clients {
+		_ = redisrate.NewLimiter(c)
+	}
+	fmt.Println(len(clients))
+	// Output: 3
+}
+
+// A Limit is a plain value: compare it, use it as a map key, write it in
+// configuration.
+func ExampleLimit() {
+	plans := map[string]redisrate.Limit{
+		"free": redisrate.PerSecond(10),
+		"paid": redisrate.PerSecond(100).WithBurst(200),
+	}
+	fmt.Println(plans["free"], "|", plans["paid"], "|", plans["paid"] == redisrate.Limit{Rate: 100, Period: time.Second, Burst: 200})
+	// Output: 10/s | 100/s burst 200 | true
+}
+
+func ExampleResult() {
+	rdb, done := exampleRedis()
+	defer done()
+	limiter := redisrate.NewLimiter(rdb)
+	res, _ := limiter.AllowMulti(context.Background(), "user:42", 2, redisrate.PerSecond(5), redisrate.PerMinute(20))
+	fmt.Printf("allowed=%v remaining=%d capacity=%d binding=%d (%v) reset=%v source=%s\n",
+		res.Allowed, res.Remaining, res.Capacity, res.Binding, res.Limit, res.ResetAfter, res.Source)
+	// Output: allowed=true remaining=3 capacity=5 binding=0 (5/s) reset=400ms source=redis
+}
+
+func ExampleSource() {
+	rdb, done := exampleRedis()
+	defer done()
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDenyCache(10))
+	ctx := context.Background()
+	for range 3 {
+		res, _ := limiter.Allow(ctx, "k", redisrate.PerHour(1))
+		fmt.Println(res.Allowed, res.Source)
+	}
+	// Output:
+	// true redis
+	// false redis
+	// false deny-cache
 }

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"os"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/localredis"
 )
 
 // With FailClosed, a Limiter whose Redis is down denies, and says why in
@@ -32,4 +36,84 @@ func ExampleWithFailurePolicy() {
 	// Output:
 	// true
 	// false fail-closed 200ms true
+}
+
+// While Redis is away, a fallback Limiter on an in-process Redis decides
+// with the same limits and the same scripts: limits hold per process.
+func ExampleWithFallback() {
+	local, err := localredis.Start()
+	if err != nil {
+		panic(err)
+	}
+	defer local.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1}) // down
+	defer rdb.Close()
+
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithFallback(local.Limiter()))
+	for range 3 {
+		res, err := limiter.Allow(context.Background(), "user:42", redisrate.PerMinute(2))
+		fmt.Println(res.Allowed, res.Source, err)
+	}
+	// Output:
+	// true fallback <nil>
+	// true fallback <nil>
+	// false fallback <nil>
+}
+
+// After the first failure, the breaker answers at once (here by FailOpen)
+// instead of asking a Redis that is down, and one call in each interval
+// probes Redis in the background.
+func ExampleWithCircuitBreaker() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1}) // down
+	defer rdb.Close()
+	limiter := redisrate.NewLimiter(rdb,
+		redisrate.WithFailurePolicy(redisrate.FailOpen),
+		redisrate.WithCircuitBreaker(100*time.Millisecond))
+	for range 3 {
+		res, _ := limiter.Allow(context.Background(), "user:42", redisrate.PerSecond(5))
+		fmt.Println(res.Allowed, res.Source, errors.Is(res.Cause, redisrate.ErrUnavailable))
+	}
+	// Output:
+	// true fail-open true
+	// true fail-open true
+	// true fail-open true
+}
+
+// One line when Redis starts failing, one when it answers again: never one
+// per request.
+func ExampleWithLogger() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1}) // down
+	defer rdb.Close()
+	noTime := func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: noTime}))
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithLogger(logger), redisrate.WithFailurePolicy(redisrate.FailClosed))
+	for range 100 {
+		_, _ = limiter.Allow(context.Background(), "user:42", redisrate.PerSecond(5))
+	}
+	// Output:
+	// level=WARN msg="redisrate: Redis cannot decide; calls follow the fallback and the failure policy until it answers again" error="redisrate: gcra on key \"user:42\": dial tcp 127.0.0.1:1: connect: connection refused" policy=fail-closed fallback=false probe_every=200ms
+}
+
+func ExampleFailurePolicy() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1}) // down
+	defer rdb.Close()
+	for _, p := range []redisrate.FailurePolicy{redisrate.FailError, redisrate.FailClosed, redisrate.FailOpen} {
+		limiter := redisrate.NewLimiter(rdb, redisrate.WithFailurePolicy(p))
+		res, err := limiter.Allow(context.Background(), "user:42", redisrate.PerMinute(6))
+		fmt.Printf("%s: allowed=%v source=%s retry=%v unavailable=%v\n", p, res.Allowed, res.Source, res.RetryAfter, errors.Is(err, redisrate.ErrUnavailable))
+	}
+	// Output:
+	// fail-error: allowed=false source=redis retry=0s unavailable=true
+	// fail-closed: allowed=false source=fail-closed retry=10s unavailable=false
+	// fail-open: allowed=true source=fail-open retry=0s unavailable=false
+}
+
+func ExampleFailurePolicy_String() {
+	fmt.Println(redisrate.FailOpen.String())
+	// Output: fail-open
 }

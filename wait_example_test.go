@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redisrate/redisrate"
 )
 
@@ -68,4 +70,22 @@ func ExampleLimiter_WaitN() {
 	// Output:
 	// true
 	// redisrate: wait on key "upload": cost exceeds the capacity of the limit: it can never be admitted (cost 250, capacity 100)
+}
+
+// WaitMulti waits until every limit admits: here a mail provider's 2 per
+// second and 3 per minute (the Example is compiled, not run: it sleeps on
+// the real clock).
+func ExampleLimiter_WaitMulti() {
+	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer rdb.Close()
+	limiter := redisrate.NewLimiter(rdb)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, to := range []string{"a@example.com", "b@example.com"} {
+		if _, err := limiter.WaitMulti(ctx, "mail-provider", 1, redisrate.PerSecond(2), redisrate.PerMinute(3)); err != nil {
+			fmt.Println("giving up:", err)
+			return
+		}
+		fmt.Println("sending to", to)
+	}
 }

@@ -1,0 +1,104 @@
+package redisrate_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/redisrate/redisrate"
+)
+
+// countingObserver counts decisions by kind, outcome and source, as a
+// metrics exporter would (the otelrate package does it for OpenTelemetry).
+type countingObserver struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (o *countingObserver) Start(ctx context.Context, d redisrate.Decision) context.Context {
+	return ctx // a tracer would start a span here and return its context
+}
+
+func (o *countingObserver) End(ctx context.Context, d redisrate.Decision, res redisrate.Result, err error) {
+	if d.Kind == redisrate.KindBatch {
+		return // its requests are counted one by one
+	}
+	outcome := "denied"
+	switch {
+	case err != nil:
+		outcome = "error"
+	case res.Allowed:
+		outcome = "allowed"
+	}
+	o.mu.Lock()
+	o.counts[fmt.Sprintf("%s %s %s %s", d.Algorithm, d.Kind, outcome, res.Source)]++
+	o.mu.Unlock()
+}
+
+func ExampleObserver() {
+	rdb, done := exampleRedis()
+	defer done()
+	ctx := context.Background()
+	obs := &countingObserver{counts: map[string]int{}}
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithObserver(obs), redisrate.WithDenyCache(100))
+
+	for range 4 {
+		_, _ = limiter.Allow(ctx, "user:42", redisrate.PerMinute(2))
+	}
+	_, _ = limiter.AllowN(ctx, "user:42", redisrate.PerMinute(2), 0) // an invalid cost
+	fmt.Println(obs.counts["gcra allow allowed redis"], obs.counts["gcra allow denied redis"],
+		obs.counts["gcra allow denied deny-cache"], obs.counts["gcra allow error redis"])
+	// Output: 2 1 1 1
+}
+
+func ExampleWithObserver() {
+	rdb, done := exampleRedis()
+	defer done()
+	obs := &countingObserver{counts: map[string]int{}}
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithObserver(obs))
+	_, _ = limiter.AllowBatch(context.Background(), []redisrate.Request{
+		{Key: "a", Limits: []redisrate.Limit{redisrate.PerSecond(1)}},
+		{Key: "b", Limits: []redisrate.Limit{redisrate.PerSecond(1)}, Check: true},
+	})
+	fmt.Println(obs.counts)
+	// Output: map[gcra allow allowed redis:1 gcra check allowed redis:1]
+}
+
+// printObserver prints each Decision as the engine reports it.
+type printObserver struct{}
+
+func (printObserver) Start(ctx context.Context, d redisrate.Decision) context.Context {
+	fmt.Printf("start %s key=%s %s limits=%v cost=%d\n", d.Kind, d.Key, d.Algorithm, d.Limits, d.Cost)
+	return ctx
+}
+
+func (printObserver) End(ctx context.Context, d redisrate.Decision, res redisrate.Result, err error) {
+	fmt.Printf("end   %s key=%s: %v, err %v\n", d.Kind, d.Key, res, err)
+}
+
+func ExampleDecision() {
+	rdb, done := exampleRedis()
+	defer done()
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithObserver(printObserver{}), redisrate.WithKeyPrefix("rate:"))
+	ctx := context.Background()
+	_, _ = limiter.AllowMulti(ctx, "user:42", 3, redisrate.PerSecond(5), redisrate.PerHour(100))
+	_ = limiter.Reset(ctx, "user:42")
+	// Output:
+	// start allow key=user:42 gcra limits=[5/s 100/h] cost=3
+	// end   allow key=user:42: allowed: 2 of 5 left, full in 600ms, err <nil>
+	// start reset key=user:42 gcra limits=[] cost=0
+	// end   reset key=user:42: denied: 0 of 0 left, retry in 0s, err <nil>
+}
+
+func ExampleKind() {
+	for k := redisrate.KindAllow; k <= redisrate.KindReset; k++ {
+		fmt.Print(k, " ")
+	}
+	fmt.Println()
+	// Output: allow check peek wait batch reset
+}
+
+func ExampleKind_String() {
+	fmt.Println(redisrate.KindPeek.String())
+	// Output: peek
+}
