@@ -320,16 +320,16 @@ func TestArgumentsPastRange(t *testing.T) {
 		argv []string
 		want string
 	}{
-		{"gcra", a("3003", "1000000000000"), "ERR invalid limit '3003': too large for exact arithmetic with period_ms 1000000000000"},                                                          // repro 8
-		{"gcra", a("10", "1000", "1000000000000000"), "ERR invalid burst '1000000000000000': too large for exact arithmetic with limit 10 and period_ms 1000"},                             // repro 8
-		{"leaky_bucket", a("1", "1000000000000", "5"), "ERR invalid burst '5': too large for exact arithmetic with limit 1 and period_ms 1000000000000"},                                   //
-		{"token_bucket", a("1", "1000000000000", "10"), "ERR invalid burst '10': too large for exact arithmetic with limit 1 and period_ms 1000000000000"},                                 //
-		{"sliding_window", a("28059810762433", "107"), "ERR invalid limit '28059810762433': too large for exact arithmetic with period_ms 107"},                                            // 3*L*P = 2^53+1
-		{"sliding_window", a("1000000000000000", "1000000000000"), "ERR invalid limit '1000000000000000': too large for exact arithmetic with period_ms 1000000000000"},                    //
-		{"gcra", a("1", "1000", "", "", "", "3003", "1000000000000", "0"), "ERR invalid limit #2 '3003': too large for exact arithmetic with period_ms 1000000000000"},                    //
-		{"gcra", a("3003", "1000000000000", "", "x"), "ERR invalid limit '3003': too large for exact arithmetic with period_ms 1000000000000"},                                             // range before cost
-		{"fixed_window", a("1000000000000000", "1000000000000"), ""},                                                                                                                      //
-		{"sliding_log", a("10000", "1000000000000"), ""},                                                                                                                                  //
+		{"gcra", a("3003", "1000000000000"), "ERR invalid limit '3003': too large for exact arithmetic with period_ms 1000000000000"},                                   // repro 8
+		{"gcra", a("10", "1000", "1000000000000000"), "ERR invalid burst '1000000000000000': too large for exact arithmetic with limit 10 and period_ms 1000"},          // repro 8
+		{"leaky_bucket", a("1", "1000000000000", "5"), "ERR invalid burst '5': too large for exact arithmetic with limit 1 and period_ms 1000000000000"},                //
+		{"token_bucket", a("1", "1000000000000", "10"), "ERR invalid burst '10': too large for exact arithmetic with limit 1 and period_ms 1000000000000"},              //
+		{"sliding_window", a("28059810762433", "107"), "ERR invalid limit '28059810762433': too large for exact arithmetic with period_ms 107"},                         // 3*L*P = 2^53+1
+		{"sliding_window", a("1000000000000000", "1000000000000"), "ERR invalid limit '1000000000000000': too large for exact arithmetic with period_ms 1000000000000"}, //
+		{"gcra", a("1", "1000", "", "", "", "3003", "1000000000000", "0"), "ERR invalid limit #2 '3003': too large for exact arithmetic with period_ms 1000000000000"},  //
+		{"gcra", a("3003", "1000000000000", "", "x"), "ERR invalid limit '3003': too large for exact arithmetic with period_ms 1000000000000"},                          // range before cost
+		{"fixed_window", a("1000000000000000", "1000000000000"), ""},                                                                                                    //
+		{"sliding_log", a("10000", "1000000000000"), ""}, //
 	}
 	for _, c := range cases {
 		s, _ := scripts.Lookup(c.algo)

@@ -101,9 +101,7 @@ func freePort() (int, error) {
 func startReal(t testing.TB, path string, port int, extra []string) (*Backend, error) {
 	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", t.TempDir(), "--enable-debug-command", "local"}
-	for _, e := range extra {
-		args = append(args, e)
-	}
+	args = append(args, extra...)
 	cmd := exec.Command(path, args...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
