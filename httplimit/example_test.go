@@ -6,6 +6,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -240,6 +241,39 @@ func ExampleIsPreflight() {
 // Only the IETF fields, without the legacy X-RateLimit-* headers.
 func ExampleHeaders() {
 	_ = httplimit.Config{Omit: httplimit.LegacyHeaders}
+}
+
+// An allowlist: requests from the monitoring network are exempt, by an
+// explicit choice; everyone else is limited by IP.
+func ExampleConfig_allowlist() {
+	rdb, done := exampleRedis()
+	defer done()
+
+	monitoring := netip.MustParsePrefix("10.9.0.0/16")
+	limit, err := httplimit.New(httplimit.Config{
+		Limiter: redisrate.NewLimiter(rdb),
+		Limits:  []redisrate.Limit{redisrate.PerMinute(1)},
+		Exempt: func(r *http.Request) bool {
+			ap, err := netip.ParseAddrPort(r.RemoteAddr)
+			return err == nil && monitoring.Contains(ap.Addr())
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := limit.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for _, from := range []string{"10.9.0.5:4000", "10.9.0.5:4000", "203.0.113.7:4000", "203.0.113.7:4000"} {
+		r := httptest.NewRequest("GET", "/status", nil)
+		r.RemoteAddr = from
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Println(from, w.Code)
+	}
+	// Output:
+	// 10.9.0.5:4000 200
+	// 10.9.0.5:4000 200
+	// 203.0.113.7:4000 200
+	// 203.0.113.7:4000 429
 }
 
 // accounts stands for the service's account store.

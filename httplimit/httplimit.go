@@ -17,7 +17,7 @@
 //	X-RateLimit-Limit: 100
 //	X-RateLimit-Remaining: 42
 //	X-RateLimit-Reset: 35
-//	Retry-After: 2                    (on 429 only)
+//	Retry-After: 2                    (on 429 and 503 only)
 //
 // RateLimit-Policy lists every limit of the plan that was applied: q units
 // in w whole seconds. For a limit that refills its whole capacity in a
