@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/redisrate/redisrate"
@@ -141,4 +142,68 @@ func ExampleRefuseOnError() {
 	fmt.Println(status.Code(err))
 	// Output:
 	// Unavailable
+}
+
+// APIKey reads the key from the call's metadata; Redis sees only its HMAC.
+func ExampleAPIKey() {
+	keyFunc, err := grpclimit.APIKey{Metadata: "x-api-key", Secret: []byte("example secret, 16+ bytes")}.KeyFunc()
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-api-key", "k-123"))
+	key, _ := keyFunc(ctx, "/pkg.Svc/Get")
+	fmt.Println(key[:4], len(key))
+	_, err = keyFunc(context.Background(), "/pkg.Svc/Get")
+	fmt.Println(status.Code(grpclimit.RefuseOnError(context.Background(), "/pkg.Svc/Get", err)))
+	// Output:
+	// key: 36
+	// InvalidArgument
+}
+
+// PeerIP keys by the connection's address.
+func ExamplePeerIP() {
+	keyFunc, _ := grpclimit.PeerIP{}.KeyFunc()
+	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP("2001:db8:1:2:3::4"), Port: 4000}})
+	key, _ := keyFunc(ctx, "/pkg.Svc/Get")
+	fmt.Println(key)
+	// Output:
+	// ip:2001:db8:1:2::/64
+}
+
+// A method with a cost of its own, in the shared quota, and one with a
+// quota of its own.
+func ExampleMethod() {
+	_ = grpclimit.Config{
+		Limits: []redisrate.Limit{redisrate.PerSecond(100)},
+		Methods: map[string]grpclimit.Method{
+			"/shop.Orders/Batch":  {Cost: 10},
+			"/shop.Orders/Export": {Limits: []redisrate.Limit{redisrate.PerHour(10)}, PolicyNames: []string{"export"}},
+		},
+	}
+}
+
+// The interceptors go on the server; chain them with others of yours.
+func ExampleInterceptor_Unary() {
+	limit, err := grpclimit.New(grpclimit.Config{
+		Limiter: redisrate.NewLimiter(redis.NewClient(&redis.Options{Addr: "localhost:6379"})),
+		Limits:  []redisrate.Limit{redisrate.PerSecond(100)},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(limit.Unary()), grpc.ChainStreamInterceptor(limit.Stream()))
+	srv.Stop()
+	// Output:
+}
+
+// An ErrorHandler of one's own: let calls of one method through while
+// Redis is down, refuse the others.
+func ExampleErrorHandler() {
+	var onError grpclimit.ErrorHandler = func(ctx context.Context, method string, err error) error {
+		if method == "/shop.Catalog/Browse" {
+			return grpclimit.ServeOnError(ctx, method, err)
+		}
+		return grpclimit.RefuseOnError(ctx, method, err)
+	}
+	_ = grpclimit.Config{OnError: onError}
 }

@@ -2,6 +2,7 @@ package httplimit_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net/http"
@@ -344,4 +345,71 @@ func TestDocsHTTPIsExample(t *testing.T) {
 // code as ExampleNew, which the test suite compiles and runs.
 func TestReadmeHTTPIsExample(t *testing.T) {
 	readmetest.Check(t, "example_test.go", "../README.md", "readme")
+}
+
+// Header is shorthand for an APIKey.
+func ExampleHeader() {
+	keyFunc, err := httplimit.Header("X-API-Key", []byte("example secret, 16+ bytes")).KeyFunc()
+	if err != nil {
+		log.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-API-Key", "k-123")
+	key, _ := keyFunc(r)
+	fmt.Println(key[:4], len(key)) // "key:" and 32 hex digits of the HMAC
+	_, err = keyFunc(httptest.NewRequest("GET", "/", nil))
+	fmt.Println(errors.Is(err, httplimit.ErrNoKey))
+	// Output:
+	// key: 36
+	// true
+}
+
+// ClientIP behind a load balancer: only the hop the balancer appended is
+// believed.
+func ExampleClientIP() {
+	keyFunc, err := httplimit.ClientIP{Header: "X-Forwarded-For", TrustedProxies: []string{"10.0.0.0/8"}}.KeyFunc()
+	if err != nil {
+		log.Fatal(err)
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.RemoteAddr = "10.0.0.1:52000"
+	r.Header.Set("X-Forwarded-For", "1.2.3.4, 203.0.113.9") // a forged entry, then the client
+	key, _ := keyFunc(r)
+	fmt.Println(key)
+	// Output:
+	// ip:203.0.113.9
+}
+
+// An ErrorHandler of one's own: a JSON error, whatever went wrong.
+func ExampleErrorHandler() {
+	var onError httplimit.ErrorHandler = func(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
+		status := http.StatusServiceUnavailable
+		if errors.Is(err, httplimit.ErrNoKey) {
+			status = http.StatusUnauthorized
+		}
+		http.Error(w, `{"error":"rate limit undecided"}`, status)
+	}
+	_ = httplimit.Config{OnError: onError}
+}
+
+// One Middleware for a group of routes that share a quota.
+func ExampleMiddleware_Handler() {
+	rdb, done := exampleRedis()
+	defer done()
+	limit, err := httplimit.New(httplimit.Config{Limiter: redisrate.NewLimiter(rdb), Limits: []redisrate.Limit{redisrate.PerSecond(1)}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	api := http.NewServeMux()
+	api.HandleFunc("GET /a", func(w http.ResponseWriter, r *http.Request) {})
+	api.HandleFunc("GET /b", func(w http.ResponseWriter, r *http.Request) {})
+	h := limit.Handler(api)
+	for _, path := range []string{"/a", "/b"} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", path, nil))
+		fmt.Println(path, w.Code)
+	}
+	// Output:
+	// /a 200
+	// /b 429
 }

@@ -14,6 +14,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/internal/readmetest"
@@ -115,4 +116,33 @@ func ExampleKeyPrefix() {
 	fmt.Printf("%q %q\n", otelrate.KeyPrefix("login:ip:192.0.2.1"), otelrate.KeyPrefix("user42"))
 	// Output:
 	// "login" ""
+}
+
+// An Observer sees each decision twice: Start, then End with the answer.
+// The Limiter calls them; this shows what reaches the span.
+func ExampleObserver() {
+	tp := sdktrace.NewTracerProvider()
+	obs, err := otelrate.New(otelrate.WithTracerProvider(tp), otelrate.WithMeterProvider(sdkmetric.NewMeterProvider()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	d := redisrate.Decision{Kind: redisrate.KindAllow, Key: "login:ip:192.0.2.1", Limits: []redisrate.Limit{redisrate.PerMinute(5)}, Cost: 1}
+	ctx := obs.Start(context.Background(), d)
+	span := trace.SpanFromContext(ctx).(sdktrace.ReadOnlySpan)
+	obs.End(ctx, d, redisrate.Result{Allowed: true, Remaining: 4, Capacity: 5}, nil)
+	for _, kv := range span.Attributes() {
+		if kv.Key == "redisrate.key.prefix" || kv.Key == "redisrate.outcome" {
+			fmt.Println(kv.Key, kv.Value.AsString())
+		}
+	}
+	// Output:
+	// redisrate.key.prefix login
+	// redisrate.outcome allowed
+}
+
+// Providers of one's own, instead of the global ones.
+func ExampleWithMeterProvider() {
+	mp := sdkmetric.NewMeterProvider()
+	tp := sdktrace.NewTracerProvider()
+	_, _ = otelrate.New(otelrate.WithMeterProvider(mp), otelrate.WithTracerProvider(tp))
 }
