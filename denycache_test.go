@@ -324,3 +324,23 @@ func TestDenyCacheForwardsErrors(t *testing.T) {
 		t.Fatalf("user's value became %q", got)
 	}
 }
+
+// TestDenyCacheNeverAnswersPeek: a Peek takes nothing, so no denial covers
+// it: it always reads Redis's state.
+func TestDenyCacheNeverAnswersPeek(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeRedis(t)
+	cnt := countCommands(f.rdb)
+	l := NewLimiter(f.rdb, WithDenyCache(10))
+	denyClock(t, f, l)
+	lim := PerHour(1)
+	_, _ = l.Allow(ctx, "k", lim)
+	if r, _ := l.Allow(ctx, "k", lim); r.Allowed || r.Source != SourceRedis {
+		t.Fatalf("%+v", r)
+	}
+	before := cnt.scriptCalls()
+	r, err := l.Peek(ctx, "k", lim)
+	if err != nil || !r.Allowed || r.Source != SourceRedis || cnt.scriptCalls() != before+1 {
+		t.Fatalf("Peek: %+v %v, %d script calls; want Redis's state", r, err, cnt.scriptCalls()-before)
+	}
+}

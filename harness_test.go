@@ -180,3 +180,5 @@ func (h *argLog) take() []string {
 	h.cmds = nil
 	return out
 }
+
+func fmtAny(v any) string { return fmt.Sprintf("%v", v) }
