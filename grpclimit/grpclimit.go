@@ -198,6 +198,7 @@ type Config struct {
 	// Limiter decides, in Redis; its failure policy decides without it.
 	Limiter *redisrate.Limiter
 	// Limits are the limits of every method without limits of its own.
+	// Without them, only the methods in Methods are limited.
 	Limits []redisrate.Limit
 	// PolicyNames name each of Limits in the metadata. Default: Name for
 	// a single limit; Name-1, Name-2, ... for several.
