@@ -139,25 +139,39 @@ func TestDocLinks(t *testing.T) {
 	}
 }
 
-// goBlocks returns the Go code blocks of a Markdown text.
-func goBlocks(text string) []string {
-	var out []string
+// goBlock is a Go code block of a Markdown text and, when a text block
+// follows it at once (after one blank line), what that block shows.
+type goBlock struct {
+	code   string
+	output string
+	shown  bool // output holds a text block
+}
+
+func goBlocks(text string) []goBlock {
+	var out []goBlock
 	for {
 		_, after, ok := strings.Cut(text, "```go\n")
 		if !ok {
 			return out
 		}
-		block, rest, _ := strings.Cut(after, "```")
-		out = append(out, strings.TrimRight(block, "\n"))
+		code, rest, _ := strings.Cut(after, "```\n")
+		b := goBlock{code: strings.TrimRight(code, "\n")}
+		if shown, ok := strings.CutPrefix(rest, "\n```text\n"); ok {
+			b.output, _, _ = strings.Cut(shown, "```\n")
+			b.shown = true
+		}
+		out = append(out, b)
 		text = rest
 	}
 }
 
-// Every Go block of the docs is the body of a marked region of a test file
-// of the repository (an Example that the suite compiles, and runs where it
-// has an Output), so no Go code in the docs can stop compiling unnoticed.
+// Every Go block of the docs is lines of a tested Example (consecutive
+// lines of its body, or a marked region of a test file), so no Go code in
+// the docs can stop compiling unnoticed; and a text block right after it
+// shows what that Example's "// Output:" says it prints.
 func TestDocsGoBlocks(t *testing.T) {
-	regions := map[string]string{} // body → where
+	regions := map[string]bool{}
+	var examples []readmetest.Example
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -172,9 +186,10 @@ func TestDocsGoBlocks(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for name, body := range readmetest.Regions(string(b)) {
-			regions[strings.TrimRight(body, "\n")] = path + ": " + name
+		for _, body := range readmetest.Regions(string(b)) {
+			regions[strings.TrimRight(body, "\n")] = true
 		}
+		examples = append(examples, readmetest.Examples(string(b))...)
 		return nil
 	})
 	if err != nil {
@@ -184,8 +199,27 @@ func TestDocsGoBlocks(t *testing.T) {
 	for _, name := range docs {
 		for _, block := range goBlocks(read(t, name)) {
 			n++
-			if _, ok := regions[block]; !ok {
-				t.Errorf("%s: this Go block is no tested Example's marked region (// NAME:start ... // NAME:end in a _test.go file):\n%s", name, block)
+			var from []readmetest.Example
+			for _, ex := range examples {
+				if strings.Contains("\n"+ex.Body+"\n", "\n"+block.code+"\n") {
+					from = append(from, ex)
+				}
+			}
+			if len(from) == 0 && !regions[block.code] {
+				t.Errorf("%s: this Go block is no tested Example's lines (consecutive lines of an Example's body, or a marked region // NAME:start ... // NAME:end):\n%s", name, block.code)
+				continue
+			}
+			if !block.shown {
+				continue
+			}
+			ok := false
+			var outputs []string
+			for _, ex := range from {
+				ok = ok || ex.Output != "" && ex.Output == block.output
+				outputs = append(outputs, ex.Name+":\n"+ex.Output)
+			}
+			if !ok {
+				t.Errorf("%s: the output shown after this Go block is not what its Example prints:\n%s\nshown:\n%s\nprinted:\n%s", name, block.code, block.output, strings.Join(outputs, "\n"))
 			}
 		}
 	}

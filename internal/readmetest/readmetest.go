@@ -1,12 +1,14 @@
 // Package readmetest keeps the documentation's code the same code as the
 // Examples and files that the test suite compiles and runs.
 //
-// A Go block of README.md or docs/*.md is the body of a marked region of a
-// test file: the lines between "// NAME:start" and "// NAME:end" (both
-// indented by one tab, inside an Example), unindented by one tab. The tests
-// of this package check the README and the pages of docs/ as a whole (size,
-// links, every Go block, the algorithm table, the annotated script call);
-// Check lets a package's own test pin one region to one document.
+// A Go block of README.md or docs/*.md is lines of a tested Example,
+// unindented by one tab: a run of consecutive lines of its body (see
+// Examples), or a marked region of a test file, the lines between
+// "// NAME:start" and "// NAME:end" (see Regions). The tests of this package
+// check the README and the pages of docs/ as a whole (size, links, every Go
+// block and the output shown after it, the algorithm table, the annotated
+// script call); Check lets a package's own test pin one region to one
+// document.
 package readmetest
 
 import (
@@ -14,6 +16,50 @@ import (
 	"strings"
 	"testing"
 )
+
+// Example is one Example function of a test file.
+type Example struct {
+	Name   string // e.g. "ExampleLimiter_Wait"
+	Body   string // its body before "// Output:", unindented by one tab
+	Output string // what "// Output:" says it prints; "" when it has none
+}
+
+// Examples returns the Example functions of a Go test file.
+func Examples(src string) []Example {
+	var out []Example
+	lines := strings.Split(src, "\n")
+	for i := 0; i < len(lines); i++ {
+		name, ok := strings.CutPrefix(lines[i], "func Example")
+		if !ok || !strings.HasSuffix(name, "() {") {
+			continue
+		}
+		ex := Example{Name: "Example" + strings.TrimSuffix(name, "() {")}
+		var body, output []string
+		inOutput := false
+		for i++; i < len(lines) && lines[i] != "}"; i++ {
+			l := strings.TrimPrefix(lines[i], "\t")
+			if rest, ok := strings.CutPrefix(l, "// Output:"); ok && !inOutput {
+				inOutput = true
+				if rest = strings.TrimSpace(rest); rest != "" {
+					output = append(output, rest)
+				}
+				continue
+			}
+			if inOutput {
+				l = strings.TrimPrefix(strings.TrimPrefix(l, "//"), " ")
+				output = append(output, l)
+				continue
+			}
+			body = append(body, l)
+		}
+		ex.Body = strings.Join(body, "\n")
+		if len(output) > 0 {
+			ex.Output = strings.Join(output, "\n") + "\n"
+		}
+		out = append(out, ex)
+	}
+	return out
+}
 
 // Regions returns the marked regions of a Go source file, by name: the
 // lines between "\t// NAME:start" and "\t// NAME:end", unindented by one
