@@ -3,6 +3,7 @@ package redisrate
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -185,9 +186,51 @@ func Args(cost int64, check bool, limits ...Limit) ([]any, error) {
 // only when the op is sent: a deny-cache hit builds nothing.
 func (o *op) argv(limits []Limit) []any {
 	if o.args == nil && o.kind != KindReset {
-		o.args = formatArgs(o.cost, o.kind == KindCheck, limits)
+		o.args = cachedArgs(o.cost, o.kind == KindCheck, limits)
 	}
 	return o.args
+}
+
+// argsKey is everything an ARGV depends on, comparable so that a map
+// lookup needs no allocation.
+type argsKey struct {
+	cost   int64
+	check  bool
+	count  int
+	limits [maxLimits]Limit
+}
+
+// argsCache remembers the ARGV of recent calls: a service calls with a
+// handful of limits, and boxing each number in an interface was a good part
+// of the client's allocations per decision. The cached slices are only read
+// (go-redis copies them into its command), never handed to callers. Past
+// maxCachedArgs entries it starts over: a caller that never repeats itself
+// costs a little memory, never a leak.
+var argsCache = struct {
+	sync.RWMutex
+	m map[argsKey][]any
+}{m: make(map[argsKey][]any)}
+
+const maxCachedArgs = 1024
+
+// cachedArgs is formatArgs through argsCache, for validated calls.
+func cachedArgs(cost int64, check bool, limits []Limit) []any {
+	k := argsKey{cost: cost, check: check, count: len(limits)}
+	copy(k.limits[:], limits)
+	argsCache.RLock()
+	args, ok := argsCache.m[k]
+	argsCache.RUnlock()
+	if ok {
+		return args
+	}
+	args = formatArgs(cost, check, limits)
+	argsCache.Lock()
+	if len(argsCache.m) >= maxCachedArgs {
+		clear(argsCache.m)
+	}
+	argsCache.m[k] = args
+	argsCache.Unlock()
+	return args
 }
 
 func buildArgs(cost int64, check bool, limits []Limit) ([]any, error) {

@@ -288,3 +288,25 @@ func TestCapacity(t *testing.T) {
 		t.Errorf("burst 9: Capacity() = %d", c)
 	}
 }
+
+// TestArgsCache: the Limiter's ARGV are formatted once per distinct call
+// and shared; the cache is bounded.
+func TestArgsCache(t *testing.T) {
+	a := cachedArgs(1, false, []Limit{PerSecond(10)})
+	b := cachedArgs(1, false, []Limit{PerSecond(10)})
+	if &a[0] != &b[0] {
+		t.Error("the same call formatted twice")
+	}
+	if c := cachedArgs(1, true, []Limit{PerSecond(10)}); fmt.Sprint(c) == fmt.Sprint(a) {
+		t.Errorf("a check shares a real call's ARGV: %v", c)
+	}
+	for i := range 2 * maxCachedArgs {
+		cachedArgs(int64(i), false, []Limit{PerSecond(10)})
+	}
+	argsCache.RLock()
+	n := len(argsCache.m)
+	argsCache.RUnlock()
+	if n > maxCachedArgs {
+		t.Errorf("%d cached ARGV, want at most %d", n, maxCachedArgs)
+	}
+}
