@@ -104,7 +104,7 @@ func (c command) summaryLine() string {
 	return line
 }
 
-var commands = []command{demoCommand, scriptsCommand, loadCommand, tryCommand, functionsCommand}
+var commands = []command{demoCommand, scriptsCommand, loadCommand, tryCommand, functionsCommand, doctorCommand}
 
 // run is the whole program, testable in-process: it returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
