@@ -237,3 +237,23 @@ func TestLoggerOncePerBurst(t *testing.T) {
 		}
 	}
 }
+
+// TestBreakerOpensOnDeadline: a Redis too slow for the caller's deadline
+// (a paused or overloaded server) opens the breaker as a refused connection
+// does, so that the calls after it do not each wait out their deadline.
+func TestBreakerOpensOnDeadline(t *testing.T) {
+	r := newBreakerRig(t, WithFailurePolicy(FailOpen))
+	ctx, cancel := context.WithDeadline(context.Background(), epoch2026) // long past
+	defer cancel()
+	res, err := r.l.Allow(ctx, "k", PerMinute(1))
+	if err != nil || res.Source != SourceFailOpen || !errors.Is(res.Cause, context.DeadlineExceeded) {
+		t.Fatalf("%+v %v: want a fail-open answer caused by the deadline", res, err)
+	}
+	if !r.l.health.skip() {
+		t.Fatal("a missed deadline left the breaker shut")
+	}
+	r.log.take()
+	if res, _ := r.l.Allow(context.Background(), "k", PerMinute(1)); res.Source != SourceFailOpen || r.log.scriptCalls() != 0 {
+		t.Fatalf("%+v: want the open breaker's answer, without Redis", res)
+	}
+}
