@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+
+	"github.com/redisrate/redisrate/internal/readmetest"
 )
 
 var update = flag.Bool("update", false, "rewrite the demo output in docs/cli.md and cmd/redisrate/demo.svg")
@@ -21,22 +23,8 @@ const (
 	demoLine   = "$ go run ./cmd/redisrate demo\n"
 )
 
-// demoBlock returns where docs/cli.md shows the demo's output: from just
-// after the line of the command to the end of its code block.
-func demoBlock(t *testing.T, doc string) (from, to int) {
-	t.Helper()
-	start := "```text\n" + demoLine
-	i := strings.Index(doc, start)
-	if i < 0 {
-		t.Fatalf("%s has no block starting %q", cliDocPath, start)
-	}
-	from = i + len(start)
-	j := strings.Index(doc[from:], "```\n")
-	if j < 0 {
-		t.Fatalf("%s: the demo's block does not end", cliDocPath)
-	}
-	return from, from + j
-}
+// how rewrites the blocks of docs/cli.md that the tests below check.
+const how = "go test ./cmd/redisrate -run TestDocs -update"
 
 // docs/cli.md shows the demo's actual output and chart: this fails when they
 // are stale (the scripts decide differently), and -update rewrites them.
@@ -51,33 +39,18 @@ func TestDocsAreCurrent(t *testing.T) {
 	}
 	var out bytes.Buffer
 	rep.writeText(&out)
-	svg := rep.svg()
+	readmetest.Golden(t, cliDocPath, "```text\n"+demoLine, demoLine+out.String(), *update, how)
 
-	b, err := os.ReadFile(cliDocPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	from, to := demoBlock(t, doc)
+	svg := rep.svg()
 	oldSVG, _ := os.ReadFile(svgPath)
-	if *update {
-		if doc[from:to] != out.String() {
-			if err := os.WriteFile(cliDocPath, []byte(doc[:from]+out.String()+doc[to:]), 0o644); err != nil {
-				t.Fatal(err)
-			}
+	switch {
+	case string(oldSVG) == svg:
+	case *update:
+		if err := os.WriteFile(svgPath, []byte(svg), 0o644); err != nil {
+			t.Fatal(err)
 		}
-		if string(oldSVG) != svg {
-			if err := os.WriteFile(svgPath, []byte(svg), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return
-	}
-	if doc[from:to] != out.String() {
-		t.Errorf("the demo output in docs/cli.md is stale: run go test ./cmd/redisrate -run TestDocs -update\nwant:\n%s", out.String())
-	}
-	if string(oldSVG) != svg {
-		t.Errorf("cmd/redisrate/demo.svg is stale: run go test ./cmd/redisrate -run TestDocs -update")
+	default:
+		t.Errorf("cmd/redisrate/demo.svg is stale: run %s", how)
 	}
 }
 
@@ -86,27 +59,13 @@ func TestDocsAreCurrent(t *testing.T) {
 // stands still, with -update filling in the output; `; echo "exit $?"`
 // prints the exit code as a shell would.
 func TestDocsTrySession(t *testing.T) {
-	b, err := os.ReadFile(cliDocPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
 	const start = "```console\n$ redisrate try "
-	i := strings.Index(doc, start)
-	if i < 0 {
-		t.Fatalf("%s has no block starting %q", cliDocPath, start)
-	}
-	from := i + len("```console\n")
-	j := strings.Index(doc[from:], "```\n")
-	if j < 0 {
-		t.Fatal("the try session's block does not end")
-	}
-	to := from + j
+	session := readmetest.Block(t, cliDocPath, start)
 
 	mr := miniredis.RunT(t)
 	mr.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	var want strings.Builder
-	for _, line := range strings.SplitAfter(doc[from:to], "\n") {
+	for _, line := range strings.SplitAfter(session, "\n") {
 		if !strings.HasPrefix(line, "$ ") {
 			continue // output, made again below
 		}
@@ -129,15 +88,5 @@ func TestDocsTrySession(t *testing.T) {
 			t.Errorf("%q: exit %d without echo", line, code)
 		}
 	}
-	if *update {
-		if doc[from:to] != want.String() {
-			if err := os.WriteFile(cliDocPath, []byte(doc[:from]+want.String()+doc[to:]), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return
-	}
-	if doc[from:to] != want.String() {
-		t.Errorf("the try session in docs/cli.md is stale: run go test ./cmd/redisrate -run TestDocs -update\nwant:\n%s", want.String())
-	}
+	readmetest.Golden(t, cliDocPath, start, want.String(), *update, how)
 }

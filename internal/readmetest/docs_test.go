@@ -260,18 +260,9 @@ func TestReadmeAlgorithmTable(t *testing.T) {
 // embedded Redis with a stopped clock; the lines after it are redis-cli's
 // rendering of the reply. -update rewrites the block.
 func TestReadmeScriptCall(t *testing.T) {
-	readme := read(t, "README.md")
 	const start = "```console\n$ SHA=$(redis-cli SCRIPT LOAD "
-	i := strings.Index(readme, start)
-	if i < 0 {
-		t.Fatalf("README.md has no block starting %q", start)
-	}
-	from := i + len("```console\n")
-	j := strings.Index(readme[from:], "```\n")
-	if j < 0 {
-		t.Fatal("the annotated call's block does not end")
-	}
-	to := from + j
+	readme := filepath.Join(root, "README.md")
+	session := readmetest.Block(t, readme, start)
 
 	mr := miniredis.RunT(t)
 	mr.SetTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -281,7 +272,7 @@ func TestReadmeScriptCall(t *testing.T) {
 	var want strings.Builder
 	calls := 0
 	loaded := "" // $SHA: the SHA1 of the script the block loaded
-	for _, line := range strings.SplitAfter(readme[from:to], "\n") {
+	for _, line := range strings.SplitAfter(session, "\n") {
 		if !strings.HasPrefix(line, "$ ") {
 			continue
 		}
@@ -324,15 +315,5 @@ func TestReadmeScriptCall(t *testing.T) {
 	if calls == 0 {
 		t.Fatal("the block makes no EVALSHA call")
 	}
-	if *update {
-		if readme[from:to] != want.String() {
-			if err := os.WriteFile(filepath.Join(root, "README.md"), []byte(readme[:from]+want.String()+readme[to:]), 0o644); err != nil {
-				t.Fatal(err)
-			}
-		}
-		return
-	}
-	if readme[from:to] != want.String() {
-		t.Errorf("README.md's annotated call is not what the script replies (go test ./internal/readmetest -run ScriptCall -update rewrites it); want:\n%s", want.String())
-	}
+	readmetest.Golden(t, readme, start, want.String(), *update, "go test ./internal/readmetest -run ScriptCall -update")
 }

@@ -110,3 +110,49 @@ func Check(t testing.TB, file, doc, name string) {
 		t.Errorf("%s differs from %s; it should contain:\n%s", doc, file, want)
 	}
 }
+
+// Block returns the contents of the code block of the Markdown file at path
+// whose text starts with start (the fence line and what follows it, e.g.
+// "```console\n$ redisrate try "): the text after the fence line, up to the
+// closing fence. It fails t when there is no such block.
+func Block(t testing.TB, path, start string) string {
+	t.Helper()
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, after, ok := strings.Cut(string(text), start)
+	_, fence, _ := strings.Cut(start, "\n")
+	body, _, closed := strings.Cut(fence+after, "```\n")
+	if !ok || !closed {
+		t.Fatalf("%s has no code block starting %q", path, start)
+	}
+	return body
+}
+
+// Golden checks that the code block Block finds is want. With update, it
+// rewrites the block to want instead; how names the command that does it.
+func Golden(t testing.TB, path, start, want string, update bool, how string) {
+	t.Helper()
+	got := Block(t, path, start)
+	if got == want {
+		return
+	}
+	if !update {
+		t.Errorf("a code block of %s is stale (%s rewrites it); it should read:\n%s", path, how, want)
+		return
+	}
+	text, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, fence, _ := strings.Cut(start, "\n")
+	old := start[:len(start)-len(fence)] + got + "```\n"
+	if strings.Count(string(text), old) != 1 {
+		t.Fatalf("%s: the block starting %q is not unique", path, start)
+	}
+	s := strings.Replace(string(text), old, start[:len(start)-len(fence)]+want+"```\n", 1)
+	if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
