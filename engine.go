@@ -13,11 +13,12 @@ import (
 // through reserveN:
 //
 //	observer Start
-//	plan      validate and build the ARGV (plan)              ErrInvalid ends here
+//	plan      validate, pick the script (plan)                ErrInvalid ends here
 //	deny      answer from the deny cache (denycache.go)       a hit ends here
-//	send      alone, or pipelined for AllowBatch (send, sendBatch in batch.go),
-//	          through the loader (FCALL, EVALSHA, EVAL); skipped while the
-//	          circuit breaker is open (failure.go)
+//	send      build the ARGV (once per distinct call), send it alone or
+//	          pipelined for AllowBatch (send, sendBatch in batch.go) through
+//	          the loader (FCALL, EVALSHA, EVAL); skipped while the circuit
+//	          breaker is open (failure.go)
 //	settle    decode the reply, classify an error, feed the deny cache
 //	          and the breaker (settle)
 //	failure   fallback, then failure policy, for ErrUnavailable only (fail)
@@ -98,8 +99,9 @@ func (l *Limiter) startProbe(o *op) {
 	}
 }
 
-// plan validates the op and builds its ARGV; false (with o.err set) when
-// the call is refused before any round trip.
+// plan validates the op and picks its script; false (with o.err set) when
+// the call is refused before any round trip. The ARGV waits for the send:
+// a deny-cache hit needs none.
 func (l *Limiter) plan(o *op, limits []Limit) bool {
 	o.key = l.prefix + o.key
 	if o.kind == KindReset {
