@@ -47,6 +47,7 @@ const exitCodesHelp = `Exit codes:
   3  Redis could not be reached
   4  Redis answered with an error (a key holding other data, a command it lacks, ...)
   5  a local failure: writing files, starting the embedded Redis
+  6  doctor: a check failed
   130  interrupted (Ctrl-C)
 `
 
