@@ -286,10 +286,11 @@ func (o *Observer) End(ctx context.Context, d redisrate.Decision, res redisrate.
 	case res.Allowed:
 		k.outcome = outcomeAllowed
 	}
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+	span := trace.SpanFromContext(ctx)
+	if span.IsRecording() {
 		o.annotate(span, d, res, err, k, counted)
-		span.End()
 	}
+	span.End()
 	if !counted {
 		return
 	}
