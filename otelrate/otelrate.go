@@ -222,7 +222,8 @@ func New(opts ...Option) (*Observer, error) {
 // started is the context of a decision: the span's, with the start time.
 type started struct {
 	context.Context
-	at time.Time
+	span trace.Span
+	at   time.Time
 }
 
 type startKey struct{}
@@ -269,15 +270,16 @@ func (o *Observer) Start(ctx context.Context, d redisrate.Decision) context.Cont
 		}
 		span.SetAttributes(attrs...)
 	}
-	return &started{Context: ctx, at: time.Now()}
+	return &started{Context: ctx, span: span, at: time.Now()}
 }
 
 // End closes the span and records the metrics.
 func (o *Observer) End(ctx context.Context, d redisrate.Decision, res redisrate.Result, err error) {
-	var elapsed time.Duration
-	if s, ok := ctx.Value(startKey{}).(*started); ok {
-		elapsed = time.Since(s.at)
+	s, ok := ctx.Value(startKey{}).(*started)
+	if !ok { // not a context of Start: nothing to end or time
+		return
 	}
+	elapsed := time.Since(s.at)
 	counted := d.Kind != redisrate.KindBatch && d.Kind != redisrate.KindReset
 	k := optKey{kind: d.Kind, algorithm: d.Algorithm, outcome: outcomeDenied, source: res.Source}
 	switch {
@@ -286,11 +288,10 @@ func (o *Observer) End(ctx context.Context, d redisrate.Decision, res redisrate.
 	case res.Allowed:
 		k.outcome = outcomeAllowed
 	}
-	span := trace.SpanFromContext(ctx)
-	if span.IsRecording() {
-		o.annotate(span, d, res, err, k, counted)
+	if s.span.IsRecording() {
+		o.annotate(s.span, d, res, err, k, counted)
 	}
-	span.End()
+	s.span.End()
 	if !counted {
 		return
 	}
