@@ -3,6 +3,7 @@ package redisrate
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,17 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 )
+
+// TestMain quiets go-redis's log of failed dials: the tests stop Redis on
+// purpose, and the failures they expect are asserted, not logged.
+func TestMain(m *testing.M) {
+	redis.SetLogger(quietLog{})
+	os.Exit(m.Run())
+}
+
+type quietLog struct{}
+
+func (quietLog) Printf(context.Context, string, ...any) {}
 
 // fakeRedis is a miniredis whose clock only moves when a test moves it, so
 // no test sleeps and every reply is exact.
