@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"regexp"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/redisrate/redisrate/scripts"
@@ -273,7 +274,7 @@ func normError(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
-		if r < ' ' || r == 0x7f {
+		if r < ' ' || r == 0x7f || unicode.IsSpace(r) {
 			b.WriteByte(' ')
 		} else if r == utf8.RuneError && n == 1 {
 			b.WriteRune(utf8.RuneError)

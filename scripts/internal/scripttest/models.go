@@ -13,17 +13,17 @@ import (
 // buckets, int64 elsewhere), independently of the Lua. Times are
 // microseconds since the epoch, as the scripts read TIME.
 //
-// It also keeps the key's TTL the way miniredis's ClockTTL does (it runs
-// down as the clock moves forward and not back), so that the key's
-// existence and PTTL can be compared.
+// It also keeps the key's expiry time, absolute as Redis keeps it (a clock
+// that steps back lengthens the TTL), so that the key's existence and PTTL
+// can be compared.
 type Model struct {
 	Spec scripts.Spec
 
-	has     bool // the key exists
-	lims    []mstate
-	log     []int64 // sliding_log: entry times, oldest first
-	ttlLeft int64   // µs until the key expires
-	tick    int64   // the clock when the TTL was last run down
+	has    bool // the key exists
+	lims   []mstate
+	log    []int64 // sliding_log: entry times, oldest first
+	expiry int64   // µs: when the key expires
+	tick   int64   // the clock at the last call or Clock
 }
 
 // mstate is one limit's state.
@@ -46,16 +46,13 @@ func (m *Model) TTL() int64 {
 	if !m.has {
 		return -2
 	}
-	return m.ttlLeft / 1000
+	return (m.expiry - m.tick) / 1000
 }
 
 // Clock moves the model's clock to now, expiring the key when its TTL runs out.
 func (m *Model) Clock(now int64) {
-	if now > m.tick && m.has {
-		m.ttlLeft -= now - m.tick
-		if m.ttlLeft <= 0 {
-			m.has, m.lims, m.log = false, nil, nil
-		}
+	if m.has && now >= m.expiry {
+		m.has, m.lims, m.log = false, nil, nil
 	}
 	m.tick = now
 }
@@ -150,7 +147,7 @@ func (m *Model) Call(now int64, c Call) []int64 {
 			m.lims = append(m.lims, o.next)
 		}
 		m.has = true
-		m.ttlLeft = CeilDiv(ttl, 1000) * 1000
+		m.expiry = now + CeilDiv(ttl, 1000)*1000
 	}
 	return reply
 }
@@ -438,7 +435,7 @@ func (m *Model) callLog(now int64, c Call) []int64 {
 		cut := sort.Search(len(m.log), func(j int) bool { return m.log[j] > at-longest })
 		m.log = append([]int64(nil), m.log[cut:]...)
 		m.has = true
-		m.ttlLeft = CeilDiv(at-now+longest, 1000) * 1000
+		m.expiry = now + CeilDiv(at-now+longest, 1000)*1000
 	}
 	return reply
 }
@@ -449,7 +446,7 @@ func (m *Model) String() string {
 		return "no key"
 	}
 	if m.Spec.Log {
-		return fmt.Sprintf("log %v ttl %dus", m.log, m.ttlLeft)
+		return fmt.Sprintf("log %v expiry %d", m.log, m.expiry)
 	}
 	s := ""
 	for _, l := range m.lims {
@@ -462,5 +459,5 @@ func (m *Model) String() string {
 			s += fmt.Sprintf(" t=%d n=%d prev=%d", l.t, l.n, l.prev)
 		}
 	}
-	return fmt.Sprintf("%s ttl %dus", s, m.ttlLeft)
+	return fmt.Sprintf("%s expiry %d", s, m.expiry)
 }

@@ -38,17 +38,18 @@ type Backend struct {
 	// Addr is host:port.
 	Addr string
 
-	t   testing.TB
-	mr  *miniredis.Miniredis
-	now time.Time
-	cmd *exec.Cmd
+	t      testing.TB
+	mr     *miniredis.Miniredis
+	now    time.Time
+	frozen bool
+	cmd    *exec.Cmd
 }
 
 // Ctx is the tests' context.
 var Ctx = context.Background()
 
 // Miniredis starts a miniredis whose clock only moves when the test moves it
-// and whose TTLs follow that clock.
+// (SetTime, Advance) and whose TTLs follow that clock.
 func Miniredis(t testing.TB) *Backend {
 	t.Helper()
 	mr := miniredis.RunT(t)
@@ -58,6 +59,7 @@ func Miniredis(t testing.TB) *Backend {
 	mr.SetTime(Epoch)
 	mr.ClockTTL(true)
 	b.now = Epoch
+	mr.DB(0)
 	return b
 }
 
@@ -164,15 +166,21 @@ func (b *Backend) Now() time.Time {
 	return b.now
 }
 
-// SetTime sets miniredis's clock (TIME); TTLs follow it. On real Redis it
-// fails the test.
+// SetTime sets miniredis's clock (TIME); TTLs follow it as Redis's
+// absolute expiry times do: a clock that steps back lengthens them by the
+// step. On real Redis it fails the test.
 func (b *Backend) SetTime(t time.Time) {
 	b.t.Helper()
 	if b.mr == nil {
 		b.t.Fatal("SetTime on real Redis")
 	}
+	back := b.now.Sub(t)
 	b.now = t
 	b.mr.SetTime(t)
+	if back > 0 && !b.frozen {
+		b.mr.FastForward(-back)
+	}
+	b.mr.DB(0) // runs the TTLs down to t now, so that a step back starts from t
 }
 
 // Advance moves miniredis's clock by d (negative: the clock steps back).
@@ -388,3 +396,49 @@ func (b *Backend) Get(key string) string {
 // Rebind makes b report to t: for a backend that outlives one test, as the
 // fuzz target's does.
 func (b *Backend) Rebind(t testing.TB) { b.t = t }
+
+// Save records key's value and TTL (a string or a sorted set) and returns
+// a function that puts them back: for probes that move the clock forward
+// and back, which on miniredis runs TTLs down and may expire the key.
+func (b *Backend) Save(key string) (restore func()) {
+	b.t.Helper()
+	c := b.Client
+	typ := c.Type(Ctx, key).Val()
+	ttl := b.PTTL(key)
+	var val string
+	var zs []redis.Z
+	switch typ {
+	case "string":
+		val = c.Get(Ctx, key).Val()
+	case "zset":
+		zs = c.ZRangeWithScores(Ctx, key, 0, -1).Val()
+	case "none":
+	default:
+		b.t.Fatalf("Save of a %s", typ)
+	}
+	return func() {
+		b.t.Helper()
+		c.Del(Ctx, key)
+		switch typ {
+		case "string":
+			c.Set(Ctx, key, val, 0)
+		case "zset":
+			c.ZAdd(Ctx, key, zs...)
+		}
+		if ttl > 0 {
+			c.PExpire(Ctx, key, time.Duration(ttl)*time.Millisecond)
+		}
+	}
+}
+
+// FreezeTTL stops (true) or restarts (false) miniredis's TTLs from running
+// down with the clock. Frozen, keys never expire: for probes that move the
+// clock forward and back again.
+func (b *Backend) FreezeTTL(frozen bool) {
+	b.t.Helper()
+	if b.mr == nil {
+		b.t.Fatal("FreezeTTL on real Redis")
+	}
+	b.frozen = frozen
+	b.mr.ClockTTL(!frozen)
+}
