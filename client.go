@@ -108,8 +108,9 @@ func (l *Limiter) CheckN(ctx context.Context, key string, limit Limit, n int64) 
 }
 
 // Peek reads the state of key under limits, taking nothing: the Result
-// says what remains now and when the key is full again (cost 0; Allowed is
-// always true). Pass the limits the key is called with.
+// says what remains now and when the key is full again (a cost of 0, which
+// Redis always admits; a FailClosed answer while Redis is down denies). Pass
+// the limits the key is called with.
 func (l *Limiter) Peek(ctx context.Context, key string, limits ...Limit) (Result, error) {
 	return l.call(ctx, KindPeek, key, 0, limits)
 }

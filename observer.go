@@ -14,8 +14,8 @@ import (
 // (before the deny cache, before Redis), with the context the caller passed,
 // and uses the context Start returns for the rest of the decision: for the
 // Redis command (so a span started there is the parent of go-redis's own
-// span when redisotel is on), the fallback and End. End is called exactly
-// once per Start, after the failure stage, with what the caller gets back:
+// span when redisotel is on), the fallback and End (a nil context from
+// Start means the caller's own). End is called exactly once per Start, after the failure stage, with what the caller gets back:
 // the Result (Result.Source says who decided; Result.Cause is the Redis
 // error behind a degraded decision) and the error. Time End minus Start is
 // the decision's latency as the caller saw it.
