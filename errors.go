@@ -19,6 +19,14 @@ var (
 	// ErrInvalid, it is always returned, whatever the failure policy.
 	ErrForeignKey = errors.New("key holds other data")
 
+	// ErrPermission is matched by the error of a call the server's ACL
+	// refused (NOPERM: the user may not run the script, or not touch the
+	// key). Redis is up and the call will not succeed by waiting: like
+	// ErrInvalid, it is always returned, whatever the failure policy, so
+	// that a deployment mistake never hides behind "Redis is down". The
+	// error carries the server's words, which name the missing permission.
+	ErrPermission = errors.New("not permitted by the server's ACL")
+
 	// ErrUnavailable is matched by the error of any call that Redis could
 	// not decide: unreachable, timed out, loading, failing over, refusing
 	// writes (OOM, READONLY), the circuit breaker open after such a
@@ -56,8 +64,8 @@ func (e *invalidError) Error() string { return "redisrate: " + e.msg }
 func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
 
 // Error is a failed call: the script and key it concerned and why. It
-// matches ErrInvalid, ErrForeignKey or ErrUnavailable (and ErrBadReply)
-// as the failure is classified, and the underlying error (a redis.Error, a
+// matches ErrInvalid, ErrForeignKey, ErrPermission or ErrUnavailable (and
+// ErrBadReply) as the failure is classified, and the underlying error (a redis.Error, a
 // context error, a network error).
 type Error struct {
 	Script string // the script name, e.g. "gcra", or "reset"
@@ -97,6 +105,8 @@ func classify(err error) error {
 		return ErrInvalid
 	case strings.HasPrefix(msg, "ERR key holds "):
 		return ErrForeignKey
+	case strings.HasPrefix(msg, "NOPERM"):
+		return ErrPermission
 	}
 	return ErrUnavailable
 }

@@ -18,8 +18,9 @@ import (
 
 // FailurePolicy decides what a call answers when Redis cannot decide (the
 // call's error matches ErrUnavailable) and no fallback did. Argument errors
-// (ErrInvalid) and foreign keys (ErrForeignKey) are the caller's to fix and
-// are always returned as errors, whatever the policy.
+// (ErrInvalid), foreign keys (ErrForeignKey) and ACL refusals
+// (ErrPermission) are the caller's to fix and are always returned as
+// errors, whatever the policy.
 //
 // Every kind of call follows it alike: Allow, AllowN, AllowMulti, Check,
 // CheckN, CheckMulti, Peek and each request of AllowBatch answer the
