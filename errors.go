@@ -35,6 +35,13 @@ var (
 	// for (see FailurePolicy), for every kind of call alike.
 	ErrUnavailable = errors.New("redis unavailable")
 
+	// ErrCircuitOpen is matched, together with ErrUnavailable, by the
+	// cause of a call the circuit breaker answered without asking Redis
+	// (see WithCircuitBreaker): Redis failed a moment ago and has not
+	// answered a probe since. Metrics and logs can tell these apart from
+	// calls that waited for Redis and failed.
+	ErrCircuitOpen = errors.New("circuit breaker open")
+
 	// ErrBadReply is matched, together with ErrUnavailable, when Redis
 	// answers with something that is not a contract reply (a script of
 	// another version under the same SHA1, a proxy that rewrites replies).

@@ -290,3 +290,6 @@ func (e *breakerError) Error() string {
 }
 
 func (e *breakerError) Unwrap() error { return e.last }
+
+// Is makes the cause match ErrCircuitOpen.
+func (e *breakerError) Is(target error) bool { return target == ErrCircuitOpen }

@@ -79,6 +79,21 @@ func ExampleWithCircuitBreaker() {
 	// true fail-open true
 }
 
+// A decision the open breaker made without asking Redis says so in its
+// cause: the first call waited for Redis and failed, the next did not ask.
+func ExampleErrCircuitOpen() {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1}) // down
+	defer rdb.Close()
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithFailurePolicy(redisrate.FailOpen))
+	for range 2 {
+		res, _ := limiter.Allow(context.Background(), "user:42", redisrate.PerSecond(5))
+		fmt.Println(res.Source, errors.Is(res.Cause, redisrate.ErrUnavailable), errors.Is(res.Cause, redisrate.ErrCircuitOpen))
+	}
+	// Output:
+	// fail-open true false
+	// fail-open true true
+}
+
 // One line when Redis starts failing, one when it answers again: never one
 // per request.
 func ExampleWithLogger() {
