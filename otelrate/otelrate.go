@@ -22,7 +22,7 @@
 // redisrate.algorithm (gcra, token_bucket, ...), redisrate.outcome
 // (allowed, denied, error) and redisrate.source (redis, deny-cache,
 // fallback, fail-open, fail-closed; absent on an error), and, on an error,
-// error.type (unavailable, invalid, foreign_key, bad_reply, canceled,
+// error.type (circuit_open, unavailable, invalid, foreign_key, bad_reply, canceled,
 // deadline_exceeded, other). The degraded counter carries the algorithm,
 // source and outcome; the deny-cache counter the algorithm. A batch
 // (AllowBatch) counts as its requests; a Reset is traced, not counted.
@@ -38,7 +38,9 @@
 // redisrate.remaining, redisrate.retry_after_ms, redisrate.binding (the
 // index of the binding limit) and redisrate.binding.limit (such as
 // "10/s"). A Redis error is recorded on the span, with an error status:
-// the call's error, or the cause of a degraded decision.
+// the call's error, or the cause of a degraded decision, whose span also
+// says whether the circuit breaker answered it without asking Redis
+// (redisrate.circuit_open).
 package otelrate
 
 import (
@@ -67,6 +69,7 @@ const (
 	outcomeKey        = attribute.Key("redisrate.outcome")
 	sourceKey         = attribute.Key("redisrate.source")
 	errorTypeKey      = attribute.Key("error.type")
+	circuitOpenKey    = attribute.Key("redisrate.circuit_open")
 	keyPrefixKey      = attribute.Key("redisrate.key.prefix")
 	costKey           = attribute.Key("redisrate.cost")
 	limitsKey         = attribute.Key("redisrate.limits")
@@ -329,6 +332,7 @@ func (o *Observer) annotate(span trace.Span, d redisrate.Decision, res redisrate
 		}
 	}
 	if res.Cause != nil {
+		span.SetAttributes(circuitOpenKey.Bool(errors.Is(res.Cause, redisrate.ErrCircuitOpen)))
 		span.RecordError(res.Cause)
 		span.SetStatus(codes.Error, "decided without Redis ("+res.Source.String()+"): "+res.Cause.Error())
 	}
@@ -347,6 +351,8 @@ func errorType(err error) string {
 		return "foreign_key"
 	case errors.Is(err, redisrate.ErrBadReply):
 		return "bad_reply"
+	case errors.Is(err, redisrate.ErrCircuitOpen):
+		return "circuit_open"
 	case errors.Is(err, redisrate.ErrUnavailable):
 		return "unavailable"
 	}

@@ -178,7 +178,7 @@ func TestObserverRecords(t *testing.T) {
 		{"redisrate.outcome": "allowed", "redisrate.source": "redis", "redisrate.remaining": "2", "redisrate.binding": "1", "redisrate.binding.limit": perMinute3.String()},
 		{"redisrate.outcome": "denied", "redisrate.source": "redis", "redisrate.remaining": "0", "redisrate.binding": "1", "redisrate.binding.limit": perMinute3.String(), "redisrate.retry_after_ms": "1500"},
 		{"redisrate.outcome": "denied", "redisrate.source": "deny-cache", "redisrate.remaining": "0", "redisrate.binding": "1", "redisrate.binding.limit": perMinute3.String(), "redisrate.retry_after_ms": "1200"},
-		{"redisrate.outcome": "allowed", "redisrate.source": "fail-open", "redisrate.remaining": "0", "redisrate.binding": "0", "redisrate.binding.limit": redisrate.PerSecond(10).String()},
+		{"redisrate.outcome": "allowed", "redisrate.source": "fail-open", "redisrate.remaining": "0", "redisrate.binding": "0", "redisrate.binding.limit": redisrate.PerSecond(10).String(), "redisrate.circuit_open": "false"},
 		{"redisrate.outcome": "error", "error.type": "unavailable"},
 	} {
 		s := spans[i].Snapshot()
