@@ -278,6 +278,10 @@ func TestLimiter(t *testing.T) {
 	if res, err := limiter.Allow(ctx, "api:user:43", limit); err != nil || !res.Allowed || res.Source != redisrate.SourceFailOpen {
 		t.Fatalf("fail-open call: %v, %v", res, err)
 	}
+	// The next call is answered by the open circuit breaker, without Redis.
+	if res, err := limiter.Allow(ctx, "api:user:44", limit); err != nil || res.Source != redisrate.SourceFailOpen || !errors.Is(res.Cause, redisrate.ErrCircuitOpen) {
+		t.Fatalf("call while the breaker is open: %v, %v", res, err)
+	}
 
 	base := "redisrate.algorithm=gcra,redisrate.kind=allow,"
 	got := tel.counters(t)
@@ -285,8 +289,8 @@ func TestLimiter(t *testing.T) {
 		"redisrate.decisions{" + base + "redisrate.outcome=allowed,redisrate.source=redis}":                           1,
 		"redisrate.decisions{" + base + "redisrate.outcome=denied,redisrate.source=redis}":                            1,
 		"redisrate.decisions{" + base + "redisrate.outcome=denied,redisrate.source=deny-cache}":                       1,
-		"redisrate.decisions{" + base + "redisrate.outcome=allowed,redisrate.source=fail-open}":                       1,
-		"redisrate.decisions.degraded{redisrate.algorithm=gcra,redisrate.outcome=allowed,redisrate.source=fail-open}": 1,
+		"redisrate.decisions{" + base + "redisrate.outcome=allowed,redisrate.source=fail-open}":                       2,
+		"redisrate.decisions.degraded{redisrate.algorithm=gcra,redisrate.outcome=allowed,redisrate.source=fail-open}": 2,
 		"redisrate.deny_cache.hits{redisrate.algorithm=gcra}":                                                         1,
 	} {
 		if got[k] != v {
@@ -302,12 +306,17 @@ func TestLimiter(t *testing.T) {
 		byID[s.SpanContext.SpanID().String()] = s
 	}
 	decisions, commands := 0, 0
+	var circuitOpen []string // of the degraded decisions, in order
 	for _, s := range spans {
 		switch strings.ToLower(strings.Fields(s.Name + " x")[0]) {
 		case "redisrate.allow":
 			decisions++
-			if a := spanAttrs(s.Snapshot()); a["redisrate.key.prefix"] != "api" || strings.Contains(fmt.Sprint(a), "user:42") {
+			a := spanAttrs(s.Snapshot())
+			if a["redisrate.key.prefix"] != "api" || strings.Contains(fmt.Sprint(a), "user:42") {
 				t.Errorf("decision span attributes %v", a)
+			}
+			if v, ok := a["redisrate.circuit_open"]; ok {
+				circuitOpen = append(circuitOpen, v)
 			}
 		case "evalsha", "evalsha_ro", "eval", "eval_ro", "fcall", "fcall_ro":
 			commands++
@@ -317,7 +326,10 @@ func TestLimiter(t *testing.T) {
 			}
 		}
 	}
-	if decisions != 4 || commands < 3 {
-		t.Errorf("%d decision spans, %d Redis spans; want 4 and at least 3 (the cache hit sends nothing)", decisions, commands)
+	if decisions != 5 || commands < 3 {
+		t.Errorf("%d decision spans, %d Redis spans; want 5 and at least 3 (the cache hit and the open breaker send nothing)", decisions, commands)
+	}
+	if fmt.Sprint(circuitOpen) != "[false true]" {
+		t.Errorf("redisrate.circuit_open of the two degraded decisions: %v; want [false true]", circuitOpen)
 	}
 }
