@@ -1,0 +1,126 @@
+package scripts_test
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redisrate/redisrate/scripts"
+	st "github.com/redisrate/redisrate/scripts/internal/scripttest"
+)
+
+// usedMemory reads INFO memory's used_memory.
+func usedMemory(t *testing.T, b *st.Backend) int64 {
+	t.Helper()
+	info := b.Client.Info(st.Ctx, "memory").Val()
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatal("no used_memory in INFO")
+	return 0
+}
+
+// TestOOM (guarantee 10, issue 9 reproduction 5): under maxmemory with
+// noeviction, every writing call of every script (new key and existing key,
+// one limit and several, sliding_log with costs up to its cap) fails with
+// Redis's OOM error and writes nothing, by EVALSHA and by FCALL; calls that
+// write nothing (a denial, a check, a cost of 0) still decide by EVALSHA,
+// and FCALL_RO of the read-only functions still decides.
+func TestOOM(t *testing.T) {
+	b := st.Real(t, "--maxmemory-policy", "noeviction")
+	b.LoadLibrary()
+	type call struct {
+		what string
+		argv []string
+	}
+	writes := []call{
+		{"one limit", a("100", "60000")},
+		{"cost 3", a("100", "60000", "", "3")},
+		{"three limits", a("100", "60000", "", "1", "", "1000", "3600000", "", "10", "1000", "")},
+	}
+	logWrites := []call{{"cost 1000", a("10000", "60000", "", "1000")}, {"cost 9000", a("10000", "60000", "", "9000")}, {"cost 10000", a("10000", "60000", "", "10000")}}
+	// Existing keys, with room, made before the limit.
+	for _, s := range scripts.Specs() {
+		for i := range writes {
+			prime(t, b, s, fmt.Sprintf("oom:old:%s:%d", s.Name, i))
+			prime(t, b, s, fmt.Sprintf("oom:fold:%s:%d", s.Name, i))
+		}
+		// full, for denials
+		b.Eval(s, "oom:full:"+s.Name, "5", "60000", "", "5")
+	}
+	for i := range logWrites[:2] {
+		for _, k := range []string{"oom:log:old:%d", "oom:flog:old:%d"} {
+			if r := b.Eval(spec("sliding_log"), fmt.Sprintf(k, i), "10000", "60000", "", "1000"); r.Err != "" {
+				t.Fatal(r)
+			}
+		}
+	}
+	// maxmemory just above used memory, then a filler past it: Redis is now
+	// over maxmemory and refuses commands that may grow memory.
+	used := usedMemory(t, b)
+	if err := b.Client.ConfigSet(st.Ctx, "maxmemory", fmt.Sprint(used+256*1024)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		err := b.Client.Set(st.Ctx, fmt.Sprint("oom:filler:", i), strings.Repeat("x", 16*1024), 0).Err()
+		if err != nil && strings.HasPrefix(err.Error(), "OOM") {
+			break
+		}
+		if err != nil || i > 1000 {
+			t.Fatalf("filling to maxmemory: %d fillers, %v", i, err)
+		}
+	}
+	n := 0
+	expectOOM := func(what string, r st.Reply, key string, before st.Snapshot) {
+		t.Helper()
+		n++
+		if !strings.HasPrefix(r.Err, "OOM") {
+			t.Errorf("%s: %v, want an error starting OOM", what, r)
+		}
+		b.Unchanged(what, key, before)
+	}
+	for _, s := range scripts.Specs() {
+		list := writes
+		if s.Log {
+			list = append(append([]call(nil), writes...), logWrites...)
+		}
+		for i, c := range list {
+			for _, kind := range []string{"new", "old"} {
+				if c.what == "cost 10000" && kind == "old" {
+					continue // a denial on a log that holds entries
+				}
+				key, fkey := fmt.Sprintf("oom:%s:%s:%d", kind, s.Name, i), fmt.Sprintf("oom:f%s:%s:%d", kind, s.Name, i)
+				if s.Log && i >= len(writes) {
+					key, fkey = fmt.Sprintf("oom:log:%s:%d", kind, i-len(writes)), fmt.Sprintf("oom:flog:%s:%d", kind, i-len(writes))
+				}
+				before := b.Snap(key)
+				expectOOM(fmt.Sprintf("EVALSHA %s %s key, %s", s.Name, kind, c.what), b.Eval(s, key, c.argv...), key, before)
+				before = b.Snap(fkey)
+				expectOOM(fmt.Sprintf("FCALL %s %s key, %s", s.Name, kind, c.what), b.FCall(s, []string{fkey}, c.argv...), fkey, before)
+			}
+		}
+		// nothing to write: still decided by EVALSHA, and by FCALL_RO
+		full := "oom:full:" + s.Name
+		before := b.Snap(full)
+		for _, argv := range [][]string{a("5", "60000", "", "1"), a("5", "60000", "", "1", "check"), a("5", "60000", "", "0"), a("100", "60000", "", "1", "check")} {
+			if r := b.Eval(s, full, argv...); r.Err != "" {
+				t.Errorf("EVALSHA %s %v under OOM: %v, want a decision (it writes nothing)", s.Name, argv, r)
+			}
+			if r := b.FCallRO(s, []string{full}, argv...); r.Err != "" {
+				t.Errorf("FCALL_RO %s %v under OOM: %v, want a decision", s.Function+"_ro", argv, r)
+			}
+		}
+		b.Unchanged("calls that write nothing under OOM", full, before)
+	}
+	if used2 := usedMemory(t, b); used2 > used+1024*1024+512*1024 {
+		t.Errorf("used_memory grew from %d to %d under OOM", used, used2)
+	}
+	t.Logf("%d writing calls refused with OOM, nothing written", n)
+}
