@@ -24,12 +24,10 @@ const (
 func maxReset(l redisrate.Limit) time.Duration {
 	switch l.Algorithm {
 	case redisrate.GCRA, redisrate.LeakyBucket:
-		return time.Duration(capacity(l)/l.Rate*float64(l.Period)) + time.Millisecond
+		// capacity / rate periods, rounded up to the millisecond.
+		return time.Duration(l.Capacity())*l.Period/time.Duration(l.Rate) + time.Millisecond
 	case redisrate.TokenBucket:
-		refills := int64(capacity(l) / l.Rate)
-		if float64(refills)*l.Rate < capacity(l) {
-			refills++
-		}
+		refills := (l.Capacity() + l.Rate - 1) / l.Rate
 		return time.Duration(refills) * l.Period
 	case redisrate.SlidingWindow:
 		return 2 * l.Period
@@ -81,7 +79,7 @@ func hammer(t *testing.T, r *redistest.Redis, rdb *redis.Client, lim *redisrate.
 			// decisions; a cost-0 call records nothing.
 			var warm sync.WaitGroup
 			for range hammerWorkers {
-				warm.Go(func() { _, _ = lim.AllowN(ctx, r.Key("warm"), c.limit, 0) })
+				warm.Go(func() { _, _ = lim.Peek(ctx, r.Key("warm"), c.limit) })
 			}
 			warm.Wait()
 
@@ -124,7 +122,7 @@ func hammer(t *testing.T, r *redistest.Redis, rdb *redis.Client, lim *redisrate.
 				t.Fatalf("%d of %d calls failed", nerr, hammerWorkers*hammerCalls)
 			}
 
-			cap := int64(capacity(c.limit))
+			cap := c.limit.Capacity()
 			admitted, denied := 0, 0
 			byRemaining := make([]int, cap) // fixed_window: admissions per remaining value
 			bad := 0
@@ -181,7 +179,7 @@ func hammer(t *testing.T, r *redistest.Redis, rdb *redis.Client, lim *redisrate.
 // consistent checks one reply on its own: a denied unit waits at most
 // the longest reset, and nothing takes longer than maxReset to reset.
 func consistent(l redisrate.Limit, res redisrate.Result) bool {
-	cap := int64(capacity(l))
+	cap := l.Capacity()
 	ok := res.Capacity == cap && res.Binding == 0 && res.Remaining >= 0 &&
 		res.ResetAfter >= 0 && res.ResetAfter <= maxReset(l)
 	if res.Allowed {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/integration_test/internal/redistest"
+	"github.com/redisrate/redisrate/scripts"
 )
 
 func TestMain(m *testing.M) {
@@ -76,10 +77,9 @@ type algoCase struct {
 }
 
 // shortLimits are rate units per period with a larger burst for the buckets.
-func shortLimits(rate float64, period time.Duration, burst float64) []algoCase {
+func shortLimits(rate int64, period time.Duration, burst int64) []algoCase {
 	var out []algoCase
-	for _, a := range []redisrate.Algorithm{redisrate.GCRA, redisrate.TokenBucket, redisrate.LeakyBucket,
-		redisrate.SlidingWindow, redisrate.FixedWindow, redisrate.SlidingLog} {
+	for _, a := range allAlgorithms {
 		l := redisrate.Per(rate, period).WithAlgorithm(a)
 		if !isWindow(a) {
 			l = l.WithBurst(burst)
@@ -89,16 +89,11 @@ func shortLimits(rate float64, period time.Duration, burst float64) []algoCase {
 	return out
 }
 
+// isWindow reports a window algorithm (its capacity is its rate), as the
+// scripts' manifest says.
 func isWindow(a redisrate.Algorithm) bool {
-	return a == redisrate.SlidingWindow || a == redisrate.FixedWindow || a == redisrate.SlidingLog
-}
-
-// capacity is the most units the limit holds at once.
-func capacity(l redisrate.Limit) float64 {
-	if l.Burst == 0 || isWindow(l.Algorithm) {
-		return l.Rate
-	}
-	return l.Burst
+	s, ok := a.Spec()
+	return ok && s.Window
 }
 
 // bound is guarantee 4 of the contract: the most units the algorithm may
@@ -107,17 +102,18 @@ func bound(l redisrate.Limit, spanUs int64) float64 {
 	periodUs := l.Period.Microseconds()
 	periods := float64(spanUs) / float64(periodUs)
 	whole := float64(spanUs / periodUs)
+	rate, capacity := float64(l.Rate), float64(l.Capacity())
 	switch l.Algorithm {
 	case redisrate.GCRA, redisrate.LeakyBucket:
-		return capacity(l) + l.Rate*periods
+		return capacity + rate*periods
 	case redisrate.TokenBucket:
-		return capacity(l) + l.Rate*(1+whole)
+		return capacity + rate*(1+whole)
 	case redisrate.SlidingLog, redisrate.FixedWindow:
 		// At most limit in any period: the span is covered by 1+floor(t/p)
 		// consecutive periods (sliding_log), or meets at most that many
 		// windows, each opened by a request at least a period after the
 		// last one opened (fixed_window).
-		return l.Rate * (1 + whole)
+		return rate * (1 + whole)
 	case redisrate.SlidingWindow:
 		// At most limit per aligned window; a span of t meets at most
 		// 1+ceil(t/p) of them.
@@ -125,7 +121,7 @@ func bound(l redisrate.Limit, spanUs int64) float64 {
 		if spanUs%periodUs != 0 {
 			ceil++
 		}
-		return l.Rate * (1 + ceil)
+		return rate * (1 + ceil)
 	}
 	panic("unknown algorithm " + l.Algorithm.String())
 }
@@ -151,7 +147,7 @@ type bracketed struct {
 // evalBracketed runs script s on key with args inside MULTI, between two
 // TIME calls. The script must be loaded (MULTI queues EVALSHA; a NOSCRIPT
 // would only show at EXEC).
-func evalBracketed(t testing.TB, c *redis.Client, s redisrate.Script, key string, args ...any) bracketed {
+func evalBracketed(t testing.TB, c *redis.Client, s scripts.Spec, key string, args ...any) bracketed {
 	t.Helper()
 	ctx := context.Background()
 	var t0, t1 *redis.TimeCmd
@@ -192,28 +188,42 @@ func ints(t testing.TB, v any) []int64 {
 // loadScripts loads every script, as a deploy pipeline would.
 func loadScripts(t testing.TB, c *redis.Client) {
 	t.Helper()
-	for _, s := range redisrate.Scripts() {
+	for _, s := range scripts.Specs() {
 		sha, err := c.ScriptLoad(context.Background(), s.Source).Result()
 		if err != nil {
 			t.Fatalf("SCRIPT LOAD %s: %v", s.Name, err)
 		}
 		if sha != s.SHA1 {
-			t.Fatalf("SCRIPT LOAD %s gave %s, Scripts() says %s", s.Name, sha, s.SHA1)
+			t.Fatalf("SCRIPT LOAD %s gave %s, scripts.Specs says %s", s.Name, sha, s.SHA1)
 		}
 	}
 }
 
-func script(t testing.TB, a redisrate.Algorithm) redisrate.Script {
+// loadLibrary loads the Functions library (FUNCTION LOAD REPLACE), as a
+// deploy pipeline would, so that Limiters made afterwards call FCALL.
+func loadLibrary(t testing.TB, c *redis.Client) {
 	t.Helper()
-	s, err := a.Script()
+	name, err := c.FunctionLoadReplace(context.Background(), scripts.Library).Result()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("FUNCTION LOAD REPLACE: %v", err)
+	}
+	if name != scripts.LibraryName {
+		t.Fatalf("FUNCTION LOAD REPLACE loaded %q, want %q", name, scripts.LibraryName)
+	}
+}
+
+// script is the manifest entry of a's script.
+func script(t testing.TB, a redisrate.Algorithm) scripts.Spec {
+	t.Helper()
+	s, ok := a.Spec()
+	if !ok {
+		t.Fatalf("no script for algorithm %d", a)
 	}
 	return s
 }
 
 // rawArgs is the ARGV of a call as the Go client would send it.
-func rawArgs(t testing.TB, n float64, check bool, limits ...redisrate.Limit) []any {
+func rawArgs(t testing.TB, n int64, check bool, limits ...redisrate.Limit) []any {
 	t.Helper()
 	args, err := redisrate.Args(n, check, limits...)
 	if err != nil {

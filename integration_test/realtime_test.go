@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/scripts"
 )
 
 // The contract with Redis's real clock. Periods are tens of milliseconds so
@@ -26,7 +27,7 @@ const (
 func maxWait(l redisrate.Limit) time.Duration {
 	switch l.Algorithm {
 	case redisrate.GCRA, redisrate.LeakyBucket:
-		return time.Duration(float64(l.Period)/l.Rate) + time.Millisecond
+		return l.Period/time.Duration(l.Rate) + time.Millisecond
 	case redisrate.SlidingWindow:
 		return 2 * l.Period
 	default:
@@ -45,7 +46,7 @@ func TestRetryAfterHonestRealTime(t *testing.T) {
 		t.Run(c.algo.String(), func(t *testing.T) {
 			t.Parallel()
 			key := r.Key("honest:" + c.algo.String())
-			cap := int64(capacity(c.limit))
+			cap := c.limit.Capacity()
 			for i := range cap {
 				res, err := lim.Allow(ctx, key, c.limit)
 				if err != nil {
@@ -85,11 +86,11 @@ func TestRetryAfterHonestRealTime(t *testing.T) {
 					t.Fatalf("round %d: denied with RetryAfter %v; after sleeping that long: %v", round, denied.RetryAfter, res)
 				}
 			}
-			res, err := lim.AllowN(ctx, key, c.limit, float64(cap+1))
+			res, err := lim.AllowN(ctx, key, c.limit, cap+1)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !res.Never() || res.RetryAfter != redisrate.Never {
+			if !res.Never() || res.RetryAfter != redisrate.InfDuration {
 				t.Fatalf("cost %d over capacity %d: %+v, want Never", cap+1, cap, res)
 			}
 		})
@@ -116,7 +117,7 @@ func TestRetryAndResetExactRealTime(t *testing.T) {
 			t.Parallel()
 			s := script(t, c.algo)
 			key := r.Key("exact:" + c.algo.String())
-			cap := int64(capacity(c.limit))
+			cap := c.limit.Capacity()
 			allow := rawArgs(t, 1, false, c.limit)
 			check := rawArgs(t, 1, true, c.limit)
 			peek := rawArgs(t, 0, false, c.limit)
@@ -213,7 +214,7 @@ func TestRetryAndResetExactRealTime(t *testing.T) {
 // poll calls s on key with args, bracketed, about every 300 µs, and hands
 // each reply to see, until a call that surely ran at untilUs (server clock,
 // µs) or later has been seen.
-func poll(t *testing.T, c *redis.Client, untilUs int64, see func(bracketed), s redisrate.Script, key string, args []any) {
+func poll(t *testing.T, c *redis.Client, untilUs int64, see func(bracketed), s scripts.Spec, key string, args []any) {
 	t.Helper()
 	giveUp := time.Now().Add(time.Duration(untilUs-serverTime(t, c))*time.Microsecond + 5*time.Second)
 	for {

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/scripts"
 )
 
 var allAlgorithms = []redisrate.Algorithm{
@@ -25,7 +26,7 @@ func scriptsCached(t *testing.T, addr string) []bool {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
 	defer rdb.Close()
 	var shas []string
-	for _, s := range redisrate.Scripts() {
+	for _, s := range scripts.Specs() {
 		shas = append(shas, s.SHA1)
 	}
 	ok, err := rdb.ScriptExists(context.Background(), shas...).Result()
@@ -112,7 +113,7 @@ func TestReliabilityClusterAllAlgorithms(t *testing.T) {
 	for addr := range masters {
 		for i, ok := range scriptsCached(t, addr) {
 			if !ok {
-				t.Errorf("primary %s never loaded %s", addr, redisrate.Scripts()[i].Name)
+				t.Errorf("primary %s never loaded %s", addr, scripts.Specs()[i].Name)
 			}
 		}
 	}
@@ -210,19 +211,19 @@ func hotKeys(tag string) []hotKey {
 	fixed := redisrate.PerMinute(300).WithAlgorithm(redisrate.FixedWindow)
 	return []hotKey{
 		{tag + ":gcra", gcra,
-			func(e time.Duration) float64 { return gcra.Capacity() + gcra.Rate*e.Seconds() },
-			func(d, _ time.Duration) int64 { return int64(gcra.Rate*d.Seconds()) + 1 }},
+			func(e time.Duration) float64 { return float64(gcra.Capacity()) + float64(gcra.Rate)*e.Seconds() },
+			func(d, _ time.Duration) int64 { return int64(float64(gcra.Rate)*d.Seconds()) + 1 }},
 		// Entries leave the log as they age past a minute.
 		{tag + ":sliding_log", log,
-			func(e time.Duration) float64 { return log.Rate * math.Ceil(e.Seconds()/60) },
-			func(d, _ time.Duration) int64 { return int64(math.Ceil(log.Rate * d.Seconds() / 60)) }},
+			func(e time.Duration) float64 { return float64(log.Rate) * math.Ceil(e.Seconds()/60) },
+			func(d, _ time.Duration) int64 { return int64(math.Ceil(float64(log.Rate) * d.Seconds() / 60)) }},
 		// A new window may open during a gap only in a soak run: CI runs
 		// are shorter than the first window.
 		{tag + ":fixed_window", fixed,
-			func(e time.Duration) float64 { return fixed.Rate * (1 + math.Ceil(e.Seconds()/60)) },
+			func(e time.Duration) float64 { return float64(fixed.Rate) * (1 + math.Ceil(e.Seconds()/60)) },
 			func(d, at time.Duration) int64 {
 				if at+d >= time.Minute {
-					return int64(fixed.Rate)
+					return fixed.Rate
 				}
 				return 0
 			}},
@@ -301,13 +302,13 @@ func failover(t *testing.T, lim *redisrate.Limiter, tag string, kill func(), hea
 		report(t, t.Name()+" "+hk.limit.Algorithm.String(), "admitted %d, bound %.0f, above the bound %.0f; after the failover %d of %v left (refill during the gap: up to %d)",
 			admitted, bound, max(above, 0), maxAfter[i], hk.limit.Capacity(), refill)
 		// State carried over: the key did not come back full.
-		if maxAfter[i] > refill || (refill < int64(hk.limit.Capacity())-1 && maxAfter[i] >= int64(hk.limit.Capacity())-1) {
+		if maxAfter[i] > refill || (refill < hk.limit.Capacity()-1 && maxAfter[i] >= hk.limit.Capacity()-1) {
 			t.Errorf("%s: after the failover %d of %v left, more than the %d that refilled: its state was lost",
 				hk.name, maxAfter[i], hk.limit.Capacity(), refill)
 		}
 		// Asynchronous replication may lose the last writes acknowledged
 		// before the kill; far less than a burst.
-		if above > hk.limit.Capacity()/4 {
+		if above > float64(hk.limit.Capacity())/4 {
 			t.Errorf("%s: admitted %d, %.0f above the bound %.0f", hk.name, admitted, above, bound)
 		}
 	}
@@ -361,7 +362,7 @@ func TestReliabilityClusterFailover(t *testing.T) {
 func (c *cluster) unhealthySlot(key string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	for _, s := range c.nodes {
+	for _, s := range c.Nodes() {
 		if !s.Running() {
 			continue
 		}

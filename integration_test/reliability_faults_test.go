@@ -32,7 +32,7 @@ func faultClient(t *testing.T, addr string) *redis.Client {
 
 // callWithin makes one call with a deadline of d and fails the test if it
 // takes much longer (it hung) or panics.
-func callWithin(t *testing.T, d time.Duration, call func(ctx context.Context) (redisrate.Result, error)) (redisrate.Result, error, time.Duration) {
+func callWithin(t *testing.T, d time.Duration, call func(ctx context.Context) (redisrate.Result, error)) (redisrate.Result, time.Duration, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -44,7 +44,7 @@ func callWithin(t *testing.T, d time.Duration, call func(ctx context.Context) (r
 	if took > d+time.Second {
 		t.Fatalf("call with a %v deadline took %v", d, took)
 	}
-	return res, err, took
+	return res, took, err
 }
 
 // Redis unreachable, slow (DEBUG SLEEP, CLIENT PAUSE) and restarting: each
@@ -68,7 +68,7 @@ func TestReliabilityFaults(t *testing.T) {
 	// expect checks each limiter's answer to a failed call.
 	expect := func(phase string) {
 		t.Helper()
-		_, err, took := callWithin(t, 300*time.Millisecond, func(ctx context.Context) (redisrate.Result, error) { return plain.Allow(ctx, "k", limit) })
+		_, took, err := callWithin(t, 300*time.Millisecond, func(ctx context.Context) (redisrate.Result, error) { return plain.Allow(ctx, "k", limit) })
 		var e *redisrate.Error
 		if !errors.Is(err, redisrate.ErrUnavailable) || !errors.As(err, &e) {
 			t.Fatalf("%s: err = %v, want a *redisrate.Error matching ErrUnavailable", phase, err)
@@ -79,7 +79,7 @@ func TestReliabilityFaults(t *testing.T) {
 			source  redisrate.Source
 			allowed bool
 		}{{closed, redisrate.SourceFailClosed, false}, {open, redisrate.SourceFailOpen, true}, {fallback, redisrate.SourceFallback, true}} {
-			res, err, _ := callWithin(t, 300*time.Millisecond, func(ctx context.Context) (redisrate.Result, error) { return tc.l.Allow(ctx, "k", limit) })
+			res, _, err := callWithin(t, 300*time.Millisecond, func(ctx context.Context) (redisrate.Result, error) { return tc.l.Allow(ctx, "k", limit) })
 			if err != nil || res.Source != tc.source || res.Allowed != tc.allowed || !errors.Is(res.Cause, redisrate.ErrUnavailable) {
 				t.Fatalf("%s: %v gave %+v, %v", phase, tc.source, res, err)
 			}
@@ -321,7 +321,7 @@ func TestReliabilityStateLossAndKilledConnections(t *testing.T) {
 	// The state agrees with what callers were told: a retried call whose
 	// reply was lost may have counted twice (never admitted more), so
 	// Redis may have used more units than callers saw, never fewer.
-	res, err := lim.CheckN(ctx, key, limit, 0) // cost 0: the units available now
+	res, err := lim.Peek(ctx, key, limit) // cost 0: the units available now
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -56,40 +55,21 @@ func needLocal(t testing.TB) {
 	}
 }
 
-// cluster is a Redis Cluster of local servers.
+// cluster is a Redis Cluster of local servers (redistest.StartCluster).
 type cluster struct {
-	nodes []*redistest.Server
+	*redistest.Cluster
 	addrs []string
 }
 
 // startCluster starts 3 primaries and 3 replicas with empty script caches
 // and a 1 s node timeout (so a failover takes seconds, not the default
-// 15 s), and waits until every node sees the cluster healthy.
+// 15 s), and waits until every node sees the cluster healthy and lists a
+// replica for every slot range.
 func startCluster(t *testing.T) *cluster {
 	t.Helper()
 	needLocal(t)
-	if _, err := exec.LookPath("redis-cli"); err != nil {
-		t.Skip("needs redis-cli (apt-get install redis-tools) to create the cluster")
-	}
-	c := &cluster{}
-	for range 6 {
-		s := redistest.StartServer(t, redistest.Options{Config: []string{
-			"cluster-enabled yes",
-			"cluster-config-file nodes.conf",
-			"cluster-node-timeout 1000",
-			// Promote the replica however long it was cut off.
-			"cluster-replica-validity-factor 0",
-		}})
-		c.nodes = append(c.nodes, s)
-		c.addrs = append(c.addrs, s.Addr)
-	}
-	args := append([]string{"--cluster", "create"}, c.addrs...)
-	args = append(args, "--cluster-replicas", "1", "--cluster-yes")
-	out, err := exec.Command("redis-cli", args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("redis-cli %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	c.waitHealthy(t, 30*time.Second)
+	c := &cluster{Cluster: redistest.StartCluster(t, redistest.ClusterOptions{Primaries: 3, Replicas: 1})}
+	c.addrs = c.Addrs()
 	// Every node must also know every primary's replica, or a client that
 	// asks it for the topology would send replica reads to primaries.
 	deadline := time.Now().Add(30 * time.Second)
@@ -102,68 +82,31 @@ func startCluster(t *testing.T) *cluster {
 	return c
 }
 
-// replicasKnown reports whether every node's CLUSTER SLOTS gives each slot
-// range a primary and a replica.
+// replicasKnown reports whether every node's CLUSTER SHARDS gives each
+// shard that serves slots a primary and a replica, both online.
 func (c *cluster) replicasKnown() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	for _, s := range c.nodes {
-		rdb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
-		slots, err := rdb.ClusterSlots(ctx).Result()
+	for _, addr := range c.addrs {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+		shards, err := rdb.ClusterShards(ctx).Result()
 		_ = rdb.Close()
-		if err != nil || len(slots) == 0 {
+		if err != nil || len(shards) == 0 {
 			return false
 		}
-		for _, r := range slots {
-			if len(r.Nodes) < 2 {
+		for _, sh := range shards {
+			online := 0
+			for _, n := range sh.Nodes {
+				if n.Health == "online" {
+					online++
+				}
+			}
+			if len(sh.Slots) > 0 && online < 2 {
 				return false
 			}
 		}
 	}
 	return true
-}
-
-// waitHealthy waits until every running node reports cluster_state:ok, all
-// 16384 slots served, and every primary has a replica in sync.
-func (c *cluster) waitHealthy(t *testing.T, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		why := c.unhealthy()
-		if why == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("cluster not healthy after %v: %s", within, why)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-func (c *cluster) unhealthy() string {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	for _, s := range c.nodes {
-		if !s.Running() {
-			continue
-		}
-		rdb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
-		info, err := rdb.ClusterInfo(ctx).Result()
-		if err == nil && strings.Contains(info, "cluster_state:ok") && strings.Contains(info, "cluster_slots_ok:16384") {
-			var repl string
-			if repl, err = rdb.Info(ctx, "replication").Result(); err == nil && strings.Contains(repl, "role:slave") &&
-				!strings.Contains(repl, "master_link_status:up") {
-				err = fmt.Errorf("replica link down")
-			}
-		} else if err == nil {
-			err = fmt.Errorf("cluster info: %s", strings.Join(strings.Fields(info)[:3], " "))
-		}
-		_ = rdb.Close()
-		if err != nil {
-			return s.Addr + ": " + err.Error()
-		}
-	}
-	return ""
 }
 
 // client returns a ClusterClient of c; opts may be nil.
@@ -181,7 +124,7 @@ func (c *cluster) client(t *testing.T, opts *redis.ClusterOptions) *redis.Cluste
 // node returns the server at addr.
 func (c *cluster) node(t *testing.T, addr string) *redistest.Server {
 	t.Helper()
-	for _, s := range c.nodes {
+	for _, s := range c.Nodes() {
 		if s.Addr == addr {
 			return s
 		}

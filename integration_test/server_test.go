@@ -2,8 +2,6 @@ package integration
 
 import (
 	"context"
-	"errors"
-	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redisrate/redisrate"
-	"github.com/redisrate/redisrate/integration_test/internal/redistest"
 )
 
 // perMinute is a limit that nothing refills during a test: decisions then
@@ -62,7 +59,7 @@ func TestScriptFlushHealed(t *testing.T) {
 		left int64 // remaining in the reply
 	}{
 		{"allow", 2}, {"flush", 0}, {"allow", 1}, {"flush", 0}, {"check", 0},
-		{"flush", 0}, {"multi-peek", 1}, {"flush", 0}, {"ro-check", 0},
+		{"flush", 0}, {"peek", 1}, {"flush", 0}, {"ro-check", 0},
 	}
 	for _, a := range allAlgorithms {
 		t.Run(a.String(), func(t *testing.T) {
@@ -85,8 +82,8 @@ func TestScriptFlushHealed(t *testing.T) {
 					res, err = lim.Allow(ctx, key, l)
 				case "check":
 					res, err = lim.Check(ctx, key, l)
-				case "multi-peek":
-					res, err = lim.AllowMulti(ctx, key, 0, l)
+				case "peek":
+					res, err = lim.Peek(ctx, key, l)
 				case "ro-check":
 					if !readOnly {
 						continue
@@ -183,151 +180,6 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 	}
 }
 
-// TestReadOnlyCheck: WithReadOnlyCheck sends Check through EVALSHA_RO. It
-// decides as Allow would and writes nothing, for every algorithm; the
-// server's command statistics show EVALSHA_RO was used, and on a server of
-// its own a user allowed only read-only scripts can check but not allow.
-func TestReadOnlyCheck(t *testing.T) {
-	r := openRedis(t)
-	needRedis7(t, r.Client)
-	ctx := context.Background()
-	lim := redisrate.NewLimiter(r.Client)
-	ro := redisrate.NewLimiter(r.Client, redisrate.WithReadOnlyCheck())
-	loadScripts(t, r.Client) // so that each check is one EVALSHA_RO
-	for _, a := range allAlgorithms {
-		t.Run(a.String(), func(t *testing.T) {
-			l := perMinute(a)
-			key := r.Key("ro:" + a.String())
-			before := commandCalls(t, r.Client)
-			res, err := ro.Check(ctx, key, l)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !res.Allowed || res.Remaining != 2 {
-				t.Fatalf("check of a fresh key: %v, want allowed with 2 remaining", res)
-			}
-			if n := r.Client.Exists(ctx, key).Val(); n != 0 {
-				t.Fatal("a read-only check created the key")
-			}
-			for range 3 {
-				if res, err := lim.Allow(ctx, key, l); err != nil || !res.Allowed {
-					t.Fatalf("allow: %v, %v", res, err)
-				}
-			}
-			dump := r.Client.Dump(ctx, key).Val()
-			ttl := r.Client.PTTL(ctx, key).Val()
-			checked, err := ro.Check(ctx, key, l)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := r.Client.Dump(ctx, key).Val(); d != dump {
-				t.Fatal("a read-only check changed the key")
-			}
-			if ttl2 := r.Client.PTTL(ctx, key).Val(); ttl2 > ttl {
-				t.Fatalf("a read-only check extended the TTL from %v to %v", ttl, ttl2)
-			}
-			allowed, err := lim.Allow(ctx, key, l)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if checked.Allowed || allowed.Allowed || checked.Remaining != allowed.Remaining ||
-				allowed.RetryAfter > checked.RetryAfter || checked.RetryAfter-allowed.RetryAfter > time.Second {
-				t.Fatalf("check said %v, allow right after said %v", checked, allowed)
-			}
-			after := commandCalls(t, r.Client)
-			ro := after["evalsha_ro"] + after["eval_ro"] - before["evalsha_ro"] - before["eval_ro"]
-			if ro < 2 || (r.Own && ro != 2) {
-				t.Fatalf("%d EVALSHA_RO/EVAL_RO calls for 2 read-only checks", ro)
-			}
-		})
-	}
-	if !r.Own {
-		return // ACL changes belong on a server of our own
-	}
-	t.Run("acl", func(t *testing.T) {
-		// A user that may run read-only scripts and the reads they make,
-		// but not EVALSHA, EVAL or any write.
-		err := r.Client.Do(ctx, "ACL", "SETUSER", "checker", "on", ">secret", "~*", "resetchannels", "-@all",
-			"+evalsha_ro", "+eval_ro", "+@read", "+time", "+ping", "+hello", "+auth").Err()
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := redis.NewClient(&redis.Options{Addr: r.Addr, Username: "checker", Password: "secret"})
-		t.Cleanup(func() { _ = c.Close() })
-		key := r.Key("ro:acl")
-		for _, a := range allAlgorithms {
-			l := perMinute(a)
-			res, err := redisrate.NewLimiter(c, redisrate.WithReadOnlyCheck()).Check(ctx, key+a.String(), l)
-			if err != nil || !res.Allowed {
-				t.Errorf("%s: read-only check as a read-only user: %v, %v", a, res, err)
-			}
-			_, err = redisrate.NewLimiter(c).Check(ctx, key+a.String(), l)
-			if err == nil || !strings.Contains(err.Error(), "NOPERM") {
-				t.Errorf("%s: a plain check (EVALSHA) as a read-only user: %v, want NOPERM", a, err)
-			}
-			_, err = redisrate.NewLimiter(c).Allow(ctx, key+a.String(), l)
-			var e *redisrate.Error
-			if !errors.As(err, &e) || e.Script != a.String() {
-				t.Errorf("%s: allow as a read-only user: %v, want a *redisrate.Error", a, err)
-			}
-		}
-	})
-}
-
-// TestReadOnlyCheckOnReplica: a check through EVALSHA_RO on a replica gives
-// the primary's answer once replicated, and an Allow sent to the replica
-// fails with an error instead of deciding on stale state.
-func TestReadOnlyCheckOnReplica(t *testing.T) {
-	if !redistest.Local() {
-		t.Skip("replication between two servers needs redis-server on PATH")
-	}
-	ctx := context.Background()
-	// No delay before a full sync: the replica is up at once.
-	paddr, _ := startRedis(t, "--repl-diskless-sync-delay", "0")
-	_, pport, _ := net.SplitHostPort(paddr)
-	raddr, _ := startRedis(t, "--replicaof", "127.0.0.1", pport)
-	primary, replica := newClient(t, paddr), newClient(t, raddr)
-	needRedis7(t, primary)
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(replica.Info(ctx, "replication").Val(), "master_link_status:up") {
-		if time.Now().After(deadline) {
-			t.Fatalf("replica never synced:\n%s", replica.Info(ctx, "replication").Val())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	onPrimary := redisrate.NewLimiter(primary)
-	onReplica := redisrate.NewLimiter(replica, redisrate.WithReadOnlyCheck())
-	for _, a := range allAlgorithms {
-		t.Run(a.String(), func(t *testing.T) {
-			l := perMinute(a)
-			key := "replica:" + a.String()
-			for range 2 {
-				if _, err := onPrimary.Allow(ctx, key, l); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if n, err := primary.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
-				t.Fatalf("WAIT 1: %d, %v", n, err)
-			}
-			want, err := onPrimary.Check(ctx, key, l)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := onReplica.Check(ctx, key, l)
-			if err != nil {
-				t.Fatalf("read-only check on the replica: %v", err)
-			}
-			if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.Remaining != 0 {
-				t.Fatalf("replica says %v, primary says %v", got, want)
-			}
-			_, err = onReplica.Allow(ctx, key, l)
-			if err == nil || !strings.Contains(err.Error(), "READONLY") {
-				t.Fatalf("Allow on a replica: %v, want a READONLY error", err)
-			}
-		})
-	}
-}
-
 // TestKeysExpire: an admitted request leaves the key with a TTL equal to its
 // reset_after (guarantee 3: no longer than needed), and the key is gone
 // once that has passed, for every algorithm, with periods of tens of ms.
@@ -370,7 +222,7 @@ func TestKeysExpire(t *testing.T) {
 			t.Logf("TTL %v, gone after %v", ttl, time.Since(start).Round(time.Millisecond))
 			// No state is the same as a fresh key.
 			res := ints(t, r.Client.EvalSha(ctx, s.SHA1, []string{key}, rawArgs(t, 0, false, c.limit)...).Val())
-			if want := int64(capacity(c.limit)); res[1] != want || res[3] != 0 {
+			if want := c.limit.Capacity(); res[1] != want || res[3] != 0 {
 				t.Fatalf("after expiry: %v, want %d remaining and reset_after 0", res, want)
 			}
 		})
