@@ -1,0 +1,298 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/scripts"
+)
+
+// Tests of the Functions library (scripts.Library) through the Limiter:
+// miniredis has no FUNCTION LOAD or FCALL, so only a real server shows them.
+
+// sameSlack is how far apart two replies' RetryAfter and ResetAfter may be
+// and still be the same decision: the two servers are asked one after the
+// other, milliseconds apart, while the limits below are counted in days,
+// so a different decision differs by hours.
+const sameSlack = 250 * time.Millisecond
+
+// sameResult reports how two Results of the same call differ ("" when
+// they do not).
+func sameResult(a, b redisrate.Result) string {
+	near := func(x, y time.Duration) bool {
+		if x == redisrate.InfDuration || y == redisrate.InfDuration {
+			return x == y
+		}
+		return absDur(x-y) <= sameSlack
+	}
+	switch {
+	case a.Allowed != b.Allowed, a.Remaining != b.Remaining, a.Capacity != b.Capacity,
+		a.Binding != b.Binding, a.Limit != b.Limit, a.Source != b.Source:
+		return "different decisions"
+	case !near(a.RetryAfter, b.RetryAfter):
+		return "different RetryAfter"
+	case !near(a.ResetAfter, b.ResetAfter):
+		return "different ResetAfter"
+	}
+	return ""
+}
+
+// sameError reports how two errors of the same call differ ("" when they
+// are the same: same text, same classification).
+func sameError(a, b error) string {
+	if (a == nil) != (b == nil) {
+		return "one call failed"
+	}
+	if a == nil {
+		return ""
+	}
+	if a.Error() != b.Error() {
+		return "different errors"
+	}
+	for _, target := range []error{redisrate.ErrInvalid, redisrate.ErrForeignKey, redisrate.ErrUnavailable, redisrate.ErrPermission} {
+		if errors.Is(a, target) != errors.Is(b, target) {
+			return "classified differently"
+		}
+	}
+	return ""
+}
+
+// TestFunctionsSameReplies: with scripts.Library loaded, a Limiter decides
+// every algorithm by FCALL (the server's command statistics show it, and
+// no EVALSHA but Reset's), and every kind of call (Allow, AllowN, Check,
+// CheckN, Peek, the multi-limit calls, AllowBatch's pipeline, a cost that
+// can never be admitted, Reset, a foreign key) gets the same reply, error
+// and TTL as the same call by EVALSHA on a server without the library.
+func TestFunctionsSameReplies(t *testing.T) {
+	fAddr, _ := startRedis(t)
+	eAddr, _ := startRedis(t)
+	fc, ec := newClient(t, fAddr), newClient(t, eAddr)
+	needRedis7(t, fc)
+	loadLibrary(t, fc)
+	byFCall, byEvalSha := redisrate.NewLimiter(fc), redisrate.NewLimiter(ec)
+	ctx := context.Background()
+	fBefore, eBefore := commandCalls(t, fc), commandCalls(t, ec)
+	var compared, resets int
+
+	// same makes one call through both Limiters and compares the answers.
+	same := func(t *testing.T, what string, call func(*redisrate.Limiter) (redisrate.Result, error)) redisrate.Result {
+		t.Helper()
+		rf, errF := call(byFCall)
+		re, errE := call(byEvalSha)
+		if why := sameError(errF, errE); why != "" {
+			t.Fatalf("%s: %s: by FCALL %v, by EVALSHA %v", what, why, errF, errE)
+		}
+		if why := sameResult(rf, re); why != "" {
+			t.Fatalf("%s: %s:\n by FCALL   %+v\n by EVALSHA %+v", what, why, rf, re)
+		}
+		compared++
+		return rf
+	}
+	// sameTTL compares the TTLs the calls left on key.
+	sameTTL := func(t *testing.T, key string) {
+		t.Helper()
+		f, e := fc.PTTL(ctx, key).Val(), ec.PTTL(ctx, key).Val()
+		if f <= 0 || absDur(f-e) > sameSlack {
+			t.Fatalf("%s: PTTL %v by FCALL, %v by EVALSHA", key, f, e)
+		}
+	}
+
+	for _, a := range allAlgorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			limit := redisrate.Per(5, 24*time.Hour).WithAlgorithm(a)
+			weekly := redisrate.Per(8, 7*24*time.Hour).WithAlgorithm(a)
+			if !isWindow(a) {
+				limit, weekly = limit.WithBurst(7), weekly.WithBurst(9)
+			}
+			capacity := limit.Capacity()
+			one, two, three := "same:"+a.String()+":one", "same:"+a.String()+":two", "same:"+a.String()+":three"
+
+			same(t, "peek of a fresh key", func(l *redisrate.Limiter) (redisrate.Result, error) { return l.Peek(ctx, one, limit) })
+			same(t, "check of a fresh key", func(l *redisrate.Limiter) (redisrate.Result, error) { return l.Check(ctx, one, limit) })
+			for i := range capacity + 1 {
+				res := same(t, fmt.Sprintf("allow %d", i+1), func(l *redisrate.Limiter) (redisrate.Result, error) { return l.Allow(ctx, one, limit) })
+				if res.Allowed != (i < capacity) {
+					t.Fatalf("allow %d of a capacity of %d: %v", i+1, capacity, res)
+				}
+			}
+			sameTTL(t, one)
+			same(t, "check of a used-up key", func(l *redisrate.Limiter) (redisrate.Result, error) { return l.Check(ctx, one, limit) })
+			same(t, "check of 2", func(l *redisrate.Limiter) (redisrate.Result, error) { return l.CheckN(ctx, one, limit, 2) })
+			if res := same(t, "a cost past the capacity", func(l *redisrate.Limiter) (redisrate.Result, error) {
+				return l.AllowN(ctx, one, limit, capacity+1)
+			}); !res.Never() {
+				t.Fatalf("cost %d of a capacity of %d: %v, want Never", capacity+1, capacity, res)
+			}
+			same(t, "peek of a used-up key", func(l *redisrate.Limiter) (redisrate.Result, error) { return l.Peek(ctx, one, limit) })
+			same(t, "reset", func(l *redisrate.Limiter) (redisrate.Result, error) { return redisrate.Result{}, l.Reset(ctx, one) })
+			resets++
+			same(t, "allow 3 after the reset", func(l *redisrate.Limiter) (redisrate.Result, error) { return l.AllowN(ctx, one, limit, 3) })
+			sameTTL(t, one)
+
+			// Two limits on one key: the weekly one binds once the daily
+			// one has room and it has not.
+			for i := range 4 {
+				same(t, fmt.Sprintf("multi allow %d", i+1), func(l *redisrate.Limiter) (redisrate.Result, error) {
+					return l.AllowMulti(ctx, two, 2, limit, weekly)
+				})
+			}
+			same(t, "multi check", func(l *redisrate.Limiter) (redisrate.Result, error) { return l.CheckMulti(ctx, two, 1, limit, weekly) })
+			same(t, "multi peek", func(l *redisrate.Limiter) (redisrate.Result, error) { return l.Peek(ctx, two, limit, weekly) })
+			sameTTL(t, two)
+
+			// A batch: one pipeline of FCALLs against one of EVALSHAs.
+			reqs := []redisrate.Request{
+				{Key: three, Limits: []redisrate.Limit{limit}, N: 2},
+				{Key: three, Limits: []redisrate.Limit{limit}, Check: true},
+				{Key: three, Limits: []redisrate.Limit{limit}, Peek: true},
+				{Key: two, Limits: []redisrate.Limit{limit, weekly}},
+				{Key: three, Limits: []redisrate.Limit{limit}, N: capacity + 1},
+				{Key: three, Limits: []redisrate.Limit{limit}},
+			}
+			rf, errF := byFCall.AllowBatch(ctx, reqs)
+			re, errE := byEvalSha.AllowBatch(ctx, reqs)
+			if why := sameError(errF, errE); why != "" || len(rf) != len(reqs) || len(re) != len(reqs) {
+				t.Fatalf("batch: %s: by FCALL %d results, %v; by EVALSHA %d results, %v", why, len(rf), errF, len(re), errE)
+			}
+			for i := range reqs {
+				if why := sameResult(rf[i], re[i]); why != "" {
+					t.Fatalf("batch request %d: %s:\n by FCALL   %+v\n by EVALSHA %+v", i, why, rf[i], re[i])
+				}
+				compared++
+			}
+			sameTTL(t, three)
+
+			// A key that holds a user's value is refused alike, untouched.
+			foreign := "same:" + a.String() + ":foreign"
+			for _, c := range []*redis.Client{fc, ec} {
+				if err := c.Set(ctx, foreign, "order 42", 0).Err(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			same(t, "a foreign key", func(l *redisrate.Limiter) (redisrate.Result, error) {
+				res, err := l.Allow(ctx, foreign, limit)
+				if !errors.Is(err, redisrate.ErrForeignKey) {
+					t.Errorf("a foreign key: %v, want ErrForeignKey", err)
+				}
+				return res, err
+			})
+		})
+	}
+	fAfter, eAfter := commandCalls(t, fc), commandCalls(t, ec)
+	t.Logf("%d calls compared; with the library: %d FCALL, %d FCALL_RO, %d EVALSHA, %d EVAL; without: %d FCALL, %d EVALSHA, %d EVAL",
+		compared, calls(fBefore, fAfter, "fcall"), calls(fBefore, fAfter, "fcall_ro"), calls(fBefore, fAfter, "evalsha"),
+		calls(fBefore, fAfter, "eval"), calls(eBefore, eAfter, "fcall"), calls(eBefore, eAfter, "evalsha"), calls(eBefore, eAfter, "eval"))
+	if t.Failed() {
+		return
+	}
+	// Every decision went by FCALL where the library is: only Reset, which
+	// the library does not hold, by EVALSHA (and EVAL once, to cache it).
+	if n := calls(fBefore, fAfter, "fcall"); n < int64(compared)-int64(resets) {
+		t.Errorf("%d FCALLs for %d decisions", n, compared-resets)
+	}
+	if n := calls(fBefore, fAfter, "evalsha"); n != int64(resets) {
+		t.Errorf("%d EVALSHAs where the library is loaded, for %d resets", n, resets)
+	}
+	if n := calls(eBefore, eAfter, "fcall"); n != 0 {
+		t.Errorf("%d FCALLs where the library is not loaded", n)
+	}
+	if n := calls(eBefore, eAfter, "evalsha"); n < int64(compared) {
+		t.Errorf("%d EVALSHAs for %d decisions where the library is not loaded", n, compared)
+	}
+}
+
+// TestFunctionDeleteHealed: FUNCTION DELETE of the library in the middle
+// of a run. Calls that get "Function not found" go again by EVALSHA (and
+// EVAL on NOSCRIPT) at once: not one call fails, for any algorithm or kind
+// of call, the state written by FCALL is read by the scripts, and the
+// server's statistics show FCALL before and the scripts after.
+func TestFunctionDeleteHealed(t *testing.T) {
+	addr, _ := startRedis(t)
+	c := newClient(t, addr)
+	needRedis7(t, c)
+	loadLibrary(t, c)
+	ctx := context.Background()
+	lim := redisrate.NewLimiter(c)
+	ro := redisrate.NewLimiter(c, redisrate.WithReadOnlyCheck())
+	held := func(a redisrate.Algorithm) redisrate.Limit { return redisrate.PerHour(5).WithAlgorithm(a) }
+	for _, a := range allAlgorithms {
+		for range 2 {
+			if _, err := lim.Allow(ctx, "held:"+a.String(), held(a)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	before := commandCalls(t, c)
+	var made, failed atomic.Int64
+	var firstErrs sync.Map
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				a := allAlgorithms[(w+i)%len(allAlgorithms)]
+				l := redisrate.PerSecond(1000).WithAlgorithm(a)
+				key := fmt.Sprintf("run:%s:%d", a, i%16)
+				var err error
+				switch i % 4 {
+				case 0, 1:
+					_, err = lim.Allow(ctx, key, l)
+				case 2:
+					_, err = ro.Check(ctx, key, l)
+				default:
+					_, err = ro.Peek(ctx, key, l)
+				}
+				made.Add(1)
+				if err != nil {
+					failed.Add(1)
+					firstErrs.LoadOrStore(err.Error(), true)
+				}
+			}
+		})
+	}
+	// Half a second by FCALL, the delete, half a second after it.
+	time.Sleep(500 * time.Millisecond)
+	mid := commandCalls(t, c)
+	atDelete := made.Load()
+	if err := c.FunctionDelete(ctx, scripts.LibraryName).Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	after := commandCalls(t, c)
+
+	fcallsBefore := calls(before, mid, "fcall", "fcall_ro")
+	scriptsAfter := calls(mid, after, "evalsha", "evalsha_ro", "eval", "eval_ro")
+	t.Logf("FIGURE function-delete: %d calls (%d before the FUNCTION DELETE), %d failed; %d FCALL/FCALL_RO before, %d EVALSHA/EVAL (_RO) after",
+		made.Load(), atDelete, failed.Load(), fcallsBefore, scriptsAfter)
+	if failed.Load() != 0 {
+		firstErrs.Range(func(k, _ any) bool { t.Errorf("failed: %v", k); return true })
+		t.Fatalf("%d of %d calls failed", failed.Load(), made.Load())
+	}
+	if fcallsBefore == 0 || scriptsAfter == 0 || made.Load() == atDelete {
+		t.Fatalf("%d FCALLs before the delete, %d script calls and %d decisions after it: the test did not exercise the fallback",
+			fcallsBefore, scriptsAfter, made.Load()-atDelete)
+	}
+	// The state FCALL wrote carries over: 2 of 5 were taken, 1 more now.
+	for _, a := range allAlgorithms {
+		res, err := lim.Allow(ctx, "held:"+a.String(), held(a))
+		if err != nil || !res.Allowed || res.Remaining != 2 {
+			t.Errorf("%s: the third call after FUNCTION DELETE: %v, %v; want 2 remaining", a, res, err)
+		}
+	}
+}
