@@ -273,12 +273,14 @@ func failover(t *testing.T, lim *redisrate.Limiter, tag string, kill func(), hea
 	healthy()
 	healthyAt := time.Now()
 	time.Sleep(after)
-	var failed, decisions int64
+	var failed, byBreaker, untyped, decisions int64
 	var gap time.Duration
 	var errs []error
 	for _, l := range loads {
 		l.finish()
 		failed += l.failed.Load()
+		byBreaker += l.byBreaker.Load()
+		untyped += l.untyped.Load()
 		decisions += l.admitted.Load() + l.denied.Load()
 		gap = max(gap, l.gap(killedAt))
 		errs = append(errs, l.errs()...)
@@ -289,7 +291,11 @@ func failover(t *testing.T, lim *redisrate.Limiter, tag string, kill func(), hea
 	}
 	rate := float64(decisions) / elapsed.Seconds()
 	t.Logf("%d decisions (%.0f/s) over %v; %d failed; first errors: %v", decisions, rate, elapsed.Round(time.Millisecond), failed, errs[:min(len(errs), 3)])
-	report(t, t.Name()+" failed-calls", "%d of %d", failed, decisions+failed)
+	report(t, t.Name()+" failed-calls", "%d of %d (%d of them answered at once by the open circuit breaker; %d not ErrUnavailable)",
+		failed, decisions+failed, byBreaker, untyped)
+	if untyped > 0 {
+		t.Errorf("%d failed calls did not match ErrUnavailable", untyped)
+	}
 	report(t, t.Name()+" seconds-until-healthy", "%.2f (calls failing for %.2fs after the kill; topology healthy after %.2fs)",
 		max(gap, healthyAt.Sub(killedAt)).Seconds(), gap.Seconds(), healthyAt.Sub(killedAt).Seconds())
 	report(t, t.Name()+" decisions-per-second", "%.0f", rate)

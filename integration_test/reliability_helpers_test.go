@@ -6,6 +6,7 @@ package integration_test
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -175,10 +176,13 @@ func keysOnSlots(prefix string, n int) []string {
 }
 
 // load runs workers that call decide in a loop until stop, and keeps
-// score: admitted units, denials, errors (with their times), and the
-// largest Remaining seen after a given moment.
+// score: admitted units, denials, errors (with their times; how many the
+// open circuit breaker answered without asking Redis; how many did not
+// match ErrUnavailable), and the largest Remaining seen after a given
+// moment.
 type load struct {
 	admitted, denied, failed atomic.Int64
+	byBreaker, untyped       atomic.Int64
 	mu                       sync.Mutex
 	failTimes                []time.Time
 	firstErrs                []error
@@ -205,6 +209,12 @@ func startLoad(workers int, decide func(ctx context.Context) (redisrate.Result, 
 				now := time.Now()
 				if err != nil {
 					l.failed.Add(1)
+					if errors.Is(err, redisrate.ErrCircuitOpen) {
+						l.byBreaker.Add(1)
+					}
+					if !errors.Is(err, redisrate.ErrUnavailable) {
+						l.untyped.Add(1)
+					}
 					l.mu.Lock()
 					l.failTimes = append(l.failTimes, now)
 					if len(l.firstErrs) < 5 {
