@@ -96,7 +96,7 @@ func micros(t time.Time) int64 { return t.UnixMicro() }
 // and, after each call, the key's existence and TTL.
 func TestDifferential(t *testing.T) {
 	b := st.Miniredis(t)
-	seqs, steps := 20, 50
+	seqs, steps := 14, 50
 	if testing.Short() {
 		seqs = 10
 	}

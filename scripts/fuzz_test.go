@@ -136,20 +136,12 @@ func checkCall(t testing.TB, b *st.Backend, in fuzzInput, key string) st.Reply {
 	nk := int(in.numkeys) % 3
 	keys := []string{key, "{" + key + "}:other"}[:nk]
 	before := b.Snap(key)
-	var marker string
-	hasMarker := false
-	if before.Type == "zset" {
-		if v, err := b.Client.Do(st.Ctx, "ZSCORE", key, scripts.Specs()[5].Tag).Text(); err == nil {
-			hasMarker, marker = true, v
-		}
-	} else if before.Type == "string" {
-		marker = b.Get(key)
-	}
+	ks := b.KeyState(key)
 	r := b.EvalKeys(s.Source, s.SHA1, keys, argv...)
 	call, argErr := st.Parse(s, nk, argv)
 	stateErr := ""
 	if argErr == "" {
-		stateErr = st.ExpectedStateError(s, before.Type, marker, hasMarker)
+		stateErr = st.ExpectedStateError(s, ks)
 	}
 	fail := func(format string, a ...any) {
 		t.Helper()
@@ -230,7 +222,11 @@ var (
 	// octalBug reports that the scripts read "010" as 8 on gopher-lua; while
 	// it lasts the fuzz target skips inputs with such numbers, and
 	// TestArgumentsLeadingZeros fails.
-	octalBug    bool
+	octalBug bool
+	// farBug reports that sliding_log reads a log whose newest entry is past
+	// 2^53 us as state; while it lasts the fuzz target skips such logs, and
+	// TestStateStrict fails.
+	farBug      bool
 	leadingZero = regexp.MustCompile(`(^|\x00)0+[1-9]`)
 )
 
@@ -268,6 +264,8 @@ func FuzzScripts(f *testing.F) {
 		fuzzOnce.Do(func() {
 			fuzzB = st.Miniredis(&noCleanup{t})
 			octalBug = fuzzB.Eval(scripts.Specs()[0], "octal", "010", "1000").String() != "[1 9 0 100 10 1]"
+			fuzzB.Client.ZAdd(st.Ctx, "far", redis.Z{Score: -1, Member: scripts.Specs()[5].Tag}, redis.Z{Score: 1.102e16, Member: "1"})
+			farBug = fuzzB.Eval(scripts.Specs()[5], "far", "10", "1000", "", "1", "check").Err == ""
 		})
 		b := fuzzB
 		b.Rebind(t)
@@ -280,6 +278,9 @@ func FuzzScripts(f *testing.F) {
 		b.SetTime(st.Epoch)
 		in := fuzzInput{algo, kind, data, numkeys, argv, step}
 		in.setup(t, b, "k")
+		if farBug && b.KeyState("k").Newest > 1<<53-1 {
+			t.Skip("a log entry past 2^53 us: read as state, a known bug (TestStateStrict)")
+		}
 		b.Advance(time.Duration(step) * time.Microsecond)
 		checkCall(t, b, in, "k")
 	})

@@ -74,6 +74,7 @@ var foreigners = []foreign{
 	{"zset, marker not an integer", zset(redis.Z{Score: -1.5, Member: marker})},
 	{"zset, marker positive", zset(redis.Z{Score: 5, Member: marker})},
 	{"zset, marker 1e300", zset(redis.Z{Score: -1e300, Member: marker})},
+	{"zset, marker and an entry past 2^53 us", zset(redis.Z{Score: -1, Member: marker}, redis.Z{Score: 1.102e16, Member: "1"})},
 }
 
 // states are valid states of each script, written by hand.
@@ -113,7 +114,10 @@ func TestStateStrict(t *testing.T) {
 				}
 			}
 			for i, f := range all {
-				for j, argv := range [][]string{a("10", "1000"), a("10", "1000", "", "0"), a("10", "1000", "", "1", "check"), a("10", "1000", "", "", "", "20", "60000", "")} {
+				for j, argv := range [][]string{a("10", "1000"), a("10", "1000", "", "", "", "20", "60000", ""), a("10", "1000", "", "0"), a("10", "1000", "", "1", "check")} {
+					if b.Real && j > 1 {
+						break // the same reads; miniredis runs them all
+					}
 					key := fmt.Sprintf("strict:%s:%d:%d", s.Name, i, j)
 					if err := f.set(b.Client, key); err != nil {
 						t.Fatal(f.name, err)
@@ -124,8 +128,7 @@ func TestStateStrict(t *testing.T) {
 						}
 					}
 					before := b.Snap(key)
-					typ, val, has := stateOf(b, key)
-					want := st.ExpectedStateError(s, typ, val, has)
+					want := st.ExpectedStateError(s, b.KeyState(key))
 					r := b.Eval(s, key, argv...)
 					n++
 					if want == "" {
@@ -157,22 +160,6 @@ func TestStateStrict(t *testing.T) {
 		}
 	}
 	t.Logf("%d calls on foreign keys", n)
-}
-
-// stateOf reads what ExpectedStateError needs: the type, and the string's
-// value or the marker's score.
-func stateOf(b *st.Backend, key string) (typ, val string, hasMarker bool) {
-	typ = b.Client.Type(st.Ctx, key).Val()
-	switch typ {
-	case "string":
-		val = b.Get(key)
-	case "zset":
-		v, err := b.Client.Do(st.Ctx, "ZSCORE", key, marker).Text()
-		if err == nil {
-			val, hasMarker = v, true
-		}
-	}
-	return typ, val, hasMarker
 }
 
 // TestStateErrorTexts pins a few state errors word for word.
@@ -231,9 +218,9 @@ func TestReset(t *testing.T) {
 			}
 			before := b.Snap(key)
 			refused := true // by every script, as not its state
-			typ, val, has := stateOf(b, key)
+			ks := b.KeyState(key)
 			for _, s := range scripts.Specs() {
-				if st.ExpectedStateError(s, typ, val, has) == "" {
+				if st.ExpectedStateError(s, ks) == "" {
 					refused = false
 				}
 			}

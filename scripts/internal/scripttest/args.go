@@ -207,26 +207,37 @@ func init() {
 	}
 }
 
-// ExpectedStateError is the error s must reply for a key of type typ
-// holding value (a string's value; for a sorted set, the marker's ZSCORE
-// reply, or "" with hasMarker false): "" when the key is empty or holds
-// valid state of s, read strictly as guarantee 7 says.
-func ExpectedStateError(s scripts.Spec, typ, value string, hasMarker bool) string {
-	if typ == "none" {
+// KeyState is what decides whether a key holds a script's state.
+type KeyState struct {
+	Type      string  // TYPE
+	Value     string  // a string's value; a sorted set's marker score, as ZSCORE replies
+	HasMarker bool    // a sorted set holds sliding_log's marker
+	Newest    float64 // a sorted set's highest score above 0 (0 if none)
+}
+
+// ExpectedStateError is the error s must reply for a key in state k: ""
+// when the key is empty or holds valid state of s, read strictly as
+// guarantee 7 says. For sliding_log: a sorted set with the marker, whose
+// score is a whole number <= 0, and whose newest entry is below 2^53 us
+// (as a string state's fields are: a time past 2^53 us, the year 2255, is
+// out of the scripts' exact range).
+func ExpectedStateError(s scripts.Spec, k KeyState) string {
+	if k.Type == "none" {
 		return ""
 	}
 	if s.Log {
-		if typ != "zset" {
+		if k.Type != "zset" {
 			return StateError(s, "type")
 		}
-		if !hasMarker || !regexp.MustCompile(`^-[0-9]+$`).MatchString(value) || len(value) > 17 {
+		if !k.HasMarker || !regexp.MustCompile(`^-[0-9]+$`).MatchString(k.Value) || len(k.Value) > 17 || k.Newest > 1<<53-1 {
 			return StateError(s, "")
 		}
 		return ""
 	}
-	if typ != "string" {
+	if k.Type != "string" {
 		return StateError(s, "type")
 	}
+	value := k.Value
 	if ValidState(s, value) {
 		return ""
 	}

@@ -442,3 +442,22 @@ func (b *Backend) FreezeTTL(frozen bool) {
 	b.frozen = frozen
 	b.mr.ClockTTL(!frozen)
 }
+
+// KeyState reads what ExpectedStateError needs of key.
+func (b *Backend) KeyState(key string) KeyState {
+	b.t.Helper()
+	k := KeyState{Type: b.Client.Type(Ctx, key).Val()}
+	switch k.Type {
+	case "string":
+		k.Value = b.Get(key)
+	case "zset":
+		if v, err := b.Client.Do(Ctx, "ZSCORE", key, scripts.Specs()[5].Tag).Text(); err == nil {
+			k.Value, k.HasMarker = v, true
+		}
+		top := b.Client.ZRevRangeByScoreWithScores(Ctx, key, &redis.ZRangeBy{Max: "+inf", Min: "(0", Count: 1}).Val()
+		if len(top) > 0 {
+			k.Newest = top[0].Score
+		}
+	}
+	return k
+}
