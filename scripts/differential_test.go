@@ -223,3 +223,24 @@ func TestMultiLimit(t *testing.T) {
 		b.Advance(time.Hour)
 	}
 }
+
+// TestBindingExact: the binding limit of an admission is the one with the
+// fewest units left, in exact amounts: here sliding_window's two limits
+// (1048576 per 100000 ms and per 100003 ms, one unit in each previous
+// window) leave 1048575 + 66667/100000 and 1048575 + 66669/100003 units,
+// which differ by 1/(100000 * 100003), less than a double can tell apart
+// at 2^20: the second has fewer left.
+func TestBindingExact(t *testing.T) {
+	b := st.Miniredis(t)
+	sw := spec("sliding_window")
+	const N = 1806720866667 // ms: 66667 into a window of 100000, 66669 into one of 100003
+	b.SetTime(time.UnixMicro(N*1000 + 500))
+	b.Client.Set(st.Ctx, "bind", fmt.Sprintf("sw:2 %d 1 0 %d 1 0", N-66667, N-66669), 0)
+	argv := a("1048576", "100000", "", "0", "", "1048576", "100003", "")
+	// limit 2: 1048575 units left (rounded down), its previous window
+	// weighs until its end, 100003 - 66669 = 33334 ms away
+	want := []int64{1, 1048575, 0, 33334, 1048576, 2}
+	if r := b.Eval(sw, "bind", argv...); r.Err != "" || fmt.Sprint(r.Ints) != fmt.Sprint(want) {
+		t.Errorf("%v on %q: %v, want %v (limit 2 has fewer units left, exactly)", argv, b.Get("bind"), r, want)
+	}
+}
