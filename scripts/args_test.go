@@ -437,3 +437,24 @@ func TestFunctionsMatchScripts(t *testing.T) {
 	}
 	t.Logf("%d EVALSHA/FCALL pairs", n)
 }
+
+// TestFunctionsOnMiniredis: where miniredis has FUNCTION LOAD, FCALL of the
+// library replies as EVALSHA does, on its set clock; miniredis v2.40 has
+// no FUNCTION, and the test says so.
+func TestFunctionsOnMiniredis(t *testing.T) {
+	b := st.Miniredis(t)
+	if err := b.Client.FunctionLoadReplace(st.Ctx, scripts.Library).Err(); err != nil {
+		t.Skipf("miniredis has no FUNCTION LOAD (%.50s...): the library runs on real Redis only (TestFunctionsMatchScripts)", err)
+	}
+	for _, s := range scripts.Specs() {
+		for i, argv := range [][]string{a("10", "1000"), a("3", "1000", "5", "2"), a("10", "1000", "", "11"), a("2", "1000", "", "2", "", "100", "60000", "100")} {
+			for range 3 {
+				e := b.Eval(s, fmt.Sprintf("me:%s:%d", s.Name, i), argv...)
+				f := b.FCall(s, []string{fmt.Sprintf("mf:%s:%d", s.Name, i)}, argv...)
+				if !e.Equal(f) {
+					t.Errorf("%s %v: EVALSHA %v, FCALL %v", s.Name, argv, e, f)
+				}
+			}
+		}
+	}
+}

@@ -89,11 +89,14 @@ var states = map[string][]string{
 // TestStateStrict (guarantee 7): a key that holds anything but the
 // script's own state gets the exact state error and is left byte for byte
 // as it was (GET or content, DUMP on real Redis, TTL), whatever the call
-// (a check, a cost of 0 or a real one); valid state is read, and argument
-// errors come before the key is read.
+// (a check, a cost of 0 or a real one; on real Redis also by FCALL); valid
+// state is read, and argument errors come before the key is read.
 func TestStateStrict(t *testing.T) {
 	n := 0
 	for _, b := range st.Both(t) {
+		if b.Real {
+			b.LoadLibrary()
+		}
 		for _, s := range scripts.Specs() {
 			var all []foreign
 			all = append(all, foreigners...)
@@ -141,6 +144,12 @@ func TestStateStrict(t *testing.T) {
 						t.Errorf("%s: %s %v on %s (%v): %v, want %q", b.Name, s.Name, argv, f.name, before, r, want)
 					}
 					b.Unchanged(s.Name+" on "+f.name, key, before)
+					if b.Real && j == 0 { // FCALL of the library: the same error, nothing written
+						if r := b.FCall(s, []string{key}, argv...); !st.SameError(want, r.Err) {
+							t.Errorf("FCALL %s %v on %s: %v, want %q", s.Function, argv, f.name, r, want)
+						}
+						b.Unchanged("FCALL "+s.Name+" on "+f.name, key, before)
+					}
 					if j == 0 { // an argument error comes first
 						r := b.Eval(s, key, "10", "0")
 						if !strings.HasPrefix(r.Err, "ERR invalid period_ms") {
