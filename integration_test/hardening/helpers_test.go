@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -164,4 +165,26 @@ func checkBounds(t *testing.T, name string, keys []*hot, extra time.Duration, al
 			t.Errorf("%s %s: %d failed calls, e.g. %v", name, h.key, f, h.errs)
 		}
 	}
+}
+
+// loadFor is how long a load phase runs: short, unless REDISRATE_SOAK
+// (e.g. 10m) asks for a soak, as the first round's reliability tests do.
+func loadFor(short time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("REDISRATE_SOAK")); err == nil && d > 0 {
+		return d
+	}
+	return short
+}
+
+// grepStats keeps the INFO lines that start with one of prefixes.
+func grepStats(info string, prefixes ...string) string {
+	var out []string
+	for _, line := range strings.Split(info, "\r\n") {
+		for _, p := range prefixes {
+			if strings.HasPrefix(line, p) {
+				out = append(out, line)
+			}
+		}
+	}
+	return strings.Join(out, " ")
 }

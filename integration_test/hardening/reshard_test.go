@@ -1,0 +1,128 @@
+package hardening
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/integration_test/internal/redistest"
+)
+
+// hotLimits are limits the load exceeds, so that a reset or a lost write
+// would show as admissions above the bound.
+func hotLimit(algo redisrate.Algorithm) redisrate.Limit {
+	switch algo {
+	case redisrate.GCRA, redisrate.LeakyBucket, redisrate.TokenBucket:
+		return redisrate.PerSecond(50).WithAlgorithm(algo).WithBurst(100)
+	default:
+		return redisrate.Per(100, 2*time.Second).WithAlgorithm(algo)
+	}
+}
+
+// Resharding under load: on a 3-primary Cluster, the slot of each
+// algorithm's hot key is migrated twice (IMPORTING/MIGRATING, MIGRATE,
+// SETSLOT NODE) while workers call it through a ClusterClient. Calls
+// follow ASK during the move (to a target whose script cache was just
+// flushed) and MOVED after it: 0 failed calls, 0 admitted above any bound,
+// and the state goes with the key (an exhausted key in the same slot stays
+// exhausted).
+func TestReshardingUnderLoad(t *testing.T) {
+	needLocal(t)
+	ctx := context.Background()
+	c := redistest.StartCluster(t, redistest.ClusterOptions{Primaries: 3})
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	l := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"))
+
+	var keys []*hot
+	idle := redisrate.PerHour(3)
+	for _, algo := range algorithms {
+		h := &hot{key: "{" + algo.String() + "}:hot", lim: hotLimit(algo)}
+		keys = append(keys, h)
+		// An exhausted key in the same slot: it must stay exhausted.
+		for range 3 {
+			if _, err := l.Allow(ctx, "{"+algo.String()+"}:idle", idle.WithAlgorithm(algo)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	stop := hammer(keys, 2, 0, func(ctx context.Context, h *hot) (redisrate.Result, error) {
+		return l.Allow(ctx, h.key, h.lim)
+	})
+	defer stop()
+	time.Sleep(loadFor(300 * time.Millisecond))
+
+	// One slot at a time, as redis-cli --cluster reshard moves them.
+	var asks, moved int
+	for round := range 2 {
+		for _, h := range keys {
+			func() {
+				slot, err := c.KeySlot(ctx, "rate:"+h.key)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				{
+					from, err := c.Owner(ctx, slot)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					to := c.Primaries[0]
+					for _, p := range c.Primaries {
+						if p != from && (to == from || (round == 1 && p != to)) {
+							to = p
+						}
+					}
+					// The target forgets its scripts: calls sent there by ASK
+					// meet NOSCRIPT and must load them.
+					if err := c.Admin(to).ScriptFlush(ctx).Err(); err != nil {
+						t.Error(err)
+						return
+					}
+					m, err := c.BeginMigration(ctx, slot, to)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					time.Sleep(100 * time.Millisecond) // calls meet MIGRATING with the keys still on the source
+					n, err := m.MoveKeys(ctx, 10)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					time.Sleep(150 * time.Millisecond) // calls follow ASK to the target
+					if err := m.Finish(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+					asks++
+					moved += n
+					c.WaitHealthy(10 * time.Second)
+					time.Sleep(100 * time.Millisecond) // calls follow MOVED
+				}
+			}()
+		}
+	}
+	time.Sleep(loadFor(300 * time.Millisecond))
+	stop()
+
+	report(t, "resharding", "%d slot migrations of hot keys (%d keys moved by MIGRATE) under load", asks, moved)
+	checkBounds(t, "resharding", keys, 0, false)
+	for _, algo := range algorithms {
+		res, err := l.Check(ctx, "{"+algo.String()+"}:idle", idle.WithAlgorithm(algo))
+		if err != nil || res.Allowed {
+			t.Errorf("%s: the exhausted key in the migrated slot: %v, %v; want still denied (state carried)", algo, res, err)
+		}
+	}
+	// The targets loaded the scripts on demand.
+	for _, p := range c.Primaries {
+		info, err := c.Admin(p).Info(ctx, "commandstats").Result()
+		if err == nil {
+			t.Logf("%s: %s", p.Addr, grepStats(info, "cmdstat_evalsha:", "cmdstat_eval:", "cmdstat_asking:"))
+		}
+	}
+}
