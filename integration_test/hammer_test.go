@@ -69,6 +69,27 @@ func TestHammerDenyCache(t *testing.T) {
 	hammer(t, r, rdb, redisrate.NewLimiter(rdb, redisrate.WithDenyCache(1024)), "", 2*time.Millisecond)
 }
 
+// TestHammerFunctions is TestHammer through FCALL of the Functions
+// library: the bound holds the same when the library decides.
+func TestHammerFunctions(t *testing.T) {
+	r := openRedis(t)
+	if !r.Own {
+		t.Skip("loads the Functions library: needs a server of its own, not " + redistest.EnvAddr)
+	}
+	needRedis7(t, r.Client)
+	loadLibrary(t, r.Client)
+	opts := *r.Client.Options()
+	opts.PoolSize = hammerWorkers
+	rdb := redis.NewClient(&opts)
+	t.Cleanup(func() { _ = rdb.Close() })
+	before := commandCalls(t, r.Client)
+	hammer(t, r, rdb, redisrate.NewLimiter(rdb), "fcall/", 0)
+	after := commandCalls(t, r.Client)
+	if n, want := calls(before, after, "fcall"), int64(len(allAlgorithms)*hammerWorkers*hammerCalls); n < want {
+		t.Fatalf("%d FCALLs for %d decisions: the library did not decide", n, want)
+	}
+}
+
 func hammer(t *testing.T, r *redistest.Redis, rdb *redis.Client, lim *redisrate.Limiter, name string, pace time.Duration) {
 	for _, c := range shortLimits(hammerRate, hammerPeriod, hammerBurst) {
 		t.Run(name+c.algo.String(), func(t *testing.T) {
@@ -148,8 +169,8 @@ func hammer(t *testing.T, r *redistest.Redis, rdb *redis.Client, lim *redisrate.
 			}
 			span := t1 - t0
 			max := bound(c.limit, span)
-			t.Logf("%d workers x %d calls in %.1f ms: %d admitted (bound %.1f, burst %d), %d denied",
-				hammerWorkers, hammerCalls, float64(span)/1000, admitted, max, cap, denied)
+			t.Logf("FIGURE hammer %s: %v, %d workers x %d calls in %.1f ms: %d admitted (bound %.1f, burst %d), %d denied, 0 failed",
+				t.Name(), c.limit, hammerWorkers, hammerCalls, float64(span)/1000, admitted, max, cap, denied)
 			if float64(admitted) > max {
 				t.Errorf("admitted %d units in %d µs: guarantee 4 allows at most %.2f", admitted, span, max)
 			}
