@@ -670,9 +670,33 @@ func (d *doctor) limiterCommands(key string) []limiterCommand {
 	}
 }
 
+// scriptCalls are the commands the scripts call inside Redis, on the
+// limiter's key: Redis checks them against the caller's ACL too. ACL
+// DRYRUN of EVALSHA does not look inside the script, so they are checked
+// one by one.
+func scriptCalls(key string) [][]any {
+	return [][]any{
+		{"TIME"}, {"GET", key}, {"EXISTS", key}, {"TYPE", key}, {"DEL", key},
+		{"PSETEX", key, 1000, "x"}, {"PEXPIRE", key, 1000},
+		{"ZADD", key, 1, "m"}, {"ZCOUNT", key, 0, 1}, {"ZSCORE", key, "m"},
+		{"ZRANGEBYSCORE", key, 0, 1}, {"ZREVRANGEBYSCORE", key, 1, 0}, {"ZREMRANGEBYSCORE", key, 0, 1},
+	}
+}
+
+// limiterACLRules is the least-privilege rule set for a limiter's user on
+// prefix: the scripts, the library, and the commands the scripts call.
+func limiterACLRules(prefix string) string {
+	return "resetkeys ~" + prefix + "* resetchannels -@all +evalsha +eval +evalsha_ro +eval_ro +fcall +fcall_ro +script|load " +
+		"+time +get +exists +type +del +psetex +pexpire +zadd +zcount +zscore +zrangebyscore +zrevrangebyscore +zremrangebyscore"
+}
+
 // nopermHint says which rule a user lacks for a NOPERM reply.
 func nopermHint(user string, cmd limiterCommand, prefix string, err error) string {
 	msg := err.Error()
+	if strings.Contains(msg, "can't run this command") {
+		return fmt.Sprintf("%s fails inside the script: %s: Redis checks a script's calls against its caller's ACL; allow them: ACL SETUSER %s %s",
+			cmd.name, msg, user, "+time +get +exists +type +del +psetex +pexpire +zadd +zcount +zscore +zrangebyscore +zrevrangebyscore +zremrangebyscore")
+	}
 	if strings.Contains(msg, "keys") || strings.Contains(msg, "key") && !strings.Contains(msg, "command") {
 		return fmt.Sprintf("%s is refused on %s*: %s; add the key pattern: ACL SETUSER %s ~%s*", cmd.name, prefix, msg, user, prefix)
 	}
@@ -735,9 +759,10 @@ func (d *doctor) checkACL(ctx context.Context) {
 		} else {
 			// As the user itself: a NOPERM comes before anything runs; any
 			// other answer (a reply, NOSCRIPT, function not found) means
-			// the command and key are allowed. The calls write nothing.
+			// the command and key are allowed. The calls write nothing;
+			// the script's own reads (TIME, GET, ...) run and are checked.
 			err = n.c.Do(ctx, cmd.args...).Err()
-			if err != nil && !strings.HasPrefix(err.Error(), "NOPERM") && !strings.Contains(err.Error(), "permission") {
+			if err != nil && !strings.HasPrefix(err.Error(), "NOPERM") && !strings.Contains(err.Error(), "permission") && !strings.Contains(err.Error(), "can't run this command") {
 				err = nil
 			}
 		}
@@ -752,12 +777,27 @@ func (d *doctor) checkACL(ctx context.Context) {
 		}
 		okCount++
 	}
+	if dry {
+		// The commands inside the scripts.
+		var missing []string
+		for _, c := range scriptCalls(key) {
+			r, err := n.c.Do(ctx, append([]any{"ACL", "DRYRUN", user}, c...)...).Text()
+			if err == nil && r != "OK" {
+				missing = append(missing, strings.ToLower(fmt.Sprint(c[0])))
+			}
+		}
+		if len(missing) > 0 {
+			d.say(levelFail, "acl", "user %s may not run %s on %s*, which the scripts call (Redis checks a script's calls against its caller's ACL): every call fails; add them: ACL SETUSER %s +%s",
+				user, strings.Join(missing, ", "), d.prefix, user, strings.Join(missing, " +"))
+			refused = append(refused, missing...)
+		}
+	}
 	if len(refused) == 0 {
 		how := "calls that write nothing"
 		if dry {
 			how = "ACL DRYRUN"
 		}
-		d.say(levelOK, "acl", "user %s may run all %d commands a limiter sends on %s* (by %s)", user, okCount, d.prefix, how)
+		d.say(levelOK, "acl", "user %s may run all %d commands a limiter sends on %s*, and the commands the scripts call (by %s)", user, okCount, d.prefix, how)
 	}
 	if dry {
 		var extra []string
@@ -767,8 +807,8 @@ func (d *doctor) checkACL(ctx context.Context) {
 			}
 		}
 		if len(extra) > 0 {
-			d.say(levelWarn, "acl", "user %s may also run %s: more than a limiter needs; give it its own user: ACL SETUSER limiter on >PASSWORD resetkeys ~%s* resetchannels -@all +evalsha +eval +evalsha_ro +eval_ro +fcall +fcall_ro +script|load",
-				user, strings.Join(extra, ", "), d.prefix)
+			d.say(levelWarn, "acl", "user %s may also run %s: more than a limiter needs; give it its own user: ACL SETUSER limiter on >PASSWORD %s",
+				user, strings.Join(extra, ", "), limiterACLRules(d.prefix))
 		}
 	}
 }

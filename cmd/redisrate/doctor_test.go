@@ -267,7 +267,8 @@ func TestDoctorScriptsAndFunctions(t *testing.T) {
 }
 
 // limiterACL is the least-privilege line the docs recommend.
-const limiterACL = "on >secret resetkeys ~rate:* resetchannels -@all +evalsha +eval +evalsha_ro +eval_ro +fcall +fcall_ro +script|load"
+const limiterACL = "on >secret resetkeys ~rate:* resetchannels -@all +evalsha +eval +evalsha_ro +eval_ro +fcall +fcall_ro +script|load " +
+	"+time +get +exists +type +del +psetex +pexpire +zadd +zcount +zscore +zrangebyscore +zrevrangebyscore +zremrangebyscore"
 
 func TestDoctorACL(t *testing.T) {
 	t.Parallel()
@@ -289,7 +290,7 @@ func TestDoctorACL(t *testing.T) {
 	// all pass.
 	code, out, _ := doctorRun(t, "--redis", "redis://limiter:secret@"+addr)
 	wantLine(t, out, "warn", "info", "INFO is refused")
-	wantLine(t, out, "ok", "acl", "user limiter may run all 7 commands a limiter sends on rate:\\* \\(by calls that write nothing\\)")
+	wantLine(t, out, "ok", "acl", "user limiter may run all 7 commands a limiter sends on rate:\\*, and the commands the scripts call \\(by calls that write nothing\\)")
 	if code != 0 {
 		t.Errorf("limiter user with the recommended line: exit %d, want 0", code)
 	}
@@ -311,9 +312,24 @@ func TestDoctorACL(t *testing.T) {
 		t.Errorf("limiter2 on another prefix: exit %d, want %d", code, exitProblem)
 	}
 	code, out, _ = doctorRun(t, "--redis", addr, "--acl-user", "limiter2", "--key-prefix", "limits:")
-	wantLine(t, out, "ok", "acl", "user limiter2 may run all 7 commands a limiter sends on limits:\\* \\(by ACL DRYRUN\\)")
+	wantLine(t, out, "ok", "acl", "user limiter2 may run all 7 commands a limiter sends on limits:\\*, and the commands the scripts call \\(by ACL DRYRUN\\)")
 	if code != 0 {
 		t.Errorf("limiter2 on its own prefix: exit %d, want 0", code)
+	}
+	// Without a command the scripts call: ACL DRYRUN of EVALSHA passes, the
+	// doctor checks the script's calls one by one.
+	setUser("limiter3", strings.Replace(limiterACL, " +psetex ", " ", 1))
+	code, out, _ = doctorRun(t, "--redis", addr, "--acl-user", "limiter3")
+	wantLine(t, out, "FAIL", "acl", "user limiter3 may not run psetex on rate:\\*, which the scripts call .*ACL SETUSER limiter3 \\+psetex$")
+	if code != exitProblem {
+		t.Errorf("limiter3 without +psetex: exit %d, want %d", code, exitProblem)
+	}
+	// As the user itself, a missing TIME shows in the script's reply.
+	setUser("limiter", strings.Replace(limiterACL, " +time ", " ", 1))
+	code, out, _ = doctorRun(t, "--redis", "redis://limiter:secret@"+addr)
+	wantLine(t, out, "FAIL", "acl", "EVAL fails inside the script: .*can.t run this command.*ACL SETUSER limiter \\+time \\+get")
+	if code != exitProblem {
+		t.Errorf("limiter without +time: exit %d, want %d", code, exitProblem)
 	}
 	// The default user may do anything: more than a limiter needs.
 	_, out, _ = doctorRun(t, "--redis", addr)
