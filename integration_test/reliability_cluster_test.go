@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -125,61 +126,129 @@ func TestReliabilityClusterAllAlgorithms(t *testing.T) {
 	report(t, "cluster-keys", "%d keys x %d algorithms on 3 primaries, 0 errors", len(keys), len(allAlgorithms))
 }
 
-// Check through EVALSHA_RO on a replica answers as the primary does once
-// the state is replicated.
+// Check and Peek through EVALSHA_RO, and through FCALL_RO once the library
+// is loaded on every primary, on a Cluster's replicas (a ClusterClient
+// with ReadOnly) answer as the primary does once the state is replicated,
+// and the replicas, not the primaries, serve them.
 func TestReliabilityClusterReplicaCheck(t *testing.T) {
 	c := startCluster(t)
 	ctx := context.Background()
-	primary := redisrate.NewLimiter(c.client(t, nil))
-	ro := c.client(t, &redis.ClusterOptions{ReadOnly: true})
-	replica := redisrate.NewLimiter(ro, redisrate.WithReadOnlyCheck())
-
-	for _, algo := range allAlgorithms {
-		key := "ro:" + algo.String()
-		limit := redisrate.PerHour(5).WithAlgorithm(algo)
-		for range 3 {
-			if _, err := primary.Allow(ctx, key, limit); err != nil {
-				t.Fatal(err)
+	for _, phase := range []struct {
+		name      string
+		functions bool
+		ro        []string // the commands of the read-only calls
+	}{
+		{"evalsha_ro", false, []string{"evalsha_ro", "eval_ro"}},
+		{"fcall_ro", true, []string{"fcall_ro"}},
+	} {
+		t.Run(phase.name, func(t *testing.T) {
+			if phase.functions {
+				for _, p := range c.Primaries {
+					if err := c.Admin(p).FunctionLoadReplace(ctx, scripts.Library).Err(); err != nil {
+						t.Fatalf("FUNCTION LOAD on %s: %v", p.Addr, err)
+					}
+				}
+				deadline := time.Now().Add(10 * time.Second)
+				for _, r := range c.Replicas {
+					for {
+						libs, err := c.Admin(r).FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: scripts.LibraryName}).Result()
+						if err == nil && len(libs) == 1 {
+							break
+						}
+						if time.Now().After(deadline) {
+							t.Fatalf("replica %s has no library 10s after FUNCTION LOAD on its primary: %v", r.Addr, err)
+						}
+						time.Sleep(20 * time.Millisecond)
+					}
+				}
 			}
-		}
-		m, err := ro.MasterForKey(ctx, key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if n, err := m.Wait(ctx, 1, 5*time.Second).Result(); err != nil || n < 1 {
-			t.Fatalf("WAIT: %d replicas, %v", n, err)
-		}
-		want, err := primary.Check(ctx, key, limit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := replica.Check(ctx, key, limit)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.Capacity != want.Capacity ||
-			got.Remaining != 1 || absDur(got.ResetAfter-want.ResetAfter) > time.Second || absDur(got.RetryAfter-want.RetryAfter) > time.Second {
-			t.Fatalf("%s: replica says %v, primary %v", algo, got, want)
+			primary := redisrate.NewLimiter(c.client(t, nil))
+			ro := c.client(t, &redis.ClusterOptions{ReadOnly: true})
+			replica := redisrate.NewLimiter(ro, redisrate.WithReadOnlyCheck())
+			// Each Limiter asks once whether the library is there (a keyless
+			// FCALL_RO to any node): before the counts.
+			for _, l := range []*redisrate.Limiter{primary, replica} {
+				if _, err := l.Peek(ctx, "learn", redisrate.PerHour(1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := map[string]int64{}
+			for _, s := range c.Nodes() {
+				before[s.Addr] = commandCount(t, c.Admin(s), phase.ro...)
+			}
+			for _, algo := range allAlgorithms {
+				key := phase.name + ":ro:" + algo.String()
+				limit := redisrate.PerHour(5).WithAlgorithm(algo)
+				for range 3 {
+					if _, err := primary.Allow(ctx, key, limit); err != nil {
+						t.Fatal(err)
+					}
+				}
+				m, err := ro.MasterForKey(ctx, key)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n, err := m.Wait(ctx, 1, 5*time.Second).Result(); err != nil || n < 1 {
+					t.Fatalf("WAIT: %d replicas, %v", n, err)
+				}
+				// 3 of 5 used: a check of one unit leaves 1, a peek sees 2.
+				for i, kind := range []string{"check", "peek"} {
+					left := int64(1 + i)
+					var want, got redisrate.Result
+					var errP, errR error
+					if kind == "check" {
+						want, errP = primary.Check(ctx, key, limit)
+						got, errR = replica.Check(ctx, key, limit)
+					} else {
+						want, errP = primary.Peek(ctx, key, limit)
+						got, errR = replica.Peek(ctx, key, limit)
+					}
+					if errP != nil || errR != nil {
+						t.Fatalf("%s %s: primary %v, replica %v", algo, kind, errP, errR)
+					}
+					if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.Capacity != want.Capacity ||
+						got.Remaining != left || absDur(got.ResetAfter-want.ResetAfter) > time.Second || absDur(got.RetryAfter-want.RetryAfter) > time.Second {
+						t.Fatalf("%s %s: replica says %v, primary %v", algo, kind, got, want)
+					}
+				}
+			}
+			// The replicas, not the primaries, ran the read-only calls.
+			var onReplicas int64
+			for _, s := range c.Nodes() {
+				n := commandCount(t, c.Admin(s), phase.ro...) - before[s.Addr]
+				role, _ := c.Admin(s).Info(ctx, "replication").Result()
+				if n > 0 && !strings.Contains(role, "role:slave") {
+					t.Errorf("primary %s ran %d of %v: read-only calls did not go to replicas", s.Addr, n, phase.ro)
+				}
+				if strings.Contains(role, "role:slave") {
+					onReplicas += n
+				}
+			}
+			t.Logf("replicas ran %d of %v for 6 checks and 6 peeks", onReplicas, phase.ro)
+			if onReplicas < 12 {
+				t.Fatalf("replicas ran %d of %v for 6 checks and 6 peeks", onReplicas, phase.ro)
+			}
+		})
+	}
+}
+
+// commandCount sums the calls of cmds (e.g. "evalsha_ro") in the node's
+// INFO commandstats.
+func commandCount(t *testing.T, node *redis.Client, cmds ...string) int64 {
+	t.Helper()
+	stats, err := node.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, cmd := range cmds {
+		if _, rest, ok := strings.Cut(stats, "cmdstat_"+cmd+":calls="); ok {
+			calls, _, _ := strings.Cut(rest, ",")
+			v, _ := strconv.ParseInt(calls, 10, 64)
+			n += v
 		}
 	}
-	// The replicas, not the primaries, ran the read-only checks.
-	served := 0
-	for _, addr := range c.addrs {
-		rdb := redis.NewClient(&redis.Options{Addr: addr})
-		role, _ := rdb.Info(ctx, "replication").Result()
-		stats, _ := rdb.Info(ctx, "commandstats").Result()
-		_ = rdb.Close()
-		ranRO := strings.Contains(stats, "cmdstat_evalsha_ro:") || strings.Contains(stats, "cmdstat_eval_ro:")
-		if ranRO && !strings.Contains(role, "role:slave") {
-			t.Errorf("primary %s ran EVALSHA_RO: checks did not go to replicas", addr)
-		}
-		if ranRO {
-			served++
-		}
-	}
-	if served == 0 {
-		t.Fatal("no replica ran EVALSHA_RO")
-	}
+	return n
 }
 
 func absDur(d time.Duration) time.Duration {
