@@ -333,12 +333,18 @@ func (b *Backend) Snap(key string) Snapshot {
 	case "stream":
 		v, err = c.XRange(Ctx, key, "-", "+").Result()
 	}
+	if err == redis.Nil {
+		return Snapshot{Type: "none", Value: "<nil>", PTTL: -2} // expired meanwhile (real Redis)
+	}
 	if err != nil {
 		b.t.Fatal(err)
 	}
 	s.Value = fmt.Sprintf("%#v", v)
 	if b.Real && typ != "none" {
 		d, err := c.Dump(Ctx, key).Result()
+		if err == redis.Nil {
+			return Snapshot{Type: "none", Value: "<nil>", PTTL: -2}
+		}
 		if err != nil {
 			b.t.Fatal(err)
 		}
