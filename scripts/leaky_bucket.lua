@@ -44,13 +44,15 @@
 -- `/` on doubles are exact.
 -- The string functions are read through a string's metatable: a Functions
 -- library may not read the globals (string, math) while it loads.
-local find, match, gmatch, sub, rep, fmt = ('').find, ('').match, ('').gmatch, ('').sub, ('').rep, ('').format
+local find, match, gmatch, sub, rep, byte, fmt = ('').find, ('').match, ('').gmatch, ('').sub, ('').rep, ('').byte, ('').format
 
 -- whole reads a contract number: digits only, at most max; nil otherwise.
+-- Leading zeros are allowed, and dropped before reading: gopher-lua would
+-- read 010 as octal, and past 16 digits it cannot read a number at all.
 local function whole(s, max)
   if not find(s, '^%d+$') then return nil end
-  if #s > 16 then
-    s = match(s, '^0*(%d+)$') -- leading zeros are allowed, and past 16 digits gopher-lua cannot read it
+  if #s > 16 or byte(s) == 48 then
+    s = match(s, '^0*(%d+)$')
     if #s > 16 then return nil end
   end
   local v = s + 0
@@ -62,6 +64,28 @@ end
 local function ceil_div(n, d)
   local r = n % d
   return (n - r) / d + (r > 0 and 1 or 0)
+end
+
+-- less reports whether a/b < c/d exactly, for whole a, c >= 0 and b, d >= 1
+-- below 2^53, where a*d and c*b might not be exact: by whole parts, then
+-- by the reciprocals of what is left (a continued fraction).
+local function less(a, b, c, d)
+  local flip = false
+  while true do
+    local p, q = (a - a % b) / b, (c - c % d) / d
+    if p ~= q then return (p < q) ~= flip end
+    a = a % b
+    c = c % d
+    if a == 0 and c == 0 then return false end -- equal
+    if a == 0 or c == 0 then return (a == 0) ~= flip end
+    local b0 = b
+    b = a
+    a = b0
+    local d0 = d
+    d = c
+    c = d0
+    flip = not flip
+  end
 end
 
 -- invalid is the contract's argument error: the argument, as given, and its rule.
@@ -193,7 +217,8 @@ if raw then
   end
   for j = 1, good and #st or 0 do -- every field a whole number below 2^53
     local f = st[j]
-    local v = #f <= 16 and f + 0 -- past 16 digits gopher-lua cannot read it
+    -- no leading zeros (gopher-lua would read 010 as octal), at most 16 digits
+    local v = #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0
     if not v or v > 9007199254740991 then
       good = false
       break
@@ -212,7 +237,7 @@ end
 -- ---- Decision: every limit in turn, all or nothing ----
 local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
 local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
-local a_i, a_left, a_rem, a_reset, a_cap -- the binding limit if admitted
+local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
 local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
 for i = 1, n do
   local limit, period_us, burst = limit1, period1 * 1000, burst1
@@ -237,15 +262,17 @@ for i = 1, n do
   end
   if ok then x = x + cost * b end
   local room = xmax > x and xmax - x or 0
-  local rem, left, cap = (room - room % b) / b, room / b, burst
+  local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
   local reset_us = t - now + ceil_div(x, a)
   -- ---- This limit's verdict (scripts/src/verdict.lua) ----
   -- The reply describes the binding limit: on an admission the one with the
-  -- fewest units left, on a denial the denying one with the longest
+  -- fewest units left (left / per, exactly), on a denial the denying one with the longest
   -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
   if reset_us > ttl_us then ttl_us = reset_us end
   if ok then
-    if not a_i or left < a_left then a_i, a_left, a_rem, a_reset, a_cap = i, left, rem, reset_us, cap end
+    if not a_i or less(left, per, a_left, a_per) then
+      a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
+    end
   else
     allowed = false
     local retry = never and -1 or ceil_div(retry_us, 1000)

@@ -21,13 +21,15 @@
 -- `/` on doubles are exact.
 -- The string functions are read through a string's metatable: a Functions
 -- library may not read the globals (string, math) while it loads.
-local find, match, gmatch, sub, rep, fmt = ('').find, ('').match, ('').gmatch, ('').sub, ('').rep, ('').format
+local find, match, gmatch, sub, rep, byte, fmt = ('').find, ('').match, ('').gmatch, ('').sub, ('').rep, ('').byte, ('').format
 
 -- whole reads a contract number: digits only, at most max; nil otherwise.
+-- Leading zeros are allowed, and dropped before reading: gopher-lua would
+-- read 010 as octal, and past 16 digits it cannot read a number at all.
 local function whole(s, max)
   if not find(s, '^%d+$') then return nil end
-  if #s > 16 then
-    s = match(s, '^0*(%d+)$') -- leading zeros are allowed, and past 16 digits gopher-lua cannot read it
+  if #s > 16 or byte(s) == 48 then
+    s = match(s, '^0*(%d+)$')
     if #s > 16 then return nil end
   end
   local v = s + 0
@@ -39,6 +41,28 @@ end
 local function ceil_div(n, d)
   local r = n % d
   return (n - r) / d + (r > 0 and 1 or 0)
+end
+
+-- less reports whether a/b < c/d exactly, for whole a, c >= 0 and b, d >= 1
+-- below 2^53, where a*d and c*b might not be exact: by whole parts, then
+-- by the reciprocals of what is left (a continued fraction).
+local function less(a, b, c, d)
+  local flip = false
+  while true do
+    local p, q = (a - a % b) / b, (c - c % d) / d
+    if p ~= q then return (p < q) ~= flip end
+    a = a % b
+    c = c % d
+    if a == 0 and c == 0 then return false end -- equal
+    if a == 0 or c == 0 then return (a == 0) ~= flip end
+    local b0 = b
+    b = a
+    a = b0
+    local d0 = d
+    d = c
+    c = d0
+    flip = not flip
+  end
 end
 
 -- invalid is the contract's argument error: the argument, as given, and its rule.
@@ -172,7 +196,8 @@ local function gcra(KEYS, ARGV)
     end
     for j = 1, good and #st or 0 do -- every field a whole number below 2^53
       local f = st[j]
-      local v = #f <= 16 and f + 0 -- past 16 digits gopher-lua cannot read it
+      -- no leading zeros (gopher-lua would read 010 as octal), at most 16 digits
+      local v = #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0
       if not v or v > 9007199254740991 then
         good = false
         break
@@ -191,7 +216,7 @@ local function gcra(KEYS, ARGV)
   -- ---- Decision: every limit in turn, all or nothing ----
   local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
   local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
-  local a_i, a_left, a_rem, a_reset, a_cap -- the binding limit if admitted
+  local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   for i = 1, n do
     local limit, period_us, burst = limit1, period1 * 1000, burst1
@@ -225,15 +250,17 @@ local function gcra(KEYS, ARGV)
       room = xmax - ahead * a - r
       if room < 0 then room = 0 end
     end
-    local rem, left, cap = (room - room % b) / b, room / b, burst
+    local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
     local reset_us = ahead + (r > 0 and 1 or 0)
     -- ---- This limit's verdict (scripts/src/verdict.lua) ----
     -- The reply describes the binding limit: on an admission the one with the
-    -- fewest units left, on a denial the denying one with the longest
+    -- fewest units left (left / per, exactly), on a denial the denying one with the longest
     -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if ok then
-      if not a_i or left < a_left then a_i, a_left, a_rem, a_reset, a_cap = i, left, rem, reset_us, cap end
+      if not a_i or less(left, per, a_left, a_per) then
+        a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
+      end
     else
       allowed = false
       local retry = never and -1 or ceil_div(retry_us, 1000)
@@ -364,7 +391,8 @@ local function token_bucket(KEYS, ARGV)
     end
     for j = 1, good and #st or 0 do -- every field a whole number below 2^53
       local f = st[j]
-      local v = #f <= 16 and f + 0 -- past 16 digits gopher-lua cannot read it
+      -- no leading zeros (gopher-lua would read 010 as octal), at most 16 digits
+      local v = #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0
       if not v or v > 9007199254740991 then
         good = false
         break
@@ -383,7 +411,7 @@ local function token_bucket(KEYS, ARGV)
   -- ---- Decision: every limit in turn, all or nothing ----
   local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
   local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
-  local a_i, a_left, a_rem, a_reset, a_cap -- the binding limit if admitted
+  local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   for i = 1, n do
     local limit, period_us, burst = limit1, period1 * 1000, burst1
@@ -409,14 +437,16 @@ local function token_bucket(KEYS, ARGV)
     if ok then tokens = tokens - cost end
     local reset_us = 0
     if tokens < burst then reset_us = t + ceil_div(burst - tokens, limit) * period_us - now end
-    local rem, left, cap = tokens, tokens, burst
+    local rem, left, per, cap = tokens, tokens, 1, burst
     -- ---- This limit's verdict (scripts/src/verdict.lua) ----
     -- The reply describes the binding limit: on an admission the one with the
-    -- fewest units left, on a denial the denying one with the longest
+    -- fewest units left (left / per, exactly), on a denial the denying one with the longest
     -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if ok then
-      if not a_i or left < a_left then a_i, a_left, a_rem, a_reset, a_cap = i, left, rem, reset_us, cap end
+      if not a_i or less(left, per, a_left, a_per) then
+        a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
+      end
     else
       allowed = false
       local retry = never and -1 or ceil_div(retry_us, 1000)
@@ -562,7 +592,8 @@ local function leaky_bucket(KEYS, ARGV)
     end
     for j = 1, good and #st or 0 do -- every field a whole number below 2^53
       local f = st[j]
-      local v = #f <= 16 and f + 0 -- past 16 digits gopher-lua cannot read it
+      -- no leading zeros (gopher-lua would read 010 as octal), at most 16 digits
+      local v = #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0
       if not v or v > 9007199254740991 then
         good = false
         break
@@ -581,7 +612,7 @@ local function leaky_bucket(KEYS, ARGV)
   -- ---- Decision: every limit in turn, all or nothing ----
   local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
   local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
-  local a_i, a_left, a_rem, a_reset, a_cap -- the binding limit if admitted
+  local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   for i = 1, n do
     local limit, period_us, burst = limit1, period1 * 1000, burst1
@@ -606,15 +637,17 @@ local function leaky_bucket(KEYS, ARGV)
     end
     if ok then x = x + cost * b end
     local room = xmax > x and xmax - x or 0
-    local rem, left, cap = (room - room % b) / b, room / b, burst
+    local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
     local reset_us = t - now + ceil_div(x, a)
     -- ---- This limit's verdict (scripts/src/verdict.lua) ----
     -- The reply describes the binding limit: on an admission the one with the
-    -- fewest units left, on a denial the denying one with the longest
+    -- fewest units left (left / per, exactly), on a denial the denying one with the longest
     -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if ok then
-      if not a_i or left < a_left then a_i, a_left, a_rem, a_reset, a_cap = i, left, rem, reset_us, cap end
+      if not a_i or less(left, per, a_left, a_per) then
+        a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
+      end
     else
       allowed = false
       local retry = never and -1 or ceil_div(retry_us, 1000)
@@ -740,7 +773,8 @@ local function sliding_window(KEYS, ARGV)
     end
     for j = 1, good and #st or 0 do -- every field a whole number below 2^53
       local f = st[j]
-      local v = #f <= 16 and f + 0 -- past 16 digits gopher-lua cannot read it
+      -- no leading zeros (gopher-lua would read 010 as octal), at most 16 digits
+      local v = #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0
       if not v or v > 9007199254740991 then
         good = false
         break
@@ -759,7 +793,7 @@ local function sliding_window(KEYS, ARGV)
   -- ---- Decision: every limit in turn, all or nothing ----
   local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
   local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
-  local a_i, a_left, a_rem, a_reset, a_cap -- the binding limit if admitted
+  local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   local now_ms = (now - now % 1000) / 1000
   for i = 1, n do
@@ -801,7 +835,7 @@ local function sliding_window(KEYS, ARGV)
     end
     local room = limit * p - used
     if room < 0 then room = 0 end
-    local rem, left, cap = (room - room % p) / p, room / p, limit
+    local rem, left, per, cap = (room - room % p) / p, room, p, limit -- units left: left / per
     local reset_us = 0
     if cur > 0 then
       reset_us = (start + 2 * p) * 1000 - now
@@ -810,11 +844,13 @@ local function sliding_window(KEYS, ARGV)
     end
     -- ---- This limit's verdict (scripts/src/verdict.lua) ----
     -- The reply describes the binding limit: on an admission the one with the
-    -- fewest units left, on a denial the denying one with the longest
+    -- fewest units left (left / per, exactly), on a denial the denying one with the longest
     -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if ok then
-      if not a_i or left < a_left then a_i, a_left, a_rem, a_reset, a_cap = i, left, rem, reset_us, cap end
+      if not a_i or less(left, per, a_left, a_per) then
+        a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
+      end
     else
       allowed = false
       local retry = never and -1 or ceil_div(retry_us, 1000)
@@ -933,7 +969,8 @@ local function fixed_window(KEYS, ARGV)
     end
     for j = 1, good and #st or 0 do -- every field a whole number below 2^53
       local f = st[j]
-      local v = #f <= 16 and f + 0 -- past 16 digits gopher-lua cannot read it
+      -- no leading zeros (gopher-lua would read 010 as octal), at most 16 digits
+      local v = #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0
       if not v or v > 9007199254740991 then
         good = false
         break
@@ -952,7 +989,7 @@ local function fixed_window(KEYS, ARGV)
   -- ---- Decision: every limit in turn, all or nothing ----
   local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
   local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
-  local a_i, a_left, a_rem, a_reset, a_cap -- the binding limit if admitted
+  local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   for i = 1, n do
     local limit, period_us = limit1, period1 * 1000
@@ -972,15 +1009,17 @@ local function fixed_window(KEYS, ARGV)
     end
     if ok then count = count + cost end
     local rem = count < limit and limit - count or 0
-    local left, cap = rem, limit
+    local left, per, cap = rem, 1, limit
     local reset_us = count > 0 and start + period_us - now or 0
     -- ---- This limit's verdict (scripts/src/verdict.lua) ----
     -- The reply describes the binding limit: on an admission the one with the
-    -- fewest units left, on a denial the denying one with the longest
+    -- fewest units left (left / per, exactly), on a denial the denying one with the longest
     -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if ok then
-      if not a_i or left < a_left then a_i, a_left, a_rem, a_reset, a_cap = i, left, rem, reset_us, cap end
+      if not a_i or less(left, per, a_left, a_per) then
+        a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
+      end
     else
       allowed = false
       local retry = never and -1 or ceil_div(retry_us, 1000)
@@ -1082,7 +1121,12 @@ local function sliding_log(KEYS, ARGV)
     end
     last_seq = -marked
     local top = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
-    if top[2] then newest = top[2] + 0 end
+    if top[2] then
+      newest = top[2] + 0
+      if newest > 9007199254740991 or newest % 1 ~= 0 then -- an entry is a whole microsecond below 2^53
+        return redis.error_reply('ERR key holds a value that is not sliding_log state: left untouched')
+      end
+    end
   elseif redis.call('EXISTS', key) == 1 then
     return redis.error_reply('ERR key holds a value that is not sliding_log state: left untouched')
   end
@@ -1093,7 +1137,7 @@ local function sliding_log(KEYS, ARGV)
   -- ---- Decision: every limit in turn, all or nothing ----
   local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
   local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
-  local a_i, a_left, a_rem, a_reset, a_cap -- the binding limit if admitted
+  local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   local longest = 0 -- the longest period: what the log must keep
   for i = 1, n do
@@ -1117,7 +1161,7 @@ local function sliding_log(KEYS, ARGV)
     end
     local after = ok and count + cost or count
     local rem = after < limit and limit - after or 0
-    local left, cap = rem, limit
+    local left, per, cap = rem, 1, limit
     local reset_us = 0
     if ok and cost > 0 then
       reset_us = at + period_us - now
@@ -1126,11 +1170,13 @@ local function sliding_log(KEYS, ARGV)
     end
     -- ---- This limit's verdict (scripts/src/verdict.lua) ----
     -- The reply describes the binding limit: on an admission the one with the
-    -- fewest units left, on a denial the denying one with the longest
+    -- fewest units left (left / per, exactly), on a denial the denying one with the longest
     -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if ok then
-      if not a_i or left < a_left then a_i, a_left, a_rem, a_reset, a_cap = i, left, rem, reset_us, cap end
+      if not a_i or less(left, per, a_left, a_per) then
+        a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
+      end
     else
       allowed = false
       local retry = never and -1 or ceil_div(retry_us, 1000)
@@ -1145,13 +1191,14 @@ local function sliding_log(KEYS, ARGV)
   -- is written, and checks no later command of the script.
   if allowed and writes then
     local at_s = fmt('%d', at)
-    local batch = { -(last_seq + cost), TAG }
+    local batch, j = { -(last_seq + cost), TAG }, 2
     for k = 1, cost do
-      batch[#batch + 1] = at_s
-      batch[#batch + 1] = last_seq + k
-      if #batch >= 1000 or k == cost then -- unpack() has a small stack
-        redis.call('ZADD', key, unpack(batch))
-        batch = {}
+      batch[j + 1] = at_s
+      batch[j + 2] = last_seq + k
+      j = j + 2
+      if j >= 4000 or k == cost then -- unpack() has a stack of about 8000
+        redis.call('ZADD', key, unpack(batch, 1, j))
+        j = 0
       end
     end
     redis.call('ZREMRANGEBYSCORE', key, '(0', fmt('%d', at - longest))
@@ -1195,4 +1242,4 @@ redis.register_function('redisrate_sliding_log', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' },
   callback = function(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return '95e570d3194bc836b7af4190a32b889fb824b4c3' end }
+  callback = function() return '3b257d4d333c11a407816ebcc9b85e0ea4287508' end }

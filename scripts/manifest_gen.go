@@ -9,17 +9,17 @@ const ContractVersion = 2
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "95e570d3194bc836b7af4190a32b889fb824b4c3"
+const LibraryVersion = "3b257d4d333c11a407816ebcc9b85e0ea4287508"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
-	{Name: "gcra", Tag: "gcra:2", Window: false, Log: false, Fields: 2, MaxLimit: 1000000000000000, Range: "continuous", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "9c86e02e38ec1929ebac4cb7099218ca13e10e4f", Function: "redisrate_gcra"},
-	{Name: "token_bucket", Tag: "tb:2", Window: false, Log: false, Fields: 2, MaxLimit: 1000000000000000, Range: "refill", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "9e373588c29a80cd01a6c93e16b8537625c8bd0e", Function: "redisrate_token_bucket"},
-	{Name: "leaky_bucket", Tag: "lb:2", Window: false, Log: false, Fields: 2, MaxLimit: 1000000000000000, Range: "continuous", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "3fa4911567b966a527851b05462e625d673b9cf6", Function: "redisrate_leaky_bucket"},
-	{Name: "sliding_window", Tag: "sw:2", Window: true, Log: false, Fields: 3, MaxLimit: 1000000000000000, Range: "weighted", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "7d301deca8c00b00e446b16e184425fb35ec253d", Function: "redisrate_sliding_window"},
-	{Name: "fixed_window", Tag: "fw:2", Window: true, Log: false, Fields: 2, MaxLimit: 1000000000000000, Range: "", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "10655c19b4701391be0fc5dbd97a9223fcae718a", Function: "redisrate_fixed_window"},
-	{Name: "sliding_log", Tag: "sliding_log:2", Window: true, Log: true, Fields: 0, MaxLimit: 10000, Range: "", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "0dc315c16ef3f295612e022452a5d53f78f2eecb", Function: "redisrate_sliding_log"},
+	{Name: "gcra", Tag: "gcra:2", Window: false, Log: false, Fields: 2, MaxLimit: 1000000000000000, Range: "continuous", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "19b3d96a51e000f3f3c81dabd150bf282f00483c", Function: "redisrate_gcra"},
+	{Name: "token_bucket", Tag: "tb:2", Window: false, Log: false, Fields: 2, MaxLimit: 1000000000000000, Range: "refill", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "51ab0a022ca09d56935dd3e99754a0b090cb5202", Function: "redisrate_token_bucket"},
+	{Name: "leaky_bucket", Tag: "lb:2", Window: false, Log: false, Fields: 2, MaxLimit: 1000000000000000, Range: "continuous", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "6b0fdb5a38770db046bf233e7a87c6f097fa7250", Function: "redisrate_leaky_bucket"},
+	{Name: "sliding_window", Tag: "sw:2", Window: true, Log: false, Fields: 3, MaxLimit: 1000000000000000, Range: "weighted", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "c0067eb3bba163e20a5ea2647192e6f45dface57", Function: "redisrate_sliding_window"},
+	{Name: "fixed_window", Tag: "fw:2", Window: true, Log: false, Fields: 2, MaxLimit: 1000000000000000, Range: "", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "721ed4a7b3988f86da0cfe76815257d8a66ea0a7", Function: "redisrate_fixed_window"},
+	{Name: "sliding_log", Tag: "sliding_log:2", Window: true, Log: true, Fields: 0, MaxLimit: 10000, Range: "", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "9eea2937dc66890472453a9f1d1b90a57373d58b", Function: "redisrate_sliding_log"},
 }
 
 // resetSHA1 is the SHA1 of reset.lua.
-const resetSHA1 = "758e6b510e295c787244ece9bc9c8daf9b43923b"
+const resetSHA1 = "20f9f63522348d2822fb451d678b67b4371959d2"

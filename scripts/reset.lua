@@ -8,10 +8,27 @@
 local key = KEYS[1]
 local kind = redis.call('TYPE', key).ok
 if kind == 'none' then return 0 end
+local find, byte = string.find, string.byte
+-- field: a stored number, at most 16 digits, no leading zero, below 2^53
+local function field(f)
+  return #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0 <= 9007199254740991
+end
 if kind == 'string' then
-  local tag = string.match(redis.call('GET', key), '^(%S+) ')
-  if tag == 'gcra:2' or tag == 'tb:2' or tag == 'lb:2' or tag == 'sw:2' or tag == 'fw:2' then return redis.call('DEL', key) end
+  local tag, body = string.match(redis.call('GET', key), '^(%S+)( [ %d]*%d)$')
+  local per = ({ ['gcra:2'] = 2, ['tb:2'] = 2, ['lb:2'] = 2, ['sw:2'] = 3, ['fw:2'] = 2 })[tag or ''] -- numbers per limit
+  if per and not find(body, '  ') then
+    local n, ok = 0, true
+    for f in string.gmatch(body, '%d+') do
+      n = n + 1
+      ok = ok and field(f)
+    end
+    if ok and n % per == 0 and n <= 8 * per then return redis.call('DEL', key) end
+  end
 elseif kind == 'zset' then
-  if redis.call('ZSCORE', key, 'sliding_log:2') then return redis.call('DEL', key) end
+  local marker = redis.call('ZSCORE', key, 'sliding_log:2')
+  if marker and find(marker, '^%-%d+$') and #marker <= 17 then
+    local top = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
+    if not top[2] or (top[2] + 0 <= 9007199254740991 and top[2] % 1 == 0) then return redis.call('DEL', key) end
+  end
 end
 return redis.error_reply('ERR key holds a value that is not redisrate state: left untouched')

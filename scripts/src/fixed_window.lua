@@ -36,7 +36,7 @@ for i = 1, n do
   end
   if ok then count = count + cost end
   local rem = count < limit and limit - count or 0
-  local left, cap = rem, limit
+  local left, per, cap = rem, 1, limit
   local reset_us = count > 0 and start + period_us - now or 0
 --@include verdict.lua
   if allowed and writes then out = out .. fmt(' %d %d', start, count) end

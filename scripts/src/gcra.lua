@@ -50,7 +50,7 @@ for i = 1, n do
     room = xmax - ahead * a - r
     if room < 0 then room = 0 end
   end
-  local rem, left, cap = (room - room % b) / b, room / b, burst
+  local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
   local reset_us = ahead + (r > 0 and 1 or 0)
 --@include verdict.lua
   if allowed and writes then out = out .. fmt(' %d %d', t, r) end

@@ -6,13 +6,15 @@
 -- `/` on doubles are exact.
 -- The string functions are read through a string's metatable: a Functions
 -- library may not read the globals (string, math) while it loads.
-local find, match, gmatch, sub, rep, fmt = ('').find, ('').match, ('').gmatch, ('').sub, ('').rep, ('').format
+local find, match, gmatch, sub, rep, byte, fmt = ('').find, ('').match, ('').gmatch, ('').sub, ('').rep, ('').byte, ('').format
 
 -- whole reads a contract number: digits only, at most max; nil otherwise.
+-- Leading zeros are allowed, and dropped before reading: gopher-lua would
+-- read 010 as octal, and past 16 digits it cannot read a number at all.
 local function whole(s, max)
   if not find(s, '^%d+$') then return nil end
-  if #s > 16 then
-    s = match(s, '^0*(%d+)$') -- leading zeros are allowed, and past 16 digits gopher-lua cannot read it
+  if #s > 16 or byte(s) == 48 then
+    s = match(s, '^0*(%d+)$')
     if #s > 16 then return nil end
   end
   local v = s + 0
@@ -24,6 +26,28 @@ end
 local function ceil_div(n, d)
   local r = n % d
   return (n - r) / d + (r > 0 and 1 or 0)
+end
+
+-- less reports whether a/b < c/d exactly, for whole a, c >= 0 and b, d >= 1
+-- below 2^53, where a*d and c*b might not be exact: by whole parts, then
+-- by the reciprocals of what is left (a continued fraction).
+local function less(a, b, c, d)
+  local flip = false
+  while true do
+    local p, q = (a - a % b) / b, (c - c % d) / d
+    if p ~= q then return (p < q) ~= flip end
+    a = a % b
+    c = c % d
+    if a == 0 and c == 0 then return false end -- equal
+    if a == 0 or c == 0 then return (a == 0) ~= flip end
+    local b0 = b
+    b = a
+    a = b0
+    local d0 = d
+    d = c
+    c = d0
+    flip = not flip
+  end
 end
 
 -- invalid is the contract's argument error: the argument, as given, and its rule.

@@ -42,7 +42,7 @@ for i = 1, n do
   end
   if ok then x = x + cost * b end
   local room = xmax > x and xmax - x or 0
-  local rem, left, cap = (room - room % b) / b, room / b, burst
+  local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
   local reset_us = t - now + ceil_div(x, a)
 --@include verdict.lua
   if allowed and writes then out = out .. fmt(' %d %d', x, t) end

@@ -33,7 +33,12 @@ if marked then
   end
   last_seq = -marked
   local top = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
-  if top[2] then newest = top[2] + 0 end
+  if top[2] then
+    newest = top[2] + 0
+    if newest > 9007199254740991 or newest % 1 ~= 0 then -- an entry is a whole microsecond below 2^53
+      return redis.error_reply('ERR key holds a value that is not sliding_log state: left untouched')
+    end
+  end
 elseif redis.call('EXISTS', key) == 1 then
   return redis.error_reply('ERR key holds a value that is not sliding_log state: left untouched')
 end
@@ -63,7 +68,7 @@ for i = 1, n do
   end
   local after = ok and count + cost or count
   local rem = after < limit and limit - after or 0
-  local left, cap = rem, limit
+  local left, per, cap = rem, 1, limit
   local reset_us = 0
   if ok and cost > 0 then
     reset_us = at + period_us - now
@@ -78,13 +83,14 @@ end
 -- is written, and checks no later command of the script.
 if allowed and writes then
   local at_s = fmt('%d', at)
-  local batch = { -(last_seq + cost), TAG }
+  local batch, j = { -(last_seq + cost), TAG }, 2
   for k = 1, cost do
-    batch[#batch + 1] = at_s
-    batch[#batch + 1] = last_seq + k
-    if #batch >= 1000 or k == cost then -- unpack() has a small stack
-      redis.call('ZADD', key, unpack(batch))
-      batch = {}
+    batch[j + 1] = at_s
+    batch[j + 2] = last_seq + k
+    j = j + 2
+    if j >= 4000 or k == cost then -- unpack() has a stack of about 8000
+      redis.call('ZADD', key, unpack(batch, 1, j))
+      j = 0
     end
   end
   redis.call('ZREMRANGEBYSCORE', key, '(0', fmt('%d', at - longest))

@@ -65,7 +65,7 @@ for i = 1, n do
   end
   local room = limit * p - used
   if room < 0 then room = 0 end
-  local rem, left, cap = (room - room % p) / p, room / p, limit
+  local rem, left, per, cap = (room - room % p) / p, room, p, limit -- units left: left / per
   local reset_us = 0
   if cur > 0 then
     reset_us = (start + 2 * p) * 1000 - now

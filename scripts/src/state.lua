@@ -26,7 +26,8 @@ if raw then
   end
   for j = 1, good and #st or 0 do -- every field a whole number below 2^53
     local f = st[j]
-    local v = #f <= 16 and f + 0 -- past 16 digits gopher-lua cannot read it
+    -- no leading zeros (gopher-lua would read 010 as octal), at most 16 digits
+    local v = #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0
     if not v or v > 9007199254740991 then
       good = false
       break

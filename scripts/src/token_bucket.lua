@@ -46,7 +46,7 @@ for i = 1, n do
   if ok then tokens = tokens - cost end
   local reset_us = 0
   if tokens < burst then reset_us = t + ceil_div(burst - tokens, limit) * period_us - now end
-  local rem, left, cap = tokens, tokens, burst
+  local rem, left, per, cap = tokens, tokens, 1, burst
 --@include verdict.lua
   if allowed and writes then out = out .. fmt(' %d %d', tokens, t) end
 end

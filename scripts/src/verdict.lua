@@ -1,10 +1,12 @@
   -- ---- This limit's verdict (scripts/src/verdict.lua) ----
   -- The reply describes the binding limit: on an admission the one with the
-  -- fewest units left, on a denial the denying one with the longest
+  -- fewest units left (left / per, exactly), on a denial the denying one with the longest
   -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
   if reset_us > ttl_us then ttl_us = reset_us end
   if ok then
-    if not a_i or left < a_left then a_i, a_left, a_rem, a_reset, a_cap = i, left, rem, reset_us, cap end
+    if not a_i or less(left, per, a_left, a_per) then
+      a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
+    end
   else
     allowed = false
     local retry = never and -1 or ceil_div(retry_us, 1000)

@@ -401,12 +401,15 @@ func LibraryVersion(lib string) string {
 }
 
 func reset(algos []Algorithm) string {
-	var tags, logs []string
+	// A key is state when some script reads it as its own: the same strict
+	// shape the scripts check (scripts/src/state.lua, sliding_log.lua).
+	var fields []string
+	marker := ""
 	for _, a := range algos {
 		if a.Log {
-			logs = append(logs, fmt.Sprintf("redis.call('ZSCORE', key, '%s')", a.Tag))
+			marker = a.Tag
 		} else {
-			tags = append(tags, fmt.Sprintf("tag == '%s'", a.Tag))
+			fields = append(fields, fmt.Sprintf("['%s'] = %d", a.Tag, a.Fields))
 		}
 	}
 	return fmt.Sprintf(`-- redisrate reset.lua, script contract v%d (CONTRACT.md in the redisrate
@@ -419,14 +422,31 @@ func reset(algos []Algorithm) string {
 local key = KEYS[1]
 local kind = redis.call('TYPE', key).ok
 if kind == 'none' then return 0 end
+local find, byte = string.find, string.byte
+-- field: a stored number, at most 16 digits, no leading zero, below 2^53
+local function field(f)
+  return #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0 <= 9007199254740991
+end
 if kind == 'string' then
-  local tag = string.match(redis.call('GET', key), '^(%%S+) ')
-  if %s then return redis.call('DEL', key) end
+  local tag, body = string.match(redis.call('GET', key), '^(%%S+)( [ %%d]*%%d)$')
+  local per = ({ %s })[tag or ''] -- numbers per limit
+  if per and not find(body, '  ') then
+    local n, ok = 0, true
+    for f in string.gmatch(body, '%%d+') do
+      n = n + 1
+      ok = ok and field(f)
+    end
+    if ok and n %% per == 0 and n <= 8 * per then return redis.call('DEL', key) end
+  end
 elseif kind == 'zset' then
-  if %s then return redis.call('DEL', key) end
+  local marker = redis.call('ZSCORE', key, '%s')
+  if marker and find(marker, '^%%-%%d+$') and #marker <= 17 then
+    local top = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
+    if not top[2] or (top[2] + 0 <= 9007199254740991 and top[2] %% 1 == 0) then return redis.call('DEL', key) end
+  end
 end
 return redis.error_reply('ERR key holds a value that is not redisrate state: left untouched')
-`, ContractVersion, strings.Join(tags, " or "), strings.Join(logs, " or "))
+`, ContractVersion, strings.Join(fields, ", "), marker)
 }
 
 func sha(b []byte) string {
