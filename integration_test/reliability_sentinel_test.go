@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,12 +12,16 @@ import (
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/integration_test/internal/redistest"
+	"github.com/redisrate/redisrate/scripts"
 )
 
 // A primary, its replica and three Sentinels (quorum 2, down after 1 s):
 // kill the primary under load, through redis.NewFailoverClient. The
 // limiter keeps deciding after the failover and the hot key's state
-// carries over.
+// carries over. The library is loaded on the primary, so decisions are
+// FCALLs before and after: FUNCTION LOAD replicates, and the promoted
+// replica decides by FCALL at once (the Cluster failover test covers
+// EVALSHA, whose scripts a promoted replica has to be sent again).
 func TestReliabilitySentinelFailover(t *testing.T) {
 	needLocal(t)
 	primary := redistest.StartServer(t, redistest.Options{})
@@ -53,6 +58,9 @@ func TestReliabilitySentinelFailover(t *testing.T) {
 
 	rdb := redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "m", SentinelAddrs: sentinels})
 	t.Cleanup(func() { _ = rdb.Close() })
+	if err := rdb.FunctionLoadReplace(ctx, scripts.Library).Err(); err != nil {
+		t.Fatal(err)
+	}
 	lim := redisrate.NewLimiter(rdb)
 	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinels[0]})
 	t.Cleanup(func() { _ = sc.Close() })
@@ -76,5 +84,13 @@ func TestReliabilitySentinelFailover(t *testing.T) {
 	}
 	if _, err := lim.Allow(ctx, "after", redisrate.PerSecond(1)); err != nil {
 		t.Fatal(err)
+	}
+	// The promoted replica decided by FCALL, never by EVALSHA (a replica
+	// counts the commands it served, not the writes it replicated).
+	promoted := redis.NewClient(&redis.Options{Addr: replica.Addr})
+	defer promoted.Close()
+	stats := promoted.Info(ctx, "commandstats").Val()
+	if !strings.Contains(stats, "cmdstat_fcall:") || strings.Contains(stats, "cmdstat_evalsha:") {
+		t.Errorf("the promoted replica did not decide by FCALL alone:\n%s", stats)
 	}
 }
