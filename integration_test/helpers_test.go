@@ -1,7 +1,15 @@
-// Package integration runs the scripts and the Go client against a real
-// Redis: the one at REDIS_ADDR, else redis-server from PATH started on a
-// free 127.0.0.1 port, else a redis:7 container where a Docker engine
+// Package integration runs the Go client and the scripts it sends against a
+// real Redis: the one at REDIS_ADDR, else redis-server from PATH started on
+// a free 127.0.0.1 port, else a redis:7 container where a Docker engine
 // answers; otherwise every test skips and says how to run it.
+//
+// What only a real server shows is here: its real clock, 64 goroutines on
+// one key, EVALSHA_RO and FCALL_RO (on replicas too), the Functions
+// library, SCRIPT FLUSH and FUNCTION DELETE, ACL users, and the
+// reliability tests (Cluster, Sentinel, AOF, faults). The scripts' own
+// contract tables and fuzz corpus run on real Redis in package scripts;
+// the hardening tests (TLS, ACL, clocks, eviction, resharding, breaker)
+// are in ./hardening.
 package integration
 
 import (
