@@ -55,6 +55,7 @@ var foreigners = []foreign{
 	{"exponent field", str("gcra:2 1e5 2")},
 	{"field 2^53", str("gcra:2 9007199254740992 0")},
 	{"field of 17 digits", str("gcra:2 00000000000000001 0")},
+	{"field with a leading zero", str("gcra:2 01 0")},
 	{"nine limits", str("gcra:2" + strings.Repeat(" 1 2", 9))},
 	{"tb field over", str("tb:2 1 2 3")},
 	{"tb oversize", str("tb:2 99999999999999999999 1")},
@@ -79,7 +80,7 @@ var foreigners = []foreign{
 
 // states are valid states of each script, written by hand.
 var states = map[string][]string{
-	"gcra":           {"gcra:2 0 0", "gcra:2 1795348800123456 1", "gcra:2" + strings.Repeat(" 0000000000000001 0", 8), "gcra:2 9007199254740991 0"},
+	"gcra":           {"gcra:2 0 0", "gcra:2 1795348800123456 1", "gcra:2" + strings.Repeat(" 1 0", 8), "gcra:2 9007199254740991 0"},
 	"token_bucket":   {"tb:2 0 0", "tb:2 3 1795348800123456", "tb:2" + strings.Repeat(" 5 1795348800123456", 3)},
 	"leaky_bucket":   {"lb:2 0 0", "lb:2 1000000 1795348800123456"},
 	"sliding_window": {"sw:2 0 0 0", "sw:2 1795348800000 5 5", "sw:2 1795348800000 5 5 1795348800000 5 5"},

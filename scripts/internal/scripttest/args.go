@@ -250,7 +250,7 @@ func ExpectedStateError(s scripts.Spec, k KeyState) string {
 }
 
 // ValidState reports whether value is a string state of s: its tag, then
-// Fields whole numbers (below 2^53, at most 16 digits) for each of 1 to 8
+// Fields whole numbers (below 2^53, no leading zeros) for each of 1 to 8
 // limits, separated by single spaces.
 func ValidState(s scripts.Spec, value string) bool {
 	rest, ok := strings.CutPrefix(value, s.Tag)
@@ -262,7 +262,7 @@ func ValidState(s scripts.Spec, value string) bool {
 		return false
 	}
 	for _, x := range f {
-		if !digits.MatchString(x) || len(x) > 16 {
+		if !digits.MatchString(x) || len(x) > 16 || (len(x) > 1 && x[0] == '0') {
 			return false
 		}
 		var v int64
