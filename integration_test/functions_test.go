@@ -22,7 +22,7 @@ import (
 // and still be the same decision: the two servers are asked one after the
 // other, milliseconds apart, while the limits below are counted in days,
 // so a different decision differs by hours.
-const sameSlack = 250 * time.Millisecond
+const sameSlack = 2 * time.Second
 
 // sameResult reports how two Results of the same call differ ("" when
 // they do not).
