@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -227,9 +226,6 @@ func checkCall(t testing.TB, b *st.Backend, in fuzzInput, key string) st.Reply {
 var (
 	fuzzOnce sync.Once
 	fuzzB    *st.Backend
-	// leadingZero matches ARGV with a number that has a leading zero.
-	fuzzBugs    bugs
-	leadingZero = regexp.MustCompile(`(^|\x00)0+[1-9]`)
 )
 
 // FuzzScripts drives every script with hostile ARGV on hostile keys, on
@@ -263,47 +259,21 @@ func FuzzScripts(f *testing.F) {
 		if len(argv) > 2000 || len(data) > 2000 || step > 1e13 || step < -1e13 {
 			t.Skip()
 		}
-		fuzzOnce.Do(func() {
-			fuzzB = st.Miniredis(&noCleanup{t})
-			fuzzBugs = knownBugs(fuzzB)
-		})
+		fuzzOnce.Do(func() { fuzzB = st.Miniredis(&noCleanup{t}) })
 		b := fuzzB
 		b.Rebind(t)
 		b.SetTime(st.Epoch)
-		runFuzzInput(t, b, fuzzBugs, fuzzInput{algo, kind, data, numkeys, argv, step})
+		runFuzzInput(t, b, fuzzInput{algo, kind, data, numkeys, argv, step})
 	})
-}
-
-// bugs are the known script bugs a backend shows, whose inputs the fuzz
-// target skips while they last (each has its failing test).
-type bugs struct {
-	// octal: "010" read as 8 (gopher-lua): TestArgumentsLeadingZeros.
-	octal bool
-	// far: a log whose newest entry is past 2^53 us read as state: TestStateStrict.
-	far bool
-}
-
-func knownBugs(b *st.Backend) bugs {
-	var k bugs
-	k.octal = b.Eval(scripts.Specs()[0], "octal", "010", "1000").String() != "[1 9 0 100 10 1]"
-	b.Client.ZAdd(st.Ctx, "far", redis.Z{Score: -1, Member: scripts.Specs()[5].Tag}, redis.Z{Score: 1.102e16, Member: "1"})
-	k.far = b.Eval(scripts.Specs()[5], "far", "10", "1000", "", "1", "check").Err == ""
-	return k
 }
 
 // runFuzzInput sets the key up on an empty database, moves the clock
 // (miniredis) and checks the call.
-func runFuzzInput(t *testing.T, b *st.Backend, k bugs, in fuzzInput) {
-	if k.octal && leadingZero.MatchString(in.argv) {
-		t.Skip("a number with a leading zero: read as octal on miniredis, a known bug (TestArgumentsLeadingZeros)")
-	}
+func runFuzzInput(t *testing.T, b *st.Backend, in fuzzInput) {
 	if err := b.Client.FlushAll(st.Ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
 	in.setup(t, b, "k")
-	if k.far && b.KeyState("k").Newest > 1<<53-1 {
-		t.Skip("a log entry past 2^53 us: read as state, a known bug (TestStateStrict)")
-	}
 	if !b.Real {
 		b.Advance(time.Duration(in.step) * time.Microsecond)
 	}
@@ -315,7 +285,6 @@ func runFuzzInput(t *testing.T, b *st.Backend, k bugs, in fuzzInput) {
 // Redis's own clock (the inputs' clock steps are left out).
 func TestFuzzCorpusOnRedis(t *testing.T) {
 	b := st.Real(t)
-	k := knownBugs(b)
 	files, err := filepath.Glob("testdata/fuzz/FuzzScripts/*")
 	if err != nil || len(files) == 0 {
 		t.Fatal("no corpus: ", err)
@@ -327,7 +296,7 @@ func TestFuzzCorpusOnRedis(t *testing.T) {
 		}
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			b.Rebind(t)
-			runFuzzInput(t, b, k, in)
+			runFuzzInput(t, b, in)
 		})
 	}
 	t.Logf("%d corpus entries replayed", len(files))
