@@ -244,3 +244,24 @@ func TestBindingExact(t *testing.T) {
 		t.Errorf("%v on %q: %v, want %v (limit 2 has fewer units left, exactly)", argv, b.Get("bind"), r, want)
 	}
 }
+
+// TestBindingExactBuckets: the same for gcra and leaky_bucket: 2^30 per
+// 3001 ms and per 3002 ms, used 3000 us and 3001 us ahead, leave
+// 2^30 - 3000/3001000 and 2^30 - 3001/3002000 units, 1.1e-10 apart, which
+// round to one double: the second has fewer left.
+func TestBindingExactBuckets(t *testing.T) {
+	b := st.Miniredis(t)
+	now := micros(b.Now())
+	states := map[string]string{
+		"gcra":         fmt.Sprintf("gcra:2 %d 0 %d 0", now+3000, now+3001),
+		"leaky_bucket": fmt.Sprintf("lb:2 3000 %d 3001 %d", now, now),
+	}
+	argv := a("1", "3001", "1073741824", "0", "", "1", "3002", "1073741824")
+	want := []int64{1, 1073741823, 0, 4, 1073741824, 2}
+	for name, state := range states {
+		b.Client.Set(st.Ctx, "bind:"+name, state, 0)
+		if r := b.Eval(spec(name), "bind:"+name, argv...); r.Err != "" || fmt.Sprint(r.Ints) != fmt.Sprint(want) {
+			t.Errorf("%s %v on %q: %v, want %v (limit 2 has fewer units left, exactly)", name, argv, state, r, want)
+		}
+	}
+}
