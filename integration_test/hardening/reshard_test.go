@@ -2,6 +2,7 @@ package hardening
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/integration_test/internal/redistest"
+	"github.com/redisrate/redisrate/scripts"
 )
 
 // hotLimits are limits the load exceeds, so that a reset or a lost write
@@ -28,11 +30,30 @@ func hotLimit(algo redisrate.Algorithm) redisrate.Limit {
 // follow ASK during the move (to a target whose script cache was just
 // flushed) and MOVED after it: 0 failed calls, 0 admitted above any bound,
 // and the state goes with the key (an exhausted key in the same slot stays
-// exhausted).
+// exhausted). Run twice: by EVALSHA, and by FCALL with the library loaded
+// on every primary, the target's library flushed before each move (the
+// client falls back to EVALSHA on "function not found").
 func TestReshardingUnderLoad(t *testing.T) {
 	needLocal(t)
+	for _, library := range []bool{false, true} {
+		t.Run(map[bool]string{false: "EVALSHA", true: "FCALL"}[library], func(t *testing.T) {
+			t.Parallel()
+			reshard(t, library)
+		})
+	}
+}
+
+func reshard(t *testing.T, library bool) {
 	ctx := context.Background()
+	name := map[bool]string{false: "resharding EVALSHA", true: "resharding FCALL"}[library]
 	c := redistest.StartCluster(t, redistest.ClusterOptions{Primaries: 3})
+	if library {
+		for _, p := range c.Primaries {
+			if err := c.Admin(p).FunctionLoadReplace(ctx, scripts.Library).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
 	l := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"))
@@ -83,6 +104,12 @@ func TestReshardingUnderLoad(t *testing.T) {
 						t.Error(err)
 						return
 					}
+					if library {
+						if err := c.Admin(to).FunctionFlush(ctx).Err(); err != nil {
+							t.Error(err)
+							return
+						}
+					}
 					m, err := c.BeginMigration(ctx, slot, to)
 					if err != nil {
 						t.Error(err)
@@ -110,8 +137,8 @@ func TestReshardingUnderLoad(t *testing.T) {
 	time.Sleep(loadFor(300 * time.Millisecond))
 	stop()
 
-	report(t, "resharding", "%d slot migrations of hot keys (%d keys moved by MIGRATE) under load", asks, moved)
-	checkBounds(t, "resharding", keys, 0, false)
+	report(t, name, "%d slot migrations of hot keys (%d keys moved by MIGRATE) under load", asks, moved)
+	checkBounds(t, name, keys, 0, false)
 	for _, algo := range algorithms {
 		res, err := l.Check(ctx, "{"+algo.String()+"}:idle", idle.WithAlgorithm(algo))
 		if err != nil || res.Allowed {
@@ -119,10 +146,17 @@ func TestReshardingUnderLoad(t *testing.T) {
 		}
 	}
 	// The targets loaded the scripts on demand.
+	fcalls := 0
 	for _, p := range c.Primaries {
 		info, err := c.Admin(p).Info(ctx, "commandstats").Result()
 		if err == nil {
-			t.Logf("%s: %s", p.Addr, grepStats(info, "cmdstat_evalsha:", "cmdstat_eval:", "cmdstat_asking:"))
+			t.Logf("%s: %s", p.Addr, grepStats(info, "cmdstat_evalsha:", "cmdstat_eval:", "cmdstat_fcall:", "cmdstat_asking:"))
+			if strings.Contains(info, "cmdstat_fcall:") {
+				fcalls++
+			}
 		}
+	}
+	if library && fcalls == 0 {
+		t.Error("no primary ran FCALL: the library path was not exercised")
 	}
 }
