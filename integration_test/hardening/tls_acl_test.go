@@ -16,7 +16,7 @@ import (
 
 // exercise runs every kind of call for every algorithm on lim and fails
 // t on any error or wrong decision: Allow to the capacity and one more
-// (denied), Check, Peek, AllowMulti, AllowBatch, Reset.
+// (denied), Check, Peek, AllowMulti, AllowBatch, Wait, Reset.
 func exercise(t *testing.T, what string, l *redisrate.Limiter, prefix string) {
 	t.Helper()
 	ctx := context.Background()
@@ -41,6 +41,12 @@ func exercise(t *testing.T, what string, l *redisrate.Limiter, prefix string) {
 		rs, err := l.AllowBatch(ctx, []redisrate.Request{{Key: key + ":b1", Limits: []redisrate.Limit{lim}}, {Key: key + ":b2", Limits: []redisrate.Limit{lim}, Check: true}})
 		if err != nil || !rs[0].Allowed || !rs[1].Allowed {
 			t.Fatalf("%s: %s AllowBatch: %v, %v", what, algo, rs, err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		res, err := l.Wait(wctx, key+":wait", lim)
+		cancel()
+		if err != nil || !res.Allowed {
+			t.Fatalf("%s: %s Wait: %v, %v", what, algo, res, err)
 		}
 		if err := l.Reset(ctx, key); err != nil {
 			t.Fatalf("%s: %s Reset: %v", what, algo, err)
