@@ -9,6 +9,7 @@ package hardening
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -164,6 +165,13 @@ func checkBounds(t *testing.T, name string, keys []*hot, extra time.Duration, al
 		if f := h.failed.Load(); f > 0 && !allowFailures {
 			t.Errorf("%s %s: %d failed calls, e.g. %v", name, h.key, f, h.errs)
 		}
+		h.mu.Lock()
+		for _, err := range h.errs {
+			if !errors.Is(err, redisrate.ErrUnavailable) {
+				t.Errorf("%s %s: a failed call's error does not match ErrUnavailable: %v", name, h.key, err)
+			}
+		}
+		h.mu.Unlock()
 	}
 }
 
