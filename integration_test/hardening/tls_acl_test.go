@@ -146,27 +146,16 @@ func TestACLLeastPrivilege(t *testing.T) {
 		t.Errorf("GET rate:x as the limiter: %v (the scripts need +get on ~rate:*)", err)
 	}
 	// A key outside the prefix, through the client: an error naming the
-	// permission, for every algorithm. Under FailOpen the client answers
-	// by the policy (NOPERM counts as Redis unavailable) and the Result's
-	// Cause names it.
-	for _, policy := range []redisrate.FailurePolicy{redisrate.FailError, redisrate.FailOpen} {
+	// permission, for every algorithm, matching ErrPermission under every
+	// policy: a deployment mistake is never answered as "Redis is down".
+	for _, policy := range []redisrate.FailurePolicy{redisrate.FailError, redisrate.FailOpen, redisrate.FailClosed} {
 		l := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("other:"), redisrate.WithFailurePolicy(policy), redisrate.WithCircuitBreaker(0))
 		for _, algo := range algorithms {
 			res, err := l.Allow(ctx, "k", redisrate.PerMinute(3).WithAlgorithm(algo))
-			why := err
-			if policy == redisrate.FailOpen && err == nil {
-				if !res.Degraded() || res.Source != redisrate.SourceFailOpen {
-					t.Errorf("FailOpen, %s: a key outside ~rate:* gave %v", algo, res)
-				}
-				why = res.Cause
-			}
 			var e *redisrate.Error
-			if why == nil || !errors.As(why, &e) || !strings.Contains(why.Error(), "NOPERM") || !strings.Contains(why.Error(), "no permissions to access") {
-				t.Errorf("%v, %s: %v / %v; want a *redisrate.Error naming the NOPERM key permission", policy, algo, err, res)
-				continue
-			}
-			if algo == redisrate.GCRA {
-				t.Logf("%v: key outside the prefix: err %v, result %v (ErrUnavailable %v)", policy, err, res, errors.Is(why, redisrate.ErrUnavailable))
+			if !errors.Is(err, redisrate.ErrPermission) || errors.Is(err, redisrate.ErrUnavailable) || !errors.As(err, &e) ||
+				!strings.Contains(err.Error(), "NOPERM") || !strings.Contains(err.Error(), "no permissions to access") {
+				t.Errorf("%v, %s: %v / %v; want a *redisrate.Error matching ErrPermission and naming the NOPERM key permission", policy, algo, err, res)
 			}
 		}
 	}
