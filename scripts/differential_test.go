@@ -96,7 +96,7 @@ func micros(t time.Time) int64 { return t.UnixMicro() }
 // and, after each call, the key's existence and TTL.
 func TestDifferential(t *testing.T) {
 	b := st.Miniredis(t)
-	seqs, steps := 14, 50
+	seqs, steps := 12, 50
 	if testing.Short() {
 		seqs = 10
 	}
@@ -154,7 +154,7 @@ func TestGCRAEqualsLeakyBucket(t *testing.T) {
 	b := st.Miniredis(t)
 	rng := rand.New(rand.NewPCG(3, 4))
 	calls := 0
-	for q := range 25 {
+	for q := range 20 {
 		lims := randLimits(rng, gcra)
 		first, _ := st.Parse(gcra, 1, []string{lims[0][0], lims[0][1], lims[0][2]})
 		for i := range 50 {

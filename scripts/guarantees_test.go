@@ -139,7 +139,7 @@ func TestAdmittedBounds(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	total := 0
 	for _, s := range scripts.Specs() {
-		for q := range 10 {
+		for q := range 8 {
 			back := q%2 == 1
 			key := fmt.Sprintf("bounds:%s:%d", s.Name, q)
 			lims := randLimits(rng, s)[:1]
@@ -147,7 +147,7 @@ func TestAdmittedBounds(t *testing.T) {
 			l := first.Limits[0]
 			var adm []admission
 			var env int64
-			for i := range 120 {
+			for i := range 100 {
 				// heavy traffic: mostly costs that fit, small steps
 				cost := 1 + rng.Int64N(max(1, l.Burst/2))
 				argv := []string{lims[0][0], lims[0][1], lims[0][2], fmt.Sprint(cost)}
@@ -242,7 +242,7 @@ func TestRetryAndResetHonest(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	retries, early := 0, 0
 	for _, s := range scripts.Specs() {
-		for q := range 9 {
+		for q := range 8 {
 			key := fmt.Sprintf("honest:%s:%d", s.Name, q)
 			lims := randLimits(rng, s)
 			first, _ := st.Parse(s, 1, lims[0][:])

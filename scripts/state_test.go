@@ -76,6 +76,7 @@ var foreigners = []foreign{
 	{"zset, marker positive", zset(redis.Z{Score: 5, Member: marker})},
 	{"zset, marker 1e300", zset(redis.Z{Score: -1e300, Member: marker})},
 	{"zset, marker and an entry past 2^53 us", zset(redis.Z{Score: -1, Member: marker}, redis.Z{Score: 1.102e16, Member: "1"})},
+	{"zset, marker and an entry at a fraction of a us", zset(redis.Z{Score: -1, Member: marker}, redis.Z{Score: 1795348800123456.5, Member: "1"})},
 }
 
 // states are valid states of each script, written by hand.

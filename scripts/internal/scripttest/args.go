@@ -2,6 +2,7 @@ package scripttest
 
 import (
 	"fmt"
+	"math"
 	"math/big"
 	"regexp"
 	"strings"
@@ -218,9 +219,9 @@ type KeyState struct {
 // ExpectedStateError is the error s must reply for a key in state k: ""
 // when the key is empty or holds valid state of s, read strictly as
 // guarantee 7 says. For sliding_log: a sorted set with the marker, whose
-// score is a whole number <= 0, and whose newest entry is below 2^53 us
-// (as a string state's fields are: a time past 2^53 us, the year 2255, is
-// out of the scripts' exact range).
+// score is a whole number <= 0, and whose newest entry is a whole number
+// of microseconds below 2^53 (as a string state's fields are: a time past
+// 2^53 us, the year 2255, is out of the scripts' exact range).
 func ExpectedStateError(s scripts.Spec, k KeyState) string {
 	if k.Type == "none" {
 		return ""
@@ -229,7 +230,7 @@ func ExpectedStateError(s scripts.Spec, k KeyState) string {
 		if k.Type != "zset" {
 			return StateError(s, "type")
 		}
-		if !k.HasMarker || !regexp.MustCompile(`^-[0-9]+$`).MatchString(k.Value) || len(k.Value) > 17 || k.Newest > 1<<53-1 {
+		if !k.HasMarker || !regexp.MustCompile(`^-[0-9]+$`).MatchString(k.Value) || len(k.Value) > 17 || k.Newest > 1<<53-1 || k.Newest != math.Trunc(k.Newest) {
 			return StateError(s, "")
 		}
 		return ""
