@@ -77,4 +77,5 @@ func TestReliabilityKeys(t *testing.T) {
 	if !errors.Is(err, redisrate.ErrForeignKey) || len(err.Error()) > 400 {
 		t.Fatalf("foreign 512 KiB key: %d-byte error %.200q, want ErrForeignKey, short", len(err.Error()), err)
 	}
+	t.Logf("a foreign 512 KiB key: a %d-byte error: %s", len(err.Error()), err)
 }
