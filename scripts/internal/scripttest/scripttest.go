@@ -354,6 +354,9 @@ func (b *Backend) Snap(key string) Snapshot {
 	if err != nil {
 		b.t.Fatal(err)
 	}
+	if ttl == -2 {
+		return Snapshot{Type: "none", Value: "<nil>", PTTL: -2} // expired meanwhile (real Redis)
+	}
 	s.PTTL = ttl
 	return s
 }
