@@ -70,6 +70,8 @@ end
 -- below 2^53, where a*d and c*b might not be exact: by whole parts, then
 -- by the reciprocals of what is left (a continued fraction).
 local function less(a, b, c, d)
+  local x, y = a * d, c * b
+  if x < 9007199254740992 and y < 9007199254740992 then return x < y end -- both exact
   local flip = false
   while true do
     local p, q = (a - a % b) / b, (c - c % d) / d

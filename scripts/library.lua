@@ -47,6 +47,8 @@ end
 -- below 2^53, where a*d and c*b might not be exact: by whole parts, then
 -- by the reciprocals of what is left (a continued fraction).
 local function less(a, b, c, d)
+  local x, y = a * d, c * b
+  if x < 9007199254740992 and y < 9007199254740992 then return x < y end -- both exact
   local flip = false
   while true do
     local p, q = (a - a % b) / b, (c - c % d) / d
@@ -1242,4 +1244,4 @@ redis.register_function('redisrate_sliding_log', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' },
   callback = function(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return '3b257d4d333c11a407816ebcc9b85e0ea4287508' end }
+  callback = function() return 'fdddfc273375b9a8c3f90271ece63aef05451ac2' end }
