@@ -149,7 +149,7 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 	for len(pending) > 0 {
 		pipe := p.Pipeline()
 		for _, s := range pending {
-			s.cmd = l.loader.command(ctx, pipe, s.st, s.o.s, s.o.ro, []string{s.o.key}, s.o.argv(s.o.blimits))
+			s.cmd = l.loader.command(ctx, pipe, s.st, s.o.s, s.o.access, []string{s.o.key}, s.o.argv(s.o.blimits))
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
 		var again []*sending

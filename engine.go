@@ -37,7 +37,7 @@ type op struct {
 	blimits []Limit         // a batch request's limits; single calls pass theirs along, so that they never escape
 	cost    int64
 	s       *script
-	ro      bool // may go to a replica: *_RO commands
+	access  access // writes, reads on the primary, or reads anywhere (*_RO)
 	args    []any
 
 	sent  time.Time // when it was sent, for the deny cache
@@ -120,7 +120,14 @@ func (l *Limiter) plan(o *op, limits []Limit) bool {
 		return false
 	}
 	o.s = &algoScripts[limits[0].Algorithm]
-	o.ro = l.readOnlyCheck && o.kind != KindAllow
+	switch {
+	case o.kind == KindAllow:
+		o.access = accessWrite
+	case l.readOnlyCheck:
+		o.access = accessReplica
+	default:
+		o.access = accessRead
+	}
 	return true
 }
 
@@ -132,7 +139,7 @@ func (l *Limiter) send(ctx context.Context, o *op, limits []Limit) {
 		return
 	}
 	o.sent = l.sentAt()
-	v, err := l.loader.run(ctx, o.s, o.ro, []string{o.key}, o.argv(limits))
+	v, err := l.loader.run(ctx, o.s, o.access, []string{o.key}, o.argv(limits))
 	l.settle(o, limits, v, err)
 }
 

@@ -266,7 +266,7 @@ func (l *Limiter) probe(key string) {
 	defer cancel()
 	lim := []Limit{PerSecond(1)}
 	args, _ := buildArgs(0, false, lim)
-	_, err := l.loader.run(ctx, &algoScripts[GCRA], false, []string{key}, args)
+	_, err := l.loader.run(ctx, &algoScripts[GCRA], accessRead, []string{key}, args)
 	h.mu.Lock()
 	h.probing = false
 	h.mu.Unlock()

@@ -138,13 +138,29 @@ type scripter interface {
 	redis.Scripter
 }
 
+// access is what a call may do, and so how it is sent.
+type access uint8
+
+const (
+	accessWrite   access = iota // a real call: FCALL, EVALSHA, EVAL
+	accessRead                  // writes nothing (a check, a peek), on the primary
+	accessReplica               // writes nothing, and may go to a replica: FCALL_RO, EVALSHA_RO, EVAL_RO
+)
+
 // command queues (on a pipeline) or sends (on a client) one step of a call.
-func (ld *loader) command(ctx context.Context, c scripter, st step, s *script, ro bool, keys []string, args []any) *redis.Cmd {
+// A call that writes nothing runs the library's no-writes "_ro" function
+// (FCALL of it on the primary, FCALL_RO where a replica may answer), which
+// Redis runs even when it refuses writes under maxmemory.
+func (ld *loader) command(ctx context.Context, c scripter, st step, s *script, how access, keys []string, args []any) *redis.Cmd {
+	ro := how == accessReplica
 	switch st {
 	case stepFCall:
 		fc := c.(functionCaller) // first returned stepFCall: the client has FCALL, and so do its pipelines
-		if ro {
+		switch how {
+		case accessReplica:
 			return fc.FCallRo(ctx, s.function+"_ro", keys, args...)
+		case accessRead:
+			return fc.FCall(ctx, s.function+"_ro", keys, args...)
 		}
 		return fc.FCall(ctx, s.function, keys, args...)
 	case stepEvalSha:
@@ -180,10 +196,10 @@ func (ld *loader) next(st step, err error) step {
 }
 
 // run sends one call, step after step, and returns the last reply.
-func (ld *loader) run(ctx context.Context, s *script, ro bool, keys []string, args []any) (any, error) {
+func (ld *loader) run(ctx context.Context, s *script, how access, keys []string, args []any) (any, error) {
 	st := ld.first(ctx, s)
 	for {
-		v, err := ld.command(ctx, ld.rdb, st, s, ro, keys, args).Result()
+		v, err := ld.command(ctx, ld.rdb, st, s, how, keys, args).Result()
 		if st = ld.next(st, err); st == stepDone {
 			return v, err
 		}

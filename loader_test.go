@@ -85,6 +85,7 @@ type functionsServer struct {
 	loaded  atomic.Bool
 	version atomic.Value // string
 	calls   atomic.Int64
+	last    atomic.Value // string: the last command and function called
 }
 
 func addFunctions(t *testing.T, f *fakeRedis) *functionsServer {
@@ -95,6 +96,9 @@ func addFunctions(t *testing.T, f *fakeRedis) *functionsServer {
 	side := fastClient(t, f.mr.Addr())
 	handler := func(c *server.Peer, cmd string, args []string) {
 		fs.calls.Add(1)
+		if len(args) > 0 {
+			fs.last.Store(cmd + " " + args[0])
+		}
 		if len(args) < 2 {
 			c.WriteError("ERR wrong number of arguments for '" + strings.ToLower(cmd) + "' command")
 			return
@@ -182,6 +186,38 @@ func TestFunctionsPreferred(t *testing.T) {
 	want := "[FCALL_RO FCALL FCALL FCALL FCALL FCALL_RO FCALL FCALL]"
 	if got := fmt.Sprint(log.take()); got != want {
 		t.Errorf("sent %s, want %s", got, want)
+	}
+}
+
+// TestFunctionsChecksRunNoWrites: a call that writes nothing (Check, Peek)
+// goes to the library's no-writes _ro function even on the primary, by
+// FCALL, so that Redis runs it when it refuses writes (OOM under
+// maxmemory); a real call runs the writing function.
+func TestFunctionsChecksRunNoWrites(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeRedis(t)
+	fs := addFunctions(t, f)
+	l := NewLimiter(f.rdb)
+	lim := PerMinute(3)
+	for _, c := range []struct {
+		name string
+		call func() (Result, error)
+		want string
+	}{
+		{"Allow", func() (Result, error) { return l.Allow(ctx, "k", lim) }, "FCALL redisrate_gcra"},
+		{"Check", func() (Result, error) { return l.Check(ctx, "k", lim) }, "FCALL redisrate_gcra_ro"},
+		{"Peek", func() (Result, error) { return l.Peek(ctx, "k", lim) }, "FCALL redisrate_gcra_ro"},
+		{"CheckMulti", func() (Result, error) { return l.CheckMulti(ctx, "k", 1, lim, PerHour(10)) }, "FCALL redisrate_gcra_ro"},
+	} {
+		if _, err := c.call(); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if got := fs.last.Load(); got != c.want {
+			t.Errorf("%s sent %v, want %s", c.name, got, c.want)
+		}
+	}
+	if r, err := l.Peek(ctx, "k", lim); err != nil || r.Remaining != 2 {
+		t.Errorf("Peek after one Allow and the checks: %+v %v, want 2 left (checks take nothing)", r, err)
 	}
 }
 
