@@ -119,6 +119,7 @@ end
 
 local function out_of_range(limit, period_ms, burst)
   local period_us = period_ms * 1000
+  if burst * period_us <= 4503599627370496 then return false end -- b <= period_us: no gcd needed
   return burst * (period_us / gcd(limit, period_us)) > 4503599627370496
 end
 -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----

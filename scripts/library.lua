@@ -98,6 +98,7 @@ end
 
 local function out_of_range(limit, period_ms, burst)
   local period_us = period_ms * 1000
+  if burst * period_us <= 4503599627370496 then return false end -- b <= period_us: no gcd needed
   return burst * (period_us / gcd(limit, period_us)) > 4503599627370496
 end
 local function gcra(KEYS, ARGV)
@@ -292,7 +293,8 @@ local FIELDS, FIELD = 2, ' (%d+) (%d+)' -- the numbers of one limit in the state
 local STATE, STATES = '^tb:2 (%d+) (%d+)$', '^tb:2( [ %d]+)$' -- the state of one limit; of any number
 
 local function out_of_range(limit, period_ms, burst)
-  -- the longest wait: refills until an empty bucket is full
+  -- the longest wait: refills until an empty bucket is full (at most burst of them)
+  if burst * period_ms * 1000 <= 9007199254740992 then return false end
   return ceil_div(burst, limit) * period_ms * 1000 > 9007199254740992
 end
 local function token_bucket(KEYS, ARGV)
@@ -494,6 +496,7 @@ end
 
 local function out_of_range(limit, period_ms, burst)
   local period_us = period_ms * 1000
+  if burst * period_us <= 4503599627370496 then return false end -- b <= period_us: no gcd needed
   return burst * (period_us / gcd(limit, period_us)) > 4503599627370496
 end
 local function leaky_bucket(KEYS, ARGV)
@@ -1244,4 +1247,4 @@ redis.register_function('redisrate_sliding_log', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' },
   callback = function(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return 'fdddfc273375b9a8c3f90271ece63aef05451ac2' end }
+  callback = function() return '972108e033e5a2163875f8f2590aacde986b96ef' end }

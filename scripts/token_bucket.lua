@@ -104,7 +104,8 @@ local FIELDS, FIELD = 2, ' (%d+) (%d+)' -- the numbers of one limit in the state
 local STATE, STATES = '^tb:2 (%d+) (%d+)$', '^tb:2( [ %d]+)$' -- the state of one limit; of any number
 
 local function out_of_range(limit, period_ms, burst)
-  -- the longest wait: refills until an empty bucket is full
+  -- the longest wait: refills until an empty bucket is full (at most burst of them)
+  if burst * period_ms * 1000 <= 9007199254740992 then return false end
   return ceil_div(burst, limit) * period_ms * 1000 > 9007199254740992
 end
 -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----

@@ -15,7 +15,8 @@
 -- refill, which happened at t microseconds.
 -- Never more admitted in any span of t ms than burst + limit * (1 + floor(t / period_ms)).
 local function out_of_range(limit, period_ms, burst)
-  -- the longest wait: refills until an empty bucket is full
+  -- the longest wait: refills until an empty bucket is full (at most burst of them)
+  if burst * period_ms * 1000 <= 9007199254740992 then return false end
   return ceil_div(burst, limit) * period_ms * 1000 > 9007199254740992
 end
 --@body
