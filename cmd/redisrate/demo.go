@@ -50,6 +50,7 @@ Examples:
 		var lf limitFlags
 		lf.register(fs, "run only these algorithms, comma separated (default: all six)")
 		addr := fs.String("redis", "", "run against this Redis in real time (`ADDR` as host:port or a redis:// URL) instead of the embedded one")
+		ca := fs.String("tls-ca", "", tlsCAFlagHelp)
 		svg := fs.String("svg", "", "also write the timelines as an SVG chart to `FILE`")
 		return func(ctx context.Context, args []string, stdout io.Writer) error {
 			if len(args) > 0 {
@@ -59,7 +60,7 @@ Examples:
 			if err != nil {
 				return err
 			}
-			cfg.addr = *addr
+			cfg.addr, cfg.ca = *addr, *ca
 			rep, err := runDemo(ctx, cfg)
 			if err != nil {
 				return err
@@ -82,6 +83,7 @@ type demoCfg struct {
 	limit redisrate.Limit // Algorithm ignored: each lane has its own
 	algos []redisrate.Algorithm
 	addr  string
+	ca    string // --tls-ca
 }
 
 func demoConfig(lf limitFlags) (demoCfg, error) {
@@ -269,7 +271,7 @@ func runDemo(ctx context.Context, cfg demoCfg) (*report, error) {
 	var wait func(at time.Duration) error
 	var now func() time.Duration // the time of a call, in the pattern's terms
 	if rep.real {
-		if rdb, err = connect(ctx, cfg.addr); err != nil {
+		if rdb, err = connect(ctx, cfg.addr, cfg.ca); err != nil {
 			return nil, err
 		}
 		defer rdb.Close()

@@ -2,14 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,14 +47,14 @@ Example:
 `,
 	setup: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer) error {
 		addr := fs.String("redis", "", redisFlagHelp)
-		ca := fs.String("tls-ca", "", "a PEM `FILE` of the CA that signed the server's certificate (turns TLS on for a host:port ADDR)")
+		ca := fs.String("tls-ca", "", tlsCAFlagHelp)
 		prefix := fs.String("key-prefix", "rate:", "the `PREFIX` of the limiter's keys, for the ACL check")
 		aclUser := fs.String("acl-user", "", "check the permissions of user `NAME` (with ACL DRYRUN) rather than the connected user's")
 		return func(ctx context.Context, args []string, stdout io.Writer) error {
 			if len(args) != 0 {
 				return usageErr("doctor takes no arguments, got %q", args)
 			}
-			opt, err := doctorOptions(*addr, *ca)
+			opt, err := redisOptions(*addr, *ca)
 			if err != nil {
 				return err
 			}
@@ -71,39 +68,6 @@ Example:
 			return nil
 		}
 	},
-}
-
-// doctorOptions are the client options for ADDR, with the CA of --tls-ca.
-func doctorOptions(addr, caFile string) (*redis.Options, error) {
-	if addr == "" {
-		return nil, usageErr("--redis ADDR is required")
-	}
-	opt := &redis.Options{Addr: addr}
-	if strings.Contains(addr, "://") {
-		var err error
-		if opt, err = redis.ParseURL(addr); err != nil {
-			return nil, usageErr("--redis %q: %v", addr, err)
-		}
-	}
-	if caFile != "" {
-		pem, err := os.ReadFile(caFile)
-		if err != nil {
-			return nil, usageErr("--tls-ca: %v", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, usageErr("--tls-ca %s: no PEM certificate in it", caFile)
-		}
-		if opt.TLSConfig == nil {
-			host, _, _ := net.SplitHostPort(opt.Addr)
-			opt.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
-		}
-		opt.TLSConfig.RootCAs = pool
-	}
-	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = 3*time.Second, 5*time.Second, 5*time.Second
-	opt.MaxRetries, opt.DialerRetries = -1, 1
-	opt.Protocol = 2
-	return opt, nil
 }
 
 // Finding levels.

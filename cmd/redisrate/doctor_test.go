@@ -513,3 +513,24 @@ func docCerts(t *testing.T) string {
 	write("redis.key", "PRIVATE KEY", keyDER)
 	return dir
 }
+
+// The other commands that reach Redis take --tls-ca as the doctor does.
+func TestCommandsOverTLS(t *testing.T) {
+	t.Parallel()
+	dir := docCerts(t)
+	addr := docServer(t, nil, dir)
+	ca := filepath.Join(dir, "ca.crt")
+	for _, args := range [][]string{
+		{"try", "--redis", "rediss://" + addr, "--tls-ca", ca, "--limit", "3/s", "tls:user"},
+		{"load", "--redis", addr, "--tls-ca", ca},
+		{"functions", "--load", "--redis", addr, "--tls-ca", ca},
+	} {
+		code, out, stderr := runCmd(t, args...)
+		if code != 0 {
+			t.Errorf("%v: exit %d, %q %q", args, code, out, stderr)
+		}
+	}
+	if code, _, stderr := runCmd(t, "try", "--redis", "rediss://"+addr, "--limit", "3/s", "tls:user"); code != exitUnreachable || !strings.Contains(stderr, "certificate") {
+		t.Errorf("try without the CA: exit %d, %q; want %d and a certificate error", code, stderr, exitUnreachable)
+	}
+}

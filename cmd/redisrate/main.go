@@ -11,6 +11,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -296,10 +298,12 @@ func trimPrefix(err error) string { return strings.TrimPrefix(err.Error(), "redi
 
 const redisFlagHelp = "the Redis server: `ADDR` as host:port or a redis:// or rediss:// URL; a Cluster is detected"
 
-// connect returns a client for addr after checking that the server answers:
-// a *redis.ClusterClient when the server is a Cluster node, else a
-// *redis.Client. Timeouts are short: a command-line tool should fail fast.
-func connect(ctx context.Context, addr string) (redis.UniversalClient, error) {
+const tlsCAFlagHelp = "a PEM `FILE` of the CA that signed the server's certificate (turns TLS on for a host:port ADDR)"
+
+// redisOptions are the client options for ADDR (host:port, or a redis:// or
+// rediss:// URL), with the CA of --tls-ca when given. Timeouts are short: a
+// command-line tool should fail fast.
+func redisOptions(addr, caFile string) (*redis.Options, error) {
 	if addr == "" {
 		return nil, usageErr("--redis ADDR is required")
 	}
@@ -310,8 +314,34 @@ func connect(ctx context.Context, addr string) (redis.UniversalClient, error) {
 			return nil, usageErr("--redis %q: %v", addr, err)
 		}
 	}
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, usageErr("--tls-ca: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, usageErr("--tls-ca %s: no PEM certificate in it", caFile)
+		}
+		if opt.TLSConfig == nil {
+			host, _, _ := net.SplitHostPort(opt.Addr)
+			opt.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+		}
+		opt.TLSConfig.RootCAs = pool
+	}
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = 3*time.Second, 5*time.Second, 5*time.Second
 	opt.MaxRetries, opt.DialerRetries = -1, 1
+	return opt, nil
+}
+
+// connect returns a client for addr after checking that the server answers:
+// a *redis.ClusterClient when the server is a Cluster node, else a
+// *redis.Client. Timeouts are short: a command-line tool should fail fast.
+func connect(ctx context.Context, addr, caFile string) (redis.UniversalClient, error) {
+	opt, err := redisOptions(addr, caFile)
+	if err != nil {
+		return nil, err
+	}
 	rdb := redis.NewClient(opt)
 	info, err := rdb.Info(ctx, "cluster").Result()
 	var rerr redis.Error

@@ -112,11 +112,12 @@ need this; deploy pipelines of services that only call EVALSHA do.
 `,
 	setup: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer) error {
 		addr := fs.String("redis", "", redisFlagHelp)
+		ca := fs.String("tls-ca", "", tlsCAFlagHelp)
 		return func(ctx context.Context, args []string, stdout io.Writer) error {
 			if len(args) > 0 {
 				return usageErr("unexpected argument %q", args[0])
 			}
-			rdb, err := connect(ctx, *addr)
+			rdb, err := connect(ctx, *addr, *ca)
 			if err != nil {
 				return err
 			}
@@ -176,6 +177,7 @@ checks the version each one reports.
 	setup: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer) error {
 		load := fs.Bool("load", false, "load the library into Redis (FUNCTION LOAD REPLACE) instead of printing it")
 		addr := fs.String("redis", "", redisFlagHelp+"; with --load")
+		ca := fs.String("tls-ca", "", tlsCAFlagHelp)
 		return func(ctx context.Context, args []string, stdout io.Writer) error {
 			if len(args) > 0 {
 				return usageErr("unexpected argument %q", args[0])
@@ -190,7 +192,7 @@ checks the version each one reports.
 			if *addr == "" {
 				return usageErr("--load needs --redis ADDR")
 			}
-			rdb, err := connect(ctx, *addr)
+			rdb, err := connect(ctx, *addr, *ca)
 			if err != nil {
 				return err
 			}

@@ -30,6 +30,7 @@ Example:
 		var lf limitFlags
 		lf.register(fs, "the algorithm: "+algorithmNames())
 		addr := fs.String("redis", "", redisFlagHelp)
+		ca := fs.String("tls-ca", "", tlsCAFlagHelp)
 		cost := &wholeFlag{name: "cost", max: maxWhole, v: 1}
 		fs.Var(cost, "cost", "the units this request takes, a whole number (`N`); 0 reads the state and takes nothing (a peek)")
 		check := fs.Bool("check", false, "decide without recording anything")
@@ -50,7 +51,7 @@ Example:
 			if _, err := redisrate.Args(n, *check, lim); err != nil {
 				return usageErr("%s", trimPrefix(err))
 			}
-			rdb, err := connect(ctx, *addr)
+			rdb, err := connect(ctx, *addr, *ca)
 			if err != nil {
 				return err
 			}
