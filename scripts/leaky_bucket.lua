@@ -100,6 +100,7 @@ end
 -- ---- leaky_bucket's constants (from its manifest) ----
 local NAME, TAG = 'leaky_bucket', 'lb:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local TIME_AT, TIME_MAX = 0, 8835955200000000 -- which field of a limit is a recorded time (mod FIELDS; -1: none), and its range: up to the year 2250
 local FIELDS, FIELD = 2, ' (%d+) (%d+)' -- the numbers of one limit in the state
 local STATE, STATES = '^lb:2 (%d+) (%d+)$', '^lb:2( [ %d]+)$' -- the state of one limit; of any number
 
@@ -218,11 +219,11 @@ if raw then
       good = read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
     end
   end
-  for j = 1, good and #st or 0 do -- every field a whole number below 2^53
+  for j = 1, good and #st or 0 do -- every field a whole number below 2^53, a time before 2250
     local f = st[j]
     -- no leading zeros (gopher-lua would read 010 as octal), at most 16 digits
     local v = #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0
-    if not v or v > 9007199254740991 then
+    if not v or v > 9007199254740991 or (j % FIELDS == TIME_AT and v > TIME_MAX) then
       good = false
       break
     end

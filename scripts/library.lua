@@ -78,6 +78,7 @@ end
 -- ---- gcra's constants (from its manifest) ----
 local NAME, TAG = 'gcra', 'gcra:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local TIME_AT, TIME_MAX = -1, 8835955200000000 -- which field of a limit is a recorded time (mod FIELDS; -1: none), and its range: up to the year 2250
 local FIELDS, FIELD = 2, ' (%d+) (%d+)' -- the numbers of one limit in the state
 local STATE, STATES = '^gcra:2 (%d+) (%d+)$', '^gcra:2( [ %d]+)$' -- the state of one limit; of any number
 
@@ -197,11 +198,11 @@ local function gcra(KEYS, ARGV)
         good = read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
       end
     end
-    for j = 1, good and #st or 0 do -- every field a whole number below 2^53
+    for j = 1, good and #st or 0 do -- every field a whole number below 2^53, a time before 2250
       local f = st[j]
       -- no leading zeros (gopher-lua would read 010 as octal), at most 16 digits
       local v = #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0
-      if not v or v > 9007199254740991 then
+      if not v or v > 9007199254740991 or (j % FIELDS == TIME_AT and v > TIME_MAX) then
         good = false
         break
       end
@@ -289,6 +290,7 @@ end
 -- ---- token_bucket's constants (from its manifest) ----
 local NAME, TAG = 'token_bucket', 'tb:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local TIME_AT, TIME_MAX = 0, 8835955200000000 -- which field of a limit is a recorded time (mod FIELDS; -1: none), and its range: up to the year 2250
 local FIELDS, FIELD = 2, ' (%d+) (%d+)' -- the numbers of one limit in the state
 local STATE, STATES = '^tb:2 (%d+) (%d+)$', '^tb:2( [ %d]+)$' -- the state of one limit; of any number
 
@@ -393,11 +395,11 @@ local function token_bucket(KEYS, ARGV)
         good = read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
       end
     end
-    for j = 1, good and #st or 0 do -- every field a whole number below 2^53
+    for j = 1, good and #st or 0 do -- every field a whole number below 2^53, a time before 2250
       local f = st[j]
       -- no leading zeros (gopher-lua would read 010 as octal), at most 16 digits
       local v = #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0
-      if not v or v > 9007199254740991 then
+      if not v or v > 9007199254740991 or (j % FIELDS == TIME_AT and v > TIME_MAX) then
         good = false
         break
       end
@@ -476,6 +478,7 @@ end
 -- ---- leaky_bucket's constants (from its manifest) ----
 local NAME, TAG = 'leaky_bucket', 'lb:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local TIME_AT, TIME_MAX = 0, 8835955200000000 -- which field of a limit is a recorded time (mod FIELDS; -1: none), and its range: up to the year 2250
 local FIELDS, FIELD = 2, ' (%d+) (%d+)' -- the numbers of one limit in the state
 local STATE, STATES = '^lb:2 (%d+) (%d+)$', '^lb:2( [ %d]+)$' -- the state of one limit; of any number
 
@@ -595,11 +598,11 @@ local function leaky_bucket(KEYS, ARGV)
         good = read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
       end
     end
-    for j = 1, good and #st or 0 do -- every field a whole number below 2^53
+    for j = 1, good and #st or 0 do -- every field a whole number below 2^53, a time before 2250
       local f = st[j]
       -- no leading zeros (gopher-lua would read 010 as octal), at most 16 digits
       local v = #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0
-      if not v or v > 9007199254740991 then
+      if not v or v > 9007199254740991 or (j % FIELDS == TIME_AT and v > TIME_MAX) then
         good = false
         break
       end
@@ -678,6 +681,7 @@ end
 -- ---- sliding_window's constants (from its manifest) ----
 local NAME, TAG = 'sliding_window', 'sw:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local TIME_AT, TIME_MAX = 1, 8835955200000 -- which field of a limit is a recorded time (mod FIELDS; -1: none), and its range: up to the year 2250
 local FIELDS, FIELD = 3, ' (%d+) (%d+) (%d+)' -- the numbers of one limit in the state
 local STATE, STATES = '^sw:2 (%d+) (%d+) (%d+)$', '^sw:2( [ %d]+)$' -- the state of one limit; of any number
 
@@ -776,11 +780,11 @@ local function sliding_window(KEYS, ARGV)
         good = read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
       end
     end
-    for j = 1, good and #st or 0 do -- every field a whole number below 2^53
+    for j = 1, good and #st or 0 do -- every field a whole number below 2^53, a time before 2250
       local f = st[j]
       -- no leading zeros (gopher-lua would read 010 as octal), at most 16 digits
       local v = #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0
-      if not v or v > 9007199254740991 then
+      if not v or v > 9007199254740991 or (j % FIELDS == TIME_AT and v > TIME_MAX) then
         good = false
         break
       end
@@ -881,6 +885,7 @@ end
 -- ---- fixed_window's constants (from its manifest) ----
 local NAME, TAG = 'fixed_window', 'fw:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local TIME_AT, TIME_MAX = 1, 8835955200000000 -- which field of a limit is a recorded time (mod FIELDS; -1: none), and its range: up to the year 2250
 local FIELDS, FIELD = 2, ' (%d+) (%d+)' -- the numbers of one limit in the state
 local STATE, STATES = '^fw:2 (%d+) (%d+)$', '^fw:2( [ %d]+)$' -- the state of one limit; of any number
 
@@ -972,11 +977,11 @@ local function fixed_window(KEYS, ARGV)
         good = read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
       end
     end
-    for j = 1, good and #st or 0 do -- every field a whole number below 2^53
+    for j = 1, good and #st or 0 do -- every field a whole number below 2^53, a time before 2250
       local f = st[j]
       -- no leading zeros (gopher-lua would read 010 as octal), at most 16 digits
       local v = #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0
-      if not v or v > 9007199254740991 then
+      if not v or v > 9007199254740991 or (j % FIELDS == TIME_AT and v > TIME_MAX) then
         good = false
         break
       end
@@ -1050,6 +1055,7 @@ end
 -- ---- sliding_log's constants (from its manifest) ----
 local NAME, TAG = 'sliding_log', 'sliding_log:2'
 local MAX_LIMIT, LIMIT_RULE = 10000, 'must be a whole number from 1 to 10000'
+local TIME_MAX = 8835955200000000 -- the latest entry: the year 2250, in microseconds
 
 local function sliding_log(KEYS, ARGV)
   -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
@@ -1128,7 +1134,7 @@ local function sliding_log(KEYS, ARGV)
     local top = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
     if top[2] then
       newest = top[2] + 0
-      if newest > 9007199254740991 or newest % 1 ~= 0 then -- an entry is a whole microsecond below 2^53
+      if newest > TIME_MAX or newest % 1 ~= 0 then -- an entry is a whole microsecond before 2250
         return redis.error_reply('ERR key holds a value that is not sliding_log state: left untouched')
       end
     end
@@ -1247,4 +1253,4 @@ redis.register_function('redisrate_sliding_log', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' },
   callback = function(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return '972108e033e5a2163875f8f2590aacde986b96ef' end }
+  callback = function() return 'c3881e4cf82a4b7611568c80dc8fd3421aae4b29' end }

@@ -9,18 +9,19 @@ local key = KEYS[1]
 local kind = redis.call('TYPE', key).ok
 if kind == 'none' then return 0 end
 local find, byte = string.find, string.byte
--- field: a stored number, at most 16 digits, no leading zero, below 2^53
-local function field(f)
-  return #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0 <= 9007199254740991
+-- field: a stored number, at most 16 digits, no leading zero, at most max
+local function field(f, max)
+  return #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0 <= max
 end
 if kind == 'string' then
   local tag, body = string.match(redis.call('GET', key), '^(%S+)( [ %d]*%d)$')
-  local per = ({ ['gcra:2'] = 2, ['tb:2'] = 2, ['lb:2'] = 2, ['sw:2'] = 3, ['fw:2'] = 2 })[tag or ''] -- numbers per limit
-  if per and not find(body, '  ') then
-    local n, ok = 0, true
+  -- numbers per limit; which of them is a time (mod per), and its range
+  local shape = ({ ['gcra:2'] = { 2, -1, 8835955200000000 }, ['tb:2'] = { 2, 0, 8835955200000000 }, ['lb:2'] = { 2, 0, 8835955200000000 }, ['sw:2'] = { 3, 1, 8835955200000 }, ['fw:2'] = { 2, 1, 8835955200000000 } })[tag or '']
+  if shape and not find(body, '  ') then
+    local per, at, n, ok = shape[1], shape[2], 0, true
     for f in string.gmatch(body, '%d+') do
       n = n + 1
-      ok = ok and field(f)
+      ok = ok and field(f, n % per == at and shape[3] or 9007199254740991)
     end
     if ok and n % per == 0 and n <= 8 * per then return redis.call('DEL', key) end
   end
@@ -28,7 +29,7 @@ elseif kind == 'zset' then
   local marker = redis.call('ZSCORE', key, 'sliding_log:2')
   if marker and find(marker, '^%-%d+$') and #marker <= 17 then
     local top = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
-    if not top[2] or (top[2] + 0 <= 9007199254740991 and top[2] % 1 == 0) then return redis.call('DEL', key) end
+    if not top[2] or (top[2] + 0 <= 8835955200000000 and top[2] % 1 == 0) then return redis.call('DEL', key) end
   end
 end
 return redis.error_reply('ERR key holds a value that is not redisrate state: left untouched')

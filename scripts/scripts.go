@@ -36,6 +36,17 @@ type Spec struct {
 	Log bool
 	// Fields is how many numbers the state string holds per limit (0 for Log).
 	Fields int
+	// TimeField is which of a limit's Fields (from 1) is a recorded time (a
+	// last refill, a window's start), which a state holds only up to
+	// TimeMax; 0 for none: gcra's TAT runs ahead of the clock by up to its
+	// burst, so any time below 2^53 can be its state. For Log, the
+	// entries' times are held to TimeMax.
+	TimeField int
+	// TimeMax is the latest time a state may hold, in the unit the script
+	// stores (microseconds; sliding_window's window start in milliseconds):
+	// 2250-01-01, past the contract's horizon (2200) with room for clocks a
+	// little past it. A later one is not state.
+	TimeMax int64
 	// MaxLimit caps limit (and burst): 10^15, or 10000 for sliding_log.
 	MaxLimit int64
 	// Range names the rule that keeps a limit's arithmetic exact, which the

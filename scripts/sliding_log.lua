@@ -103,6 +103,7 @@ end
 -- ---- sliding_log's constants (from its manifest) ----
 local NAME, TAG = 'sliding_log', 'sliding_log:2'
 local MAX_LIMIT, LIMIT_RULE = 10000, 'must be a whole number from 1 to 10000'
+local TIME_MAX = 8835955200000000 -- the latest entry: the year 2250, in microseconds
 
 -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
 if #KEYS ~= 1 then
@@ -180,7 +181,7 @@ if marked then
   local top = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
   if top[2] then
     newest = top[2] + 0
-    if newest > 9007199254740991 or newest % 1 ~= 0 then -- an entry is a whole microsecond below 2^53
+    if newest > TIME_MAX or newest % 1 ~= 0 then -- an entry is a whole microsecond before 2250
       return redis.error_reply('ERR key holds a value that is not sliding_log state: left untouched')
     end
   end

@@ -54,6 +54,10 @@ var foreigners = []foreign{
 	{"fraction field", str("gcra:2 1.5 2")},
 	{"exponent field", str("gcra:2 1e5 2")},
 	{"field 2^53", str("gcra:2 9007199254740992 0")},
+	{"a time past 2250", str("lb:2 0 8835955200000001")},
+	{"a window start past 2250", str("sw:2 9007199254740991 0 0")},
+	{"a refill past 2250", str("tb:2 1 8835955200000001")},
+	{"a second limit's time past 2250", str("fw:2 1 1 8835955200000001 1")},
 	{"field of 17 digits", str("gcra:2 00000000000000001 0")},
 	{"field with a leading zero", str("gcra:2 01 0")},
 	{"nine limits", str("gcra:2" + strings.Repeat(" 1 2", 9))},
@@ -76,6 +80,7 @@ var foreigners = []foreign{
 	{"zset, marker positive", zset(redis.Z{Score: 5, Member: marker})},
 	{"zset, marker 1e300", zset(redis.Z{Score: -1e300, Member: marker})},
 	{"zset, marker and an entry past 2^53 us", zset(redis.Z{Score: -1, Member: marker}, redis.Z{Score: 1.102e16, Member: "1"})},
+	{"zset, marker and an entry past 2250", zset(redis.Z{Score: -1, Member: marker}, redis.Z{Score: 8835955200000001, Member: "1"})},
 	{"zset, marker and an entry at a fraction of a us", zset(redis.Z{Score: -1, Member: marker}, redis.Z{Score: 1795348800123456.5, Member: "1"})},
 }
 

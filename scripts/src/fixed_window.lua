@@ -4,6 +4,8 @@
 --! tag: fw:2
 --! fields: 2
 --! window: true
+--! time_field: 1
+--! time_unit: us
 --! range:
 --! max_limit: 1000000000000000
 --! summary: fixed window: starts at the first request, allows limit, expires after period_ms

@@ -4,6 +4,8 @@
 --! tag: gcra:2
 --! fields: 2
 --! window: false
+--! time_field: 0
+--! time_unit: us
 --! range: continuous
 --! max_limit: 1000000000000000
 --! summary: Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact

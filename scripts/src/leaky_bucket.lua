@@ -4,6 +4,8 @@
 --! tag: lb:2
 --! fields: 2
 --! window: false
+--! time_field: 2
+--! time_unit: us
 --! range: continuous
 --! max_limit: 1000000000000000
 --! summary: leaky bucket as a meter: the level drains continuously at limit per period_ms

@@ -5,6 +5,8 @@
 --! fields: 0
 --! window: true
 --! log: true
+--! time_field: 0
+--! time_unit: us
 --! range:
 --! max_limit: 10000
 --! summary: sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits
@@ -35,7 +37,7 @@ if marked then
   local top = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
   if top[2] then
     newest = top[2] + 0
-    if newest > 9007199254740991 or newest % 1 ~= 0 then -- an entry is a whole microsecond below 2^53
+    if newest > TIME_MAX or newest % 1 ~= 0 then -- an entry is a whole microsecond before 2250
       return redis.error_reply('ERR key holds a value that is not sliding_log state: left untouched')
     end
   end

@@ -4,6 +4,8 @@
 --! tag: sw:2
 --! fields: 3
 --! window: true
+--! time_field: 1
+--! time_unit: ms
 --! range: weighted
 --! max_limit: 1000000000000000
 --! summary: sliding window counter: aligned windows, the previous one weighted by its overlap

@@ -24,11 +24,11 @@ if raw then
       good = read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
     end
   end
-  for j = 1, good and #st or 0 do -- every field a whole number below 2^53
+  for j = 1, good and #st or 0 do -- every field a whole number below 2^53, a time before 2250
     local f = st[j]
     -- no leading zeros (gopher-lua would read 010 as octal), at most 16 digits
     local v = #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0
-    if not v or v > 9007199254740991 then
+    if not v or v > 9007199254740991 or (j % FIELDS == TIME_AT and v > TIME_MAX) then
       good = false
       break
     end

@@ -4,6 +4,8 @@
 --! tag: tb:2
 --! fields: 2
 --! window: false
+--! time_field: 2
+--! time_unit: us
 --! range: refill
 --! max_limit: 1000000000000000
 --! summary: token bucket with discrete refills: limit tokens every period_ms, up to burst

@@ -29,6 +29,13 @@ import (
 // ContractVersion is the version of CONTRACT.md the scripts implement.
 const ContractVersion = 2
 
+// latestTime is 2250-01-01 in seconds since the epoch: the latest time a
+// state may hold. The contract's horizon is 2200 (guarantee 6); the margin
+// takes clocks a little past it, while a TTL from a state's time (at most
+// 224 years from now, plus a period) stays within what every server's
+// timers hold.
+const latestTime = 8835955200
+
 // LibraryName is the name of the Functions library.
 const LibraryName = "redisrate"
 
@@ -39,6 +46,8 @@ type Algorithm struct {
 	Name     string // the file name without .lua
 	Tag      string // the state's tag; for a log, its marker member
 	Fields   int    // numbers per limit in the state string
+	TimeAt   int    // which of a limit's fields is a recorded time (1-based; 0: none, or the log's entries)
+	TimeMax  int64  // the latest time a state may hold: the year 2250, in its unit
 	Window   bool
 	Log      bool
 	Range    string
@@ -169,7 +178,7 @@ func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
 		return a, fmt.Errorf("no --@body line")
 	}
 	var err error
-	for _, key := range []string{"id", "go", "name", "tag", "fields", "window", "range", "max_limit", "summary"} {
+	for _, key := range []string{"id", "go", "name", "tag", "fields", "time_field", "time_unit", "window", "range", "max_limit", "summary"} {
 		if _, ok := meta[key]; !ok {
 			return a, fmt.Errorf("manifest line --! %s: missing", key)
 		}
@@ -183,6 +192,17 @@ func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
 	}
 	if a.MaxLimit, err = strconv.ParseInt(meta["max_limit"], 10, 64); err != nil {
 		return a, err
+	}
+	if a.TimeAt, err = strconv.Atoi(meta["time_field"]); err != nil {
+		return a, err
+	}
+	switch meta["time_unit"] {
+	case "us":
+		a.TimeMax = latestTime * 1000000
+	case "ms":
+		a.TimeMax = latestTime * 1000
+	default:
+		return a, fmt.Errorf("time_unit %q: want us or ms", meta["time_unit"])
 	}
 	a.Window, a.Log = meta["window"] == "true", meta["log"] == "true"
 	if file != a.Name+".lua" {
@@ -260,12 +280,24 @@ func constants(b *strings.Builder, a Algorithm) {
 	fmt.Fprintf(b, "-- ---- %s's constants (from its manifest) ----\n", a.Name)
 	fmt.Fprintf(b, "local NAME, TAG = '%s', '%s'\n", a.Name, a.Tag)
 	fmt.Fprintf(b, "local MAX_LIMIT, LIMIT_RULE = %d, 'must be a whole number from 1 to %s'\n", a.MaxLimit, power(a.MaxLimit))
-	if !a.Log {
+	if a.Log {
+		fmt.Fprintf(b, "local TIME_MAX = %d -- the latest entry: the year 2250, in microseconds\n", a.TimeMax)
+	} else {
 		fields := strings.Repeat(" (%d+)", a.Fields)
+		fmt.Fprintf(b, "local TIME_AT, TIME_MAX = %d, %d -- which field of a limit is a recorded time (mod FIELDS; -1: none), and its range: up to the year 2250\n", timeAt(a), a.TimeMax)
 		fmt.Fprintf(b, "local FIELDS, FIELD = %d, '%s' -- the numbers of one limit in the state\n", a.Fields, fields)
 		fmt.Fprintf(b, "local STATE, STATES = '^%s%s$', '^%s( [ %%d]+)$' -- the state of one limit; of any number\n", a.Tag, fields, a.Tag)
 	}
 	b.WriteByte('\n')
+}
+
+// timeAt is the index, mod Fields, of a limit's recorded-time field, as the
+// scripts compare it with j % FIELDS; -1 when the state records none.
+func timeAt(a Algorithm) int {
+	if a.TimeAt == 0 {
+		return -1
+	}
+	return a.TimeAt % a.Fields
 }
 
 func power(v int64) string {
@@ -404,12 +436,12 @@ func reset(algos []Algorithm) string {
 	// A key is state when some script reads it as its own: the same strict
 	// shape the scripts check (scripts/src/state.lua, sliding_log.lua).
 	var fields []string
-	marker := ""
+	marker, logMax := "", int64(0)
 	for _, a := range algos {
 		if a.Log {
-			marker = a.Tag
+			marker, logMax = a.Tag, a.TimeMax
 		} else {
-			fields = append(fields, fmt.Sprintf("['%s'] = %d", a.Tag, a.Fields))
+			fields = append(fields, fmt.Sprintf("['%s'] = { %d, %d, %d }", a.Tag, a.Fields, timeAt(a), a.TimeMax))
 		}
 	}
 	return fmt.Sprintf(`-- redisrate reset.lua, script contract v%d (CONTRACT.md in the redisrate
@@ -423,18 +455,19 @@ local key = KEYS[1]
 local kind = redis.call('TYPE', key).ok
 if kind == 'none' then return 0 end
 local find, byte = string.find, string.byte
--- field: a stored number, at most 16 digits, no leading zero, below 2^53
-local function field(f)
-  return #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0 <= 9007199254740991
+-- field: a stored number, at most 16 digits, no leading zero, at most max
+local function field(f, max)
+  return #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0 <= max
 end
 if kind == 'string' then
   local tag, body = string.match(redis.call('GET', key), '^(%%S+)( [ %%d]*%%d)$')
-  local per = ({ %s })[tag or ''] -- numbers per limit
-  if per and not find(body, '  ') then
-    local n, ok = 0, true
+  -- numbers per limit; which of them is a time (mod per), and its range
+  local shape = ({ %s })[tag or '']
+  if shape and not find(body, '  ') then
+    local per, at, n, ok = shape[1], shape[2], 0, true
     for f in string.gmatch(body, '%%d+') do
       n = n + 1
-      ok = ok and field(f)
+      ok = ok and field(f, n %% per == at and shape[3] or 9007199254740991)
     end
     if ok and n %% per == 0 and n <= 8 * per then return redis.call('DEL', key) end
   end
@@ -442,11 +475,11 @@ elseif kind == 'zset' then
   local marker = redis.call('ZSCORE', key, '%s')
   if marker and find(marker, '^%%-%%d+$') and #marker <= 17 then
     local top = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
-    if not top[2] or (top[2] + 0 <= 9007199254740991 and top[2] %% 1 == 0) then return redis.call('DEL', key) end
+    if not top[2] or (top[2] + 0 <= %d and top[2] %% 1 == 0) then return redis.call('DEL', key) end
   end
 end
 return redis.error_reply('ERR key holds a value that is not redisrate state: left untouched')
-`, ContractVersion, strings.Join(fields, ", "), marker)
+`, ContractVersion, strings.Join(fields, ", "), marker, logMax)
 }
 
 func sha(b []byte) string {
@@ -462,8 +495,8 @@ func manifest(algos []Algorithm, files Files) ([]byte, error) {
 	fmt.Fprintf(&b, "// LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.\nconst LibraryVersion = %q\n\n", LibraryVersion(string(files["library.lua"])))
 	b.WriteString("// specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.\nvar specs = []Spec{\n")
 	for _, a := range algos {
-		fmt.Fprintf(&b, "\t{Name: %q, Tag: %q, Window: %t, Log: %t, Fields: %d, MaxLimit: %d, Range: %q, Summary: %q, SHA1: %q, Function: %q},\n",
-			a.Name, a.Tag, a.Window, a.Log, a.Fields, a.MaxLimit, a.Range, a.Summary, sha(files[a.Name+".lua"]), LibraryName+"_"+a.Name)
+		fmt.Fprintf(&b, "\t{Name: %q, Tag: %q, Window: %t, Log: %t, Fields: %d, TimeField: %d, TimeMax: %d, MaxLimit: %d, Range: %q, Summary: %q, SHA1: %q, Function: %q},\n",
+			a.Name, a.Tag, a.Window, a.Log, a.Fields, a.TimeAt, a.TimeMax, a.MaxLimit, a.Range, a.Summary, sha(files[a.Name+".lua"]), LibraryName+"_"+a.Name)
 	}
 	b.WriteString("}\n\n")
 	fmt.Fprintf(&b, "// resetSHA1 is the SHA1 of reset.lua.\nconst resetSHA1 = %q\n", sha(files["reset.lua"]))

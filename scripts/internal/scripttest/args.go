@@ -220,8 +220,8 @@ type KeyState struct {
 // when the key is empty or holds valid state of s, read strictly as
 // guarantee 7 says. For sliding_log: a sorted set with the marker, whose
 // score is a whole number <= 0, and whose newest entry is a whole number
-// of microseconds below 2^53 (as a string state's fields are: a time past
-// 2^53 us, the year 2255, is out of the scripts' exact range).
+// of microseconds no later than TimeMax (the year 2250, as a string state's
+// time fields).
 func ExpectedStateError(s scripts.Spec, k KeyState) string {
 	if k.Type == "none" {
 		return ""
@@ -230,7 +230,7 @@ func ExpectedStateError(s scripts.Spec, k KeyState) string {
 		if k.Type != "zset" {
 			return StateError(s, "type")
 		}
-		if !k.HasMarker || !regexp.MustCompile(`^-[0-9]+$`).MatchString(k.Value) || len(k.Value) > 17 || k.Newest > 1<<53-1 || k.Newest != math.Trunc(k.Newest) {
+		if !k.HasMarker || !regexp.MustCompile(`^-[0-9]+$`).MatchString(k.Value) || len(k.Value) > 17 || k.Newest > float64(s.TimeMax) || k.Newest != math.Trunc(k.Newest) {
 			return StateError(s, "")
 		}
 		return ""
@@ -251,8 +251,9 @@ func ExpectedStateError(s scripts.Spec, k KeyState) string {
 }
 
 // ValidState reports whether value is a string state of s: its tag, then
-// Fields whole numbers (below 2^53, no leading zeros) for each of 1 to 8
-// limits, separated by single spaces.
+// Fields whole numbers (below 2^53, no leading zeros; the time field at
+// most TimeMax, the year 2250) for each of 1 to 8 limits, separated by
+// single spaces.
 func ValidState(s scripts.Spec, value string) bool {
 	rest, ok := strings.CutPrefix(value, s.Tag)
 	if !ok || rest == "" {
@@ -262,7 +263,7 @@ func ValidState(s scripts.Spec, value string) bool {
 	if rest[0] != ' ' || len(f)%s.Fields != 0 || len(f) > 8*s.Fields {
 		return false
 	}
-	for _, x := range f {
+	for i, x := range f {
 		if !digits.MatchString(x) || len(x) > 16 || (len(x) > 1 && x[0] == '0') {
 			return false
 		}
@@ -270,7 +271,7 @@ func ValidState(s scripts.Spec, value string) bool {
 		for _, c := range x {
 			v = v*10 + int64(c-'0')
 		}
-		if v > 1<<53-1 {
+		if v > 1<<53-1 || (s.TimeField > 0 && (i+1)%s.Fields == s.TimeField%s.Fields && v > s.TimeMax) {
 			return false
 		}
 	}
