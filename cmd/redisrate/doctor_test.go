@@ -534,3 +534,38 @@ func TestCommandsOverTLS(t *testing.T) {
 		t.Errorf("try without the CA: exit %d, %q; want %d and a certificate error", code, stderr, exitUnreachable)
 	}
 }
+
+// The doctor's lines the README shows are what the doctor prints for the
+// deployment it describes (an evicting policy, AOF, a replica, the library
+// loaded), and so are the same lines in docs/reliability.md.
+func TestDoctorOutputInDocs(t *testing.T) {
+	t.Parallel()
+	addr := docServer(t, nil, "", "--maxmemory", "256mb", "--maxmemory-policy", "allkeys-lru", "--appendonly", "yes", "--repl-diskless-sync-delay", "0")
+	docServer(t, nil, "", "--replicaof", "127.0.0.1", strings.Split(addr, ":")[1])
+	waitOnline(t, addr)
+	if code, out, stderr := runCmd(t, "functions", "--load", "--redis", addr); code != 0 {
+		t.Fatalf("functions --load: %d %s %s", code, out, stderr)
+	}
+	_, out, _ := doctorRun(t, "--redis", addr)
+	const docAddr = "127.0.0.1:16700"
+	for _, doc := range []string{"../../README.md", "../../docs/reliability.md"} {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, line := range strings.Split(string(b), "\n") {
+			for _, check := range []string{"maxmemory", "persistence", "functions"} {
+				if regexp.MustCompile(`^(ok|FAIL|warn)\s+` + check + `\s`).MatchString(line) {
+					n++
+					if want := strings.ReplaceAll(line, docAddr, addr); !strings.Contains(out, want+"\n") {
+						t.Errorf("%s shows %q; the doctor prints:\n%s", doc, line, out)
+					}
+				}
+			}
+		}
+		if n != 3 {
+			t.Errorf("%s: %d of the maxmemory, persistence and functions lines found, want 3", doc, n)
+		}
+	}
+}
