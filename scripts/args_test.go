@@ -386,7 +386,8 @@ func TestArgumentsPastRange(t *testing.T) {
 
 // TestFunctionsMatchScripts: on real Redis, FCALL of the library gives the
 // reply EVALSHA gives, for the same call on the same state (run back to
-// back on twin keys; a pair that straddles a millisecond is run again), and
+// back in one MULTI on twin keys; a pair that straddles a millisecond is run
+// again), and
 // the read-only functions decide as "check" on FCALL_RO.
 func TestFunctionsMatchScripts(t *testing.T) {
 	b := st.Real(t)
@@ -407,11 +408,9 @@ func TestFunctionsMatchScripts(t *testing.T) {
 				for try := range 5 {
 					ke, kf := fmt.Sprintf("fe:%s:%d:%d", s.Name, i, try), fmt.Sprintf("ff:%s:%d:%d", s.Name, i, try)
 					for range step {
-						b.Eval(s, ke, argv...)
-						b.FCall(s, []string{kf}, argv...)
+						b.EvalAndFCall(s, ke, kf, argv...)
 					}
-					e = b.Eval(s, ke, argv...)
-					f = b.FCall(s, []string{kf}, argv...)
+					e, f = b.EvalAndFCall(s, ke, kf, argv...)
 					if e.Equal(f) && b.Get(ke) == "" == (b.Get(kf) == "") {
 						break
 					}
