@@ -1,6 +1,6 @@
 module github.com/redisrate/redisrate/integration_test
 
-go 1.26.8
+go 1.26.0
 
 replace github.com/redisrate/redisrate => ../
 
