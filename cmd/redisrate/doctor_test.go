@@ -38,7 +38,7 @@ func docServer(t *testing.T, env []string, tlsDir string, args ...string) string
 		}
 		t.Skip("redis-server is not on PATH: install it (Debian: apt-get install redis-server) to run the doctor's tests")
 	}
-	port := docFreePort(t)
+	port := freePort(t, true)
 	base := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", t.TempDir(), "--logfile", ""}
 	if tlsDir != "" {
@@ -78,29 +78,6 @@ func docServer(t *testing.T, env []string, tlsDir string, args ...string) string
 		time.Sleep(20 * time.Millisecond)
 	}
 	return addr
-}
-
-// docFreePort returns a port p such that p and p+10000 (a Cluster node's
-// bus port) are free on 127.0.0.1 now.
-func docFreePort(t *testing.T) int {
-	t.Helper()
-	for range 100 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		_ = ln.Close()
-		if port+10000 > 65535 {
-			continue
-		}
-		if bus, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+10000))); err == nil {
-			_ = bus.Close()
-			return port
-		}
-	}
-	t.Fatal("no free port pair (p, p+10000) on 127.0.0.1")
-	return 0
 }
 
 func docClient(t *testing.T, addr string) *redis.Client {
