@@ -168,7 +168,8 @@ end
 
 -- ---- State (scripts/src/state.lua) ----
 -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
--- each below 2^53, separated by single spaces. Anything else (another type, a
+-- separated by single spaces: no leading zeros, each below 2^53, a recorded
+-- time (TIME_AT) no later than TIME_MAX. Anything else (another type, a
 -- user's value, another script's or version's state) is refused, untouched.
 local raw = redis.pcall('GET', key)
 local st = nil -- the stored numbers, or nil when the key is empty

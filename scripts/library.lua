@@ -175,7 +175,8 @@ local function gcra(KEYS, ARGV)
 
   -- ---- State (scripts/src/state.lua) ----
   -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
-  -- each below 2^53, separated by single spaces. Anything else (another type, a
+  -- separated by single spaces: no leading zeros, each below 2^53, a recorded
+  -- time (TIME_AT) no later than TIME_MAX. Anything else (another type, a
   -- user's value, another script's or version's state) is refused, untouched.
   local raw = redis.pcall('GET', key)
   local st = nil -- the stored numbers, or nil when the key is empty
@@ -372,7 +373,8 @@ local function token_bucket(KEYS, ARGV)
 
   -- ---- State (scripts/src/state.lua) ----
   -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
-  -- each below 2^53, separated by single spaces. Anything else (another type, a
+  -- separated by single spaces: no leading zeros, each below 2^53, a recorded
+  -- time (TIME_AT) no later than TIME_MAX. Anything else (another type, a
   -- user's value, another script's or version's state) is refused, untouched.
   local raw = redis.pcall('GET', key)
   local st = nil -- the stored numbers, or nil when the key is empty
@@ -575,7 +577,8 @@ local function leaky_bucket(KEYS, ARGV)
 
   -- ---- State (scripts/src/state.lua) ----
   -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
-  -- each below 2^53, separated by single spaces. Anything else (another type, a
+  -- separated by single spaces: no leading zeros, each below 2^53, a recorded
+  -- time (TIME_AT) no later than TIME_MAX. Anything else (another type, a
   -- user's value, another script's or version's state) is refused, untouched.
   local raw = redis.pcall('GET', key)
   local st = nil -- the stored numbers, or nil when the key is empty
@@ -757,7 +760,8 @@ local function sliding_window(KEYS, ARGV)
 
   -- ---- State (scripts/src/state.lua) ----
   -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
-  -- each below 2^53, separated by single spaces. Anything else (another type, a
+  -- separated by single spaces: no leading zeros, each below 2^53, a recorded
+  -- time (TIME_AT) no later than TIME_MAX. Anything else (another type, a
   -- user's value, another script's or version's state) is refused, untouched.
   local raw = redis.pcall('GET', key)
   local st = nil -- the stored numbers, or nil when the key is empty
@@ -954,7 +958,8 @@ local function fixed_window(KEYS, ARGV)
 
   -- ---- State (scripts/src/state.lua) ----
   -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
-  -- each below 2^53, separated by single spaces. Anything else (another type, a
+  -- separated by single spaces: no leading zeros, each below 2^53, a recorded
+  -- time (TIME_AT) no later than TIME_MAX. Anything else (another type, a
   -- user's value, another script's or version's state) is refused, untouched.
   local raw = redis.pcall('GET', key)
   local st = nil -- the stored numbers, or nil when the key is empty
@@ -1253,4 +1258,4 @@ redis.register_function('redisrate_sliding_log', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' },
   callback = function(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return 'c3881e4cf82a4b7611568c80dc8fd3421aae4b29' end }
+  callback = function() return '3e678216b8fcf2735d79511088b14ea99527af6c' end }

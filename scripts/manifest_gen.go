@@ -9,15 +9,15 @@ const ContractVersion = 2
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "c3881e4cf82a4b7611568c80dc8fd3421aae4b29"
+const LibraryVersion = "3e678216b8fcf2735d79511088b14ea99527af6c"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
-	{Name: "gcra", Tag: "gcra:2", Window: false, Log: false, Fields: 2, TimeField: 0, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "continuous", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "5e56b79f1c8baed379322f36b9b74f18f806a98f", Function: "redisrate_gcra"},
-	{Name: "token_bucket", Tag: "tb:2", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "refill", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "99c570f3ffe424e5a4c59a49d3559ff11c0bbb0c", Function: "redisrate_token_bucket"},
-	{Name: "leaky_bucket", Tag: "lb:2", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "continuous", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "f70e83a067176c3384bcb6204a189c947c6a78e9", Function: "redisrate_leaky_bucket"},
-	{Name: "sliding_window", Tag: "sw:2", Window: true, Log: false, Fields: 3, TimeField: 1, TimeMax: 8835955200000, MaxLimit: 1000000000000000, Range: "weighted", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "ee04bfa328439b2402a13aa0c2e52cc18e12118d", Function: "redisrate_sliding_window"},
-	{Name: "fixed_window", Tag: "fw:2", Window: true, Log: false, Fields: 2, TimeField: 1, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "4c51a20be6bfedb74540dcad70524d5e15245846", Function: "redisrate_fixed_window"},
+	{Name: "gcra", Tag: "gcra:2", Window: false, Log: false, Fields: 2, TimeField: 0, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "continuous", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "f87e83bc71025ef694ab02e99187973b68ef366c", Function: "redisrate_gcra"},
+	{Name: "token_bucket", Tag: "tb:2", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "refill", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "cfc72f9f3e042e7e2b4b071833df5b56e35f7cba", Function: "redisrate_token_bucket"},
+	{Name: "leaky_bucket", Tag: "lb:2", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "continuous", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "f4f45d28d943007ecd3d77abade374dd4641f538", Function: "redisrate_leaky_bucket"},
+	{Name: "sliding_window", Tag: "sw:2", Window: true, Log: false, Fields: 3, TimeField: 1, TimeMax: 8835955200000, MaxLimit: 1000000000000000, Range: "weighted", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "0a40d2c9e43da932d23ed81e44c0a9e2db1c70fc", Function: "redisrate_sliding_window"},
+	{Name: "fixed_window", Tag: "fw:2", Window: true, Log: false, Fields: 2, TimeField: 1, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "0d3c2f2a20123bc8634c45afd1538fccafd277e4", Function: "redisrate_fixed_window"},
 	{Name: "sliding_log", Tag: "sliding_log:2", Window: true, Log: true, Fields: 0, TimeField: 0, TimeMax: 8835955200000000, MaxLimit: 10000, Range: "", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "e04ca3d12810f699ae7147c4f53c668bc2f6d2f1", Function: "redisrate_sliding_log"},
 }
 
