@@ -45,29 +45,28 @@
 -- gopher-lua (miniredis): numbers are read with `s + 0` only after a pattern
 -- has proved them digits, and every integer stays below 2^53, where `%` and
 -- `/` on doubles are exact.
--- The string functions are read through a string's metatable: a Functions
--- library may not read the globals (string, math) while it loads.
-local find, match, gmatch, sub, rep, byte, fmt = ('').find, ('').match, ('').gmatch, ('').sub, ('').rep, ('').byte, ('').format
+-- A call's cost in Redis is counted in instructions (bench/callgrind.sh): a
+-- Lua operation is some 30, a string function some 1,000, and every string,
+-- table or closure made some 500. So the common call makes few of them.
+-- The string functions of every call are fetched here, the rare ones where
+-- they are used, through a string's metatable: a Functions library may not
+-- read the globals (string, math) while it loads.
+local find, match, fmt = ('').find, ('').match, ('').format
 
--- whole reads a contract number: digits only, at most max; nil otherwise.
--- Leading zeros are allowed, and dropped before reading: gopher-lua would
--- read 010 as octal, and past 16 digits it cannot read a number at all.
-local function whole(s, max)
-  if not find(s, '^%d+$') then return nil end
-  if #s > 16 or byte(s) == 48 then
-    s = match(s, '^0*(%d+)$')
-    if #s > 16 then return nil end
-  end
-  local v = s + 0
-  if v > max then return nil end
-  return v
+-- whole reads a contract number that is not in the common form, which the
+-- arguments section reads at once (no leading zero, at most 15 digits):
+-- digits only, leading zeros dropped before reading (gopher-lua would read
+-- 010 as octal), at most 16 digits left; nil otherwise.
+local function whole(s)
+  s = match(s, '^0*(%d+)$')
+  if s and #s <= 16 then return s + 0 end
+  return nil
 end
 
--- ceil_div is ceil(n / d) for integers, n of any sign, d > 0, |n| + d < 2^53.
-local function ceil_div(n, d)
-  local r = n % d
-  return (n - r) / d + (r > 0 and 1 or 0)
-end
+-- ceil(n / d), for integers n of any sign and d > 0 with |n| + d < 2^53, is
+-- written (n + -n % d) / d where it is needed: % floors, so n + -n % d is
+-- the next multiple of d, and the division is exact. (A function would cost
+-- a call, and in a script a closure made on every call.)
 
 -- less reports whether a/b < c/d exactly, for whole a, c >= 0 and b, d >= 1
 -- below 2^53, where a*d and c*b might not be exact: by whole parts, then
@@ -95,7 +94,7 @@ end
 
 -- invalid is the contract's argument error: the argument, as given, and its rule.
 local function invalid(name, i, s, rule)
-  if #s > 40 then s = sub(s, 1, 40) .. '...' end
+  if #s > 40 then s = ('').sub(s, 1, 40) .. '...' end
   if i > 1 then name = name .. ' #' .. i end
   return redis.error_reply('ERR invalid ' .. name .. " '" .. s .. "': " .. rule)
 end
@@ -112,14 +111,15 @@ local function out_of_range(limit, period_ms)
   return limit * period_ms > 3002399751580330 -- 3 * limit * period_ms <= 2^53, exactly: this product stays below 2^53 or errs upward
 end
 -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
-if #KEYS ~= 1 then
-  return redis.error_reply('ERR invalid numkeys \'' .. #KEYS .. "': must be 1 (the limiter's key)")
+local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
+if #keys ~= 1 then
+  return redis.error_reply('ERR invalid numkeys \'' .. #keys .. "': must be 1 (the limiter's key)")
 end
-local key = KEYS[1]
+local key = keys[1]
 local n = 1 -- limits in this call
-local nargs = #ARGV
+local nargs = #argv
 if nargs > 5 then
-  n = 1 + ceil_div(nargs - 5, 3)
+  n = 1 + (nargs - 5 + -(nargs - 5) % 3) / 3 -- 1 + ceil((nargs - 5) / 3)
   if n > 8 then
     return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8')
   end
@@ -134,28 +134,31 @@ local limit1, period1, burst1
 local lims = n > 1 and {} or nil
 for i = 1, n do
   local at = i == 1 and 0 or 3 * i - 1
-  local ls, ps, bs = ARGV[at + 1] or '', ARGV[at + 2] or '', ARGV[at + 3] or ''
-  local limit = whole(ls, MAX_LIMIT)
-  if not limit or limit < 1 then return invalid('limit', i, ls, LIMIT_RULE) end
-  local period_ms = whole(ps, 1e12)
-  if not period_ms or period_ms < 1 then
+  local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''
+  -- A number in the common form (no leading zero, at most 15 digits) is read
+  -- at once; whole() reads the others. Both give nil for anything but digits.
+  local limit = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0 or whole(ls)
+  if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
+  local period_ms = find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0 or whole(ps)
+  if not period_ms or period_ms < 1 or period_ms > 1e12 then
     return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
   end
   local burst = limit
   if bs ~= '' then
-    local b = whole(bs, 1e15)
+    local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0 or whole(bs)
     if not b or (b ~= 0 and b ~= limit) then
       return invalid('burst', i, bs, 'must be empty, 0 or equal to limit for ' .. NAME)
     end
   end
-  if out_of_range(limit, period_ms, burst) then
+  -- Every script accepts max(limit, burst) * period_ms <= 4 * 10^12.
+  if (burst > limit and burst or limit) * period_ms > 4e12 and out_of_range(limit, period_ms, burst) then
     return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
   end
   if i == 1 then
-    local cs, mode = ARGV[4] or '', ARGV[5] or ''
+    local cs, mode = argv[4] or '', argv[5] or ''
     if cs ~= '' then
-      cost = whole(cs, 1e15)
-      if not cost then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
+      cost = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 or whole(cs)
+      if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
     end
     if mode ~= '' then
       if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
@@ -184,18 +187,18 @@ end
 local raw = redis.pcall('GET', key)
 local st = nil -- the stored numbers, or nil when the key is empty
 if raw then
-  if type(raw) ~= 'string' then
+  if raw.err then -- pcall's error reply: another type (a string's .err is nil)
     return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
   end
   -- One match reads the state of as many limits as this call has, the
   -- common case; a state of another number of limits is read field by field.
-  st = { match(raw, n == 1 and STATE or '^' .. TAG .. rep(FIELD, n) .. '$') }
+  st = { match(raw, n == 1 and STATE or '^' .. TAG .. ('').rep(FIELD, n) .. '$') }
   local good = st[1] ~= nil
   if not good then
     local body = match(raw, STATES)
     if body then
       local read = 0
-      for f in gmatch(body, ' (%d+)') do
+      for f in ('').gmatch(body, ' (%d+)') do
         read = read + 1 + #f
         st[#st + 1] = f
       end
@@ -204,9 +207,10 @@ if raw then
   end
   for j = 1, good and #st or 0 do -- every field a whole number below 2^53, a time before 2250
     local f = st[j]
-    -- no leading zeros (gopher-lua would read 010 as octal), at most 16 digits
-    local v = #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0
-    if not v or v > 9007199254740991 or (j % FIELDS == TIME_AT and v > TIME_MAX) then
+    -- at most 16 digits, and no leading zeros: such a field reads below
+    -- 10^(digits - 1), on gopher-lua too (which reads 010 as octal, 8)
+    local v = #f <= 16 and f + 0
+    if not v or (#f > 1 and v < 10 ^ (#f - 1)) or v > 9007199254740991 or (j % FIELDS == TIME_AT and v > TIME_MAX) then
       good = false
       break
     end
@@ -284,20 +288,23 @@ for i = 1, n do
     end
   else
     allowed = false
-    local retry = never and -1 or ceil_div(retry_us, 1000)
+    local retry = never and -1 or (retry_us + -retry_us % 1000) / 1000 -- whole ms, rounded up
     if not d_i or (d_retry ~= -1 and (retry == -1 or retry > d_retry)) then
       d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
     end
   end
-  if allowed and writes then out = out .. fmt(' %d %d %d', start, prev, cur) end
+  if allowed and writes then out = fmt('%s %d %d %d', out, start, prev, cur) end
 end
 
 -- ---- The one write (scripts/src/write.lua) ----
 -- Only an admitted request with a cost, not a check, records. PSETEX is
 -- refused under maxmemory (OOM) before it writes; the key expires when every
 -- limit is back to empty, so no cleanup job is needed.
-if allowed and writes then redis.call('PSETEX', key, ceil_div(ttl_us, 1000), out) end
+if allowed and writes then
+  redis.call('PSETEX', key, (ttl_us + -ttl_us % 1000) / 1000, out) -- whole ms, rounded up
+end
 
 -- ---- The reply (scripts/src/reply.lua) ----
-if allowed then return { 1, a_rem, 0, ceil_div(a_reset, 1000), a_cap, a_i } end
-return { 0, d_rem, d_retry, ceil_div(d_reset, 1000), d_cap, d_i }
+local i, rem, retry, reset_us, cap = a_i, a_rem, 0, a_reset, a_cap
+if not allowed then i, rem, retry, reset_us, cap = d_i, d_rem, d_retry, d_reset, d_cap end
+return { allowed and 1 or 0, rem, retry, (reset_us + -reset_us % 1000) / 1000, cap, i }

@@ -1,12 +1,13 @@
 -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
-if #KEYS ~= 1 then
-  return redis.error_reply('ERR invalid numkeys \'' .. #KEYS .. "': must be 1 (the limiter's key)")
+local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
+if #keys ~= 1 then
+  return redis.error_reply('ERR invalid numkeys \'' .. #keys .. "': must be 1 (the limiter's key)")
 end
-local key = KEYS[1]
+local key = keys[1]
 local n = 1 -- limits in this call
-local nargs = #ARGV
+local nargs = #argv
 if nargs > 5 then
-  n = 1 + ceil_div(nargs - 5, 3)
+  n = 1 + (nargs - 5 + -(nargs - 5) % 3) / 3 -- 1 + ceil((nargs - 5) / 3)
   if n > 8 then
     return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8')
   end
@@ -21,17 +22,19 @@ local limit1, period1, burst1
 local lims = n > 1 and {} or nil
 for i = 1, n do
   local at = i == 1 and 0 or 3 * i - 1
-  local ls, ps, bs = ARGV[at + 1] or '', ARGV[at + 2] or '', ARGV[at + 3] or ''
-  local limit = whole(ls, MAX_LIMIT)
-  if not limit or limit < 1 then return invalid('limit', i, ls, LIMIT_RULE) end
-  local period_ms = whole(ps, 1e12)
-  if not period_ms or period_ms < 1 then
+  local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''
+  -- A number in the common form (no leading zero, at most 15 digits) is read
+  -- at once; whole() reads the others. Both give nil for anything but digits.
+  local limit = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0 or whole(ls)
+  if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
+  local period_ms = find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0 or whole(ps)
+  if not period_ms or period_ms < 1 or period_ms > 1e12 then
     return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
   end
   local burst = limit
 --@if window
   if bs ~= '' then
-    local b = whole(bs, 1e15)
+    local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0 or whole(bs)
     if not b or (b ~= 0 and b ~= limit) then
       return invalid('burst', i, bs, 'must be empty, 0 or equal to limit for ' .. NAME)
     end
@@ -39,15 +42,16 @@ for i = 1, n do
 --@else
   local given = false -- a burst of its own, named when the range is exceeded
   if bs ~= '' then
-    local b = whole(bs, 1e15)
-    if not b then
+    local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0 or whole(bs)
+    if not b or b > 1e15 then
       return invalid('burst', i, bs, 'must be a whole number up to 10^15, or 0 or empty for limit')
     end
     if b > 0 then burst, given = b, true end
   end
 --@end
 --@if range
-  if out_of_range(limit, period_ms, burst) then
+  -- Every script accepts max(limit, burst) * period_ms <= 4 * 10^12.
+  if (burst > limit and burst or limit) * period_ms > 4e12 and out_of_range(limit, period_ms, burst) then
 --@if window
     return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
 --@else
@@ -59,10 +63,10 @@ for i = 1, n do
   end
 --@end
   if i == 1 then
-    local cs, mode = ARGV[4] or '', ARGV[5] or ''
+    local cs, mode = argv[4] or '', argv[5] or ''
     if cs ~= '' then
-      cost = whole(cs, 1e15)
-      if not cost then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
+      cost = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 or whole(cs)
+      if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
     end
     if mode ~= '' then
       if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end

@@ -4,17 +4,10 @@
 -- each microsecond, so every quantity is a whole number and every decision
 -- exact (3 per second is a = 3, b = 1000000). The capacity is kept at most
 -- 2^52, so that a level and a cost add up exactly.
-local function gcd(x, y)
-  while y > 0 do
-    local r = x % y
-    x = y
-    y = r
-  end
-  return x
-end
-
 local function out_of_range(limit, period_ms, burst)
   local period_us = period_ms * 1000
   if burst * period_us <= 4503599627370496 then return false end -- b <= period_us: no gcd needed
-  return burst * (period_us / gcd(limit, period_us)) > 4503599627370496
+  local g, y = limit, period_us -- g: their greatest common divisor
+  while y > 0 do local m = g % y; g = y; y = m end -- (not g, y = y, g % y: gopher-lua assigns g first)
+  return burst * (period_us / g) > 4503599627370496
 end

@@ -41,7 +41,7 @@ for i = 1, n do
   local left, per, cap = rem, 1, limit
   local reset_us = count > 0 and start + period_us - now or 0
 --@include verdict.lua
-  if allowed and writes then out = out .. fmt(' %d %d', start, count) end
+  if allowed and writes then out = fmt('%s %d %d', out, start, count) end
 end
 --@include write.lua
 --@include reply.lua

@@ -23,7 +23,8 @@
 for i = 1, n do
   local limit, period_us, burst = limit1, period1 * 1000, burst1
   if i > 1 then limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i] end
-  local g = gcd(limit, period_us)
+  local g, y = limit, period_us -- g: their greatest common divisor
+  while y > 0 do local m = g % y; g = y; y = m end -- (not g, y = y, g % y: gopher-lua assigns g first)
   local a, b = limit / g, period_us / g
   local xmax = burst * b
   -- The TAT, t + r/a, or now when it has passed (an empty bucket).
@@ -38,7 +39,8 @@ for i = 1, n do
   -- could push past 2^53; they are then longer by the step (guarantee 9).
   local ok, never, retry_us = false, cost > burst, 0
   if not never then
-    retry_us = t - now + ceil_div(r + cost * b - xmax, a)
+    local over = r + cost * b - xmax -- the level past the capacity, in 1/b units
+    retry_us = t - now + (over + -over % a) / a
     ok = retry_us <= 0 or cost == 0
   end
   if ok then -- the TAT moves on by the cost
@@ -55,7 +57,7 @@ for i = 1, n do
   local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
   local reset_us = ahead + (r > 0 and 1 or 0)
 --@include verdict.lua
-  if allowed and writes then out = out .. fmt(' %d %d', t, r) end
+  if allowed and writes then out = fmt('%s %d %d', out, t, r) end
 end
 --@include write.lua
 --@include reply.lua

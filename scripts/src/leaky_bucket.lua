@@ -24,7 +24,8 @@
 for i = 1, n do
   local limit, period_us, burst = limit1, period1 * 1000, burst1
   if i > 1 then limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i] end
-  local g = gcd(limit, period_us)
+  local g, y = limit, period_us -- g: their greatest common divisor
+  while y > 0 do local m = g % y; g = y; y = m end -- (not g, y = y, g % y: gopher-lua assigns g first)
   local a, b = limit / g, period_us / g
   local xmax = burst * b
   -- The level x at time t, drained to now. A clock behind t (it stepped
@@ -40,14 +41,14 @@ for i = 1, n do
   local ok, never, retry_us = false, cost > burst, 0
   if not never then
     local over = x + cost * b - xmax
-    if over <= 0 or cost == 0 then ok = true else retry_us = t - now + ceil_div(over, a) end
+    if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % a) / a end
   end
   if ok then x = x + cost * b end
   local room = xmax > x and xmax - x or 0
   local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
-  local reset_us = t - now + ceil_div(x, a)
+  local reset_us = t - now + (x + -x % a) / a
 --@include verdict.lua
-  if allowed and writes then out = out .. fmt(' %d %d', x, t) end
+  if allowed and writes then out = fmt('%s %d %d', out, x, t) end
 end
 --@include write.lua
 --@include reply.lua

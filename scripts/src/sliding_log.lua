@@ -96,6 +96,7 @@ if allowed and writes then
     end
   end
   redis.call('ZREMRANGEBYSCORE', key, '(0', fmt('%d', at - longest))
-  redis.call('PEXPIRE', key, ceil_div(at - now + longest, 1000))
+  local keep_us = at - now + longest
+  redis.call('PEXPIRE', key, (keep_us + -keep_us % 1000) / 1000)
 end
 --@include reply.lua

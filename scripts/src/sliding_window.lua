@@ -75,7 +75,7 @@ for i = 1, n do
     reset_us = (start + p) * 1000 - now
   end
 --@include verdict.lua
-  if allowed and writes then out = out .. fmt(' %d %d %d', start, prev, cur) end
+  if allowed and writes then out = fmt('%s %d %d %d', out, start, prev, cur) end
 end
 --@include write.lua
 --@include reply.lua

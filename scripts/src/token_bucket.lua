@@ -19,7 +19,7 @@
 local function out_of_range(limit, period_ms, burst)
   -- the longest wait: refills until an empty bucket is full (at most burst of them)
   if burst * period_ms * 1000 <= 9007199254740992 then return false end
-  return ceil_div(burst, limit) * period_ms * 1000 > 9007199254740992
+  return (burst + -burst % limit) / limit * period_ms * 1000 > 9007199254740992
 end
 --@body
 --@include args.lua
@@ -38,20 +38,22 @@ for i = 1, n do
       local refills = (now - t - (now - t) % period_us) / period_us
       if refills > 0 then
         t = t + refills * period_us
-        if refills >= ceil_div(burst - tokens, limit) then tokens = burst else tokens = tokens + refills * limit end
+        if refills * limit >= burst - tokens then tokens = burst else tokens = tokens + refills * limit end
       end
     end
   end
   local ok, never, retry_us = false, cost > burst, 0
   if not never then
-    if cost <= tokens then ok = true else retry_us = t + ceil_div(cost - tokens, limit) * period_us - now end
+    local short = cost - tokens -- ceil(short / limit) refills
+    if short <= 0 then ok = true else retry_us = t + (short + -short % limit) / limit * period_us - now end
   end
   if ok then tokens = tokens - cost end
   local reset_us = 0
-  if tokens < burst then reset_us = t + ceil_div(burst - tokens, limit) * period_us - now end
+  local missing = burst - tokens -- ceil(missing / limit) refills
+  if missing > 0 then reset_us = t + (missing + -missing % limit) / limit * period_us - now end
   local rem, left, per, cap = tokens, tokens, 1, burst
 --@include verdict.lua
-  if allowed and writes then out = out .. fmt(' %d %d', tokens, t) end
+  if allowed and writes then out = fmt('%s %d %d', out, tokens, t) end
 end
 --@include write.lua
 --@include reply.lua

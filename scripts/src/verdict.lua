@@ -9,7 +9,7 @@
     end
   else
     allowed = false
-    local retry = never and -1 or ceil_div(retry_us, 1000)
+    local retry = never and -1 or (retry_us + -retry_us % 1000) / 1000 -- whole ms, rounded up
     if not d_i or (d_retry ~= -1 and (retry == -1 or retry > d_retry)) then
       d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
     end
