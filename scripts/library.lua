@@ -77,9 +77,8 @@ end
 -- ---- gcra's constants (from its manifest) ----
 local NAME, TAG = 'gcra', 'gcra:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local TIME_AT, TIME_MAX = -1, 8835955200000000 -- which field of a limit is a recorded time (mod FIELDS; -1: none), and its range: up to the year 2250
-local FIELDS, FIELD = 2, ' (%d+) (%d+)' -- the numbers of one limit in the state
-local STATE, STATES = '^gcra:2 (%d+) (%d+)$', '^gcra:2( [ %d]+)$' -- the state of one limit; of any number
+local TIME_AT, TIME_MAX = 0, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
+local FIELDS, STATE = 2, '^gcra:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 
 -- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
 -- With a/b = limit / period_us in lowest terms, a level of x stands for x / b
@@ -174,37 +173,40 @@ local function gcra(KEYS, ARGV)
   -- separated by single spaces: no leading zeros, each below 2^53, a recorded
   -- time (TIME_AT) no later than TIME_MAX. Anything else (another type, a
   -- user's value, another script's or version's state) is refused, untouched.
+  -- The first limit's numbers are read into locals, the others' (a state of
+  -- several limits) into a table: a state of one limit builds no table.
   local raw = redis.pcall('GET', key)
-  local st = nil -- the stored numbers, or nil when the key is empty
+  local s1, s2 -- the first limit's stored numbers; nil when the key is empty
+  local more = n > 1 and {} or nil -- the other limits' numbers, FIELDS each
   if raw then
     if raw.err then -- pcall's error reply: another type (a string's .err is nil)
       return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
     end
-    -- One match reads the state of as many limits as this call has, the
-    -- common case; a state of another number of limits is read field by field.
-    st = { match(raw, n == 1 and STATE or '^' .. TAG .. ('').rep(FIELD, n) .. '$') }
-    local good = st[1] ~= nil
-    if not good then
-      local body = match(raw, STATES)
-      if body then
-        local read = 0
-        for f in ('').gmatch(body, ' (%d+)') do
-          read = read + 1 + #f
-          st[#st + 1] = f
-        end
-        good = read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
-      end
+    -- Each number: at most 16 digits, no leading zero (such a field reads
+    -- below 10^(digits - 1), on gopher-lua too, which reads 010 as octal),
+    -- and at most its maximum: TIME_MAX for a recorded time, else 2^53 - 1.
+    local t1, t2, rest = match(raw, STATE)
+    local good = rest ~= nil
+    if good then
+      s1 = #t1 <= 16 and t1 + 0
+      s2 = #t2 <= 16 and t2 + 0
+      good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991
+      good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
     end
-    for j = 1, good and #st or 0 do -- every field a whole number below 2^53, a time before 2250
-      local f = st[j]
-      -- at most 16 digits, and no leading zeros: such a field reads below
-      -- 10^(digits - 1), on gopher-lua too (which reads 010 as octal, 8)
-      local v = #f <= 16 and f + 0
-      if not v or (#f > 1 and v < 10 ^ (#f - 1)) or v > 9007199254740991 or (j % FIELDS == TIME_AT and v > TIME_MAX) then
-        good = false
-        break
+    if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
+      more = more or {}
+      local read = 0
+      for f in ('').gmatch(rest, ' (%d+)') do
+        read = read + 1 + #f
+        local v = #f <= 16 and f + 0
+        local max = #more % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991
+        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= max) then
+          good = false
+          break
+        end
+        more[#more + 1] = v
       end
-      st[j] = v
+      good = good and read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
     end
     if not good then
       local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -221,17 +223,22 @@ local function gcra(KEYS, ARGV)
   local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   for i = 1, n do
-    local limit, period_us, burst = limit1, period1 * 1000, burst1
-    if i > 1 then limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i] end
+    -- This limit's arguments and stored numbers (nil: none): the first limit's
+    -- in locals, the others' in tables.
+    local limit, period_us, burst, stored_t, stored_r = limit1, period1 * 1000, burst1, s1, s2
+    if i > 1 then
+      limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+      stored_t, stored_r = more[2 * i - 3], more[2 * i - 2]
+    end
     local g, y = limit, period_us -- g: their greatest common divisor
     while y > 0 do local m = g % y; g = y; y = m end -- (not g, y = y, g % y: gopher-lua assigns g first)
     local a, b = limit / g, period_us / g
     local xmax = burst * b
     -- The TAT, t + r/a, or now when it has passed (an empty bucket).
     local t, r = now, 0
-    if st and st[2 * i] then
-      local r0 = st[2 * i] % a -- state of other limits is read in these terms
-      local t0 = st[2 * i - 1] + (st[2 * i] - r0) / a
+    if stored_r then
+      local r0 = stored_r % a -- state of other limits is read in these terms
+      local t0 = stored_t + (stored_r - r0) / a
       if t0 > now or (t0 == now and r0 > 0) then t, r = t0, r0 end
     end
     -- The level now is x = (t - now) * a + r; x + cost * b must fit in xmax.
@@ -293,9 +300,8 @@ end
 -- ---- token_bucket's constants (from its manifest) ----
 local NAME, TAG = 'token_bucket', 'tb:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local TIME_AT, TIME_MAX = 0, 8835955200000000 -- which field of a limit is a recorded time (mod FIELDS; -1: none), and its range: up to the year 2250
-local FIELDS, FIELD = 2, ' (%d+) (%d+)' -- the numbers of one limit in the state
-local STATE, STATES = '^tb:2 (%d+) (%d+)$', '^tb:2( [ %d]+)$' -- the state of one limit; of any number
+local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
+local FIELDS, STATE = 2, '^tb:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 
 local function out_of_range(limit, period_ms, burst)
   -- the longest wait: refills until an empty bucket is full (at most burst of them)
@@ -382,37 +388,40 @@ local function token_bucket(KEYS, ARGV)
   -- separated by single spaces: no leading zeros, each below 2^53, a recorded
   -- time (TIME_AT) no later than TIME_MAX. Anything else (another type, a
   -- user's value, another script's or version's state) is refused, untouched.
+  -- The first limit's numbers are read into locals, the others' (a state of
+  -- several limits) into a table: a state of one limit builds no table.
   local raw = redis.pcall('GET', key)
-  local st = nil -- the stored numbers, or nil when the key is empty
+  local s1, s2 -- the first limit's stored numbers; nil when the key is empty
+  local more = n > 1 and {} or nil -- the other limits' numbers, FIELDS each
   if raw then
     if raw.err then -- pcall's error reply: another type (a string's .err is nil)
       return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
     end
-    -- One match reads the state of as many limits as this call has, the
-    -- common case; a state of another number of limits is read field by field.
-    st = { match(raw, n == 1 and STATE or '^' .. TAG .. ('').rep(FIELD, n) .. '$') }
-    local good = st[1] ~= nil
-    if not good then
-      local body = match(raw, STATES)
-      if body then
-        local read = 0
-        for f in ('').gmatch(body, ' (%d+)') do
-          read = read + 1 + #f
-          st[#st + 1] = f
-        end
-        good = read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
-      end
+    -- Each number: at most 16 digits, no leading zero (such a field reads
+    -- below 10^(digits - 1), on gopher-lua too, which reads 010 as octal),
+    -- and at most its maximum: TIME_MAX for a recorded time, else 2^53 - 1.
+    local t1, t2, rest = match(raw, STATE)
+    local good = rest ~= nil
+    if good then
+      s1 = #t1 <= 16 and t1 + 0
+      s2 = #t2 <= 16 and t2 + 0
+      good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991
+      good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX
     end
-    for j = 1, good and #st or 0 do -- every field a whole number below 2^53, a time before 2250
-      local f = st[j]
-      -- at most 16 digits, and no leading zeros: such a field reads below
-      -- 10^(digits - 1), on gopher-lua too (which reads 010 as octal, 8)
-      local v = #f <= 16 and f + 0
-      if not v or (#f > 1 and v < 10 ^ (#f - 1)) or v > 9007199254740991 or (j % FIELDS == TIME_AT and v > TIME_MAX) then
-        good = false
-        break
+    if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
+      more = more or {}
+      local read = 0
+      for f in ('').gmatch(rest, ' (%d+)') do
+        read = read + 1 + #f
+        local v = #f <= 16 and f + 0
+        local max = #more % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991
+        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= max) then
+          good = false
+          break
+        end
+        more[#more + 1] = v
       end
-      st[j] = v
+      good = good and read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
     end
     if not good then
       local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -429,13 +438,18 @@ local function token_bucket(KEYS, ARGV)
   local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   for i = 1, n do
-    local limit, period_us, burst = limit1, period1 * 1000, burst1
-    if i > 1 then limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i] end
+    -- This limit's arguments and stored numbers (nil: none): the first limit's
+    -- in locals, the others' in tables.
+    local limit, period_us, burst, stored_tokens, stored_t = limit1, period1 * 1000, burst1, s1, s2
+    if i > 1 then
+      limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+      stored_tokens, stored_t = more[2 * i - 3], more[2 * i - 2]
+    end
     -- A new bucket starts full, its refills counted from now. A clock behind
     -- the last refill (it stepped back) decides as of that refill.
     local tokens, t = burst, now
-    if st and st[2 * i] then
-      tokens, t = st[2 * i - 1], st[2 * i]
+    if stored_t then
+      tokens, t = stored_tokens, stored_t
       if tokens > burst then tokens = burst end -- state of other limits, in these terms
       if now > t then
         local refills = (now - t - (now - t) % period_us) / period_us
@@ -492,9 +506,8 @@ end
 -- ---- leaky_bucket's constants (from its manifest) ----
 local NAME, TAG = 'leaky_bucket', 'lb:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local TIME_AT, TIME_MAX = 0, 8835955200000000 -- which field of a limit is a recorded time (mod FIELDS; -1: none), and its range: up to the year 2250
-local FIELDS, FIELD = 2, ' (%d+) (%d+)' -- the numbers of one limit in the state
-local STATE, STATES = '^lb:2 (%d+) (%d+)$', '^lb:2( [ %d]+)$' -- the state of one limit; of any number
+local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
+local FIELDS, STATE = 2, '^lb:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 
 -- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
 -- With a/b = limit / period_us in lowest terms, a level of x stands for x / b
@@ -589,37 +602,40 @@ local function leaky_bucket(KEYS, ARGV)
   -- separated by single spaces: no leading zeros, each below 2^53, a recorded
   -- time (TIME_AT) no later than TIME_MAX. Anything else (another type, a
   -- user's value, another script's or version's state) is refused, untouched.
+  -- The first limit's numbers are read into locals, the others' (a state of
+  -- several limits) into a table: a state of one limit builds no table.
   local raw = redis.pcall('GET', key)
-  local st = nil -- the stored numbers, or nil when the key is empty
+  local s1, s2 -- the first limit's stored numbers; nil when the key is empty
+  local more = n > 1 and {} or nil -- the other limits' numbers, FIELDS each
   if raw then
     if raw.err then -- pcall's error reply: another type (a string's .err is nil)
       return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
     end
-    -- One match reads the state of as many limits as this call has, the
-    -- common case; a state of another number of limits is read field by field.
-    st = { match(raw, n == 1 and STATE or '^' .. TAG .. ('').rep(FIELD, n) .. '$') }
-    local good = st[1] ~= nil
-    if not good then
-      local body = match(raw, STATES)
-      if body then
-        local read = 0
-        for f in ('').gmatch(body, ' (%d+)') do
-          read = read + 1 + #f
-          st[#st + 1] = f
-        end
-        good = read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
-      end
+    -- Each number: at most 16 digits, no leading zero (such a field reads
+    -- below 10^(digits - 1), on gopher-lua too, which reads 010 as octal),
+    -- and at most its maximum: TIME_MAX for a recorded time, else 2^53 - 1.
+    local t1, t2, rest = match(raw, STATE)
+    local good = rest ~= nil
+    if good then
+      s1 = #t1 <= 16 and t1 + 0
+      s2 = #t2 <= 16 and t2 + 0
+      good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991
+      good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX
     end
-    for j = 1, good and #st or 0 do -- every field a whole number below 2^53, a time before 2250
-      local f = st[j]
-      -- at most 16 digits, and no leading zeros: such a field reads below
-      -- 10^(digits - 1), on gopher-lua too (which reads 010 as octal, 8)
-      local v = #f <= 16 and f + 0
-      if not v or (#f > 1 and v < 10 ^ (#f - 1)) or v > 9007199254740991 or (j % FIELDS == TIME_AT and v > TIME_MAX) then
-        good = false
-        break
+    if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
+      more = more or {}
+      local read = 0
+      for f in ('').gmatch(rest, ' (%d+)') do
+        read = read + 1 + #f
+        local v = #f <= 16 and f + 0
+        local max = #more % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991
+        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= max) then
+          good = false
+          break
+        end
+        more[#more + 1] = v
       end
-      st[j] = v
+      good = good and read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
     end
     if not good then
       local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -636,8 +652,13 @@ local function leaky_bucket(KEYS, ARGV)
   local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   for i = 1, n do
-    local limit, period_us, burst = limit1, period1 * 1000, burst1
-    if i > 1 then limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i] end
+    -- This limit's arguments and stored numbers (nil: none): the first limit's
+    -- in locals, the others' in tables.
+    local limit, period_us, burst, stored_x, stored_t = limit1, period1 * 1000, burst1, s1, s2
+    if i > 1 then
+      limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+      stored_x, stored_t = more[2 * i - 3], more[2 * i - 2]
+    end
     local g, y = limit, period_us -- g: their greatest common divisor
     while y > 0 do local m = g % y; g = y; y = m end -- (not g, y = y, g % y: gopher-lua assigns g first)
     local a, b = limit / g, period_us / g
@@ -645,8 +666,8 @@ local function leaky_bucket(KEYS, ARGV)
     -- The level x at time t, drained to now. A clock behind t (it stepped
     -- back) decides as of t, and its waits are longer by t - now.
     local x, t = 0, now
-    if st and st[2 * i] then
-      x, t = st[2 * i - 1], st[2 * i]
+    if stored_t then
+      x, t = stored_x, stored_t
       if now > t then
         if now - t >= x / a then x = 0 else x = x - (now - t) * a end
         t = now
@@ -698,9 +719,8 @@ end
 -- ---- sliding_window's constants (from its manifest) ----
 local NAME, TAG = 'sliding_window', 'sw:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local TIME_AT, TIME_MAX = 1, 8835955200000 -- which field of a limit is a recorded time (mod FIELDS; -1: none), and its range: up to the year 2250
-local FIELDS, FIELD = 3, ' (%d+) (%d+) (%d+)' -- the numbers of one limit in the state
-local STATE, STATES = '^sw:2 (%d+) (%d+) (%d+)$', '^sw:2( [ %d]+)$' -- the state of one limit; of any number
+local TIME_AT, TIME_MAX = 1, 8835955200000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
+local FIELDS, STATE = 3, '^sw:2 (%d+) (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 
 local function out_of_range(limit, period_ms)
   -- the weighted count, times period_ms, must stay exact
@@ -781,37 +801,42 @@ local function sliding_window(KEYS, ARGV)
   -- separated by single spaces: no leading zeros, each below 2^53, a recorded
   -- time (TIME_AT) no later than TIME_MAX. Anything else (another type, a
   -- user's value, another script's or version's state) is refused, untouched.
+  -- The first limit's numbers are read into locals, the others' (a state of
+  -- several limits) into a table: a state of one limit builds no table.
   local raw = redis.pcall('GET', key)
-  local st = nil -- the stored numbers, or nil when the key is empty
+  local s1, s2, s3 -- the first limit's stored numbers; nil when the key is empty
+  local more = n > 1 and {} or nil -- the other limits' numbers, FIELDS each
   if raw then
     if raw.err then -- pcall's error reply: another type (a string's .err is nil)
       return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
     end
-    -- One match reads the state of as many limits as this call has, the
-    -- common case; a state of another number of limits is read field by field.
-    st = { match(raw, n == 1 and STATE or '^' .. TAG .. ('').rep(FIELD, n) .. '$') }
-    local good = st[1] ~= nil
-    if not good then
-      local body = match(raw, STATES)
-      if body then
-        local read = 0
-        for f in ('').gmatch(body, ' (%d+)') do
-          read = read + 1 + #f
-          st[#st + 1] = f
-        end
-        good = read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
-      end
+    -- Each number: at most 16 digits, no leading zero (such a field reads
+    -- below 10^(digits - 1), on gopher-lua too, which reads 010 as octal),
+    -- and at most its maximum: TIME_MAX for a recorded time, else 2^53 - 1.
+    local t1, t2, t3, rest = match(raw, STATE)
+    local good = rest ~= nil
+    if good then
+      s1 = #t1 <= 16 and t1 + 0
+      s2 = #t2 <= 16 and t2 + 0
+      s3 = #t3 <= 16 and t3 + 0
+      good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX
+      good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
+      good = good and s3 and (#t3 == 1 or s3 >= 10 ^ (#t3 - 1)) and s3 <= 9007199254740991
     end
-    for j = 1, good and #st or 0 do -- every field a whole number below 2^53, a time before 2250
-      local f = st[j]
-      -- at most 16 digits, and no leading zeros: such a field reads below
-      -- 10^(digits - 1), on gopher-lua too (which reads 010 as octal, 8)
-      local v = #f <= 16 and f + 0
-      if not v or (#f > 1 and v < 10 ^ (#f - 1)) or v > 9007199254740991 or (j % FIELDS == TIME_AT and v > TIME_MAX) then
-        good = false
-        break
+    if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
+      more = more or {}
+      local read = 0
+      for f in ('').gmatch(rest, ' (%d+)') do
+        read = read + 1 + #f
+        local v = #f <= 16 and f + 0
+        local max = #more % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991
+        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= max) then
+          good = false
+          break
+        end
+        more[#more + 1] = v
       end
-      st[j] = v
+      good = good and read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
     end
     if not good then
       local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -829,17 +854,22 @@ local function sliding_window(KEYS, ARGV)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   local now_ms = (now - now % 1000) / 1000
   for i = 1, n do
-    local limit, p = limit1, period1
-    if i > 1 then limit, p = lims[3 * i - 2], lims[3 * i - 1] end
+    -- This limit's arguments and stored numbers (nil: none): the first limit's
+    -- in locals, the others' in tables.
+    local limit, p, stored, stored_prev, stored_cur = limit1, period1, s1, s2, s3
+    if i > 1 then
+      limit, p = lims[3 * i - 2], lims[3 * i - 1]
+      stored, stored_prev, stored_cur = more[3 * i - 5], more[3 * i - 4], more[3 * i - 3]
+    end
     -- A clock behind the stored window (it stepped back) decides as of its start.
-    local stored, at_ms = st and st[3 * i - 2], now_ms
+    local at_ms = now_ms
     if stored and stored > now_ms then at_ms = stored end
     local start = at_ms - at_ms % p
     local prev, cur = 0, 0
     if stored == start then
-      prev, cur = st[3 * i - 1], st[3 * i]
+      prev, cur = stored_prev, stored_cur
     elseif stored == start - p then
-      prev = st[3 * i]
+      prev = stored_cur
     end
     -- used is the weighted count times p: prev * (p - into) / p + cur
     local used = prev * (p - (at_ms - start)) + cur * p
@@ -911,9 +941,8 @@ end
 -- ---- fixed_window's constants (from its manifest) ----
 local NAME, TAG = 'fixed_window', 'fw:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local TIME_AT, TIME_MAX = 1, 8835955200000000 -- which field of a limit is a recorded time (mod FIELDS; -1: none), and its range: up to the year 2250
-local FIELDS, FIELD = 2, ' (%d+) (%d+)' -- the numbers of one limit in the state
-local STATE, STATES = '^fw:2 (%d+) (%d+)$', '^fw:2( [ %d]+)$' -- the state of one limit; of any number
+local TIME_AT, TIME_MAX = 1, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
+local FIELDS, STATE = 2, '^fw:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 
 local function fixed_window(KEYS, ARGV)
   -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
@@ -986,37 +1015,40 @@ local function fixed_window(KEYS, ARGV)
   -- separated by single spaces: no leading zeros, each below 2^53, a recorded
   -- time (TIME_AT) no later than TIME_MAX. Anything else (another type, a
   -- user's value, another script's or version's state) is refused, untouched.
+  -- The first limit's numbers are read into locals, the others' (a state of
+  -- several limits) into a table: a state of one limit builds no table.
   local raw = redis.pcall('GET', key)
-  local st = nil -- the stored numbers, or nil when the key is empty
+  local s1, s2 -- the first limit's stored numbers; nil when the key is empty
+  local more = n > 1 and {} or nil -- the other limits' numbers, FIELDS each
   if raw then
     if raw.err then -- pcall's error reply: another type (a string's .err is nil)
       return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
     end
-    -- One match reads the state of as many limits as this call has, the
-    -- common case; a state of another number of limits is read field by field.
-    st = { match(raw, n == 1 and STATE or '^' .. TAG .. ('').rep(FIELD, n) .. '$') }
-    local good = st[1] ~= nil
-    if not good then
-      local body = match(raw, STATES)
-      if body then
-        local read = 0
-        for f in ('').gmatch(body, ' (%d+)') do
-          read = read + 1 + #f
-          st[#st + 1] = f
-        end
-        good = read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
-      end
+    -- Each number: at most 16 digits, no leading zero (such a field reads
+    -- below 10^(digits - 1), on gopher-lua too, which reads 010 as octal),
+    -- and at most its maximum: TIME_MAX for a recorded time, else 2^53 - 1.
+    local t1, t2, rest = match(raw, STATE)
+    local good = rest ~= nil
+    if good then
+      s1 = #t1 <= 16 and t1 + 0
+      s2 = #t2 <= 16 and t2 + 0
+      good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX
+      good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
     end
-    for j = 1, good and #st or 0 do -- every field a whole number below 2^53, a time before 2250
-      local f = st[j]
-      -- at most 16 digits, and no leading zeros: such a field reads below
-      -- 10^(digits - 1), on gopher-lua too (which reads 010 as octal, 8)
-      local v = #f <= 16 and f + 0
-      if not v or (#f > 1 and v < 10 ^ (#f - 1)) or v > 9007199254740991 or (j % FIELDS == TIME_AT and v > TIME_MAX) then
-        good = false
-        break
+    if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
+      more = more or {}
+      local read = 0
+      for f in ('').gmatch(rest, ' (%d+)') do
+        read = read + 1 + #f
+        local v = #f <= 16 and f + 0
+        local max = #more % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991
+        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= max) then
+          good = false
+          break
+        end
+        more[#more + 1] = v
       end
-      st[j] = v
+      good = good and read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
     end
     if not good then
       local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -1033,12 +1065,17 @@ local function fixed_window(KEYS, ARGV)
   local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   for i = 1, n do
-    local limit, period_us = limit1, period1 * 1000
-    if i > 1 then limit, period_us = lims[3 * i - 2], lims[3 * i - 1] * 1000 end
+    -- This limit's arguments and stored numbers (nil: none): the first limit's
+    -- in locals, the others' in tables.
+    local limit, period_us, stored_start, stored_count = limit1, period1 * 1000, s1, s2
+    if i > 1 then
+      limit, period_us = lims[3 * i - 2], lims[3 * i - 1] * 1000
+      stored_start, stored_count = more[2 * i - 3], more[2 * i - 2]
+    end
     -- A clock behind the window's start (it stepped back) decides within it.
     local start, count = now, 0
-    if st and st[2 * i] then
-      start, count = st[2 * i - 1], st[2 * i]
+    if stored_count then
+      start, count = stored_start, stored_count
       if now >= start + period_us then
         start = now -- a new window opens with this request
         count = 0
@@ -1292,4 +1329,4 @@ redis.register_function('redisrate_sliding_log', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' },
   callback = function(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return 'a467adf95e261bceb1f3910b211e2ecc7245a019' end }
+  callback = function() return '94a17c1a479081ca363ce34465a655d6af076f4a' end }

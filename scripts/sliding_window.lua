@@ -102,9 +102,8 @@ end
 -- ---- sliding_window's constants (from its manifest) ----
 local NAME, TAG = 'sliding_window', 'sw:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local TIME_AT, TIME_MAX = 1, 8835955200000 -- which field of a limit is a recorded time (mod FIELDS; -1: none), and its range: up to the year 2250
-local FIELDS, FIELD = 3, ' (%d+) (%d+) (%d+)' -- the numbers of one limit in the state
-local STATE, STATES = '^sw:2 (%d+) (%d+) (%d+)$', '^sw:2( [ %d]+)$' -- the state of one limit; of any number
+local TIME_AT, TIME_MAX = 1, 8835955200000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
+local FIELDS, STATE = 3, '^sw:2 (%d+) (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 
 local function out_of_range(limit, period_ms)
   -- the weighted count, times period_ms, must stay exact
@@ -184,37 +183,42 @@ end
 -- separated by single spaces: no leading zeros, each below 2^53, a recorded
 -- time (TIME_AT) no later than TIME_MAX. Anything else (another type, a
 -- user's value, another script's or version's state) is refused, untouched.
+-- The first limit's numbers are read into locals, the others' (a state of
+-- several limits) into a table: a state of one limit builds no table.
 local raw = redis.pcall('GET', key)
-local st = nil -- the stored numbers, or nil when the key is empty
+local s1, s2, s3 -- the first limit's stored numbers; nil when the key is empty
+local more = n > 1 and {} or nil -- the other limits' numbers, FIELDS each
 if raw then
   if raw.err then -- pcall's error reply: another type (a string's .err is nil)
     return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
   end
-  -- One match reads the state of as many limits as this call has, the
-  -- common case; a state of another number of limits is read field by field.
-  st = { match(raw, n == 1 and STATE or '^' .. TAG .. ('').rep(FIELD, n) .. '$') }
-  local good = st[1] ~= nil
-  if not good then
-    local body = match(raw, STATES)
-    if body then
-      local read = 0
-      for f in ('').gmatch(body, ' (%d+)') do
-        read = read + 1 + #f
-        st[#st + 1] = f
-      end
-      good = read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
-    end
+  -- Each number: at most 16 digits, no leading zero (such a field reads
+  -- below 10^(digits - 1), on gopher-lua too, which reads 010 as octal),
+  -- and at most its maximum: TIME_MAX for a recorded time, else 2^53 - 1.
+  local t1, t2, t3, rest = match(raw, STATE)
+  local good = rest ~= nil
+  if good then
+    s1 = #t1 <= 16 and t1 + 0
+    s2 = #t2 <= 16 and t2 + 0
+    s3 = #t3 <= 16 and t3 + 0
+    good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX
+    good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
+    good = good and s3 and (#t3 == 1 or s3 >= 10 ^ (#t3 - 1)) and s3 <= 9007199254740991
   end
-  for j = 1, good and #st or 0 do -- every field a whole number below 2^53, a time before 2250
-    local f = st[j]
-    -- at most 16 digits, and no leading zeros: such a field reads below
-    -- 10^(digits - 1), on gopher-lua too (which reads 010 as octal, 8)
-    local v = #f <= 16 and f + 0
-    if not v or (#f > 1 and v < 10 ^ (#f - 1)) or v > 9007199254740991 or (j % FIELDS == TIME_AT and v > TIME_MAX) then
-      good = false
-      break
+  if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
+    more = more or {}
+    local read = 0
+    for f in ('').gmatch(rest, ' (%d+)') do
+      read = read + 1 + #f
+      local v = #f <= 16 and f + 0
+      local max = #more % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991
+      if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= max) then
+        good = false
+        break
+      end
+      more[#more + 1] = v
     end
-    st[j] = v
+    good = good and read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
   end
   if not good then
     local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -232,17 +236,22 @@ local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
 local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
 local now_ms = (now - now % 1000) / 1000
 for i = 1, n do
-  local limit, p = limit1, period1
-  if i > 1 then limit, p = lims[3 * i - 2], lims[3 * i - 1] end
+  -- This limit's arguments and stored numbers (nil: none): the first limit's
+  -- in locals, the others' in tables.
+  local limit, p, stored, stored_prev, stored_cur = limit1, period1, s1, s2, s3
+  if i > 1 then
+    limit, p = lims[3 * i - 2], lims[3 * i - 1]
+    stored, stored_prev, stored_cur = more[3 * i - 5], more[3 * i - 4], more[3 * i - 3]
+  end
   -- A clock behind the stored window (it stepped back) decides as of its start.
-  local stored, at_ms = st and st[3 * i - 2], now_ms
+  local at_ms = now_ms
   if stored and stored > now_ms then at_ms = stored end
   local start = at_ms - at_ms % p
   local prev, cur = 0, 0
   if stored == start then
-    prev, cur = st[3 * i - 1], st[3 * i]
+    prev, cur = stored_prev, stored_cur
   elseif stored == start - p then
-    prev = st[3 * i]
+    prev = stored_cur
   end
   -- used is the weighted count times p: prev * (p - into) / p + cur
   local used = prev * (p - (at_ms - start)) + cur * p

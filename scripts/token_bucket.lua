@@ -99,9 +99,8 @@ end
 -- ---- token_bucket's constants (from its manifest) ----
 local NAME, TAG = 'token_bucket', 'tb:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local TIME_AT, TIME_MAX = 0, 8835955200000000 -- which field of a limit is a recorded time (mod FIELDS; -1: none), and its range: up to the year 2250
-local FIELDS, FIELD = 2, ' (%d+) (%d+)' -- the numbers of one limit in the state
-local STATE, STATES = '^tb:2 (%d+) (%d+)$', '^tb:2( [ %d]+)$' -- the state of one limit; of any number
+local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
+local FIELDS, STATE = 2, '^tb:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 
 local function out_of_range(limit, period_ms, burst)
   -- the longest wait: refills until an empty bucket is full (at most burst of them)
@@ -187,37 +186,40 @@ end
 -- separated by single spaces: no leading zeros, each below 2^53, a recorded
 -- time (TIME_AT) no later than TIME_MAX. Anything else (another type, a
 -- user's value, another script's or version's state) is refused, untouched.
+-- The first limit's numbers are read into locals, the others' (a state of
+-- several limits) into a table: a state of one limit builds no table.
 local raw = redis.pcall('GET', key)
-local st = nil -- the stored numbers, or nil when the key is empty
+local s1, s2 -- the first limit's stored numbers; nil when the key is empty
+local more = n > 1 and {} or nil -- the other limits' numbers, FIELDS each
 if raw then
   if raw.err then -- pcall's error reply: another type (a string's .err is nil)
     return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
   end
-  -- One match reads the state of as many limits as this call has, the
-  -- common case; a state of another number of limits is read field by field.
-  st = { match(raw, n == 1 and STATE or '^' .. TAG .. ('').rep(FIELD, n) .. '$') }
-  local good = st[1] ~= nil
-  if not good then
-    local body = match(raw, STATES)
-    if body then
-      local read = 0
-      for f in ('').gmatch(body, ' (%d+)') do
-        read = read + 1 + #f
-        st[#st + 1] = f
-      end
-      good = read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
-    end
+  -- Each number: at most 16 digits, no leading zero (such a field reads
+  -- below 10^(digits - 1), on gopher-lua too, which reads 010 as octal),
+  -- and at most its maximum: TIME_MAX for a recorded time, else 2^53 - 1.
+  local t1, t2, rest = match(raw, STATE)
+  local good = rest ~= nil
+  if good then
+    s1 = #t1 <= 16 and t1 + 0
+    s2 = #t2 <= 16 and t2 + 0
+    good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991
+    good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX
   end
-  for j = 1, good and #st or 0 do -- every field a whole number below 2^53, a time before 2250
-    local f = st[j]
-    -- at most 16 digits, and no leading zeros: such a field reads below
-    -- 10^(digits - 1), on gopher-lua too (which reads 010 as octal, 8)
-    local v = #f <= 16 and f + 0
-    if not v or (#f > 1 and v < 10 ^ (#f - 1)) or v > 9007199254740991 or (j % FIELDS == TIME_AT and v > TIME_MAX) then
-      good = false
-      break
+  if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
+    more = more or {}
+    local read = 0
+    for f in ('').gmatch(rest, ' (%d+)') do
+      read = read + 1 + #f
+      local v = #f <= 16 and f + 0
+      local max = #more % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991
+      if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= max) then
+        good = false
+        break
+      end
+      more[#more + 1] = v
     end
-    st[j] = v
+    good = good and read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
   end
   if not good then
     local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -234,13 +236,18 @@ local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built whil
 local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
 local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
 for i = 1, n do
-  local limit, period_us, burst = limit1, period1 * 1000, burst1
-  if i > 1 then limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i] end
+  -- This limit's arguments and stored numbers (nil: none): the first limit's
+  -- in locals, the others' in tables.
+  local limit, period_us, burst, stored_tokens, stored_t = limit1, period1 * 1000, burst1, s1, s2
+  if i > 1 then
+    limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+    stored_tokens, stored_t = more[2 * i - 3], more[2 * i - 2]
+  end
   -- A new bucket starts full, its refills counted from now. A clock behind
   -- the last refill (it stepped back) decides as of that refill.
   local tokens, t = burst, now
-  if st and st[2 * i] then
-    tokens, t = st[2 * i - 1], st[2 * i]
+  if stored_t then
+    tokens, t = stored_tokens, stored_t
     if tokens > burst then tokens = burst end -- state of other limits, in these terms
     if now > t then
       local refills = (now - t - (now - t) % period_us) / period_us

@@ -21,12 +21,17 @@
 --@include state.lua
 --@include loop.lua
 for i = 1, n do
-  local limit, period_us = limit1, period1 * 1000
-  if i > 1 then limit, period_us = lims[3 * i - 2], lims[3 * i - 1] * 1000 end
+  -- This limit's arguments and stored numbers (nil: none): the first limit's
+  -- in locals, the others' in tables.
+  local limit, period_us, stored_start, stored_count = limit1, period1 * 1000, s1, s2
+  if i > 1 then
+    limit, period_us = lims[3 * i - 2], lims[3 * i - 1] * 1000
+    stored_start, stored_count = more[2 * i - 3], more[2 * i - 2]
+  end
   -- A clock behind the window's start (it stepped back) decides within it.
   local start, count = now, 0
-  if st and st[2 * i] then
-    start, count = st[2 * i - 1], st[2 * i]
+  if stored_count then
+    start, count = stored_start, stored_count
     if now >= start + period_us then
       start = now -- a new window opens with this request
       count = 0

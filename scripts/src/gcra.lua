@@ -21,17 +21,22 @@
 --@include state.lua
 --@include loop.lua
 for i = 1, n do
-  local limit, period_us, burst = limit1, period1 * 1000, burst1
-  if i > 1 then limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i] end
+  -- This limit's arguments and stored numbers (nil: none): the first limit's
+  -- in locals, the others' in tables.
+  local limit, period_us, burst, stored_t, stored_r = limit1, period1 * 1000, burst1, s1, s2
+  if i > 1 then
+    limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+    stored_t, stored_r = more[2 * i - 3], more[2 * i - 2]
+  end
   local g, y = limit, period_us -- g: their greatest common divisor
   while y > 0 do local m = g % y; g = y; y = m end -- (not g, y = y, g % y: gopher-lua assigns g first)
   local a, b = limit / g, period_us / g
   local xmax = burst * b
   -- The TAT, t + r/a, or now when it has passed (an empty bucket).
   local t, r = now, 0
-  if st and st[2 * i] then
-    local r0 = st[2 * i] % a -- state of other limits is read in these terms
-    local t0 = st[2 * i - 1] + (st[2 * i] - r0) / a
+  if stored_r then
+    local r0 = stored_r % a -- state of other limits is read in these terms
+    local t0 = stored_t + (stored_r - r0) / a
     if t0 > now or (t0 == now and r0 > 0) then t, r = t0, r0 end
   end
   -- The level now is x = (t - now) * a + r; x + cost * b must fit in xmax.

@@ -22,8 +22,13 @@
 --@include state.lua
 --@include loop.lua
 for i = 1, n do
-  local limit, period_us, burst = limit1, period1 * 1000, burst1
-  if i > 1 then limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i] end
+  -- This limit's arguments and stored numbers (nil: none): the first limit's
+  -- in locals, the others' in tables.
+  local limit, period_us, burst, stored_x, stored_t = limit1, period1 * 1000, burst1, s1, s2
+  if i > 1 then
+    limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+    stored_x, stored_t = more[2 * i - 3], more[2 * i - 2]
+  end
   local g, y = limit, period_us -- g: their greatest common divisor
   while y > 0 do local m = g % y; g = y; y = m end -- (not g, y = y, g % y: gopher-lua assigns g first)
   local a, b = limit / g, period_us / g
@@ -31,8 +36,8 @@ for i = 1, n do
   -- The level x at time t, drained to now. A clock behind t (it stepped
   -- back) decides as of t, and its waits are longer by t - now.
   local x, t = 0, now
-  if st and st[2 * i] then
-    x, t = st[2 * i - 1], st[2 * i]
+  if stored_t then
+    x, t = stored_x, stored_t
     if now > t then
       if now - t >= x / a then x = 0 else x = x - (now - t) * a end
       t = now

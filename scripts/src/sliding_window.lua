@@ -29,17 +29,22 @@ end
 --@include loop.lua
 local now_ms = (now - now % 1000) / 1000
 for i = 1, n do
-  local limit, p = limit1, period1
-  if i > 1 then limit, p = lims[3 * i - 2], lims[3 * i - 1] end
+  -- This limit's arguments and stored numbers (nil: none): the first limit's
+  -- in locals, the others' in tables.
+  local limit, p, stored, stored_prev, stored_cur = limit1, period1, s1, s2, s3
+  if i > 1 then
+    limit, p = lims[3 * i - 2], lims[3 * i - 1]
+    stored, stored_prev, stored_cur = more[3 * i - 5], more[3 * i - 4], more[3 * i - 3]
+  end
   -- A clock behind the stored window (it stepped back) decides as of its start.
-  local stored, at_ms = st and st[3 * i - 2], now_ms
+  local at_ms = now_ms
   if stored and stored > now_ms then at_ms = stored end
   local start = at_ms - at_ms % p
   local prev, cur = 0, 0
   if stored == start then
-    prev, cur = st[3 * i - 1], st[3 * i]
+    prev, cur = stored_prev, stored_cur
   elseif stored == start - p then
-    prev = st[3 * i]
+    prev = stored_cur
   end
   -- used is the weighted count times p: prev * (p - into) / p + cur
   local used = prev * (p - (at_ms - start)) + cur * p

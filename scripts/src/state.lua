@@ -4,37 +4,38 @@
 -- separated by single spaces: no leading zeros, each below 2^53, a recorded
 -- time (TIME_AT) no later than TIME_MAX. Anything else (another type, a
 -- user's value, another script's or version's state) is refused, untouched.
+-- The first limit's numbers are read into locals, the others' (a state of
+-- several limits) into a table: a state of one limit builds no table.
 local raw = redis.pcall('GET', key)
-local st = nil -- the stored numbers, or nil when the key is empty
+local @stored@ -- the first limit's stored numbers; nil when the key is empty
+local more = n > 1 and {} or nil -- the other limits' numbers, FIELDS each
 if raw then
   if raw.err then -- pcall's error reply: another type (a string's .err is nil)
     return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
   end
-  -- One match reads the state of as many limits as this call has, the
-  -- common case; a state of another number of limits is read field by field.
-  st = { match(raw, n == 1 and STATE or '^' .. TAG .. ('').rep(FIELD, n) .. '$') }
-  local good = st[1] ~= nil
-  if not good then
-    local body = match(raw, STATES)
-    if body then
-      local read = 0
-      for f in ('').gmatch(body, ' (%d+)') do
-        read = read + 1 + #f
-        st[#st + 1] = f
-      end
-      good = read == #body and #st % FIELDS == 0 and #st <= 8 * FIELDS
-    end
+  -- Each number: at most 16 digits, no leading zero (such a field reads
+  -- below 10^(digits - 1), on gopher-lua too, which reads 010 as octal),
+  -- and at most its maximum: TIME_MAX for a recorded time, else 2^53 - 1.
+  local @texts@, rest = match(raw, STATE)
+  local good = rest ~= nil
+  if good then
+    s@k@ = #t@k@ <= 16 and t@k@ + 0 --@each field
+    good = good and s@k@ and (#t@k@ == 1 or s@k@ >= 10 ^ (#t@k@ - 1)) and s@k@ <= @max@ --@each field
   end
-  for j = 1, good and #st or 0 do -- every field a whole number below 2^53, a time before 2250
-    local f = st[j]
-    -- at most 16 digits, and no leading zeros: such a field reads below
-    -- 10^(digits - 1), on gopher-lua too (which reads 010 as octal, 8)
-    local v = #f <= 16 and f + 0
-    if not v or (#f > 1 and v < 10 ^ (#f - 1)) or v > 9007199254740991 or (j % FIELDS == TIME_AT and v > TIME_MAX) then
-      good = false
-      break
+  if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
+    more = more or {}
+    local read = 0
+    for f in ('').gmatch(rest, ' (%d+)') do
+      read = read + 1 + #f
+      local v = #f <= 16 and f + 0
+      local max = #more % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991
+      if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= max) then
+        good = false
+        break
+      end
+      more[#more + 1] = v
     end
-    st[j] = v
+    good = good and read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
   end
   if not good then
     local other = (@OTHERS@)[match(raw, '^(%S+) ') or '']

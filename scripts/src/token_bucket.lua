@@ -26,13 +26,18 @@ end
 --@include state.lua
 --@include loop.lua
 for i = 1, n do
-  local limit, period_us, burst = limit1, period1 * 1000, burst1
-  if i > 1 then limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i] end
+  -- This limit's arguments and stored numbers (nil: none): the first limit's
+  -- in locals, the others' in tables.
+  local limit, period_us, burst, stored_tokens, stored_t = limit1, period1 * 1000, burst1, s1, s2
+  if i > 1 then
+    limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+    stored_tokens, stored_t = more[2 * i - 3], more[2 * i - 2]
+  end
   -- A new bucket starts full, its refills counted from now. A clock behind
   -- the last refill (it stepped back) decides as of that refill.
   local tokens, t = burst, now
-  if st and st[2 * i] then
-    tokens, t = st[2 * i - 1], st[2 * i]
+  if stored_t then
+    tokens, t = stored_tokens, stored_t
     if tokens > burst then tokens = burst end -- state of other limits, in these terms
     if now > t then
       local refills = (now - t - (now - t) % period_us) / period_us

@@ -215,6 +215,9 @@ func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
 	if a.Body, err = expand(src, lines, flags); err != nil {
 		return a, err
 	}
+	if !a.Log {
+		a.Body = perField(a, a.Body)
+	}
 	return a, nil
 }
 
@@ -284,20 +287,51 @@ func constants(b *strings.Builder, a Algorithm) {
 		fmt.Fprintf(b, "local TIME_MAX = %d -- the latest entry: the year 2250, in microseconds\n", a.TimeMax)
 	} else {
 		fields := strings.Repeat(" (%d+)", a.Fields)
-		fmt.Fprintf(b, "local TIME_AT, TIME_MAX = %d, %d -- which field of a limit is a recorded time (mod FIELDS; -1: none), and its range: up to the year 2250\n", timeAt(a), a.TimeMax)
-		fmt.Fprintf(b, "local FIELDS, FIELD = %d, '%s' -- the numbers of one limit in the state\n", a.Fields, fields)
-		fmt.Fprintf(b, "local STATE, STATES = '^%s%s$', '^%s( [ %%d]+)$' -- the state of one limit; of any number\n", a.Tag, fields, a.Tag)
+		fmt.Fprintf(b, "local TIME_AT, TIME_MAX = %d, %d -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250\n", a.TimeAt, a.TimeMax)
+		fmt.Fprintf(b, "local FIELDS, STATE = %d, '^%s%s(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest\n", a.Fields, a.Tag, fields)
 	}
 	b.WriteByte('\n')
 }
 
 // timeAt is the index, mod Fields, of a limit's recorded-time field, as the
-// scripts compare it with j % FIELDS; -1 when the state records none.
+// reset script compares it with n % per; -1 when the state records none.
 func timeAt(a Algorithm) int {
 	if a.TimeAt == 0 {
 		return -1
 	}
 	return a.TimeAt % a.Fields
+}
+
+// perField expands the state section's per-field lines for a: "@stored@"
+// and "@texts@" become the first limit's locals (s1, s2, ... and t1, t2,
+// ...), and a line that ends in "--@each field" is written once for each
+// field k, with "@k@" as k and "@max@" as the field's maximum (TIME_MAX for
+// the recorded time, else 2^53 - 1). So a state of one limit is read into
+// locals, without a table, in every algorithm whatever its number of fields.
+func perField(a Algorithm, lines []string) []string {
+	var stored, texts []string
+	for k := 1; k <= a.Fields; k++ {
+		stored = append(stored, fmt.Sprintf("s%d", k))
+		texts = append(texts, fmt.Sprintf("t%d", k))
+	}
+	var out []string
+	for _, l := range lines {
+		l = strings.ReplaceAll(l, "@stored@", strings.Join(stored, ", "))
+		l = strings.ReplaceAll(l, "@texts@", strings.Join(texts, ", "))
+		line, each := strings.CutSuffix(l, " --@each field")
+		if !each {
+			out = append(out, l)
+			continue
+		}
+		for k := 1; k <= a.Fields; k++ {
+			max := "9007199254740991"
+			if k == a.TimeAt {
+				max = "TIME_MAX"
+			}
+			out = append(out, strings.ReplaceAll(strings.ReplaceAll(line, "@k@", strconv.Itoa(k)), "@max@", max))
+		}
+	}
+	return out
 }
 
 func power(v int64) string {
