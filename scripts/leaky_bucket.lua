@@ -111,8 +111,8 @@ local FIELDS, STATE = 2, '^lb:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; t
 local function out_of_range(limit, period_ms, burst)
   local period_us = period_ms * 1000
   if burst * period_us <= 4503599627370496 then return false end -- b <= period_us: no gcd needed
-  local g, y = limit, period_us -- g: their greatest common divisor
-  while y > 0 do local m = g % y; g = y; y = m end -- (not g, y = y, g % y: gopher-lua assigns g first)
+  local g, h = limit, period_us -- g: their greatest common divisor
+  while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
   return burst * (period_us / g) > 4503599627370496
 end
 -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
@@ -251,8 +251,8 @@ for i = 1, n do
     limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
     stored_x, stored_t = more[2 * i - 3], more[2 * i - 2]
   end
-  local g, y = limit, period_us -- g: their greatest common divisor
-  while y > 0 do local m = g % y; g = y; y = m end -- (not g, y = y, g % y: gopher-lua assigns g first)
+  local g, h = limit, period_us -- g: their greatest common divisor
+  while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
   local a, b = limit / g, period_us / g
   local xmax = burst * b
   -- The level x at time t, drained to now. A clock behind t (it stepped

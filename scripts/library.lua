@@ -89,8 +89,8 @@ local FIELDS, STATE = 2, '^gcra:2 (%d+) (%d+)(.*)$' -- the numbers of one limit;
 local function out_of_range(limit, period_ms, burst)
   local period_us = period_ms * 1000
   if burst * period_us <= 4503599627370496 then return false end -- b <= period_us: no gcd needed
-  local g, y = limit, period_us -- g: their greatest common divisor
-  while y > 0 do local m = g % y; g = y; y = m end -- (not g, y = y, g % y: gopher-lua assigns g first)
+  local g, h = limit, period_us -- g: their greatest common divisor
+  while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
   return burst * (period_us / g) > 4503599627370496
 end
 local function gcra(KEYS, ARGV)
@@ -230,8 +230,8 @@ local function gcra(KEYS, ARGV)
       limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
       stored_t, stored_r = more[2 * i - 3], more[2 * i - 2]
     end
-    local g, y = limit, period_us -- g: their greatest common divisor
-    while y > 0 do local m = g % y; g = y; y = m end -- (not g, y = y, g % y: gopher-lua assigns g first)
+    local g, h = limit, period_us -- g: their greatest common divisor
+    while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
     local a, b = limit / g, period_us / g
     local xmax = burst * b
     -- The TAT, t + r/a, or now when it has passed (an empty bucket).
@@ -518,8 +518,8 @@ local FIELDS, STATE = 2, '^lb:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; t
 local function out_of_range(limit, period_ms, burst)
   local period_us = period_ms * 1000
   if burst * period_us <= 4503599627370496 then return false end -- b <= period_us: no gcd needed
-  local g, y = limit, period_us -- g: their greatest common divisor
-  while y > 0 do local m = g % y; g = y; y = m end -- (not g, y = y, g % y: gopher-lua assigns g first)
+  local g, h = limit, period_us -- g: their greatest common divisor
+  while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
   return burst * (period_us / g) > 4503599627370496
 end
 local function leaky_bucket(KEYS, ARGV)
@@ -659,8 +659,8 @@ local function leaky_bucket(KEYS, ARGV)
       limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
       stored_x, stored_t = more[2 * i - 3], more[2 * i - 2]
     end
-    local g, y = limit, period_us -- g: their greatest common divisor
-    while y > 0 do local m = g % y; g = y; y = m end -- (not g, y = y, g % y: gopher-lua assigns g first)
+    local g, h = limit, period_us -- g: their greatest common divisor
+    while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
     local a, b = limit / g, period_us / g
     local xmax = burst * b
     -- The level x at time t, drained to now. A clock behind t (it stepped
@@ -1329,4 +1329,4 @@ redis.register_function('redisrate_sliding_log', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' },
   callback = function(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return '94a17c1a479081ca363ce34465a655d6af076f4a' end }
+  callback = function() return 'a798bf2edb0bab66c197653b7e12bce3e2dc787f' end }

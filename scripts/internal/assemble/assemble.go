@@ -10,6 +10,9 @@
 // "--@end" keep the lines that fit the algorithm's flags (window, range,
 // log), so no output carries a branch for another algorithm; "--@body"
 // separates what runs once (top-level definitions) from what runs per call.
+// In the state section, a line ending in "--@each field" is written once per
+// field of the algorithm's state (see perField), so that the first limit's
+// state is read into locals whatever the number of fields.
 package assemble
 
 import (
