@@ -112,10 +112,12 @@ local function gcra(KEYS, ARGV)
     end
   end
   local cost, check = 1, false
-  -- The first limit's arguments, and the others' in a table (limit, period_ms,
-  -- burst of each in turn), so that a call with one limit builds no table.
+  -- The first limit's arguments, and the others' in a table (limit, period_ms
+  -- and burst of limit i at 3i - 2, 3i - 1, 3i), so that a call with one limit
+  -- builds no table. It is made at its full size: a table that grows is
+  -- rebuilt at each power of two, about 1k instructions each time.
   local limit1, period1, burst1
-  local lims = n > 1 and {} or nil
+  local lims = n > 1 and { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } or nil
   for i = 1, n do
     local at = i == 1 and 0 or 3 * i - 1
     local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''
@@ -194,19 +196,26 @@ local function gcra(KEYS, ARGV)
       good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
     end
     if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
-      more = more or {}
-      local read = 0
-      for f in ('').gmatch(rest, ' (%d+)') do
-        read = read + 1 + #f
+      -- One match reads as many further limits as this call has, the common
+      -- case; a state of another number of limits is read field by field.
+      more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
+      if not more[1] then
+        local read = 0
+        for f in ('').gmatch(rest, ' (%d+)') do
+          read = read + 1 + #f
+          more[#more + 1] = f
+        end
+        good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
+      end
+      for j = 1, good and #more or 0 do
+        local f = more[j]
         local v = #f <= 16 and f + 0
-        local max = #more % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991
-        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= max) then
+        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= ((j - 1) % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991)) then
           good = false
           break
         end
-        more[#more + 1] = v
+        more[j] = v
       end
-      good = good and read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
     end
     if not good then
       local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -327,10 +336,12 @@ local function token_bucket(KEYS, ARGV)
     end
   end
   local cost, check = 1, false
-  -- The first limit's arguments, and the others' in a table (limit, period_ms,
-  -- burst of each in turn), so that a call with one limit builds no table.
+  -- The first limit's arguments, and the others' in a table (limit, period_ms
+  -- and burst of limit i at 3i - 2, 3i - 1, 3i), so that a call with one limit
+  -- builds no table. It is made at its full size: a table that grows is
+  -- rebuilt at each power of two, about 1k instructions each time.
   local limit1, period1, burst1
-  local lims = n > 1 and {} or nil
+  local lims = n > 1 and { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } or nil
   for i = 1, n do
     local at = i == 1 and 0 or 3 * i - 1
     local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''
@@ -409,19 +420,26 @@ local function token_bucket(KEYS, ARGV)
       good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX
     end
     if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
-      more = more or {}
-      local read = 0
-      for f in ('').gmatch(rest, ' (%d+)') do
-        read = read + 1 + #f
+      -- One match reads as many further limits as this call has, the common
+      -- case; a state of another number of limits is read field by field.
+      more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
+      if not more[1] then
+        local read = 0
+        for f in ('').gmatch(rest, ' (%d+)') do
+          read = read + 1 + #f
+          more[#more + 1] = f
+        end
+        good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
+      end
+      for j = 1, good and #more or 0 do
+        local f = more[j]
         local v = #f <= 16 and f + 0
-        local max = #more % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991
-        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= max) then
+        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= ((j - 1) % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991)) then
           good = false
           break
         end
-        more[#more + 1] = v
+        more[j] = v
       end
-      good = good and read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
     end
     if not good then
       local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -541,10 +559,12 @@ local function leaky_bucket(KEYS, ARGV)
     end
   end
   local cost, check = 1, false
-  -- The first limit's arguments, and the others' in a table (limit, period_ms,
-  -- burst of each in turn), so that a call with one limit builds no table.
+  -- The first limit's arguments, and the others' in a table (limit, period_ms
+  -- and burst of limit i at 3i - 2, 3i - 1, 3i), so that a call with one limit
+  -- builds no table. It is made at its full size: a table that grows is
+  -- rebuilt at each power of two, about 1k instructions each time.
   local limit1, period1, burst1
-  local lims = n > 1 and {} or nil
+  local lims = n > 1 and { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } or nil
   for i = 1, n do
     local at = i == 1 and 0 or 3 * i - 1
     local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''
@@ -623,19 +643,26 @@ local function leaky_bucket(KEYS, ARGV)
       good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX
     end
     if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
-      more = more or {}
-      local read = 0
-      for f in ('').gmatch(rest, ' (%d+)') do
-        read = read + 1 + #f
+      -- One match reads as many further limits as this call has, the common
+      -- case; a state of another number of limits is read field by field.
+      more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
+      if not more[1] then
+        local read = 0
+        for f in ('').gmatch(rest, ' (%d+)') do
+          read = read + 1 + #f
+          more[#more + 1] = f
+        end
+        good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
+      end
+      for j = 1, good and #more or 0 do
+        local f = more[j]
         local v = #f <= 16 and f + 0
-        local max = #more % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991
-        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= max) then
+        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= ((j - 1) % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991)) then
           good = false
           break
         end
-        more[#more + 1] = v
+        more[j] = v
       end
-      good = good and read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
     end
     if not good then
       local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -745,10 +772,12 @@ local function sliding_window(KEYS, ARGV)
     end
   end
   local cost, check = 1, false
-  -- The first limit's arguments, and the others' in a table (limit, period_ms,
-  -- burst of each in turn), so that a call with one limit builds no table.
+  -- The first limit's arguments, and the others' in a table (limit, period_ms
+  -- and burst of limit i at 3i - 2, 3i - 1, 3i), so that a call with one limit
+  -- builds no table. It is made at its full size: a table that grows is
+  -- rebuilt at each power of two, about 1k instructions each time.
   local limit1, period1, burst1
-  local lims = n > 1 and {} or nil
+  local lims = n > 1 and { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } or nil
   for i = 1, n do
     local at = i == 1 and 0 or 3 * i - 1
     local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''
@@ -824,19 +853,26 @@ local function sliding_window(KEYS, ARGV)
       good = good and s3 and (#t3 == 1 or s3 >= 10 ^ (#t3 - 1)) and s3 <= 9007199254740991
     end
     if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
-      more = more or {}
-      local read = 0
-      for f in ('').gmatch(rest, ' (%d+)') do
-        read = read + 1 + #f
+      -- One match reads as many further limits as this call has, the common
+      -- case; a state of another number of limits is read field by field.
+      more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
+      if not more[1] then
+        local read = 0
+        for f in ('').gmatch(rest, ' (%d+)') do
+          read = read + 1 + #f
+          more[#more + 1] = f
+        end
+        good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
+      end
+      for j = 1, good and #more or 0 do
+        local f = more[j]
         local v = #f <= 16 and f + 0
-        local max = #more % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991
-        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= max) then
+        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= ((j - 1) % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991)) then
           good = false
           break
         end
-        more[#more + 1] = v
+        more[j] = v
       end
-      good = good and read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
     end
     if not good then
       local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -963,10 +999,12 @@ local function fixed_window(KEYS, ARGV)
     end
   end
   local cost, check = 1, false
-  -- The first limit's arguments, and the others' in a table (limit, period_ms,
-  -- burst of each in turn), so that a call with one limit builds no table.
+  -- The first limit's arguments, and the others' in a table (limit, period_ms
+  -- and burst of limit i at 3i - 2, 3i - 1, 3i), so that a call with one limit
+  -- builds no table. It is made at its full size: a table that grows is
+  -- rebuilt at each power of two, about 1k instructions each time.
   local limit1, period1, burst1
-  local lims = n > 1 and {} or nil
+  local lims = n > 1 and { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } or nil
   for i = 1, n do
     local at = i == 1 and 0 or 3 * i - 1
     local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''
@@ -1036,19 +1074,26 @@ local function fixed_window(KEYS, ARGV)
       good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
     end
     if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
-      more = more or {}
-      local read = 0
-      for f in ('').gmatch(rest, ' (%d+)') do
-        read = read + 1 + #f
+      -- One match reads as many further limits as this call has, the common
+      -- case; a state of another number of limits is read field by field.
+      more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
+      if not more[1] then
+        local read = 0
+        for f in ('').gmatch(rest, ' (%d+)') do
+          read = read + 1 + #f
+          more[#more + 1] = f
+        end
+        good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
+      end
+      for j = 1, good and #more or 0 do
+        local f = more[j]
         local v = #f <= 16 and f + 0
-        local max = #more % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991
-        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= max) then
+        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= ((j - 1) % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991)) then
           good = false
           break
         end
-        more[#more + 1] = v
+        more[j] = v
       end
-      good = good and read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
     end
     if not good then
       local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
@@ -1147,10 +1192,12 @@ local function sliding_log(KEYS, ARGV)
     end
   end
   local cost, check = 1, false
-  -- The first limit's arguments, and the others' in a table (limit, period_ms,
-  -- burst of each in turn), so that a call with one limit builds no table.
+  -- The first limit's arguments, and the others' in a table (limit, period_ms
+  -- and burst of limit i at 3i - 2, 3i - 1, 3i), so that a call with one limit
+  -- builds no table. It is made at its full size: a table that grows is
+  -- rebuilt at each power of two, about 1k instructions each time.
   local limit1, period1, burst1
-  local lims = n > 1 and {} or nil
+  local lims = n > 1 and { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } or nil
   for i = 1, n do
     local at = i == 1 and 0 or 3 * i - 1
     local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''
@@ -1329,4 +1376,4 @@ redis.register_function('redisrate_sliding_log', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' },
   callback = function(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return 'a798bf2edb0bab66c197653b7e12bce3e2dc787f' end }
+  callback = function() return 'fcc86ad1eed1cc04dcf1dc27fa492c4c378f3d2c' end }

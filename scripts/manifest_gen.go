@@ -9,16 +9,16 @@ const ContractVersion = 2
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "a798bf2edb0bab66c197653b7e12bce3e2dc787f"
+const LibraryVersion = "fcc86ad1eed1cc04dcf1dc27fa492c4c378f3d2c"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
-	{Name: "gcra", Tag: "gcra:2", Window: false, Log: false, Fields: 2, TimeField: 0, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "continuous", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "e1d64c1b91b245d2fba09b3dd9ccb2ba03f0a278", Function: "redisrate_gcra"},
-	{Name: "token_bucket", Tag: "tb:2", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "refill", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "eb048681136f1efb93b03bc7f89b3dc2eefa3f8c", Function: "redisrate_token_bucket"},
-	{Name: "leaky_bucket", Tag: "lb:2", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "continuous", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "728bab9b48fd671e8f40145c21ac9d8db701e998", Function: "redisrate_leaky_bucket"},
-	{Name: "sliding_window", Tag: "sw:2", Window: true, Log: false, Fields: 3, TimeField: 1, TimeMax: 8835955200000, MaxLimit: 1000000000000000, Range: "weighted", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "ddb5f4f95ccfcbdbf402c1267c2e6a0e4d8ffbd7", Function: "redisrate_sliding_window"},
-	{Name: "fixed_window", Tag: "fw:2", Window: true, Log: false, Fields: 2, TimeField: 1, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "5cf5e62a98fb261342e96e73178c3456324cf653", Function: "redisrate_fixed_window"},
-	{Name: "sliding_log", Tag: "sliding_log:2", Window: true, Log: true, Fields: 0, TimeField: 0, TimeMax: 8835955200000000, MaxLimit: 10000, Range: "", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "5c2398f2f7e9e29741717921486547b5d60cae4b", Function: "redisrate_sliding_log"},
+	{Name: "gcra", Tag: "gcra:2", Window: false, Log: false, Fields: 2, TimeField: 0, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "continuous", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "6b42bd418e891115429a43677bdd58274beec4f6", Function: "redisrate_gcra"},
+	{Name: "token_bucket", Tag: "tb:2", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "refill", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "3b41b09697cdb82b1d557c24f251d2b514ed0631", Function: "redisrate_token_bucket"},
+	{Name: "leaky_bucket", Tag: "lb:2", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "continuous", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "8b593516a34e5c255300f85c0f54147c9473b9b4", Function: "redisrate_leaky_bucket"},
+	{Name: "sliding_window", Tag: "sw:2", Window: true, Log: false, Fields: 3, TimeField: 1, TimeMax: 8835955200000, MaxLimit: 1000000000000000, Range: "weighted", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "ef8fad0b795b5ccac9618c9a4c747cf067b98a34", Function: "redisrate_sliding_window"},
+	{Name: "fixed_window", Tag: "fw:2", Window: true, Log: false, Fields: 2, TimeField: 1, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "9312ae4439863788fc4f1781d285ba2406592513", Function: "redisrate_fixed_window"},
+	{Name: "sliding_log", Tag: "sliding_log:2", Window: true, Log: true, Fields: 0, TimeField: 0, TimeMax: 8835955200000000, MaxLimit: 10000, Range: "", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "1a9f1de52f685cb31429417cb0f02982e95aed64", Function: "redisrate_sliding_log"},
 }
 
 // resetSHA1 is the SHA1 of reset.lua.

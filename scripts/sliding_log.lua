@@ -122,10 +122,12 @@ if nargs > 5 then
   end
 end
 local cost, check = 1, false
--- The first limit's arguments, and the others' in a table (limit, period_ms,
--- burst of each in turn), so that a call with one limit builds no table.
+-- The first limit's arguments, and the others' in a table (limit, period_ms
+-- and burst of limit i at 3i - 2, 3i - 1, 3i), so that a call with one limit
+-- builds no table. It is made at its full size: a table that grows is
+-- rebuilt at each power of two, about 1k instructions each time.
 local limit1, period1, burst1
-local lims = n > 1 and {} or nil
+local lims = n > 1 and { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } or nil
 for i = 1, n do
   local at = i == 1 and 0 or 3 * i - 1
   local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''

@@ -127,10 +127,12 @@ if nargs > 5 then
   end
 end
 local cost, check = 1, false
--- The first limit's arguments, and the others' in a table (limit, period_ms,
--- burst of each in turn), so that a call with one limit builds no table.
+-- The first limit's arguments, and the others' in a table (limit, period_ms
+-- and burst of limit i at 3i - 2, 3i - 1, 3i), so that a call with one limit
+-- builds no table. It is made at its full size: a table that grows is
+-- rebuilt at each power of two, about 1k instructions each time.
 local limit1, period1, burst1
-local lims = n > 1 and {} or nil
+local lims = n > 1 and { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } or nil
 for i = 1, n do
   local at = i == 1 and 0 or 3 * i - 1
   local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''
@@ -206,19 +208,26 @@ if raw then
     good = good and s3 and (#t3 == 1 or s3 >= 10 ^ (#t3 - 1)) and s3 <= 9007199254740991
   end
   if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
-    more = more or {}
-    local read = 0
-    for f in ('').gmatch(rest, ' (%d+)') do
-      read = read + 1 + #f
+    -- One match reads as many further limits as this call has, the common
+    -- case; a state of another number of limits is read field by field.
+    more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
+    if not more[1] then
+      local read = 0
+      for f in ('').gmatch(rest, ' (%d+)') do
+        read = read + 1 + #f
+        more[#more + 1] = f
+      end
+      good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
+    end
+    for j = 1, good and #more or 0 do
+      local f = more[j]
       local v = #f <= 16 and f + 0
-      local max = #more % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991
-      if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= max) then
+      if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= ((j - 1) % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991)) then
         good = false
         break
       end
-      more[#more + 1] = v
+      more[j] = v
     end
-    good = good and read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
   end
   if not good then
     local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']

@@ -23,19 +23,26 @@ if raw then
     good = good and s@k@ and (#t@k@ == 1 or s@k@ >= 10 ^ (#t@k@ - 1)) and s@k@ <= @max@ --@each field
   end
   if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
-    more = more or {}
-    local read = 0
-    for f in ('').gmatch(rest, ' (%d+)') do
-      read = read + 1 + #f
+    -- One match reads as many further limits as this call has, the common
+    -- case; a state of another number of limits is read field by field.
+    more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
+    if not more[1] then
+      local read = 0
+      for f in ('').gmatch(rest, ' (%d+)') do
+        read = read + 1 + #f
+        more[#more + 1] = f
+      end
+      good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
+    end
+    for j = 1, good and #more or 0 do
+      local f = more[j]
       local v = #f <= 16 and f + 0
-      local max = #more % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991
-      if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= max) then
+      if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= ((j - 1) % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991)) then
         good = false
         break
       end
-      more[#more + 1] = v
+      more[j] = v
     end
-    good = good and read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
   end
   if not good then
     local other = (@OTHERS@)[match(raw, '^(%S+) ') or '']
