@@ -28,7 +28,8 @@ import (
 //
 //	cd integration_test && go test -run Reliability -soak 10m -timeout 2h
 //
-// or REDISRATE_SOAK=10m make test.
+// or REDISRATE_SOAK=10m GOFLAGS=-timeout=3h make test (a phase of 10 minutes
+// outlasts go test's default timeout).
 var soakFlag = flag.Duration("soak", 0, "how long each load phase of the reliability tests runs (default: short, for CI; or $REDISRATE_SOAK)")
 
 // loadFor is how long a load phase runs: short unless a soak was asked for.

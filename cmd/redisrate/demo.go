@@ -24,7 +24,7 @@ import (
 var demoCommand = command{
 	name:    "demo",
 	summary: "run one traffic pattern through all six algorithms side by side",
-	usage: `Usage: redisrate demo [--limit 10/s] [--burst N] [--algorithm A[,B...]] [--svg FILE] [--redis ADDR]
+	usage: `Usage: redisrate demo [--limit 10/s] [--burst N] [--algorithm A[,B...]] [--svg FILE] [--redis ADDR] [--tls-ca FILE]
 
 Sends one traffic pattern through all six algorithms side by side, with the
 same limit: a steady stream at 60% of the limit, a sudden burst of twice the

@@ -103,7 +103,7 @@ func writeScripts(dir string, force bool, stdout io.Writer) error {
 var loadCommand = command{
 	name:    "load",
 	summary: "SCRIPT LOAD every script on every primary and print the SHA1s",
-	usage: `Usage: redisrate load --redis ADDR
+	usage: `Usage: redisrate load --redis ADDR [--tls-ca FILE]
 
 Runs SCRIPT LOAD for every bundled script (the six algorithms and reset) on
 the server, or on every primary of a Redis Cluster, and prints the SHA1s to
@@ -153,7 +153,7 @@ const versionFunction = scripts.LibraryName + "_version"
 var functionsCommand = command{
 	name:    "functions",
 	summary: "print the Redis Functions library, or load it with FUNCTION LOAD REPLACE",
-	usage: `Usage: redisrate functions [--load --redis ADDR]
+	usage: `Usage: redisrate functions [--load --redis ADDR [--tls-ca FILE]]
 
 Prints the Redis Functions library (Redis 7 and later) named redisrate, which
 the Go client prefers to the scripts when it is loaded. It registers, for each

@@ -16,7 +16,7 @@ import (
 var tryCommand = command{
 	name:    "try",
 	summary: "make one rate-limit decision and print it",
-	usage: `Usage: redisrate try --redis ADDR [--algorithm A] [--limit 10/s] [--burst N] [--cost N] [--check] [--json] KEY
+	usage: `Usage: redisrate try --redis ADDR [--tls-ca FILE] [--algorithm A] [--limit 10/s] [--burst N] [--cost N] [--check] [--json] KEY
 
 Makes one decision for KEY with the bundled script of the algorithm, as the Go
 client does, and prints it. --check decides exactly as a real call would but

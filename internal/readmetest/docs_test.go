@@ -260,7 +260,7 @@ func TestReadmeAlgorithmTable(t *testing.T) {
 // embedded Redis with a stopped clock; the lines after it are redis-cli's
 // rendering of the reply. -update rewrites the block.
 func TestReadmeScriptCall(t *testing.T) {
-	const start = "```console\n$ SHA=$(redis-cli SCRIPT LOAD "
+	const start = "```console\n$ SHA=$(redis-cli -x SCRIPT LOAD < "
 	readme := filepath.Join(root, "README.md")
 	session := readmetest.Block(t, readme, start)
 
@@ -278,16 +278,26 @@ func TestReadmeScriptCall(t *testing.T) {
 		}
 		want.WriteString(line)
 		args := strings.Fields(line[2:])
-		file, isLoad := strings.CutPrefix(strings.TrimSpace(line), `$ SHA=$(redis-cli SCRIPT LOAD "$(cat scripts/`)
+		// redis-cli -x sends the file's bytes as they are, so the SHA1 is the
+		// one `redisrate scripts` lists (spec.SHA1); "$(cat FILE)" would drop
+		// the final newline and give another.
+		file, isLoad := strings.CutPrefix(strings.TrimSpace(line), `$ SHA=$(redis-cli -x SCRIPT LOAD < scripts/`)
 		switch {
 		case isLoad:
-			spec, ok := scripts.Lookup(strings.TrimSuffix(file, `.lua)")`))
+			spec, ok := scripts.Lookup(strings.TrimSuffix(file, `.lua)`))
 			if !ok {
 				t.Fatalf("%q: no such script", line)
 			}
-			sha, err := rdb.ScriptLoad(ctx, spec.Source).Result()
+			onDisk, err := os.ReadFile(filepath.Join(root, "scripts", spec.Name+".lua"))
 			if err != nil {
 				t.Fatal(err)
+			}
+			sha, err := rdb.ScriptLoad(ctx, string(onDisk)).Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sha != spec.SHA1 {
+				t.Errorf("%q loads SHA1 %s; redisrate scripts lists %s", line, sha, spec.SHA1)
 			}
 			loaded = sha
 		case len(args) > 4 && args[1] == "EVALSHA" && args[3] == "1":
