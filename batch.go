@@ -48,7 +48,7 @@ type pipeliner interface {
 // the requests one after another.
 func (l *Limiter) AllowBatch(ctx context.Context, reqs []Request) ([]Result, error) {
 	if l == nil || l.rdb == nil {
-		return nil, ErrNoClient
+		return make([]Result, len(reqs)), ErrNoClient
 	}
 	bd := Decision{Kind: KindBatch, Batch: len(reqs)}
 	ctx = l.observeStart(ctx, &bd, nil)
@@ -129,11 +129,13 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 	p, ok := l.rdb.(pipeliner)
 	if !ok || len(ops) == 1 {
 		for _, o := range ops {
-			l.send(ctx, o, o.blimits)
+			l.send(o.ctx, o, o.blimits) // the request's own observer context, as a single call's
 		}
 		return
 	}
-	sent := l.sentAt()
+	// One pipeline carries many requests: its commands run under the batch's
+	// context (the KindBatch span), not any one request's.
+	sent, resets := l.sentAt()
 	type sending struct {
 		o   *op
 		st  step
@@ -142,7 +144,7 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 	all := make([]sending, len(ops))
 	pending := make([]*sending, len(ops))
 	for i, o := range ops {
-		o.sent = sent
+		o.sent, o.resets = sent, resets
 		all[i] = sending{o: o, st: l.loader.first(ctx, o.s)}
 		pending[i] = &all[i]
 	}

@@ -225,3 +225,11 @@ func TestAllowBatchUsesDenyCache(t *testing.T) {
 		t.Fatalf("a batch of cached denials sent %d script calls", cnt.scriptCalls()-before)
 	}
 }
+
+func TestAllowBatchNoClient(t *testing.T) {
+	var l *Limiter
+	res, err := l.AllowBatch(context.Background(), []Request{{Key: "a", Limits: []Limit{PerSecond(1)}}, {Key: "b", Limits: []Limit{PerSecond(1)}}})
+	if !errors.Is(err, ErrNoClient) || len(res) != 2 {
+		t.Fatalf("AllowBatch on a nil Limiter: %d results, %v; want 2 results and ErrNoClient", len(res), err)
+	}
+}

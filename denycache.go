@@ -17,8 +17,12 @@ import (
 // as of that denial (a lower bound: the bucket may have refilled a little).
 // The only way it can deny what Redis would admit is a change this process
 // does not see: a Reset from another process, or a key deleted by hand. The
-// Limiter's own Reset clears the key from the cache. Denials that can never
-// be admitted (RetryAfter is InfDuration) are not cached. A cached answer
+// Limiter's own Reset clears the key from the cache, before it is sent and
+// once it succeeds, and a denial sent before a Reset of this Limiter is not
+// stored when it arrives after it. Denials that can never be admitted
+// (RetryAfter is InfDuration) are not cached, and a request whose cost is
+// above a limit's capacity always goes to Redis, which answers that it can
+// never be admitted. A cached answer
 // has Source SourceDenyCache; it is not degraded.
 //
 // The least recently used entry is dropped beyond size entries; a size below
@@ -43,6 +47,11 @@ func (l *Limiter) denyStage(o *op, limits []Limit) bool {
 		l.deny.forget(o.key)
 		return false
 	}
+	for _, lim := range limits {
+		if o.cost > lim.Capacity() {
+			return false // never admitted: Redis says so, with RetryAfter InfDuration
+		}
+	}
 	res, hit := l.deny.lookup(o.key, o.cost, limits, l.deny.now())
 	if hit {
 		o.res = res
@@ -52,12 +61,13 @@ func (l *Limiter) denyStage(o *op, limits []Limit) bool {
 
 // sentAt is the time a call is sent, for the deny cache: taken before the
 // request goes to Redis, so that a cached denial never outlasts the one
-// Redis gave. Zero without a deny cache.
-func (l *Limiter) sentAt() time.Time {
+// Redis gave; and the cache's count of Resets then, so that a denial sent
+// before a Reset is not stored after it. Zero without a deny cache.
+func (l *Limiter) sentAt() (time.Time, uint64) {
 	if l.deny == nil {
-		return time.Time{}
+		return time.Time{}, 0
 	}
-	return l.deny.now()
+	return l.deny.now(), l.deny.resetCount()
 }
 
 // denyStore remembers o's result if it is a denial that a wait can end.
@@ -65,7 +75,15 @@ func (l *Limiter) denyStore(o *op, limits []Limit) {
 	if l.deny == nil || o.res.Allowed || o.res.RetryAfter <= 0 || o.res.RetryAfter == InfDuration || o.sent.IsZero() {
 		return
 	}
-	l.deny.store(o.key, o.cost, limits, o.res, o.sent)
+	l.deny.store(o.key, o.cost, limits, o.res, o.sent, o.resets)
+}
+
+// denyReset forgets o's key once its Reset has succeeded: a denial stored
+// while the Reset was on its way is older than the Reset.
+func (l *Limiter) denyReset(o *op) {
+	if l.deny != nil {
+		l.deny.forget(o.key)
+	}
 }
 
 // denyKey identifies the requests a denial covers: the key and the limits,
@@ -86,11 +104,12 @@ type denyEntry struct {
 
 // denyCache is a size-bounded LRU of denials, safe for concurrent use.
 type denyCache struct {
-	mu    sync.Mutex
-	size  int
-	items map[denyKey]*list.Element
-	order *list.List       // front: most recently used
-	now   func() time.Time // time.Now; tests move it by hand
+	mu     sync.Mutex
+	resets uint64 // Resets seen (forget calls): a denial sent before one is not stored
+	size   int
+	items  map[denyKey]*list.Element
+	order  *list.List       // front: most recently used
+	now    func() time.Time // time.Now; tests move it by hand
 }
 
 func newDenyCache(size int) *denyCache {
@@ -140,7 +159,10 @@ func (c *denyCache) lookup(key string, n int64, limits []Limit, now time.Time) (
 	return res, true
 }
 
-func (c *denyCache) store(key string, n int64, limits []Limit, res Result, sent time.Time) {
+// store keeps a denial sent at sent, when resets (the count of Resets at
+// that time) is still the count: a Reset since, of any key, may have made it
+// stale, and a cache entry is only ever an optimisation.
+func (c *denyCache) store(key string, n int64, limits []Limit, res Result, sent time.Time, resets uint64) {
 	k, ok := makeDenyKey(key, limits)
 	if !ok {
 		return
@@ -148,6 +170,9 @@ func (c *denyCache) store(key string, n int64, limits []Limit, res Result, sent 
 	e := &denyEntry{k: k, cost: n, res: res, until: sent.Add(res.RetryAfter), reset: sent.Add(res.ResetAfter)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if resets != c.resets {
+		return
+	}
 	if el, ok := c.items[k]; ok {
 		old := el.Value.(*denyEntry)
 		// Keep the denial of the smaller cost: it covers more requests.
@@ -170,12 +195,19 @@ func (c *denyCache) store(key string, n int64, limits []Limit, res Result, sent 
 func (c *denyCache) forget(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.resets++
 	for k, el := range c.items {
 		if k.key == key {
 			c.order.Remove(el)
 			delete(c.items, k)
 		}
 	}
+}
+
+func (c *denyCache) resetCount() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.resets
 }
 
 func (c *denyCache) len() int {

@@ -2,6 +2,7 @@ package redisrate
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -342,5 +343,73 @@ func TestDenyCacheNeverAnswersPeek(t *testing.T) {
 	r, err := l.Peek(ctx, "k", lim)
 	if err != nil || !r.Allowed || r.Source != SourceRedis || cnt.scriptCalls() != before+1 {
 		t.Fatalf("Peek: %+v %v, %d script calls; want Redis's state", r, err, cnt.scriptCalls()-before)
+	}
+}
+
+// A cost above the capacity is answered by Redis ("never"), even while a
+// denial of a smaller cost is cached for the key: the cached wait would be a
+// lie, and Wait would sleep on it before reporting ErrExceedsCapacity.
+func TestDenyCacheNeverAfterCachedDenial(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeRedis(t)
+	cnt := countCommands(f.rdb)
+	l := NewLimiter(f.rdb, WithDenyCache(100))
+	denyClock(t, f, l)
+	lim := PerMinute(10)
+	if r, _ := l.AllowN(ctx, "k", lim, 10); !r.Allowed {
+		t.Fatal("cost 10 of 10 denied")
+	}
+	if r, _ := l.Allow(ctx, "k", lim); r.Allowed || r.Never() {
+		t.Fatalf("11th unit: %v, want a denial with a wait", r)
+	}
+	if n := l.deny.len(); n != 1 {
+		t.Fatalf("cache holds %d entries, want the denial", n)
+	}
+	calls := cnt.scriptCalls()
+	r, err := l.AllowN(ctx, "k", lim, 20)
+	if err != nil || !r.Never() || r.Source != SourceRedis {
+		t.Fatalf("cost 20 of capacity 10: %+v %v, want Never from Redis", r, err)
+	}
+	if got := cnt.scriptCalls() - calls; got != 1 {
+		t.Fatalf("cost 20: %d script calls, want 1", got)
+	}
+	_, err = l.WaitN(ctx, "k", lim, 20)
+	if !errors.Is(err, ErrExceedsCapacity) {
+		t.Fatalf("WaitN of 20: %v, want ErrExceedsCapacity at once", err)
+	}
+}
+
+// A denial sent before a Reset and settled after it is not stored: Redis
+// has forgotten it.
+func TestDenyCacheDropsDenialSentBeforeReset(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeRedis(t)
+	l := NewLimiter(f.rdb, WithDenyCache(100))
+	denyClock(t, f, l)
+	lim := PerMinute(1)
+	_, _ = l.Allow(ctx, "k", lim)
+	denied, err := l.Allow(ctx, "k", lim)
+	if err != nil || denied.Allowed {
+		t.Fatalf("second unit of 1/m: %v %v, want denied", denied, err)
+	}
+	if err := l.Reset(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	// The same denial again, as if it had been sent before the Reset and
+	// answered after it.
+	o := &op{kind: KindAllow, key: "k", cost: 1, res: denied}
+	o.sent, o.resets = l.deny.now().Add(-time.Millisecond), l.deny.resetCount()-1
+	l.denyStore(o, []Limit{lim})
+	if n := l.deny.len(); n != 0 {
+		t.Fatalf("a denial sent before the Reset was stored (%d entries)", n)
+	}
+	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed || r.Source != SourceRedis {
+		t.Fatalf("after Reset: %+v %v, want admitted by Redis", r, err)
+	}
+	// One sent after the Reset is stored as usual.
+	o.sent, o.resets = l.sentAt()
+	l.denyStore(o, []Limit{lim})
+	if n := l.deny.len(); n != 1 {
+		t.Fatalf("a denial sent after the Reset was not stored (%d entries)", n)
 	}
 }

@@ -40,8 +40,9 @@ type op struct {
 	access  access // writes, reads on the primary, or reads anywhere (*_RO)
 	args    []any
 
-	sent  time.Time // when it was sent, for the deny cache
-	probe bool      // the breaker chose this op to start a probe, after its failure stage
+	sent   time.Time // when it was sent, for the deny cache
+	resets uint64    // the deny cache's count of Resets when it was sent
+	probe  bool      // the breaker chose this op to start a probe, after its failure stage
 
 	res Result
 	err error
@@ -138,7 +139,7 @@ func (l *Limiter) send(ctx context.Context, o *op, limits []Limit) {
 		l.skipped(o)
 		return
 	}
-	o.sent = l.sentAt()
+	o.sent, o.resets = l.sentAt()
 	v, err := l.loader.run(ctx, o.s, o.access, []string{o.key}, o.argv(limits))
 	l.settle(o, limits, v, err)
 }
@@ -155,6 +156,7 @@ func (l *Limiter) skipped(o *op) {
 func (l *Limiter) settle(o *op, limits []Limit, v any, err error) {
 	if err == nil {
 		if o.kind == KindReset {
+			l.denyReset(o)
 			l.health.succeeded(l)
 			return
 		}

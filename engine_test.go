@@ -317,3 +317,26 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
 }
+
+// A call the caller cancelled is not decided by a failure policy or a
+// fallback: nobody waits for the answer, and an admission would be recorded
+// in the fallback for nothing.
+func TestCancelledCallIsNotDecidedByPolicy(t *testing.T) {
+	fb := NewLimiter(newFakeRedis(t).rdb)
+	for _, opts := range [][]Option{
+		{WithFailurePolicy(FailOpen), WithCircuitBreaker(0)},
+		{WithFallback(fb), WithFailurePolicy(FailOpen), WithCircuitBreaker(0)},
+	} {
+		l := NewLimiter(downRedis(t), opts...)
+		for name, call := range callKinds(l) {
+			t.Run(name, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel()
+				res, err := call(ctx)
+				if !errors.Is(err, context.Canceled) || res.Allowed {
+					t.Errorf("cancelled %s on a down Redis with FailOpen: %+v, %v; want an error matching context.Canceled", name, res, err)
+				}
+			})
+		}
+	}
+}

@@ -66,7 +66,9 @@ func (p FailurePolicy) String() string {
 // otherwise the client's timeouts and retries bound it (about 1.7 s with
 // go-redis's defaults when Redis is down). The circuit breaker
 // (WithCircuitBreaker) makes every call after the first failure answer at
-// once.
+// once. A call whose context the caller cancelled is not decided by the
+// policy or the fallback: it gets an error matching context.Canceled (a
+// passed deadline is an outage like any other, and is decided).
 func WithFailurePolicy(p FailurePolicy) Option {
 	return func(l *Limiter) { l.policy = p }
 }
@@ -133,6 +135,9 @@ func (l *Limiter) fail(ctx context.Context, o *op, limits []Limit, e *Error) {
 	if o.kind == KindReset {
 		return // nothing else can reset Redis's state
 	}
+	if errors.Is(e, context.Canceled) {
+		return // the caller gave up on this call: nothing to decide for it
+	}
 	if fb := l.fallback; fb != nil && fb != l && ctx.Value(inFallback{}) == nil {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fallbackTimeout)
 		fctx = context.WithValue(fctx, inFallback{}, true)
@@ -148,7 +153,7 @@ func (l *Limiter) fail(ctx context.Context, o *op, limits []Limit, e *Error) {
 			l.health.degraded.Add(1)
 			return
 		}
-		e = &Error{Script: e.Script, Key: e.Key, Err: fmt.Errorf("%w (and the fallback failed: %v)", e.Err, err), kind: e.kind}
+		e = &Error{Script: e.Script, Key: e.Key, Err: fmt.Errorf("%w (and the fallback failed: %w)", e.Err, err), kind: e.kind}
 		o.err = e
 	}
 	lim := limits[0]

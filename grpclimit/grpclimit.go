@@ -97,7 +97,7 @@ func (PeerIP) KeyFunc() (KeyFunc, error) {
 		}
 		a, err := netip.ParseAddr(s)
 		if err != nil {
-			return "", fmt.Errorf("grpclimit: cannot parse the peer address %q", p.Addr.String())
+			return "", fmt.Errorf("grpclimit: cannot parse the peer address %q: %w", p.Addr.String(), err)
 		}
 		a = a.Unmap().WithZone("")
 		if a.Is6() {

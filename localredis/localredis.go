@@ -22,6 +22,7 @@
 package localredis
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -49,7 +50,7 @@ type Server struct {
 func Start() (*Server, error) {
 	mr := miniredis.NewMiniRedis()
 	if err := mr.Start(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("localredis: start the in-process Redis: %w", err)
 	}
 	s := &Server{
 		mr: mr,
