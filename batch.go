@@ -13,11 +13,11 @@ import (
 // An N of 0 means 1: a zero value never means "do not limit". Peeking is
 // asked for by name, with Peek (and N 0).
 type Request struct {
-	Key    string
-	Limits []Limit
-	N      int64 // the cost, from 1; 0 means 1
-	Check  bool  // decide as a real call would, but record nothing (as Check)
-	Peek   bool  // read the state, take nothing (as Peek); N must be 0
+	Key    string  // the key, as for Allow (the Limiter's prefix is added)
+	Limits []Limit // one or more, as for AllowMulti
+	N      int64   // the cost, from 1; 0 means 1
+	Check  bool    // decide as a real call would, but record nothing (as Check)
+	Peek   bool    // read the state, take nothing (as Peek); N must be 0
 }
 
 // pipeliner is what every go-redis v9 client offers to send many commands

@@ -81,6 +81,7 @@ type Error struct {
 	kind   error
 }
 
+// Error returns the script, the key (cut to 64 bytes) and the cause.
 func (e *Error) Error() string {
 	key := e.Key
 	if len(key) > 64 {
@@ -123,9 +124,10 @@ func classify(err error) error {
 // (by Redis, the deny cache, the fallback or the failure policy). It
 // matches (errors.Is, errors.As) every error it holds.
 type BatchError struct {
-	Errs []error
+	Errs []error // by request index; nil where the request was decided
 }
 
+// Error says how many requests failed, and the first error.
 func (e *BatchError) Error() string {
 	var first error
 	failed := 0

@@ -60,7 +60,7 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 // A zero Burst means Burst = Rate. Window algorithms (SlidingWindow,
 // FixedWindow, SlidingLog) only accept a zero Burst or Burst = Rate.
 type Limit struct {
-	Algorithm Algorithm
+	Algorithm Algorithm     // GCRA (the zero value) or another script
 	Rate      int64         // units replenished per Period (buckets) or allowed per window: 1 to 10^15 (SlidingLog: 10000)
 	Period    time.Duration // whole milliseconds, 1 ms to 10^12 ms
 	Burst     int64         // capacity; 0 means Rate

@@ -40,7 +40,10 @@ import (
 // Limiter, and in the caller's goroutine: keep them fast and never block.
 // They must not modify the Decision's Limits.
 type Observer interface {
+	// Start is called before the decision; the context it returns is the
+	// one the Redis command runs with, and the one End gets.
 	Start(ctx context.Context, d Decision) context.Context
+	// End is called with the decision's outcome: its Result and error.
 	End(ctx context.Context, d Decision, res Result, err error)
 }
 

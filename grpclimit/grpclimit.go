@@ -50,8 +50,8 @@ import (
 
 // The response metadata keys.
 const (
-	PolicyMetadata    = "ratelimit-policy"
-	RateLimitMetadata = "ratelimit"
+	PolicyMetadata    = "ratelimit-policy" // the RateLimit-Policy value: each limit's quota and window
+	RateLimitMetadata = "ratelimit"        // the RateLimit value: the binding limit, units left, seconds to more
 )
 
 // ErrNoKey is matched by KeyFunc errors that mean the call carries no
@@ -76,6 +76,8 @@ func (f KeyFunc) KeyFunc() (KeyFunc, error) {
 // Keyer is a configuration of a KeyFunc, checked once by New: PeerIP,
 // APIKey, or a KeyFunc itself.
 type Keyer interface {
+	// KeyFunc returns the function that keys calls, or why the
+	// configuration is wrong.
 	KeyFunc() (KeyFunc, error)
 }
 

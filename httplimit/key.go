@@ -35,6 +35,8 @@ func (f KeyFunc) KeyFunc() (KeyFunc, error) {
 // Keyer is a configuration of a KeyFunc, checked once by New: ClientIP,
 // APIKey, or a KeyFunc itself.
 type Keyer interface {
+	// KeyFunc returns the function that keys requests, or why the
+	// configuration is wrong.
 	KeyFunc() (KeyFunc, error)
 }
 
