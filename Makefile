@@ -15,6 +15,8 @@ test:
 	    (cd $$m && $(GO) test -race -shuffle=on -count=1 ./...) || exit 1; \
 	  fi; \
 	done
+	@echo "== go test . (allocation counts, which -race changes)"
+	@$(GO) test -count=1 -run 'Alloc' .
 
 # gofmt, go vet and staticcheck in every module, and generated files up to date.
 check:

@@ -238,31 +238,34 @@ func TestArgumentsLeadingZeros(t *testing.T) {
 // TestArgumentsSkippedPositions: "" means the default at every optional
 // position, in further triples too.
 func TestArgumentsSkippedPositions(t *testing.T) {
-	b := st.Miniredis(t)
-	for _, s := range scripts.Specs() {
-		groups := [][][]string{
-			{a("10", "1000"), a("10", "1000", ""), a("10", "1000", "", ""), a("10", "1000", "", "", ""), a("10", "1000", "0", "1", "")},
-			{a("10", "1000", "", "", "", "100", "60000", ""), a("10", "1000", "0", "1", "", "100", "60000", "0"), a("10", "1000", "10", "", "", "100", "60000", "100")},
-		}
-		for _, g := range groups {
-			var first st.Reply
-			for i, argv := range g {
-				key := fmt.Sprintf("skip:%s:%d", s.Name, i)
-				r := b.Eval(s, key, argv...)
-				r2 := b.Eval(s, key, argv...)
-				got := r.String() + r2.String() + b.Get(key)
-				if s.Log {
-					got = r.String() + r2.String()
+	for _, b := range st.BothClocked(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			for _, s := range scripts.Specs() {
+				groups := [][][]string{
+					{a("10", "1000"), a("10", "1000", ""), a("10", "1000", "", ""), a("10", "1000", "", "", ""), a("10", "1000", "0", "1", "")},
+					{a("10", "1000", "", "", "", "100", "60000", ""), a("10", "1000", "0", "1", "", "100", "60000", "0"), a("10", "1000", "10", "", "", "100", "60000", "100")},
 				}
-				if i == 0 {
-					first = st.Reply{Err: got}
-					continue
-				}
-				if got != first.Err {
-					t.Errorf("%s %q: %s, want as %q: %s", s.Name, argv, got, g[0], first.Err)
+				for _, g := range groups {
+					var first st.Reply
+					for i, argv := range g {
+						key := fmt.Sprintf("skip:%s:%d", s.Name, i)
+						r := b.Eval(s, key, argv...)
+						r2 := b.Eval(s, key, argv...)
+						got := r.String() + r2.String() + b.Get(key)
+						if s.Log {
+							got = r.String() + r2.String()
+						}
+						if i == 0 {
+							first = st.Reply{Err: got}
+							continue
+						}
+						if got != first.Err {
+							t.Errorf("%s %q: %s, want as %q: %s", s.Name, argv, got, g[0], first.Err)
+						}
+					}
 				}
 			}
-		}
+		})
 	}
 }
 
@@ -293,9 +296,9 @@ func TestArgumentsAlwaysAccepted(t *testing.T) {
 					}
 					key := fmt.Sprintf("range:%s:%d:%d", s.Name, p, i)
 					n++
-					for range 2 {
-						if r := b.Eval(s, key, args...); r.Err != "" {
-							t.Errorf("%s: %s %v: %v", b.Name, s.Name, args, r)
+					for call := range 2 {
+						if r := b.Eval(s, key, args...); r.Err != "" || (call == 0 && r.Ints[0] != 1) {
+							t.Errorf("%s: %s %v, call %d: %v, want accepted (the first admitted)", b.Name, s.Name, args, call, r)
 						}
 					}
 					// the same as the second of two limits
@@ -314,74 +317,77 @@ func TestArgumentsAlwaysAccepted(t *testing.T) {
 // if the caller gave one, else limit (never an argument left out), and
 // Parse (the exact integer rule) agrees with the script at the boundary.
 func TestArgumentsPastRange(t *testing.T) {
-	b := st.Miniredis(t)
-	cases := []struct {
-		algo string
-		argv []string
-		want string
-	}{
-		{"gcra", a("3003", "1000000000000"), "ERR invalid limit '3003': too large for exact arithmetic with period_ms 1000000000000"},                                   // repro 8
-		{"gcra", a("10", "1000", "1000000000000000"), "ERR invalid burst '1000000000000000': too large for exact arithmetic with limit 10 and period_ms 1000"},          // repro 8
-		{"leaky_bucket", a("1", "1000000000000", "5"), "ERR invalid burst '5': too large for exact arithmetic with limit 1 and period_ms 1000000000000"},                //
-		{"token_bucket", a("1", "1000000000000", "10"), "ERR invalid burst '10': too large for exact arithmetic with limit 1 and period_ms 1000000000000"},              //
-		{"sliding_window", a("28059810762433", "107"), "ERR invalid limit '28059810762433': too large for exact arithmetic with period_ms 107"},                         // 3*L*P = 2^53+1
-		{"sliding_window", a("1000000000000000", "1000000000000"), "ERR invalid limit '1000000000000000': too large for exact arithmetic with period_ms 1000000000000"}, //
-		{"gcra", a("1", "1000", "", "", "", "3003", "1000000000000", "0"), "ERR invalid limit #2 '3003': too large for exact arithmetic with period_ms 1000000000000"},  //
-		{"gcra", a("3003", "1000000000000", "", "x"), "ERR invalid limit '3003': too large for exact arithmetic with period_ms 1000000000000"},                          // range before cost
-		{"fixed_window", a("1000000000000000", "1000000000000"), ""},                                                                                                    //
-		{"sliding_log", a("10000", "1000000000000"), ""}, //
-	}
-	for _, c := range cases {
-		s, _ := scripts.Lookup(c.algo)
-		r := b.Eval(s, "past:"+c.algo, c.argv...)
-		if _, e := st.Parse(s, 1, c.argv); e != c.want {
-			t.Errorf("Parse %s %q: %q, want %q", c.algo, c.argv, e, c.want)
-		}
-		if c.want == "" && r.Err != "" || c.want != "" && r.Err != c.want {
-			t.Errorf("%s %q: %v, want %q", c.algo, c.argv, r, c.want)
-		}
-	}
-	// Both sides of each rule's boundary, for many limits and periods.
-	n := 0
-	for _, s := range scripts.Specs() {
-		if s.Range == "" {
-			continue
-		}
-		for _, p := range []int64{1, 2, 3, 7, 1000, 1024, 86400000, 999999999989, 1000000000000} {
-			for _, l := range []int64{1, 2, 3, 7, 13, 1000, 1 << 20, 999999999989} {
-				// the largest burst in range, by bisection on the exact rule
-				lo, hi := int64(0), int64(1e15)
-				for lo < hi {
-					mid := lo + (hi-lo+1)/2
-					bst := mid
-					if s.Window {
-						bst = l
-					}
-					if st.InRange(s.Range, l, p, bst) {
-						lo = mid
-					} else {
-						hi = mid - 1
-					}
+	for _, b := range st.BothClocked(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			cases := []struct {
+				algo string
+				argv []string
+				want string
+			}{
+				{"gcra", a("3003", "1000000000000"), "ERR invalid limit '3003': too large for exact arithmetic with period_ms 1000000000000"},                                   // repro 8
+				{"gcra", a("10", "1000", "1000000000000000"), "ERR invalid burst '1000000000000000': too large for exact arithmetic with limit 10 and period_ms 1000"},          // repro 8
+				{"leaky_bucket", a("1", "1000000000000", "5"), "ERR invalid burst '5': too large for exact arithmetic with limit 1 and period_ms 1000000000000"},                //
+				{"token_bucket", a("1", "1000000000000", "10"), "ERR invalid burst '10': too large for exact arithmetic with limit 1 and period_ms 1000000000000"},              //
+				{"sliding_window", a("28059810762433", "107"), "ERR invalid limit '28059810762433': too large for exact arithmetic with period_ms 107"},                         // 3*L*P = 2^53+1
+				{"sliding_window", a("1000000000000000", "1000000000000"), "ERR invalid limit '1000000000000000': too large for exact arithmetic with period_ms 1000000000000"}, //
+				{"gcra", a("1", "1000", "", "", "", "3003", "1000000000000", "0"), "ERR invalid limit #2 '3003': too large for exact arithmetic with period_ms 1000000000000"},  //
+				{"gcra", a("3003", "1000000000000", "", "x"), "ERR invalid limit '3003': too large for exact arithmetic with period_ms 1000000000000"},                          // range before cost
+				{"fixed_window", a("1000000000000000", "1000000000000"), ""},                                                                                                    //
+				{"sliding_log", a("10000", "1000000000000"), ""}, //
+			}
+			for _, c := range cases {
+				s, _ := scripts.Lookup(c.algo)
+				r := b.Eval(s, "past:"+c.algo, c.argv...)
+				if _, e := st.Parse(s, 1, c.argv); e != c.want {
+					t.Errorf("Parse %s %q: %q, want %q", c.algo, c.argv, e, c.want)
 				}
-				for _, burst := range []int64{lo, lo + 1} {
-					if burst < 1 || burst > 1e15 {
-						continue
-					}
-					argv := a(fmt.Sprint(l), fmt.Sprint(p), fmt.Sprint(burst), "", "check")
-					if s.Window {
-						argv[2] = ""
-					}
-					_, want := st.Parse(s, 1, argv)
-					r := b.Eval(s, "edge", argv...)
-					n++
-					if r.Err != want {
-						t.Errorf("%s %v: %v, want %q", s.Name, argv, r, want)
+				if c.want == "" && r.Err != "" || c.want != "" && r.Err != c.want {
+					t.Errorf("%s %q: %v, want %q", c.algo, c.argv, r, c.want)
+				}
+			}
+			// Both sides of each rule's boundary, for many limits and periods.
+			n := 0
+			for _, s := range scripts.Specs() {
+				if s.Range == "" {
+					continue
+				}
+				for _, p := range []int64{1, 2, 3, 7, 1000, 1024, 86400000, 999999999989, 1000000000000} {
+					for _, l := range []int64{1, 2, 3, 7, 13, 1000, 1 << 20, 999999999989} {
+						// the largest burst in range, by bisection on the exact rule
+						lo, hi := int64(0), int64(1e15)
+						for lo < hi {
+							mid := lo + (hi-lo+1)/2
+							bst := mid
+							if s.Window {
+								bst = l
+							}
+							if st.InRange(s.Range, l, p, bst) {
+								lo = mid
+							} else {
+								hi = mid - 1
+							}
+						}
+						for _, burst := range []int64{lo, lo + 1} {
+							if burst < 1 || burst > 1e15 {
+								continue
+							}
+							argv := a(fmt.Sprint(l), fmt.Sprint(p), fmt.Sprint(burst), "", "check")
+							if s.Window {
+								argv[2] = ""
+							}
+							_, want := st.Parse(s, 1, argv)
+							r := b.Eval(s, "edge", argv...)
+							n++
+							if r.Err != want {
+								t.Errorf("%s %v: %v, want %q", s.Name, argv, r, want)
+							}
+						}
 					}
 				}
 			}
-		}
+			t.Logf("%d boundary combinations", n)
+		})
 	}
-	t.Logf("%d boundary combinations", n)
 }
 
 // TestFunctionsMatchScripts: on real Redis, FCALL of the library gives the
@@ -435,25 +441,4 @@ func TestFunctionsMatchScripts(t *testing.T) {
 		}
 	}
 	t.Logf("%d EVALSHA/FCALL pairs", n)
-}
-
-// TestFunctionsOnMiniredis: where miniredis has FUNCTION LOAD, FCALL of the
-// library replies as EVALSHA does, on its set clock; miniredis v2.40 has
-// no FUNCTION, and the test says so.
-func TestFunctionsOnMiniredis(t *testing.T) {
-	b := st.Miniredis(t)
-	if err := b.Client.FunctionLoadReplace(st.Ctx, scripts.Library).Err(); err != nil {
-		t.Skipf("miniredis has no FUNCTION LOAD (%.50s...): the library runs on real Redis only (TestFunctionsMatchScripts)", err)
-	}
-	for _, s := range scripts.Specs() {
-		for i, argv := range [][]string{a("10", "1000"), a("3", "1000", "5", "2"), a("10", "1000", "", "11"), a("2", "1000", "", "2", "", "100", "60000", "100")} {
-			for range 3 {
-				e := b.Eval(s, fmt.Sprintf("me:%s:%d", s.Name, i), argv...)
-				f := b.FCall(s, []string{fmt.Sprintf("mf:%s:%d", s.Name, i)}, argv...)
-				if !e.Equal(f) {
-					t.Errorf("%s %v: EVALSHA %v, FCALL %v", s.Name, argv, e, f)
-				}
-			}
-		}
-	}
 }

@@ -71,57 +71,62 @@ func TestNoWriteOnDenialCheckCostZero(t *testing.T) {
 // expires the state still counts (not full, or a reset still pending), at
 // expiry the key is gone and a call finds full capacity.
 func TestTTLEndsWhenWorthless(t *testing.T) {
-	b := st.Miniredis(t)
-	rng := rand.New(rand.NewPCG(5, 6))
-	n := 0
-	for _, s := range scripts.Specs() {
-		for q := range 40 {
-			key := fmt.Sprintf("ttl:%s:%d", s.Name, q)
-			lims := randLimits(rng, s)[:1]
-			first, _ := st.Parse(s, 1, lims[0][:])
-			capacity := first.Limits[0].Burst
-			for range 1 + rng.IntN(4) {
-				argv := randCall(rng, lims, capacity)
-				call, _ := st.Parse(s, 1, argv)
-				b.Advance(time.Duration(randStep(rng, call, false)) * time.Microsecond)
-				b.Eval(s, key, argv...)
+	for _, b := range st.BothClocked(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(5, 6))
+			n := 0
+			for _, s := range scripts.Specs() {
+				for q := range 40 {
+					key := fmt.Sprintf("ttl:%s:%d", s.Name, q)
+					lims := randLimits(rng, s)[:1]
+					first, _ := st.Parse(s, 1, lims[0][:])
+					capacity := first.Limits[0].Burst
+					for range 1 + rng.IntN(4) {
+						argv := randCall(rng, lims, capacity)
+						call, _ := st.Parse(s, 1, argv)
+						b.Advance(time.Duration(randStep(rng, call, false)) * time.Microsecond)
+						b.Eval(s, key, argv...)
+					}
+					// end on an admission, so that the TTL was just set (PTTL is in
+					// whole ms, rounded down, once time passes)
+					b.Advance(time.Duration(rng.Int64N(5000)) * time.Microsecond)
+					one := append(lims[0][:3:3], "1")
+					r := b.Eval(s, key, one...)
+					if r.Ints[0] == 0 {
+						b.Advance(time.Duration(r.Ints[2]) * time.Millisecond)
+						r = b.Eval(s, key, one...)
+					}
+					if r.Err != "" || r.Ints[0] != 1 {
+						t.Fatalf("%s %v: retried after retry_after: %v", s.Name, one, r)
+					}
+					ttl := b.PTTL(key)
+					n++
+					if ttl <= 0 {
+						t.Fatalf("%s: key without a positive TTL: %d", s.Name, ttl)
+					}
+					peek := append(lims[0][:3:3], "0")
+					b.Advance(time.Duration(ttl-1) * time.Millisecond)
+					r = b.Eval(s, key, peek...)
+					if r.Err != "" || (r.Ints[1] == capacity && r.Ints[3] == 0) {
+						t.Errorf("%s %v: 1 ms before the TTL ends the state is already worthless: %v", s.Name, lims[0], r)
+					}
+					if r.Ints[3] != 1 {
+						t.Errorf("%s %v: 1 ms before the TTL ends, reset_after_ms %d, want 1", s.Name, lims[0], r.Ints[3])
+					}
+					b.Advance(time.Millisecond)
+					// Redis keeps a key through the millisecond its TTL ends
+					// in (PTTL 0), miniredis not; both expire it after.
+					if p := b.PTTL(key); p != -2 && !(b.Real && p == 0) {
+						t.Errorf("%s: key still there when its TTL ended: PTTL %d", s.Name, p)
+					}
+					if r := b.Eval(s, key, peek...); r.Err != "" || r.Ints[1] != capacity || r.Ints[3] != 0 {
+						t.Errorf("%s: after expiry: %v, want full", s.Name, r)
+					}
+				}
 			}
-			// end on an admission, so that the TTL was just set (PTTL is in
-			// whole ms, rounded down, once time passes)
-			b.Advance(time.Duration(rng.Int64N(5000)) * time.Microsecond)
-			one := append(lims[0][:3:3], "1")
-			r := b.Eval(s, key, one...)
-			if r.Ints[0] == 0 {
-				b.Advance(time.Duration(r.Ints[2]) * time.Millisecond)
-				r = b.Eval(s, key, one...)
-			}
-			if r.Err != "" || r.Ints[0] != 1 {
-				t.Fatalf("%s %v: retried after retry_after: %v", s.Name, one, r)
-			}
-			ttl := b.PTTL(key)
-			n++
-			if ttl <= 0 {
-				t.Fatalf("%s: key without a positive TTL: %d", s.Name, ttl)
-			}
-			peek := append(lims[0][:3:3], "0")
-			b.Advance(time.Duration(ttl-1) * time.Millisecond)
-			r = b.Eval(s, key, peek...)
-			if r.Err != "" || (r.Ints[1] == capacity && r.Ints[3] == 0) {
-				t.Errorf("%s %v: 1 ms before the TTL ends the state is already worthless: %v", s.Name, lims[0], r)
-			}
-			if r.Ints[3] != 1 {
-				t.Errorf("%s %v: 1 ms before the TTL ends, reset_after_ms %d, want 1", s.Name, lims[0], r.Ints[3])
-			}
-			b.Advance(time.Millisecond)
-			if b.PTTL(key) != -2 {
-				t.Errorf("%s: key still there when its TTL ended", s.Name)
-			}
-			if r := b.Eval(s, key, peek...); r.Err != "" || r.Ints[1] != capacity || r.Ints[3] != 0 {
-				t.Errorf("%s: after expiry: %v, want full", s.Name, r)
-			}
-		}
+			t.Logf("%d keys expired exactly when worthless", n)
+		})
 	}
-	t.Logf("%d keys expired exactly when worthless", n)
 }
 
 // admission is an admitted call: its time (µs: the latest clock any
@@ -135,47 +140,50 @@ type admission struct{ at, cost, window int64 }
 // algorithm's bound, over every span, measured on the time that only goes
 // forward (the latest clock an admission read).
 func TestAdmittedBounds(t *testing.T) {
-	b := st.Miniredis(t)
-	rng := rand.New(rand.NewPCG(7, 8))
-	total := 0
-	for _, s := range scripts.Specs() {
-		for q := range 8 {
-			back := q%2 == 1
-			key := fmt.Sprintf("bounds:%s:%d", s.Name, q)
-			lims := randLimits(rng, s)[:1]
-			first, _ := st.Parse(s, 1, lims[0][:])
-			l := first.Limits[0]
-			var adm []admission
-			var env int64
-			for i := range 100 {
-				// heavy traffic: mostly costs that fit, small steps
-				cost := 1 + rng.Int64N(max(1, l.Burst/2))
-				argv := []string{lims[0][0], lims[0][1], lims[0][2], fmt.Sprint(cost)}
-				if i > 0 {
-					step := randStep(rng, st.Call{Limits: []st.Limit{l}}, back) / 4
-					b.Advance(time.Duration(step) * time.Microsecond)
-				}
-				now := micros(b.Now())
-				r := b.Eval(s, key, argv...)
-				if r.Err != "" {
-					t.Fatal(r)
-				}
-				if r.Ints[0] == 1 {
-					env = max(env, now)
-					var window int64 // fixed_window: the window the state records
-					if s.Name == "fixed_window" {
-						fmt.Sscanf(b.Get(key), "fw:2 %d", &window)
+	for _, b := range st.BothClocked(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, 8))
+			total := 0
+			for _, s := range scripts.Specs() {
+				for q := range 8 {
+					back := q%2 == 1
+					key := fmt.Sprintf("bounds:%s:%d", s.Name, q)
+					lims := randLimits(rng, s)[:1]
+					first, _ := st.Parse(s, 1, lims[0][:])
+					l := first.Limits[0]
+					var adm []admission
+					var env int64
+					for i := range 100 {
+						// heavy traffic: mostly costs that fit, small steps
+						cost := 1 + rng.Int64N(max(1, l.Burst/2))
+						argv := []string{lims[0][0], lims[0][1], lims[0][2], fmt.Sprint(cost)}
+						if i > 0 {
+							step := randStep(rng, st.Call{Limits: []st.Limit{l}}, back) / 4
+							b.Advance(time.Duration(step) * time.Microsecond)
+						}
+						now := micros(b.Now())
+						r := b.Eval(s, key, argv...)
+						if r.Err != "" {
+							t.Fatal(r)
+						}
+						if r.Ints[0] == 1 {
+							env = max(env, now)
+							var window int64 // fixed_window: the window the state records
+							if s.Name == "fixed_window" {
+								fmt.Sscanf(b.Get(key), "fw:2 %d", &window)
+							}
+							adm = append(adm, admission{env, cost, window})
+							total++
+						}
 					}
-					adm = append(adm, admission{env, cost, window})
-					total++
+					if msg := checkBound(s, l, adm); msg != "" {
+						t.Errorf("%s %v (steps back: %v): %s", s.Name, lims[0], back, msg)
+					}
 				}
 			}
-			if msg := checkBound(s, l, adm); msg != "" {
-				t.Errorf("%s %v (steps back: %v): %s", s.Name, lims[0], back, msg)
-			}
-		}
+			t.Logf("%d admissions within the bounds", total)
+		})
 	}
-	t.Logf("%d admissions within the bounds", total)
 }
 
 // checkBound holds admissions to guarantee 4 for limit l.
@@ -247,6 +255,7 @@ func TestRetryAndResetHonest(t *testing.T) {
 			lims := randLimits(rng, s)
 			first, _ := st.Parse(s, 1, lims[0][:])
 			m := st.NewModel(s, micros(b.Now()))
+			m.MsClock = b.Real
 			for i := range 40 {
 				argv := randCall(rng, lims, first.Limits[0].Burst)
 				argv = append(argv, make([]string, max(0, 5-len(argv)))...)
@@ -305,38 +314,41 @@ func TestRetryAndResetHonest(t *testing.T) {
 // the time the state records, and its waits are longer by the step (issue
 // 9 reproduction 6 is TestIssue9Repro6StepBackAcrossWindow).
 func TestClockStepBack(t *testing.T) {
-	b := st.Miniredis(t)
-	S := time.Date(2026, 11, 22, 12, 0, 1, 0, time.UTC)
-	// Every script: state at T, the clock 5 s behind. The decision is the
-	// one at T (or, for gcra, which keeps no update time, stricter); the
-	// waits are longer by 5 s; the TTL reaches as far as reset_after.
-	for _, s := range scripts.Specs() {
-		b.SetTime(S.Add(time.Hour))
-		key := "back:" + s.Name
-		at := b.Eval(s, key, "4", "10000", "", "4") // full use at T
-		b.Eval(s, key+":twin", "4", "10000", "", "4")
-		ahead := b.Eval(s, key+":twin", "4", "10000", "", "1") // the same call at T
-		b.Advance(-5 * time.Second)
-		r := b.Eval(s, key, "4", "10000", "", "1")
-		if r.Err != "" || r.Ints[0] != 0 {
-			t.Errorf("%s: 5 s behind a full use: %v, want denied", s.Name, r)
-			continue
-		}
-		if d := r.Ints[2] - ahead.Ints[2]; d != 5000 && !(s.Name == "sliding_window" && d >= 5000) {
-			t.Errorf("%s: retry_after %d behind vs %d at T (first reply %v): want longer by 5000", s.Name, r.Ints[2], ahead.Ints[2], at)
-		}
-		if d := r.Ints[3] - ahead.Ints[3]; d != 5000 {
-			t.Errorf("%s: reset_after %d behind vs %d at T: want longer by 5000", s.Name, r.Ints[3], ahead.Ints[3])
-		}
-		// retried retry_after_ms after the call behind the clock: admitted,
-		// and its TTL covers reset_after
-		b.Advance(time.Duration(r.Ints[2]) * time.Millisecond)
-		w := b.Eval(s, key, "4", "10000", "", "1")
-		if w.Err != "" || w.Ints[0] != 1 {
-			t.Errorf("%s: retried after retry_after behind the clock: %v", s.Name, w)
-		}
-		if ttl := b.PTTL(key); ttl < w.Ints[3] {
-			t.Errorf("%s: TTL %d ms shorter than reset_after %d", s.Name, ttl, w.Ints[3])
-		}
+	for _, b := range st.BothClocked(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			S := time.Date(2026, 11, 22, 12, 0, 1, 0, time.UTC)
+			// Every script: state at T, the clock 5 s behind. The decision is the
+			// one at T (or, for gcra, which keeps no update time, stricter); the
+			// waits are longer by 5 s; the TTL reaches as far as reset_after.
+			for _, s := range scripts.Specs() {
+				b.SetTime(S.Add(time.Hour))
+				key := "back:" + s.Name
+				at := b.Eval(s, key, "4", "10000", "", "4") // full use at T
+				b.Eval(s, key+":twin", "4", "10000", "", "4")
+				ahead := b.Eval(s, key+":twin", "4", "10000", "", "1") // the same call at T
+				b.Advance(-5 * time.Second)
+				r := b.Eval(s, key, "4", "10000", "", "1")
+				if r.Err != "" || r.Ints[0] != 0 {
+					t.Errorf("%s: 5 s behind a full use: %v, want denied", s.Name, r)
+					continue
+				}
+				if d := r.Ints[2] - ahead.Ints[2]; d != 5000 && !(s.Name == "sliding_window" && d >= 5000) {
+					t.Errorf("%s: retry_after %d behind vs %d at T (first reply %v): want longer by 5000", s.Name, r.Ints[2], ahead.Ints[2], at)
+				}
+				if d := r.Ints[3] - ahead.Ints[3]; d != 5000 {
+					t.Errorf("%s: reset_after %d behind vs %d at T: want longer by 5000", s.Name, r.Ints[3], ahead.Ints[3])
+				}
+				// retried retry_after_ms after the call behind the clock: admitted,
+				// and its TTL covers reset_after
+				b.Advance(time.Duration(r.Ints[2]) * time.Millisecond)
+				w := b.Eval(s, key, "4", "10000", "", "1")
+				if w.Err != "" || w.Ints[0] != 1 {
+					t.Errorf("%s: retried after retry_after behind the clock: %v", s.Name, w)
+				}
+				if ttl := b.PTTL(key); ttl < w.Ints[3] {
+					t.Errorf("%s: TTL %d ms shorter than reset_after %d", s.Name, ttl, w.Ints[3])
+				}
+			}
+		})
 	}
 }

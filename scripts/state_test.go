@@ -180,26 +180,29 @@ func TestStateStrict(t *testing.T) {
 
 // TestStateErrorTexts pins a few state errors word for word.
 func TestStateErrorTexts(t *testing.T) {
-	b := st.Miniredis(t)
-	gcra, _ := scripts.Lookup("gcra")
-	slog, _ := scripts.Lookup("sliding_log")
-	b.Client.Set(st.Ctx, "c1", "gcra 1.0e999 0", 0)
-	b.Client.Set(st.Ctx, "tb", "tb:2 3 1795348800123456", 0)
-	b.Client.RPush(st.Ctx, "l", "x")
-	b.Client.ZAdd(st.Ctx, "z", redis.Z{Score: 1, Member: "1"})
-	for _, c := range []struct {
-		s        scripts.Spec
-		key, err string
-	}{
-		{gcra, "c1", "ERR key holds a value that is not gcra state: left untouched"},
-		{gcra, "tb", "ERR key holds token_bucket state, not gcra state: left untouched"},
-		{gcra, "l", "ERR key holds a value of another type, not gcra state: left untouched"},
-		{slog, "z", "ERR key holds a value that is not sliding_log state: left untouched"},
-		{slog, "c1", "ERR key holds a value of another type, not sliding_log state: left untouched"},
-	} {
-		if r := b.Eval(c.s, c.key, "10", "1000"); r.Err != c.err {
-			t.Errorf("%s on %s: %v, want %q", c.s.Name, c.key, r, c.err)
-		}
+	for _, b := range st.BothClocked(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			gcra, _ := scripts.Lookup("gcra")
+			slog, _ := scripts.Lookup("sliding_log")
+			b.Client.Set(st.Ctx, "c1", "gcra 1.0e999 0", 0)
+			b.Client.Set(st.Ctx, "tb", "tb:2 3 1795348800123456", 0)
+			b.Client.RPush(st.Ctx, "l", "x")
+			b.Client.ZAdd(st.Ctx, "z", redis.Z{Score: 1, Member: "1"})
+			for _, c := range []struct {
+				s        scripts.Spec
+				key, err string
+			}{
+				{gcra, "c1", "ERR key holds a value that is not gcra state: left untouched"},
+				{gcra, "tb", "ERR key holds token_bucket state, not gcra state: left untouched"},
+				{gcra, "l", "ERR key holds a value of another type, not gcra state: left untouched"},
+				{slog, "z", "ERR key holds a value that is not sliding_log state: left untouched"},
+				{slog, "c1", "ERR key holds a value of another type, not sliding_log state: left untouched"},
+			} {
+				if r := b.Eval(c.s, c.key, "10", "1000"); r.Err != c.err {
+					t.Errorf("%s on %s: %v, want %q", c.s.Name, c.key, r, c.err)
+				}
+			}
+		})
 	}
 }
 

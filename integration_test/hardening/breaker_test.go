@@ -82,7 +82,10 @@ func TestBreakerFastAnswers(t *testing.T) {
 				// failure: only the stopped server is measured with them.
 				continue
 			}
-			for admin.Ping(ctx).Err() != nil {
+			for deadline := time.Now().Add(30 * time.Second); admin.Ping(ctx).Err() != nil; {
+				if time.Now().After(deadline) {
+					t.Fatal("the server did not come back within 30 s")
+				}
 				time.Sleep(10 * time.Millisecond)
 			}
 			rdb := srv.Client(c.opts)

@@ -23,7 +23,12 @@ type Model struct {
 	lims   []mstate
 	log    []int64 // sliding_log: entry times, oldest first
 	expiry int64   // µs: when the key expires
-	tick   int64   // the clock at the last call or Clock
+	// MsClock models Redis's keyspace, which keeps an expiry in whole
+	// milliseconds from the write's millisecond (floored) and expires a
+	// key once the millisecond clock has passed it; miniredis keeps the
+	// exact time. Set it for a real Redis.
+	MsClock bool
+	tick    int64 // the clock at the last call or Clock
 }
 
 // mstate is one limit's state.
@@ -46,12 +51,28 @@ func (m *Model) TTL() int64 {
 	if !m.has {
 		return -2
 	}
+	if m.MsClock {
+		return m.expiry/1000 - m.tick/1000
+	}
 	return (m.expiry - m.tick) / 1000
+}
+
+// expireAt sets the key's expiry: ttlMs after now.
+func (m *Model) expireAt(now, ttlMs int64) {
+	if m.MsClock {
+		m.expiry = (now/1000 + ttlMs) * 1000
+		return
+	}
+	m.expiry = now + ttlMs*1000
 }
 
 // Clock moves the model's clock to now, expiring the key when its TTL runs out.
 func (m *Model) Clock(now int64) {
-	if m.has && now >= m.expiry {
+	expired := now >= m.expiry
+	if m.MsClock {
+		expired = now/1000 > m.expiry/1000
+	}
+	if m.has && expired {
 		m.has, m.lims, m.log = false, nil, nil
 	}
 	m.tick = now
@@ -147,7 +168,7 @@ func (m *Model) Call(now int64, c Call) []int64 {
 			m.lims = append(m.lims, o.next)
 		}
 		m.has = true
-		m.expiry = now + CeilDiv(ttl, 1000)*1000
+		m.expireAt(now, CeilDiv(ttl, 1000))
 	}
 	return reply
 }
@@ -435,7 +456,7 @@ func (m *Model) callLog(now int64, c Call) []int64 {
 		cut := sort.Search(len(m.log), func(j int) bool { return m.log[j] > at-longest })
 		m.log = append([]int64(nil), m.log[cut:]...)
 		m.has = true
-		m.expiry = now + CeilDiv(at-now+longest, 1000)*1000
+		m.expireAt(now, CeilDiv(at-now+longest, 1000))
 	}
 	return reply
 }

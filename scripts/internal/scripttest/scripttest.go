@@ -1,7 +1,9 @@
 // Package scripttest runs the redisrate scripts on a backend for the
 // scripts package's tests: miniredis (gopher-lua, with a clock the test
 // sets) or a real redis-server started by the test on a free 127.0.0.1
-// port. The same tables run on both.
+// port, with the machine's clock (Real) or one the test sets (RealClock).
+// The same tables run on both: Both, or BothClocked for the tables that
+// move the clock.
 package scripttest
 
 import (
@@ -43,6 +45,7 @@ type Backend struct {
 	now    time.Time
 	frozen bool
 	cmd    *exec.Cmd
+	clock  string // RealClock: the file that holds its wall clock
 }
 
 // Ctx is the tests' context.
@@ -68,6 +71,12 @@ func Miniredis(t testing.TB) *Backend {
 // that is a failure. extra are more config directives, e.g. "maxmemory", "10mb".
 func Real(t testing.TB, extra ...string) *Backend {
 	t.Helper()
+	return startServer(t, nil, extra...)
+}
+
+// startServer starts a redis-server with env added to its environment.
+func startServer(t testing.TB, env []string, extra ...string) *Backend {
+	t.Helper()
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -81,7 +90,7 @@ func Real(t testing.TB, extra ...string) *Backend {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := startReal(t, path, port, extra)
+		b, err := startReal(t, path, port, env, extra)
 		if err == nil {
 			return b
 		}
@@ -100,11 +109,14 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-func startReal(t testing.TB, path string, port int, extra []string) (*Backend, error) {
+func startReal(t testing.TB, path string, port int, env, extra []string) (*Backend, error) {
 	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", t.TempDir(), "--enable-debug-command", "local"}
 	args = append(args, extra...)
 	cmd := exec.Command(path, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
@@ -157,20 +169,25 @@ func Both(t testing.TB) []*Backend {
 	return out
 }
 
-// Now is the backend's clock: the one the test set on miniredis, the
-// machine's on real Redis.
+// Now is the backend's clock: the one the test set on miniredis and on a
+// RealClock server, the machine's on other real Redis servers.
 func (b *Backend) Now() time.Time {
-	if b.mr == nil {
+	if b.mr == nil && b.clock == "" {
 		return time.Now()
 	}
 	return b.now
 }
 
-// SetTime sets miniredis's clock (TIME); TTLs follow it as Redis's
-// absolute expiry times do: a clock that steps back lengthens them by the
-// step. On real Redis it fails the test.
+// SetTime sets the clock (TIME) of miniredis or of a RealClock server;
+// TTLs follow it as Redis's absolute expiry times do: a clock that steps
+// back lengthens them by the step. On other real Redis servers it fails
+// the test.
 func (b *Backend) SetTime(t time.Time) {
 	b.t.Helper()
+	if b.clock != "" {
+		b.setRealTime(t)
+		return
+	}
 	if b.mr == nil {
 		b.t.Fatal("SetTime on real Redis")
 	}
@@ -183,7 +200,7 @@ func (b *Backend) SetTime(t time.Time) {
 	b.mr.DB(0) // runs the TTLs down to t now, so that a step back starts from t
 }
 
-// Advance moves miniredis's clock by d (negative: the clock steps back).
+// Advance moves the clock by d (negative: the clock steps back).
 func (b *Backend) Advance(d time.Duration) { b.t.Helper(); b.SetTime(b.now.Add(d)) }
 
 // Reply is a script's reply: six integers, or an error.

@@ -1,0 +1,156 @@
+package scripttest
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// A real Redis whose clock the test sets, as miniredis's: the server runs
+// with a small preload library that answers the wall clock
+// (clock_gettime(CLOCK_REALTIME), gettimeofday, time) from an 8-byte file
+// the test writes, nanoseconds since the epoch, and the real clock while
+// the file holds 0. The monotonic clocks stay real, so Redis's timers and
+// timeouts run normally; TIME, the scripts' clock and the keys' expiry
+// follow the file. (libfaketime cannot start Debian's redis-server, whose
+// jemalloc reads the clock while libfaketime initialises.)
+const clockC = `#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile long long *set_ns;
+
+__attribute__((constructor)) static void init(void) {
+	const char *p = getenv("REDISRATE_CLOCKFILE");
+	if (!p) return;
+	int fd = open(p, O_RDONLY);
+	if (fd < 0) return;
+	void *m = mmap(0, 8, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (m != MAP_FAILED) set_ns = m;
+}
+
+static int frozen(long long *ns) {
+	if (!set_ns) return 0;
+	*ns = *set_ns;
+	return *ns != 0;
+}
+
+int clock_gettime(clockid_t id, struct timespec *ts) {
+	long long ns;
+	if ((id == CLOCK_REALTIME || id == CLOCK_REALTIME_COARSE) && frozen(&ns)) {
+		ts->tv_sec = ns / 1000000000LL;
+		ts->tv_nsec = ns % 1000000000LL;
+		return 0;
+	}
+	return syscall(SYS_clock_gettime, id, ts);
+}
+
+int gettimeofday(struct timeval *tv, void *tz) {
+	long long ns;
+	if (!frozen(&ns)) return syscall(SYS_gettimeofday, tv, tz);
+	if (tv) {
+		tv->tv_sec = ns / 1000000000LL;
+		tv->tv_usec = (ns % 1000000000LL) / 1000;
+	}
+	return 0;
+}
+
+time_t time(time_t *t) {
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (t) *t = ts.tv_sec;
+	return ts.tv_sec;
+}
+`
+
+var clockLib struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// clockLibrary compiles the preload library once per test process.
+func clockLibrary() (string, error) {
+	clockLib.once.Do(func() {
+		dir, err := os.MkdirTemp("", "redisrate-clock-")
+		if err != nil {
+			clockLib.err = err
+			return
+		}
+		src := filepath.Join(dir, "clock.c")
+		if err := os.WriteFile(src, []byte(clockC), 0o600); err != nil {
+			clockLib.err = err
+			return
+		}
+		lib := filepath.Join(dir, "clock.so")
+		out, err := exec.Command("cc", "-shared", "-fPIC", "-O2", "-o", lib, src).CombinedOutput()
+		if err != nil {
+			clockLib.err = fmt.Errorf("cc: %v: %s", err, out)
+			return
+		}
+		clockLib.path = lib
+	})
+	return clockLib.path, clockLib.err
+}
+
+// RealClock starts a redis-server whose clock the test sets (SetTime,
+// Advance), starting at Epoch, like Miniredis's. It needs a C compiler
+// (cc); without one it skips, except under CI=true, where it fails.
+func RealClock(t testing.TB) *Backend {
+	t.Helper()
+	lib, err := clockLibrary()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("the clock library does not build (CI=true): ", err)
+		}
+		t.Skip("no C compiler for the clock library: ", err)
+	}
+	file := filepath.Join(t.TempDir(), "clock")
+	if err := os.WriteFile(file, make([]byte, 8), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := startServer(t, []string{"LD_PRELOAD=" + lib, "REDISRATE_CLOCKFILE=" + file})
+	b.Name = "redis (test clock)"
+	b.clock = file
+	b.SetTime(Epoch)
+	return b
+}
+
+// BothClocked returns a miniredis and, where one can be started, a real
+// Redis, both with clocks the test sets: the tables that move the clock
+// run on gopher-lua and on Redis's Lua 5.1 alike.
+func BothClocked(t testing.TB) []*Backend {
+	t.Helper()
+	out := []*Backend{Miniredis(t)}
+	if _, err := exec.LookPath("redis-server"); err == nil || os.Getenv("CI") == "true" {
+		out = append(out, RealClock(t))
+	}
+	return out
+}
+
+// setRealTime writes t to the clock file of a RealClock server.
+func (b *Backend) setRealTime(t time.Time) {
+	b.t.Helper()
+	var buf [8]byte
+	binary.LittleEndian.PutUint64(buf[:], uint64(t.UnixNano()))
+	f, err := os.OpenFile(b.clock, os.O_WRONLY, 0)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(buf[:], 0); err != nil {
+		b.t.Fatal(err)
+	}
+	b.now = t
+}
