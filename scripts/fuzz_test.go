@@ -87,7 +87,7 @@ func (in fuzzInput) setup(t testing.TB, b *st.Backend, key string) {
 				args = []string{"5", "60000", "", "2"}
 			}
 			b.Eval(s, key, args...) // errors just leave the key as it is
-			if !b.Real {
+			if b.Clocked() {
 				b.Advance(time.Duration(len(call)) * 7 * time.Millisecond)
 			}
 		}
@@ -207,10 +207,10 @@ func checkCall(t testing.TB, b *st.Backend, in fuzzInput, key string) st.Reply {
 		b.Unchanged("denial, check or cost 0", key, before)
 		return r
 	}
-	// On Redis's own clock a TTL of a few ms may run out before the key is
-	// read: the key's TTL is at least the binding limit's reset_after_ms.
+	// On the machine's clock a TTL of a few ms may run out before the key
+	// is read: the key's TTL is at least the binding limit's reset_after_ms.
 	gone := func() bool {
-		if !b.Real {
+		if b.Clocked() {
 			return false
 		}
 		p := b.PTTL(key) // -2 gone, 0 going
@@ -238,27 +238,7 @@ var (
 // miniredis with a controlled clock, and holds each outcome to the
 // contract (checkCall). The corpus is in testdata/fuzz/FuzzScripts.
 func FuzzScripts(f *testing.F) {
-	seeds := []fuzzInput{
-		{0, 0, "", 1, "10\x001000", 0},
-		{1, 0, "", 1, "10\x001000\x00\x005\x00check", 0},
-		{2, 7, "\x025 1000 10 3;5 1000 10 3", 1, "5\x001000\x0010\x004", -2500},
-		{3, 7, "\x03", 1, "10\x001000\x00\x00\x00\x00100\x0060000\x000", 900},
-		{4, 8, "\x04 1 2", 1, "10\x001000", 0},
-		{5, 9, "M\x00-3\x001\x001795348800123456\x002\x001795348800123456", 1, "3\x001000", 0},
-		{5, 9, "x\x001", 1, "3\x001000", 0},
-		{0, 8, "\x001.0e999 0", 1, "10\x001000", 0},
-		{0, 0, "", 1, "100\x001000\x00\x00100.00000000000001", 0},
-		{1, 0, "", 1, "1\x0060000\x00\x001e-0000000", 0},
-		{0, 0, "", 1, "10\x001000\x001000000000000000.1", 0},
-		{0, 0, "", 1, "3003\x001000000000000", 0},
-		{3, 0, "", 1, "28059810762433\x00107", 0},
-		{5, 0, "", 1, "10001\x001000", 0},
-		{0, 0, "", 2, "1\x001", 0},
-		{0, 0, "", 1, strings.Repeat("1\x00", 28) + "1", 0},
-		{2, 1, "order 42", 1, "010\x00001000\x00\x00000", 0},
-		{4, 7, "\x04" + "3 1000", 1, "3\x001000\x00\x003", -1500000},
-	}
-	for _, s := range seeds {
+	for _, s := range fuzzSeeds {
 		f.Add(s.algo, s.kind, s.data, s.numkeys, s.argv, s.step)
 	}
 	f.Fuzz(func(t *testing.T, algo, kind uint8, data string, numkeys uint8, argv string, step int64) {
@@ -273,6 +253,29 @@ func FuzzScripts(f *testing.F) {
 	})
 }
 
+// fuzzSeeds are FuzzScripts's seeds (issue 9's reproductions among them),
+// replayed on real Redis with the corpus.
+var fuzzSeeds = []fuzzInput{
+	{0, 0, "", 1, "10\x001000", 0},
+	{1, 0, "", 1, "10\x001000\x00\x005\x00check", 0},
+	{2, 7, "\x025 1000 10 3;5 1000 10 3", 1, "5\x001000\x0010\x004", -2500},
+	{3, 7, "\x03", 1, "10\x001000\x00\x00\x00\x00100\x0060000\x000", 900},
+	{4, 8, "\x04 1 2", 1, "10\x001000", 0},
+	{5, 9, "M\x00-3\x001\x001795348800123456\x002\x001795348800123456", 1, "3\x001000", 0},
+	{5, 9, "x\x001", 1, "3\x001000", 0},
+	{0, 8, "\x001.0e999 0", 1, "10\x001000", 0},
+	{0, 0, "", 1, "100\x001000\x00\x00100.00000000000001", 0},
+	{1, 0, "", 1, "1\x0060000\x00\x001e-0000000", 0},
+	{0, 0, "", 1, "10\x001000\x001000000000000000.1", 0},
+	{0, 0, "", 1, "3003\x001000000000000", 0},
+	{3, 0, "", 1, "28059810762433\x00107", 0},
+	{5, 0, "", 1, "10001\x001000", 0},
+	{0, 0, "", 2, "1\x001", 0},
+	{0, 0, "", 1, strings.Repeat("1\x00", 28) + "1", 0},
+	{2, 1, "order 42", 1, "010\x00001000\x00\x00000", 0},
+	{4, 7, "\x04" + "3 1000", 1, "3\x001000\x00\x003", -1500000},
+}
+
 // runFuzzInput sets the key up on an empty database, moves the clock
 // (miniredis) and checks the call.
 func runFuzzInput(t *testing.T, b *st.Backend, in fuzzInput) {
@@ -280,35 +283,42 @@ func runFuzzInput(t *testing.T, b *st.Backend, in fuzzInput) {
 		t.Fatal(err)
 	}
 	in.setup(t, b, "k")
-	if b.Real {
-		b.Client.Persist(st.Ctx, "k") // Redis's clock runs on: no TTL runs out during the check
-	}
-	if !b.Real {
+	if !b.Clocked() {
+		b.Client.Persist(st.Ctx, "k") // the machine's clock runs on: no TTL runs out during the check
+	} else {
 		b.Advance(time.Duration(in.step) * time.Microsecond)
 	}
 	checkCall(t, b, in, "k")
 }
 
-// TestFuzzCorpusOnRedis replays the fuzz corpus (testdata/fuzz/FuzzScripts)
-// on real Redis, whose Lua is not gopher-lua: the same checks, with
-// Redis's own clock (the inputs' clock steps are left out).
+// TestFuzzCorpusOnRedis replays FuzzScripts's seeds and its corpus
+// (testdata/fuzz/FuzzScripts) on real Redis, whose Lua is not gopher-lua:
+// the same checks, with the inputs' clock steps, on a server whose clock
+// the test sets.
 func TestFuzzCorpusOnRedis(t *testing.T) {
-	b := st.Real(t)
+	b := st.RealClock(t)
 	files, err := filepath.Glob("testdata/fuzz/FuzzScripts/*")
 	if err != nil || len(files) == 0 {
 		t.Fatal("no corpus: ", err)
+	}
+	replay := func(name string, in fuzzInput) {
+		t.Run(name, func(t *testing.T) {
+			b.Rebind(t)
+			b.SetTime(st.Epoch)
+			runFuzzInput(t, b, in)
+		})
+	}
+	for i, in := range fuzzSeeds {
+		replay(fmt.Sprintf("seed#%d", i), in)
 	}
 	for _, f := range files {
 		in, err := readCorpusEntry(f)
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			b.Rebind(t)
-			runFuzzInput(t, b, in)
-		})
+		replay(filepath.Base(f), in)
 	}
-	t.Logf("%d corpus entries replayed", len(files))
+	t.Logf("%d seeds and %d corpus entries replayed", len(fuzzSeeds), len(files))
 }
 
 // readCorpusEntry reads a "go test fuzz v1" file of FuzzScripts's arguments.

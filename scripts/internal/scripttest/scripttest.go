@@ -200,6 +200,9 @@ func (b *Backend) SetTime(t time.Time) {
 	b.mr.DB(0) // runs the TTLs down to t now, so that a step back starts from t
 }
 
+// Clocked reports whether the test sets b's clock (miniredis, RealClock).
+func (b *Backend) Clocked() bool { return b.mr != nil || b.clock != "" }
+
 // Advance moves the clock by d (negative: the clock steps back).
 func (b *Backend) Advance(d time.Duration) { b.t.Helper(); b.SetTime(b.now.Add(d)) }
 
