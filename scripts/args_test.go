@@ -2,9 +2,11 @@ package scripts_test
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/redisrate/redisrate/scripts"
 	st "github.com/redisrate/redisrate/scripts/internal/scripttest"
 )
@@ -441,4 +443,64 @@ func TestFunctionsMatchScripts(t *testing.T) {
 		}
 	}
 	t.Logf("%d EVALSHA/FCALL pairs", n)
+}
+
+// TestFunctionsNumberMemo: the library remembers what argument strings read
+// as (NUM in helpers.lua), and that never changes a reply: strings valid and
+// not, with leading zeros, past 16 characters, in further limits, give
+// EVALSHA's reply when new, when remembered, and after NUM has filled and
+// started again many times. And it stays small: 100,000 distinct strings
+// leave the library's Lua memory less than 2 MB larger (kept, they would
+// take some 8 MB).
+func TestFunctionsNumberMemo(t *testing.T) {
+	b := st.Real(t)
+	b.LoadLibrary()
+	calls := [][]string{
+		a("10", "1000"), a("0010", "1000"), a("00000000000000000010", "01000"), a("1x", "1000"),
+		a("10", "1000", "0005", "002"), a("10", "1000", "", "0000000000000000001"),
+		a("10", "1000", "", "", "", "0020", "60000", "1x"), a("10", "1000", "", "", "", "20", "60000", "25"),
+		a("1000000000000000", "1"), a("10000000000000000", "1"), a("4", "1000000000000"),
+	}
+	compare := func(when string) {
+		for _, s := range scripts.Specs() {
+			for i, argv := range calls {
+				e, f := b.EvalAndFCall(s, fmt.Sprintf("me:%s:%s:%d", s.Name, when, i), fmt.Sprintf("mf:%s:%s:%d", s.Name, when, i), argv...)
+				if !e.Equal(f) {
+					t.Errorf("%s %v (%s): EVALSHA %v, FCALL %v", s.Name, argv, when, e, f)
+				}
+			}
+		}
+	}
+	functionsMemory := func() int64 {
+		info, err := b.Client.InfoMap(st.Ctx, "memory").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := strconv.ParseInt(info["Memory"]["used_memory_vm_functions"], 10, 64)
+		if err != nil {
+			t.Fatalf("used_memory_vm_functions: %v", err)
+		}
+		return v
+	}
+	compare("new")
+	compare("remembered")
+	before := functionsMemory()
+	gcra := scripts.Specs()[0]
+	for start := 0; start < 100000; start += 5000 {
+		p := b.Client.Pipeline()
+		for i := start; i < start+5000; i++ {
+			p.FCall(st.Ctx, gcra.Function, []string{"memo:fill"}, strconv.Itoa(1000000+i), "60000", "", "0")
+		}
+		cmds, err := p.Exec(st.Ctx)
+		if err != nil {
+			t.Fatalf("fill: %v", err)
+		}
+		if got, err := cmds[len(cmds)-1].(*redis.Cmd).Int64Slice(); err != nil || got[0] != 1 {
+			t.Fatalf("fill: %v %v, want an admitted check", got, err)
+		}
+	}
+	if grown := functionsMemory() - before; grown > 2<<20 {
+		t.Errorf("100,000 distinct arguments grew the library's Lua memory by %d bytes, want < 2 MB", grown)
+	}
+	compare("after")
 }

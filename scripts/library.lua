@@ -27,14 +27,30 @@
 -- read the globals (string, math) while it loads.
 local find, match, fmt = ('').find, ('').match, ('').format
 
--- whole reads a contract number that is not in the common form, which the
--- arguments section reads at once (no leading zero, at most 15 digits):
+-- Numbers: an argument in the common form (no leading zero, at most 15
+-- digits) is read at once, with one find and s + 0; whole reads the others:
 -- digits only, leading zeros dropped before reading (gopher-lua would read
 -- 010 as octal), at most 16 digits left; nil otherwise.
 local function whole(s)
   s = match(s, '^0*(%d+)$')
   if s and #s <= 16 then return s + 0 end
   return nil
+end
+
+-- In the library an argument is first looked up in NUM, what each string
+-- has read as (a number, or false), kept while the library is loaded: limits
+-- are configuration, so the same few strings come on every call, and a
+-- lookup costs some 100 instructions where reading costs 2,000. read fills
+-- it; only strings of at most 16 characters are kept, and at most 1,024 of
+-- them (about 100 KB), after which NUM starts again empty.
+local NUM, NUMS = {}, 0
+local function read(s)
+  local v = find(s, '^[1-9]%d*$') and #s < 16 and s + 0 or whole(s) or false
+  if #s <= 16 then
+    if NUMS == 1024 then NUM, NUMS = {}, 0 end
+    NUM[s], NUMS = v, NUMS + 1
+  end
+  return v
 end
 
 -- ceil(n / d), for integers n of any sign and d > 0 with |n| + d < 2^53, is
@@ -112,27 +128,25 @@ local function gcra(KEYS, ARGV)
     end
   end
   local cost, check = 1, false
-  -- The first limit's arguments, and the others' in a table (limit, period_ms
-  -- and burst of limit i at 3i - 2, 3i - 1, 3i), so that a call with one limit
-  -- builds no table. It is made at its full size: a table that grows is
-  -- rebuilt at each power of two, about 1k instructions each time.
+  -- The first limit's arguments go into locals; a further limit's, once read,
+  -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
+  -- call builds a table for them.
   local limit1, period1, burst1
-  local lims = n > 1 and { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } or nil
   for i = 1, n do
     local at = i == 1 and 0 or 3 * i - 1
     local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''
-    -- A number in the common form (no leading zero, at most 15 digits) is read
-    -- at once; whole() reads the others. Both give nil for anything but digits.
-    local limit = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0 or whole(ls)
+    -- Each number is read as helpers.lua's "Numbers" says: nil for anything
+    -- but digits.
+    local limit = NUM[ls] or read(ls)
     if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
-    local period_ms = find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0 or whole(ps)
+    local period_ms = NUM[ps] or read(ps)
     if not period_ms or period_ms < 1 or period_ms > 1e12 then
       return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
     end
     local burst = limit
     local given = false -- a burst of its own, named when the range is exceeded
     if bs ~= '' then
-      local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0 or whole(bs)
+      local b = NUM[bs] or read(bs)
       if not b or b > 1e15 then
         return invalid('burst', i, bs, 'must be a whole number up to 10^15, or 0 or empty for limit')
       end
@@ -148,7 +162,7 @@ local function gcra(KEYS, ARGV)
     if i == 1 then
       local cs, mode = argv[4] or '', argv[5] or ''
       if cs ~= '' then
-        cost = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 or whole(cs)
+        cost = NUM[cs] or read(cs)
         if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
       end
       if mode ~= '' then
@@ -159,7 +173,7 @@ local function gcra(KEYS, ARGV)
     if i == 1 then
       limit1, period1, burst1 = limit, period_ms, burst
     else
-      lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+      argv[at + 1], argv[at + 2], argv[at + 3] = limit, period_ms, burst
     end
   end
 
@@ -236,7 +250,7 @@ local function gcra(KEYS, ARGV)
     -- in locals, the others' in tables.
     local limit, period_us, burst, stored_t, stored_r = limit1, period1 * 1000, burst1, s1, s2
     if i > 1 then
-      limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+      limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
       stored_t, stored_r = more[2 * i - 3], more[2 * i - 2]
     end
     local g, h = limit, period_us -- g: their greatest common divisor
@@ -336,27 +350,25 @@ local function token_bucket(KEYS, ARGV)
     end
   end
   local cost, check = 1, false
-  -- The first limit's arguments, and the others' in a table (limit, period_ms
-  -- and burst of limit i at 3i - 2, 3i - 1, 3i), so that a call with one limit
-  -- builds no table. It is made at its full size: a table that grows is
-  -- rebuilt at each power of two, about 1k instructions each time.
+  -- The first limit's arguments go into locals; a further limit's, once read,
+  -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
+  -- call builds a table for them.
   local limit1, period1, burst1
-  local lims = n > 1 and { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } or nil
   for i = 1, n do
     local at = i == 1 and 0 or 3 * i - 1
     local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''
-    -- A number in the common form (no leading zero, at most 15 digits) is read
-    -- at once; whole() reads the others. Both give nil for anything but digits.
-    local limit = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0 or whole(ls)
+    -- Each number is read as helpers.lua's "Numbers" says: nil for anything
+    -- but digits.
+    local limit = NUM[ls] or read(ls)
     if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
-    local period_ms = find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0 or whole(ps)
+    local period_ms = NUM[ps] or read(ps)
     if not period_ms or period_ms < 1 or period_ms > 1e12 then
       return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
     end
     local burst = limit
     local given = false -- a burst of its own, named when the range is exceeded
     if bs ~= '' then
-      local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0 or whole(bs)
+      local b = NUM[bs] or read(bs)
       if not b or b > 1e15 then
         return invalid('burst', i, bs, 'must be a whole number up to 10^15, or 0 or empty for limit')
       end
@@ -372,7 +384,7 @@ local function token_bucket(KEYS, ARGV)
     if i == 1 then
       local cs, mode = argv[4] or '', argv[5] or ''
       if cs ~= '' then
-        cost = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 or whole(cs)
+        cost = NUM[cs] or read(cs)
         if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
       end
       if mode ~= '' then
@@ -383,7 +395,7 @@ local function token_bucket(KEYS, ARGV)
     if i == 1 then
       limit1, period1, burst1 = limit, period_ms, burst
     else
-      lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+      argv[at + 1], argv[at + 2], argv[at + 3] = limit, period_ms, burst
     end
   end
 
@@ -460,7 +472,7 @@ local function token_bucket(KEYS, ARGV)
     -- in locals, the others' in tables.
     local limit, period_us, burst, stored_tokens, stored_t = limit1, period1 * 1000, burst1, s1, s2
     if i > 1 then
-      limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+      limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
       stored_tokens, stored_t = more[2 * i - 3], more[2 * i - 2]
     end
     -- A new bucket starts full, its refills counted from now. A clock behind
@@ -559,27 +571,25 @@ local function leaky_bucket(KEYS, ARGV)
     end
   end
   local cost, check = 1, false
-  -- The first limit's arguments, and the others' in a table (limit, period_ms
-  -- and burst of limit i at 3i - 2, 3i - 1, 3i), so that a call with one limit
-  -- builds no table. It is made at its full size: a table that grows is
-  -- rebuilt at each power of two, about 1k instructions each time.
+  -- The first limit's arguments go into locals; a further limit's, once read,
+  -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
+  -- call builds a table for them.
   local limit1, period1, burst1
-  local lims = n > 1 and { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } or nil
   for i = 1, n do
     local at = i == 1 and 0 or 3 * i - 1
     local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''
-    -- A number in the common form (no leading zero, at most 15 digits) is read
-    -- at once; whole() reads the others. Both give nil for anything but digits.
-    local limit = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0 or whole(ls)
+    -- Each number is read as helpers.lua's "Numbers" says: nil for anything
+    -- but digits.
+    local limit = NUM[ls] or read(ls)
     if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
-    local period_ms = find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0 or whole(ps)
+    local period_ms = NUM[ps] or read(ps)
     if not period_ms or period_ms < 1 or period_ms > 1e12 then
       return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
     end
     local burst = limit
     local given = false -- a burst of its own, named when the range is exceeded
     if bs ~= '' then
-      local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0 or whole(bs)
+      local b = NUM[bs] or read(bs)
       if not b or b > 1e15 then
         return invalid('burst', i, bs, 'must be a whole number up to 10^15, or 0 or empty for limit')
       end
@@ -595,7 +605,7 @@ local function leaky_bucket(KEYS, ARGV)
     if i == 1 then
       local cs, mode = argv[4] or '', argv[5] or ''
       if cs ~= '' then
-        cost = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 or whole(cs)
+        cost = NUM[cs] or read(cs)
         if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
       end
       if mode ~= '' then
@@ -606,7 +616,7 @@ local function leaky_bucket(KEYS, ARGV)
     if i == 1 then
       limit1, period1, burst1 = limit, period_ms, burst
     else
-      lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+      argv[at + 1], argv[at + 2], argv[at + 3] = limit, period_ms, burst
     end
   end
 
@@ -683,7 +693,7 @@ local function leaky_bucket(KEYS, ARGV)
     -- in locals, the others' in tables.
     local limit, period_us, burst, stored_x, stored_t = limit1, period1 * 1000, burst1, s1, s2
     if i > 1 then
-      limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+      limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
       stored_x, stored_t = more[2 * i - 3], more[2 * i - 2]
     end
     local g, h = limit, period_us -- g: their greatest common divisor
@@ -772,26 +782,24 @@ local function sliding_window(KEYS, ARGV)
     end
   end
   local cost, check = 1, false
-  -- The first limit's arguments, and the others' in a table (limit, period_ms
-  -- and burst of limit i at 3i - 2, 3i - 1, 3i), so that a call with one limit
-  -- builds no table. It is made at its full size: a table that grows is
-  -- rebuilt at each power of two, about 1k instructions each time.
+  -- The first limit's arguments go into locals; a further limit's, once read,
+  -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
+  -- call builds a table for them.
   local limit1, period1, burst1
-  local lims = n > 1 and { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } or nil
   for i = 1, n do
     local at = i == 1 and 0 or 3 * i - 1
     local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''
-    -- A number in the common form (no leading zero, at most 15 digits) is read
-    -- at once; whole() reads the others. Both give nil for anything but digits.
-    local limit = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0 or whole(ls)
+    -- Each number is read as helpers.lua's "Numbers" says: nil for anything
+    -- but digits.
+    local limit = NUM[ls] or read(ls)
     if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
-    local period_ms = find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0 or whole(ps)
+    local period_ms = NUM[ps] or read(ps)
     if not period_ms or period_ms < 1 or period_ms > 1e12 then
       return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
     end
     local burst = limit
     if bs ~= '' then
-      local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0 or whole(bs)
+      local b = NUM[bs] or read(bs)
       if not b or (b ~= 0 and b ~= limit) then
         return invalid('burst', i, bs, 'must be empty, 0 or equal to limit for ' .. NAME)
       end
@@ -803,7 +811,7 @@ local function sliding_window(KEYS, ARGV)
     if i == 1 then
       local cs, mode = argv[4] or '', argv[5] or ''
       if cs ~= '' then
-        cost = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 or whole(cs)
+        cost = NUM[cs] or read(cs)
         if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
       end
       if mode ~= '' then
@@ -814,7 +822,7 @@ local function sliding_window(KEYS, ARGV)
     if i == 1 then
       limit1, period1, burst1 = limit, period_ms, burst
     else
-      lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+      argv[at + 1], argv[at + 2], argv[at + 3] = limit, period_ms, burst
     end
   end
 
@@ -894,7 +902,7 @@ local function sliding_window(KEYS, ARGV)
     -- in locals, the others' in tables.
     local limit, p, stored, stored_prev, stored_cur = limit1, period1, s1, s2, s3
     if i > 1 then
-      limit, p = lims[3 * i - 2], lims[3 * i - 1]
+      limit, p = argv[3 * i], argv[3 * i + 1]
       stored, stored_prev, stored_cur = more[3 * i - 5], more[3 * i - 4], more[3 * i - 3]
     end
     -- A clock behind the stored window (it stepped back) decides as of its start.
@@ -999,26 +1007,24 @@ local function fixed_window(KEYS, ARGV)
     end
   end
   local cost, check = 1, false
-  -- The first limit's arguments, and the others' in a table (limit, period_ms
-  -- and burst of limit i at 3i - 2, 3i - 1, 3i), so that a call with one limit
-  -- builds no table. It is made at its full size: a table that grows is
-  -- rebuilt at each power of two, about 1k instructions each time.
+  -- The first limit's arguments go into locals; a further limit's, once read,
+  -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
+  -- call builds a table for them.
   local limit1, period1, burst1
-  local lims = n > 1 and { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } or nil
   for i = 1, n do
     local at = i == 1 and 0 or 3 * i - 1
     local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''
-    -- A number in the common form (no leading zero, at most 15 digits) is read
-    -- at once; whole() reads the others. Both give nil for anything but digits.
-    local limit = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0 or whole(ls)
+    -- Each number is read as helpers.lua's "Numbers" says: nil for anything
+    -- but digits.
+    local limit = NUM[ls] or read(ls)
     if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
-    local period_ms = find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0 or whole(ps)
+    local period_ms = NUM[ps] or read(ps)
     if not period_ms or period_ms < 1 or period_ms > 1e12 then
       return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
     end
     local burst = limit
     if bs ~= '' then
-      local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0 or whole(bs)
+      local b = NUM[bs] or read(bs)
       if not b or (b ~= 0 and b ~= limit) then
         return invalid('burst', i, bs, 'must be empty, 0 or equal to limit for ' .. NAME)
       end
@@ -1026,7 +1032,7 @@ local function fixed_window(KEYS, ARGV)
     if i == 1 then
       local cs, mode = argv[4] or '', argv[5] or ''
       if cs ~= '' then
-        cost = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 or whole(cs)
+        cost = NUM[cs] or read(cs)
         if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
       end
       if mode ~= '' then
@@ -1037,7 +1043,7 @@ local function fixed_window(KEYS, ARGV)
     if i == 1 then
       limit1, period1, burst1 = limit, period_ms, burst
     else
-      lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+      argv[at + 1], argv[at + 2], argv[at + 3] = limit, period_ms, burst
     end
   end
 
@@ -1114,7 +1120,7 @@ local function fixed_window(KEYS, ARGV)
     -- in locals, the others' in tables.
     local limit, period_us, stored_start, stored_count = limit1, period1 * 1000, s1, s2
     if i > 1 then
-      limit, period_us = lims[3 * i - 2], lims[3 * i - 1] * 1000
+      limit, period_us = argv[3 * i], argv[3 * i + 1] * 1000
       stored_start, stored_count = more[2 * i - 3], more[2 * i - 2]
     end
     -- A clock behind the window's start (it stepped back) decides within it.
@@ -1192,26 +1198,24 @@ local function sliding_log(KEYS, ARGV)
     end
   end
   local cost, check = 1, false
-  -- The first limit's arguments, and the others' in a table (limit, period_ms
-  -- and burst of limit i at 3i - 2, 3i - 1, 3i), so that a call with one limit
-  -- builds no table. It is made at its full size: a table that grows is
-  -- rebuilt at each power of two, about 1k instructions each time.
+  -- The first limit's arguments go into locals; a further limit's, once read,
+  -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
+  -- call builds a table for them.
   local limit1, period1, burst1
-  local lims = n > 1 and { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } or nil
   for i = 1, n do
     local at = i == 1 and 0 or 3 * i - 1
     local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''
-    -- A number in the common form (no leading zero, at most 15 digits) is read
-    -- at once; whole() reads the others. Both give nil for anything but digits.
-    local limit = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0 or whole(ls)
+    -- Each number is read as helpers.lua's "Numbers" says: nil for anything
+    -- but digits.
+    local limit = NUM[ls] or read(ls)
     if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
-    local period_ms = find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0 or whole(ps)
+    local period_ms = NUM[ps] or read(ps)
     if not period_ms or period_ms < 1 or period_ms > 1e12 then
       return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
     end
     local burst = limit
     if bs ~= '' then
-      local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0 or whole(bs)
+      local b = NUM[bs] or read(bs)
       if not b or (b ~= 0 and b ~= limit) then
         return invalid('burst', i, bs, 'must be empty, 0 or equal to limit for ' .. NAME)
       end
@@ -1219,7 +1223,7 @@ local function sliding_log(KEYS, ARGV)
     if i == 1 then
       local cs, mode = argv[4] or '', argv[5] or ''
       if cs ~= '' then
-        cost = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 or whole(cs)
+        cost = NUM[cs] or read(cs)
         if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
       end
       if mode ~= '' then
@@ -1230,7 +1234,7 @@ local function sliding_log(KEYS, ARGV)
     if i == 1 then
       limit1, period1, burst1 = limit, period_ms, burst
     else
-      lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+      argv[at + 1], argv[at + 2], argv[at + 3] = limit, period_ms, burst
     end
   end
 
@@ -1274,7 +1278,7 @@ local function sliding_log(KEYS, ARGV)
   local longest = 0 -- the longest period: what the log must keep
   for i = 1, n do
     local limit, period_us = limit1, period1 * 1000
-    if i > 1 then limit, period_us = lims[3 * i - 2], lims[3 * i - 1] * 1000 end
+    if i > 1 then limit, period_us = argv[3 * i], argv[3 * i + 1] * 1000 end
     if period_us > longest then longest = period_us end
     -- the window is (at - period, at]; the marker's score, <= 0, is never in it
     local lo = at - period_us
@@ -1376,4 +1380,4 @@ redis.register_function('redisrate_sliding_log', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' },
   callback = function(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return 'fcc86ad1eed1cc04dcf1dc27fa492c4c378f3d2c' end }
+  callback = function() return '832c7d7f8e77d77463504ebbf0c6ebf4fb8ebea1' end }

@@ -53,8 +53,8 @@
 -- read the globals (string, math) while it loads.
 local find, match, fmt = ('').find, ('').match, ('').format
 
--- whole reads a contract number that is not in the common form, which the
--- arguments section reads at once (no leading zero, at most 15 digits):
+-- Numbers: an argument in the common form (no leading zero, at most 15
+-- digits) is read at once, with one find and s + 0; whole reads the others:
 -- digits only, leading zeros dropped before reading (gopher-lua would read
 -- 010 as octal), at most 16 digits left; nil otherwise.
 local function whole(s)
@@ -127,17 +127,15 @@ if nargs > 5 then
   end
 end
 local cost, check = 1, false
--- The first limit's arguments, and the others' in a table (limit, period_ms
--- and burst of limit i at 3i - 2, 3i - 1, 3i), so that a call with one limit
--- builds no table. It is made at its full size: a table that grows is
--- rebuilt at each power of two, about 1k instructions each time.
+-- The first limit's arguments go into locals; a further limit's, once read,
+-- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
+-- call builds a table for them.
 local limit1, period1, burst1
-local lims = n > 1 and { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } or nil
 for i = 1, n do
   local at = i == 1 and 0 or 3 * i - 1
   local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''
-  -- A number in the common form (no leading zero, at most 15 digits) is read
-  -- at once; whole() reads the others. Both give nil for anything but digits.
+  -- Each number is read as helpers.lua's "Numbers" says: nil for anything
+  -- but digits.
   local limit = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0 or whole(ls)
   if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
   local period_ms = find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0 or whole(ps)
@@ -169,7 +167,7 @@ for i = 1, n do
   if i == 1 then
     limit1, period1, burst1 = limit, period_ms, burst
   else
-    lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+    argv[at + 1], argv[at + 2], argv[at + 3] = limit, period_ms, burst
   end
 end
 
@@ -249,7 +247,7 @@ for i = 1, n do
   -- in locals, the others' in tables.
   local limit, p, stored, stored_prev, stored_cur = limit1, period1, s1, s2, s3
   if i > 1 then
-    limit, p = lims[3 * i - 2], lims[3 * i - 1]
+    limit, p = argv[3 * i], argv[3 * i + 1]
     stored, stored_prev, stored_cur = more[3 * i - 5], more[3 * i - 4], more[3 * i - 3]
   end
   -- A clock behind the stored window (it stepped back) decides as of its start.

@@ -50,8 +50,8 @@
 -- read the globals (string, math) while it loads.
 local find, match, fmt = ('').find, ('').match, ('').format
 
--- whole reads a contract number that is not in the common form, which the
--- arguments section reads at once (no leading zero, at most 15 digits):
+-- Numbers: an argument in the common form (no leading zero, at most 15
+-- digits) is read at once, with one find and s + 0; whole reads the others:
 -- digits only, leading zeros dropped before reading (gopher-lua would read
 -- 010 as octal), at most 16 digits left; nil otherwise.
 local function whole(s)
@@ -125,17 +125,15 @@ if nargs > 5 then
   end
 end
 local cost, check = 1, false
--- The first limit's arguments, and the others' in a table (limit, period_ms
--- and burst of limit i at 3i - 2, 3i - 1, 3i), so that a call with one limit
--- builds no table. It is made at its full size: a table that grows is
--- rebuilt at each power of two, about 1k instructions each time.
+-- The first limit's arguments go into locals; a further limit's, once read,
+-- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
+-- call builds a table for them.
 local limit1, period1, burst1
-local lims = n > 1 and { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } or nil
 for i = 1, n do
   local at = i == 1 and 0 or 3 * i - 1
   local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''
-  -- A number in the common form (no leading zero, at most 15 digits) is read
-  -- at once; whole() reads the others. Both give nil for anything but digits.
+  -- Each number is read as helpers.lua's "Numbers" says: nil for anything
+  -- but digits.
   local limit = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0 or whole(ls)
   if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
   local period_ms = find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0 or whole(ps)
@@ -172,7 +170,7 @@ for i = 1, n do
   if i == 1 then
     limit1, period1, burst1 = limit, period_ms, burst
   else
-    lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+    argv[at + 1], argv[at + 2], argv[at + 3] = limit, period_ms, burst
   end
 end
 
@@ -249,7 +247,7 @@ for i = 1, n do
   -- in locals, the others' in tables.
   local limit, period_us, burst, stored_tokens, stored_t = limit1, period1 * 1000, burst1, s1, s2
   if i > 1 then
-    limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+    limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
     stored_tokens, stored_t = more[2 * i - 3], more[2 * i - 2]
   end
   -- A new bucket starts full, its refills counted from now. A clock behind

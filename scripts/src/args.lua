@@ -16,27 +16,25 @@ if nargs > 5 then
   end
 end
 local cost, check = 1, false
--- The first limit's arguments, and the others' in a table (limit, period_ms
--- and burst of limit i at 3i - 2, 3i - 1, 3i), so that a call with one limit
--- builds no table. It is made at its full size: a table that grows is
--- rebuilt at each power of two, about 1k instructions each time.
+-- The first limit's arguments go into locals; a further limit's, once read,
+-- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
+-- call builds a table for them.
 local limit1, period1, burst1
-local lims = n > 1 and { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 } or nil
 for i = 1, n do
   local at = i == 1 and 0 or 3 * i - 1
   local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''
-  -- A number in the common form (no leading zero, at most 15 digits) is read
-  -- at once; whole() reads the others. Both give nil for anything but digits.
-  local limit = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0 or whole(ls)
+  -- Each number is read as helpers.lua's "Numbers" says: nil for anything
+  -- but digits.
+  local limit = @read(ls)@
   if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
-  local period_ms = find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0 or whole(ps)
+  local period_ms = @read(ps)@
   if not period_ms or period_ms < 1 or period_ms > 1e12 then
     return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
   end
   local burst = limit
 --@if window
   if bs ~= '' then
-    local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0 or whole(bs)
+    local b = @read(bs)@
     if not b or (b ~= 0 and b ~= limit) then
       return invalid('burst', i, bs, 'must be empty, 0 or equal to limit for ' .. NAME)
     end
@@ -44,7 +42,7 @@ for i = 1, n do
 --@else
   local given = false -- a burst of its own, named when the range is exceeded
   if bs ~= '' then
-    local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0 or whole(bs)
+    local b = @read(bs)@
     if not b or b > 1e15 then
       return invalid('burst', i, bs, 'must be a whole number up to 10^15, or 0 or empty for limit')
     end
@@ -67,7 +65,7 @@ for i = 1, n do
   if i == 1 then
     local cs, mode = argv[4] or '', argv[5] or ''
     if cs ~= '' then
-      cost = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 or whole(cs)
+      cost = @read(cs)@
       if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
     end
     if mode ~= '' then
@@ -78,7 +76,7 @@ for i = 1, n do
   if i == 1 then
     limit1, period1, burst1 = limit, period_ms, burst
   else
-    lims[3 * i - 2], lims[3 * i - 1], lims[3 * i] = limit, period_ms, burst
+    argv[at + 1], argv[at + 2], argv[at + 3] = limit, period_ms, burst
   end
 end
 

@@ -25,7 +25,7 @@ for i = 1, n do
   -- in locals, the others' in tables.
   local limit, period_us, stored_start, stored_count = limit1, period1 * 1000, s1, s2
   if i > 1 then
-    limit, period_us = lims[3 * i - 2], lims[3 * i - 1] * 1000
+    limit, period_us = argv[3 * i], argv[3 * i + 1] * 1000
     stored_start, stored_count = more[2 * i - 3], more[2 * i - 2]
   end
   -- A clock behind the window's start (it stepped back) decides within it.

@@ -25,7 +25,7 @@ for i = 1, n do
   -- in locals, the others' in tables.
   local limit, period_us, burst, stored_t, stored_r = limit1, period1 * 1000, burst1, s1, s2
   if i > 1 then
-    limit, period_us, burst = lims[3 * i - 2], lims[3 * i - 1] * 1000, lims[3 * i]
+    limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
     stored_t, stored_r = more[2 * i - 3], more[2 * i - 2]
   end
   local g, h = limit, period_us -- g: their greatest common divisor

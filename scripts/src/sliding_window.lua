@@ -33,7 +33,7 @@ for i = 1, n do
   -- in locals, the others' in tables.
   local limit, p, stored, stored_prev, stored_cur = limit1, period1, s1, s2, s3
   if i > 1 then
-    limit, p = lims[3 * i - 2], lims[3 * i - 1]
+    limit, p = argv[3 * i], argv[3 * i + 1]
     stored, stored_prev, stored_cur = more[3 * i - 5], more[3 * i - 4], more[3 * i - 3]
   end
   -- A clock behind the stored window (it stepped back) decides as of its start.

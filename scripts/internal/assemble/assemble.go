@@ -93,17 +93,25 @@ func Generate(src fs.FS) (Files, error) {
 	if err != nil {
 		return nil, err
 	}
+	scriptHelpers, err := expandText(src, helpers, map[string]bool{"library": false})
+	if err != nil {
+		return nil, fmt.Errorf("helpers.lua: %w", err)
+	}
+	libraryHelpers, err := expandText(src, helpers, map[string]bool{"library": true})
+	if err != nil {
+		return nil, fmt.Errorf("helpers.lua: %w", err)
+	}
 	out := Files{}
 	for _, a := range algos {
 		var b strings.Builder
 		header(&b, a)
-		b.WriteString(strings.TrimRight(string(helpers), "\n") + "\n\n")
+		b.WriteString(scriptHelpers + "\n\n")
 		constants(&b, a)
 		writeLines(&b, a.Top)
-		writeLines(&b, a.Body)
+		writeLines(&b, readNumbers(a.Body, scriptRead))
 		out[a.Name+".lua"] = []byte(b.String())
 	}
-	out["library.lua"] = []byte(library(algos, string(helpers)))
+	out["library.lua"] = []byte(library(algos, libraryHelpers))
 	out["reset.lua"] = []byte(reset(algos))
 	goSrc, err := manifest(algos, out)
 	if err != nil {
@@ -116,6 +124,30 @@ func Generate(src fs.FS) (Files, error) {
 	}
 	out["../algorithm_gen.go"] = rootSrc
 	return out, nil
+}
+
+// readMacro is how the sources read a number argument, "@read(s)@"; the
+// generator writes out how: a script reads the string (helpers.lua,
+// "Numbers"), the library first looks it up in what earlier calls read.
+var readMacro = regexp.MustCompile(`@read\((\w+)\)@`)
+
+const (
+	scriptRead  = "find($1, '^[1-9]%d*$') and #$1 < 16 and $1 + 0 or whole($1)"
+	libraryRead = "NUM[$1] or read($1)"
+)
+
+func readNumbers(lines []string, read string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = readMacro.ReplaceAllString(l, read)
+	}
+	return out
+}
+
+// expandText is expand for a whole file's text, trailing newlines dropped.
+func expandText(src fs.FS, text []byte, flags map[string]bool) (string, error) {
+	lines, err := expand(src, strings.Split(strings.TrimRight(string(text), "\n"), "\n"), flags)
+	return strings.Join(lines, "\n"), err
 }
 
 func writeLines(b *strings.Builder, lines []string) {
@@ -410,13 +442,13 @@ func library(algos []Algorithm, helpers string) string {
 -- tell whether the library they find is the one they bundle.
 
 `, ContractVersion, names(algos))
-	b.WriteString(strings.TrimRight(helpers, "\n") + "\n\n")
+	b.WriteString(helpers + "\n\n")
 	for _, a := range algos {
 		fmt.Fprintf(&b, "-- ==== %s ====\n", a.Name)
 		constants(&b, a)
 		writeLines(&b, a.Top)
 		fmt.Fprintf(&b, "local function %s(KEYS, ARGV)\n", a.Name)
-		for _, l := range a.Body {
+		for _, l := range readNumbers(a.Body, libraryRead) {
 			if l != "" {
 				b.WriteString("  ")
 			}
