@@ -244,9 +244,15 @@ func checkBound(s scripts.Spec, l st.Limit, adm []admission) string {
 // traffic (clock steps back included), a check exactly retry_after_ms
 // later is admitted, and 1 ms earlier it is denied where the model says
 // so; exactly reset_after_ms later the key is at full capacity. The
-// probes are checks, and the clock and TTL are put back after them.
+// probes are checks, and the clock and the key (value and TTL) are put back
+// after them. On miniredis and on a real Redis whose clock the test sets.
 func TestRetryAndResetHonest(t *testing.T) {
-	b := st.Miniredis(t)
+	for _, b := range st.BothClocked(t) {
+		t.Run(b.Name, func(t *testing.T) { b.Rebind(t); retryAndResetHonest(t, b) })
+	}
+}
+
+func retryAndResetHonest(t *testing.T, b *st.Backend) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	retries, early := 0, 0
 	for _, s := range scripts.Specs() {
@@ -272,13 +278,7 @@ func TestRetryAndResetHonest(t *testing.T) {
 				check := append([]string(nil), argv...)
 				check[4] = "check"
 				probe := func(after int64) st.Reply {
-					start := b.Now()
-					b.FreezeTTL(true)
-					b.Advance(time.Duration(after) * time.Millisecond)
-					p := b.Eval(s, key, check...)
-					b.SetTime(start)
-					b.FreezeTTL(false)
-					return p
+					return b.Probe(key, time.Duration(after)*time.Millisecond, func() st.Reply { return b.Eval(s, key, check...) })
 				}
 				if r.Ints[0] == 0 && r.Ints[2] > 0 {
 					retries++

@@ -480,16 +480,30 @@ func (b *Backend) Save(key string) (restore func()) {
 	}
 }
 
-// FreezeTTL stops (true) or restarts (false) miniredis's TTLs from running
-// down with the clock. Frozen, keys never expire: for probes that move the
-// clock forward and back again.
-func (b *Backend) FreezeTTL(frozen bool) {
+// Probe runs call with the clock moved on by after, then puts the clock and
+// key (value and TTL) back as they were: to ask what a key would answer
+// later without changing what it answers now. On miniredis the TTLs stop
+// instead while the clock is ahead: it expires a key at its expiry
+// millisecond, which Redis still keeps (it expires only past it).
+func (b *Backend) Probe(key string, after time.Duration, call func() Reply) Reply {
 	b.t.Helper()
-	if b.mr == nil {
-		b.t.Fatal("FreezeTTL on real Redis")
+	start := b.Now()
+	restore := func() {}
+	if b.mr != nil {
+		b.frozen = true
+		b.mr.ClockTTL(false)
+	} else {
+		restore = b.Save(key)
 	}
-	b.frozen = frozen
-	b.mr.ClockTTL(!frozen)
+	b.Advance(after)
+	r := call()
+	b.SetTime(start)
+	if b.mr != nil {
+		b.frozen = false
+		b.mr.ClockTTL(true)
+	}
+	restore()
+	return r
 }
 
 // KeyState reads what ExpectedStateError needs of key.
