@@ -159,8 +159,8 @@ local function gcra(KEYS, ARGV)
       end
       return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
     end
-    if i == 1 then
-      local cs, mode = argv[4] or '', argv[5] or ''
+    if i == 1 and nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
+      local cs, mode = argv[4], argv[5] or ''
       if cs ~= '' then
         cost = NUM[cs] or read(cs)
         if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
@@ -381,8 +381,8 @@ local function token_bucket(KEYS, ARGV)
       end
       return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
     end
-    if i == 1 then
-      local cs, mode = argv[4] or '', argv[5] or ''
+    if i == 1 and nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
+      local cs, mode = argv[4], argv[5] or ''
       if cs ~= '' then
         cost = NUM[cs] or read(cs)
         if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
@@ -602,8 +602,8 @@ local function leaky_bucket(KEYS, ARGV)
       end
       return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
     end
-    if i == 1 then
-      local cs, mode = argv[4] or '', argv[5] or ''
+    if i == 1 and nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
+      local cs, mode = argv[4], argv[5] or ''
       if cs ~= '' then
         cost = NUM[cs] or read(cs)
         if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
@@ -808,8 +808,8 @@ local function sliding_window(KEYS, ARGV)
     if (burst > limit and burst or limit) * period_ms > 4e12 and out_of_range(limit, period_ms, burst) then
       return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
     end
-    if i == 1 then
-      local cs, mode = argv[4] or '', argv[5] or ''
+    if i == 1 and nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
+      local cs, mode = argv[4], argv[5] or ''
       if cs ~= '' then
         cost = NUM[cs] or read(cs)
         if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
@@ -1029,8 +1029,8 @@ local function fixed_window(KEYS, ARGV)
         return invalid('burst', i, bs, 'must be empty, 0 or equal to limit for ' .. NAME)
       end
     end
-    if i == 1 then
-      local cs, mode = argv[4] or '', argv[5] or ''
+    if i == 1 and nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
+      local cs, mode = argv[4], argv[5] or ''
       if cs ~= '' then
         cost = NUM[cs] or read(cs)
         if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
@@ -1220,8 +1220,8 @@ local function sliding_log(KEYS, ARGV)
         return invalid('burst', i, bs, 'must be empty, 0 or equal to limit for ' .. NAME)
       end
     end
-    if i == 1 then
-      local cs, mode = argv[4] or '', argv[5] or ''
+    if i == 1 and nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
+      local cs, mode = argv[4], argv[5] or ''
       if cs ~= '' then
         cost = NUM[cs] or read(cs)
         if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
@@ -1380,4 +1380,4 @@ redis.register_function('redisrate_sliding_log', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' },
   callback = function(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return '832c7d7f8e77d77463504ebbf0c6ebf4fb8ebea1' end }
+  callback = function() return 'af1eb638014eae4bce5f0bee676a768c654c41a2' end }

@@ -9,16 +9,16 @@ const ContractVersion = 2
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "832c7d7f8e77d77463504ebbf0c6ebf4fb8ebea1"
+const LibraryVersion = "af1eb638014eae4bce5f0bee676a768c654c41a2"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
-	{Name: "gcra", Tag: "gcra:2", Window: false, Log: false, Fields: 2, TimeField: 0, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "continuous", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "bd79335a4abf4b9552f6b0c22ece4565ca90b8ad", Function: "redisrate_gcra"},
-	{Name: "token_bucket", Tag: "tb:2", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "refill", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "896887f9991660f07b47c9499a33b6f498bf7d39", Function: "redisrate_token_bucket"},
-	{Name: "leaky_bucket", Tag: "lb:2", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "continuous", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "c8e9d6a4ba461ad9d31f903cea3fa8b19dc97c29", Function: "redisrate_leaky_bucket"},
-	{Name: "sliding_window", Tag: "sw:2", Window: true, Log: false, Fields: 3, TimeField: 1, TimeMax: 8835955200000, MaxLimit: 1000000000000000, Range: "weighted", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "850676b640966666bdb8eaa727a72e7cde93d0ea", Function: "redisrate_sliding_window"},
-	{Name: "fixed_window", Tag: "fw:2", Window: true, Log: false, Fields: 2, TimeField: 1, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "79922f1153606282b203cc78ccb5df529b5cea07", Function: "redisrate_fixed_window"},
-	{Name: "sliding_log", Tag: "sliding_log:2", Window: true, Log: true, Fields: 0, TimeField: 0, TimeMax: 8835955200000000, MaxLimit: 10000, Range: "", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "851f0ca60e8d8207f17e59853f9fc18418cd51c8", Function: "redisrate_sliding_log"},
+	{Name: "gcra", Tag: "gcra:2", Window: false, Log: false, Fields: 2, TimeField: 0, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "continuous", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "4604ca5572159207475bee7164b6068361ee70f4", Function: "redisrate_gcra"},
+	{Name: "token_bucket", Tag: "tb:2", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "refill", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "66c6eb7eba099c38c15820be9e34ee4c87f21c4b", Function: "redisrate_token_bucket"},
+	{Name: "leaky_bucket", Tag: "lb:2", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "continuous", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "84a49c6e3fbaefa48cb99ffe982931f356720d5a", Function: "redisrate_leaky_bucket"},
+	{Name: "sliding_window", Tag: "sw:2", Window: true, Log: false, Fields: 3, TimeField: 1, TimeMax: 8835955200000, MaxLimit: 1000000000000000, Range: "weighted", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "e0ae5c5ed806a28e5ae48607dacb7c122cb04f0e", Function: "redisrate_sliding_window"},
+	{Name: "fixed_window", Tag: "fw:2", Window: true, Log: false, Fields: 2, TimeField: 1, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "3e44242041dd286ef054b530960e1795f92a945a", Function: "redisrate_fixed_window"},
+	{Name: "sliding_log", Tag: "sliding_log:2", Window: true, Log: true, Fields: 0, TimeField: 0, TimeMax: 8835955200000000, MaxLimit: 10000, Range: "", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "a983289292b5fe36cf837044a6ab1888fe6ab80f", Function: "redisrate_sliding_log"},
 }
 
 // resetSHA1 is the SHA1 of reset.lua.

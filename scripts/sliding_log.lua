@@ -144,8 +144,8 @@ for i = 1, n do
       return invalid('burst', i, bs, 'must be empty, 0 or equal to limit for ' .. NAME)
     end
   end
-  if i == 1 then
-    local cs, mode = argv[4] or '', argv[5] or ''
+  if i == 1 and nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
+    local cs, mode = argv[4], argv[5] or ''
     if cs ~= '' then
       cost = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 or whole(cs)
       if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
