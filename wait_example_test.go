@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/redisrate/redisrate"
 )
 
@@ -72,20 +70,33 @@ func ExampleLimiter_WaitN() {
 	// redisrate: wait on key "upload": cost exceeds the capacity of the limit: it can never be admitted (cost 250, capacity 100)
 }
 
-// WaitMulti waits until every limit admits: here a mail provider's 2 per
-// second and 3 per minute (the Example is compiled, not run: it sleeps on
-// the real clock).
+// WaitMulti waits until every limit admits: here a mail provider's 5 per
+// second and 3 per hour. The per-hour limit binds first: the fourth mail's
+// turn is 20 minutes away, after the context's deadline, so WaitMulti gives
+// up at once rather than sleep.
 func ExampleLimiter_WaitMulti() {
-	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
-	defer rdb.Close()
+	rdb, done := exampleRedis()
+	defer done()
 	limiter := redisrate.NewLimiter(rdb)
+	perSecond, perHour := redisrate.PerSecond(5), redisrate.PerHour(3)
+
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	for _, to := range []string{"a@example.com", "b@example.com"} {
-		if _, err := limiter.WaitMulti(ctx, "mail-provider", 1, redisrate.PerSecond(2), redisrate.PerMinute(3)); err != nil {
+	for _, to := range []string{"a@example.com", "b@example.com", "c@example.com", "d@example.com"} {
+		res, err := limiter.WaitMulti(ctx, "mail-provider", 1, perSecond, perHour)
+		if errors.Is(err, context.DeadlineExceeded) {
+			fmt.Printf("not sending to %s: the %v limit's turn is in %v\n", to, res.Limit, res.RetryAfter)
+			return
+		}
+		if err != nil {
 			fmt.Println("giving up:", err)
 			return
 		}
 		fmt.Println("sending to", to)
 	}
+	// Output:
+	// sending to a@example.com
+	// sending to b@example.com
+	// sending to c@example.com
+	// not sending to d@example.com: the 3/h limit's turn is in 20m0s
 }

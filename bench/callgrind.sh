@@ -56,3 +56,4 @@ done
 measure "EVALSHA sliding_log.lua, 1 limit" "scripts/sliding_log.lua" 1 k 10000 3600000
 measure "FCALL redisrate_gcra, 1 limit" FCALL redisrate_gcra 1 k 1000000 3600000
 measure "EVALSHA gcra.lua, 3 limits" scripts/gcra.lua 1 k 1000000 3600000 '' '' '' 1000000 3600000 '' 1000000 3600000 ''
+measure "FCALL redisrate_gcra, 3 limits" FCALL redisrate_gcra 1 k 1000000 3600000 '' '' '' 1000000 3600000 '' 1000000 3600000 ''

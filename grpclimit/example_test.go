@@ -6,6 +6,7 @@ import (
 	"log"
 	"net"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -24,6 +26,29 @@ import (
 	"github.com/redisrate/redisrate/grpclimit"
 	"github.com/redisrate/redisrate/internal/readmetest"
 )
+
+// exampleRedis is an embedded Redis with a fixed clock, so that the
+// examples print the same every time. In production, use your own client:
+// redis.NewClient(&redis.Options{Addr: "localhost:6379"}).
+func exampleRedis() (*redis.Client, func()) {
+	mr, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	mr.SetTime(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	return rdb, func() { rdb.Close(); mr.Close() }
+}
+
+// exampleCall makes a call to method through limit's unary interceptor, as
+// a gRPC server does for a client at 192.0.2.1, and returns its status
+// code: OK when the call reached its handler.
+func exampleCall(limit *grpclimit.Interceptor, method string) codes.Code {
+	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP("192.0.2.1"), Port: 4000}})
+	handler := func(ctx context.Context, req any) (any, error) { return nil, nil }
+	_, err := limit.Unary()(ctx, nil, &grpc.UnaryServerInfo{FullMethod: method}, handler)
+	return status.Code(err)
+}
 
 // A gRPC server limited to 2 calls per minute per API key, its costly
 // method at a cost of 2, and a client that reads the denial's RetryInfo.
@@ -116,6 +141,9 @@ func TestDocsIsExample(t *testing.T) {
 
 // Key by the peer's address and the method: each method its own quota.
 func ExampleKeyFunc() {
+	rdb, done := exampleRedis()
+	defer done()
+
 	ip, err := grpclimit.PeerIP{}.KeyFunc()
 	if err != nil {
 		log.Fatal(err)
@@ -124,16 +152,49 @@ func ExampleKeyFunc() {
 		k, err := ip(ctx, method)
 		return method + ":" + k, err
 	})
-	_ = grpclimit.Config{Key: perMethod}
+	limit, err := grpclimit.New(grpclimit.Config{
+		Limiter: redisrate.NewLimiter(rdb),
+		Limits:  []redisrate.Limit{redisrate.PerMinute(1)},
+		Key:     perMethod,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, method := range []string{"/pkg.Svc/Get", "/pkg.Svc/Get", "/pkg.Svc/List"} {
+		fmt.Println(method, exampleCall(limit, method))
+	}
+	keys := rdb.Keys(context.Background(), "*").Val()
+	slices.Sort(keys)
+	fmt.Println(keys)
+	// Output:
+	// /pkg.Svc/Get OK
+	// /pkg.Svc/Get ResourceExhausted
+	// /pkg.Svc/List OK
+	// [grpc:/pkg.Svc/Get:ip:192.0.2.1 grpc:/pkg.Svc/List:ip:192.0.2.1]
 }
 
 // Let calls through while Redis is down, after logging why.
 func ExampleServeOnError() {
-	logger := log.New(os.Stderr, "", 0)
-	_ = grpclimit.Config{OnError: func(ctx context.Context, method string, err error) error {
-		logger.Printf("rate limiter: %s: %v", method, err)
-		return grpclimit.ServeOnError(ctx, method, err)
-	}}
+	rdb, done := exampleRedis()
+	defer done()
+	rdb.Close() // Redis is gone
+
+	logger := log.New(os.Stdout, "", 0)
+	limit, err := grpclimit.New(grpclimit.Config{
+		Limiter: redisrate.NewLimiter(rdb),
+		Limits:  []redisrate.Limit{redisrate.PerSecond(10)},
+		OnError: func(ctx context.Context, method string, err error) error {
+			logger.Printf("rate limiter: %s: %v", method, err)
+			return grpclimit.ServeOnError(ctx, method, err)
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("/pkg.Svc/Get", exampleCall(limit, "/pkg.Svc/Get"))
+	// Output:
+	// rate limiter: /pkg.Svc/Get: redisrate: gcra on key "grpc:ip:192.0.2.1": redis: client is closed
+	// /pkg.Svc/Get OK
 }
 
 // The default: refuse, with a status the client can act on.
@@ -173,13 +234,28 @@ func ExamplePeerIP() {
 // A method with a cost of its own, in the shared quota, and one with a
 // quota of its own.
 func ExampleMethod() {
-	_ = grpclimit.Config{
-		Limits: []redisrate.Limit{redisrate.PerSecond(100)},
+	rdb, done := exampleRedis()
+	defer done()
+	limit, err := grpclimit.New(grpclimit.Config{
+		Limiter: redisrate.NewLimiter(rdb),
+		Limits:  []redisrate.Limit{redisrate.PerSecond(20)},
 		Methods: map[string]grpclimit.Method{
 			"/shop.Orders/Batch":  {Cost: 10},
 			"/shop.Orders/Export": {Limits: []redisrate.Limit{redisrate.PerHour(10)}, PolicyNames: []string{"export"}},
 		},
+	})
+	if err != nil {
+		log.Fatal(err)
 	}
+	// Two batches spend the shared quota of 20; Export draws on its own.
+	for _, method := range []string{"/shop.Orders/Batch", "/shop.Orders/Batch", "/shop.Orders/Get", "/shop.Orders/Export"} {
+		fmt.Println(method, exampleCall(limit, method))
+	}
+	// Output:
+	// /shop.Orders/Batch OK
+	// /shop.Orders/Batch OK
+	// /shop.Orders/Get ResourceExhausted
+	// /shop.Orders/Export OK
 }
 
 // The interceptors go on the server; chain them with others of yours.
@@ -199,11 +275,28 @@ func ExampleInterceptor_Unary() {
 // An ErrorHandler of one's own: let calls of one method through while
 // Redis is down, refuse the others.
 func ExampleErrorHandler() {
+	rdb, done := exampleRedis()
+	defer done()
+	rdb.Close() // Redis is gone
+
 	var onError grpclimit.ErrorHandler = func(ctx context.Context, method string, err error) error {
 		if method == "/shop.Catalog/Browse" {
 			return grpclimit.ServeOnError(ctx, method, err)
 		}
 		return grpclimit.RefuseOnError(ctx, method, err)
 	}
-	_ = grpclimit.Config{OnError: onError}
+	limit, err := grpclimit.New(grpclimit.Config{
+		Limiter: redisrate.NewLimiter(rdb),
+		Limits:  []redisrate.Limit{redisrate.PerSecond(10)},
+		OnError: onError,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, method := range []string{"/shop.Catalog/Browse", "/shop.Orders/Checkout"} {
+		fmt.Println(method, exampleCall(limit, method))
+	}
+	// Output:
+	// /shop.Catalog/Browse OK
+	// /shop.Orders/Checkout Unavailable
 }

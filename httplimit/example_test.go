@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -167,11 +170,32 @@ func ExampleConfig_plans() {
 // down: log the error, then serve the request without a limit. The
 // response then carries no RateLimit header: there is no quota to report.
 func ExampleServeOnError() {
+	rdb, done := exampleRedis()
+	defer done()
+	rdb.Close() // Redis is gone
+
+	logger := log.New(os.Stdout, "", 0)
 	serve := func(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
-		log.Printf("rate limiter: %v", err)
+		logger.Printf("rate limiter: %v", err)
 		httplimit.ServeOnError(w, r, next, err)
 	}
-	_ = httplimit.Config{OnError: serve}
+	limit, err := httplimit.New(httplimit.Config{
+		Limiter: redisrate.NewLimiter(rdb),
+		Limits:  []redisrate.Limit{redisrate.PerSecond(10)},
+		OnError: serve,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := limit.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "served")
+	}))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	fmt.Println(w.Code, w.Body.String(), "RateLimit:", w.Header().Get("RateLimit"))
+	// Output:
+	// rate limiter: redisrate: gcra on key "default:ip:192.0.2.1": redis: client is closed
+	// 200 served RateLimit:
 }
 
 // What RefuseOnError, the default, answers when Redis cannot decide and
@@ -241,7 +265,23 @@ func ExampleIsPreflight() {
 
 // Only the IETF fields, without the legacy X-RateLimit-* headers.
 func ExampleHeaders() {
-	_ = httplimit.Config{Omit: httplimit.LegacyHeaders}
+	rdb, done := exampleRedis()
+	defer done()
+	limit, err := httplimit.New(httplimit.Config{
+		Limiter: redisrate.NewLimiter(rdb),
+		Limits:  []redisrate.Limit{redisrate.PerSecond(10)},
+		Omit:    httplimit.LegacyHeaders,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := limit.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	// The response's headers, spelled the way net/http keys them.
+	fmt.Println(slices.Sorted(maps.Keys(w.Header())))
+	// Output:
+	// [Ratelimit Ratelimit-Policy]
 }
 
 // An allowlist: requests from the monitoring network are exempt, by an
@@ -380,8 +420,14 @@ func ExampleClientIP() {
 	// ip:203.0.113.9
 }
 
-// An ErrorHandler of one's own: a JSON error, whatever went wrong.
+// An ErrorHandler of one's own: a JSON error, whatever went wrong; 401 for
+// a request without its API key (ErrNoKey), 503 for anything else, such
+// as Redis being gone.
 func ExampleErrorHandler() {
+	rdb, done := exampleRedis()
+	defer done()
+	rdb.Close() // Redis is gone
+
 	var onError httplimit.ErrorHandler = func(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
 		status := http.StatusServiceUnavailable
 		if errors.Is(err, httplimit.ErrNoKey) {
@@ -389,7 +435,29 @@ func ExampleErrorHandler() {
 		}
 		http.Error(w, `{"error":"rate limit undecided"}`, status)
 	}
-	_ = httplimit.Config{OnError: onError}
+	limit, err := httplimit.New(httplimit.Config{
+		Limiter: redisrate.NewLimiter(rdb),
+		Limits:  []redisrate.Limit{redisrate.PerSecond(10)},
+		Key:     httplimit.Header("X-API-Key", []byte("example secret, 16+ bytes; load yours from a secret store")),
+		OnError: onError,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := limit.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil)) // no API key
+	fmt.Printf("without a key: %d %s", w.Code, w.Body.String())
+
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("X-API-Key", "k-123") // a key, but no Redis to decide
+	w = httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	fmt.Printf("with a key: %d %s", w.Code, w.Body.String())
+	// Output:
+	// without a key: 401 {"error":"rate limit undecided"}
+	// with a key: 503 {"error":"rate limit undecided"}
 }
 
 // One Middleware for a group of routes that share a quota.

@@ -14,6 +14,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/redisrate/redisrate"
@@ -140,9 +141,42 @@ func ExampleObserver() {
 	// redisrate.outcome allowed
 }
 
-// Providers of one's own, instead of the global ones.
+// Providers of one's own, instead of the global ones: here the SDK's, with
+// a reader and a span recorder that keep in memory what was recorded.
 func ExampleWithMeterProvider() {
-	mp := sdkmetric.NewMeterProvider()
-	tp := sdktrace.NewTracerProvider()
-	_, _ = otelrate.New(otelrate.WithMeterProvider(mp), otelrate.WithTracerProvider(tp))
+	mr, err := miniredis.Run() // in production: your Redis
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	obs, err := otelrate.New(otelrate.WithMeterProvider(mp), otelrate.WithTracerProvider(tp))
+	if err != nil {
+		log.Fatal(err)
+	}
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithObserver(obs))
+	_, _ = limiter.Allow(context.Background(), "login:ip:192.0.2.1", redisrate.PerMinute(2))
+
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		log.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			fmt.Println("metric", m.Name)
+		}
+	}
+	for _, s := range spans.Ended() {
+		fmt.Println("span", s.Name())
+	}
+	// Unordered output:
+	// metric redisrate.decisions
+	// metric redisrate.decision.duration
+	// span redisrate.allow
 }
