@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -195,4 +196,15 @@ func grepStats(info string, prefixes ...string) string {
 		}
 	}
 	return strings.Join(out, " ")
+}
+
+// statCalls is the calls= count of an INFO commandstats line ("cmdstat_asking"), 0 when absent.
+func statCalls(info, stat string) int {
+	for _, line := range strings.Split(info, "\r\n") {
+		if rest, ok := strings.CutPrefix(line, stat+":calls="); ok {
+			n, _ := strconv.Atoi(strings.SplitN(rest, ",", 2)[0])
+			return n
+		}
+	}
+	return 0
 }

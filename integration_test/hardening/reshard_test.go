@@ -77,7 +77,7 @@ func reshard(t *testing.T, library bool) {
 	time.Sleep(loadFor(300 * time.Millisecond))
 
 	// One slot at a time, as redis-cli --cluster reshard moves them.
-	var asks, moved int
+	var migrations, moved int
 	for round := range 2 {
 		for _, h := range keys {
 			func() {
@@ -126,7 +126,7 @@ func reshard(t *testing.T, library bool) {
 						t.Error(err)
 						return
 					}
-					asks++
+					migrations++
 					moved += n
 					c.WaitHealthy(10 * time.Second)
 					time.Sleep(100 * time.Millisecond) // calls follow MOVED
@@ -137,7 +137,7 @@ func reshard(t *testing.T, library bool) {
 	time.Sleep(loadFor(300 * time.Millisecond))
 	stop()
 
-	report(t, name, "%d slot migrations of hot keys (%d keys moved by MIGRATE) under load", asks, moved)
+	report(t, name, "%d slot migrations of hot keys (%d keys moved by MIGRATE) under load", migrations, moved)
 	checkBounds(t, name, keys, 0, false)
 	for _, algo := range algorithms {
 		res, err := l.Check(ctx, "{"+algo.String()+"}:idle", idle.WithAlgorithm(algo))
@@ -145,18 +145,26 @@ func reshard(t *testing.T, library bool) {
 			t.Errorf("%s: the exhausted key in the migrated slot: %v, %v; want still denied (state carried)", algo, res, err)
 		}
 	}
-	// The targets loaded the scripts on demand.
-	fcalls := 0
+	// The targets loaded the scripts on demand, and calls followed ASK
+	// there (ASKING is what a client sends before the command an ASK
+	// redirects).
+	fcalls, asking := 0, 0
 	for _, p := range c.Primaries {
 		info, err := c.Admin(p).Info(ctx, "commandstats").Result()
-		if err == nil {
-			t.Logf("%s: %s", p.Addr, grepStats(info, "cmdstat_evalsha:", "cmdstat_eval:", "cmdstat_fcall:", "cmdstat_asking:"))
-			if strings.Contains(info, "cmdstat_fcall:") {
-				fcalls++
-			}
+		if err != nil {
+			t.Errorf("%s: INFO commandstats: %v", p.Addr, err)
+			continue
 		}
+		t.Logf("%s: %s", p.Addr, grepStats(info, "cmdstat_evalsha:", "cmdstat_eval:", "cmdstat_fcall:", "cmdstat_asking:"))
+		if strings.Contains(info, "cmdstat_fcall:") {
+			fcalls++
+		}
+		asking += statCalls(info, "cmdstat_asking")
 	}
 	if library && fcalls == 0 {
 		t.Error("no primary ran FCALL: the library path was not exercised")
+	}
+	if asking == 0 {
+		t.Errorf("no call followed ASK in %d migrations: the path through a migrating slot was not exercised", migrations)
 	}
 }
