@@ -31,7 +31,7 @@ end
 -- them (about 100 KB), after which NUM starts again empty.
 local NUM, NUMS = {}, 0
 local function read(s)
-  local v = find(s, '^[1-9]%d*$') and #s < 16 and s + 0 or whole(s) or false
+  local v = @read(s)@ or false
   if #s <= 16 then
     if NUMS == 1024 then NUM, NUMS = {}, 0 end
     NUM[s], NUMS = v, NUMS + 1

@@ -144,10 +144,12 @@ func readNumbers(lines []string, read string) []string {
 	return out
 }
 
-// expandText is expand for a whole file's text, trailing newlines dropped.
+// expandText is expand for the helpers' text, trailing newlines dropped.
+// Numbers read there are read as a script reads them: the library's read()
+// is what fills NUM.
 func expandText(src fs.FS, text []byte, flags map[string]bool) (string, error) {
 	lines, err := expand(src, strings.Split(strings.TrimRight(string(text), "\n"), "\n"), flags)
-	return strings.Join(lines, "\n"), err
+	return strings.Join(readNumbers(lines, scriptRead), "\n"), err
 }
 
 func writeLines(b *strings.Builder, lines []string) {
