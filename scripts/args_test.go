@@ -464,7 +464,13 @@ func TestFunctionsNumberMemo(t *testing.T) {
 	compare := func(when string) {
 		for _, s := range scripts.Specs() {
 			for i, argv := range calls {
-				e, f := b.EvalAndFCall(s, fmt.Sprintf("me:%s:%s:%d", s.Name, when, i), fmt.Sprintf("mf:%s:%s:%d", s.Name, when, i), argv...)
+				var e, f st.Reply
+				for try := range 5 { // a pair that straddles a millisecond is run again, on new keys
+					e, f = b.EvalAndFCall(s, fmt.Sprintf("me:%s:%s:%d:%d", s.Name, when, i, try), fmt.Sprintf("mf:%s:%s:%d:%d", s.Name, when, i, try), argv...)
+					if e.Equal(f) {
+						break
+					}
+				}
 				if !e.Equal(f) {
 					t.Errorf("%s %v (%s): EVALSHA %v, FCALL %v", s.Name, argv, when, e, f)
 				}
