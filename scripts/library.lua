@@ -247,7 +247,7 @@ local function gcra(KEYS, ARGV)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   for i = 1, n do
     -- This limit's arguments and stored numbers (nil: none): the first limit's
-    -- in locals, the others' in tables.
+    -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, period_us, burst, stored_t, stored_r = limit1, period1 * 1000, burst1, s1, s2
     if i > 1 then
       limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
@@ -469,7 +469,7 @@ local function token_bucket(KEYS, ARGV)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   for i = 1, n do
     -- This limit's arguments and stored numbers (nil: none): the first limit's
-    -- in locals, the others' in tables.
+    -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, period_us, burst, stored_tokens, stored_t = limit1, period1 * 1000, burst1, s1, s2
     if i > 1 then
       limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
@@ -690,7 +690,7 @@ local function leaky_bucket(KEYS, ARGV)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   for i = 1, n do
     -- This limit's arguments and stored numbers (nil: none): the first limit's
-    -- in locals, the others' in tables.
+    -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, period_us, burst, stored_x, stored_t = limit1, period1 * 1000, burst1, s1, s2
     if i > 1 then
       limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
@@ -899,7 +899,7 @@ local function sliding_window(KEYS, ARGV)
   local now_ms = (now - now % 1000) / 1000
   for i = 1, n do
     -- This limit's arguments and stored numbers (nil: none): the first limit's
-    -- in locals, the others' in tables.
+    -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, p, stored, stored_prev, stored_cur = limit1, period1, s1, s2, s3
     if i > 1 then
       limit, p = argv[3 * i], argv[3 * i + 1]
@@ -1117,7 +1117,7 @@ local function fixed_window(KEYS, ARGV)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   for i = 1, n do
     -- This limit's arguments and stored numbers (nil: none): the first limit's
-    -- in locals, the others' in tables.
+    -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, period_us, stored_start, stored_count = limit1, period1 * 1000, s1, s2
     if i > 1 then
       limit, period_us = argv[3 * i], argv[3 * i + 1] * 1000
@@ -1380,4 +1380,4 @@ redis.register_function('redisrate_sliding_log', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' },
   callback = function(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return 'af1eb638014eae4bce5f0bee676a768c654c41a2' end }
+  callback = function() return '65b7d4a99ebb0c94048c6eb12b3e334e4cd9b38f' end }

@@ -9,15 +9,15 @@ const ContractVersion = 2
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "af1eb638014eae4bce5f0bee676a768c654c41a2"
+const LibraryVersion = "65b7d4a99ebb0c94048c6eb12b3e334e4cd9b38f"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
-	{Name: "gcra", Tag: "gcra:2", Window: false, Log: false, Fields: 2, TimeField: 0, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "continuous", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "4604ca5572159207475bee7164b6068361ee70f4", Function: "redisrate_gcra"},
-	{Name: "token_bucket", Tag: "tb:2", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "refill", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "66c6eb7eba099c38c15820be9e34ee4c87f21c4b", Function: "redisrate_token_bucket"},
-	{Name: "leaky_bucket", Tag: "lb:2", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "continuous", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "84a49c6e3fbaefa48cb99ffe982931f356720d5a", Function: "redisrate_leaky_bucket"},
-	{Name: "sliding_window", Tag: "sw:2", Window: true, Log: false, Fields: 3, TimeField: 1, TimeMax: 8835955200000, MaxLimit: 1000000000000000, Range: "weighted", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "e0ae5c5ed806a28e5ae48607dacb7c122cb04f0e", Function: "redisrate_sliding_window"},
-	{Name: "fixed_window", Tag: "fw:2", Window: true, Log: false, Fields: 2, TimeField: 1, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "3e44242041dd286ef054b530960e1795f92a945a", Function: "redisrate_fixed_window"},
+	{Name: "gcra", Tag: "gcra:2", Window: false, Log: false, Fields: 2, TimeField: 0, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "continuous", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "0962019825ea370d7f97f394212c0dcee06f5733", Function: "redisrate_gcra"},
+	{Name: "token_bucket", Tag: "tb:2", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "refill", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "8d5f72695cdef2ceba2932f21a9b33a53b66dfed", Function: "redisrate_token_bucket"},
+	{Name: "leaky_bucket", Tag: "lb:2", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "continuous", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "d8d07362c3133066ec1ad0643a7b9b1e966c3036", Function: "redisrate_leaky_bucket"},
+	{Name: "sliding_window", Tag: "sw:2", Window: true, Log: false, Fields: 3, TimeField: 1, TimeMax: 8835955200000, MaxLimit: 1000000000000000, Range: "weighted", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "81b9b8ec2d4bb27e3230e582aca656b9049f3062", Function: "redisrate_sliding_window"},
+	{Name: "fixed_window", Tag: "fw:2", Window: true, Log: false, Fields: 2, TimeField: 1, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "963fb2303c280b6b4a598333e10c01aba964e4a7", Function: "redisrate_fixed_window"},
 	{Name: "sliding_log", Tag: "sliding_log:2", Window: true, Log: true, Fields: 0, TimeField: 0, TimeMax: 8835955200000000, MaxLimit: 10000, Range: "", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "a983289292b5fe36cf837044a6ab1888fe6ab80f", Function: "redisrate_sliding_log"},
 }
 

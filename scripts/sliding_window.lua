@@ -244,7 +244,7 @@ local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
 local now_ms = (now - now % 1000) / 1000
 for i = 1, n do
   -- This limit's arguments and stored numbers (nil: none): the first limit's
-  -- in locals, the others' in tables.
+  -- in locals, the others' in argv (as numbers by now) and in more.
   local limit, p, stored, stored_prev, stored_cur = limit1, period1, s1, s2, s3
   if i > 1 then
     limit, p = argv[3 * i], argv[3 * i + 1]

@@ -244,7 +244,7 @@ local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
 local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
 for i = 1, n do
   -- This limit's arguments and stored numbers (nil: none): the first limit's
-  -- in locals, the others' in tables.
+  -- in locals, the others' in argv (as numbers by now) and in more.
   local limit, period_us, burst, stored_tokens, stored_t = limit1, period1 * 1000, burst1, s1, s2
   if i > 1 then
     limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]

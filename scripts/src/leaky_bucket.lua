@@ -23,7 +23,7 @@
 --@include loop.lua
 for i = 1, n do
   -- This limit's arguments and stored numbers (nil: none): the first limit's
-  -- in locals, the others' in tables.
+  -- in locals, the others' in argv (as numbers by now) and in more.
   local limit, period_us, burst, stored_x, stored_t = limit1, period1 * 1000, burst1, s1, s2
   if i > 1 then
     limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
