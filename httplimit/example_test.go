@@ -433,7 +433,9 @@ func ExampleErrorHandler() {
 		if errors.Is(err, httplimit.ErrNoKey) {
 			status = http.StatusUnauthorized
 		}
-		http.Error(w, `{"error":"rate limit undecided"}`, status)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		fmt.Fprintln(w, `{"error":"rate limit undecided"}`)
 	}
 	limit, err := httplimit.New(httplimit.Config{
 		Limiter: redisrate.NewLimiter(rdb),

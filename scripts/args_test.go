@@ -449,9 +449,9 @@ func TestFunctionsMatchScripts(t *testing.T) {
 // as (NUM in helpers.lua), and that never changes a reply: strings valid and
 // not, with leading zeros, past 16 characters, in further limits, give
 // EVALSHA's reply when new, when remembered, and after NUM has filled and
-// started again many times. And it stays small: 100,000 distinct strings
-// leave the library's Lua memory less than 2 MB larger (kept, they would
-// take some 8 MB).
+// started again many times, in the middle of a call too. And it stays
+// small: 100,000 distinct strings leave the library's Lua memory less than
+// 2 MB larger (kept, they take about 9.5 MB).
 func TestFunctionsNumberMemo(t *testing.T) {
 	b := st.Real(t)
 	b.LoadLibrary()
@@ -509,4 +509,38 @@ func TestFunctionsNumberMemo(t *testing.T) {
 		t.Errorf("100,000 distinct arguments grew the library's Lua memory by %d bytes, want < 2 MB", grown)
 	}
 	compare("after")
+
+	// Calls of 8 limits, each with 24 strings never seen: NUM fills and
+	// starts again while a call reads its arguments.
+	fresh := 0
+	for round := range 50 {
+		argv := a("", "", "", "", "")
+		for l := range 8 {
+			for f := range 3 {
+				fresh++
+				v := fmt.Sprint(5000000 + fresh)
+				if l == 0 && f < 2 {
+					argv[f] = v
+				} else if l > 0 {
+					argv = append(argv, v)
+				}
+			}
+		}
+		for _, s := range scripts.Specs() {
+			var e, f st.Reply
+			for try := range 5 {
+				e, f = b.EvalAndFCall(s, fmt.Sprintf("me8:%s:%d:%d", s.Name, round, try), fmt.Sprintf("mf8:%s:%d:%d", s.Name, round, try), argv...)
+				if e.Equal(f) {
+					break
+				}
+			}
+			if !e.Equal(f) {
+				t.Errorf("%s, 8 limits of new strings (round %d): EVALSHA %v, FCALL %v", s.Name, round, e, f)
+			}
+		}
+	}
+	// And the library does read its arguments through NUM.
+	if !strings.Contains(scripts.Library, "local limit = NUM[ls] or read(ls)") {
+		t.Error("the library reads limit without NUM")
+	}
 }

@@ -42,13 +42,17 @@ end
 -- are configuration, so the same few strings come on every call, and a
 -- lookup costs some 100 instructions where reading costs 2,000. read fills
 -- it; only strings of at most 16 characters are kept, and at most 1,024 of
--- them (about 100 KB), after which NUM starts again empty.
+-- them (about 100 KB), after which NUM starts again empty. (A string kept as
+-- false is read again on each call, and counted once.)
 local NUM, NUMS = {}, 0
 local function read(s)
   local v = find(s, '^[1-9]%d*$') and #s < 16 and s + 0 or whole(s) or false
   if #s <= 16 then
-    if NUMS == 1024 then NUM, NUMS = {}, 0 end
-    NUM[s], NUMS = v, NUMS + 1
+    if NUM[s] == nil then
+      if NUMS == 1024 then NUM, NUMS = {}, 0 end
+      NUMS = NUMS + 1
+    end
+    NUM[s] = v
   end
   return v
 end
@@ -1380,4 +1384,4 @@ redis.register_function('redisrate_sliding_log', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' },
   callback = function(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return '65b7d4a99ebb0c94048c6eb12b3e334e4cd9b38f' end }
+  callback = function() return '9c62c54acd2333286a24b0288af58203c7c16d85' end }

@@ -9,7 +9,7 @@ const ContractVersion = 2
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "65b7d4a99ebb0c94048c6eb12b3e334e4cd9b38f"
+const LibraryVersion = "9c62c54acd2333286a24b0288af58203c7c16d85"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{

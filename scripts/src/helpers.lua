@@ -28,13 +28,17 @@ end
 -- are configuration, so the same few strings come on every call, and a
 -- lookup costs some 100 instructions where reading costs 2,000. read fills
 -- it; only strings of at most 16 characters are kept, and at most 1,024 of
--- them (about 100 KB), after which NUM starts again empty.
+-- them (about 100 KB), after which NUM starts again empty. (A string kept as
+-- false is read again on each call, and counted once.)
 local NUM, NUMS = {}, 0
 local function read(s)
   local v = @read(s)@ or false
   if #s <= 16 then
-    if NUMS == 1024 then NUM, NUMS = {}, 0 end
-    NUM[s], NUMS = v, NUMS + 1
+    if NUM[s] == nil then
+      if NUMS == 1024 then NUM, NUMS = {}, 0 end
+      NUMS = NUMS + 1
+    end
+    NUM[s] = v
   end
   return v
 end

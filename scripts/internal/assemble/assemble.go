@@ -113,6 +113,11 @@ func Generate(src fs.FS) (Files, error) {
 	}
 	out["library.lua"] = []byte(library(algos, libraryHelpers))
 	out["reset.lua"] = []byte(reset(algos))
+	for name, text := range out {
+		if i := bytes.Index(text, []byte("@read(")); i >= 0 {
+			return nil, fmt.Errorf("%s: a number read the generator did not write out (only @read(name)@ in a script's body): %.40q", name, text[i:])
+		}
+	}
 	goSrc, err := manifest(algos, out)
 	if err != nil {
 		return nil, err

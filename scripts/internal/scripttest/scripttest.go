@@ -9,6 +9,7 @@ package scripttest
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -446,38 +447,74 @@ func (b *Backend) Get(key string) string {
 // fuzz target's does.
 func (b *Backend) Rebind(t testing.TB) { b.t = t }
 
-// Save records key's value and TTL (a string or a sorted set) and returns
-// a function that puts them back: for probes that move the clock forward
-// and back, which on miniredis runs TTLs down and may expire the key.
+// Save records key's value and expiry (a string or a sorted set) and
+// returns a function that puts them back: for probes that move the clock
+// forward and back, which may expire the key. A key found as it was is left
+// alone. One that must be made again gets its expiry back as the absolute
+// millisecond (PEXPIREAT), except that Redis cannot set an expiry that is
+// not in the future: a key that was at its last millisecond (PTTL 0) and
+// expired in between comes back with one more millisecond.
 func (b *Backend) Save(key string) (restore func()) {
 	b.t.Helper()
-	c := b.Client
-	typ := c.Type(Ctx, key).Val()
-	ttl := b.PTTL(key)
-	var val string
-	var zs []redis.Z
-	switch typ {
-	case "string":
-		val = c.Get(Ctx, key).Val()
-	case "zset":
-		zs = c.ZRangeWithScores(Ctx, key, 0, -1).Val()
-	case "none":
-	default:
-		b.t.Fatalf("Save of a %s", typ)
-	}
+	saved := b.keyNow(key)
 	return func() {
 		b.t.Helper()
+		if b.keyNow(key) == saved {
+			return
+		}
+		c := b.Client
 		c.Del(Ctx, key)
-		switch typ {
+		switch saved.typ {
 		case "string":
-			c.Set(Ctx, key, val, 0)
+			c.Set(Ctx, key, saved.val, 0)
 		case "zset":
+			var zs []redis.Z
+			if err := json.Unmarshal([]byte(saved.val), &zs); err != nil {
+				b.t.Fatal(err)
+			}
 			c.ZAdd(Ctx, key, zs...)
 		}
-		if ttl > 0 {
-			c.PExpire(Ctx, key, time.Duration(ttl)*time.Millisecond)
+		if saved.at > 0 && saved.typ != "none" {
+			now, err := c.Time(Ctx).Result()
+			if err != nil {
+				b.t.Fatal(err)
+			}
+			if err := c.Do(Ctx, "PEXPIREAT", key, max(saved.at, now.UnixMilli()+1)).Err(); err != nil {
+				b.t.Fatal(err)
+			}
 		}
 	}
+}
+
+// keyState is what Save records of a key: its type, value (a sorted set's
+// members and scores as JSON) and absolute expiry in ms (PEXPIRETIME).
+type keyState struct {
+	typ, val string
+	at       int64
+}
+
+func (b *Backend) keyNow(key string) keyState {
+	b.t.Helper()
+	c := b.Client
+	k := keyState{typ: c.Type(Ctx, key).Val()}
+	var err error
+	if k.at, err = c.Do(Ctx, "PEXPIRETIME", key).Int64(); err != nil {
+		b.t.Fatal(err)
+	}
+	switch k.typ {
+	case "string":
+		k.val = c.Get(Ctx, key).Val()
+	case "zset":
+		zs, err := json.Marshal(c.ZRangeWithScores(Ctx, key, 0, -1).Val())
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		k.val = string(zs)
+	case "none":
+	default:
+		b.t.Fatalf("Save of a %s", k.typ)
+	}
+	return k
 }
 
 // Probe runs call with the clock moved on by after, then puts the clock and
