@@ -246,12 +246,16 @@ func TestFallbackAndBack(t *testing.T) {
 }
 
 // TestFallbackFailsToo: a fallback that fails too leaves the decision to
-// the policy, and the error names both failures.
+// the policy, and the error names both failures but is classed as Redis's
+// failure: not as the fallback's (here its open breaker).
 func TestFallbackFailsToo(t *testing.T) {
 	fb := NewLimiter(downRedis(t))
-	_, err := NewLimiter(downRedis(t), WithFallback(fb)).Allow(context.Background(), "k", PerMinute(3))
-	if !errors.Is(err, ErrUnavailable) || !containsAll(err.Error(), "fallback failed") {
-		t.Fatalf("err = %v, want ErrUnavailable naming the fallback's failure", err)
+	l := NewLimiter(downRedis(t), WithFallback(fb), WithCircuitBreaker(0))
+	for i := range 2 { // the second time, the fallback's breaker is open
+		_, err := l.Allow(context.Background(), "k", PerMinute(3))
+		if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrCircuitOpen) || !containsAll(err.Error(), "fallback failed") {
+			t.Fatalf("call %d: err = %v, want ErrUnavailable (not ErrCircuitOpen) naming the fallback's failure", i+1, err)
+		}
 	}
 	res, err := NewLimiter(downRedis(t), WithFallback(fb), WithFailurePolicy(FailClosed)).Allow(context.Background(), "k", PerMinute(3))
 	if err != nil || res.Allowed || res.Source != SourceFailClosed || res.RetryAfter != 20*time.Second {
@@ -320,21 +324,33 @@ func (c *fakeClock) Advance(d time.Duration) {
 
 // A call the caller cancelled is not decided by a failure policy or a
 // fallback: nobody waits for the answer, and an admission would be recorded
-// in the fallback for nothing.
+// in the fallback for nothing. So too while the circuit breaker is open
+// (the default), when the call never reaches Redis.
 func TestCancelledCallIsNotDecidedByPolicy(t *testing.T) {
 	fb := NewLimiter(newFakeRedis(t).rdb)
-	for _, opts := range [][]Option{
-		{WithFailurePolicy(FailOpen), WithCircuitBreaker(0)},
-		{WithFallback(fb), WithFailurePolicy(FailOpen), WithCircuitBreaker(0)},
+	for _, c := range []struct {
+		name  string
+		opts  []Option
+		blown bool // open the breaker first, with a call nobody cancelled
+	}{
+		{"policy", []Option{WithFailurePolicy(FailOpen), WithCircuitBreaker(0)}, false},
+		{"fallback", []Option{WithFallback(fb), WithFailurePolicy(FailOpen), WithCircuitBreaker(0)}, false},
+		{"policy, breaker open", []Option{WithFailurePolicy(FailOpen)}, true},
+		{"fallback, breaker open", []Option{WithFallback(fb), WithFailurePolicy(FailOpen)}, true},
 	} {
-		l := NewLimiter(downRedis(t), opts...)
+		l := NewLimiter(downRedis(t), c.opts...)
+		if c.blown {
+			if res, _ := l.Allow(context.Background(), "open", PerSecond(1)); res.Source == SourceRedis {
+				t.Fatalf("%s: the call that opens the breaker: %+v", c.name, res)
+			}
+		}
 		for name, call := range callKinds(l) {
-			t.Run(name, func(t *testing.T) {
+			t.Run(c.name+"/"+name, func(t *testing.T) {
 				ctx, cancel := context.WithCancel(context.Background())
 				cancel()
 				res, err := call(ctx)
 				if !errors.Is(err, context.Canceled) || res.Allowed {
-					t.Errorf("cancelled %s on a down Redis with FailOpen: %+v, %v; want an error matching context.Canceled", name, res, err)
+					t.Errorf("cancelled %s on a down Redis (%s): %+v, %v; want an error matching context.Canceled", name, c.name, res, err)
 				}
 			})
 		}

@@ -132,11 +132,17 @@ type inFallback struct{}
 // fail is the failure stage: o failed with e, which matches
 // ErrUnavailable. The fallback decides, or else the policy.
 func (l *Limiter) fail(ctx context.Context, o *op, limits []Limit, e *Error) {
-	if o.kind == KindReset {
-		return // nothing else can reset Redis's state
+	if err := ctx.Err(); errors.Is(err, context.Canceled) && !errors.Is(e, context.Canceled) {
+		// Cancelled, but failed for another reason first (the breaker kept
+		// it from Redis): the caller still learns it was cancelled.
+		e = &Error{Script: e.Script, Key: e.Key, Err: fmt.Errorf("%w (%v)", err, e.Err), kind: e.kind}
+		o.err = e
 	}
 	if errors.Is(e, context.Canceled) {
 		return // the caller gave up on this call: nothing to decide for it
+	}
+	if o.kind == KindReset {
+		return // nothing else can reset Redis's state
 	}
 	if fb := l.fallback; fb != nil && fb != l && ctx.Value(inFallback{}) == nil {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fallbackTimeout)
@@ -153,7 +159,10 @@ func (l *Limiter) fail(ctx context.Context, o *op, limits []Limit, e *Error) {
 			l.health.degraded.Add(1)
 			return
 		}
-		e = &Error{Script: e.Script, Key: e.Key, Err: fmt.Errorf("%w (and the fallback failed: %w)", e.Err, err), kind: e.kind}
+		// The fallback's error is told, not wrapped: the call failed as Redis
+		// failed it (ErrUnavailable), not as the fallback did (its breaker, a
+		// foreign key in its own Redis).
+		e = &Error{Script: e.Script, Key: e.Key, Err: fmt.Errorf("%w (and the fallback failed: %v)", e.Err, err), kind: e.kind}
 		o.err = e
 	}
 	lim := limits[0]

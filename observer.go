@@ -41,7 +41,9 @@ import (
 // They must not modify the Decision's Limits.
 type Observer interface {
 	// Start is called before the decision; the context it returns is the
-	// one the Redis command runs with, and the one End gets.
+	// one the Redis command runs with, and the one End gets. (The requests
+	// of an AllowBatch that share a pipeline run under the batch's
+	// context: one pipeline carries them all.)
 	Start(ctx context.Context, d Decision) context.Context
 	// End is called with the decision's outcome: its Result and error.
 	End(ctx context.Context, d Decision, res Result, err error)

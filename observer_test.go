@@ -118,6 +118,7 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 	_, _ = l.AllowN(ctx, "b", lim, 0)
 	_, _ = l.Wait(ctx, "c", lim)
 	_, _ = l.AllowBatch(ctx, []Request{{Key: "d", Limits: []Limit{lim}}, {Key: "e", Limits: []Limit{lim}, Check: true}})
+	_, _ = l.AllowBatch(ctx, []Request{{Key: "f", Limits: []Limit{lim}}}) // one request: no pipeline
 	_ = l.Reset(ctx, "a")
 	want := []string{
 		"start allow a gcra [1/m] cost=1 batch=0/0",
@@ -140,6 +141,10 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 		"end allow d allowed=true source=redis err=nil ctx=allow:d",
 		"end check e allowed=true source=redis err=nil ctx=check:e",
 		"end batch  allowed=false source=redis err=nil ctx=batch:",
+		"start batch  gcra [] cost=0 batch=0/1",
+		"start allow f gcra [1/m] cost=1 batch=0/1",
+		"end allow f allowed=true source=redis err=nil ctx=allow:f",
+		"end batch  allowed=false source=redis err=nil ctx=batch:",
 		"start reset a gcra [] cost=0 batch=0/0",
 		"end reset a allowed=false source=redis err=nil ctx=reset:a",
 	}
@@ -148,7 +153,7 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 	}
 	wantSpans := []string{
 		"evalsha in allow:a", "evalsha in allow:a", "evalsha in check:b", "evalsha in peek:b",
-		"evalsha in wait:c", "pipeline [evalsha evalsha] in batch:", "evalsha in reset:a", "eval in reset:a",
+		"evalsha in wait:c", "pipeline [evalsha evalsha] in batch:", "evalsha in allow:f", "evalsha in reset:a", "eval in reset:a",
 	}
 	if got := hook.take(); fmt.Sprint(got) != fmt.Sprint(wantSpans) {
 		t.Errorf("Redis commands ran in\n  %q\nwant\n  %q", got, wantSpans)
