@@ -159,6 +159,11 @@ func TestAllowBatchEdges(t *testing.T) {
 	if _, err := (&Limiter{}).AllowBatch(ctx, nil); !errors.Is(err, ErrNoClient) {
 		t.Errorf("zero Limiter: %v, want ErrNoClient", err)
 	}
+	var nilLimiter *Limiter
+	two := []Request{{Key: "a", Limits: []Limit{PerSecond(1)}}, {Key: "b", Limits: []Limit{PerSecond(1)}}}
+	if res, err := nilLimiter.AllowBatch(ctx, two); !errors.Is(err, ErrNoClient) || len(res) != 2 {
+		t.Errorf("nil Limiter: %d results, %v; want 2 results and ErrNoClient", len(res), err)
+	}
 	f := newFakeRedis(t)
 	l := NewLimiter(f.rdb, WithKeyPrefix("p:"))
 	res, err := l.AllowBatch(ctx, nil)
@@ -204,12 +209,15 @@ func TestAllowBatchWithoutPipelines(t *testing.T) {
 	}
 }
 
+// TestAllowBatchUsesDenyCache: a pipelined batch's denials are cached and
+// answer the next batch, after a Reset (of another key) as before: the batch
+// stamps its requests with the cache's count of Resets as single calls do.
 func TestAllowBatchUsesDenyCache(t *testing.T) {
 	ctx := context.Background()
-	f := newFakeRedis(t)
-	cnt := countCommands(f.rdb)
-	l := NewLimiter(f.rdb, WithDenyCache(10))
-	denyClock(t, f, l)
+	_, cnt, l := denyLimiter(t, 10)
+	if err := l.Reset(ctx, "other"); err != nil {
+		t.Fatal(err)
+	}
 	lim := []Limit{PerHour(1)}
 	reqs := []Request{{Key: "a", Limits: lim, N: 1}, {Key: "a", Limits: lim, N: 1}}
 	res, err := l.AllowBatch(ctx, reqs)
@@ -223,13 +231,5 @@ func TestAllowBatchUsesDenyCache(t *testing.T) {
 	}
 	if cnt.scriptCalls() != before {
 		t.Fatalf("a batch of cached denials sent %d script calls", cnt.scriptCalls()-before)
-	}
-}
-
-func TestAllowBatchNoClient(t *testing.T) {
-	var l *Limiter
-	res, err := l.AllowBatch(context.Background(), []Request{{Key: "a", Limits: []Limit{PerSecond(1)}}, {Key: "b", Limits: []Limit{PerSecond(1)}}})
-	if !errors.Is(err, ErrNoClient) || len(res) != 2 {
-		t.Fatalf("AllowBatch on a nil Limiter: %d results, %v; want 2 results and ErrNoClient", len(res), err)
 	}
 }

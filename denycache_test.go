@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redisrate/redisrate/scripts"
 )
 
 // cmdCounter is a go-redis hook that counts the script calls that reach the
@@ -72,14 +74,22 @@ func denyClock(t *testing.T, f *fakeRedis, l *Limiter) {
 	l.deny.now = func() time.Time { return base.Add(f.now.Sub(start)) }
 }
 
+// denyLimiter is a Limiter with a deny cache of size entries (and opts) on a
+// fake Redis whose script calls are counted, the cache on its clock.
+func denyLimiter(t *testing.T, size int, opts ...Option) (*fakeRedis, *cmdCounter, *Limiter) {
+	t.Helper()
+	f := newFakeRedis(t)
+	cnt := countCommands(f.rdb)
+	l := NewLimiter(f.rdb, append([]Option{WithDenyCache(size)}, opts...)...)
+	denyClock(t, f, l)
+	return f, cnt, l
+}
+
 func TestDenyCacheAnswersFloodLocally(t *testing.T) {
 	ctx := context.Background()
 	for a := GCRA; a < numAlgorithms; a++ {
 		t.Run(a.String(), func(t *testing.T) {
-			f := newFakeRedis(t)
-			cnt := countCommands(f.rdb)
-			l := NewLimiter(f.rdb, WithDenyCache(100))
-			denyClock(t, f, l)
+			f, cnt, l := denyLimiter(t, 100)
 			lim := PerMinute(2).WithAlgorithm(a)
 			for i := 0; i < 2; i++ {
 				if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
@@ -130,10 +140,7 @@ func TestDenyCacheAnswersFloodLocally(t *testing.T) {
 
 func TestDenyCacheCostsAndLimits(t *testing.T) {
 	ctx := context.Background()
-	f := newFakeRedis(t)
-	cnt := countCommands(f.rdb)
-	l := NewLimiter(f.rdb, WithDenyCache(100))
-	denyClock(t, f, l)
+	_, cnt, l := denyLimiter(t, 100)
 	lim := PerMinute(10)
 	if r, _ := l.AllowN(ctx, "k", lim, 8); !r.Allowed {
 		t.Fatal("cost 8 of 10 denied")
@@ -164,10 +171,7 @@ func TestDenyCacheCostsAndLimits(t *testing.T) {
 
 func TestDenyCacheNeverAndReset(t *testing.T) {
 	ctx := context.Background()
-	f := newFakeRedis(t)
-	cnt := countCommands(f.rdb)
-	l := NewLimiter(f.rdb, WithDenyCache(100), WithKeyPrefix("p:"))
-	denyClock(t, f, l)
+	_, cnt, l := denyLimiter(t, 100, WithKeyPrefix("p:"))
 	lim := PerHour(1)
 	_, _ = l.Allow(ctx, "warm", lim) // loads the script (NOSCRIPT, then EVAL)
 	calls := cnt.scriptCalls()
@@ -200,9 +204,7 @@ func TestDenyCacheNeverAndReset(t *testing.T) {
 
 func TestDenyCacheBounded(t *testing.T) {
 	ctx := context.Background()
-	f := newFakeRedis(t)
-	l := NewLimiter(f.rdb, WithDenyCache(3))
-	denyClock(t, f, l)
+	f, _, l := denyLimiter(t, 3)
 	lim := PerHour(1)
 	for i := 0; i < 10; i++ {
 		key := string(rune('a' + i))
@@ -330,10 +332,7 @@ func TestDenyCacheForwardsErrors(t *testing.T) {
 // it: it always reads Redis's state.
 func TestDenyCacheNeverAnswersPeek(t *testing.T) {
 	ctx := context.Background()
-	f := newFakeRedis(t)
-	cnt := countCommands(f.rdb)
-	l := NewLimiter(f.rdb, WithDenyCache(10))
-	denyClock(t, f, l)
+	_, cnt, l := denyLimiter(t, 10)
 	lim := PerHour(1)
 	_, _ = l.Allow(ctx, "k", lim)
 	if r, _ := l.Allow(ctx, "k", lim); r.Allowed || r.Source != SourceRedis {
@@ -351,10 +350,7 @@ func TestDenyCacheNeverAnswersPeek(t *testing.T) {
 // lie, and Wait would sleep on it before reporting ErrExceedsCapacity.
 func TestDenyCacheNeverAfterCachedDenial(t *testing.T) {
 	ctx := context.Background()
-	f := newFakeRedis(t)
-	cnt := countCommands(f.rdb)
-	l := NewLimiter(f.rdb, WithDenyCache(100))
-	denyClock(t, f, l)
+	_, cnt, l := denyLimiter(t, 100)
 	lim := PerMinute(10)
 	if r, _ := l.AllowN(ctx, "k", lim, 10); !r.Allowed {
 		t.Fatal("cost 10 of 10 denied")
@@ -373,33 +369,34 @@ func TestDenyCacheNeverAfterCachedDenial(t *testing.T) {
 	if got := cnt.scriptCalls() - calls; got != 1 {
 		t.Fatalf("cost 20: %d script calls, want 1", got)
 	}
-	_, err = l.WaitN(ctx, "k", lim, 20)
+	// At once: a wait on the cached denial would run into this deadline
+	// (the cache's clock stands still) and fail with DeadlineExceeded.
+	wctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_, err = l.WaitN(wctx, "k", lim, 20)
 	if !errors.Is(err, ErrExceedsCapacity) {
 		t.Fatalf("WaitN of 20: %v, want ErrExceedsCapacity at once", err)
 	}
 }
 
 // A denial sent before a Reset and settled after it is not stored: Redis
-// has forgotten it.
+// has forgotten it. The call takes its stamp (sentAt) before the Reset, as
+// a call in flight does.
 func TestDenyCacheDropsDenialSentBeforeReset(t *testing.T) {
 	ctx := context.Background()
-	f := newFakeRedis(t)
-	l := NewLimiter(f.rdb, WithDenyCache(100))
-	denyClock(t, f, l)
+	_, _, l := denyLimiter(t, 100)
 	lim := PerMinute(1)
 	_, _ = l.Allow(ctx, "k", lim)
 	denied, err := l.Allow(ctx, "k", lim)
 	if err != nil || denied.Allowed {
 		t.Fatalf("second unit of 1/m: %v %v, want denied", denied, err)
 	}
+	inFlight := &op{kind: KindAllow, key: "k", cost: 1, res: denied}
+	inFlight.sent, inFlight.resets = l.sentAt()
 	if err := l.Reset(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
-	// The same denial again, as if it had been sent before the Reset and
-	// answered after it.
-	o := &op{kind: KindAllow, key: "k", cost: 1, res: denied}
-	o.sent, o.resets = l.deny.now().Add(-time.Millisecond), l.deny.resetCount()-1
-	l.denyStore(o, []Limit{lim})
+	l.denyStore(inFlight, []Limit{lim})
 	if n := l.deny.len(); n != 0 {
 		t.Fatalf("a denial sent before the Reset was stored (%d entries)", n)
 	}
@@ -407,9 +404,50 @@ func TestDenyCacheDropsDenialSentBeforeReset(t *testing.T) {
 		t.Fatalf("after Reset: %+v %v, want admitted by Redis", r, err)
 	}
 	// One sent after the Reset is stored as usual.
-	o.sent, o.resets = l.sentAt()
-	l.denyStore(o, []Limit{lim})
+	after := &op{kind: KindAllow, key: "k", cost: 1, res: denied}
+	after.sent, after.resets = l.sentAt()
+	l.denyStore(after, []Limit{lim})
 	if n := l.deny.len(); n != 1 {
 		t.Fatalf("a denial sent after the Reset was not stored (%d entries)", n)
+	}
+}
+
+// onReset is a go-redis hook that runs do just before the reset script
+// goes to Redis: to act while a Reset is on its way.
+type onReset struct{ do func() }
+
+func (h onReset) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h onReset) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h onReset) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if a := cmd.Args(); len(a) > 1 && (a[1] == scripts.ResetSHA1 || a[1] == scripts.ResetSource) {
+			h.do()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// Denials Redis gives while a Reset is on its way are dropped once the
+// Reset succeeds: they are older than it.
+func TestDenyCacheForgetsDenialsDuringReset(t *testing.T) {
+	ctx := context.Background()
+	f, _, l := denyLimiter(t, 100)
+	lim := PerMinute(1)
+	_, _ = l.Allow(ctx, "k", lim)
+	f.rdb.AddHook(onReset{do: func() {
+		if r, err := l.Allow(ctx, "k", lim); err != nil || r.Allowed {
+			t.Errorf("during the Reset: %+v %v, want denied", r, err)
+		}
+	}})
+	if err := l.Reset(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if n := l.deny.len(); n != 0 {
+		t.Fatalf("a denial given while the Reset was on its way is cached (%d entries)", n)
+	}
+	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed || r.Source != SourceRedis {
+		t.Fatalf("after Reset: %+v %v, want admitted by Redis", r, err)
 	}
 }
