@@ -56,6 +56,9 @@ Examples:
 			if len(args) > 0 {
 				return usageErr("unexpected argument %q", args[0])
 			}
+			if *ca != "" && *addr == "" {
+				return usageErr("--tls-ca needs --redis (the embedded Redis needs no TLS)")
+			}
 			cfg, err := demoConfig(lf)
 			if err != nil {
 				return err

@@ -120,6 +120,24 @@ func (d *doctor) client(addr string) *redis.Client {
 	return redis.NewClient(&o)
 }
 
+// helloVersion is the server version in a HELLO reply: a map under RESP3
+// (go-redis's default), a flat list of names and values under RESP2.
+func helloVersion(reply any) (string, bool) {
+	switch v := reply.(type) {
+	case map[any]any:
+		if version, ok := v["version"]; ok {
+			return fmt.Sprint(version), true
+		}
+	case []any:
+		for i := 0; i+1 < len(v); i += 2 {
+			if v[i] == "version" {
+				return fmt.Sprint(v[i+1]), true
+			}
+		}
+	}
+	return "", false
+}
+
 func (d *doctor) run(ctx context.Context) error {
 	seed := d.client(d.opt.Addr)
 	info, err := readInfo(ctx, seed)
@@ -130,11 +148,9 @@ func (d *doctor) run(ctx context.Context) error {
 		fmt.Fprintf(d.w, "redisrate doctor: %s (INFO refused to this user)\n", d.opt.Addr)
 		d.say(levelWarn, "info", "INFO is refused (%v): only the ACL check runs as this user; run the doctor as an admin user with --acl-user for the rest", err)
 		d.nodes = []*node{{addr: d.opt.Addr, c: seed, primary: true, info: map[string]string{"redis_version": "7.0"}}}
-		if v, err := seed.Do(ctx, "HELLO").Slice(); err == nil {
-			for i := 0; i+1 < len(v); i += 2 {
-				if v[i] == "version" {
-					d.nodes[0].info["redis_version"] = fmt.Sprint(v[i+1])
-				}
+		if v, err := seed.Do(ctx, "HELLO").Result(); err == nil {
+			if version, ok := helloVersion(v); ok {
+				d.nodes[0].info["redis_version"] = version
 			}
 		}
 		d.checkACL(ctx)

@@ -275,6 +275,32 @@ func TestDoctorScriptsAndFunctions(t *testing.T) {
 const limiterACL = "on >secret resetkeys ~rate:* resetchannels -@all +evalsha +eval +evalsha_ro +eval_ro +fcall +fcall_ro +script|load " +
 	"+time +get +exists +type +del +psetex +pexpire +zadd +zcount +zscore +zrangebyscore +zrevrangebyscore +zremrangebyscore"
 
+// TestHelloVersion: the doctor reads the version from HELLO (for a user
+// INFO is refused to) whichever protocol the client speaks: go-redis's
+// default RESP3 gives a map, RESP2 a list.
+func TestHelloVersion(t *testing.T) {
+	addr := startRedis(t, false)
+	ctx := context.Background()
+	admin := redis.NewClient(&redis.Options{Addr: addr})
+	defer admin.Close()
+	info, err := admin.InfoMap(ctx, "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := info["Server"]["redis_version"]
+	for _, protocol := range []int{3, 2} {
+		c := redis.NewClient(&redis.Options{Addr: addr, Protocol: protocol})
+		reply, err := c.Do(ctx, "HELLO").Result()
+		_ = c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := helloVersion(reply); !ok || got != want || want == "" {
+			t.Errorf("RESP%d: HELLO gives version %q (%v), want %q", protocol, got, ok, want)
+		}
+	}
+}
+
 func TestDoctorACL(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -503,6 +529,7 @@ func TestCommandsOverTLS(t *testing.T) {
 		{"try", "--redis", "rediss://" + addr, "--tls-ca", ca, "--limit", "3/s", "tls:user"},
 		{"load", "--redis", addr, "--tls-ca", ca},
 		{"functions", "--load", "--redis", addr, "--tls-ca", ca},
+		{"demo", "--redis", addr, "--tls-ca", ca, "--limit", "10/100ms", "--algorithm", "gcra"},
 	} {
 		code, out, stderr := runCmd(t, args...)
 		if code != 0 {
@@ -511,6 +538,12 @@ func TestCommandsOverTLS(t *testing.T) {
 	}
 	if code, _, stderr := runCmd(t, "try", "--redis", "rediss://"+addr, "--limit", "3/s", "tls:user"); code != exitUnreachable || !strings.Contains(stderr, "certificate") {
 		t.Errorf("try without the CA: exit %d, %q; want %d and a certificate error", code, stderr, exitUnreachable)
+	}
+	// --tls-ca where nothing would use it is a usage error, not ignored.
+	for _, args := range [][]string{{"demo", "--tls-ca", ca}, {"functions", "--tls-ca", ca}} {
+		if code, _, stderr := runCmd(t, args...); code != exitUsage || !strings.Contains(stderr, "--tls-ca") {
+			t.Errorf("%v: exit %d, %q; want a usage error naming --tls-ca", args, code, stderr)
+		}
 	}
 }
 
