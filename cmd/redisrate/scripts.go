@@ -183,8 +183,11 @@ checks the version each one reports.
 				return usageErr("unexpected argument %q", args[0])
 			}
 			if !*load {
-				if *addr != "" || *ca != "" {
-					return usageErr("--redis and --tls-ca need --load (without it the library is only printed)")
+				if *addr != "" {
+					return usageErr("--redis needs --load (without it the library is only printed)")
+				}
+				if *ca != "" {
+					return usageErr("--tls-ca needs --load --redis (without --load the library is only printed)")
 				}
 				_, err := io.WriteString(stdout, scripts.Library)
 				return err
