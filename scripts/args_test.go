@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redisrate/redisrate/scripts"
@@ -242,6 +243,7 @@ func TestArgumentsLeadingZeros(t *testing.T) {
 func TestArgumentsSkippedPositions(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
+			b.Rebind(t) // the backend's helpers report to this subtest
 			for _, s := range scripts.Specs() {
 				groups := [][][]string{
 					{a("10", "1000"), a("10", "1000", ""), a("10", "1000", "", ""), a("10", "1000", "", "", ""), a("10", "1000", "0", "1", "")},
@@ -321,6 +323,7 @@ func TestArgumentsAlwaysAccepted(t *testing.T) {
 func TestArgumentsPastRange(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
+			b.Rebind(t) // the backend's helpers report to this subtest
 			cases := []struct {
 				algo string
 				argv []string
@@ -392,13 +395,25 @@ func TestArgumentsPastRange(t *testing.T) {
 	}
 }
 
+// sameByFCall runs argv by EVALSHA on ke and by FCALL on kf (in one MULTI,
+// on a server whose clock the test holds still) and fails t unless the
+// replies, the keys written and their TTLs are the same. It returns the
+// EVALSHA reply.
+func sameByFCall(t *testing.T, b *st.Backend, s scripts.Spec, ke, kf string, argv ...string) st.Reply {
+	t.Helper()
+	e, f := b.EvalAndFCall(s, ke, kf, argv...)
+	se, sf := b.Snap(ke), b.Snap(kf)
+	if !e.Equal(f) || se.Type != sf.Type || se.Value != sf.Value || se.PTTL != sf.PTTL {
+		t.Errorf("%s %v: EVALSHA %v (key %v), FCALL %v (key %v)", s.Name, argv, e, se, f, sf)
+	}
+	return e
+}
+
 // TestFunctionsMatchScripts: on real Redis, FCALL of the library gives the
-// reply EVALSHA gives, for the same call on the same state (run back to
-// back in one MULTI on twin keys; a pair that straddles a millisecond is run
-// again), and
-// the read-only functions decide as "check" on FCALL_RO.
+// reply EVALSHA gives, and writes the same, for the same call on the same
+// state, and the read-only functions decide as "check" on FCALL_RO.
 func TestFunctionsMatchScripts(t *testing.T) {
-	b := st.Real(t)
+	b := st.RealClock(t)
 	b.LoadLibrary()
 	if v, err := b.Client.FCallRO(st.Ctx, "redisrate_version", nil).Text(); err != nil || v != scripts.LibraryVersion {
 		t.Errorf("redisrate_version: %q %v, want %q", v, err, scripts.LibraryVersion)
@@ -411,22 +426,10 @@ func TestFunctionsMatchScripts(t *testing.T) {
 	n := 0
 	for _, s := range scripts.Specs() {
 		for i, argv := range calls {
-			for step := range 3 { // the same call three times: fresh, then with state
-				var e, f st.Reply
-				for try := range 5 {
-					ke, kf := fmt.Sprintf("fe:%s:%d:%d", s.Name, i, try), fmt.Sprintf("ff:%s:%d:%d", s.Name, i, try)
-					for range step {
-						b.EvalAndFCall(s, ke, kf, argv...)
-					}
-					e, f = b.EvalAndFCall(s, ke, kf, argv...)
-					if e.Equal(f) && b.Get(ke) == "" == (b.Get(kf) == "") {
-						break
-					}
-				}
+			for range 3 { // the same call three times: fresh, then with state
+				sameByFCall(t, b, s, fmt.Sprintf("fe:%s:%d", s.Name, i), fmt.Sprintf("ff:%s:%d", s.Name, i), argv...)
+				b.Advance(time.Millisecond)
 				n++
-				if !e.Equal(f) {
-					t.Errorf("%s %v (call %d): EVALSHA %v, FCALL %v", s.Name, argv, step+1, e, f)
-				}
 			}
 		}
 		// FCALL_RO of the _ro function decides as check: no write.
@@ -453,7 +456,7 @@ func TestFunctionsMatchScripts(t *testing.T) {
 // small: 100,000 distinct strings leave the library's Lua memory less than
 // 2 MB larger (kept, they take about 9.5 MB).
 func TestFunctionsNumberMemo(t *testing.T) {
-	b := st.Real(t)
+	b := st.RealClock(t)
 	b.LoadLibrary()
 	calls := [][]string{
 		a("10", "1000"), a("0010", "1000"), a("00000000000000000010", "01000"), a("1x", "1000"),
@@ -464,16 +467,7 @@ func TestFunctionsNumberMemo(t *testing.T) {
 	compare := func(when string) {
 		for _, s := range scripts.Specs() {
 			for i, argv := range calls {
-				var e, f st.Reply
-				for try := range 5 { // a pair that straddles a millisecond is run again, on new keys
-					e, f = b.EvalAndFCall(s, fmt.Sprintf("me:%s:%s:%d:%d", s.Name, when, i, try), fmt.Sprintf("mf:%s:%s:%d:%d", s.Name, when, i, try), argv...)
-					if e.Equal(f) {
-						break
-					}
-				}
-				if !e.Equal(f) {
-					t.Errorf("%s %v (%s): EVALSHA %v, FCALL %v", s.Name, argv, when, e, f)
-				}
+				sameByFCall(t, b, s, fmt.Sprintf("me:%s:%s:%d", s.Name, when, i), fmt.Sprintf("mf:%s:%s:%d", s.Name, when, i), argv...)
 			}
 		}
 	}
@@ -527,16 +521,7 @@ func TestFunctionsNumberMemo(t *testing.T) {
 			}
 		}
 		for _, s := range scripts.Specs() {
-			var e, f st.Reply
-			for try := range 5 {
-				e, f = b.EvalAndFCall(s, fmt.Sprintf("me8:%s:%d:%d", s.Name, round, try), fmt.Sprintf("mf8:%s:%d:%d", s.Name, round, try), argv...)
-				if e.Equal(f) {
-					break
-				}
-			}
-			if !e.Equal(f) {
-				t.Errorf("%s, 8 limits of new strings (round %d): EVALSHA %v, FCALL %v", s.Name, round, e, f)
-			}
+			sameByFCall(t, b, s, fmt.Sprintf("me8:%s:%d", s.Name, round), fmt.Sprintf("mf8:%s:%d", s.Name, round), argv...)
 		}
 	}
 	// And the library does read its arguments through NUM.

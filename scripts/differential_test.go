@@ -97,6 +97,7 @@ func micros(t time.Time) int64 { return t.UnixMicro() }
 func TestDifferential(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
+			b.Rebind(t) // the backend's helpers report to this subtest
 			seqs, steps := 12, 50
 			if testing.Short() {
 				seqs = 10
@@ -155,6 +156,7 @@ func joinLast(lines []string, n int) string {
 func TestGCRAEqualsLeakyBucket(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
+			b.Rebind(t) // the backend's helpers report to this subtest
 			gcra, _ := scripts.Lookup("gcra")
 			lb, _ := scripts.Lookup("leaky_bucket")
 			rng := rand.New(rand.NewPCG(3, 4))
@@ -187,6 +189,7 @@ func TestGCRAEqualsLeakyBucket(t *testing.T) {
 func TestMultiLimit(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
+			b.Rebind(t) // the backend's helpers report to this subtest
 			for _, s := range scripts.Specs() {
 				key := "multi:" + s.Name
 				// 2 per second and 3 per minute: the third call in a second is
@@ -243,6 +246,7 @@ func TestMultiLimit(t *testing.T) {
 func TestBindingExact(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
+			b.Rebind(t) // the backend's helpers report to this subtest
 			sw := spec("sliding_window")
 			const N = 1806720866667 // ms: 66667 into a window of 100000, 66669 into one of 100003
 			b.SetTime(time.UnixMicro(N*1000 + 500))
@@ -265,6 +269,7 @@ func TestBindingExact(t *testing.T) {
 func TestBindingExactBuckets(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
+			b.Rebind(t) // the backend's helpers report to this subtest
 			now := micros(b.Now())
 			states := map[string]string{
 				"gcra":         fmt.Sprintf("gcra:2 %d 0 %d 0", now+3000, now+3001),

@@ -73,6 +73,7 @@ func TestNoWriteOnDenialCheckCostZero(t *testing.T) {
 func TestTTLEndsWhenWorthless(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
+			b.Rebind(t) // the backend's helpers report to this subtest
 			rng := rand.New(rand.NewPCG(5, 6))
 			n := 0
 			for _, s := range scripts.Specs() {
@@ -142,6 +143,7 @@ type admission struct{ at, cost, window int64 }
 func TestAdmittedBounds(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
+			b.Rebind(t) // the backend's helpers report to this subtest
 			rng := rand.New(rand.NewPCG(7, 8))
 			total := 0
 			for _, s := range scripts.Specs() {
@@ -316,6 +318,7 @@ func retryAndResetHonest(t *testing.T, b *st.Backend) {
 func TestClockStepBack(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
+			b.Rebind(t) // the backend's helpers report to this subtest
 			S := time.Date(2026, 11, 22, 12, 0, 1, 0, time.UTC)
 			// Every script: state at T, the clock 5 s behind. The decision is the
 			// one at T (or, for gcra, which keeps no update time, stricter); the

@@ -91,6 +91,7 @@ func TestIssue9Repro4NaN(t *testing.T) {
 func TestIssue9Repro6StepBackAcrossWindow(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
+			b.Rebind(t) // the backend's helpers report to this subtest
 			sw := spec("sliding_window")
 			S := time.Date(2026, 11, 22, 12, 0, 1, 0, time.UTC) // a window boundary
 			admitted := 0

@@ -55,7 +55,7 @@ var foreigners = []foreign{
 	{"exponent field", str("gcra:2 1e5 2")},
 	{"field 2^53", str("gcra:2 9007199254740992 0")},
 	{"a time past 2250", str("lb:2 0 8835955200000001")},
-	{"a window start past 2250", str("sw:2 9007199254740991 0 0")},
+	{"a window start past 2250", str("sw:2 8835955200001 0 0")}, // ms: 1 ms past 2250
 	{"a refill past 2250", str("tb:2 1 8835955200000001")},
 	{"a second limit's time past 2250", str("fw:2 1 1 8835955200000001 1")},
 	{"field of 17 digits", str("gcra:2 00000000000000001 0")},
@@ -87,10 +87,10 @@ var foreigners = []foreign{
 // states are valid states of each script, written by hand.
 var states = map[string][]string{
 	"gcra":           {"gcra:2 0 0", "gcra:2 1795348800123456 1", "gcra:2" + strings.Repeat(" 1 0", 8), "gcra:2 9007199254740991 0"},
-	"token_bucket":   {"tb:2 0 0", "tb:2 3 1795348800123456", "tb:2" + strings.Repeat(" 5 1795348800123456", 3)},
-	"leaky_bucket":   {"lb:2 0 0", "lb:2 1000000 1795348800123456"},
-	"sliding_window": {"sw:2 0 0 0", "sw:2 1795348800000 5 5", "sw:2 1795348800000 5 5 1795348800000 5 5"},
-	"fixed_window":   {"fw:2 0 0", "fw:2 1795348800123456 3"},
+	"token_bucket":   {"tb:2 0 0", "tb:2 3 1795348800123456", "tb:2" + strings.Repeat(" 5 1795348800123456", 3), "tb:2 1 8835955200000000"},
+	"leaky_bucket":   {"lb:2 0 0", "lb:2 1000000 1795348800123456", "lb:2 0 8835955200000000"},
+	"sliding_window": {"sw:2 0 0 0", "sw:2 1795348800000 5 5", "sw:2 1795348800000 5 5 1795348800000 5 5", "sw:2 8835955200000 5 5"},
+	"fixed_window":   {"fw:2 0 0", "fw:2 1795348800123456 3", "fw:2 8835955200000000 3"},
 }
 
 // TestStateStrict (guarantee 7): a key that holds anything but the
@@ -182,6 +182,7 @@ func TestStateStrict(t *testing.T) {
 func TestStateErrorTexts(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
+			b.Rebind(t) // the backend's helpers report to this subtest
 			gcra, _ := scripts.Lookup("gcra")
 			slog, _ := scripts.Lookup("sliding_log")
 			b.Client.Set(st.Ctx, "c1", "gcra 1.0e999 0", 0)
@@ -251,6 +252,22 @@ func TestReset(t *testing.T) {
 				t.Errorf("%s: reset of %s: %d %v, want refused", b.Name, f.name, n, err)
 			}
 			b.Unchanged("reset of "+f.name, key, before)
+		}
+	}
+}
+
+// TestTimeMaxIs2250: every script holds a state's recorded times to the
+// start of the year 2250, in the unit the script records them in (the
+// manifest's time_unit), checked here against the calendar.
+func TestTimeMaxIs2250(t *testing.T) {
+	y2250 := time.Date(2250, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, s := range scripts.Specs() {
+		want := y2250.UnixMicro()
+		if s.Name == "sliding_window" { // its window starts are in ms
+			want = y2250.UnixMilli()
+		}
+		if s.TimeMax != want {
+			t.Errorf("%s: TimeMax %d, want %d (2250-01-01 in its unit)", s.Name, s.TimeMax, want)
 		}
 	}
 }
