@@ -26,7 +26,7 @@ import (
 // soakFlag lengthens the load phases of the reliability tests. CI keeps
 // them short; a soak run is e.g.
 //
-//	cd integration_test && go test -run Reliability -soak 10m -timeout 2h
+//	cd integration_test && go test -run Reliability -soak 10m -timeout 3h .
 //
 // or REDISRATE_SOAK=10m GOFLAGS=-timeout=3h make test (a phase of 10 minutes
 // outlasts go test's default timeout).

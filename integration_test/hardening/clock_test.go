@@ -63,21 +63,23 @@ func clockFailover(t *testing.T, shift time.Duration) {
 			lim = lim.WithBurst(40)
 		}
 		keys = append(keys, &hot{key: "hot:" + algo.String(), lim: lim})
-		// A key exhausted on the primary, to be asked on the new primary: one
-		// unit per 5 s, so that it is still denied there when the new
-		// primary's clock is 2 s ahead and the failover took a second.
+		// A key exhausted on the primary just before the failover, to be
+		// asked on the new primary: one unit per 5 s, so that it is still
+		// denied there when the new primary's clock is 2 s ahead and the
+		// failover took a second.
 		waitLim[algo] = redisrate.Per(1, 5*time.Second).WithAlgorithm(algo)
-		for range 1 {
-			if _, err := lp.Allow(ctx, "wait:"+algo.String(), waitLim[algo]); err != nil {
-				t.Fatal(err)
-			}
-		}
 	}
 	stop := hammer(keys, 2, 500*time.Microsecond, func(ctx context.Context, h *hot) (redisrate.Result, error) {
 		return current.Load().Allow(ctx, h.key, h.lim)
 	})
 	defer stop()
-	time.Sleep(loadFor(500 * time.Millisecond))
+	time.Sleep(loadFor(500 * time.Millisecond)) // a whole soak phase under -soak
+	for _, algo := range algorithms {
+		if _, err := lp.Allow(ctx, "wait:"+algo.String(), waitLim[algo]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spent := time.Now()
 
 	// Promote the replica: FAILOVER pauses writes on the primary until the
 	// replica has everything, then swaps their roles.
@@ -105,7 +107,13 @@ func clockFailover(t *testing.T, shift time.Duration) {
 				return
 			}
 			if res.Allowed {
-				t.Errorf("%s: admitted at once on the new primary (clock %v), before the unit it spent came back: %v", algo, shift, res)
+				// Denial is certain only while the unit cannot be back on
+				// the new primary's clock; a slow failover may outlast it.
+				if time.Since(spent)+max(shift, 0) < lim.Period {
+					t.Errorf("%s: admitted at once on the new primary (clock %v), before the unit it spent came back: %v", algo, shift, res)
+				} else {
+					t.Logf("%s: admitted on the new primary %v after the unit was spent (clock %v): the unit had come back", algo, time.Since(spent), shift)
+				}
 				return
 			}
 			time.Sleep(res.RetryAfter)
