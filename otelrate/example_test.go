@@ -44,10 +44,11 @@ func ExampleNew_setup() {
 	_ = limiter
 }
 
-// TestDocIsExample keeps docs/observability.md's setup the same code as
-// ExampleNew_setup, which the test suite compiles.
+// TestDocIsExample keeps the setup docs/observability.md and the README
+// show the same code as ExampleNew_setup, which the test suite compiles.
 func TestDocIsExample(t *testing.T) {
 	readmetest.Check(t, "example_test.go", "../docs/observability.md", "doc")
+	readmetest.Check(t, "example_test.go", "../README.md", "doc")
 }
 
 // The setup: an Observer on the global providers, and redisotel so that
