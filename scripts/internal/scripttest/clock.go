@@ -124,6 +124,9 @@ func RealClock(t testing.TB) *Backend {
 	b.Name = "redis (test clock)"
 	b.clock = file
 	b.SetTime(Epoch)
+	if now, err := b.Client.Time(Ctx).Result(); err != nil || !now.Equal(Epoch) {
+		t.Fatalf("the clock library did not take: TIME is %v (%v), want %v", now, err, Epoch)
+	}
 	return b
 }
 
