@@ -8,23 +8,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/internal/exampleredis"
 )
 
 // exampleRedis starts an embedded Redis with a fixed clock, so that the
 // examples print the same every time. In production, use your own client:
 // redis.NewClient(&redis.Options{Addr: "localhost:6379"}).
 func exampleRedis() (*redis.Client, func()) {
-	mr, err := miniredis.Run()
-	if err != nil {
-		panic(err)
-	}
-	mr.SetTime(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	return rdb, func() { rdb.Close(); mr.Close() }
+	return exampleredis.Start()
 }
 
 // The quickstart of the README: 5 requests per second per user, with bursts

@@ -24,6 +24,7 @@ import (
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/grpclimit"
+	"github.com/redisrate/redisrate/internal/exampleredis"
 	"github.com/redisrate/redisrate/internal/readmetest"
 )
 
@@ -31,13 +32,7 @@ import (
 // examples print the same every time. In production, use your own client:
 // redis.NewClient(&redis.Options{Addr: "localhost:6379"}).
 func exampleRedis() (*redis.Client, func()) {
-	mr, err := miniredis.Run()
-	if err != nil {
-		panic(err)
-	}
-	mr.SetTime(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	return rdb, func() { rdb.Close(); mr.Close() }
+	return exampleredis.Start()
 }
 
 // exampleCall makes a call to method through limit's unary interceptor, as

@@ -12,13 +12,12 @@ import (
 	"os"
 	"slices"
 	"testing"
-	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/httplimit"
+	"github.com/redisrate/redisrate/internal/exampleredis"
 	"github.com/redisrate/redisrate/internal/readmetest"
 )
 
@@ -26,13 +25,7 @@ import (
 // print the same every time. In production, use your own client:
 // redis.NewClient(&redis.Options{Addr: "localhost:6379"}).
 func exampleRedis() (*redis.Client, func()) {
-	mr, err := miniredis.Run()
-	if err != nil {
-		panic(err)
-	}
-	mr.SetTime(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	return rdb, func() { rdb.Close(); mr.Close() }
+	return exampleredis.Start()
 }
 
 // Limit an API to 2 requests per second per client IP, behind a load
