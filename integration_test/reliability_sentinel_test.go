@@ -24,7 +24,9 @@ import (
 // EVALSHA, whose scripts a promoted replica has to be sent again).
 func TestReliabilitySentinelFailover(t *testing.T) {
 	needLocal(t)
-	primary := redistest.StartServer(t, redistest.Options{})
+	// No diskless-sync delay: Redis 7 waits 5 s by default before the first
+	// sync, and a kill within it promoted a replica that held nothing.
+	primary := redistest.StartServer(t, redistest.Options{Config: []string{"repl-diskless-sync-delay 0"}})
 	replica := redistest.StartServer(t, redistest.Options{Args: []string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.Port)}})
 	var sentinels []string
 	for range 3 {
@@ -60,6 +62,11 @@ func TestReliabilitySentinelFailover(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	if err := rdb.FunctionLoadReplace(ctx, scripts.Library).Err(); err != nil {
 		t.Fatal(err)
+	}
+	// The replica has synced and holds the library before the load starts:
+	// the test is about the failover, not about a replica still syncing.
+	if n, err := rdb.Do(ctx, "WAIT", 1, 10000).Int(); err != nil || n != 1 {
+		t.Fatalf("WAIT 1: %d replicas acknowledged the library (%v)", n, err)
 	}
 	lim := redisrate.NewLimiter(rdb)
 	sc := redis.NewSentinelClient(&redis.Options{Addr: sentinels[0]})
