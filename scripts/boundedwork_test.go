@@ -121,11 +121,14 @@ func TestBoundedWork(t *testing.T) {
 	t.Logf("FIGURE bounded work: 8 limits, median of %d calls: %s", calls, strings.Join(medians, ", "))
 
 	// sliding_log at its cap: 10000 per 200 ms. 9999 entries at t, 1 at
-	// t+100ms; at t+230ms, a call trims the 9999 and adds 9999 (the key
-	// lives until t+300ms; the 30 ms past the window leave room for a
-	// first call that reached Redis late); a denial in between looks up
-	// the 10000th entry for its retry_after. The bare work runs the same
-	// adds and trim on a key of its own.
+	// t+100ms; at t+205ms, a call trims the 9999 and adds 9999 (the key
+	// lives until t+300ms); a denial in between looks up the 10000th entry
+	// for its retry_after. The bare work runs the same adds and trim on a
+	// key of its own. t is taken when the first call has returned, so that
+	// it is no earlier than the TIME that call's entries carry, however
+	// late the call reached Redis: the 9999 are surely out of the window
+	// at t+205ms (a t taken before the call left only the 30 ms a busy
+	// machine may take to deliver it).
 	slog := spec("sliding_log")
 	run := func(key string, want int64, argv ...string) {
 		t.Helper()
@@ -144,14 +147,16 @@ func TestBoundedWork(t *testing.T) {
 	var script, work [2][]busy
 	for i := range rounds {
 		key := fmt.Sprint("work:log:", i)
-		start := time.Now()
 		script[0] = append(script[0], busyFor(t, b, func() { run(key, 1, "10000", "200", "", "9999") }))
-		time.Sleep(100 * time.Millisecond) // real Redis's TIME
+		added := time.Now() // no earlier than the 9999 entries' time (real Redis's TIME)
+		time.Sleep(time.Until(added.Add(100 * time.Millisecond)))
 		run(key, 1, "10000", "200", "", "1")
 		run(key, 0, "10000", "200", "", "10000")
-		time.Sleep(time.Until(start.Add(230 * time.Millisecond)))
+		time.Sleep(time.Until(added.Add(205 * time.Millisecond)))
 		script[1] = append(script[1], busyFor(t, b, func() { run(key, 1, "10000", "200", "", "9999") }))
-		if c := b.Client.ZCard(st.Ctx, key).Val(); c != 10001 && time.Since(start) < 290*time.Millisecond {
+		// The entry added at added+100ms or later is still in the window
+		// before added+300ms: 9999 + 1 entries and the marker.
+		if c := b.Client.ZCard(st.Ctx, key).Val(); c != 10001 && time.Since(added) < 300*time.Millisecond {
 			t.Errorf("the log holds %d members, want 10000 entries and the marker", c)
 		}
 		bkey := fmt.Sprint("work:bare:", i)

@@ -25,6 +25,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -175,7 +176,8 @@ type Server struct {
 	// Addr is 127.0.0.1:Port (for a container, the host's mapped address).
 	Addr string
 	// Port is the port it listens on. For a local server, Port+10000 (the
-	// Cluster bus port) was free too when the port was chosen.
+	// Cluster bus port) was free too when the port was chosen; both stay
+	// reserved from the other test processes until the test ends.
 	Port int
 	// Dir is its working directory (RDB and AOF files, nodes.conf), empty
 	// for a container.
@@ -265,10 +267,13 @@ func startLocal(t testing.TB, bin string, opts Options) *Server {
 		port, release := freePort(t)
 		s.Port, s.Addr = port, net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		err := s.launchEnv(bin, env)
-		release()
 		if err == nil {
+			// The port stays reserved until the server is stopped for good
+			// (registered first, so it runs after Stop), through restarts.
+			t.Cleanup(release)
 			break
 		}
+		release()
 		// Another process may take a port between our probe and the
 		// server's bind: try another one.
 		if i < attempts && strings.Contains(err.Error(), "already in use") {
@@ -375,7 +380,18 @@ func (s *Server) launchEnv(bin string, env []string) error {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		if ping(s.Addr, s.TLS) == nil {
-			return nil
+			// What answers may not be this process: another test process
+			// may have probed the same free port at the same moment and
+			// started its server there first (this one then fails to
+			// bind). Only this process's own answer will do.
+			pid, err := serverPID(s.Addr, s.TLS)
+			if err == nil && pid == cmd.Process.Pid {
+				return nil
+			}
+			if err == nil {
+				s.kill()
+				return fmt.Errorf("port %d already in use: another redis-server (process %d) answers there", s.Port, pid)
+			}
 		}
 		select {
 		case <-exited:
@@ -508,17 +524,51 @@ func (s *Server) Log() string {
 	return string(b)
 }
 
+// dial opens a raw connection to addr (over TLS with tlsConfig).
+func dial(addr string, tlsConfig *tls.Config) (net.Conn, error) {
+	if tlsConfig != nil {
+		d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 200 * time.Millisecond}, Config: tlsConfig}
+		return d.Dial("tcp", addr)
+	}
+	return net.DialTimeout("tcp", addr, 200*time.Millisecond)
+}
+
+// serverPID asks the server at addr for its process_id (INFO server).
+func serverPID(addr string, tlsConfig *tls.Config) (int, error) {
+	c, err := dial(addr, tlsConfig)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Write([]byte("INFO server\r\n")); err != nil {
+		return 0, err
+	}
+	r := bufio.NewReader(c)
+	head, err := r.ReadString('\n')
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(head, "$")))
+	if !strings.HasPrefix(head, "$") || err != nil {
+		return 0, fmt.Errorf("INFO server answered %q", strings.TrimSpace(head))
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
+	}
+	return 0, errors.New("INFO server gives no process_id")
+}
+
 // ping sends a raw PING and wants +PONG (or, from a server still loading
 // its data, keeps waiting: -LOADING is not ready).
 func ping(addr string, tlsConfig *tls.Config) error {
-	var c net.Conn
-	var err error
-	if tlsConfig != nil {
-		d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 200 * time.Millisecond}, Config: tlsConfig}
-		c, err = d.Dial("tcp", addr)
-	} else {
-		c, err = net.DialTimeout("tcp", addr, 200*time.Millisecond)
-	}
+	c, err := dial(addr, tlsConfig)
 	if err != nil {
 		return err
 	}
@@ -539,14 +589,15 @@ func ping(addr string, tlsConfig *tls.Config) error {
 
 var (
 	portsMu sync.Mutex
-	ports   = map[int]bool{} // handed out in this process and not yet released
+	ports   = map[int]bool{} // reserved in this process (servers' ports and bus ports)
 )
 
 // freePort returns a port p on 127.0.0.1 such that p and p+10000 (a Cluster
 // node's bus port) can both be bound now. Ports come from 10000-21999 so
 // that neither meets the kernel's ephemeral range (from 32768), where
-// outgoing connections take theirs. release forgets it in this process, once
-// the server holds it.
+// outgoing connections take theirs. The port and its bus port are
+// reserved, in this process and (lockPort) from the other test processes,
+// until release: the server's life, restarts included.
 func freePort(t testing.TB) (port int, release func()) {
 	t.Helper()
 	portsMu.Lock()
@@ -557,13 +608,26 @@ func freePort(t testing.TB) (port int, release func()) {
 			t.Fatal(err)
 		}
 		p := 10000 + int(n.Int64())
-		if ports[p] || !canListen(p) || !canListen(p+10000) {
+		bus := p + 10000
+		if ports[p] || ports[bus] || !lockPort(p) {
 			continue
 		}
-		ports[p] = true
+		if !lockPort(bus) {
+			unlockPort(p)
+			continue
+		}
+		if !canListen(p) || !canListen(bus) {
+			unlockPort(p)
+			unlockPort(bus)
+			continue
+		}
+		ports[p], ports[bus] = true, true
 		return p, func() {
 			portsMu.Lock()
 			delete(ports, p)
+			delete(ports, bus)
+			unlockPort(p)
+			unlockPort(bus)
 			portsMu.Unlock()
 		}
 	}
