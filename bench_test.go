@@ -2,13 +2,14 @@ package redisrate
 
 import (
 	"context"
-	"net"
 	"os/exec"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redisrate/redisrate/internal/redisserver"
 )
 
 // benchRedis returns a client of a real redis-server started for the
@@ -17,29 +18,17 @@ import (
 // process, and the figures are only an upper bound.
 func benchRedis(b *testing.B) *redis.Client {
 	b.Helper()
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
+	if _, err := exec.LookPath("redis-server"); err != nil {
 		b.Log("no redis-server on PATH: miniredis, whose allocations count too")
 		return newFakeRedis(b).rdb
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	srv, err := redisserver.Start(redisserver.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	_ = ln.Close()
-	cmd := exec.Command(path, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no")
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port), MaxRetries: -1})
+	b.Cleanup(srv.Stop)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	b.Cleanup(func() { _ = rdb.Close() })
-	for deadline := time.Now().Add(10 * time.Second); rdb.Ping(context.Background()).Err() != nil; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			b.Fatal("redis-server did not answer PING within 10s")
-		}
-	}
 	return rdb
 }
 

@@ -64,12 +64,12 @@ func TestShortRun(t *testing.T) {
 // with BenchmarkAllow in the root package.
 func BenchmarkPeerAllow(b *testing.B) {
 	ctx := context.Background()
-	srv, err := startRedis(ctx, "redis-server")
+	srv, err := startRedis("redis-server")
 	if err != nil {
 		b.Skip(err)
 	}
-	b.Cleanup(srv.stop)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.addr})
+	b.Cleanup(srv.Stop)
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	b.Cleanup(func() { _ = rdb.Close() })
 	l := redis_rate.NewLimiter(rdb)
 	lim := redis_rate.Limit{Rate: 1e9, Burst: 1e9, Period: time.Second}

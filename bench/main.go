@@ -84,12 +84,12 @@ func run(ctx context.Context, cfg config, w io.Writer) error {
 	start := time.Now()
 	addr := cfg.addr
 	if addr == "" {
-		srv, err := startRedis(ctx, cfg.server)
+		srv, err := startRedis(cfg.server)
 		if err != nil {
 			return err
 		}
-		defer srv.stop()
-		addr = srv.addr
+		defer srv.Stop()
+		addr = srv.Addr
 	}
 	b, err := newBench(ctx, cfg, addr, w)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redisrate/redisrate/internal/redisserver"
 	"github.com/redisrate/redisrate/scripts"
 )
 
@@ -100,62 +101,18 @@ func missing(t *testing.T, format string, args ...any) {
 // the test ends, and returns its address.
 func startRedis(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
+	if _, err := exec.LookPath("redis-server"); err != nil {
 		missing(t, "redis-server is not on PATH")
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	dir := t.TempDir()
+	srv, err := redisserver.Start(redisserver.Options{Args: func(port int) []string {
+		return append(redisserver.Port(port), redisserver.NoPersistence(dir)...)
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	_, port, _ := net.SplitHostPort(addr)
-	ln.Close()
-	cmd := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", t.TempDir())
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	})
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if err := ping(addr); err == nil {
-			return addr
-		} else if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s did not answer PING: %v\n%s", addr, err, logs.String())
-		}
-		select {
-		case <-exited:
-			t.Fatalf("redis-server exited:\n%s", logs.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if line != "+PONG\r\n" {
-		return fmt.Errorf("PING answered %q", line)
-	}
-	return nil
+	t.Cleanup(srv.Stop)
+	return srv.Addr
 }
 
 // redisCommand sends one command in RESP and returns the first reply line.

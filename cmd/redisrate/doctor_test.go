@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redisrate/redisrate/internal/redisserver"
 	"github.com/redisrate/redisrate/scripts"
 )
 
@@ -38,46 +39,16 @@ func docServer(t *testing.T, env []string, tlsDir string, args ...string) string
 		}
 		t.Skip("redis-server is not on PATH: install it (Debian: apt-get install redis-server) to run the doctor's tests")
 	}
-	port := freePort(t, true)
-	base := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", t.TempDir(), "--logfile", ""}
-	if tlsDir != "" {
-		base = []string{"--port", "0", "--tls-port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-			"--dir", t.TempDir(), "--logfile", "", "--tls-auth-clients", "no",
-			"--tls-cert-file", filepath.Join(tlsDir, "redis.crt"), "--tls-key-file", filepath.Join(tlsDir, "redis.key"),
-			"--tls-ca-cert-file", filepath.Join(tlsDir, "ca.crt")}
-	}
-	cmd := exec.Command(bin, append(base, args...)...)
-	cmd.Env = append(os.Environ(), env...)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting redis-server: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := net.DialTimeout("tcp", addr, 100*time.Millisecond)
-		if err == nil {
-			_ = c.Close()
-			if tlsDir != "" {
-				break
-			}
-			rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-			err = rdb.Ping(context.Background()).Err()
-			_ = rdb.Close()
-			if err == nil {
-				break
-			}
+	dir := t.TempDir()
+	return startServer(t, redisserver.Options{Bin: bin, Bus: true, Env: env, Args: func(port int) []string {
+		base := append(redisserver.Port(port), redisserver.NoPersistence(dir)...)
+		if tlsDir != "" {
+			base = append(base, "--port", "0", "--tls-port", strconv.Itoa(port), "--tls-auth-clients", "no",
+				"--tls-cert-file", filepath.Join(tlsDir, "redis.crt"), "--tls-key-file", filepath.Join(tlsDir, "redis.key"),
+				"--tls-ca-cert-file", filepath.Join(tlsDir, "ca.crt"))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s did not answer within 10s", addr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return addr
+		return append(base, args...)
+	}})
 }
 
 func docClient(t *testing.T, addr string) *redis.Client {

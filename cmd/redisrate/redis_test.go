@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redisrate/redisrate/internal/redisserver"
 	"github.com/redisrate/redisrate/scripts"
 )
 
@@ -20,59 +21,29 @@ import (
 // free bus port at port+10000).
 func startRedis(t *testing.T, cluster bool) string {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
+	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server is not on PATH: install it (Debian: apt-get install redis-server) to run the real-Redis tests")
 	}
-	port := freePort(t, cluster)
-	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", t.TempDir(), "--logfile", ""}
-	if cluster {
-		args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
-	}
-	cmd := exec.Command(bin, args...)
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("starting redis-server: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	})
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
-	defer c.Close()
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("redis-server on %s did not answer within 10s", addr)
+	dir := t.TempDir()
+	return startServer(t, redisserver.Options{Bus: cluster, Args: func(port int) []string {
+		args := append(redisserver.Port(port), redisserver.NoPersistence(dir)...)
+		if cluster {
+			args = append(args, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return addr
+		return args
+	}})
 }
 
-func freePort(t *testing.T, withBus bool) int {
+// startServer starts a redis-server (redisserver.Start: ready, and surely
+// on its own port), stopped when the test ends, and returns its address.
+func startServer(t *testing.T, opts redisserver.Options) string {
 	t.Helper()
-	for range 50 {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := ln.Addr().(*net.TCPAddr).Port
-		_ = ln.Close()
-		if !withBus {
-			return port
-		}
-		if port+10000 > 65535 {
-			continue
-		}
-		if bus, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port+10000))); err == nil {
-			_ = bus.Close()
-			return port
-		}
+	s, err := redisserver.Start(opts)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port pair for a cluster node")
-	return 0
+	t.Cleanup(s.Stop)
+	return s.Addr
 }
 
 // startCluster starts a Redis Cluster of two primaries that split the slots.

@@ -7,12 +7,10 @@
 package scripttest
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"sort"
@@ -24,6 +22,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redisrate/redisrate/internal/redisserver"
 	"github.com/redisrate/redisrate/scripts"
 )
 
@@ -45,7 +44,6 @@ type Backend struct {
 	mr     *miniredis.Miniredis
 	now    time.Time
 	frozen bool
-	cmd    *exec.Cmd
 	clock  string // RealClock: the file that holds its wall clock
 }
 
@@ -75,89 +73,30 @@ func Real(t testing.TB, extra ...string) *Backend {
 	return startServer(t, nil, extra...)
 }
 
-// startServer starts a redis-server with env added to its environment.
+// startServer starts a redis-server with env added to its environment
+// (redisserver.Start: ready, and surely on its own port).
 func startServer(t testing.TB, env []string, extra ...string) *Backend {
 	t.Helper()
-	path, err := exec.LookPath("redis-server")
-	if err != nil {
+	if _, err := exec.LookPath("redis-server"); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("redis-server is not installed (CI=true): ", err)
 		}
 		t.Skip("redis-server is not installed")
 	}
-	var last error
-	for range 5 {
-		port, err := freePort()
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := startReal(t, path, port, env, extra)
-		if err == nil {
-			return b
-		}
-		last = err
-	}
-	t.Fatal("redis-server did not start: ", last)
-	return nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	dir := t.TempDir()
+	srv, err := redisserver.Start(redisserver.Options{Env: env, Args: func(port int) []string {
+		args := append(redisserver.Port(port), redisserver.NoPersistence(dir)...)
+		return append(append(args, "--enable-debug-command", "local"), extra...)
+	}})
 	if err != nil {
-		return 0, err
+		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func startReal(t testing.TB, path string, port int, env, extra []string) (*Backend, error) {
-	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", t.TempDir(), "--enable-debug-command", "local"}
-	args = append(args, extra...)
-	cmd := exec.Command(path, args...)
-	if env != nil {
-		cmd.Env = append(os.Environ(), env...)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	lines := make(chan string, 64)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			default:
-			}
-		}
-		close(lines)
-	}()
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	c := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, MaxRetries: -1})
-	stop := func() {
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr, Protocol: 2, MaxRetries: -1})
+	t.Cleanup(func() {
 		_ = c.Close()
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(Ctx).Err() != nil {
-		if time.Now().After(deadline) || cmd.ProcessState != nil {
-			stop()
-			var log []string
-			for l := range lines {
-				log = append(log, l)
-			}
-			return nil, fmt.Errorf("on port %d: %s", port, strings.Join(log, "\n"))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Cleanup(stop)
-	return &Backend{Name: "redis", Client: c, Real: true, Addr: addr, t: t, cmd: cmd}, nil
+		srv.Stop()
+	})
+	return &Backend{Name: "redis", Client: c, Real: true, Addr: srv.Addr, t: t}
 }
 
 // Both returns a miniredis and, where one can be started, a real Redis.

@@ -1,0 +1,112 @@
+package redisserver
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+func needRedis(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redis-server is not on PATH (CI=true: CI must install it)")
+		}
+		t.Skip("redis-server is not on PATH")
+	}
+}
+
+// client is a go-redis client of s, closed when the test ends.
+func client(t *testing.T, s *Server) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Start returns a server that is ready and is the one on its port; Stop
+// ends it and frees the port.
+func TestStartStop(t *testing.T) {
+	needRedis(t)
+	s, err := Start(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := client(t, s).InfoMap(context.Background(), "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info["Server"]["process_id"]; got != strconv.Itoa(s.Cmd.Process.Pid) {
+		t.Errorf("process %s answers on %s, want the server started, %d", got, s.Addr, s.Cmd.Process.Pid)
+	}
+	if !strings.Contains(s.Log(), Ready) {
+		t.Errorf("the log lacks %q:\n%s", Ready, s.Log())
+	}
+	s.Stop()
+	select {
+	case <-s.Exited():
+	default:
+		t.Fatal("Stop returned before the server exited")
+	}
+	if c, err := net.DialTimeout("tcp", s.Addr, time.Second); err == nil {
+		c.Close()
+		t.Errorf("%s still accepts connections after Stop", s.Addr)
+	}
+}
+
+// A server whose port is taken exits before it is ready: Start tries
+// again, and says why when every try failed. Here every try is sent to a
+// port this test holds, so all five fail.
+func TestStartPortTaken(t *testing.T) {
+	needRedis(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	taken := ln.Addr().(*net.TCPAddr).Port
+	tries := 0
+	_, err = Start(Options{Args: func(int) []string {
+		tries++
+		return append(Port(taken), NoPersistence(t.TempDir())...)
+	}})
+	if err == nil || !strings.Contains(err.Error(), "exited before it was ready") {
+		t.Fatalf("Start on a taken port: %v, want an error saying the server exited before it was ready", err)
+	}
+	if tries != 5 {
+		t.Errorf("%d tries, want 5", tries)
+	}
+}
+
+// The arguments given replace the defaults, and Env reaches the server.
+func TestStartArgsAndEnv(t *testing.T) {
+	needRedis(t)
+	dir := t.TempDir()
+	s, err := Start(Options{
+		Args: func(port int) []string {
+			return append(append(Port(port), NoPersistence(dir)...), "--maxmemory", "7mb")
+		},
+		Env: []string{"REDISSERVER_TEST=1"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop()
+	if !slices.Contains(s.Cmd.Env, "REDISSERVER_TEST=1") {
+		t.Error("Env did not reach the server's environment")
+	}
+	got, err := client(t, s).ConfigGet(context.Background(), "maxmemory").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got["maxmemory"] != strconv.Itoa(7<<20) {
+		t.Errorf("CONFIG GET maxmemory: %v, want %d", got, 7<<20)
+	}
+}
