@@ -43,12 +43,20 @@ var argCases = []argCase{
 	// limits: too many, incomplete
 	{name: "9 limits", argv: append(a("1", "1000", "", "", ""), strings.Split(strings.Repeat("1 1000 0 ", 8), " ")[:24]...), want: "ERR too many limits (9): must be at most 8"},
 	{name: "9 limits, incomplete", argv: append(a("1", "1000", "", "", ""), strings.Split(strings.Repeat("1 1000 0 ", 8), " ")[:23]...), want: "ERR too many limits (9): must be at most 8"},
-	{name: "10 limits, bad limit", argv: append(a("x", "1000", "", "", ""), strings.Split(strings.Repeat("1 1000 0 ", 9), " ")[:25]...), want: "ERR too many limits (10): must be at most 8"},
+	{name: "10 limits, bad limit", argv: append(a("x", "1000", "", "", ""), strings.Split(strings.Repeat("1 1000 0 ", 9), " ")[:25]...), want: "ERR invalid limit 'x': LIMITRULE"},
+	{name: "10 limits, bad limit #8", argv: append(append(a("1", "1000", "", "", ""), strings.Split(strings.Repeat("1 1000 0 ", 6), " ")[:18]...), strings.Split("x 1000 0 1 1000 0 1 1000", " ")...), want: "ERR invalid limit #8 'x': LIMITRULE"},
 	{name: "8 limits", argv: append(a("1", "1000", "", "", ""), strings.Split(strings.Repeat("1 1000 0 ", 7), " ")[:21]...)},
 	{name: "incomplete #2, one", argv: a("10", "1000", "", "", "", "5"), want: "ERR incomplete limit #2: each further limit is the triple limit period_ms burst"},
 	{name: "incomplete #2, two", argv: a("10", "1000", "", "", "", "5", "60000"), want: "ERR incomplete limit #2: each further limit is the triple limit period_ms burst"},
 	{name: "incomplete #3", argv: a("10", "1000", "", "", "", "5", "60000", "", "7"), want: "ERR incomplete limit #3: each further limit is the triple limit period_ms burst"},
-	{name: "incomplete before bad limit", argv: a("x", "1000", "", "", "", "5"), want: "ERR incomplete limit #2: each further limit is the triple limit period_ms burst"},
+	// v2.1: a bad value is named before a miscount that follows it
+	{name: "bad limit before incomplete", argv: a("x", "1000", "", "", "", "5"), want: "ERR invalid limit 'x': LIMITRULE"},
+	{name: "bad limit before incomplete (review)", argv: a("abc", "1000", "", "1", "", "1", "1000"), want: "ERR invalid limit 'abc': LIMITRULE"},
+	{name: "bad cost before incomplete", argv: a("1", "1000", "", "x", "", "1", "1000"), want: "ERR invalid cost 'x': " + costRule},
+	{name: "bad mode before incomplete", argv: a("1", "1000", "", "1", "bogus", "1"), want: "ERR invalid mode 'bogus': " + modeRule},
+	{name: "bad limit #2 before incomplete", argv: a("10", "1000", "", "", "", "x"), want: "ERR invalid limit #2 'x': LIMITRULE"},
+	{name: "bad period_ms #2 before incomplete", argv: a("10", "1000", "", "", "", "5", "0"), want: "ERR invalid period_ms #2 '0': " + periodRule},
+	{name: "bad period_ms before too many", argv: append(a("1", "0", "", "", ""), strings.Split(strings.Repeat("1 1000 0 ", 8), " ")[:24]...), want: "ERR invalid period_ms '0': " + periodRule},
 	// limit
 	{name: "no limit", argv: nil, want: "ERR invalid limit '': LIMITRULE"},
 	{name: "empty limit", argv: a("", "1000"), want: "ERR invalid limit '': LIMITRULE"},
@@ -412,8 +420,9 @@ func sameByFCall(t *testing.T, b *st.Backend, s scripts.Spec, ke, kf string, arg
 // TestFunctionsMatchScripts: on real Redis, FCALL of the library gives the
 // reply EVALSHA gives, and writes the same, for the same call on the same
 // state, and the read-only functions decide as "check" on FCALL_RO.
-func TestFunctionsMatchScripts(t *testing.T) {
-	b := st.RealClock(t)
+func TestFunctionsMatchScripts(t *testing.T) { onServers(t, st.RealClockServers, functionsMatchScripts) }
+
+func functionsMatchScripts(t *testing.T, b *st.Backend) {
 	b.LoadLibrary()
 	if v, err := b.Client.FCallRO(st.Ctx, "redisrate_version", nil).Text(); err != nil || v != scripts.LibraryVersion {
 		t.Errorf("redisrate_version: %q %v, want %q", v, err, scripts.LibraryVersion)
@@ -455,8 +464,9 @@ func TestFunctionsMatchScripts(t *testing.T) {
 // started again many times, in the middle of a call too. And it stays
 // small: 100,000 distinct strings leave the library's Lua memory less than
 // 2 MB larger (kept, they took 9.5–9.8 MB).
-func TestFunctionsNumberMemo(t *testing.T) {
-	b := st.RealClock(t)
+func TestFunctionsNumberMemo(t *testing.T) { onServers(t, st.RealClockServers, functionsNumberMemo) }
+
+func functionsNumberMemo(t *testing.T, b *st.Backend) {
 	b.LoadLibrary()
 	calls := [][]string{
 		a("10", "1000"), a("0010", "1000"), a("00000000000000000010", "01000"), a("1x", "1000"),

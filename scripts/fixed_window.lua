@@ -1,5 +1,5 @@
 -- redisrate fixed_window.lua: fixed window: starts at the first request, allows limit, expires after period_ms.
--- Script contract v2 (CONTRACT.md in the redisrate repository). This file
+-- Script contract v2.1 (CONTRACT.md in the redisrate repository). This file
 -- stands alone: copy it, SCRIPT LOAD it, EVALSHA it from any Redis client.
 --
 -- Call:
@@ -108,33 +108,32 @@ if #keys ~= 1 then
   return redis.error_reply('ERR invalid numkeys \'' .. #keys .. "': must be 1 (the limiter's key)")
 end
 local key = keys[1]
-local n = 1 -- limits in this call
 local nargs = #argv
-if nargs > 5 then
-  n = 1 + (nargs - 5 + -(nargs - 5) % 3) / 3 -- 1 + ceil((nargs - 5) / 3)
-  if n > 8 then
-    return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8')
-  end
-  if (nargs - 5) % 3 ~= 0 then
-    return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
-  end
-end
+-- Limits in this call: the first, and one for each further triple begun.
+local n = nargs > 5 and 1 + (nargs - 5 + -(nargs - 5) % 3) / 3 or 1
 local cost, check = 1, false
 -- The first limit's arguments go into locals; a further limit's, once read,
 -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
 -- call builds a table for them.
 local limit1, period1, burst1
+local short = false -- the last further triple is cut short
+-- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
+-- before a miscount that follows it: too many limits, a last triple cut short.
 for i = 1, n do
+  if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
   local at = i == 1 and 0 or 3 * i - 1
-  local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''
+  local ls, ps, bs = argv[at + 1] or '', argv[at + 2], argv[at + 3]
+  if i == 1 then ps, bs = ps or '', bs or '' end -- the first limit's burst is optional
   -- Each number is read as helpers.lua's "Numbers" says: nil for anything
   -- but digits.
   local limit = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0 or whole(ls)
   if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
+  if not ps then short = true break end
   local period_ms = find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0 or whole(ps)
   if not period_ms or period_ms < 1 or period_ms > 1e12 then
     return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
   end
+  if not bs then short = true break end
   local burst = limit
   if bs ~= '' then
     local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0 or whole(bs)
@@ -159,6 +158,9 @@ for i = 1, n do
     argv[at + 1], argv[at + 2], argv[at + 3] = limit, period_ms, burst
   end
 end
+if short then
+  return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
+end
 
 -- ---- The clock: Redis TIME, in whole microseconds (exact in a double) ----
 local now
@@ -170,7 +172,8 @@ end
 -- ---- State (scripts/src/state.lua) ----
 -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
 -- separated by single spaces: no leading zeros, each below 2^53, a recorded
--- time (TIME_AT) no later than TIME_MAX. Anything else (another type, a
+-- time (TIME_AT) no later than TIME_MAX, a time ahead of the clock (AHEAD_AT,
+-- gcra's TAT) no later than AHEAD_MAX. Anything else (another type, a
 -- user's value, another script's or version's state) is refused, untouched.
 -- The first limit's numbers are read into locals, the others' (a state of
 -- several limits) into a table: a state of one limit builds no table.
@@ -181,9 +184,11 @@ if raw then
   if raw.err then -- pcall's error reply: another type (a string's .err is nil)
     return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
   end
-  -- Each number: at most 16 digits, no leading zero (such a field reads
-  -- below 10^(digits - 1), on gopher-lua too, which reads 010 as octal),
-  -- and at most its maximum: TIME_MAX for a recorded time, else 2^53 - 1.
+  -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
+  -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
+  -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
+  -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
+  -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
   local t1, t2, rest = match(raw, STATE)
   local good = rest ~= nil
   if good then
@@ -205,9 +210,9 @@ if raw then
       good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
     end
     for j = 1, good and #more or 0 do
-      local f = more[j]
+      local f, at = more[j], (j - 1) % FIELDS + 1
       local v = #f <= 16 and f + 0
-      if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= ((j - 1) % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991)) then
+      if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or 9007199254740991)) then
         good = false
         break
       end

@@ -295,8 +295,9 @@ func runFuzzInput(t *testing.T, b *st.Backend, in fuzzInput) {
 // (testdata/fuzz/FuzzScripts) on real Redis, whose Lua is not gopher-lua:
 // the same checks, with the inputs' clock steps, on a server whose clock
 // the test sets.
-func TestFuzzCorpusOnRedis(t *testing.T) {
-	b := st.RealClock(t)
+func TestFuzzCorpusOnRedis(t *testing.T) { onServers(t, st.RealClockServers, fuzzCorpusOnServer) }
+
+func fuzzCorpusOnServer(t *testing.T, b *st.Backend) {
 	files, err := filepath.Glob("testdata/fuzz/FuzzScripts/*")
 	if err != nil || len(files) == 0 {
 		t.Fatal("no corpus: ", err)

@@ -1,5 +1,5 @@
 -- redisrate gcra.lua: Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact.
--- Script contract v2 (CONTRACT.md in the redisrate repository). This file
+-- Script contract v2.1 (CONTRACT.md in the redisrate repository). This file
 -- stands alone: copy it, SCRIPT LOAD it, EVALSHA it from any Redis client.
 --
 -- Call:
@@ -31,8 +31,15 @@
 -- Algorithm: GCRA, the Generic Cell Rate Algorithm. Units are spaced
 -- period_ms / limit apart on a theoretical arrival time (TAT); a request is
 -- admitted when its cost fits before the TAT runs more than burst units ahead
--- of now. It decides exactly as leaky_bucket.lua does, with less state.
--- State: "gcra:2 t r" for each limit: TAT = t + r / a microseconds, 0 <= r < a.
+-- of now. It decides as leaky_bucket.lua does, with less state, while the
+-- clock runs forward; a clock that steps back finds the TAT further ahead
+-- and decides on the clock it read (never more permissive than later on).
+-- State: "gcra:2 t r" for each limit: TAT = t + r / a microseconds, 0 <= r < a,
+-- where a/b is limit / period_us in lowest terms; t may pass 2^53 (by at
+-- most 2^52) late this century, and is then read and written from its text.
+-- Under other limits the TAT is kept, so the level it stands for is read in
+-- the new rate's units (and an r of another limit as the next microsecond):
+-- a higher limit reads a fuller bucket. See CONTRACT.md, guarantee 12.
 -- Never more admitted in any span of t ms than burst + limit * t / period_ms.
 
 -- ---- Helpers (scripts/src/helpers.lua) ----
@@ -100,6 +107,7 @@ local NAME, TAG = 'gcra', 'gcra:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 0, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^gcra:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
+local AHEAD_AT, AHEAD_MAX = 1, 13339554827370498 -- which field is a time ahead of the clock, and its range: TIME_MAX + 2^52, rounded up to 2 mod 4 (see state.lua)
 
 -- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
 -- With a/b = limit / period_us in lowest terms, a level of x stands for x / b
@@ -120,33 +128,32 @@ if #keys ~= 1 then
   return redis.error_reply('ERR invalid numkeys \'' .. #keys .. "': must be 1 (the limiter's key)")
 end
 local key = keys[1]
-local n = 1 -- limits in this call
 local nargs = #argv
-if nargs > 5 then
-  n = 1 + (nargs - 5 + -(nargs - 5) % 3) / 3 -- 1 + ceil((nargs - 5) / 3)
-  if n > 8 then
-    return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8')
-  end
-  if (nargs - 5) % 3 ~= 0 then
-    return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
-  end
-end
+-- Limits in this call: the first, and one for each further triple begun.
+local n = nargs > 5 and 1 + (nargs - 5 + -(nargs - 5) % 3) / 3 or 1
 local cost, check = 1, false
 -- The first limit's arguments go into locals; a further limit's, once read,
 -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
 -- call builds a table for them.
 local limit1, period1, burst1
+local short = false -- the last further triple is cut short
+-- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
+-- before a miscount that follows it: too many limits, a last triple cut short.
 for i = 1, n do
+  if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
   local at = i == 1 and 0 or 3 * i - 1
-  local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''
+  local ls, ps, bs = argv[at + 1] or '', argv[at + 2], argv[at + 3]
+  if i == 1 then ps, bs = ps or '', bs or '' end -- the first limit's burst is optional
   -- Each number is read as helpers.lua's "Numbers" says: nil for anything
   -- but digits.
   local limit = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0 or whole(ls)
   if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
+  if not ps then short = true break end
   local period_ms = find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0 or whole(ps)
   if not period_ms or period_ms < 1 or period_ms > 1e12 then
     return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
   end
+  if not bs then short = true break end
   local burst = limit
   local given = false -- a burst of its own, named when the range is exceeded
   if bs ~= '' then
@@ -180,6 +187,9 @@ for i = 1, n do
     argv[at + 1], argv[at + 2], argv[at + 3] = limit, period_ms, burst
   end
 end
+if short then
+  return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
+end
 
 -- ---- The clock: Redis TIME, in whole microseconds (exact in a double) ----
 local now
@@ -191,7 +201,8 @@ end
 -- ---- State (scripts/src/state.lua) ----
 -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
 -- separated by single spaces: no leading zeros, each below 2^53, a recorded
--- time (TIME_AT) no later than TIME_MAX. Anything else (another type, a
+-- time (TIME_AT) no later than TIME_MAX, a time ahead of the clock (AHEAD_AT,
+-- gcra's TAT) no later than AHEAD_MAX. Anything else (another type, a
 -- user's value, another script's or version's state) is refused, untouched.
 -- The first limit's numbers are read into locals, the others' (a state of
 -- several limits) into a table: a state of one limit builds no table.
@@ -202,15 +213,17 @@ if raw then
   if raw.err then -- pcall's error reply: another type (a string's .err is nil)
     return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
   end
-  -- Each number: at most 16 digits, no leading zero (such a field reads
-  -- below 10^(digits - 1), on gopher-lua too, which reads 010 as octal),
-  -- and at most its maximum: TIME_MAX for a recorded time, else 2^53 - 1.
+  -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
+  -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
+  -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
+  -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
+  -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
   local t1, t2, rest = match(raw, STATE)
   local good = rest ~= nil
   if good then
-    s1 = #t1 <= 16 and t1 + 0
+    s1 = #t1 <= 17 and t1 + 0
     s2 = #t2 <= 16 and t2 + 0
-    good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991
+    good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= AHEAD_MAX
     good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
   end
   if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
@@ -226,9 +239,9 @@ if raw then
       good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
     end
     for j = 1, good and #more or 0 do
-      local f = more[j]
-      local v = #f <= 16 and f + 0
-      if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= ((j - 1) % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991)) then
+      local f, at = more[j], (j - 1) % FIELDS + 1
+      local v = #f <= (at == AHEAD_AT and 17 or 16) and f + 0
+      if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or at == AHEAD_AT and AHEAD_MAX or 9007199254740991)) then
         good = false
         break
       end
@@ -261,28 +274,34 @@ for i = 1, n do
   while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
   local a, b = limit / g, period_us / g
   local xmax = burst * b
-  -- The TAT, t + r/a, or now when it has passed (an empty bucket).
-  local t, r = now, 0
+  -- The TAT is now + ahead + r / a microseconds, or now when it has passed
+  -- (an empty bucket). Offsets from now stay exact where the TAT itself,
+  -- late this century, may pass 2^53 (by at most 2^52).
+  local ahead, r = 0, 0
   if stored_r then
-    local r0 = stored_r % a -- state of other limits is read in these terms
-    local t0 = stored_t + (stored_r - r0) / a
-    if t0 > now or (t0 == now and r0 > 0) then t, r = t0, r0 end
+    local d = stored_t - now
+    if stored_t > 9007199254740991 then -- read exactly from its text
+      local x = match(raw, '^%S+' .. ('').rep(' %d+', 2 * i - 2) .. ' (%d+)')
+      d = (('').sub(x, 1, #x - 6) * 1000000 - now) + (('1' .. ('').sub(x, -6)) - 1000000)
+    end
+    local r0 = stored_r
+    if r0 >= a then r0, d = 0, d + 1 end -- another limit's state: no earlier than it held
+    if d > 0 or (d == 0 and r0 > 0) then ahead, r = d, r0 end
   end
-  -- The level now is x = (t - now) * a + r; x + cost * b must fit in xmax.
+  -- The level now is x = ahead * a + r; x + cost * b must fit in xmax.
   -- Waits are written without that product, which a clock that stepped back
   -- could push past 2^53; they are then longer by the step (guarantee 9).
   local ok, never, retry_us = false, cost > burst, 0
   if not never then
     local over = r + cost * b - xmax -- the level past the capacity, in 1/b units
-    retry_us = t - now + (over + -over % a) / a
+    retry_us = ahead + (over + -over % a) / a
     ok = retry_us <= 0 or cost == 0
   end
   if ok then -- the TAT moves on by the cost
     local y = r + cost * b
     r = y % a
-    t = t + (y - r) / a
+    ahead = ahead + (y - r) / a
   end
-  local ahead = t - now
   local room = 0
   if ahead <= xmax / a then
     room = xmax - ahead * a - r
@@ -306,7 +325,15 @@ for i = 1, n do
       d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
     end
   end
-  if allowed and writes then out = fmt('%s %d %d', out, t, r) end
+  if allowed and writes then
+    if now + ahead < 9007199254740992 then
+      out = fmt('%s %d %d', out, now + ahead, r)
+    else -- past 2^53: whole seconds, then the microseconds, each exact
+      local us = now % 1000000 + ahead % 1000000
+      local sec = (now - now % 1000000) / 1000000 + (ahead - ahead % 1000000) / 1000000 + (us - us % 1000000) / 1000000
+      out = fmt('%s %d%06d %d', out, sec, us % 1000000, r)
+    end
+  end
 end
 
 -- ---- The one write (scripts/src/write.lua) ----

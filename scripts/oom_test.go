@@ -34,7 +34,10 @@ func usedMemory(t *testing.T, b *st.Backend) int64 {
 // write nothing (a denial, a check, a cost of 0) still decide by EVALSHA,
 // and FCALL_RO of the read-only functions still decides.
 func TestOOM(t *testing.T) {
-	b := st.Real(t, "--maxmemory-policy", "noeviction")
+	onServers(t, func(t testing.TB) []*st.Backend { return st.RealServers(t, "--maxmemory-policy", "noeviction") }, oomOn)
+}
+
+func oomOn(t *testing.T, b *st.Backend) {
 	b.LoadLibrary()
 	type call struct {
 		what string

@@ -13,6 +13,17 @@ import (
 // TestOOM and 9's time bound is TestBoundedWork, on real Redis; the rest run
 // on both backends.
 
+// onServers runs f on each real server that start starts (Redis, Valkey),
+// each in a subtest named for it.
+func onServers(t *testing.T, start func(testing.TB) []*st.Backend, f func(*testing.T, *st.Backend)) {
+	for _, b := range start(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			b.Rebind(t)
+			f(t, b)
+		})
+	}
+}
+
 func spec(name string) scripts.Spec {
 	s, ok := scripts.Lookup(name)
 	if !ok {

@@ -1,4 +1,4 @@
--- redisrate reset.lua, script contract v2 (CONTRACT.md in the redisrate
+-- redisrate reset.lua, script contract v2.1 (CONTRACT.md in the redisrate
 -- repository): deletes KEYS[1] only when it holds the state of one of the
 -- redisrate scripts, so that the next call finds every limit at full
 -- capacity. A key that holds anything else gets an error and is left
@@ -9,25 +9,38 @@ local key = KEYS[1]
 local kind = redis.call('TYPE', key).ok
 if kind == 'none' then return 0 end
 local find, byte = string.find, string.byte
--- field: a stored number, at most 16 digits, no leading zero, at most max
-local function field(f, max)
-  return #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0 <= max
+-- field: a stored number, at most 16 digits (17 for a time ahead of the
+-- clock), no leading zero, at most max
+local function field(f, digits, max)
+  return #f <= digits and (#f == 1 or byte(f) ~= 48) and f + 0 <= max
 end
 if kind == 'string' then
   local tag, body = string.match(redis.call('GET', key), '^(%S+)( [ %d]*%d)$')
-  -- numbers per limit; which of them is a time (mod per), and its range
-  local shape = ({ ['gcra:2'] = { 2, -1, 8835955200000000 }, ['tb:2'] = { 2, 0, 8835955200000000 }, ['lb:2'] = { 2, 0, 8835955200000000 }, ['sw:2'] = { 3, 1, 8835955200000 }, ['fw:2'] = { 2, 1, 8835955200000000 } })[tag or '']
+  -- A key is state when some script reads it as its own: the same strict
+  -- shape the scripts check (scripts/src/state.lua). Per script: numbers
+  -- per limit; which of them is a recorded time (mod per, -1 for none) and
+  -- its range; which is a time ahead of the clock (-1 for none) and its range.
+  local shape = ({ ['gcra:2'] = { 2, -1, 8835955200000000, 1, 13339554827370498 }, ['tb:2'] = { 2, 0, 8835955200000000, -1, 13339554827370498 }, ['lb:2'] = { 2, 0, 8835955200000000, -1, 13339554827370498 }, ['sw:2'] = { 3, 1, 8835955200000, -1, 13339554827370498 }, ['fw:2'] = { 2, 1, 8835955200000000, -1, 13339554827370498 } })[tag or '']
   if shape and not find(body, '  ') then
-    local per, at, n, ok = shape[1], shape[2], 0, true
+    local per, n, ok = shape[1], 0, true
     for f in string.gmatch(body, '%d+') do
       n = n + 1
-      ok = ok and field(f, n % per == at and shape[3] or 9007199254740991)
+      if n % per == shape[2] then
+        ok = ok and field(f, 16, shape[3])
+      elseif n % per == shape[4] then
+        ok = ok and field(f, 17, shape[5])
+      else
+        ok = ok and field(f, 16, 9007199254740991)
+      end
     end
     if ok and n % per == 0 and n <= 8 * per then return redis.call('DEL', key) end
   end
 elseif kind == 'zset' then
+  -- scripts/src/sliding_log.lua: the marker holds minus the last sequence
+  -- number, at most 2^53 - 1; every entry is a whole microsecond up to the
+  -- latest time.
   local marker = redis.call('ZSCORE', key, 'sliding_log:2')
-  if marker and find(marker, '^%-%d+$') and #marker <= 17 then
+  if marker and find(marker, '^%-%d+$') and #marker <= 17 and -marker <= 9007199254740991 then
     local top = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
     if not top[2] or (top[2] + 0 <= 8835955200000000 and top[2] % 1 == 0) then return redis.call('DEL', key) end
   end

@@ -1,5 +1,5 @@
 -- redisrate sliding_log.lua: sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits.
--- Script contract v2 (CONTRACT.md in the redisrate repository). This file
+-- Script contract v2.1 (CONTRACT.md in the redisrate repository). This file
 -- stands alone: copy it, SCRIPT LOAD it, EVALSHA it from any Redis client.
 --
 -- Call:
@@ -110,33 +110,32 @@ if #keys ~= 1 then
   return redis.error_reply('ERR invalid numkeys \'' .. #keys .. "': must be 1 (the limiter's key)")
 end
 local key = keys[1]
-local n = 1 -- limits in this call
 local nargs = #argv
-if nargs > 5 then
-  n = 1 + (nargs - 5 + -(nargs - 5) % 3) / 3 -- 1 + ceil((nargs - 5) / 3)
-  if n > 8 then
-    return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8')
-  end
-  if (nargs - 5) % 3 ~= 0 then
-    return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
-  end
-end
+-- Limits in this call: the first, and one for each further triple begun.
+local n = nargs > 5 and 1 + (nargs - 5 + -(nargs - 5) % 3) / 3 or 1
 local cost, check = 1, false
 -- The first limit's arguments go into locals; a further limit's, once read,
 -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
 -- call builds a table for them.
 local limit1, period1, burst1
+local short = false -- the last further triple is cut short
+-- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
+-- before a miscount that follows it: too many limits, a last triple cut short.
 for i = 1, n do
+  if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
   local at = i == 1 and 0 or 3 * i - 1
-  local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''
+  local ls, ps, bs = argv[at + 1] or '', argv[at + 2], argv[at + 3]
+  if i == 1 then ps, bs = ps or '', bs or '' end -- the first limit's burst is optional
   -- Each number is read as helpers.lua's "Numbers" says: nil for anything
   -- but digits.
   local limit = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0 or whole(ls)
   if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
+  if not ps then short = true break end
   local period_ms = find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0 or whole(ps)
   if not period_ms or period_ms < 1 or period_ms > 1e12 then
     return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
   end
+  if not bs then short = true break end
   local burst = limit
   if bs ~= '' then
     local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0 or whole(bs)
@@ -161,6 +160,9 @@ for i = 1, n do
     argv[at + 1], argv[at + 2], argv[at + 3] = limit, period_ms, burst
   end
 end
+if short then
+  return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
+end
 
 -- ---- The clock: Redis TIME, in whole microseconds (exact in a double) ----
 local now
@@ -176,7 +178,8 @@ if type(marked) == 'table' then
 end
 local last_seq, newest = 0, nil
 if marked then
-  if not find(marked, '^%-%d+$') or #marked > 17 then
+  -- The sequence is at most 2^53 - 1, so every entry's number is exact.
+  if not find(marked, '^%-%d+$') or #marked > 17 or -marked > 9007199254740991 then
     return redis.error_reply('ERR key holds a value that is not sliding_log state: left untouched')
   end
   last_seq = -marked
@@ -251,6 +254,9 @@ end
 -- is written, and checks no later command of the script.
 if allowed and writes then
   local at_s = fmt('%d', at)
+  -- Past 2^53 - 1 the sequence starts again from 0: the entries still kept
+  -- (at most 10,000, by the cap) hold the last numbers, far from the first.
+  if last_seq + cost > 9007199254740991 then last_seq = 0 end
   local batch, j = { -(last_seq + cost), TAG }, 2
   for k = 1, cost do
     batch[j + 1] = at_s

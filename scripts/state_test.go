@@ -53,7 +53,11 @@ var foreigners = []foreign{
 	{"negative field", str("gcra:2 -1 2")},
 	{"fraction field", str("gcra:2 1.5 2")},
 	{"exponent field", str("gcra:2 1e5 2")},
-	{"field 2^53", str("gcra:2 9007199254740992 0")},
+	{"field 2^53", str("gcra:2 1 9007199254740992")},
+	{"a TAT past its range", str("gcra:2 13339554827370499 0")}, // AheadMax + 1: reads as AheadMax + 2
+	{"a TAT of 18 digits", str("gcra:2 100000000000000000 0")},
+	{"a TAT of 17 digits, leading zero", str("gcra:2 01000000000000000 0")},
+	{"a second limit's TAT past its range", str("gcra:2 1 0 13339554827370500 0")},
 	{"a time past 2250", str("lb:2 0 8835955200000001")},
 	{"a window start past 2250", str("sw:2 8835955200001 0 0")}, // ms: 1 ms past 2250
 	{"a refill past 2250", str("tb:2 1 8835955200000001")},
@@ -78,6 +82,7 @@ var foreigners = []foreign{
 	{"zset, v1 marker", zset(redis.Z{Score: -1, Member: "redisrate:sliding_log"}, redis.Z{Score: 1, Member: "1"})},
 	{"zset, marker not an integer", zset(redis.Z{Score: -1.5, Member: marker})},
 	{"zset, marker positive", zset(redis.Z{Score: 5, Member: marker})},
+	{"zset, marker -2^53 (review 1)", zset(redis.Z{Score: -9007199254740992, Member: marker})},
 	{"zset, marker 1e300", zset(redis.Z{Score: -1e300, Member: marker})},
 	{"zset, marker and an entry past 2^53 us", zset(redis.Z{Score: -1, Member: marker}, redis.Z{Score: 1.102e16, Member: "1"})},
 	{"zset, marker and an entry past 2250", zset(redis.Z{Score: -1, Member: marker}, redis.Z{Score: 8835955200000001, Member: "1"})},

@@ -4,33 +4,32 @@ if #keys ~= 1 then
   return redis.error_reply('ERR invalid numkeys \'' .. #keys .. "': must be 1 (the limiter's key)")
 end
 local key = keys[1]
-local n = 1 -- limits in this call
 local nargs = #argv
-if nargs > 5 then
-  n = 1 + (nargs - 5 + -(nargs - 5) % 3) / 3 -- 1 + ceil((nargs - 5) / 3)
-  if n > 8 then
-    return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8')
-  end
-  if (nargs - 5) % 3 ~= 0 then
-    return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
-  end
-end
+-- Limits in this call: the first, and one for each further triple begun.
+local n = nargs > 5 and 1 + (nargs - 5 + -(nargs - 5) % 3) / 3 or 1
 local cost, check = 1, false
 -- The first limit's arguments go into locals; a further limit's, once read,
 -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
 -- call builds a table for them.
 local limit1, period1, burst1
+local short = false -- the last further triple is cut short
+-- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
+-- before a miscount that follows it: too many limits, a last triple cut short.
 for i = 1, n do
+  if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
   local at = i == 1 and 0 or 3 * i - 1
-  local ls, ps, bs = argv[at + 1] or '', argv[at + 2] or '', argv[at + 3] or ''
+  local ls, ps, bs = argv[at + 1] or '', argv[at + 2], argv[at + 3]
+  if i == 1 then ps, bs = ps or '', bs or '' end -- the first limit's burst is optional
   -- Each number is read as helpers.lua's "Numbers" says: nil for anything
   -- but digits.
   local limit = @read(ls)@
   if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
+  if not ps then short = true break end
   local period_ms = @read(ps)@
   if not period_ms or period_ms < 1 or period_ms > 1e12 then
     return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
   end
+  if not bs then short = true break end
   local burst = limit
 --@if window
   if bs ~= '' then
@@ -78,6 +77,9 @@ for i = 1, n do
   else
     argv[at + 1], argv[at + 2], argv[at + 3] = limit, period_ms, burst
   end
+end
+if short then
+  return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
 end
 
 -- ---- The clock: Redis TIME, in whole microseconds (exact in a double) ----

@@ -5,6 +5,7 @@
 --! fields: 2
 --! window: false
 --! time_field: 0
+--! ahead_field: 1
 --! time_unit: us
 --! range: continuous
 --! max_limit: 1000000000000000
@@ -12,8 +13,15 @@
 -- Algorithm: GCRA, the Generic Cell Rate Algorithm. Units are spaced
 -- period_ms / limit apart on a theoretical arrival time (TAT); a request is
 -- admitted when its cost fits before the TAT runs more than burst units ahead
--- of now. It decides exactly as leaky_bucket.lua does, with less state.
--- State: "gcra:2 t r" for each limit: TAT = t + r / a microseconds, 0 <= r < a.
+-- of now. It decides as leaky_bucket.lua does, with less state, while the
+-- clock runs forward; a clock that steps back finds the TAT further ahead
+-- and decides on the clock it read (never more permissive than later on).
+-- State: "gcra:2 t r" for each limit: TAT = t + r / a microseconds, 0 <= r < a,
+-- where a/b is limit / period_us in lowest terms; t may pass 2^53 (by at
+-- most 2^52) late this century, and is then read and written from its text.
+-- Under other limits the TAT is kept, so the level it stands for is read in
+-- the new rate's units (and an r of another limit as the next microsecond):
+-- a higher limit reads a fuller bucket. See CONTRACT.md, guarantee 12.
 -- Never more admitted in any span of t ms than burst + limit * t / period_ms.
 --@include continuous.lua
 --@body
@@ -32,28 +40,34 @@ for i = 1, n do
   while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
   local a, b = limit / g, period_us / g
   local xmax = burst * b
-  -- The TAT, t + r/a, or now when it has passed (an empty bucket).
-  local t, r = now, 0
+  -- The TAT is now + ahead + r / a microseconds, or now when it has passed
+  -- (an empty bucket). Offsets from now stay exact where the TAT itself,
+  -- late this century, may pass 2^53 (by at most 2^52).
+  local ahead, r = 0, 0
   if stored_r then
-    local r0 = stored_r % a -- state of other limits is read in these terms
-    local t0 = stored_t + (stored_r - r0) / a
-    if t0 > now or (t0 == now and r0 > 0) then t, r = t0, r0 end
+    local d = stored_t - now
+    if stored_t > 9007199254740991 then -- read exactly from its text
+      local x = match(raw, '^%S+' .. ('').rep(' %d+', 2 * i - 2) .. ' (%d+)')
+      d = (('').sub(x, 1, #x - 6) * 1000000 - now) + (('1' .. ('').sub(x, -6)) - 1000000)
+    end
+    local r0 = stored_r
+    if r0 >= a then r0, d = 0, d + 1 end -- another limit's state: no earlier than it held
+    if d > 0 or (d == 0 and r0 > 0) then ahead, r = d, r0 end
   end
-  -- The level now is x = (t - now) * a + r; x + cost * b must fit in xmax.
+  -- The level now is x = ahead * a + r; x + cost * b must fit in xmax.
   -- Waits are written without that product, which a clock that stepped back
   -- could push past 2^53; they are then longer by the step (guarantee 9).
   local ok, never, retry_us = false, cost > burst, 0
   if not never then
     local over = r + cost * b - xmax -- the level past the capacity, in 1/b units
-    retry_us = t - now + (over + -over % a) / a
+    retry_us = ahead + (over + -over % a) / a
     ok = retry_us <= 0 or cost == 0
   end
   if ok then -- the TAT moves on by the cost
     local y = r + cost * b
     r = y % a
-    t = t + (y - r) / a
+    ahead = ahead + (y - r) / a
   end
-  local ahead = t - now
   local room = 0
   if ahead <= xmax / a then
     room = xmax - ahead * a - r
@@ -62,7 +76,15 @@ for i = 1, n do
   local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
   local reset_us = ahead + (r > 0 and 1 or 0)
 --@include verdict.lua
-  if allowed and writes then out = fmt('%s %d %d', out, t, r) end
+  if allowed and writes then
+    if now + ahead < 9007199254740992 then
+      out = fmt('%s %d %d', out, now + ahead, r)
+    else -- past 2^53: whole seconds, then the microseconds, each exact
+      local us = now % 1000000 + ahead % 1000000
+      local sec = (now - now % 1000000) / 1000000 + (ahead - ahead % 1000000) / 1000000 + (us - us % 1000000) / 1000000
+      out = fmt('%s %d%06d %d', out, sec, us % 1000000, r)
+    end
+  end
 end
 --@include write.lua
 --@include reply.lua

@@ -11,10 +11,13 @@
 --! summary: leaky bucket as a meter: the level drains continuously at limit per period_ms
 -- Algorithm: leaky bucket as a meter. Each request pours its cost into a
 -- bucket of capacity burst that leaks continuously at limit per period_ms; a
--- request is admitted when it fits. It decides exactly as gcra.lua does, and
--- keeps the level itself, readable as a meter.
+-- request is admitted when it fits. It decides as gcra.lua does while the
+-- clock runs forward, and keeps the level itself, readable as a meter; a
+-- clock that steps back decides as of the level's time.
 -- State: "lb:2 x t" for each limit: a level of x / b units at time t
 -- microseconds, where a/b is limit per microsecond in lowest terms.
+-- Under other limits x is read in the new b's units, and a level past the
+-- new capacity as a full bucket. See CONTRACT.md, guarantee 12.
 -- Never more admitted in any span of t ms than burst + limit * t / period_ms.
 --@include continuous.lua
 --@body
@@ -38,6 +41,7 @@ for i = 1, n do
   local x, t = 0, now
   if stored_t then
     x, t = stored_x, stored_t
+    if x > xmax then x = xmax end -- another limit's level: at most full
     if now > t then
       if now - t >= x / a then x = 0 else x = x - (now - t) * a end
       t = now

@@ -30,7 +30,8 @@ if type(marked) == 'table' then
 end
 local last_seq, newest = 0, nil
 if marked then
-  if not find(marked, '^%-%d+$') or #marked > 17 then
+  -- The sequence is at most 2^53 - 1, so every entry's number is exact.
+  if not find(marked, '^%-%d+$') or #marked > 17 or -marked > 9007199254740991 then
     return redis.error_reply('ERR key holds a value that is not sliding_log state: left untouched')
   end
   last_seq = -marked
@@ -85,6 +86,9 @@ end
 -- is written, and checks no later command of the script.
 if allowed and writes then
   local at_s = fmt('%d', at)
+  -- Past 2^53 - 1 the sequence starts again from 0: the entries still kept
+  -- (at most 10,000, by the cap) hold the last numbers, far from the first.
+  if last_seq + cost > 9007199254740991 then last_seq = 0 end
   local batch, j = { -(last_seq + cost), TAG }, 2
   for k = 1, cost do
     batch[j + 1] = at_s

@@ -2,7 +2,8 @@
 -- ---- State (scripts/src/state.lua) ----
 -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
 -- separated by single spaces: no leading zeros, each below 2^53, a recorded
--- time (TIME_AT) no later than TIME_MAX. Anything else (another type, a
+-- time (TIME_AT) no later than TIME_MAX, a time ahead of the clock (AHEAD_AT,
+-- gcra's TAT) no later than AHEAD_MAX. Anything else (another type, a
 -- user's value, another script's or version's state) is refused, untouched.
 -- The first limit's numbers are read into locals, the others' (a state of
 -- several limits) into a table: a state of one limit builds no table.
@@ -13,13 +14,15 @@ if raw then
   if raw.err then -- pcall's error reply: another type (a string's .err is nil)
     return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
   end
-  -- Each number: at most 16 digits, no leading zero (such a field reads
-  -- below 10^(digits - 1), on gopher-lua too, which reads 010 as octal),
-  -- and at most its maximum: TIME_MAX for a recorded time, else 2^53 - 1.
+  -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
+  -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
+  -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
+  -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
+  -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
   local @texts@, rest = match(raw, STATE)
   local good = rest ~= nil
   if good then
-    s@k@ = #t@k@ <= 16 and t@k@ + 0 --@each field
+    s@k@ = #t@k@ <= @digits@ and t@k@ + 0 --@each field
     good = good and s@k@ and (#t@k@ == 1 or s@k@ >= 10 ^ (#t@k@ - 1)) and s@k@ <= @max@ --@each field
   end
   if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
@@ -35,9 +38,14 @@ if raw then
       good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
     end
     for j = 1, good and #more or 0 do
-      local f = more[j]
+      local f, at = more[j], (j - 1) % FIELDS + 1
+--@if ahead
+      local v = #f <= (at == AHEAD_AT and 17 or 16) and f + 0
+      if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or at == AHEAD_AT and AHEAD_MAX or 9007199254740991)) then
+--@else
       local v = #f <= 16 and f + 0
-      if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= ((j - 1) % FIELDS + 1 == TIME_AT and TIME_MAX or 9007199254740991)) then
+      if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or 9007199254740991)) then
+--@end
         good = false
         break
       end

@@ -30,7 +30,7 @@ import (
 )
 
 // ContractVersion is the version of CONTRACT.md the scripts implement.
-const ContractVersion = 2
+const ContractVersion = "2.1"
 
 // latestTime is 2250-01-01 in seconds since the epoch: the latest time a
 // state may hold. The contract's horizon is 2200 (guarantee 6); the margin
@@ -38,6 +38,14 @@ const ContractVersion = 2
 // 224 years from now, plus a period) stays within what every server's
 // timers hold.
 const latestTime = 8835955200
+
+// aheadMax is the latest time ahead of the clock a state may hold (gcra's
+// TAT): the latest recorded time, 2250, plus the longest a TAT runs ahead
+// (a capacity of 2^52 in units of 1/a microsecond), rounded up to 2 mod 4.
+// Past 2^53 a double holds only even numbers, and 17 digits that read as at
+// most this value then stand for at most it: the next number, odd, rounds
+// to the even one above (ties to a multiple of 4).
+const aheadMax = latestTime*1000000 + 1<<52 + 2
 
 // LibraryName is the name of the Functions library.
 const LibraryName = "redisrate"
@@ -50,6 +58,7 @@ type Algorithm struct {
 	Tag      string // the state's tag; for a log, its marker member
 	Fields   int    // numbers per limit in the state string
 	TimeAt   int    // which of a limit's fields is a recorded time (1-based; 0: none, or the log's entries)
+	AheadAt  int    // which of a limit's fields is a time ahead of the clock (gcra's TAT), up to aheadMax; 0: none
 	TimeMax  int64  // the latest time a state may hold: the year 2250, in its unit
 	Window   bool
 	Log      bool
@@ -112,7 +121,11 @@ func Generate(src fs.FS) (Files, error) {
 		out[a.Name+".lua"] = []byte(b.String())
 	}
 	out["library.lua"] = []byte(library(algos, libraryHelpers))
-	out["reset.lua"] = []byte(reset(algos))
+	resetLua, err := reset(src, algos)
+	if err != nil {
+		return nil, err
+	}
+	out["reset.lua"] = []byte(resetLua)
 	for name, text := range out {
 		if i := bytes.Index(text, []byte("@read(")); i >= 0 {
 			return nil, fmt.Errorf("%s: a number read the generator did not write out (only @read(name)@ in a script's body): %.40q", name, text[i:])
@@ -238,6 +251,11 @@ func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
 	if a.TimeAt, err = strconv.Atoi(meta["time_field"]); err != nil {
 		return a, err
 	}
+	if v, ok := meta["ahead_field"]; ok {
+		if a.AheadAt, err = strconv.Atoi(v); err != nil || a.AheadAt < 1 || a.AheadAt > a.Fields || a.AheadAt == a.TimeAt {
+			return a, fmt.Errorf("ahead_field %q: want a field other than time_field", v)
+		}
+	}
 	switch meta["time_unit"] {
 	case "us":
 		a.TimeMax = latestTime * 1000000
@@ -250,7 +268,7 @@ func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
 	if file != a.Name+".lua" {
 		return a, fmt.Errorf("name %q does not match the file name", a.Name)
 	}
-	flags := map[string]bool{"window": a.Window, "log": a.Log, "range": a.Range != ""}
+	flags := map[string]bool{"window": a.Window, "log": a.Log, "range": a.Range != "", "ahead": a.AheadAt > 0}
 	if a.Top, err = expand(src, a.Top, flags); err != nil {
 		return a, err
 	}
@@ -331,6 +349,9 @@ func constants(b *strings.Builder, a Algorithm) {
 		fields := strings.Repeat(" (%d+)", a.Fields)
 		fmt.Fprintf(b, "local TIME_AT, TIME_MAX = %d, %d -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250\n", a.TimeAt, a.TimeMax)
 		fmt.Fprintf(b, "local FIELDS, STATE = %d, '^%s%s(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest\n", a.Fields, a.Tag, fields)
+		if a.AheadAt > 0 {
+			fmt.Fprintf(b, "local AHEAD_AT, AHEAD_MAX = %d, %d -- which field is a time ahead of the clock, and its range: TIME_MAX + 2^52, rounded up to 2 mod 4 (see state.lua)\n", a.AheadAt, aheadMax)
+		}
 	}
 	b.WriteByte('\n')
 }
@@ -366,11 +387,15 @@ func perField(a Algorithm, lines []string) []string {
 			continue
 		}
 		for k := 1; k <= a.Fields; k++ {
-			max := "9007199254740991"
-			if k == a.TimeAt {
+			max, digits := "9007199254740991", "16"
+			switch k {
+			case a.TimeAt:
 				max = "TIME_MAX"
+			case a.AheadAt:
+				max, digits = "AHEAD_MAX", "17"
 			}
-			out = append(out, strings.ReplaceAll(strings.ReplaceAll(line, "@k@", strconv.Itoa(k)), "@max@", max))
+			r := strings.NewReplacer("@k@", strconv.Itoa(k), "@max@", max, "@digits@", digits)
+			out = append(out, r.Replace(line))
 		}
 	}
 	return out
@@ -392,7 +417,7 @@ func header(b *strings.Builder, a Algorithm) {
 		capacity = "limit"
 	}
 	fmt.Fprintf(b, `-- redisrate %s.lua: %s.
--- Script contract v%d (CONTRACT.md in the redisrate repository). This file
+-- Script contract v%s (CONTRACT.md in the redisrate repository). This file
 -- stands alone: copy it, SCRIPT LOAD it, EVALSHA it from any Redis client.
 --
 -- Call:
@@ -434,7 +459,7 @@ func header(b *strings.Builder, a Algorithm) {
 func library(algos []Algorithm, helpers string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "#!lua name=%s\n", LibraryName)
-	fmt.Fprintf(&b, `-- redisrate Functions library, script contract v%d (CONTRACT.md in the
+	fmt.Fprintf(&b, `-- redisrate Functions library, script contract v%s (CONTRACT.md in the
 -- redisrate repository). Redis 7 or later: FUNCTION LOAD REPLACE this file.
 --
 --   FCALL    redisrate_<algorithm>    1 <key> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
@@ -508,54 +533,32 @@ func LibraryVersion(lib string) string {
 	return m[1]
 }
 
-func reset(algos []Algorithm) string {
-	// A key is state when some script reads it as its own: the same strict
-	// shape the scripts check (scripts/src/state.lua, sliding_log.lua).
-	var fields []string
+// reset fills scripts/src/reset.lua's placeholders from the manifests: the
+// shape of every string state and the sliding log's marker and range.
+func reset(src fs.FS, algos []Algorithm) (string, error) {
+	text, err := fs.ReadFile(src, "reset.lua")
+	if err != nil {
+		return "", err
+	}
+	var shapes []string
 	marker, logMax := "", int64(0)
 	for _, a := range algos {
 		if a.Log {
 			marker, logMax = a.Tag, a.TimeMax
-		} else {
-			fields = append(fields, fmt.Sprintf("['%s'] = { %d, %d, %d }", a.Tag, a.Fields, timeAt(a), a.TimeMax))
+			continue
 		}
+		ahead := -1
+		if a.AheadAt > 0 {
+			ahead = a.AheadAt % a.Fields
+		}
+		shapes = append(shapes, fmt.Sprintf("['%s'] = { %d, %d, %d, %d, %d }", a.Tag, a.Fields, timeAt(a), a.TimeMax, ahead, int64(aheadMax)))
 	}
-	return fmt.Sprintf(`-- redisrate reset.lua, script contract v%d (CONTRACT.md in the redisrate
--- repository): deletes KEYS[1] only when it holds the state of one of the
--- redisrate scripts, so that the next call finds every limit at full
--- capacity. A key that holds anything else gets an error and is left
--- untouched; a key that does not exist replies 0.
---
---   EVALSHA <sha1> 1 <key>   -> 1 deleted, 0 no such key
-local key = KEYS[1]
-local kind = redis.call('TYPE', key).ok
-if kind == 'none' then return 0 end
-local find, byte = string.find, string.byte
--- field: a stored number, at most 16 digits, no leading zero, at most max
-local function field(f, max)
-  return #f <= 16 and (#f == 1 or byte(f) ~= 48) and f + 0 <= max
-end
-if kind == 'string' then
-  local tag, body = string.match(redis.call('GET', key), '^(%%S+)( [ %%d]*%%d)$')
-  -- numbers per limit; which of them is a time (mod per), and its range
-  local shape = ({ %s })[tag or '']
-  if shape and not find(body, '  ') then
-    local per, at, n, ok = shape[1], shape[2], 0, true
-    for f in string.gmatch(body, '%%d+') do
-      n = n + 1
-      ok = ok and field(f, n %% per == at and shape[3] or 9007199254740991)
-    end
-    if ok and n %% per == 0 and n <= 8 * per then return redis.call('DEL', key) end
-  end
-elseif kind == 'zset' then
-  local marker = redis.call('ZSCORE', key, '%s')
-  if marker and find(marker, '^%%-%%d+$') and #marker <= 17 then
-    local top = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
-    if not top[2] or (top[2] + 0 <= %d and top[2] %% 1 == 0) then return redis.call('DEL', key) end
-  end
-end
-return redis.error_reply('ERR key holds a value that is not redisrate state: left untouched')
-`, ContractVersion, strings.Join(fields, ", "), marker, logMax)
+	out := strings.NewReplacer("@VERSION@", ContractVersion, "@SHAPES@", "{ "+strings.Join(shapes, ", ")+" }",
+		"@MARKER@", marker, "@LOG_MAX@", strconv.FormatInt(logMax, 10)).Replace(string(text))
+	if i := strings.Index(out, "@"); i >= 0 {
+		return "", fmt.Errorf("reset.lua: a placeholder the generator does not fill: %.20q", out[i:])
+	}
+	return out, nil
 }
 
 func sha(b []byte) string {
@@ -566,7 +569,7 @@ func sha(b []byte) string {
 func manifest(algos []Algorithm, files Files) ([]byte, error) {
 	var b strings.Builder
 	b.WriteString("// Code generated by scripts/internal/gen from scripts/src; DO NOT EDIT.\n\npackage scripts\n\n")
-	fmt.Fprintf(&b, "// ContractVersion is the version of the script contract (CONTRACT.md) the scripts implement.\nconst ContractVersion = %d\n\n", ContractVersion)
+	fmt.Fprintf(&b, "// ContractVersion is the version of the script contract (CONTRACT.md) the scripts implement.\nconst ContractVersion = %q\n\n", ContractVersion)
 	fmt.Fprintf(&b, "// LibraryName is the name of the Functions library (FUNCTION LOAD, FUNCTION DELETE).\nconst LibraryName = %q\n\n", LibraryName)
 	fmt.Fprintf(&b, "// LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.\nconst LibraryVersion = %q\n\n", LibraryVersion(string(files["library.lua"])))
 	b.WriteString("// specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.\nvar specs = []Spec{\n")

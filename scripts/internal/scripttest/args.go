@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/big"
 	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -96,16 +97,13 @@ func Parse(s scripts.Spec, numkeys int, argv []string) (Call, string) {
 	if numkeys != 1 {
 		return Call{}, fmt.Sprintf("ERR invalid numkeys '%d': must be 1 (the limiter's key)", numkeys)
 	}
-	n := 1
+	n := 1 // the first limit, and one for each further triple begun
 	if len(argv) > 5 {
 		n = 1 + (len(argv)-5+2)/3
-		if n > 8 {
-			return Call{}, fmt.Sprintf("ERR too many limits (%d): must be at most 8", n)
-		}
-		if (len(argv)-5)%3 != 0 {
-			return Call{}, fmt.Sprintf("ERR incomplete limit #%d: each further limit is the triple limit period_ms burst", n)
-		}
 	}
+	// Checked in ARGV order: a bad value is named before a miscount that
+	// follows it (too many limits, a last triple cut short).
+	incomplete := fmt.Sprintf("ERR incomplete limit #%d: each further limit is the triple limit period_ms burst", n)
 	arg := func(i int) string {
 		if i < len(argv) {
 			return argv[i]
@@ -118,6 +116,9 @@ func Parse(s scripts.Spec, numkeys int, argv []string) (Call, string) {
 	}
 	c := Call{Cost: 1}
 	for i := 1; i <= n; i++ {
+		if i > 8 {
+			return Call{}, fmt.Sprintf("ERR too many limits (%d): must be at most 8", n)
+		}
 		at := 0
 		if i > 1 {
 			at = 3*i - 1
@@ -127,9 +128,15 @@ func Parse(s scripts.Spec, numkeys int, argv []string) (Call, string) {
 		if !ok || limit < 1 {
 			return Call{}, invalid("limit", i, ls, limitRule)
 		}
+		if i > 1 && at+1 >= len(argv) {
+			return Call{}, incomplete
+		}
 		period, ok := whole(ps, 1e12)
 		if !ok || period < 1 {
 			return Call{}, invalid("period_ms", i, ps, "must be a whole number from 1 to 10^12")
+		}
+		if i > 1 && at+2 >= len(argv) {
+			return Call{}, incomplete
 		}
 		burst, given := limit, false
 		if bs != "" {
@@ -230,7 +237,7 @@ func ExpectedStateError(s scripts.Spec, k KeyState) string {
 		if k.Type != "zset" {
 			return StateError(s, "type")
 		}
-		if !k.HasMarker || !regexp.MustCompile(`^-[0-9]+$`).MatchString(k.Value) || len(k.Value) > 17 || k.Newest > float64(s.TimeMax) || k.Newest != math.Trunc(k.Newest) {
+		if !k.HasMarker || !regexp.MustCompile(`^-[0-9]+$`).MatchString(k.Value) || len(k.Value) > 17 || !exactSequence(k.Value) || k.Newest > float64(s.TimeMax) || k.Newest != math.Trunc(k.Newest) {
 			return StateError(s, "")
 		}
 		return ""
@@ -250,10 +257,26 @@ func ExpectedStateError(s scripts.Spec, k KeyState) string {
 	return StateError(s, "")
 }
 
+// exactSequence reports whether a sliding log's marker score, minus the
+// last sequence number, is at most 2^53 - 1, so that every entry's number
+// is exact.
+func exactSequence(marker string) bool {
+	v, err := strconv.ParseUint(strings.TrimPrefix(marker, "-"), 10, 64)
+	return err == nil && v <= 1<<53-1
+}
+
+// AheadMax is the latest a time ahead of the clock (gcra's TAT, its first
+// field) may be: the year 2250 in microseconds plus 2^52, rounded up to 2
+// mod 4 (scripts/internal/assemble's aheadMax).
+const AheadMax = 8835955200000000 + 1<<52 + 2
+
+// aheadField is which of a limit's fields runs ahead of the clock, by script.
+var aheadField = map[string]int{"gcra": 1}
+
 // ValidState reports whether value is a string state of s: its tag, then
 // Fields whole numbers (below 2^53, no leading zeros; the time field at
-// most TimeMax, the year 2250) for each of 1 to 8 limits, separated by
-// single spaces.
+// most TimeMax, the year 2250; gcra's TAT up to 17 digits and AheadMax)
+// for each of 1 to 8 limits, separated by single spaces.
 func ValidState(s scripts.Spec, value string) bool {
 	rest, ok := strings.CutPrefix(value, s.Tag)
 	if !ok || rest == "" {
@@ -264,14 +287,22 @@ func ValidState(s scripts.Spec, value string) bool {
 		return false
 	}
 	for i, x := range f {
-		if !digits.MatchString(x) || len(x) > 16 || (len(x) > 1 && x[0] == '0') {
+		ahead := aheadField[s.Name] > 0 && (i+1)%s.Fields == aheadField[s.Name]%s.Fields
+		max, width := int64(1<<53-1), 16
+		switch {
+		case ahead:
+			max, width = AheadMax, 17
+		case s.TimeField > 0 && (i+1)%s.Fields == s.TimeField%s.Fields:
+			max = s.TimeMax
+		}
+		if !digits.MatchString(x) || len(x) > width || (len(x) > 1 && x[0] == '0') {
 			return false
 		}
 		var v int64
 		for _, c := range x {
 			v = v*10 + int64(c-'0')
 		}
-		if v > 1<<53-1 || (s.TimeField > 0 && (i+1)%s.Fields == s.TimeField%s.Fields && v > s.TimeMax) {
+		if v > max {
 			return false
 		}
 	}

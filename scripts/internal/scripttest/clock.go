@@ -109,6 +109,13 @@ func clockLibrary() (string, error) {
 // (cc); without one it skips, except under CI=true, where it fails.
 func RealClock(t testing.TB) *Backend {
 	t.Helper()
+	return realClock(t, "redis-server")
+}
+
+// realClock starts bin (redis-server or valkey-server) on a clock the test
+// sets.
+func realClock(t testing.TB, bin string) *Backend {
+	t.Helper()
 	lib, err := clockLibrary()
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -120,36 +127,40 @@ func RealClock(t testing.TB) *Backend {
 	if err := os.WriteFile(file, make([]byte, 8), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	b := startServer(t, []string{"LD_PRELOAD=" + lib, "REDISRATE_CLOCKFILE=" + file})
-	b.Name = "redis (test clock)"
+	b := startServer(t, bin, []string{"LD_PRELOAD=" + lib, "REDISRATE_CLOCKFILE=" + file})
+	b.Name += " (test clock)"
 	b.clock = file
 	b.SetTime(Epoch)
 	if now, err := b.Client.Time(Ctx).Result(); err != nil || !now.Equal(Epoch) {
-		t.Fatalf("the clock library did not take: TIME is %v (%v), want %v", now, err, Epoch)
+		t.Fatalf("the clock library did not take on %s: TIME is %v (%v), want %v", bin, now, err, Epoch)
 	}
 	return b
 }
 
-// BothClocked returns a miniredis and, where one can be started, a real
-// Redis, both with clocks the test sets: the tables that move the clock
-// run on gopher-lua and on Redis's Lua 5.1 alike. Without redis-server or
-// a C compiler (for the clock library) only miniredis runs, and the test
-// logs why; under CI=true both are required.
+// BothClocked returns a miniredis and every real server that can be started
+// (Servers), all with clocks the test sets: the tables that move the clock
+// run on gopher-lua and on each server's Lua 5.1 alike. Without a server or
+// a C compiler (for the clock library) fewer run, and the test logs why;
+// under CI=true all are required.
 func BothClocked(t testing.TB) []*Backend {
 	t.Helper()
 	out := []*Backend{Miniredis(t)}
-	if os.Getenv("CI") == "true" {
-		return append(out, RealClock(t))
+	for _, bin := range Servers {
+		if os.Getenv("CI") == "true" {
+			out = append(out, realClock(t, bin))
+			continue
+		}
+		if _, err := exec.LookPath(bin); err != nil {
+			t.Logf("no %s: the table does not run on it", bin)
+			continue
+		}
+		if _, err := clockLibrary(); err != nil {
+			t.Log("the clock library does not build, so the table runs on miniredis only: ", err)
+			return out
+		}
+		out = append(out, realClock(t, bin))
 	}
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Log("no redis-server: the table runs on miniredis only")
-		return out
-	}
-	if _, err := clockLibrary(); err != nil {
-		t.Log("the clock library does not build, so the table runs on miniredis only: ", err)
-		return out
-	}
-	return append(out, RealClock(t))
+	return out
 }
 
 // setRealTime writes t to the clock file of a RealClock server.
@@ -166,4 +177,20 @@ func (b *Backend) setRealTime(t time.Time) {
 		b.t.Fatal(err)
 	}
 	b.now = t
+}
+
+// RealClockServers starts each of Servers that can be started (under
+// CI=true, every one must) on a clock the test sets.
+func RealClockServers(t testing.TB) []*Backend {
+	t.Helper()
+	var out []*Backend
+	for _, bin := range Servers {
+		if available(bin) {
+			out = append(out, realClock(t, bin))
+		}
+	}
+	if len(out) == 0 {
+		t.Skip("neither redis-server nor valkey-server is installed")
+	}
+	return out
 }

@@ -65,26 +65,55 @@ func Miniredis(t testing.TB) *Backend {
 	return b
 }
 
+// Servers are the real servers the scripts are tested on, by binary: the
+// contract holds alike on Redis 7 and on Valkey 8 (managed services run
+// both).
+var Servers = []string{"redis-server", "valkey-server"}
+
 // Real starts a redis-server on a free 127.0.0.1 port, stopped when the test
 // ends. Without redis-server the test is skipped, unless CI=true, where
 // that is a failure. extra are more config directives, e.g. "maxmemory", "10mb".
 func Real(t testing.TB, extra ...string) *Backend {
 	t.Helper()
-	return startServer(t, nil, extra...)
+	return startServer(t, "redis-server", nil, extra...)
 }
 
-// startServer starts a redis-server with env added to its environment
-// (redisserver.Start: ready, and surely on its own port).
-func startServer(t testing.TB, env []string, extra ...string) *Backend {
+// RealServers starts each of Servers that can be started (under CI=true,
+// every one must), with the config directives extra: the tests that need
+// a real server (Functions, OOM) run on each.
+func RealServers(t testing.TB, extra ...string) []*Backend {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("redis-server is not installed (CI=true): ", err)
+	var out []*Backend
+	for _, bin := range Servers {
+		if available(bin) {
+			out = append(out, startServer(t, bin, nil, extra...))
 		}
-		t.Skip("redis-server is not installed")
+	}
+	if len(out) == 0 {
+		t.Skip("neither redis-server nor valkey-server is installed")
+	}
+	return out
+}
+
+// available reports whether bin can be started here; under CI=true every
+// server must be, so a missing one fails the test when it is started.
+func available(bin string) bool {
+	_, err := exec.LookPath(bin)
+	return err == nil || os.Getenv("CI") == "true"
+}
+
+// startServer starts bin (redis-server or valkey-server) with env added to
+// its environment (redisserver.Start: ready, and surely on its own port).
+func startServer(t testing.TB, bin string, env []string, extra ...string) *Backend {
+	t.Helper()
+	if _, err := exec.LookPath(bin); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not installed (CI=true): %v", bin, err)
+		}
+		t.Skip(bin + " is not installed")
 	}
 	dir := t.TempDir()
-	srv, err := redisserver.Start(redisserver.Options{Env: env, Args: func(port int) []string {
+	srv, err := redisserver.Start(redisserver.Options{Bin: bin, Env: env, Args: func(port int) []string {
 		args := append(redisserver.Port(port), redisserver.NoPersistence(dir)...)
 		return append(append(args, "--enable-debug-command", "local"), extra...)
 	}})
@@ -96,15 +125,19 @@ func startServer(t testing.TB, env []string, extra ...string) *Backend {
 		_ = c.Close()
 		srv.Stop()
 	})
-	return &Backend{Name: "redis", Client: c, Real: true, Addr: srv.Addr, t: t}
+	name := strings.TrimSuffix(bin, "-server") // "redis", "valkey"
+	return &Backend{Name: name, Client: c, Real: true, Addr: srv.Addr, t: t}
 }
 
-// Both returns a miniredis and, where one can be started, a real Redis.
+// Both returns a miniredis and every real server that can be started
+// (RealServers, without skipping when there is none).
 func Both(t testing.TB) []*Backend {
 	t.Helper()
 	out := []*Backend{Miniredis(t)}
-	if _, err := exec.LookPath("redis-server"); err == nil || os.Getenv("CI") == "true" {
-		out = append(out, Real(t))
+	for _, bin := range Servers {
+		if available(bin) {
+			out = append(out, startServer(t, bin, nil))
+		}
 	}
 	return out
 }
