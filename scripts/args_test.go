@@ -420,7 +420,9 @@ func sameByFCall(t *testing.T, b *st.Backend, s scripts.Spec, ke, kf string, arg
 // TestFunctionsMatchScripts: on real Redis, FCALL of the library gives the
 // reply EVALSHA gives, and writes the same, for the same call on the same
 // state, and the read-only functions decide as "check" on FCALL_RO.
-func TestFunctionsMatchScripts(t *testing.T) { onServers(t, st.RealClockServers, functionsMatchScripts) }
+func TestFunctionsMatchScripts(t *testing.T) {
+	onServers(t, st.RealClockServers, functionsMatchScripts)
+}
 
 func functionsMatchScripts(t *testing.T, b *st.Backend) {
 	b.LoadLibrary()
