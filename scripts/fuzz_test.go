@@ -140,13 +140,16 @@ func checkCall(t testing.TB, b *st.Backend, in fuzzInput, key string) st.Reply {
 	keys := []string{key, "{" + key + "}:other"}[:nk]
 	before := b.Snap(key)
 	ks := b.KeyState(key)
-	t0 := time.Now()
-	r := b.EvalKeys(s.Source, s.SHA1, keys, argv...)
 	call, argErr := st.Parse(s, nk, argv)
 	stateErr := ""
 	if argErr == "" {
 		stateErr = st.ExpectedStateError(s, ks)
 	}
+	if argErr == "" && stateErr == "" && ks.Type != "none" {
+		changedLimits(t, b, in, key, call)
+	}
+	t0 := time.Now()
+	r := b.EvalKeys(s.Source, s.SHA1, keys, argv...)
 	fail := func(format string, a ...any) {
 		t.Helper()
 		t.Fatalf("%s: %s\n reply %v\n key before %v\n key after  %v", in, fmt.Sprintf(format, a...), r, before, b.Snap(key))
@@ -227,6 +230,76 @@ func checkCall(t testing.TB, b *st.Backend, in fuzzInput, key string) st.Reply {
 		fail("admitted, but the log has no marker")
 	}
 	return r
+}
+
+// changedLimits holds a valid call on existing state to guarantee 12: at
+// the same moment, from the same state, the call's limits raised never
+// deny what they admit, and lowered never admit what they deny. Raised
+// doubles each burst and, where the algorithm's state keeps its meaning
+// under another limit, each limit; lowered halves them, rounded up (see
+// guarantee12_test.go for what gcra's and leaky_bucket's states keep).
+func changedLimits(t testing.TB, b *st.Backend, in fuzzInput, key string, call st.Call) {
+	t.Helper()
+	s := in.spec()
+	scaled := func(up bool) ([]string, bool) {
+		var argv []string
+		for i, l := range call.Limits {
+			limit, burst := l.Limit, l.Burst
+			if s.Name != "gcra" && s.Name != "leaky_bucket" || s.Name == "leaky_bucket" && up {
+				switch {
+				case s.Name == "leaky_bucket": // the same gcd with period_us: the same units
+					limit += l.PeriodMS * 1000
+				case up:
+					limit *= 2
+				default:
+					limit = (limit + 1) / 2
+				}
+			}
+			if up {
+				burst *= 2
+			} else {
+				burst = (burst + 1) / 2
+			}
+			if s.Window {
+				burst = limit
+			}
+			argv = append(argv, strconv.FormatInt(limit, 10), strconv.FormatInt(l.PeriodMS, 10), strconv.FormatInt(burst, 10))
+			if i == 0 {
+				argv = append(argv, strconv.FormatInt(call.Cost, 10), "check")
+			}
+		}
+		_, bad := st.Parse(s, 1, argv)
+		return argv, bad == ""
+	}
+	var old []string
+	for i, l := range call.Limits {
+		old = append(old, strconv.FormatInt(l.Limit, 10), strconv.FormatInt(l.PeriodMS, 10), strconv.FormatInt(l.Burst, 10))
+		if s.Window {
+			old[len(old)-1] = ""
+		}
+		if i == 0 {
+			old = append(old, strconv.FormatInt(call.Cost, 10), "check")
+		}
+	}
+	before := b.Eval(s, key, old...)
+	if before.Err != "" {
+		t.Fatalf("%s: the call as a check: %v", in, before)
+	}
+	for _, up := range []bool{true, false} {
+		argv, ok := scaled(up)
+		if !ok {
+			continue
+		}
+		r := b.Eval(s, key, argv...)
+		switch {
+		case r.Err != "":
+			t.Fatalf("%s: under changed limits %q: %v", in, argv, r)
+		case up && before.Ints[0] == 1 && r.Ints[0] == 0:
+			t.Fatalf("%s: guarantee 12: raised limits %q deny what the call's admit", in, argv)
+		case !up && before.Ints[0] == 0 && r.Ints[0] == 1:
+			t.Fatalf("%s: guarantee 12: lowered limits %q admit what the call's deny", in, argv)
+		}
+	}
 }
 
 var (
