@@ -15,6 +15,10 @@ test:
 	    (cd $$m && $(GO) test -race -shuffle=on -count=1 ./...) || exit 1; \
 	  fi; \
 	done
+	@echo "== go test integration_test on Valkey (the same tests, valkey-server as every fresh server)"
+	@if command -v valkey-server >/dev/null || [ "$$CI" = true ]; then \
+	  (cd integration_test && REDISRATE_SERVER=valkey-server $(GO) test -race -shuffle=on -count=1 ./...) || exit 1; \
+	else echo "SKIPPED: valkey-server is not installed (bash .ci/run installs it)"; fi
 	@echo "== go test . (allocation counts, which -race changes)"
 	@$(GO) test -count=1 -run 'Alloc' .
 

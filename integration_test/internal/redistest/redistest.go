@@ -50,6 +50,19 @@ const HowTo = "no Redis to test against: install redis-server so it is on PATH "
 // EnvAddr is the environment variable naming a running Redis to test against.
 const EnvAddr = "REDIS_ADDR"
 
+// EnvServer is the environment variable naming the server binary fresh
+// servers run: redis-server by default, valkey-server to run the same tests
+// on Valkey (make test does both).
+const EnvServer = "REDISRATE_SERVER"
+
+// ServerBin is the binary fresh local servers run (EnvServer).
+func ServerBin() string {
+	if bin := strings.TrimSpace(os.Getenv(EnvServer)); bin != "" {
+		return bin
+	}
+	return "redis-server"
+}
+
 // Redis is a server to run ordinary tests on, as Open returns it.
 type Redis struct {
 	// Client is connected to the server; it is closed when the test ends.
@@ -216,7 +229,7 @@ func Start(t testing.TB, args ...string) (addr string, stop func()) {
 // StartServer starts a fresh server described by opts (see Start).
 func StartServer(t testing.TB, opts Options) *Server {
 	t.Helper()
-	if bin, err := exec.LookPath("redis-server"); err == nil {
+	if bin, err := exec.LookPath(ServerBin()); err == nil {
 		return startLocal(t, bin, opts)
 	}
 	if opts.TLS != nil || opts.ClockShift != 0 {
@@ -247,7 +260,7 @@ func noRedis(t testing.TB) {
 // Cluster and Sentinel tests need, since a container announces addresses the
 // host cannot reach).
 func Local() bool {
-	_, err := exec.LookPath("redis-server")
+	_, err := exec.LookPath(ServerBin())
 	return err == nil
 }
 
@@ -484,7 +497,7 @@ func (s *Server) Restart() {
 		s.t.Skip("Restart needs a local redis-server; this server is a container")
 	}
 	s.Stop()
-	bin, err := exec.LookPath("redis-server")
+	bin, err := exec.LookPath(ServerBin())
 	if err != nil {
 		s.t.Fatal(err)
 	}

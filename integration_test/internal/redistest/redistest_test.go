@@ -291,3 +291,25 @@ func TestSkipsWithoutRedis(t *testing.T) {
 		t.Fatalf("with CI=true: failed=%v %q, want a failure", ft.failed, ft.msg)
 	}
 }
+
+// TestServerBinRuns: a fresh server is the binary EnvServer names, so a run
+// with REDISRATE_SERVER=valkey-server (make test's second pass) does test
+// Valkey, and the default run Redis.
+func TestServerBinRuns(t *testing.T) {
+	addr, stop := Start(t)
+	defer stop()
+	info, err := client(t, addr).Info(context.Background(), "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "server_name:valkey"
+	if ServerBin() != "valkey-server" {
+		want = "redis_mode:" // Redis 7 reports no server_name
+		if strings.Contains(info, "server_name:valkey") {
+			t.Errorf("%s runs Valkey", ServerBin())
+		}
+	}
+	if !strings.Contains(info, want) {
+		t.Errorf("%s: INFO server lacks %q", ServerBin(), want)
+	}
+}
