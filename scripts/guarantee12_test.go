@@ -147,10 +147,14 @@ func g12Pairs(t *testing.T, b *st.Backend, s scripts.Spec, pairs int, rng *rand.
 		}
 		period := keys[0].old[0].period * int64(time.Millisecond)
 		b.SetTime(at)
-		run(keys, func(p redis.Pipeliner, k g12Key) []*redis.Cmd { return []*redis.Cmd{eval(p, k, k.old, k.write1, false)} })
+		run(keys, func(p redis.Pipeliner, k g12Key) []*redis.Cmd {
+			return []*redis.Cmd{eval(p, k, k.old, k.write1, false)}
+		})
 		at = at.Add(time.Duration(rng.Int64N(period + 1)))
 		b.SetTime(at)
-		run(keys, func(p redis.Pipeliner, k g12Key) []*redis.Cmd { return []*redis.Cmd{eval(p, k, k.old, k.write2, false)} })
+		run(keys, func(p redis.Pipeliner, k g12Key) []*redis.Cmd {
+			return []*redis.Cmd{eval(p, k, k.old, k.write2, false)}
+		})
 		at = at.Add(time.Duration(rng.Int64N(period + 1)))
 		b.SetTime(at)
 		got := run(keys, func(p redis.Pipeliner, k g12Key) []*redis.Cmd {
