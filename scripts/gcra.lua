@@ -37,9 +37,10 @@
 -- State: "gcra:2 t r" for each limit: TAT = t + r / a microseconds, 0 <= r < a,
 -- where a/b is limit / period_us in lowest terms; t may pass 2^53 (by at
 -- most 2^52) late this century, and is then read and written from its text.
--- Under other limits the TAT is kept, so the level it stands for is read in
--- the new rate's units (and an r of another limit as the next microsecond):
--- a higher limit reads a fuller bucket. See CONTRACT.md, guarantee 12.
+-- Under other limits the TAT is kept, and the level it stands for is read
+-- at the new rate (an r of another limit as the next microsecond): a changed
+-- burst keeps guarantee 12, but a higher limit reads a fuller bucket, since
+-- the state does not say which limit wrote it.
 -- Never more admitted in any span of t ms than burst + limit * t / period_ms.
 
 -- ---- Helpers (scripts/src/helpers.lua) ----

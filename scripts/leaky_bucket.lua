@@ -36,7 +36,8 @@
 -- State: "lb:2 x t" for each limit: a level of x / b units at time t
 -- microseconds, where a/b is limit per microsecond in lowest terms.
 -- Under other limits x is read in the new b's units, and a level past the
--- new capacity as a full bucket. See CONTRACT.md, guarantee 12.
+-- new capacity as a full bucket: limits with the same b keep guarantee 12,
+-- others read another level, since the state does not say which b wrote it.
 -- Never more admitted in any span of t ms than burst + limit * t / period_ms.
 
 -- ---- Helpers (scripts/src/helpers.lua) ----

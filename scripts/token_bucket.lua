@@ -34,6 +34,9 @@
 -- holds its cost. Simple to explain; a refill arrives all at once.
 -- State: "tb:2 tokens t" for each limit: the tokens left after the last
 -- refill, which happened at t microseconds.
+-- Under other limits the tokens are whole units, kept up to the new burst,
+-- and refills go on from t at the new limit: raised limits never deny what
+-- the old admit, lowered never admit what they deny (guarantee 12).
 -- Never more admitted in any span of t ms than burst + limit * (1 + floor(t / period_ms)).
 
 -- ---- Helpers (scripts/src/helpers.lua) ----

@@ -15,6 +15,9 @@
 -- across a window boundary.
 -- State: "fw:2 start count" for each limit: the window's start in
 -- microseconds and the units it has admitted.
+-- Under other limits the count is whole units against the new limit:
+-- raised limits never deny what the old admit, lowered never admit what
+-- they deny (guarantee 12).
 -- Never more admitted than limit per window.
 --@body
 --@include args.lua

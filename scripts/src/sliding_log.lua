@@ -19,6 +19,9 @@
 -- "sliding_log:2" whose score is minus the last sequence number (so it is
 -- never inside a window, whose scores are times > 0). A sorted set without
 -- the marker is not state.
+-- Under other limits the entries are whole units, counted in the new
+-- window: raised limits never deny what the old admit, lowered never admit
+-- what they deny (guarantee 12).
 -- Never more admitted than limit in any span of period_ms.
 --@body
 --@include args.lua

@@ -18,6 +18,9 @@
 -- more, never less, so the estimate errs against the caller.
 -- State: "sw:2 start previous current" for each limit: the current window's
 -- start in milliseconds since the epoch and the two windows' counts.
+-- Under other limits the counts are whole units against the new limit:
+-- raised limits never deny what the old admit, lowered never admit what
+-- they deny (guarantee 12).
 -- Never more admitted than limit per aligned window.
 local function out_of_range(limit, period_ms)
   -- the weighted count, times period_ms, must stay exact
