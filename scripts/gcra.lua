@@ -43,6 +43,130 @@
 -- the state does not say which limit wrote it.
 -- Never more admitted in any span of t ms than burst + limit * t / period_ms.
 
+-- ---- String functions (scripts/src/strings.lua) ----
+-- The string functions of every call are fetched here, the rare ones where
+-- they are used, through a string's metatable: a Functions library may not
+-- read the globals (string, math) while it loads.
+local find, match, fmt = ('').find, ('').match, ('').format
+
+-- ---- gcra's constants (from its manifest) ----
+local NAME, TAG = 'gcra', 'gcra:2'
+local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local TIME_AT, TIME_MAX = 0, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
+local FIELDS, STATE = 2, '^gcra:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
+local STATE1 = '^gcra:2 (%d+) (%d+)$' -- the state of exactly one limit
+local AHEAD_AT, AHEAD_MAX = 1, 13339554827370498 -- which field is a time ahead of the clock, and its range: TIME_MAX + 2^52, rounded up to 2 mod 4 (see state.lua)
+
+-- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
+-- GENERATED COPY, specialized for the most common call: the generator writes
+-- here the sections below and the algorithm's own lines for one key and one
+-- limit, without the loop over limits and the choice of a binding limit. It
+-- decides exactly as the general code below (scripts/fast_test.go holds the
+-- two to the same replies, writes and TTLs), and leaves to it every call it
+-- does not take: several keys or limits, an argument not in its plain form,
+-- a combination past the always-accepted range, a key that does not hold
+-- one limit's state. Those calls then read TIME and the key once more.
+repeat
+  local argv = ARGV
+  if #KEYS ~= 1 or #argv > 5 or not argv[2] then break end
+  local key, ls, ps, bs, cs, mode = KEYS[1], argv[1], argv[2], argv[3] or '', argv[4] or '', argv[5] or ''
+  -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
+  -- y" to a local that exists).
+  local limit1, period1 = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0, find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0
+  if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
+  local burst1 = limit1
+  if bs ~= '' then
+    local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0
+    if not b or b > 1e15 then break end
+    if b > 0 then burst1 = b end
+  end
+  if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+  local cost, check = 1, false
+  if cs ~= '' then
+    local c = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0
+    if not c or c > 1e15 then break end
+    cost = c
+  end
+  if mode ~= '' then
+    if mode ~= 'check' then break end
+    check = true
+  end
+  local now
+  do
+    local t = redis.call('TIME')
+    now = t[1] * 1000000 + t[2]
+  end
+  -- The state of exactly one limit, read as state.lua reads it.
+  local raw = redis.pcall('GET', key)
+  local s1, s2
+  if raw then
+    if raw.err then break end
+    local t1, t2 = match(raw, STATE1)
+    if not t1 then break end
+    s1 = #t1 <= 17 and t1 + 0
+    s2 = #t2 <= 16 and t2 + 0
+    if not (s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= AHEAD_MAX) then break end
+    if not (s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
+  end
+  local writes, i = cost > 0 and not check, 1 -- i: the one limit
+  -- This limit's arguments and stored numbers (nil: none): the first limit's
+  -- in locals, the others' in argv (as numbers by now) and in more.
+  local limit, period_us, burst, stored_t, stored_r = limit1, period1 * 1000, burst1, s1, s2
+  local g, h = limit, period_us -- g: their greatest common divisor
+  while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
+  local a, b = limit / g, period_us / g
+  local xmax = burst * b
+  -- The TAT is now + ahead + r / a microseconds, or now when it has passed
+  -- (an empty bucket). Offsets from now stay exact where the TAT itself,
+  -- late this century, may pass 2^53 (by at most 2^52).
+  local ahead, r = 0, 0
+  if stored_r then
+    local d = stored_t - now
+    if stored_t > 9007199254740991 then -- read exactly from its text
+      local x = match(raw, '^%S+' .. ('').rep(' %d+', 2 * i - 2) .. ' (%d+)')
+      d = (('').sub(x, 1, #x - 6) * 1000000 - now) + (('1' .. ('').sub(x, -6)) - 1000000)
+    end
+    local r0 = stored_r
+    if r0 >= a then r0, d = 0, d + 1 end -- another limit's state: no earlier than it held
+    if d > 0 or (d == 0 and r0 > 0) then ahead, r = d, r0 end
+  end
+  -- The level now is x = ahead * a + r; x + cost * b must fit in xmax.
+  -- Waits are written without that product, which a clock that stepped back
+  -- could push past 2^53; they are then longer by the step (guarantee 9).
+  local ok, never, retry_us = false, cost > burst, 0
+  if not never then
+    local over = r + cost * b - xmax -- the level past the capacity, in 1/b units
+    retry_us = ahead + (over + -over % a) / a
+    ok = retry_us <= 0 or cost == 0
+  end
+  if ok then -- the TAT moves on by the cost
+    local y = r + cost * b
+    r = y % a
+    ahead = ahead + (y - r) / a
+  end
+  local room = 0
+  if ahead <= xmax / a then
+    room = xmax - ahead * a - r
+    if room < 0 then room = 0 end
+  end
+  local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
+  local reset_us = ahead + (r > 0 and 1 or 0)
+  local allowed, out = ok, TAG -- the one limit decides
+  if allowed and writes then
+    if now + ahead < 9007199254740992 then
+      out = fmt('%s %d %d', out, now + ahead, r)
+    else -- past 2^53: whole seconds, then the microseconds, each exact
+      local us = now % 1000000 + ahead % 1000000
+      local sec = (now - now % 1000000) / 1000000 + (ahead - ahead % 1000000) / 1000000 + (us - us % 1000000) / 1000000
+      out = fmt('%s %d%06d %d', out, sec, us % 1000000, r)
+    end
+  end
+  -- The one write and the reply, for the one limit (write.lua, reply.lua).
+  if allowed and writes then
+    redis.call('PSETEX', key, (reset_us + -reset_us % 1000) / 1000, out) -- whole ms, rounded up
+  end
+  return { allowed and 1 or 0, rem, allowed and 0 or never and -1 or (retry_us + -retry_us % 1000) / 1000, (reset_us + -reset_us % 1000) / 1000, cap, 1 }
+until true
 -- ---- Helpers (scripts/src/helpers.lua) ----
 -- Defined once: at the top of each script, and once at FUNCTION LOAD in the
 -- library. Everything below runs the same on Redis's Lua 5.1 and on
@@ -52,11 +176,6 @@
 -- A call's cost in Redis is counted in instructions (bench/callgrind.sh): a
 -- Lua operation is some 30, a string function some 1,000, and every string,
 -- table or closure made some 500. So the common call makes few of them.
--- The string functions of every call are fetched here, the rare ones where
--- they are used, through a string's metatable: a Functions library may not
--- read the globals (string, math) while it loads.
-local find, match, fmt = ('').find, ('').match, ('').format
-
 -- Numbers: an argument in the common form (no leading zero, at most 15
 -- digits) is read at once, with one find and s + 0; whole reads the others:
 -- digits only, leading zeros dropped before reading (gopher-lua would read
@@ -102,13 +221,6 @@ local function invalid(name, i, s, rule)
   if i > 1 then name = name .. ' #' .. i end
   return redis.error_reply('ERR invalid ' .. name .. " '" .. s .. "': " .. rule)
 end
-
--- ---- gcra's constants (from its manifest) ----
-local NAME, TAG = 'gcra', 'gcra:2'
-local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local TIME_AT, TIME_MAX = 0, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
-local FIELDS, STATE = 2, '^gcra:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
-local AHEAD_AT, AHEAD_MAX = 1, 13339554827370498 -- which field is a time ahead of the clock, and its range: TIME_MAX + 2^52, rounded up to 2 mod 4 (see state.lua)
 
 -- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
 -- With a/b = limit / period_us in lowest terms, a level of x stands for x / b

@@ -40,6 +40,106 @@
 -- others read another level, since the state does not say which b wrote it.
 -- Never more admitted in any span of t ms than burst + limit * t / period_ms.
 
+-- ---- String functions (scripts/src/strings.lua) ----
+-- The string functions of every call are fetched here, the rare ones where
+-- they are used, through a string's metatable: a Functions library may not
+-- read the globals (string, math) while it loads.
+local find, match, fmt = ('').find, ('').match, ('').format
+
+-- ---- leaky_bucket's constants (from its manifest) ----
+local NAME, TAG = 'leaky_bucket', 'lb:2'
+local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
+local FIELDS, STATE = 2, '^lb:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
+local STATE1 = '^lb:2 (%d+) (%d+)$' -- the state of exactly one limit
+
+-- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
+-- GENERATED COPY, specialized for the most common call: the generator writes
+-- here the sections below and the algorithm's own lines for one key and one
+-- limit, without the loop over limits and the choice of a binding limit. It
+-- decides exactly as the general code below (scripts/fast_test.go holds the
+-- two to the same replies, writes and TTLs), and leaves to it every call it
+-- does not take: several keys or limits, an argument not in its plain form,
+-- a combination past the always-accepted range, a key that does not hold
+-- one limit's state. Those calls then read TIME and the key once more.
+repeat
+  local argv = ARGV
+  if #KEYS ~= 1 or #argv > 5 or not argv[2] then break end
+  local key, ls, ps, bs, cs, mode = KEYS[1], argv[1], argv[2], argv[3] or '', argv[4] or '', argv[5] or ''
+  -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
+  -- y" to a local that exists).
+  local limit1, period1 = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0, find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0
+  if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
+  local burst1 = limit1
+  if bs ~= '' then
+    local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0
+    if not b or b > 1e15 then break end
+    if b > 0 then burst1 = b end
+  end
+  if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+  local cost, check = 1, false
+  if cs ~= '' then
+    local c = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0
+    if not c or c > 1e15 then break end
+    cost = c
+  end
+  if mode ~= '' then
+    if mode ~= 'check' then break end
+    check = true
+  end
+  local now
+  do
+    local t = redis.call('TIME')
+    now = t[1] * 1000000 + t[2]
+  end
+  -- The state of exactly one limit, read as state.lua reads it.
+  local raw = redis.pcall('GET', key)
+  local s1, s2
+  if raw then
+    if raw.err then break end
+    local t1, t2 = match(raw, STATE1)
+    if not t1 then break end
+    s1 = #t1 <= 16 and t1 + 0
+    s2 = #t2 <= 16 and t2 + 0
+    if not (s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991) then break end
+    if not (s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX) then break end
+  end
+  local writes, i = cost > 0 and not check, 1 -- i: the one limit
+  -- This limit's arguments and stored numbers (nil: none): the first limit's
+  -- in locals, the others' in argv (as numbers by now) and in more.
+  local limit, period_us, burst, stored_x, stored_t = limit1, period1 * 1000, burst1, s1, s2
+  local g, h = limit, period_us -- g: their greatest common divisor
+  while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
+  local a, b = limit / g, period_us / g
+  local xmax = burst * b
+  -- The level x at time t, drained to now. A clock behind t (it stepped
+  -- back) decides as of t, and its waits are longer by t - now.
+  local x, t = 0, now
+  if stored_t then
+    x, t = stored_x, stored_t
+    if x > xmax then x = xmax end -- another limit's level: at most full
+    if now > t then
+      if now - t >= x / a then x = 0 else x = x - (now - t) * a end
+      t = now
+    end
+  end
+  local ok, never, retry_us = false, cost > burst, 0
+  if not never then
+    local over = x + cost * b - xmax
+    if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % a) / a end
+  end
+  if ok then x = x + cost * b end
+  local room = xmax > x and xmax - x or 0
+  local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
+  local reset_us = t - now + (x + -x % a) / a
+  local allowed, out = ok, TAG -- the one limit decides
+  if allowed and writes then out = fmt('%s %d %d', out, x, t) end
+  -- The one write and the reply, for the one limit (write.lua, reply.lua).
+  if allowed and writes then
+    redis.call('PSETEX', key, (reset_us + -reset_us % 1000) / 1000, out) -- whole ms, rounded up
+  end
+  return { allowed and 1 or 0, rem, allowed and 0 or never and -1 or (retry_us + -retry_us % 1000) / 1000, (reset_us + -reset_us % 1000) / 1000, cap, 1 }
+until true
 -- ---- Helpers (scripts/src/helpers.lua) ----
 -- Defined once: at the top of each script, and once at FUNCTION LOAD in the
 -- library. Everything below runs the same on Redis's Lua 5.1 and on
@@ -49,11 +149,6 @@
 -- A call's cost in Redis is counted in instructions (bench/callgrind.sh): a
 -- Lua operation is some 30, a string function some 1,000, and every string,
 -- table or closure made some 500. So the common call makes few of them.
--- The string functions of every call are fetched here, the rare ones where
--- they are used, through a string's metatable: a Functions library may not
--- read the globals (string, math) while it loads.
-local find, match, fmt = ('').find, ('').match, ('').format
-
 -- Numbers: an argument in the common form (no leading zero, at most 15
 -- digits) is read at once, with one find and s + 0; whole reads the others:
 -- digits only, leading zeros dropped before reading (gopher-lua would read
@@ -99,12 +194,6 @@ local function invalid(name, i, s, rule)
   if i > 1 then name = name .. ' #' .. i end
   return redis.error_reply('ERR invalid ' .. name .. " '" .. s .. "': " .. rule)
 end
-
--- ---- leaky_bucket's constants (from its manifest) ----
-local NAME, TAG = 'leaky_bucket', 'lb:2'
-local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
-local FIELDS, STATE = 2, '^lb:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 
 -- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
 -- With a/b = limit / period_us in lowest terms, a level of x stands for x / b

@@ -13,6 +13,12 @@
 -- redisrate_version returns the SHA1 of this library's code, for clients to
 -- tell whether the library they find is the one they bundle.
 
+-- ---- String functions (scripts/src/strings.lua) ----
+-- The string functions of every call are fetched here, the rare ones where
+-- they are used, through a string's metatable: a Functions library may not
+-- read the globals (string, math) while it loads.
+local find, match, fmt = ('').find, ('').match, ('').format
+
 -- ---- Helpers (scripts/src/helpers.lua) ----
 -- Defined once: at the top of each script, and once at FUNCTION LOAD in the
 -- library. Everything below runs the same on Redis's Lua 5.1 and on
@@ -22,11 +28,6 @@
 -- A call's cost in Redis is counted in instructions (bench/callgrind.sh): a
 -- Lua operation is some 30, a string function some 1,000, and every string,
 -- table or closure made some 500. So the common call makes few of them.
--- The string functions of every call are fetched here, the rare ones where
--- they are used, through a string's metatable: a Functions library may not
--- read the globals (string, math) while it loads.
-local find, match, fmt = ('').find, ('').match, ('').format
-
 -- Numbers: an argument in the common form (no leading zero, at most 15
 -- digits) is read at once, with one find and s + 0; whole reads the others:
 -- digits only, leading zeros dropped before reading (gopher-lua would read
@@ -99,6 +100,7 @@ local NAME, TAG = 'gcra', 'gcra:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 0, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^gcra:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
+local STATE1 = '^gcra:2 (%d+) (%d+)$' -- the state of exactly one limit
 local AHEAD_AT, AHEAD_MAX = 1, 13339554827370498 -- which field is a time ahead of the clock, and its range: TIME_MAX + 2^52, rounded up to 2 mod 4 (see state.lua)
 
 -- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
@@ -115,6 +117,116 @@ local function out_of_range(limit, period_ms, burst)
   return burst * (period_us / g) > 4503599627370496
 end
 local function gcra(KEYS, ARGV)
+  -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
+  -- GENERATED COPY, specialized for the most common call: the generator writes
+  -- here the sections below and the algorithm's own lines for one key and one
+  -- limit, without the loop over limits and the choice of a binding limit. It
+  -- decides exactly as the general code below (scripts/fast_test.go holds the
+  -- two to the same replies, writes and TTLs), and leaves to it every call it
+  -- does not take: several keys or limits, an argument not in its plain form,
+  -- a combination past the always-accepted range, a key that does not hold
+  -- one limit's state. Those calls then read TIME and the key once more.
+  repeat
+    local argv = ARGV
+    if #KEYS ~= 1 or #argv > 5 or not argv[2] then break end
+    local key, ls, ps, bs, cs, mode = KEYS[1], argv[1], argv[2], argv[3] or '', argv[4] or '', argv[5] or ''
+    -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
+    -- y" to a local that exists).
+    local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
+    if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
+    local burst1 = limit1
+    if bs ~= '' then
+      local b = NUM[bs] or read(bs)
+      if not b or b > 1e15 then break end
+      if b > 0 then burst1 = b end
+    end
+    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+    local cost, check = 1, false
+    if cs ~= '' then
+      local c = NUM[cs] or read(cs)
+      if not c or c > 1e15 then break end
+      cost = c
+    end
+    if mode ~= '' then
+      if mode ~= 'check' then break end
+      check = true
+    end
+    local now
+    do
+      local t = redis.call('TIME')
+      now = t[1] * 1000000 + t[2]
+    end
+    -- The state of exactly one limit, read as state.lua reads it.
+    local raw = redis.pcall('GET', key)
+    local s1, s2
+    if raw then
+      if raw.err then break end
+      local t1, t2 = match(raw, STATE1)
+      if not t1 then break end
+      s1 = #t1 <= 17 and t1 + 0
+      s2 = #t2 <= 16 and t2 + 0
+      if not (s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= AHEAD_MAX) then break end
+      if not (s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
+    end
+    local writes, i = cost > 0 and not check, 1 -- i: the one limit
+    -- This limit's arguments and stored numbers (nil: none): the first limit's
+    -- in locals, the others' in argv (as numbers by now) and in more.
+    local limit, period_us, burst, stored_t, stored_r = limit1, period1 * 1000, burst1, s1, s2
+    local g, h = limit, period_us -- g: their greatest common divisor
+    while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
+    local a, b = limit / g, period_us / g
+    local xmax = burst * b
+    -- The TAT is now + ahead + r / a microseconds, or now when it has passed
+    -- (an empty bucket). Offsets from now stay exact where the TAT itself,
+    -- late this century, may pass 2^53 (by at most 2^52).
+    local ahead, r = 0, 0
+    if stored_r then
+      local d = stored_t - now
+      if stored_t > 9007199254740991 then -- read exactly from its text
+        local x = match(raw, '^%S+' .. ('').rep(' %d+', 2 * i - 2) .. ' (%d+)')
+        d = (('').sub(x, 1, #x - 6) * 1000000 - now) + (('1' .. ('').sub(x, -6)) - 1000000)
+      end
+      local r0 = stored_r
+      if r0 >= a then r0, d = 0, d + 1 end -- another limit's state: no earlier than it held
+      if d > 0 or (d == 0 and r0 > 0) then ahead, r = d, r0 end
+    end
+    -- The level now is x = ahead * a + r; x + cost * b must fit in xmax.
+    -- Waits are written without that product, which a clock that stepped back
+    -- could push past 2^53; they are then longer by the step (guarantee 9).
+    local ok, never, retry_us = false, cost > burst, 0
+    if not never then
+      local over = r + cost * b - xmax -- the level past the capacity, in 1/b units
+      retry_us = ahead + (over + -over % a) / a
+      ok = retry_us <= 0 or cost == 0
+    end
+    if ok then -- the TAT moves on by the cost
+      local y = r + cost * b
+      r = y % a
+      ahead = ahead + (y - r) / a
+    end
+    local room = 0
+    if ahead <= xmax / a then
+      room = xmax - ahead * a - r
+      if room < 0 then room = 0 end
+    end
+    local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
+    local reset_us = ahead + (r > 0 and 1 or 0)
+    local allowed, out = ok, TAG -- the one limit decides
+    if allowed and writes then
+      if now + ahead < 9007199254740992 then
+        out = fmt('%s %d %d', out, now + ahead, r)
+      else -- past 2^53: whole seconds, then the microseconds, each exact
+        local us = now % 1000000 + ahead % 1000000
+        local sec = (now - now % 1000000) / 1000000 + (ahead - ahead % 1000000) / 1000000 + (us - us % 1000000) / 1000000
+        out = fmt('%s %d%06d %d', out, sec, us % 1000000, r)
+      end
+    end
+    -- The one write and the reply, for the one limit (write.lua, reply.lua).
+    if allowed and writes then
+      redis.call('PSETEX', key, (reset_us + -reset_us % 1000) / 1000, out) -- whole ms, rounded up
+    end
+    return { allowed and 1 or 0, rem, allowed and 0 or never and -1 or (retry_us + -retry_us % 1000) / 1000, (reset_us + -reset_us % 1000) / 1000, cap, 1 }
+  until true
   -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
   if #keys ~= 1 then
@@ -349,6 +461,7 @@ local NAME, TAG = 'token_bucket', 'tb:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^tb:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
+local STATE1 = '^tb:2 (%d+) (%d+)$' -- the state of exactly one limit
 
 local function out_of_range(limit, period_ms, burst)
   -- the longest wait: refills until an empty bucket is full (at most burst of them)
@@ -356,6 +469,93 @@ local function out_of_range(limit, period_ms, burst)
   return (burst + -burst % limit) / limit * period_ms * 1000 > 9007199254740992
 end
 local function token_bucket(KEYS, ARGV)
+  -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
+  -- GENERATED COPY, specialized for the most common call: the generator writes
+  -- here the sections below and the algorithm's own lines for one key and one
+  -- limit, without the loop over limits and the choice of a binding limit. It
+  -- decides exactly as the general code below (scripts/fast_test.go holds the
+  -- two to the same replies, writes and TTLs), and leaves to it every call it
+  -- does not take: several keys or limits, an argument not in its plain form,
+  -- a combination past the always-accepted range, a key that does not hold
+  -- one limit's state. Those calls then read TIME and the key once more.
+  repeat
+    local argv = ARGV
+    if #KEYS ~= 1 or #argv > 5 or not argv[2] then break end
+    local key, ls, ps, bs, cs, mode = KEYS[1], argv[1], argv[2], argv[3] or '', argv[4] or '', argv[5] or ''
+    -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
+    -- y" to a local that exists).
+    local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
+    if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
+    local burst1 = limit1
+    if bs ~= '' then
+      local b = NUM[bs] or read(bs)
+      if not b or b > 1e15 then break end
+      if b > 0 then burst1 = b end
+    end
+    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+    local cost, check = 1, false
+    if cs ~= '' then
+      local c = NUM[cs] or read(cs)
+      if not c or c > 1e15 then break end
+      cost = c
+    end
+    if mode ~= '' then
+      if mode ~= 'check' then break end
+      check = true
+    end
+    local now
+    do
+      local t = redis.call('TIME')
+      now = t[1] * 1000000 + t[2]
+    end
+    -- The state of exactly one limit, read as state.lua reads it.
+    local raw = redis.pcall('GET', key)
+    local s1, s2
+    if raw then
+      if raw.err then break end
+      local t1, t2 = match(raw, STATE1)
+      if not t1 then break end
+      s1 = #t1 <= 16 and t1 + 0
+      s2 = #t2 <= 16 and t2 + 0
+      if not (s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991) then break end
+      if not (s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX) then break end
+    end
+    local writes, i = cost > 0 and not check, 1 -- i: the one limit
+    -- This limit's arguments and stored numbers (nil: none): the first limit's
+    -- in locals, the others' in argv (as numbers by now) and in more.
+    local limit, period_us, burst, stored_tokens, stored_t = limit1, period1 * 1000, burst1, s1, s2
+    -- A new bucket starts full, its refills counted from now. A clock behind
+    -- the last refill (it stepped back) decides as of that refill.
+    local tokens, t = burst, now
+    if stored_t then
+      tokens, t = stored_tokens, stored_t
+      if tokens > burst then tokens = burst end -- state of other limits, in these terms
+      if now > t then
+        local refills = (now - t - (now - t) % period_us) / period_us
+        if refills > 0 then
+          t = t + refills * period_us
+          if refills * limit >= burst - tokens then tokens = burst else tokens = tokens + refills * limit end
+        end
+      end
+    end
+    local ok, never, retry_us = false, cost > burst, 0
+    if not never then
+      local short = cost - tokens -- ceil(short / limit) refills
+      if short <= 0 then ok = true else retry_us = t + (short + -short % limit) / limit * period_us - now end
+    end
+    if ok then tokens = tokens - cost end
+    local reset_us = 0
+    local missing = burst - tokens -- ceil(missing / limit) refills
+    if missing > 0 then reset_us = t + (missing + -missing % limit) / limit * period_us - now end
+    local rem, left, per, cap = tokens, tokens, 1, burst
+    local allowed, out = ok, TAG -- the one limit decides
+    if allowed and writes then out = fmt('%s %d %d', out, tokens, t) end
+    -- The one write and the reply, for the one limit (write.lua, reply.lua).
+    if allowed and writes then
+      redis.call('PSETEX', key, (reset_us + -reset_us % 1000) / 1000, out) -- whole ms, rounded up
+    end
+    return { allowed and 1 or 0, rem, allowed and 0 or never and -1 or (retry_us + -retry_us % 1000) / 1000, (reset_us + -reset_us % 1000) / 1000, cap, 1 }
+  until true
   -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
   if #keys ~= 1 then
@@ -567,6 +767,7 @@ local NAME, TAG = 'leaky_bucket', 'lb:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^lb:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
+local STATE1 = '^lb:2 (%d+) (%d+)$' -- the state of exactly one limit
 
 -- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
 -- With a/b = limit / period_us in lowest terms, a level of x stands for x / b
@@ -582,6 +783,93 @@ local function out_of_range(limit, period_ms, burst)
   return burst * (period_us / g) > 4503599627370496
 end
 local function leaky_bucket(KEYS, ARGV)
+  -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
+  -- GENERATED COPY, specialized for the most common call: the generator writes
+  -- here the sections below and the algorithm's own lines for one key and one
+  -- limit, without the loop over limits and the choice of a binding limit. It
+  -- decides exactly as the general code below (scripts/fast_test.go holds the
+  -- two to the same replies, writes and TTLs), and leaves to it every call it
+  -- does not take: several keys or limits, an argument not in its plain form,
+  -- a combination past the always-accepted range, a key that does not hold
+  -- one limit's state. Those calls then read TIME and the key once more.
+  repeat
+    local argv = ARGV
+    if #KEYS ~= 1 or #argv > 5 or not argv[2] then break end
+    local key, ls, ps, bs, cs, mode = KEYS[1], argv[1], argv[2], argv[3] or '', argv[4] or '', argv[5] or ''
+    -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
+    -- y" to a local that exists).
+    local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
+    if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
+    local burst1 = limit1
+    if bs ~= '' then
+      local b = NUM[bs] or read(bs)
+      if not b or b > 1e15 then break end
+      if b > 0 then burst1 = b end
+    end
+    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+    local cost, check = 1, false
+    if cs ~= '' then
+      local c = NUM[cs] or read(cs)
+      if not c or c > 1e15 then break end
+      cost = c
+    end
+    if mode ~= '' then
+      if mode ~= 'check' then break end
+      check = true
+    end
+    local now
+    do
+      local t = redis.call('TIME')
+      now = t[1] * 1000000 + t[2]
+    end
+    -- The state of exactly one limit, read as state.lua reads it.
+    local raw = redis.pcall('GET', key)
+    local s1, s2
+    if raw then
+      if raw.err then break end
+      local t1, t2 = match(raw, STATE1)
+      if not t1 then break end
+      s1 = #t1 <= 16 and t1 + 0
+      s2 = #t2 <= 16 and t2 + 0
+      if not (s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991) then break end
+      if not (s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX) then break end
+    end
+    local writes, i = cost > 0 and not check, 1 -- i: the one limit
+    -- This limit's arguments and stored numbers (nil: none): the first limit's
+    -- in locals, the others' in argv (as numbers by now) and in more.
+    local limit, period_us, burst, stored_x, stored_t = limit1, period1 * 1000, burst1, s1, s2
+    local g, h = limit, period_us -- g: their greatest common divisor
+    while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
+    local a, b = limit / g, period_us / g
+    local xmax = burst * b
+    -- The level x at time t, drained to now. A clock behind t (it stepped
+    -- back) decides as of t, and its waits are longer by t - now.
+    local x, t = 0, now
+    if stored_t then
+      x, t = stored_x, stored_t
+      if x > xmax then x = xmax end -- another limit's level: at most full
+      if now > t then
+        if now - t >= x / a then x = 0 else x = x - (now - t) * a end
+        t = now
+      end
+    end
+    local ok, never, retry_us = false, cost > burst, 0
+    if not never then
+      local over = x + cost * b - xmax
+      if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % a) / a end
+    end
+    if ok then x = x + cost * b end
+    local room = xmax > x and xmax - x or 0
+    local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
+    local reset_us = t - now + (x + -x % a) / a
+    local allowed, out = ok, TAG -- the one limit decides
+    if allowed and writes then out = fmt('%s %d %d', out, x, t) end
+    -- The one write and the reply, for the one limit (write.lua, reply.lua).
+    if allowed and writes then
+      redis.call('PSETEX', key, (reset_us + -reset_us % 1000) / 1000, out) -- whole ms, rounded up
+    end
+    return { allowed and 1 or 0, rem, allowed and 0 or never and -1 or (retry_us + -retry_us % 1000) / 1000, (reset_us + -reset_us % 1000) / 1000, cap, 1 }
+  until true
   -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
   if #keys ~= 1 then
@@ -793,12 +1081,121 @@ local NAME, TAG = 'sliding_window', 'sw:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 1, 8835955200000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 3, '^sw:2 (%d+) (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
+local STATE1 = '^sw:2 (%d+) (%d+) (%d+)$' -- the state of exactly one limit
 
 local function out_of_range(limit, period_ms)
   -- the weighted count, times period_ms, must stay exact
   return limit * period_ms > 3002399751580330 -- 3 * limit * period_ms <= 2^53, exactly: this product stays below 2^53 or errs upward
 end
 local function sliding_window(KEYS, ARGV)
+  -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
+  -- GENERATED COPY, specialized for the most common call: the generator writes
+  -- here the sections below and the algorithm's own lines for one key and one
+  -- limit, without the loop over limits and the choice of a binding limit. It
+  -- decides exactly as the general code below (scripts/fast_test.go holds the
+  -- two to the same replies, writes and TTLs), and leaves to it every call it
+  -- does not take: several keys or limits, an argument not in its plain form,
+  -- a combination past the always-accepted range, a key that does not hold
+  -- one limit's state. Those calls then read TIME and the key once more.
+  repeat
+    local argv = ARGV
+    if #KEYS ~= 1 or #argv > 5 or not argv[2] then break end
+    local key, ls, ps, bs, cs, mode = KEYS[1], argv[1], argv[2], argv[3] or '', argv[4] or '', argv[5] or ''
+    -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
+    -- y" to a local that exists).
+    local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
+    if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
+    local burst1 = limit1
+    if bs ~= '' then
+      local b = NUM[bs] or read(bs)
+      if not b or (b ~= 0 and b ~= limit1) then break end
+    end
+    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+    local cost, check = 1, false
+    if cs ~= '' then
+      local c = NUM[cs] or read(cs)
+      if not c or c > 1e15 then break end
+      cost = c
+    end
+    if mode ~= '' then
+      if mode ~= 'check' then break end
+      check = true
+    end
+    local now
+    do
+      local t = redis.call('TIME')
+      now = t[1] * 1000000 + t[2]
+    end
+    -- The state of exactly one limit, read as state.lua reads it.
+    local raw = redis.pcall('GET', key)
+    local s1, s2, s3
+    if raw then
+      if raw.err then break end
+      local t1, t2, t3 = match(raw, STATE1)
+      if not t1 then break end
+      s1 = #t1 <= 16 and t1 + 0
+      s2 = #t2 <= 16 and t2 + 0
+      s3 = #t3 <= 16 and t3 + 0
+      if not (s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX) then break end
+      if not (s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
+      if not (s3 and (#t3 == 1 or s3 >= 10 ^ (#t3 - 1)) and s3 <= 9007199254740991) then break end
+    end
+    local writes, i = cost > 0 and not check, 1 -- i: the one limit
+  local now_ms = (now - now % 1000) / 1000
+    -- This limit's arguments and stored numbers (nil: none): the first limit's
+    -- in locals, the others' in argv (as numbers by now) and in more.
+    local limit, p, stored, stored_prev, stored_cur = limit1, period1, s1, s2, s3
+    -- A clock behind the stored window (it stepped back) decides as of its start.
+    local at_ms = now_ms
+    if stored and stored > now_ms then at_ms = stored end
+    local start = at_ms - at_ms % p
+    local prev, cur = 0, 0
+    if stored == start then
+      prev, cur = stored_prev, stored_cur
+    elseif stored == start - p then
+      prev = stored_cur
+    end
+    -- used is the weighted count times p: prev * (p - into) / p + cur
+    local used = prev * (p - (at_ms - start)) + cur * p
+    local ok, never, retry_us = false, cost > limit, 0
+    if not never then
+      if cost == 0 or used + cost * p <= limit * p then
+        ok = true
+      else
+        local target_ms
+        local room = limit - cost - cur
+        if room >= 0 then
+          -- later in this window, once the previous one weighs little enough
+          target_ms = start + p - (room * p - room * p % prev) / prev
+        else
+          -- in the next window, where this window's count is the previous one
+          local later = p - ((limit - cost) * p - (limit - cost) * p % cur) / cur
+          target_ms = start + p + later
+        end
+        retry_us = target_ms * 1000 - now
+      end
+    end
+    if ok then
+      cur = cur + cost
+      used = used + cost * p
+    end
+    local room = limit * p - used
+    if room < 0 then room = 0 end
+    local rem, left, per, cap = (room - room % p) / p, room, p, limit -- units left: left / per
+    local reset_us = 0
+    if cur > 0 then
+      reset_us = (start + 2 * p) * 1000 - now
+    elseif prev > 0 then
+      reset_us = (start + p) * 1000 - now
+    end
+    local allowed, out = ok, TAG -- the one limit decides
+    if allowed and writes then out = fmt('%s %d %d %d', out, start, prev, cur) end
+    -- The one write and the reply, for the one limit (write.lua, reply.lua).
+    if allowed and writes then
+      redis.call('PSETEX', key, (reset_us + -reset_us % 1000) / 1000, out) -- whole ms, rounded up
+    end
+    return { allowed and 1 or 0, rem, allowed and 0 or never and -1 or (retry_us + -retry_us % 1000) / 1000, (reset_us + -reset_us % 1000) / 1000, cap, 1 }
+  until true
   -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
   if #keys ~= 1 then
@@ -1027,8 +1424,88 @@ local NAME, TAG = 'fixed_window', 'fw:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 1, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^fw:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
+local STATE1 = '^fw:2 (%d+) (%d+)$' -- the state of exactly one limit
 
 local function fixed_window(KEYS, ARGV)
+  -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
+  -- GENERATED COPY, specialized for the most common call: the generator writes
+  -- here the sections below and the algorithm's own lines for one key and one
+  -- limit, without the loop over limits and the choice of a binding limit. It
+  -- decides exactly as the general code below (scripts/fast_test.go holds the
+  -- two to the same replies, writes and TTLs), and leaves to it every call it
+  -- does not take: several keys or limits, an argument not in its plain form,
+  -- a combination past the always-accepted range, a key that does not hold
+  -- one limit's state. Those calls then read TIME and the key once more.
+  repeat
+    local argv = ARGV
+    if #KEYS ~= 1 or #argv > 5 or not argv[2] then break end
+    local key, ls, ps, bs, cs, mode = KEYS[1], argv[1], argv[2], argv[3] or '', argv[4] or '', argv[5] or ''
+    -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
+    -- y" to a local that exists).
+    local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
+    if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
+    local burst1 = limit1
+    if bs ~= '' then
+      local b = NUM[bs] or read(bs)
+      if not b or (b ~= 0 and b ~= limit1) then break end
+    end
+    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+    local cost, check = 1, false
+    if cs ~= '' then
+      local c = NUM[cs] or read(cs)
+      if not c or c > 1e15 then break end
+      cost = c
+    end
+    if mode ~= '' then
+      if mode ~= 'check' then break end
+      check = true
+    end
+    local now
+    do
+      local t = redis.call('TIME')
+      now = t[1] * 1000000 + t[2]
+    end
+    -- The state of exactly one limit, read as state.lua reads it.
+    local raw = redis.pcall('GET', key)
+    local s1, s2
+    if raw then
+      if raw.err then break end
+      local t1, t2 = match(raw, STATE1)
+      if not t1 then break end
+      s1 = #t1 <= 16 and t1 + 0
+      s2 = #t2 <= 16 and t2 + 0
+      if not (s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX) then break end
+      if not (s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
+    end
+    local writes, i = cost > 0 and not check, 1 -- i: the one limit
+    -- This limit's arguments and stored numbers (nil: none): the first limit's
+    -- in locals, the others' in argv (as numbers by now) and in more.
+    local limit, period_us, stored_start, stored_count = limit1, period1 * 1000, s1, s2
+    -- A clock behind the window's start (it stepped back) decides within it.
+    local start, count = now, 0
+    if stored_count then
+      start, count = stored_start, stored_count
+      if now >= start + period_us then
+        start = now -- a new window opens with this request
+        count = 0
+      end
+    end
+    local ok, never, retry_us = false, cost > limit, 0
+    if not never then
+      if cost == 0 or count + cost <= limit then ok = true else retry_us = start + period_us - now end
+    end
+    if ok then count = count + cost end
+    local rem = count < limit and limit - count or 0
+    local left, per, cap = rem, 1, limit
+    local reset_us = count > 0 and start + period_us - now or 0
+    local allowed, out = ok, TAG -- the one limit decides
+    if allowed and writes then out = fmt('%s %d %d', out, start, count) end
+    -- The one write and the reply, for the one limit (write.lua, reply.lua).
+    if allowed and writes then
+      redis.call('PSETEX', key, (reset_us + -reset_us % 1000) / 1000, out) -- whole ms, rounded up
+    end
+    return { allowed and 1 or 0, rem, allowed and 0 or never and -1 or (retry_us + -retry_us % 1000) / 1000, (reset_us + -reset_us % 1000) / 1000, cap, 1 }
+  until true
   -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
   if #keys ~= 1 then
@@ -1431,4 +1908,4 @@ redis.register_function('redisrate_sliding_log', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' },
   callback = function(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return '72e60d2fe29dff407ef8b4af4ae3d92c62d0bc23' end }
+  callback = function() return '73cf21b0d14e2284909532eb3bf442bbd27a32b7' end }

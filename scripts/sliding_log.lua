@@ -42,6 +42,17 @@
 -- what they deny (guarantee 12).
 -- Never more admitted than limit in any span of period_ms.
 
+-- ---- String functions (scripts/src/strings.lua) ----
+-- The string functions of every call are fetched here, the rare ones where
+-- they are used, through a string's metatable: a Functions library may not
+-- read the globals (string, math) while it loads.
+local find, match, fmt = ('').find, ('').match, ('').format
+
+-- ---- sliding_log's constants (from its manifest) ----
+local NAME, TAG = 'sliding_log', 'sliding_log:2'
+local MAX_LIMIT, LIMIT_RULE = 10000, 'must be a whole number from 1 to 10000'
+local TIME_MAX = 8835955200000000 -- the latest entry: the year 2250, in microseconds
+
 -- ---- Helpers (scripts/src/helpers.lua) ----
 -- Defined once: at the top of each script, and once at FUNCTION LOAD in the
 -- library. Everything below runs the same on Redis's Lua 5.1 and on
@@ -51,11 +62,6 @@
 -- A call's cost in Redis is counted in instructions (bench/callgrind.sh): a
 -- Lua operation is some 30, a string function some 1,000, and every string,
 -- table or closure made some 500. So the common call makes few of them.
--- The string functions of every call are fetched here, the rare ones where
--- they are used, through a string's metatable: a Functions library may not
--- read the globals (string, math) while it loads.
-local find, match, fmt = ('').find, ('').match, ('').format
-
 -- Numbers: an argument in the common form (no leading zero, at most 15
 -- digits) is read at once, with one find and s + 0; whole reads the others:
 -- digits only, leading zeros dropped before reading (gopher-lua would read
@@ -101,11 +107,6 @@ local function invalid(name, i, s, rule)
   if i > 1 then name = name .. ' #' .. i end
   return redis.error_reply('ERR invalid ' .. name .. " '" .. s .. "': " .. rule)
 end
-
--- ---- sliding_log's constants (from its manifest) ----
-local NAME, TAG = 'sliding_log', 'sliding_log:2'
-local MAX_LIMIT, LIMIT_RULE = 10000, 'must be a whole number from 1 to 10000'
-local TIME_MAX = 8835955200000000 -- the latest entry: the year 2250, in microseconds
 
 -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
 local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local

@@ -8,6 +8,7 @@
 --! time_unit: us
 --! range:
 --! max_limit: 1000000000000000
+--! fast: true
 --! summary: fixed window: starts at the first request, allows limit, expires after period_ms
 -- Algorithm: fixed window (time bucketed). A window of period_ms starts with
 -- the first admitted request and allows limit units; when it ends the count

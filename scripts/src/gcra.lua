@@ -9,6 +9,7 @@
 --! time_unit: us
 --! range: continuous
 --! max_limit: 1000000000000000
+--! fast: true
 --! summary: Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact
 -- Algorithm: GCRA, the Generic Cell Rate Algorithm. Units are spaced
 -- period_ms / limit apart on a theoretical arrival time (TAT); a request is

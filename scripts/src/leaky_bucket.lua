@@ -8,6 +8,7 @@
 --! time_unit: us
 --! range: continuous
 --! max_limit: 1000000000000000
+--! fast: true
 --! summary: leaky bucket as a meter: the level drains continuously at limit per period_ms
 -- Algorithm: leaky bucket as a meter. Each request pours its cost into a
 -- bucket of capacity burst that leaks continuously at limit per period_ms; a

@@ -8,6 +8,7 @@
 --! time_unit: ms
 --! range: weighted
 --! max_limit: 1000000000000000
+--! fast: true
 --! summary: sliding window counter: aligned windows, the previous one weighted by its overlap
 -- Algorithm: sliding window counter. Windows of period_ms are aligned to
 -- multiples of period_ms since the Unix epoch; a request is admitted when the

@@ -8,6 +8,7 @@
 --! time_unit: us
 --! range: refill
 --! max_limit: 1000000000000000
+--! fast: true
 --! summary: token bucket with discrete refills: limit tokens every period_ms, up to burst
 -- Algorithm: token bucket with discrete refills. The bucket starts full with
 -- burst tokens; limit tokens are added every period_ms, counted from the call

@@ -68,6 +68,7 @@ type Algorithm struct {
 	About    []string // the algorithm's comment lines, for the header
 	Top      []string // code run once, before --@body
 	Body     []string // code run per call
+	Fast     []string // the copy of Body specialized for one key and one limit (manifest "fast: true"), or nil
 }
 
 // Files is every generated file, by path relative to scripts/ (the root
@@ -85,6 +86,35 @@ func Generate(src fs.FS) (Files, error) {
 	if err != nil {
 		return nil, err
 	}
+	return generate(src, algos, LibraryName)
+}
+
+// GeneralOnly is the scripts and the library as Generate writes them, but
+// without the copies specialized for one key and one limit, and with the
+// library named GeneralLibrary (its functions GeneralLibrary_<algorithm>)
+// so that it loads beside the real one: what the tests hold the
+// specialized copies to, call by call.
+func GeneralOnly(src fs.FS) (Files, error) {
+	algos, err := load(src)
+	if err != nil {
+		return nil, err
+	}
+	for i := range algos {
+		algos[i].Fast = nil
+	}
+	files, err := generate(src, algos, GeneralLibrary)
+	if err != nil {
+		return nil, err
+	}
+	delete(files, "manifest_gen.go")
+	delete(files, "../algorithm_gen.go")
+	return files, nil
+}
+
+// GeneralLibrary names the library GeneralOnly writes.
+const GeneralLibrary = "redisrate_general"
+
+func generate(src fs.FS, algos []Algorithm, libName string) (Files, error) {
 	// Every script's tag, for the error that names another script's state;
 	// a table built only on that error's path.
 	var others []string
@@ -97,6 +127,10 @@ func Generate(src fs.FS) (Files, error) {
 		for j, l := range algos[i].Body {
 			algos[i].Body[j] = strings.ReplaceAll(l, "@OTHERS@", "{ "+strings.Join(others, ", ")+" }")
 		}
+	}
+	stringFns, err := fs.ReadFile(src, "strings.lua")
+	if err != nil {
+		return nil, err
 	}
 	helpers, err := fs.ReadFile(src, "helpers.lua")
 	if err != nil {
@@ -112,23 +146,28 @@ func Generate(src fs.FS) (Files, error) {
 	}
 	out := Files{}
 	for _, a := range algos {
+		// The string functions and the constants, then the common call's
+		// specialized copy, which returns before the helpers below make
+		// their closures (some 500 instructions each, on every call).
 		var b strings.Builder
 		header(&b, a)
-		b.WriteString(scriptHelpers + "\n\n")
+		b.WriteString(strings.TrimRight(string(stringFns), "\n") + "\n\n")
 		constants(&b, a)
+		writeLines(&b, readNumbers(readNumbers(a.Fast, scriptFastRead, fastMacro), scriptRead, readMacro))
+		b.WriteString(scriptHelpers + "\n\n")
 		writeLines(&b, a.Top)
-		writeLines(&b, readNumbers(a.Body, scriptRead))
+		writeLines(&b, readNumbers(a.Body, scriptRead, readMacro))
 		out[a.Name+".lua"] = []byte(b.String())
 	}
-	out["library.lua"] = []byte(library(algos, libraryHelpers))
+	out["library.lua"] = []byte(library(algos, strings.TrimRight(string(stringFns), "\n")+"\n\n"+libraryHelpers, libName))
 	resetLua, err := reset(src, algos)
 	if err != nil {
 		return nil, err
 	}
 	out["reset.lua"] = []byte(resetLua)
 	for name, text := range out {
-		if i := bytes.Index(text, []byte("@read(")); i >= 0 {
-			return nil, fmt.Errorf("%s: a number read the generator did not write out (only @read(name)@ in a script's body): %.40q", name, text[i:])
+		if loc := unwritten.FindIndex(text); loc != nil {
+			return nil, fmt.Errorf("%s: a number read the generator did not write out (only @read(name)@ in a script's body, @fastread(name)@ in fast.lua): %.40q", name, text[loc[0]:])
 		}
 	}
 	goSrc, err := manifest(algos, out)
@@ -149,15 +188,24 @@ func Generate(src fs.FS) (Files, error) {
 // "Numbers"), the library first looks it up in what earlier calls read.
 var readMacro = regexp.MustCompile(`@read\((\w+)\)@`)
 
+// unwritten finds a read macro the generator left in an output.
+var unwritten = regexp.MustCompile(`@(fast)?read\(`)
+
+// fastMacro is how the specialized copy reads a number, "@fastread(s)@": a
+// script only the plain form (any other falls to the general code, which
+// reads it or names it in its error), the library as its general code does.
+var fastMacro = regexp.MustCompile(`@fastread\((\w+)\)@`)
+
 const (
-	scriptRead  = "find($1, '^[1-9]%d*$') and #$1 < 16 and $1 + 0 or whole($1)"
-	libraryRead = "NUM[$1] or read($1)"
+	scriptRead     = "find($1, '^[1-9]%d*$') and #$1 < 16 and $1 + 0 or whole($1)"
+	libraryRead    = "NUM[$1] or read($1)"
+	scriptFastRead = "find($1, '^[1-9]%d*$') and #$1 < 16 and $1 + 0"
 )
 
-func readNumbers(lines []string, read string) []string {
+func readNumbers(lines []string, read string, macro *regexp.Regexp) []string {
 	out := make([]string, len(lines))
 	for i, l := range lines {
-		out[i] = readMacro.ReplaceAllString(l, read)
+		out[i] = macro.ReplaceAllString(l, read)
 	}
 	return out
 }
@@ -167,7 +215,7 @@ func readNumbers(lines []string, read string) []string {
 // is what fills NUM.
 func expandText(src fs.FS, text []byte, flags map[string]bool) (string, error) {
 	lines, err := expand(src, strings.Split(strings.TrimRight(string(text), "\n"), "\n"), flags)
-	return strings.Join(readNumbers(lines, scriptRead), "\n"), err
+	return strings.Join(readNumbers(lines, scriptRead, readMacro), "\n"), err
 }
 
 func writeLines(b *strings.Builder, lines []string) {
@@ -275,10 +323,68 @@ func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
 	if a.Body, err = expand(src, lines, flags); err != nil {
 		return a, err
 	}
+	if meta["fast"] == "true" {
+		region, err := oneLimit(lines)
+		if err != nil {
+			return a, fmt.Errorf("fast: %w", err)
+		}
+		fast := append(append([]string{"--@include fast.lua"}, region...), "--@include fast_reply.lua")
+		if a.Fast, err = expand(src, fast, flags); err != nil {
+			return a, err
+		}
+		a.Fast = perField(a, a.Fast)
+	}
 	if !a.Log {
 		a.Body = perField(a, a.Body)
 	}
 	return a, nil
+}
+
+// oneLimit is the specialization of an algorithm's source for one key and
+// one limit, written from the same lines: what follows "--@include
+// loop.lua" up to the end of the loop "for i = 1, n do", without the loop's
+// first and last lines and without the block "if i > 1 then" that reads a
+// further limit, and with the verdict (the binding limit's choice) replaced
+// by this one limit's outcome. It fails on a source not of that shape, so
+// that the specialized copy is never silently wrong.
+func oneLimit(lines []string) ([]string, error) {
+	start := -1
+	for i, l := range lines {
+		if l == "--@include loop.lua" {
+			start = i + 1
+			break
+		}
+	}
+	if start < 0 {
+		return nil, fmt.Errorf("no --@include loop.lua")
+	}
+	var out []string
+	inLoop, inFurther, seen := false, false, map[string]bool{}
+	for _, l := range lines[start:] {
+		switch {
+		case !inLoop && l == "for i = 1, n do":
+			inLoop, seen["for"] = true, true
+			continue
+		case inLoop && l == "  if i > 1 then":
+			inFurther, seen["if"] = true, true
+			continue
+		case inFurther:
+			inFurther = l != "  end"
+			continue
+		case inLoop && l == "--@include verdict.lua":
+			out, seen["verdict"] = append(out, "  local allowed, out = ok, TAG -- the one limit decides"), true
+			continue
+		case inLoop && l == "end":
+			for _, shape := range []string{"for", "if", "verdict"} {
+				if !seen[shape] {
+					return nil, fmt.Errorf("the loop has no %q line of the expected shape", shape)
+				}
+			}
+			return out, nil
+		}
+		out = append(out, l)
+	}
+	return nil, fmt.Errorf("no end of the loop over limits")
 }
 
 // expand resolves --@include lines (recursively) and --@if blocks.
@@ -349,6 +455,9 @@ func constants(b *strings.Builder, a Algorithm) {
 		fields := strings.Repeat(" (%d+)", a.Fields)
 		fmt.Fprintf(b, "local TIME_AT, TIME_MAX = %d, %d -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250\n", a.TimeAt, a.TimeMax)
 		fmt.Fprintf(b, "local FIELDS, STATE = %d, '^%s%s(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest\n", a.Fields, a.Tag, fields)
+		if a.Fast != nil {
+			fmt.Fprintf(b, "local STATE1 = '^%s%s$' -- the state of exactly one limit\n", a.Tag, fields)
+		}
 		if a.AheadAt > 0 {
 			fmt.Fprintf(b, "local AHEAD_AT, AHEAD_MAX = %d, %d -- which field is a time ahead of the clock, and its range: TIME_MAX + 2^52, rounded up to 2 mod 4 (see state.lua)\n", a.AheadAt, aheadMax)
 		}
@@ -456,9 +565,9 @@ func header(b *strings.Builder, a Algorithm) {
 // library is the Functions library: the helpers and each algorithm's
 // top-level definitions once, at FUNCTION LOAD; each algorithm's per-call
 // code as a function.
-func library(algos []Algorithm, helpers string) string {
+func library(algos []Algorithm, helpers, name string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "#!lua name=%s\n", LibraryName)
+	fmt.Fprintf(&b, "#!lua name=%s\n", name)
 	fmt.Fprintf(&b, `-- redisrate Functions library, script contract v%s (CONTRACT.md in the
 -- redisrate repository). Redis 7 or later: FUNCTION LOAD REPLACE this file.
 --
@@ -480,7 +589,7 @@ func library(algos []Algorithm, helpers string) string {
 		constants(&b, a)
 		writeLines(&b, a.Top)
 		fmt.Fprintf(&b, "local function %s(KEYS, ARGV)\n", a.Name)
-		for _, l := range readNumbers(a.Body, libraryRead) {
+		for _, l := range readNumbers(append(readNumbers(a.Fast, libraryRead, fastMacro), a.Body...), libraryRead, readMacro) {
 			if l != "" {
 				b.WriteString("  ")
 			}
@@ -506,11 +615,11 @@ end
 	sum := sha1.Sum([]byte(code))
 	version := hex.EncodeToString(sum[:])
 	for _, a := range algos {
-		fmt.Fprintf(&b, "redis.register_function('%s_%s', %s)\n", LibraryName, a.Name, a.Name)
-		fmt.Fprintf(&b, "redis.register_function{ function_name = '%s_%s_ro', flags = { 'no-writes' },\n", LibraryName, a.Name)
+		fmt.Fprintf(&b, "redis.register_function('%s_%s', %s)\n", name, a.Name, a.Name)
+		fmt.Fprintf(&b, "redis.register_function{ function_name = '%s_%s_ro', flags = { 'no-writes' },\n", name, a.Name)
 		fmt.Fprintf(&b, "  callback = function(KEYS, ARGV) return %s(KEYS, as_check(ARGV)) end }\n", a.Name)
 	}
-	fmt.Fprintf(&b, "redis.register_function{ function_name = '%s_version', flags = { 'no-writes' },\n", LibraryName)
+	fmt.Fprintf(&b, "redis.register_function{ function_name = '%s_version', flags = { 'no-writes' },\n", name)
 	fmt.Fprintf(&b, "  callback = function() return '%s' end }\n", version)
 	return b.String()
 }

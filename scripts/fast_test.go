@@ -1,0 +1,253 @@
+package scripts_test
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redisrate/redisrate/scripts"
+	"github.com/redisrate/redisrate/scripts/internal/assemble"
+	st "github.com/redisrate/redisrate/scripts/internal/scripttest"
+)
+
+// The generated copy of each algorithm specialized for one key and one
+// limit (scripts/src/fast.lua) must decide exactly as the general code:
+// the same reply, the same value written and the same TTL, for every call.
+// The general code alone is what assemble.GeneralOnly writes: the same
+// sources without the copies, and a library named redisrate_general that
+// loads beside the real one. Both run on the same calls in lockstep, on two
+// keys, on a clock the test holds.
+
+// general is one algorithm's general-only script.
+type general struct{ src, sha string }
+
+func generalOnly(t testing.TB) (map[string]general, string) {
+	t.Helper()
+	files, err := assemble.GeneralOnly(os.DirFS("src"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]general{}
+	for _, s := range scripts.Specs() {
+		src := string(files[s.Name+".lua"])
+		if strings.Contains(src, "GENERATED COPY") {
+			t.Fatalf("%s: the general-only script has a specialized copy", s.Name)
+		}
+		sum := sha1.Sum([]byte(src))
+		out[s.Name] = general{src, hex.EncodeToString(sum[:])}
+	}
+	return out, string(files["library.lua"])
+}
+
+// fastSpecs are the scripts that carry a specialized copy.
+func fastSpecs(t testing.TB) []scripts.Spec {
+	var out []scripts.Spec
+	for _, s := range scripts.Specs() {
+		if strings.Contains(s.Source, "GENERATED COPY") {
+			out = append(out, s)
+		}
+	}
+	if len(out) != 5 {
+		t.Fatalf("%d scripts carry a specialized copy, want the 5 but sliding_log", len(out))
+	}
+	return out
+}
+
+// lockstep runs calls (one ARGV each) on b in one pipeline: each on key
+// "f:<i>" with the real script and on "g:<i>" with the general code, by
+// EVALSHA or (fcall) FCALL, and compares replies, values and TTLs.
+func lockstep(t *testing.T, b *st.Backend, s scripts.Spec, g general, fcall bool, calls [][]string) {
+	t.Helper()
+	type result struct{ f, g, ftype, gtype, fv, gv, ft, gt *redis.Cmd }
+	res := make([]result, len(calls))
+	_, _ = b.Client.Pipelined(st.Ctx, func(p redis.Pipeliner) error {
+		for i, argv := range calls {
+			kf, kg := fmt.Sprintf("f:%d", i), fmt.Sprintf("g:%d", i)
+			args := anys(argv)
+			if fcall {
+				res[i].f = p.FCall(st.Ctx, s.Function, []string{kf}, args...)
+				res[i].g = p.FCall(st.Ctx, assemble.GeneralLibrary+"_"+s.Name, []string{kg}, args...)
+			} else {
+				res[i].f = p.EvalSha(st.Ctx, s.SHA1, []string{kf}, args...)
+				res[i].g = p.EvalSha(st.Ctx, g.sha, []string{kg}, args...)
+			}
+			// what each key holds after: type, value (a string's; a foreign
+			// type's is left as it was, which other tests hold), TTL
+			res[i].ftype, res[i].gtype = p.Do(st.Ctx, "TYPE", kf), p.Do(st.Ctx, "TYPE", kg)
+			res[i].fv, res[i].gv = p.Do(st.Ctx, "GET", kf), p.Do(st.Ctx, "GET", kg)
+			res[i].ft, res[i].gt = p.Do(st.Ctx, "PTTL", kf), p.Do(st.Ctx, "PTTL", kg)
+		}
+		return nil
+	})
+	show := func(c *redis.Cmd) string {
+		v, err := c.Result()
+		if err != nil {
+			return "error " + err.Error()
+		}
+		return fmt.Sprint(v)
+	}
+	for i, r := range res {
+		f := show(r.f) + " | " + show(r.ftype) + " " + show(r.fv) + " | TTL " + show(r.ft)
+		g := show(r.g) + " | " + show(r.gtype) + " " + show(r.gv) + " | TTL " + show(r.gt)
+		if f != g {
+			t.Fatalf("%s: %s %q (FCALL %t):\n specialized %s\n general     %s", b.Name, s.Name, calls[i], fcall, f, g)
+		}
+	}
+}
+
+func anys(args []string) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		out[i] = a
+	}
+	return out
+}
+
+// fastArg draws one argument: mostly the plain form the copy takes, often
+// a form it leaves to the general code.
+func fastArg(rng *rand.Rand, plain int64) string {
+	switch rng.IntN(20) {
+	case 0:
+		return ""
+	case 1:
+		return "0"
+	case 2:
+		return "0" + strconv.FormatInt(plain, 10) // a leading zero
+	case 3:
+		return strconv.FormatInt(plain*1000000000000000, 10) // 16 digits and more
+	case 4:
+		return []string{"-1", "1.5", "1e3", " 1", "x", "1000000000000001"}[rng.IntN(6)]
+	}
+	return strconv.FormatInt(plain, 10)
+}
+
+// fastCall draws one call: one limit in 9 of 10, a cost and a mode at times.
+func fastCall(rng *rand.Rand) []string {
+	periods := []int64{1, 7, 1000, 60000, 3600000, 86400000, 1000000000000}
+	limit := 1 + rng.Int64N(20)
+	if rng.IntN(10) == 0 {
+		limit = 1 + rng.Int64N(5000000)
+	}
+	period := periods[rng.IntN(len(periods))]
+	argv := []string{fastArg(rng, limit), fastArg(rng, period)}
+	if rng.IntN(3) > 0 {
+		burst := limit
+		if rng.IntN(2) == 0 {
+			burst = 1 + rng.Int64N(3*limit)
+		}
+		argv = append(argv, fastArg(rng, burst))
+	}
+	if len(argv) == 3 && rng.IntN(2) == 0 {
+		argv = append(argv, fastArg(rng, rng.Int64N(limit+2)))
+		if rng.IntN(3) == 0 {
+			argv = append(argv, []string{"", "check", "check", "peek"}[rng.IntN(4)])
+		}
+	}
+	if len(argv) == 5 && rng.IntN(4) == 0 { // a second limit: the general code's
+		argv = append(argv, strconv.FormatInt(1+rng.Int64N(50), 10), strconv.FormatInt(periods[rng.IntN(len(periods))], 10), "")
+	}
+	return argv
+}
+
+// fastCalls is how many random calls per algorithm each backend runs; a soak
+// sets REDISRATE_FAST_CALLS (e.g. 100000 on miniredis, some 20 times
+// slower than Redis).
+func fastCalls(b *st.Backend) (evalsha, fcall int) {
+	if n, err := strconv.Atoi(os.Getenv("REDISRATE_FAST_CALLS")); err == nil && n > 0 {
+		return n, n
+	}
+	switch {
+	case !b.Real:
+		return 3000, 0
+	case strings.HasPrefix(b.Name, "redis"):
+		return 100000, 20000 // FCALL runs the same code, its numbers read through NUM
+	}
+	return 10000, 10000 // Valkey: held to Redis call by call elsewhere
+}
+
+// TestFastCopyDecidesAsGeneral: every argument case of the tables, every
+// foreign value and state of state_test.go, and random calls in lockstep
+// (keys carrying state from call to call, the clock moving forward and
+// back), by EVALSHA and FCALL, on miniredis, Redis and Valkey.
+func TestFastCopyDecidesAsGeneral(t *testing.T) {
+	generals, lib := generalOnly(t)
+	for _, b := range st.BothClocked(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			b.Rebind(t)
+			kinds := []bool{false}
+			if b.Real {
+				b.LoadLibrary()
+				if err := b.Client.FunctionLoadReplace(st.Ctx, lib).Err(); err != nil {
+					t.Fatal(err)
+				}
+				kinds = append(kinds, true)
+			}
+			for _, s := range fastSpecs(t) {
+				g := generals[s.Name]
+				if err := b.Client.ScriptLoad(st.Ctx, s.Source).Err(); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Client.ScriptLoad(st.Ctx, g.src).Err(); err != nil {
+					t.Fatal(err)
+				}
+				for _, fcall := range kinds {
+					b.SetTime(st.Epoch)
+					b.Client.FlushDB(st.Ctx)
+					// The tables' rows: every argument case (one key), each on
+					// an empty key, then on state, then on each foreign value.
+					var rows, valid [][]string
+					for _, c := range argCases {
+						if c.numkeys == 0 {
+							rows = append(rows, c.argv)
+							if c.want == "" {
+								valid = append(valid, c.argv)
+							}
+						}
+					}
+					lockstep(t, b, s, g, fcall, rows)
+					lockstep(t, b, s, g, fcall, rows)
+					for _, f := range foreigners { // the calls that read the key
+						b.Client.FlushDB(st.Ctx)
+						for i := range valid {
+							_ = f.set(b.Client, fmt.Sprintf("f:%d", i))
+							_ = f.set(b.Client, fmt.Sprintf("g:%d", i))
+						}
+						lockstep(t, b, s, g, fcall, valid)
+					}
+					// Random calls: 500 key pairs, a round of calls at a time,
+					// the clock moved between rounds.
+					rng := rand.New(rand.NewPCG(20, uint64(len(s.Name))))
+					evalsha, fc := fastCalls(b)
+					n := evalsha
+					if fcall {
+						n = fc
+					}
+					b.Client.FlushDB(st.Ctx)
+					at := st.Epoch
+					for done := 0; done < n; done += 500 {
+						calls := make([][]string, min(500, n-done))
+						for i := range calls {
+							calls[i] = fastCall(rng)
+						}
+						lockstep(t, b, s, g, fcall, calls)
+						step := time.Duration(rng.Int64N(int64(2 * time.Second)))
+						if rng.IntN(10) == 0 {
+							step = -time.Duration(rng.Int64N(int64(time.Second))) // a clock that steps back
+						}
+						at = at.Add(step)
+						b.SetTime(at)
+					}
+					t.Logf("%s: %s (FCALL %t): %d table rows, %d on foreign values, %d random calls", b.Name, s.Name, fcall, 2*len(rows), len(foreigners)*len(valid), n)
+				}
+			}
+		})
+	}
+}

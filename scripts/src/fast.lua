@@ -1,0 +1,54 @@
+-- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
+-- GENERATED COPY, specialized for the most common call: the generator writes
+-- here the sections below and the algorithm's own lines for one key and one
+-- limit, without the loop over limits and the choice of a binding limit. It
+-- decides exactly as the general code below (scripts/fast_test.go holds the
+-- two to the same replies, writes and TTLs), and leaves to it every call it
+-- does not take: several keys or limits, an argument not in its plain form,
+-- a combination past the always-accepted range, a key that does not hold
+-- one limit's state. Those calls then read TIME and the key once more.
+repeat
+  local argv = ARGV
+  if #KEYS ~= 1 or #argv > 5 or not argv[2] then break end
+  local key, ls, ps, bs, cs, mode = KEYS[1], argv[1], argv[2], argv[3] or '', argv[4] or '', argv[5] or ''
+  -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
+  -- y" to a local that exists).
+  local limit1, period1 = @fastread(ls)@, @fastread(ps)@
+  if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
+  local burst1 = limit1
+  if bs ~= '' then
+    local b = @fastread(bs)@
+--@if window
+    if not b or (b ~= 0 and b ~= limit1) then break end
+--@else
+    if not b or b > 1e15 then break end
+    if b > 0 then burst1 = b end
+--@end
+  end
+  if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+  local cost, check = 1, false
+  if cs ~= '' then
+    local c = @fastread(cs)@
+    if not c or c > 1e15 then break end
+    cost = c
+  end
+  if mode ~= '' then
+    if mode ~= 'check' then break end
+    check = true
+  end
+  local now
+  do
+    local t = redis.call('TIME')
+    now = t[1] * 1000000 + t[2]
+  end
+  -- The state of exactly one limit, read as state.lua reads it.
+  local raw = redis.pcall('GET', key)
+  local @stored@
+  if raw then
+    if raw.err then break end
+    local @texts@ = match(raw, STATE1)
+    if not t1 then break end
+    s@k@ = #t@k@ <= @digits@ and t@k@ + 0 --@each field
+    if not (s@k@ and (#t@k@ == 1 or s@k@ >= 10 ^ (#t@k@ - 1)) and s@k@ <= @max@) then break end --@each field
+  end
+  local writes, i = cost > 0 and not check, 1 -- i: the one limit
