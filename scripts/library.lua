@@ -127,27 +127,28 @@ local function gcra(KEYS, ARGV)
   -- a combination past the always-accepted range, a key that does not hold
   -- one limit's state. Those calls then read TIME and the key once more.
   repeat
-    local argv = ARGV
-    if #KEYS ~= 1 or #argv > 5 or not argv[2] then break end
-    local key, ls, ps, bs, cs, mode = KEYS[1], argv[1], argv[2], argv[3] or '', argv[4] or '', argv[5] or ''
+    local argv, key = ARGV, KEYS[1]
+    local ls, ps, bs, cs, mode = argv[1], argv[2], argv[3], argv[4], argv[5]
+    if not ps or argv[6] or not key or KEYS[2] then break end
     -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
-    -- y" to a local that exists).
+    -- y" to a local that exists); a value past its maximum falls through, so
+    -- 16 digits and more need no check of their own.
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
     local burst1 = limit1
-    if bs ~= '' then
+    if bs and bs ~= '' then
       local b = NUM[bs] or read(bs)
       if not b or b > 1e15 then break end
       if b > 0 then burst1 = b end
     end
     if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
     local cost, check = 1, false
-    if cs ~= '' then
+    if cs and cs ~= '' then
       local c = NUM[cs] or read(cs)
       if not c or c > 1e15 then break end
       cost = c
     end
-    if mode ~= '' then
+    if mode and mode ~= '' then
       if mode ~= 'check' then break end
       check = true
     end
@@ -163,10 +164,12 @@ local function gcra(KEYS, ARGV)
       if raw.err then break end
       local t1, t2 = match(raw, STATE1)
       if not t1 then break end
-      s1 = #t1 <= 17 and t1 + 0
-      s2 = #t2 <= 16 and t2 + 0
-      if not (s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= AHEAD_MAX) then break end
-      if not (s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
+      if #t1 > 17 then break end
+      if #t2 > 16 then break end
+      s1 = t1 + 0
+      s2 = t2 + 0
+      if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= AHEAD_MAX) then break end
+      if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
     end
     local writes, i = cost > 0 and not check, 1 -- i: the one limit
     -- This limit's arguments and stored numbers (nil: none): the first limit's
@@ -214,11 +217,11 @@ local function gcra(KEYS, ARGV)
     local allowed, out = ok, TAG -- the one limit decides
     if allowed and writes then
       if now + ahead < 9007199254740992 then
-        out = fmt('%s %d %d', out, now + ahead, r)
+        out = fmt('gcra:2 %d %d', now + ahead, r)
       else -- past 2^53: whole seconds, then the microseconds, each exact
         local us = now % 1000000 + ahead % 1000000
         local sec = (now - now % 1000000) / 1000000 + (ahead - ahead % 1000000) / 1000000 + (us - us % 1000000) / 1000000
-        out = fmt('%s %d%06d %d', out, sec, us % 1000000, r)
+        out = fmt('gcra:2 %d%06d %d', sec, us % 1000000, r)
       end
     end
     -- The one write and the reply, for the one limit (write.lua, reply.lua).
@@ -479,27 +482,28 @@ local function token_bucket(KEYS, ARGV)
   -- a combination past the always-accepted range, a key that does not hold
   -- one limit's state. Those calls then read TIME and the key once more.
   repeat
-    local argv = ARGV
-    if #KEYS ~= 1 or #argv > 5 or not argv[2] then break end
-    local key, ls, ps, bs, cs, mode = KEYS[1], argv[1], argv[2], argv[3] or '', argv[4] or '', argv[5] or ''
+    local argv, key = ARGV, KEYS[1]
+    local ls, ps, bs, cs, mode = argv[1], argv[2], argv[3], argv[4], argv[5]
+    if not ps or argv[6] or not key or KEYS[2] then break end
     -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
-    -- y" to a local that exists).
+    -- y" to a local that exists); a value past its maximum falls through, so
+    -- 16 digits and more need no check of their own.
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
     local burst1 = limit1
-    if bs ~= '' then
+    if bs and bs ~= '' then
       local b = NUM[bs] or read(bs)
       if not b or b > 1e15 then break end
       if b > 0 then burst1 = b end
     end
     if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
     local cost, check = 1, false
-    if cs ~= '' then
+    if cs and cs ~= '' then
       local c = NUM[cs] or read(cs)
       if not c or c > 1e15 then break end
       cost = c
     end
-    if mode ~= '' then
+    if mode and mode ~= '' then
       if mode ~= 'check' then break end
       check = true
     end
@@ -515,10 +519,12 @@ local function token_bucket(KEYS, ARGV)
       if raw.err then break end
       local t1, t2 = match(raw, STATE1)
       if not t1 then break end
-      s1 = #t1 <= 16 and t1 + 0
-      s2 = #t2 <= 16 and t2 + 0
-      if not (s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991) then break end
-      if not (s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX) then break end
+      if #t1 > 16 then break end
+      if #t2 > 16 then break end
+      s1 = t1 + 0
+      s2 = t2 + 0
+      if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991) then break end
+      if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX) then break end
     end
     local writes, i = cost > 0 and not check, 1 -- i: the one limit
     -- This limit's arguments and stored numbers (nil: none): the first limit's
@@ -549,7 +555,7 @@ local function token_bucket(KEYS, ARGV)
     if missing > 0 then reset_us = t + (missing + -missing % limit) / limit * period_us - now end
     local rem, left, per, cap = tokens, tokens, 1, burst
     local allowed, out = ok, TAG -- the one limit decides
-    if allowed and writes then out = fmt('%s %d %d', out, tokens, t) end
+    if allowed and writes then out = fmt('tb:2 %d %d', tokens, t) end
     -- The one write and the reply, for the one limit (write.lua, reply.lua).
     if allowed and writes then
       redis.call('PSETEX', key, (reset_us + -reset_us % 1000) / 1000, out) -- whole ms, rounded up
@@ -793,27 +799,28 @@ local function leaky_bucket(KEYS, ARGV)
   -- a combination past the always-accepted range, a key that does not hold
   -- one limit's state. Those calls then read TIME and the key once more.
   repeat
-    local argv = ARGV
-    if #KEYS ~= 1 or #argv > 5 or not argv[2] then break end
-    local key, ls, ps, bs, cs, mode = KEYS[1], argv[1], argv[2], argv[3] or '', argv[4] or '', argv[5] or ''
+    local argv, key = ARGV, KEYS[1]
+    local ls, ps, bs, cs, mode = argv[1], argv[2], argv[3], argv[4], argv[5]
+    if not ps or argv[6] or not key or KEYS[2] then break end
     -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
-    -- y" to a local that exists).
+    -- y" to a local that exists); a value past its maximum falls through, so
+    -- 16 digits and more need no check of their own.
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
     local burst1 = limit1
-    if bs ~= '' then
+    if bs and bs ~= '' then
       local b = NUM[bs] or read(bs)
       if not b or b > 1e15 then break end
       if b > 0 then burst1 = b end
     end
     if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
     local cost, check = 1, false
-    if cs ~= '' then
+    if cs and cs ~= '' then
       local c = NUM[cs] or read(cs)
       if not c or c > 1e15 then break end
       cost = c
     end
-    if mode ~= '' then
+    if mode and mode ~= '' then
       if mode ~= 'check' then break end
       check = true
     end
@@ -829,10 +836,12 @@ local function leaky_bucket(KEYS, ARGV)
       if raw.err then break end
       local t1, t2 = match(raw, STATE1)
       if not t1 then break end
-      s1 = #t1 <= 16 and t1 + 0
-      s2 = #t2 <= 16 and t2 + 0
-      if not (s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991) then break end
-      if not (s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX) then break end
+      if #t1 > 16 then break end
+      if #t2 > 16 then break end
+      s1 = t1 + 0
+      s2 = t2 + 0
+      if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991) then break end
+      if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX) then break end
     end
     local writes, i = cost > 0 and not check, 1 -- i: the one limit
     -- This limit's arguments and stored numbers (nil: none): the first limit's
@@ -863,7 +872,7 @@ local function leaky_bucket(KEYS, ARGV)
     local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
     local reset_us = t - now + (x + -x % a) / a
     local allowed, out = ok, TAG -- the one limit decides
-    if allowed and writes then out = fmt('%s %d %d', out, x, t) end
+    if allowed and writes then out = fmt('lb:2 %d %d', x, t) end
     -- The one write and the reply, for the one limit (write.lua, reply.lua).
     if allowed and writes then
       redis.call('PSETEX', key, (reset_us + -reset_us % 1000) / 1000, out) -- whole ms, rounded up
@@ -1098,26 +1107,27 @@ local function sliding_window(KEYS, ARGV)
   -- a combination past the always-accepted range, a key that does not hold
   -- one limit's state. Those calls then read TIME and the key once more.
   repeat
-    local argv = ARGV
-    if #KEYS ~= 1 or #argv > 5 or not argv[2] then break end
-    local key, ls, ps, bs, cs, mode = KEYS[1], argv[1], argv[2], argv[3] or '', argv[4] or '', argv[5] or ''
+    local argv, key = ARGV, KEYS[1]
+    local ls, ps, bs, cs, mode = argv[1], argv[2], argv[3], argv[4], argv[5]
+    if not ps or argv[6] or not key or KEYS[2] then break end
     -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
-    -- y" to a local that exists).
+    -- y" to a local that exists); a value past its maximum falls through, so
+    -- 16 digits and more need no check of their own.
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
     local burst1 = limit1
-    if bs ~= '' then
+    if bs and bs ~= '' then
       local b = NUM[bs] or read(bs)
       if not b or (b ~= 0 and b ~= limit1) then break end
     end
     if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
     local cost, check = 1, false
-    if cs ~= '' then
+    if cs and cs ~= '' then
       local c = NUM[cs] or read(cs)
       if not c or c > 1e15 then break end
       cost = c
     end
-    if mode ~= '' then
+    if mode and mode ~= '' then
       if mode ~= 'check' then break end
       check = true
     end
@@ -1133,12 +1143,15 @@ local function sliding_window(KEYS, ARGV)
       if raw.err then break end
       local t1, t2, t3 = match(raw, STATE1)
       if not t1 then break end
-      s1 = #t1 <= 16 and t1 + 0
-      s2 = #t2 <= 16 and t2 + 0
-      s3 = #t3 <= 16 and t3 + 0
-      if not (s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX) then break end
-      if not (s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
-      if not (s3 and (#t3 == 1 or s3 >= 10 ^ (#t3 - 1)) and s3 <= 9007199254740991) then break end
+      if #t1 > 16 then break end
+      if #t2 > 16 then break end
+      if #t3 > 16 then break end
+      s1 = t1 + 0
+      s2 = t2 + 0
+      s3 = t3 + 0
+      if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX) then break end
+      if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
+      if not ((#t3 == 1 or s3 >= 10 ^ (#t3 - 1)) and s3 <= 9007199254740991) then break end
     end
     local writes, i = cost > 0 and not check, 1 -- i: the one limit
   local now_ms = (now - now % 1000) / 1000
@@ -1189,7 +1202,7 @@ local function sliding_window(KEYS, ARGV)
       reset_us = (start + p) * 1000 - now
     end
     local allowed, out = ok, TAG -- the one limit decides
-    if allowed and writes then out = fmt('%s %d %d %d', out, start, prev, cur) end
+    if allowed and writes then out = fmt('sw:2 %d %d %d', start, prev, cur) end
     -- The one write and the reply, for the one limit (write.lua, reply.lua).
     if allowed and writes then
       redis.call('PSETEX', key, (reset_us + -reset_us % 1000) / 1000, out) -- whole ms, rounded up
@@ -1437,26 +1450,27 @@ local function fixed_window(KEYS, ARGV)
   -- a combination past the always-accepted range, a key that does not hold
   -- one limit's state. Those calls then read TIME and the key once more.
   repeat
-    local argv = ARGV
-    if #KEYS ~= 1 or #argv > 5 or not argv[2] then break end
-    local key, ls, ps, bs, cs, mode = KEYS[1], argv[1], argv[2], argv[3] or '', argv[4] or '', argv[5] or ''
+    local argv, key = ARGV, KEYS[1]
+    local ls, ps, bs, cs, mode = argv[1], argv[2], argv[3], argv[4], argv[5]
+    if not ps or argv[6] or not key or KEYS[2] then break end
     -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
-    -- y" to a local that exists).
+    -- y" to a local that exists); a value past its maximum falls through, so
+    -- 16 digits and more need no check of their own.
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
     local burst1 = limit1
-    if bs ~= '' then
+    if bs and bs ~= '' then
       local b = NUM[bs] or read(bs)
       if not b or (b ~= 0 and b ~= limit1) then break end
     end
     if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
     local cost, check = 1, false
-    if cs ~= '' then
+    if cs and cs ~= '' then
       local c = NUM[cs] or read(cs)
       if not c or c > 1e15 then break end
       cost = c
     end
-    if mode ~= '' then
+    if mode and mode ~= '' then
       if mode ~= 'check' then break end
       check = true
     end
@@ -1472,10 +1486,12 @@ local function fixed_window(KEYS, ARGV)
       if raw.err then break end
       local t1, t2 = match(raw, STATE1)
       if not t1 then break end
-      s1 = #t1 <= 16 and t1 + 0
-      s2 = #t2 <= 16 and t2 + 0
-      if not (s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX) then break end
-      if not (s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
+      if #t1 > 16 then break end
+      if #t2 > 16 then break end
+      s1 = t1 + 0
+      s2 = t2 + 0
+      if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX) then break end
+      if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
     end
     local writes, i = cost > 0 and not check, 1 -- i: the one limit
     -- This limit's arguments and stored numbers (nil: none): the first limit's
@@ -1499,7 +1515,7 @@ local function fixed_window(KEYS, ARGV)
     local left, per, cap = rem, 1, limit
     local reset_us = count > 0 and start + period_us - now or 0
     local allowed, out = ok, TAG -- the one limit decides
-    if allowed and writes then out = fmt('%s %d %d', out, start, count) end
+    if allowed and writes then out = fmt('fw:2 %d %d', start, count) end
     -- The one write and the reply, for the one limit (write.lua, reply.lua).
     if allowed and writes then
       redis.call('PSETEX', key, (reset_us + -reset_us % 1000) / 1000, out) -- whole ms, rounded up
@@ -1908,4 +1924,4 @@ redis.register_function('redisrate_sliding_log', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' },
   callback = function(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return '73cf21b0d14e2284909532eb3bf442bbd27a32b7' end }
+  callback = function() return '8cd946603c6457141098a8d158a21604db60b841' end }

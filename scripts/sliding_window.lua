@@ -65,26 +65,27 @@ local STATE1 = '^sw:2 (%d+) (%d+) (%d+)$' -- the state of exactly one limit
 -- a combination past the always-accepted range, a key that does not hold
 -- one limit's state. Those calls then read TIME and the key once more.
 repeat
-  local argv = ARGV
-  if #KEYS ~= 1 or #argv > 5 or not argv[2] then break end
-  local key, ls, ps, bs, cs, mode = KEYS[1], argv[1], argv[2], argv[3] or '', argv[4] or '', argv[5] or ''
+  local argv, key = ARGV, KEYS[1]
+  local ls, ps, bs, cs, mode = argv[1], argv[2], argv[3], argv[4], argv[5]
+  if not ps or argv[6] or not key or KEYS[2] then break end
   -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
-  -- y" to a local that exists).
+  -- y" to a local that exists); a value past its maximum falls through, so
+  -- 16 digits and more need no check of their own.
   local limit1, period1 = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0, find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0
   if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
   local burst1 = limit1
-  if bs ~= '' then
+  if bs and bs ~= '' then
     local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0
     if not b or (b ~= 0 and b ~= limit1) then break end
   end
   if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
   local cost, check = 1, false
-  if cs ~= '' then
+  if cs and cs ~= '' then
     local c = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0
     if not c or c > 1e15 then break end
     cost = c
   end
-  if mode ~= '' then
+  if mode and mode ~= '' then
     if mode ~= 'check' then break end
     check = true
   end
@@ -100,12 +101,15 @@ repeat
     if raw.err then break end
     local t1, t2, t3 = match(raw, STATE1)
     if not t1 then break end
-    s1 = #t1 <= 16 and t1 + 0
-    s2 = #t2 <= 16 and t2 + 0
-    s3 = #t3 <= 16 and t3 + 0
-    if not (s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX) then break end
-    if not (s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
-    if not (s3 and (#t3 == 1 or s3 >= 10 ^ (#t3 - 1)) and s3 <= 9007199254740991) then break end
+    if #t1 > 16 then break end
+    if #t2 > 16 then break end
+    if #t3 > 16 then break end
+    s1 = t1 + 0
+    s2 = t2 + 0
+    s3 = t3 + 0
+    if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX) then break end
+    if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
+    if not ((#t3 == 1 or s3 >= 10 ^ (#t3 - 1)) and s3 <= 9007199254740991) then break end
   end
   local writes, i = cost > 0 and not check, 1 -- i: the one limit
 local now_ms = (now - now % 1000) / 1000
@@ -156,7 +160,7 @@ local now_ms = (now - now % 1000) / 1000
     reset_us = (start + p) * 1000 - now
   end
   local allowed, out = ok, TAG -- the one limit decides
-  if allowed and writes then out = fmt('%s %d %d %d', out, start, prev, cur) end
+  if allowed and writes then out = fmt('sw:2 %d %d %d', start, prev, cur) end
   -- The one write and the reply, for the one limit (write.lua, reply.lua).
   if allowed and writes then
     redis.call('PSETEX', key, (reset_us + -reset_us % 1000) / 1000, out) -- whole ms, rounded up

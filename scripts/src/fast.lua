@@ -8,15 +8,16 @@
 -- a combination past the always-accepted range, a key that does not hold
 -- one limit's state. Those calls then read TIME and the key once more.
 repeat
-  local argv = ARGV
-  if #KEYS ~= 1 or #argv > 5 or not argv[2] then break end
-  local key, ls, ps, bs, cs, mode = KEYS[1], argv[1], argv[2], argv[3] or '', argv[4] or '', argv[5] or ''
+  local argv, key = ARGV, KEYS[1]
+  local ls, ps, bs, cs, mode = argv[1], argv[2], argv[3], argv[4], argv[5]
+  if not ps or argv[6] or not key or KEYS[2] then break end
   -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
-  -- y" to a local that exists).
+  -- y" to a local that exists); a value past its maximum falls through, so
+  -- 16 digits and more need no check of their own.
   local limit1, period1 = @fastread(ls)@, @fastread(ps)@
   if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
   local burst1 = limit1
-  if bs ~= '' then
+  if bs and bs ~= '' then
     local b = @fastread(bs)@
 --@if window
     if not b or (b ~= 0 and b ~= limit1) then break end
@@ -27,12 +28,12 @@ repeat
   end
   if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
   local cost, check = 1, false
-  if cs ~= '' then
+  if cs and cs ~= '' then
     local c = @fastread(cs)@
     if not c or c > 1e15 then break end
     cost = c
   end
-  if mode ~= '' then
+  if mode and mode ~= '' then
     if mode ~= 'check' then break end
     check = true
   end
@@ -48,7 +49,8 @@ repeat
     if raw.err then break end
     local @texts@ = match(raw, STATE1)
     if not t1 then break end
-    s@k@ = #t@k@ <= @digits@ and t@k@ + 0 --@each field
-    if not (s@k@ and (#t@k@ == 1 or s@k@ >= 10 ^ (#t@k@ - 1)) and s@k@ <= @max@) then break end --@each field
+    if #t@k@ > @digits@ then break end --@each field
+    s@k@ = t@k@ + 0 --@each field
+    if not ((#t@k@ == 1 or s@k@ >= 10 ^ (#t@k@ - 1)) and s@k@ <= @max@) then break end --@each field
   end
   local writes, i = cost > 0 and not check, 1 -- i: the one limit
