@@ -5,10 +5,13 @@
 # the counters are zeroed, N calls are made over one connection, and the
 # instructions Redis executed are divided by N (networking included, the
 # same for every subject).
-#   bench/callgrind.sh [N]        (needs valgrind, redis-server, redis-cli)
+#   bench/callgrind.sh [N] [RUNS]   (needs valgrind, redis-server, redis-cli, bc)
+# Each subject is measured RUNS times (default 3) and its median kept; the
+# table at the end holds each against the peer and issue 20's targets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-2000}
+RUNS=${2:-3}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -43,42 +46,22 @@ measure() { # name, script file, call args... ("FCALL" as the file: the library;
   redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
   wait "$vpid" 2>/dev/null || true
   rm -f "$tmp"/cg.*
-  printf '%-40s %8.1fk instructions/call   (reply: %s)\n' "$name" "$(echo "$ir / $N / 1000" | bc -l)" "$reply"
+  last=$(echo "$ir / $N / 1000" | bc -l)
+  printf '%-44s %8.1fk instructions/call   (reply: %s)\n' "$name" "$last" "$reply" >&2
 }
 
 printf 'return 1\n' >"$tmp/one.lua"
 printf "local t = redis.call('TIME')\nlocal v = redis.call('GET', KEYS[1])\nredis.call('PSETEX', KEYS[1], 3600000, t[1] .. t[2])\nreturn { 1, 2, 3, 4, 5, 6 }\n" >"$tmp/floor.lua"
 peer_src >"$tmp/peer.lua"
-measure "return 1 (ceiling)" "$tmp/one.lua" 1 k 1000000 3600000
-measure "floor: TIME GET PSETEX, 6 integers" "$tmp/floor.lua" 1 k 1000000 3600000
-measure "peer: redis_rate v10 GCRA" "$tmp/peer.lua" 1 k 1000000 1000000 3600 1
-for s in gcra token_bucket leaky_bucket sliding_window fixed_window; do
-  measure "EVALSHA $s.lua, 1 limit" "scripts/$s.lua" 1 k 1000000 3600000
-done
-measure "EVALSHA sliding_log.lua, 1 limit" "scripts/sliding_log.lua" 1 k 10000 3600000
-measure "FCALL redisrate_gcra, 1 limit" FCALL redisrate_gcra 1 k 1000000 3600000
-measure "EVALSHA gcra.lua, 3 limits" scripts/gcra.lua 1 k 1000000 3600000 '' '' '' 1000000 3600000 '' 1000000 3600000 ''
-measure "FCALL redisrate_gcra, 3 limits" FCALL redisrate_gcra 1 k 1000000 3600000 '' '' '' 1000000 3600000 '' 1000000 3600000 ''
-
-# What the FCALL target leaves room for. Three floors by FCALL, each a
-# Functions library that does less than a decision, and the library's gcra
-# with its arguments (read and validated) or its decision (the algorithm and
-# the binding limit's bookkeeping) replaced by constants: the differences
-# are what those parts cost.
+# Floors by FCALL: what any decision costs at least (TIME, GET, PSETEX, a
+# reply of six integers), then with the state read and written as ours is.
 cat >"$tmp/floors.lua" <<'LUA'
 #!lua name=floors
-local fmt, match = ('').format, ('').match
+local match, fmt = ('').match, ('').format
 redis.register_function('floor', function(keys)
   local t = redis.call('TIME')
   redis.call('GET', keys[1])
   redis.call('PSETEX', keys[1], 3600000, t[1] .. t[2])
-  return { 1, 2, 3, 4, 5, 6 }
-end)
-redis.register_function('floor_us', function(keys)
-  local t = redis.call('TIME')
-  local now = t[1] * 1000000 + t[2]
-  redis.pcall('GET', keys[1])
-  redis.call('PSETEX', keys[1], 3600000, fmt('gcra:2 %d %d', now, 0))
   return { 1, 2, 3, 4, 5, 6 }
 end)
 redis.register_function('floor_state', function(keys)
@@ -91,32 +74,52 @@ redis.register_function('floor_state', function(keys)
   return { 1, 2, 3, 4, 5, 6 }
 end)
 LUA
-# gcra_lib [from to replacement]...: the library's gcra alone, each span of
-# lines from a line that starts with "from" up to (not including) one that
-# starts with "to" replaced.
-gcra_lib() {
-  awk -v spec="$*" '
-    BEGIN { n = split(spec, f, "\\|") }
-    skip != "" && index($0, skip) == 1 { skip = "" }
-    skip != "" { next }
-    /^-- ==== token_bucket/ { exit }
-    { for (i = 1; i + 2 <= n; i += 3) if (index($0, f[i]) == 1) { print f[i + 2]; skip = f[i + 1]; next } ; print }
-    END { print "redis.register_function(\"redisrate_gcra\", gcra)" }
-  ' scripts/library.lua
+
+# median NAME FILE ARGS...: the subject measured RUNS times; its median
+median() {
+  local vals=()
+  for _ in $(seq "$RUNS"); do measure "$@"; vals+=("$last"); done
+  printf '%s\n' "${vals[@]}" | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'
 }
-args_cut='  local n = 1 -- limits|  -- ---- The clock|  local n, nargs, cost, check, limit1, period1, burst1 = 1, 2, 1, false, 1000000, 3600000, 1000000'
-decision_cut='  local writes = cost|  -- ---- The one write|  local allowed, writes, ttl_us, out, a_i, a_rem, a_reset, a_cap = true, true, 3600000000, fmt("%s %d %d", TAG, now, 0), 1, 5, 6, 7'
-gcra_lib >"$tmp/gcra.lua"
-gcra_lib "$args_cut" >"$tmp/gcra_noargs.lua"
-gcra_lib "$decision_cut" >"$tmp/gcra_nodecision.lua"
-gcra_lib "$args_cut|$decision_cut" >"$tmp/gcra_neither.lua"
-for f in noargs nodecision; do # a cut whose lines moved would measure the whole again
-  if cmp -s "$tmp/gcra.lua" "$tmp/gcra_$f.lua"; then echo "callgrind.sh: the $f cut no longer matches scripts/library.lua" >&2; exit 1; fi
+
+declare -A k
+allowed=(1 k 1000000 3600000)      # 1,000,000 per hour: every call admitted, state present
+denied=(1 k 1 3600000)             # 1 per hour: every call after the first denied
+three=(1 k 1000000 3600000 '' '' '' 1000000 3600000 '' 1000000 3600000 '')
+k[floor]=$(median "FCALL floor: TIME GET PSETEX, 6 integers" "FCALL:$tmp/floors.lua" floor "${allowed[@]}")
+k[floor_state]=$(median "FCALL floor: + the state read and written" "FCALL:$tmp/floors.lua" floor_state "${allowed[@]}")
+k[peer]=$(median "peer: redis_rate v10 GCRA, admitted" "$tmp/peer.lua" 1 k 1000000 1000000 3600 1)
+k[peer_denied]=$(median "peer: redis_rate v10 GCRA, denied" "$tmp/peer.lua" 1 k 1 1 3600 1)
+k[gcra_fcall]=$(median "FCALL redisrate_gcra, 1 limit" FCALL redisrate_gcra "${allowed[@]}")
+k[gcra_eval]=$(median "EVALSHA gcra.lua, 1 limit" scripts/gcra.lua "${allowed[@]}")
+k[gcra_fcall_denied]=$(median "FCALL redisrate_gcra, denied" FCALL redisrate_gcra "${denied[@]}")
+k[gcra_eval_denied]=$(median "EVALSHA gcra.lua, denied" scripts/gcra.lua "${denied[@]}")
+for s in token_bucket leaky_bucket sliding_window fixed_window; do
+  k[$s]=$(median "EVALSHA $s.lua, 1 limit" "scripts/$s.lua" "${allowed[@]}")
 done
-for f in floor floor_us floor_state; do
-  measure "FCALL $f" "FCALL:$tmp/floors.lua" "$f" 1 k 1000000 3600000
+k[sliding_log]=$(median "EVALSHA sliding_log.lua, 1 limit" scripts/sliding_log.lua 1 k 10000 3600000)
+k[gcra_fcall3]=$(median "FCALL redisrate_gcra, 3 limits" FCALL redisrate_gcra "${three[@]}")
+k[gcra_eval3]=$(median "EVALSHA gcra.lua, 3 limits" scripts/gcra.lua "${three[@]}")
+
+# row NAME VALUE BASE BASENAME TARGET: VALUE against BASE, and the target met or not
+row() {
+  local ratio; ratio=$(echo "$2 / $3" | bc -l)
+  local met=no; [ "$(echo "$ratio <= $5" | bc -l)" = 1 ] && met=yes
+  printf '| %-42s | %6.1fk | %5.2fx %-13s | <= %.2fx | %-3s |\n' "$1" "$2" "$ratio" "$4" "$5" "$met"
+}
+echo
+echo "Instructions per call inside redis-server ($(redis-server --version | awk '{print $3}')), median of $RUNS runs of $N calls:"
+echo
+printf '| %-42s | %7s | %-20s | %-8s | %-3s |\n' call instructions 'against' target met
+echo '| --- | --- | --- | --- | --- |'
+row "gcra by FCALL" "${k[gcra_fcall]}" "${k[peer]}" "the peer" 0.85
+row "gcra by EVALSHA" "${k[gcra_eval]}" "${k[peer]}" "the peer" 0.92
+row "gcra denied, by FCALL" "${k[gcra_fcall_denied]}" "${k[peer_denied]}" "peer denied" 0.80
+row "gcra denied, by EVALSHA" "${k[gcra_eval_denied]}" "${k[peer_denied]}" "peer denied" 0.90
+for s in token_bucket leaky_bucket sliding_window fixed_window; do
+  row "$s by EVALSHA" "${k[$s]}" "${k[peer]}" "the peer" 1.00
 done
-measure "FCALL gcra alone" "FCALL:$tmp/gcra.lua" redisrate_gcra 1 k 1000000 3600000
-measure "FCALL gcra, arguments cut" "FCALL:$tmp/gcra_noargs.lua" redisrate_gcra 1 k 1000000 3600000
-measure "FCALL gcra, decision cut" "FCALL:$tmp/gcra_nodecision.lua" redisrate_gcra 1 k 1000000 3600000
-measure "FCALL gcra, both cut" "FCALL:$tmp/gcra_neither.lua" redisrate_gcra 1 k 1000000 3600000
+row "3 limits by FCALL" "${k[gcra_fcall3]}" "${k[gcra_fcall]}" "1 limit" 1.75
+echo
+printf 'Beside them: the peer %.1fk admitted, %.1fk denied; floors by FCALL %.1fk and %.1fk with the state; sliding_log by EVALSHA %.1fk; 3 limits by EVALSHA %.1fk (%.2fx 1 limit).\n' \
+  "${k[peer]}" "${k[peer_denied]}" "${k[floor]}" "${k[floor_state]}" "${k[sliding_log]}" "${k[gcra_eval3]}" "$(echo "${k[gcra_eval3]} / ${k[gcra_eval]}" | bc -l)"

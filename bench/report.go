@@ -156,20 +156,12 @@ func (b *bench) all(ctx context.Context) (string, error) {
 		}
 		return "**no**"
 	}
-	// The contract v2 targets: Redis CPU per call at 64 callers and one limit
-	// (the 4 traffic cases with 64 callers), against the peer's GCRA.
+	// The client side's targets (issue 20). Redis's own cost per decision is
+	// judged in instructions, which callgrind counts repeatably
+	// (bench/callgrind.sh, the table above this block), not in the wall
+	// time of these cells.
 	at64 := func(s scenario) bool { return s.callers == 64 }
-	m, lo, hi := judge(index("gcra (FCALL)"), peer, cpu, at64)
-	fmt.Fprintf(&r, "| GCRA by FCALL: Redis CPU per call ≤ 0.80× the peer's | %.2f× (%.2f–%.2f over the 4 cases at 64 callers) | %s |\n", m, lo, hi, met(m <= 0.80))
-	m, lo, hi = judge(index("gcra (EVALSHA)"), peer, cpu, at64)
-	fmt.Fprintf(&r, "| GCRA by EVALSHA of gcra.lua: ≤ 0.90× the peer's | %.2f× (%.2f–%.2f) | %s |\n", m, lo, hi, met(m <= 0.90))
-	for a := redisrate.TokenBucket; a <= redisrate.SlidingLog; a++ {
-		m, lo, hi = judge(index(a.String()+" (EVALSHA)"), peer, cpu, at64)
-		fmt.Fprintf(&r, "| %s by EVALSHA: ≤ 1.0× the peer's | %.2f× (%.2f–%.2f) | %s |\n", a, m, lo, hi, met(m <= 1))
-	}
-	m, lo, hi = judge(index("gcra, 3 limits (EVALSHA)"), index("gcra (EVALSHA)"), cpu, at64)
-	fmt.Fprintf(&r, "| GCRA with 3 limits: ≤ 1.5× a one-limit call | %.2f× (%.2f–%.2f) | %s |\n", m, lo, hi, met(m <= 1.5))
-	m, lo, hi = judge(index("gcra (Limiter.Allow, FCALL)"), floor, perSec, at64)
+	m, lo, hi := judge(index("gcra (Limiter.Allow, FCALL)"), floor, perSec, at64)
 	fmt.Fprintf(&r, "| GCRA decisions/s through the Limiter ≥ 0.90× the floor's | %.2f× (%.2f–%.2f) | %s |\n", m, lo, hi, met(m >= 0.90))
 	allocs, err := b.allocs(ctx)
 	if err != nil {
