@@ -5,9 +5,11 @@ GO ?= go
 STATICCHECK ?= staticcheck
 # Every Go module of the repository; nested modules keep their dependencies
 # (OpenTelemetry, gRPC, testcontainers, the peer) out of the library's go.sum.
+# go.work lists the same, so that each is built against the others as they
+# are here (a test in internal/modules checks both lists).
 MODULES := . otelrate grpclimit integration_test bench
 
-.PHONY: test check generate
+.PHONY: test check generate tidy
 test:
 	@for m in $(MODULES); do \
 	  if [ -f $$m/go.mod ]; then \
@@ -18,7 +20,8 @@ test:
 	@echo "== go test . (allocation counts, which -race changes)"
 	@$(GO) test -count=1 -run 'Alloc' .
 
-# gofmt, go vet and staticcheck in every module, and generated files up to date.
+# gofmt, go vet and staticcheck in every module (in the workspace), then each
+# module's go.mod and go.sum tidy and enough on their own, as published.
 check:
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); \
 	if [ -n "$$bad" ]; then echo "gofmt would change: $$bad"; exit 1; fi
@@ -28,6 +31,11 @@ check:
 	    (cd $$m && $(GO) vet ./... && $(STATICCHECK) ./...) || exit 1; \
 	  fi; \
 	done
+	@GO="$(GO)" ./.ci/tidy -check $(MODULES)
+
+# go mod tidy in every module, outside the workspace (go mod tidy ignores go.work).
+tidy:
+	@GO="$(GO)" ./.ci/tidy $(MODULES)
 
 # The bench, a module of its own, imports no other module's internal
 # packages: it gets its copy of internal/redisserver, which a test keeps equal.
