@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 
-	"github.com/redisrate/redisrate/internal/redisserver"
+	"github.com/redisrate/redisrate/bench/internal/redisserver"
 )
 
 // startRedis starts redis-server (bin on PATH) on a free 127.0.0.1 port,

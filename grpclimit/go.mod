@@ -20,4 +20,3 @@ require (
 	golang.org/x/text v0.42.0 // indirect
 )
 
-replace github.com/redisrate/redisrate => ../

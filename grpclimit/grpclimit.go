@@ -45,7 +45,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/redisrate/redisrate"
-	"github.com/redisrate/redisrate/internal/ratefields"
+	"github.com/redisrate/redisrate/ratefields"
 )
 
 // The response metadata keys.

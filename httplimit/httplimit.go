@@ -63,7 +63,7 @@ import (
 	"strconv"
 
 	"github.com/redisrate/redisrate"
-	"github.com/redisrate/redisrate/internal/ratefields"
+	"github.com/redisrate/redisrate/ratefields"
 )
 
 // Headers selects sets of response headers, to switch them off with

@@ -2,17 +2,16 @@ module github.com/redisrate/redisrate/integration_test
 
 go 1.26.0
 
-replace github.com/redisrate/redisrate => ../
-
 require (
 	github.com/moby/moby/api v1.56.1
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/redisrate/redisrate v0.0.0-00010101000000-000000000000
+	github.com/redisrate/redisrate v0.0.0
 	github.com/testcontainers/testcontainers-go v0.45.0
 )
 
 require (
 	dario.cat/mergo v1.0.2 // indirect
+	github.com/Azure/go-ansiterm v0.0.0-20261006220739-8c912ac31dd4 // indirect
 	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

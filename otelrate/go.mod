@@ -27,4 +27,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 )
 
-replace github.com/redisrate/redisrate => ../

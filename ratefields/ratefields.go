@@ -1,8 +1,22 @@
 // Package ratefields computes the values of the RateLimit-Policy and
-// RateLimit fields of draft-ietf-httpapi-ratelimit-headers-10 (and the
-// legacy X-RateLimit-* values, and Retry-After) from redisrate limits and
-// results, for the httplimit middleware and the grpclimit interceptors, so
-// that HTTP headers and gRPC metadata always say the same.
+// RateLimit fields of draft-ietf-httpapi-ratelimit-headers-10, of
+// Retry-After and of the legacy X-RateLimit-Reset, from redisrate limits
+// and results.
+//
+// The httplimit middleware sends them as HTTP headers and the grpclimit
+// interceptors (a module of their own) as the gRPC metadata ratelimit-policy
+// and ratelimit; both compute them here, so that they always say the same.
+// Middleware for another framework or protocol can send the same values.
+//
+// A RateLimit-Policy item is a policy name with q, the quota, and w, the
+// window in whole seconds: q units every w seconds is the limit's long-run
+// rate. When the limit refills its whole capacity in a whole number of
+// seconds, q is that capacity (the burst of a bucket, the limit of a
+// window) and w that time; otherwise (a sub-second period, a refill time
+// such as 1.5 s) w is the shortest whole number of seconds that holds a
+// whole number of periods, and q what those periods replenish. A RateLimit
+// item is the name of the binding limit with r, the units left, and t, the
+// seconds until more quota comes (absent at full capacity).
 package ratefields
 
 import (
@@ -17,14 +31,19 @@ import (
 )
 
 // Set is one set of limits, applied together, with a policy name for each.
+// The zero Set has no limits: its fields are empty.
 type Set struct {
+	// Limits are the limits New was given (a copy of them), in the order
+	// of their names: pass them to the Limiter that decides. Read them,
+	// never change them: the fields describe the limits as they were.
 	Limits []redisrate.Limit
 	names  []string // quoted sf-strings, one per limit
 	policy string   // the RateLimit-Policy value
 }
 
 // New names limits for the fields: names[i] names limits[i]. It refuses
-// what the fields cannot carry.
+// what the fields cannot carry: no limits, a name for each missing, a name
+// twice, or a name CheckName refuses.
 func New(names []string, limits []redisrate.Limit) (*Set, error) {
 	if len(limits) == 0 {
 		return nil, errors.New("no limits")
@@ -43,8 +62,8 @@ func New(names []string, limits []redisrate.Limit) (*Set, error) {
 			return nil, fmt.Errorf("policy name %q twice", n)
 		}
 		seen[n] = true
-		q, w := Window(limits[i])
-		s.names = append(s.names, SFString(n))
+		q, w := window(limits[i])
+		s.names = append(s.names, sfString(n))
 		items = append(items, fmt.Sprintf("%s;q=%d;w=%d", s.names[i], q, w))
 	}
 	s.policy = strings.Join(items, ", ")
@@ -55,23 +74,36 @@ func New(names []string, limits []redisrate.Limit) (*Set, error) {
 // window w.
 func (s *Set) Policy() string { return s.policy }
 
-// Name is the policy name of limit i, unquoted.
-func (s *Set) Name(i int) string { return unquote(s.names[i]) }
+// Name is the policy name of limit i, unquoted, or "" for an i out of
+// range.
+func (s *Set) Name(i int) string {
+	if i < 0 || i >= len(s.names) {
+		return ""
+	}
+	return unquote(s.names[i])
+}
 
 // RateLimit is the RateLimit value for res, a Result of these limits: the
 // binding limit's name, r its units left and, when more quota is to come, t
-// the seconds until it comes (see Next). Never call it for a degraded
-// Result: it carries no quota to report.
+// the seconds until it comes. Never send it for a degraded Result
+// (res.Degraded()): that carries no quota to report. It is "" for a Set
+// without limits.
 func (s *Set) RateLimit(res redisrate.Result) string {
+	if len(s.names) == 0 {
+		return ""
+	}
 	b := min(max(res.Binding, 0), len(s.names)-1)
 	item := s.names[b] + ";r=" + strconv.FormatInt(max(res.Remaining, 0), 10)
-	if t, ok := Next(s.Limits[b], res); ok {
+	if b >= len(s.Limits) {
+		return item
+	}
+	if t, ok := next(s.Limits[b], res); ok {
 		item += ";t=" + strconv.FormatInt(CeilSeconds(t), 10)
 	}
 	return item
 }
 
-// Next is the draft's t: how long until additional quota of limit l (the
+// next is the draft's t: how long until additional quota of limit l (the
 // binding limit of res) is made available, as far as res tells. It is
 // false when l is at full capacity, with nothing more to come.
 //
@@ -81,7 +113,7 @@ func (s *Set) RateLimit(res redisrate.Result) string {
 // time until full capacity (ResetAfter), the latest moment at which more
 // quota is certain. On a denial it is at most the RetryAfter, so that it
 // never points past Retry-After.
-func Next(l redisrate.Limit, res redisrate.Result) (time.Duration, bool) {
+func next(l redisrate.Limit, res redisrate.Result) (time.Duration, bool) {
 	missing := res.Capacity - max(res.Remaining, 0)
 	if missing <= 0 || res.ResetAfter <= 0 {
 		return 0, false
@@ -112,14 +144,10 @@ func Next(l redisrate.Limit, res redisrate.Result) (time.Duration, bool) {
 	return max(d, time.Millisecond), true
 }
 
-// Window is the q and w of limit l in RateLimit-Policy: q units in w
-// seconds, w whole and at least 1, with q/w the limit's long-run rate.
-// When the limit refills its whole capacity in a whole number of seconds,
-// q is the capacity (the burst for buckets, the limit for windows) and w
-// that time; otherwise (a sub-second period, a refill time such as 1.5 s)
-// w is the shortest whole number of seconds that holds a whole number of
-// periods, and q is what those periods replenish.
-func Window(l redisrate.Limit) (q, w int64) {
+// window is the q and w of limit l in RateLimit-Policy: q units in w
+// seconds, w whole and at least 1, with q/w the limit's long-run rate (the
+// package documentation says which q and w).
+func window(l redisrate.Limit) (q, w int64) {
 	capacity, rate := uint64(max(int64(l.Capacity()), 1)), uint64(max(int64(l.Rate), 1))
 	periodMs := uint64(max(l.Period/time.Millisecond, 1))
 	var refillMs uint64
@@ -193,8 +221,8 @@ func CheckName(s string) error {
 	return nil
 }
 
-// SFString quotes s as a structured-field string (RFC 9651 section 3.3.3).
-func SFString(s string) string {
+// sfString quotes s as a structured-field string (RFC 9651 section 3.3.3).
+func sfString(s string) string {
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
 }
 

@@ -28,7 +28,7 @@ func TestWindow(t *testing.T) {
 		{redisrate.PerSecond(10).WithBurst(25).WithAlgorithm(redisrate.TokenBucket), 10, 1}, // not 25 in 3 s: by the rate
 		{redisrate.Per(1e15, 1e12*time.Millisecond), 1e15, 1e9},
 	} {
-		q, w := Window(tc.limit)
+		q, w := window(tc.limit)
 		if q != tc.q || w != tc.w {
 			t.Errorf("%v: q=%d;w=%d; want q=%d;w=%d", tc.limit, q, w, tc.q, tc.w)
 		}
@@ -60,12 +60,12 @@ func TestNext(t *testing.T) {
 			redisrate.Result{Remaining: 0, Capacity: 10, RetryAfter: 3000 * ms, ResetAfter: 90000 * ms}, 3000 * ms},
 		{"never", redisrate.PerMinute(3), redisrate.Result{Remaining: 3, Capacity: 3, RetryAfter: redisrate.InfDuration}, 0},
 	} {
-		got, ok := Next(tc.limit, tc.res)
+		got, ok := next(tc.limit, tc.res)
 		if !ok {
 			got = 0
 		}
 		if got != tc.want {
-			t.Errorf("%s: Next = %v, %v; want %v", tc.name, got, ok, tc.want)
+			t.Errorf("%s: next = %v, %v; want %v", tc.name, got, ok, tc.want)
 		}
 	}
 }
@@ -91,5 +91,22 @@ func TestSet(t *testing.T) {
 	}
 	if c := CeilSeconds(time.Second + 1); c != 2 {
 		t.Errorf("CeilSeconds(1s+1ns) = %d", c)
+	}
+}
+
+// The zero Set has no limits and names none: its fields are empty, and no
+// method panics, nor Name out of range.
+func TestZeroSet(t *testing.T) {
+	var s Set
+	res := redisrate.Result{Allowed: true, Remaining: 1, Capacity: 2, ResetAfter: time.Second}
+	if s.Policy() != "" || s.RateLimit(res) != "" || s.Name(0) != "" {
+		t.Errorf("zero Set: Policy %q, RateLimit %q, Name(0) %q; want all empty", s.Policy(), s.RateLimit(res), s.Name(0))
+	}
+	one, err := New([]string{"a"}, []redisrate.Limit{redisrate.PerSecond(2)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if one.Name(-1) != "" || one.Name(1) != "" {
+		t.Errorf("Name out of range: %q, %q; want empty", one.Name(-1), one.Name(1))
 	}
 }
