@@ -86,10 +86,7 @@ func (l *Limiter) AllowBatch(ctx context.Context, reqs []Request) ([]Result, err
 
 	l.sendBatch(ctx, pending)
 	for _, o := range pending {
-		if e, ok := o.err.(*Error); ok && e.unavailable() {
-			l.fail(o.ctx, o, o.blimits, e)
-		}
-		l.startProbe(o)
+		l.finish(o.ctx, o, o.blimits)
 	}
 
 	results := make([]Result, len(reqs))
@@ -118,6 +115,12 @@ func (l *Limiter) AllowBatch(ctx context.Context, reqs []Request) ([]Result, err
 // NOSCRIPT), then settle for each.
 func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 	if len(ops) == 0 {
+		return
+	}
+	if err := ctx.Err(); err != nil {
+		for _, o := range ops {
+			o.err = callerGaveUp(o, err, nil)
+		}
 		return
 	}
 	if l.health.skip() {
@@ -164,6 +167,6 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 	}
 	for _, s := range all {
 		v, err := s.cmd.Result()
-		l.settle(s.o, s.o.blimits, v, err)
+		l.settle(ctx, s.o, s.o.blimits, v, err)
 	}
 }

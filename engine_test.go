@@ -322,10 +322,12 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// A call the caller cancelled is not decided by a failure policy or a
-// fallback: nobody waits for the answer, and an admission would be recorded
-// in the fallback for nothing. So too while the circuit breaker is open
-// (the default), when the call never reaches Redis.
+// A call the caller cancelled, or whose deadline passed, is not decided by
+// a failure policy or a fallback: nobody waits for the answer, an
+// admission would be recorded in the fallback for nothing, and a caller
+// could buy admissions with a deadline in the past. So too while the
+// circuit breaker is open (the default), when the call never reaches
+// Redis.
 func TestCancelledCallIsNotDecidedByPolicy(t *testing.T) {
 	fb := NewLimiter(newFakeRedis(t).rdb)
 	for _, c := range []struct {
@@ -345,14 +347,14 @@ func TestCancelledCallIsNotDecidedByPolicy(t *testing.T) {
 			}
 		}
 		for name, call := range callKinds(l) {
-			t.Run(c.name+"/"+name, func(t *testing.T) {
-				ctx, cancel := context.WithCancel(context.Background())
-				cancel()
-				res, err := call(ctx)
-				if !errors.Is(err, context.Canceled) || res.Allowed {
-					t.Errorf("cancelled %s on a down Redis (%s): %+v, %v; want an error matching context.Canceled", name, c.name, res, err)
-				}
-			})
+			for how, ctx := range gaveUp(t) {
+				t.Run(c.name+"/"+name+"/"+how, func(t *testing.T) {
+					res, err := call(ctx)
+					if !isCallerError(err, ctx.Err()) || res.Allowed || res.Source != SourceRedis {
+						t.Errorf("%s %s on a down Redis (%s): %+v, %v; want the context's error alone", how, name, c.name, res, err)
+					}
+				})
+			}
 		}
 	}
 }

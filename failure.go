@@ -66,9 +66,15 @@ func (p FailurePolicy) String() string {
 // otherwise the client's timeouts and retries bound it (about 1.7 s with
 // go-redis's defaults when Redis is down). The circuit breaker
 // (WithCircuitBreaker) makes every call after the first failure answer at
-// once. A call whose context the caller cancelled is not decided by the
-// policy or the fallback: it gets an error matching context.Canceled (a
-// passed deadline is an outage like any other, and is decided).
+// once.
+//
+// Only the Limiter's own view of Redis is a Redis failure. A call whose
+// context the caller cancelled, or whose deadline passed, before Redis
+// decided is not decided by the policy or the fallback, and the breaker
+// does not count it: it gets an error that matches the context's error
+// (context.Canceled or context.DeadlineExceeded) and not ErrUnavailable.
+// Otherwise a client that sets its own deadline (gRPC's grpc-timeout) could
+// buy admissions under FailOpen, or open the breaker for everyone.
 func WithFailurePolicy(p FailurePolicy) Option {
 	return func(l *Limiter) { l.policy = p }
 }
@@ -120,11 +126,6 @@ func WithLogger(logger *slog.Logger) Option {
 	return func(l *Limiter) { l.logger = logger }
 }
 
-// fallbackTimeout bounds a fallback call that outlives the caller's
-// context: the caller's deadline has often passed already when Redis was
-// slow, and the in-process decision is still worth having.
-const fallbackTimeout = time.Second
-
 // inFallback marks the context of a fallback call, so that fallbacks that
 // fall back on each other stop after one hop.
 type inFallback struct{}
@@ -132,23 +133,15 @@ type inFallback struct{}
 // fail is the failure stage: o failed with e, which matches
 // ErrUnavailable. The fallback decides, or else the policy.
 func (l *Limiter) fail(ctx context.Context, o *op, limits []Limit, e *Error) {
-	if err := ctx.Err(); errors.Is(err, context.Canceled) && !errors.Is(e, context.Canceled) {
-		// Cancelled, but failed for another reason first (the breaker kept
-		// it from Redis): the caller still learns it was cancelled.
-		e = &Error{Script: e.Script, Key: e.Key, Err: fmt.Errorf("%w (%v)", err, e.Err), kind: e.kind}
-		o.err = e
-	}
-	if errors.Is(e, context.Canceled) {
-		return // the caller gave up on this call: nothing to decide for it
-	}
 	if o.kind == KindReset {
 		return // nothing else can reset Redis's state
 	}
 	if fb := l.fallback; fb != nil && fb != l && ctx.Value(inFallback{}) == nil {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fallbackTimeout)
-		fctx = context.WithValue(fctx, inFallback{}, true)
-		res, err := fb.call(fctx, o.kind, o.ukey, o.cost, limits)
-		cancel()
+		res, err := fb.call(context.WithValue(ctx, inFallback{}, true), o.kind, o.ukey, o.cost, limits)
+		if cerr := ended(ctx); err != nil && cerr != nil {
+			o.err = callerGaveUp(o, cerr, e.Err) // the caller gave up while the fallback decided
+			return
+		}
 		if err == nil {
 			if res.Degraded() {
 				res.Cause = errors.Join(e, res.Cause) // the fallback's own policy decided: both failures matter

@@ -160,7 +160,9 @@ type ErrorHandler func(ctx context.Context, method string, err error) error
 // fails the call with codes.InvalidArgument, naming what is missing; one
 // that matches redisrate.ErrUnavailable with codes.Unavailable and a
 // RetryInfo of one second; any other (a key holding other data, a failing
-// KeyFunc) with codes.Internal. The status never shows the error's text,
+// KeyFunc) with codes.Internal; a call whose context ended before the
+// limit was decided with the context's code (DeadlineExceeded, Canceled).
+// The status never shows the error's text,
 // which may describe the infrastructure.
 func RefuseOnError(ctx context.Context, method string, err error) error {
 	switch {
@@ -168,14 +170,25 @@ func RefuseOnError(ctx context.Context, method string, err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, redisrate.ErrUnavailable):
 		return withRetry(codes.Unavailable, "the rate limiter is unavailable; try again later", time.Second, nil)
+	case callerGaveUp(err):
+		return status.FromContextError(err).Err()
 	}
 	return status.Error(codes.Internal, "the rate limit could not be decided")
 }
 
+// callerGaveUp reports an error of the Limiter for a call whose context
+// ended (its deadline, which the client sets, passed) before Redis
+// decided: never a reason to let it through.
+func callerGaveUp(err error) bool {
+	return !errors.Is(err, redisrate.ErrUnavailable) &&
+		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+}
+
 // ServeOnError lets a call through when its limit cannot be decided, but
-// still refuses one without its key (ErrNoKey), as RefuseOnError does.
+// still refuses one without its key (ErrNoKey), and one whose context
+// ended before the limit was decided, as RefuseOnError does.
 func ServeOnError(ctx context.Context, method string, err error) error {
-	if errors.Is(err, ErrNoKey) {
+	if errors.Is(err, ErrNoKey) || callerGaveUp(err) {
 		return RefuseOnError(ctx, method, err)
 	}
 	return nil

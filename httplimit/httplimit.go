@@ -56,6 +56,7 @@
 package httplimit
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -95,8 +96,10 @@ type ErrorHandler func(w http.ResponseWriter, r *http.Request, next http.Handler
 // is missing; an error that matches redisrate.ErrUnavailable gets 503
 // Service Unavailable with Retry-After: 1; any other error (a bug: a key
 // that holds other data, a plan that does not exist) gets 500 Internal
-// Server Error. Neither shows the error's text, which may describe the
-// infrastructure. Wrap it to log the error first.
+// Server Error. A request whose context ended before the limit was decided
+// (the client went away, a deadline passed) gets 503 without Retry-After.
+// Neither shows the error's text, which may describe the infrastructure.
+// Wrap it to log the error first.
 //
 // Refusing is the safe choice for limits that protect against abuse
 // (logins, costly endpoints, paid third-party calls): an outage of Redis
@@ -112,6 +115,11 @@ func RefuseOnError(w http.ResponseWriter, r *http.Request, next http.Handler, er
 			Type: "about:blank", Title: "Service Unavailable",
 			Detail: "The rate limiter is unavailable; try again later.",
 		})
+	case callerGaveUp(err):
+		writeProblem(w, http.StatusServiceUnavailable, problem{
+			Type: "about:blank", Title: "Service Unavailable",
+			Detail: "The request ended before its rate limit was decided.",
+		})
 	default:
 		writeProblem(w, http.StatusInternalServerError, problem{
 			Type: "about:blank", Title: "Internal Server Error",
@@ -123,10 +131,12 @@ func RefuseOnError(w http.ResponseWriter, r *http.Request, next http.Handler, er
 // ServeOnError serves the request without a limit when its limit cannot be
 // decided: availability first, for limits that only smooth load. A request
 // without its key (ErrNoKey) is still refused with 400, as with
-// RefuseOnError: leaving the key out must not be a way around the limit.
+// RefuseOnError: leaving the key out must not be a way around the limit;
+// so is a request whose context ended before the limit was decided (a
+// client that went away, a deadline passed): that is not Redis failing.
 // Wrap it to log the error first.
 func ServeOnError(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
-	if errors.Is(err, ErrNoKey) {
+	if errors.Is(err, ErrNoKey) || callerGaveUp(err) {
 		RefuseOnError(w, r, next, err)
 		return
 	}
@@ -477,4 +487,11 @@ func writeProblem(w http.ResponseWriter, status int, p problem) {
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(body, '\n'))
+}
+
+// callerGaveUp reports an error of the Limiter for a request whose context
+// ended before Redis decided: never a reason to serve it.
+func callerGaveUp(err error) bool {
+	return !errors.Is(err, redisrate.ErrUnavailable) &&
+		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }

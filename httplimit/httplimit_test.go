@@ -707,3 +707,40 @@ func TestNewErrors(t *testing.T) {
 		t.Errorf("invalid limit: %v does not match ErrInvalid", err)
 	}
 }
+
+// A request whose context ended before its limit was decided (a client
+// that went away, a server-side deadline that passed) is never served, and
+// is not a Redis failure: under FailOpen it is not admitted, and it does not
+// open the breaker so that an exhausted client is served after it (issue 24).
+func TestCallerGaveUpNotServed(t *testing.T) {
+	for name, onError := range map[string]ErrorHandler{"RefuseOnError": nil, "ServeOnError": ServeOnError} {
+		e := newEnv(t)
+		next := &served{}
+		h := mustNew(t, Config{
+			Limiter: redisrate.NewLimiter(e.rdb, redisrate.WithFailurePolicy(redisrate.FailOpen)),
+			Limits:  []redisrate.Limit{redisrate.PerMinute(1)},
+			Key:     KeyFunc(func(r *http.Request) (string, error) { return r.Header.Get("X-Who"), nil }),
+			OnError: onError,
+		}).Handler(next)
+		if w := do(h, "", "X-Who", "victim"); w.Code != 200 {
+			t.Fatalf("%s: the victim's first request: %d", name, w.Code)
+		}
+		expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+		defer cancel()
+		for range 20 {
+			r := httptest.NewRequest("GET", "/things", nil).WithContext(expired)
+			r.Header.Set("X-Who", "attacker")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != 503 || w.Header().Get("Retry-After") != "" {
+				t.Errorf("%s: expired request: %d, Retry-After %q; want 503 without Retry-After", name, w.Code, w.Header().Get("Retry-After"))
+			}
+		}
+		if next.n != 1 {
+			t.Errorf("%s: served %d requests; want only the victim's first", name, next.n)
+		}
+		if w := do(h, "", "X-Who", "victim"); w.Code != 429 {
+			t.Errorf("%s: the victim after the expired requests: %d; want 429", name, w.Code)
+		}
+	}
+}
