@@ -258,8 +258,8 @@ func TestFallbackFailsToo(t *testing.T) {
 		}
 	}
 	res, err := NewLimiter(downRedis(t), WithFallback(fb), WithFailurePolicy(FailClosed)).Allow(context.Background(), "k", PerMinute(3))
-	if err != nil || res.Allowed || res.Source != SourceFailClosed || res.RetryAfter != 20*time.Second {
-		t.Fatalf("%+v, %v: want a fail-closed denial, retry in one emission interval (20s)", res, err)
+	if err != nil || res.Allowed || res.Source != SourceFailClosed || res.RetryAfter != time.Second {
+		t.Fatalf("%+v, %v: want a fail-closed denial, retry in 1s", res, err)
 	}
 }
 
@@ -279,19 +279,6 @@ func TestFallbackCycle(t *testing.T) {
 	}
 	if _, err := a.Allow(context.Background(), "k", PerMinute(3)); err != nil {
 		t.Fatal(err)
-	}
-}
-
-func TestEmissionInterval(t *testing.T) {
-	for lim, want := range map[Limit]time.Duration{
-		PerMinute(3):                  20 * time.Second,
-		PerSecond(3):                  334 * time.Millisecond,
-		PerSecond(1e15):               time.Millisecond,
-		Per(1, 1e12*time.Millisecond): 1e12 * time.Millisecond,
-	} {
-		if got := emissionInterval(lim); got != want {
-			t.Errorf("emissionInterval(%v) = %v, want %v", lim, got, want)
-		}
 	}
 }
 
@@ -354,6 +341,31 @@ func TestCancelledCallIsNotDecidedByPolicy(t *testing.T) {
 						t.Errorf("%s %s on a down Redis (%s): %+v, %v; want the context's error alone", how, name, c.name, res, err)
 					}
 				})
+			}
+		}
+	}
+}
+
+// TestFailClosedRetryHintIsTheOutage: a FailClosed denial while Redis is
+// down asks the caller to come back when the outage may be over, not when
+// the quota would refill: 1 s, or the breaker's probe interval when longer,
+// for a PerDay(1) limit as for any other (issue 24 item 4: it said 24 h).
+func TestFailClosedRetryHintIsTheOutage(t *testing.T) {
+	for _, c := range []struct {
+		opts []Option
+		want time.Duration
+	}{
+		{nil, time.Second},
+		{[]Option{WithCircuitBreaker(0)}, time.Second},
+		{[]Option{WithCircuitBreaker(5 * time.Second)}, 5 * time.Second},
+	} {
+		l := NewLimiter(downRedis(t), append(c.opts, WithFailurePolicy(FailClosed))...)
+		for _, lim := range []Limit{PerDay(1), PerSecond(1000), PerMinute(3)} {
+			for call := range 2 { // the failure, then the open breaker's answer
+				res, err := l.Allow(context.Background(), "k", lim)
+				if err != nil || res.Source != SourceFailClosed || res.RetryAfter != c.want {
+					t.Errorf("%v, call %d: %+v, %v; want a fail-closed denial with RetryAfter %v", lim, call, res, err, c.want)
+				}
 			}
 		}
 	}

@@ -36,9 +36,12 @@ const (
 	// Result: the caller decides. It is the default.
 	FailError FailurePolicy = iota
 	// FailClosed denies the request: a Result with Allowed false, Source
-	// SourceFailClosed and RetryAfter one emission interval (Period/Rate,
-	// rounded up to the millisecond) of the first limit, so that
-	// well-behaved callers back off.
+	// SourceFailClosed and a RetryAfter that reflects the outage, not the
+	// quota: one second, or the circuit breaker's probe interval if that is
+	// longer (see WithCircuitBreaker), since Redis's decisions can resume
+	// within one probe interval of its return. (A quota's period would keep
+	// well-behaved clients of a PerDay(1) limit away for a day after a
+	// one-second outage.)
 	FailClosed
 	// FailOpen admits the request: a Result with Allowed true, Remaining 0
 	// and Source SourceFailOpen. It keeps a service up while its limiter is
@@ -161,7 +164,7 @@ func (l *Limiter) fail(ctx context.Context, o *op, limits []Limit, e *Error) {
 	lim := limits[0]
 	switch l.policy {
 	case FailClosed:
-		o.res = Result{RetryAfter: emissionInterval(lim), Capacity: lim.Capacity(), Limit: lim, Source: SourceFailClosed, Cause: e}
+		o.res = Result{RetryAfter: l.health.retryAfter(), Capacity: lim.Capacity(), Limit: lim, Source: SourceFailClosed, Cause: e}
 	case FailOpen:
 		o.res = Result{Allowed: true, Capacity: lim.Capacity(), Limit: lim, Source: SourceFailOpen, Cause: e}
 	default:
@@ -171,16 +174,8 @@ func (l *Limiter) fail(ctx context.Context, o *op, limits []Limit, e *Error) {
 	l.health.degraded.Add(1)
 }
 
-// emissionInterval is the time one unit of lim takes to come back,
-// rounded up to the millisecond: a retry hint that does not invite a retry
-// storm while Redis is away.
-func emissionInterval(lim Limit) time.Duration {
-	if lim.Rate <= 0 || lim.Period <= 0 {
-		return time.Second
-	}
-	d := (lim.Period + time.Duration(lim.Rate) - 1) / time.Duration(lim.Rate)
-	return max(ceilMs(d), time.Millisecond)
-}
+// minOutageRetry is the shortest retry hint while Redis is down.
+const minOutageRetry = time.Second
 
 // health follows Redis's failures: the circuit breaker and the bursts that
 // WithLogger reports.
@@ -197,6 +192,14 @@ type health struct {
 	lastProbe time.Time
 	probing   bool
 	probes    sync.WaitGroup // tests wait for probes
+}
+
+// retryAfter is the retry hint of a denial by policy while Redis is down:
+// when a decision of Redis can be expected again, the breaker probing once
+// per interval (never under minOutageRetry, so that clients do not hammer
+// the service meanwhile).
+func (h *health) retryAfter() time.Duration {
+	return max(minOutageRetry, h.probeEvery)
 }
 
 // skip reports whether the breaker is open: do not ask Redis.

@@ -35,7 +35,7 @@ func ExampleWithFailurePolicy() {
 	fmt.Println(res.Allowed, res.Source, res.RetryAfter, res.Degraded())
 	// Output:
 	// true
-	// false fail-closed 200ms true
+	// false fail-closed 1s true
 }
 
 // While Redis is away, a fallback Limiter on an in-process Redis decides
@@ -124,7 +124,7 @@ func ExampleFailurePolicy() {
 	}
 	// Output:
 	// fail-error: allowed=false source=redis retry=0s unavailable=true
-	// fail-closed: allowed=false source=fail-closed retry=10s unavailable=false
+	// fail-closed: allowed=false source=fail-closed retry=1s unavailable=false
 	// fail-open: allowed=true source=fail-open retry=0s unavailable=false
 }
 

@@ -258,8 +258,13 @@ func TestRedisDown(t *testing.T) {
 		if status.Code(err) != codes.Unavailable {
 			t.Fatalf("%v; want Unavailable", err)
 		}
-		if wait, _ := details(t, err); wait != 6*time.Second {
-			t.Errorf("RetryInfo %v; want 6s (one emission interval)", wait)
+		if wait, _ := details(t, err); wait != time.Second {
+			t.Errorf("RetryInfo %v; want 1s (the outage's hint, not the quota's)", wait)
+		}
+		// Not a day for a daily quota (issue 24 item 4).
+		_, err = call(t, serve(t, grpclimit.Config{Limiter: down(t, redisrate.WithFailurePolicy(redisrate.FailClosed)), Limits: []redisrate.Limit{redisrate.PerDay(1)}}))
+		if wait, _ := details(t, err); status.Code(err) != codes.Unavailable || wait != time.Second {
+			t.Errorf("PerDay(1): %v, RetryInfo %v; want Unavailable, 1s", err, wait)
 		}
 		if len(md.Get("ratelimit")) != 0 {
 			t.Errorf("ratelimit metadata %v on a policy's denial", md)

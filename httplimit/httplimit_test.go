@@ -559,8 +559,13 @@ func TestRedisDown(t *testing.T) {
 		if w.Code != 503 || next.n != 0 {
 			t.Errorf("%d, served %d; want 503, 0", w.Code, next.n)
 		}
-		if ra := w.Header().Get("Retry-After"); ra != "6" { // one emission interval, 60 s / 10
-			t.Errorf("Retry-After %q; want 6", ra)
+		if ra := w.Header().Get("Retry-After"); ra != "1" { // the outage's hint, not the quota's
+			t.Errorf("Retry-After %q; want 1", ra)
+		}
+		// Not a day for a daily quota (issue 24 item 4).
+		w = do(mustNew(t, Config{Limiter: down(t, redisrate.WithFailurePolicy(redisrate.FailClosed)), Limits: []redisrate.Limit{redisrate.PerDay(1)}}).Handler(next), "")
+		if ra := w.Header().Get("Retry-After"); w.Code != 503 || ra != "1" {
+			t.Errorf("PerDay(1): %d, Retry-After %q; want 503, 1", w.Code, ra)
 		}
 		if p := readProblem(t, w); p.Type == "https://iana.org/assignments/http-problem-types#quota-exceeded" {
 			t.Errorf("problem %+v: a policy's denial is no spent quota", p)
