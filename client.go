@@ -44,6 +44,8 @@ type Limiter struct {
 	health        health
 	observer      Observer
 	logger        *slog.Logger
+	timeout       time.Duration // the decision deadline; 0: none but the caller's
+	honoursCtx    bool          // rdb stops a command at its context's deadline
 }
 
 // Option configures a Limiter.
@@ -51,7 +53,7 @@ type Option func(*Limiter)
 
 // NewLimiter returns a Limiter that runs the scripts on rdb.
 func NewLimiter(rdb Client, opts ...Option) *Limiter {
-	l := &Limiter{rdb: rdb}
+	l := &Limiter{rdb: rdb, timeout: defaultDecisionTimeout}
 	l.health.probeEvery = DefaultProbeInterval
 	l.health.now = time.Now
 	for _, o := range opts {
@@ -59,6 +61,7 @@ func NewLimiter(rdb Client, opts ...Option) *Limiter {
 	}
 	if rdb != nil {
 		l.loader = newLoader(rdb)
+		l.honoursCtx = honoursDeadlines(rdb)
 	}
 	return l
 }

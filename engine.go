@@ -183,7 +183,17 @@ func (l *Limiter) send(ctx context.Context, o *op, limits []Limit) {
 		return
 	}
 	o.sent, o.resets = l.sentAt()
-	v, err := l.loader.run(ctx, o.s, o.access, []string{o.key}, o.argv(limits))
+	keys, args := []string{o.key}, o.argv(limits)
+	dctx, cancel, own := l.deadline(ctx)
+	var v any
+	var err error
+	if l.honoursCtx || dctx.Done() == nil {
+		v, err = l.loader.run(dctx, o.s, o.access, keys, args)
+	} else {
+		v, err = l.detached(dctx, o.s, o.access, keys, args)
+	}
+	err = l.timedOut(ctx, dctx, own, err)
+	cancel()
 	l.settle(ctx, o, limits, v, err)
 }
 

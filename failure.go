@@ -64,10 +64,9 @@ func (p FailurePolicy) String() string {
 // (FailOpen). With WithFallback too, the policy applies only when the
 // fallback fails as well.
 //
-// A call waits for Redis at most until its context's deadline only if the
-// go-redis client honours deadlines (redis.Options.ContextTimeoutEnabled);
-// otherwise the client's timeouts and retries bound it (about 1.7 s with
-// go-redis's defaults when Redis is down). The circuit breaker
+// A call waits for Redis at most the decision timeout
+// (WithDecisionTimeout, DefaultDecisionTimeout unless set), or until its
+// context's deadline if that comes first; the circuit breaker
 // (WithCircuitBreaker) makes every call after the first failure answer at
 // once.
 //
@@ -272,7 +271,13 @@ func (h *health) succeeded(l *Limiter) {
 func (l *Limiter) probe(key string) {
 	h := &l.health
 	defer h.probes.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	// A probe waits as long as a call would: a Redis that answers only
+	// after the decision timeout would fail the calls again.
+	timeout := probeTimeout
+	if l.timeout > 0 {
+		timeout = l.timeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	lim := []Limit{PerSecond(1)}
 	args, _ := buildArgs(0, false, lim)
@@ -285,7 +290,7 @@ func (l *Limiter) probe(key string) {
 	}
 }
 
-// probeTimeout bounds one probe.
+// probeTimeout bounds one probe of a Limiter without a decision timeout.
 const probeTimeout = 2 * time.Second
 
 // breakerError is the cause of a call the open breaker answered.
