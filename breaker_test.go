@@ -198,13 +198,26 @@ func (s *syncBuffer) String() string {
 }
 
 // TestLoggerOncePerBurst: WithLogger logs the first failure of a burst
-// (Warn, with the error) and Redis's return (Info, with the degraded
-// decisions counted), not every call in between.
+// (Warn, with the error) and Redis's return (Info, with the calls Redis
+// did not decide counted: degraded decisions and errors), not every call in
+// between. Under FailError the calls are errors (the middleware's 503s):
+// the log said degraded=0 after 4 s of them (issue 22).
 func TestLoggerOncePerBurst(t *testing.T) {
-	for _, breaker := range []bool{true, false} {
+	for _, c := range []struct {
+		policy   FailurePolicy
+		breaker  bool
+		counted  string
+		countedB string // with the breaker: the call that started the probe was answered without Redis too
+	}{
+		{FailOpen, true, "", "degraded=23 errors=0"},
+		{FailOpen, false, "degraded=22 errors=0", ""},
+		{FailError, true, "", "degraded=0 errors=23"},
+		{FailError, false, "degraded=0 errors=22", ""},
+	} {
+		breaker := c.breaker
 		ctx := context.Background()
 		var buf syncBuffer
-		opts := []Option{WithFailurePolicy(FailOpen), WithLogger(slog.New(slog.NewTextHandler(&buf, nil)))}
+		opts := []Option{WithFailurePolicy(c.policy), WithLogger(slog.New(slog.NewTextHandler(&buf, nil)))}
 		if !breaker {
 			opts = append(opts, WithCircuitBreaker(0))
 		}
@@ -226,15 +239,15 @@ func TestLoggerOncePerBurst(t *testing.T) {
 		if len(lines) != 2 {
 			t.Fatalf("breaker %v: %d log lines, want 2 (down, back):\n%s", breaker, len(lines), buf.String())
 		}
-		if !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], "connection refused") || !strings.Contains(lines[0], "policy=fail-open") {
+		if !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], "connection refused") || !strings.Contains(lines[0], "policy="+c.policy.String()) {
 			t.Errorf("first line %q: want a warning with the error and the policy", lines[0])
 		}
-		degraded := "degraded=22"
+		counted := c.counted
 		if breaker {
-			degraded = "degraded=23" // the call that started the probe was answered by the policy too
+			counted = c.countedB
 		}
-		if !strings.Contains(lines[1], "level=INFO") || !strings.Contains(lines[1], "Redis answers again") || !strings.Contains(lines[1], degraded) {
-			t.Errorf("second line %q: want Redis's return with %s", lines[1], degraded)
+		if !strings.Contains(lines[1], "level=INFO") || !strings.Contains(lines[1], "Redis answers again") || !strings.Contains(lines[1], counted) {
+			t.Errorf("%v, breaker %v: second line %q: want Redis's return with %s", c.policy, breaker, lines[1], counted)
 		}
 	}
 }

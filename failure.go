@@ -121,9 +121,16 @@ func WithCircuitBreaker(probeEvery time.Duration) Option {
 
 // WithLogger logs, through logger, what an operator must know: when Redis
 // starts failing (the first failure of a burst, with its error, at level
-// Warn) and when it answers again (at level Info, with how many decisions
-// were degraded meanwhile and for how long): once per burst of failures,
-// never once per request. A nil logger (the default) logs nothing.
+// Warn) and when it answers again (at level Info, with how long it was
+// away and how many calls it did not decide meanwhile: degraded, answered
+// by the fallback or the failure policy, and errors, returned with an
+// error matching ErrUnavailable, which the middleware answer with 503 or
+// Unavailable): once per burst of failures, never once per request. A nil
+// logger (the default) logs nothing.
+//
+// go-redis logs on its own (each failed dial, to stderr by default): route
+// its lines with redis.SetLogger, e.g. to the same logger at level Debug,
+// so that an outage logs once (see the example of go-redis's logs).
 func WithLogger(logger *slog.Logger) Option {
 	return func(l *Limiter) { l.logger = logger }
 }
@@ -136,6 +143,7 @@ type inFallback struct{}
 // ErrUnavailable. The fallback decides, or else the policy.
 func (l *Limiter) fail(ctx context.Context, o *op, limits []Limit, e *Error) {
 	if o.kind == KindReset {
+		l.health.errors.Add(1)
 		return // nothing else can reset Redis's state
 	}
 	if fb := l.fallback; fb != nil && fb != l && ctx.Value(inFallback{}) == nil {
@@ -167,6 +175,7 @@ func (l *Limiter) fail(ctx context.Context, o *op, limits []Limit, e *Error) {
 	case FailOpen:
 		o.res = Result{Allowed: true, Capacity: lim.Capacity(), Limit: lim, Source: SourceFailOpen, Cause: e}
 	default:
+		l.health.errors.Add(1)
 		return
 	}
 	o.err = nil
@@ -184,6 +193,7 @@ type health struct {
 
 	failing  atomic.Bool  // from a burst's first failure to the next success
 	degraded atomic.Int64 // degraded decisions in the current burst
+	errors   atomic.Int64 // calls that returned ErrUnavailable in the current burst
 
 	mu        sync.Mutex
 	since     time.Time // the burst's first failure
@@ -240,6 +250,7 @@ func (h *health) failed(l *Limiter, err error) {
 	if first {
 		h.since, h.lastProbe, h.lastErr = h.now(), h.now(), err
 		h.degraded.Store(0)
+		h.errors.Store(0)
 		h.failing.Store(true)
 	}
 	h.mu.Unlock()
@@ -261,7 +272,8 @@ func (h *health) succeeded(l *Limiter) {
 	h.mu.Unlock()
 	if was && l.logger != nil {
 		l.logger.Info("redisrate: Redis answers again",
-			slog.Int64("degraded", h.degraded.Load()), slog.Duration("after", h.now().Sub(since)))
+			slog.Duration("after", h.now().Sub(since)),
+			slog.Int64("degraded", h.degraded.Load()), slog.Int64("errors", h.errors.Load()))
 	}
 }
 
