@@ -98,6 +98,9 @@ func (l *Limiter) finish(ctx context.Context, o *op, limits []Limit) {
 			l.fail(ctx, o, limits, e)
 		}
 	}
+	if o.kind == KindPeek && o.err == nil {
+		o.res.peek = true
+	}
 	l.startProbe(o)
 }
 

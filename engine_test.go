@@ -370,3 +370,28 @@ func TestFailClosedRetryHintIsTheOutage(t *testing.T) {
 		}
 	}
 }
+
+// TestPeekResultString: the answer to a Peek, which admits nothing, never
+// prints "allowed" (issue 22), alone, in a batch, or by a failure policy.
+func TestPeekResultString(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeRedis(t)
+	l := NewLimiter(f.rdb)
+	lim := PerMinute(10)
+	_, _ = l.AllowN(ctx, "k", lim, 4)
+	res, err := l.Peek(ctx, "k", lim)
+	if s := res.String(); err != nil || s != "peek: 6 of 10 left, full in 24s" {
+		t.Errorf("Peek: %q, %v", s, err)
+	}
+	res, err = batchOne(ctx, l, Request{Key: "k", Limits: []Limit{lim}, Peek: true})
+	if s := res.String(); err != nil || s != "peek: 6 of 10 left, full in 24s" {
+		t.Errorf("AllowBatch's Peek: %q, %v", s, err)
+	}
+	res, err = NewLimiter(downRedis(t), WithFailurePolicy(FailOpen)).Peek(ctx, "k", lim)
+	if s := res.String(); err != nil || s != "peek: state unknown (fail-open)" {
+		t.Errorf("Peek by FailOpen: %q, %v", s, err)
+	}
+	if res, _ := l.Allow(ctx, "k", lim); !strings.HasPrefix(res.String(), "allowed: ") {
+		t.Errorf("Allow: %q", res.String())
+	}
+}

@@ -51,6 +51,8 @@ type Result struct {
 
 	// Cause is the Redis failure behind a degraded result; nil otherwise.
 	Cause error
+
+	peek bool // the answer to a Peek: a state, not an admission
 }
 
 // Never reports whether the request can never be admitted under its limits
@@ -64,10 +66,16 @@ func (r Result) Never() bool { return !r.Allowed && r.RetryAfter == InfDuration 
 // nothing global.
 func (r Result) Degraded() bool { return r.Source != SourceRedis && r.Source != SourceDenyCache }
 
-// String summarises r for logs, e.g. "denied: 0 of 10 left, retry in 100ms".
+// String summarises r for logs, e.g. "denied: 0 of 10 left, retry in
+// 100ms"; the answer to a Peek, which admits nothing, reads "peek: 7 of 10
+// left, full in 300ms".
 func (r Result) String() string {
 	var s string
 	switch {
+	case r.peek && r.Degraded():
+		s = "peek: state unknown"
+	case r.peek:
+		s = fmt.Sprintf("peek: %d of %d left, full in %v", r.Remaining, r.Capacity, r.ResetAfter)
 	case r.Allowed:
 		s = fmt.Sprintf("allowed: %d of %d left, full in %v", r.Remaining, r.Capacity, r.ResetAfter)
 	case r.Never():
