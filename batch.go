@@ -85,8 +85,8 @@ func (l *Limiter) AllowBatch(ctx context.Context, reqs []Request) ([]Result, err
 	}
 
 	l.sendBatch(ctx, pending)
-	for _, o := range pending {
-		l.finish(o.ctx, o, o.blimits)
+	for i := range ops {
+		l.finish(ops[i].ctx, &ops[i], ops[i].blimits) // deny-cache hits too: shadow mode
 	}
 
 	results := make([]Result, len(reqs))

@@ -22,7 +22,9 @@ import (
 //	          breaker is open (failure.go)
 //	settle    decode the reply, classify an error, feed the deny cache
 //	          and the breaker (settle)
-//	failure   fallback, then failure policy, for ErrUnavailable only (fail)
+//	failure   fallback, then failure policy, for ErrUnavailable only (fail),
+//	          unless the caller's context ended (finish)
+//	shadow    in shadow mode, a denial admitted (shadowStage)
 //	observer End
 //
 // AllowBatch runs each stage over all its ops before the next; Wait repeats
@@ -101,6 +103,7 @@ func (l *Limiter) finish(ctx context.Context, o *op, limits []Limit) {
 	if o.kind == KindPeek && o.err == nil {
 		o.res.peek = true
 	}
+	l.shadowStage(o)
 	l.startProbe(o)
 }
 
@@ -290,6 +293,9 @@ const maxCachedArgs = 1024
 func cachedArgs(cost int64, check bool, limits []Limit) []any {
 	k := argsKey{cost: cost, check: check, count: len(limits)}
 	copy(k.limits[:], limits)
+	for i := range limits {
+		k.limits[i].Name = "" // not an argument: named limits share an ARGV
+	}
 	argsCache.RLock()
 	args, ok := argsCache.m[k]
 	argsCache.RUnlock()

@@ -29,12 +29,16 @@ import (
 // FailOpen admission with a nil error, but end a FailClosed denial with
 // the Result and an error matching ErrUnavailable (waiting out an outage
 // is not waiting for a turn); Reset always returns the error.
+//
+// The zero FailurePolicy is no choice: to WithFailurePolicy, the default
+// (FailError); to the httplimit and grpclimit middleware, their Limiter's
+// policy.
 type FailurePolicy int
 
 const (
 	// FailError returns the error, matching ErrUnavailable, with a zero
 	// Result: the caller decides. It is the default.
-	FailError FailurePolicy = iota
+	FailError FailurePolicy = iota + 1
 	// FailClosed denies the request: a Result with Allowed false, Source
 	// SourceFailClosed and a RetryAfter that reflects the outage, not the
 	// quota: one second, or the circuit breaker's probe interval if that is
@@ -49,9 +53,10 @@ const (
 	FailOpen
 )
 
-var policyNames = [...]string{"fail-error", "fail-closed", "fail-open"}
+var policyNames = [...]string{"default", "fail-error", "fail-closed", "fail-open"}
 
-// String returns the policy's name, e.g. "fail-open".
+// String returns the policy's name, e.g. "fail-open"; "default" for the
+// zero FailurePolicy.
 func (p FailurePolicy) String() string {
 	if p >= 0 && int(p) < len(policyNames) {
 		return policyNames[p]
@@ -78,7 +83,12 @@ func (p FailurePolicy) String() string {
 // Otherwise a client that sets its own deadline (gRPC's grpc-timeout) could
 // buy admissions under FailOpen, or open the breaker for everyone.
 func WithFailurePolicy(p FailurePolicy) Option {
-	return func(l *Limiter) { l.policy = p }
+	return func(l *Limiter) {
+		if p == 0 {
+			p = FailError
+		}
+		l.policy = p
+	}
 }
 
 // WithFallback makes calls that Redis cannot decide go to fallback instead,
@@ -116,7 +126,7 @@ const DefaultProbeInterval = 200 * time.Millisecond
 // The breaker is per Limiter, so per Redis client: on a Cluster, one
 // failing node opens it for every key.
 func WithCircuitBreaker(probeEvery time.Duration) Option {
-	return func(l *Limiter) { l.health.probeEvery = max(probeEvery, 0) }
+	return func(l *Limiter) { l.health = newHealth(max(probeEvery, 0)) }
 }
 
 // WithLogger logs, through logger, what an operator must know: when Redis
@@ -169,7 +179,11 @@ func (l *Limiter) fail(ctx context.Context, o *op, limits []Limit, e *Error) {
 		o.err = e
 	}
 	lim := limits[0]
-	switch l.policy {
+	policy := l.policy
+	if l.shadow && policy != FailOpen {
+		policy = FailClosed // then admitted by the shadow stage, as a denial it would have been
+	}
+	switch policy {
 	case FailClosed:
 		o.res = Result{RetryAfter: l.health.retryAfter(), Capacity: lim.Capacity(), Limit: lim, Source: SourceFailClosed, Cause: e}
 	case FailOpen:
@@ -201,6 +215,10 @@ type health struct {
 	lastProbe time.Time
 	probing   bool
 	probes    sync.WaitGroup // tests wait for probes
+}
+
+func newHealth(probeEvery time.Duration) *health {
+	return &health{probeEvery: probeEvery, now: time.Now}
 }
 
 // retryAfter is the retry hint of a denial by policy while Redis is down:
@@ -281,7 +299,7 @@ func (h *health) succeeded(l *Limiter) {
 // read of key, which writes nothing. Any answer closes the breaker, even an
 // error reply (a foreign key): Redis is up.
 func (l *Limiter) probe(key string) {
-	h := &l.health
+	h := l.health
 	defer h.probes.Done()
 	// A probe waits as long as a call would: a Redis that answers only
 	// after the decision timeout would fail the calls again.

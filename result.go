@@ -52,12 +52,21 @@ type Result struct {
 	// Cause is the Redis failure behind a degraded result; nil otherwise.
 	Cause error
 
+	// Shadow reports a decision of a Limiter in shadow mode
+	// (WithShadowMode): Allowed is always true.
+	Shadow bool
+
+	// WouldDeny reports, in shadow mode, a request that was admitted but
+	// that the limit (or the failure policy) denied: RetryAfter, Remaining
+	// and the rest are the denial's.
+	WouldDeny bool
+
 	peek bool // the answer to a Peek: a state, not an admission
 }
 
 // Never reports whether the request can never be admitted under its limits
 // (RetryAfter is InfDuration), as opposed to being admitted later.
-func (r Result) Never() bool { return !r.Allowed && r.RetryAfter == InfDuration }
+func (r Result) Never() bool { return (!r.Allowed || r.WouldDeny) && r.RetryAfter == InfDuration }
 
 // Degraded reports whether r was decided without Redis: by the fallback or
 // the failure policy (Source is neither SourceRedis nor SourceDenyCache).
@@ -76,6 +85,10 @@ func (r Result) String() string {
 		s = "peek: state unknown"
 	case r.peek:
 		s = fmt.Sprintf("peek: %d of %d left, full in %v", r.Remaining, r.Capacity, r.ResetAfter)
+	case r.WouldDeny && r.Never():
+		s = fmt.Sprintf("allowed in shadow mode, would deny: cost exceeds capacity %d", r.Capacity)
+	case r.WouldDeny:
+		s = fmt.Sprintf("allowed in shadow mode, would deny: %d of %d left, retry in %v", r.Remaining, r.Capacity, r.RetryAfter)
 	case r.Allowed:
 		s = fmt.Sprintf("allowed: %d of %d left, full in %v", r.Remaining, r.Capacity, r.ResetAfter)
 	case r.Never():
