@@ -456,7 +456,6 @@ func ExampleClientIP() {
 	// ip:203.0.113.9
 }
 
-
 // One Middleware for a group of routes that share a quota.
 func ExampleMiddleware_Handler() {
 	rdb, done := exampleRedis()

@@ -55,10 +55,10 @@ func TestMiddlewareSeries(t *testing.T) {
 
 	base := "redisrate.algorithm=gcra,redisrate.kind=allow,"
 	wantCounters(t, filter(tel.counters(t), "redisrate.decisions{"), map[string]int64{
-		"redisrate.decisions{" + base + "redisrate.limit=login,redisrate.outcome=allowed,redisrate.source=redis}": 1,
-		"redisrate.decisions{" + base + "redisrate.limit=login,redisrate.outcome=denied,redisrate.source=redis}":  1,
-		"redisrate.decisions{" + base + "redisrate.limit=api-1,redisrate.outcome=allowed,redisrate.source=redis}": 1,
-		"redisrate.decisions{" + base + "redisrate.limit=api-1,redisrate.outcome=denied,redisrate.source=redis}":  2,
+		"redisrate.decisions{" + base + "redisrate.limit=login,redisrate.outcome=allowed,redisrate.source=redis}":  1,
+		"redisrate.decisions{" + base + "redisrate.limit=login,redisrate.outcome=denied,redisrate.source=redis}":   1,
+		"redisrate.decisions{" + base + "redisrate.limit=api-1,redisrate.outcome=allowed,redisrate.source=redis}":  1,
+		"redisrate.decisions{" + base + "redisrate.limit=api-1,redisrate.outcome=denied,redisrate.source=redis}":   2,
 		"redisrate.decisions{" + base + "redisrate.limit=export,redisrate.outcome=allowed,redisrate.source=redis}": 1,
 	})
 	for _, s := range tel.spans.GetSpans() {
