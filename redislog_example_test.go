@@ -26,6 +26,20 @@ func (g goRedisLog) Printf(ctx context.Context, format string, v ...any) {
 	}
 }
 
+// meetOutage makes 32 calls at once, as a busy service does when Redis
+// goes away.
+func meetOutage(limiter *redisrate.Limiter) {
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = limiter.Allow(context.Background(), "user:42", redisrate.PerSecond(5))
+		}()
+	}
+	wg.Wait()
+}
+
 // An outage with go-redis's log routed to the service's logger: 32
 // concurrent calls meet a Redis that refuses connections, and the log, at
 // level Info, says so once.
@@ -41,16 +55,7 @@ func Example_goRedisLog() {
 
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1}) // down
 	defer rdb.Close()
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithLogger(logger))
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, _ = limiter.Allow(context.Background(), "user:42", redisrate.PerSecond(5))
-		}()
-	}
-	wg.Wait()
+	meetOutage(redisrate.NewLimiter(rdb, redisrate.WithLogger(logger)))
 	// Output:
 	// level=WARN msg="redisrate: Redis cannot decide; calls follow the fallback and the failure policy until it answers again" error="redisrate: gcra on key \"user:42\": dial tcp 127.0.0.1:1: connect: connection refused" policy=fail-error fallback=false probe_every=200ms
 }

@@ -41,16 +41,7 @@ func TestGoRedisLogRoute(t *testing.T) {
 
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
 	defer rdb.Close()
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithLogger(logger), redisrate.WithCircuitBreaker(0))
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, _ = limiter.Allow(context.Background(), "user:42", redisrate.PerSecond(5))
-		}()
-	}
-	wg.Wait()
+	meetOutage(redisrate.NewLimiter(rdb, redisrate.WithLogger(logger), redisrate.WithCircuitBreaker(0)))
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
