@@ -242,7 +242,7 @@ func TestReliabilityScriptFlush(t *testing.T) {
 	srv := redistest.StartServer(t, redistest.Options{})
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })
-	lim := redisrate.NewLimiter(rdb)
+	lim := redistest.NewLimiter(rdb)
 	var i atomic.Int64
 	l := startLoad(4, func(ctx context.Context) (redisrate.Result, error) {
 		n := i.Add(1)
@@ -277,7 +277,7 @@ func TestReliabilityStateLossAndKilledConnections(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	admin := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = admin.Close() })
-	lim := redisrate.NewLimiter(rdb)
+	lim := redistest.NewLimiter(rdb)
 	ctx := context.Background()
 
 	for _, algo := range allAlgorithms {
