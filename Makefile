@@ -10,19 +10,31 @@ STATICCHECK ?= staticcheck
 MODULES := . otelrate grpclimit integration_test bench
 
 .PHONY: test check generate tidy
+# The Node snippet's client (ioredis) is installed when npm is there. Every
+# test a missing tool skipped is listed, loudly, at the end
+# (internal/testsummary reads go test -json). integration_test runs twice:
+# on redis-server, then with every fresh server valkey-server.
 test:
-	@for m in $(MODULES); do \
+	@if command -v npm >/dev/null 2>&1 && [ ! -d examples/node/node_modules/ioredis ]; then \
+	  echo "== npm ci --prefix examples/node (ioredis, for the Node snippet's test)"; \
+	  npm ci --prefix examples/node --no-audit --no-fund --loglevel=error || \
+	    echo "npm ci failed: the Node snippet's test will be skipped"; \
+	fi
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(GO) build -o "$$tmp/testsummary" ./internal/testsummary && \
+	for m in $(MODULES); do \
 	  if [ -f $$m/go.mod ]; then \
 	    echo "== go test $$m"; \
-	    (cd $$m && $(GO) test -race -shuffle=on -count=1 ./...) || exit 1; \
+	    (cd $$m && $(GO) test -json -race -shuffle=on -count=1 ./...) | "$$tmp/testsummary" -skips "$$tmp/skips" || exit 1; \
 	  fi; \
-	done
-	@echo "== go test integration_test on Valkey (the same tests, valkey-server as every fresh server)"
-	@if command -v valkey-server >/dev/null || [ "$$CI" = true ]; then \
-	  (cd integration_test && REDISRATE_SERVER=valkey-server $(GO) test -race -shuffle=on -count=1 ./...) || exit 1; \
-	else echo "SKIPPED: valkey-server is not installed (bash .ci/run installs it)"; fi
-	@echo "== go test . (allocation counts, which -race changes)"
-	@$(GO) test -count=1 -run 'Alloc' .
+	done && \
+	echo "== go test integration_test on Valkey (the same tests, valkey-server as every fresh server)" && \
+	if command -v valkey-server >/dev/null || [ "$$CI" = true ]; then \
+	  (cd integration_test && REDISRATE_SERVER=valkey-server $(GO) test -json -race -shuffle=on -count=1 ./...) | "$$tmp/testsummary" -skips "$$tmp/skips" || exit 1; \
+	else echo "SKIPPED: valkey-server is not installed (bash .ci/run installs it)"; fi && \
+	echo "== go test . (allocation counts, which -race changes)" && \
+	$(GO) test -count=1 -run 'Alloc' . && \
+	"$$tmp/testsummary" -report -skips "$$tmp/skips"
 
 # gofmt, go vet and staticcheck in every module (in the workspace), then each
 # module's go.mod and go.sum tidy and enough on their own, as published.

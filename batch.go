@@ -85,11 +85,8 @@ func (l *Limiter) AllowBatch(ctx context.Context, reqs []Request) ([]Result, err
 	}
 
 	l.sendBatch(ctx, pending)
-	for _, o := range pending {
-		if e, ok := o.err.(*Error); ok && e.unavailable() {
-			l.fail(o.ctx, o, o.blimits, e)
-		}
-		l.startProbe(o)
+	for i := range ops {
+		l.finish(ops[i].ctx, &ops[i], ops[i].blimits) // deny-cache hits too: shadow mode
 	}
 
 	results := make([]Result, len(reqs))
@@ -113,11 +110,16 @@ func (l *Limiter) AllowBatch(ctx context.Context, reqs []Request) ([]Result, err
 	return results, err
 }
 
-// sendBatch is the send stage for many ops: one pipeline per step (FCALL
-// or EVALSHA first, then EVALSHA for "function not found" and EVAL for
-// NOSCRIPT), then settle for each.
+// sendBatch is the send stage for many ops: their pipeline (pipeline),
+// then settle for each.
 func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 	if len(ops) == 0 {
+		return
+	}
+	if err := ctx.Err(); err != nil {
+		for _, o := range ops {
+			o.err = callerGaveUp(o, err, nil)
+		}
 		return
 	}
 	if l.health.skip() {
@@ -134,8 +136,30 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 		return
 	}
 	// One pipeline carries many requests: its commands run under the batch's
-	// context (the KindBatch span), not any one request's.
+	// context (the KindBatch span), not any one request's, and under one
+	// decision deadline.
 	sent, resets := l.sentAt()
+	for _, o := range ops {
+		o.sent, o.resets = sent, resets
+		o.argv(o.blimits) // built here: the pipeline may run on after the deadline
+	}
+	dctx, cancel, own := l.deadline(ctx)
+	defer cancel()
+	cmds, err := within(l, dctx, func() []*redis.Cmd { return l.pipeline(dctx, p, ops) })
+	for i, o := range ops {
+		var v any
+		e := err
+		if cmds != nil {
+			v, e = cmds[i].Result()
+		}
+		l.settle(ctx, o, o.blimits, v, l.timedOut(ctx, dctx, own, e))
+	}
+}
+
+// pipeline sends ops in one pipeline per step (FCALL or EVALSHA first,
+// then EVALSHA for "function not found" and EVAL for NOSCRIPT), and returns
+// each op's last command. It only reads ops.
+func (l *Limiter) pipeline(ctx context.Context, p pipeliner, ops []*op) []*redis.Cmd {
 	type sending struct {
 		o   *op
 		st  step
@@ -144,14 +168,13 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 	all := make([]sending, len(ops))
 	pending := make([]*sending, len(ops))
 	for i, o := range ops {
-		o.sent, o.resets = sent, resets
 		all[i] = sending{o: o, st: l.loader.first(ctx, o.s)}
 		pending[i] = &all[i]
 	}
 	for len(pending) > 0 {
 		pipe := p.Pipeline()
 		for _, s := range pending {
-			s.cmd = l.loader.command(ctx, pipe, s.st, s.o.s, s.o.access, []string{s.o.key}, s.o.argv(s.o.blimits))
+			s.cmd = l.loader.command(ctx, pipe, s.st, s.o.s, s.o.access, []string{s.o.key}, s.o.args)
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
 		var again []*sending
@@ -162,8 +185,9 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 		}
 		pending = again
 	}
-	for _, s := range all {
-		v, err := s.cmd.Result()
-		l.settle(s.o, s.o.blimits, v, err)
+	cmds := make([]*redis.Cmd, len(all))
+	for i := range all {
+		cmds[i] = all[i].cmd
 	}
+	return cmds
 }

@@ -27,15 +27,16 @@ func benchRedis(b *testing.B) *redis.Client {
 		b.Fatal(err)
 	}
 	b.Cleanup(srv.Stop)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
+	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, ContextTimeoutEnabled: true}) // as recommended
 	b.Cleanup(func() { _ = rdb.Close() })
 	return rdb
 }
 
 // BenchmarkAllow is one decision through the client: run it with -benchmem
-// for the allocations per decision (11 to 14 on redis-server, most of them
-// go-redis's: the command, the reply and its integers). The peer's is
-// BenchmarkPeerAllow in bench/.
+// for the allocations per decision (16 to 19 on redis-server, with the
+// recommended ContextTimeoutEnabled: most of them go-redis's, the command,
+// the reply and its integers, and 5 the decision deadline's context; see
+// BenchmarkDecisionDeadline). The peer's is BenchmarkPeerAllow in bench/.
 func BenchmarkAllow(b *testing.B) {
 	ctx := context.Background()
 	rdb := benchRedis(b)
@@ -116,5 +117,37 @@ func BenchmarkDenyCacheHit(b *testing.B) {
 		if r, _ := l.Allow(ctx, "denied", lim); r.Allowed {
 			b.Fatal("admitted")
 		}
+	}
+}
+
+// BenchmarkDecisionDeadline is what the decision deadline costs a decision
+// on redis-server: none (WithDecisionTimeout(0)); with a client that stops
+// a command at its context's deadline (ContextTimeoutEnabled), a context
+// per call; with one that does not (go-redis's defaults), a goroutine per
+// call too, so that the Limiter can stop waiting at the deadline.
+func BenchmarkDecisionDeadline(b *testing.B) {
+	ctx := context.Background()
+	addr := benchRedis(b).Options().Addr
+	for _, bc := range []struct {
+		name    string
+		honours bool
+		timeout time.Duration
+	}{
+		{"none", false, 0},
+		{"context_timeout_enabled", true, DefaultDecisionTimeout},
+		{"go_redis_defaults", false, DefaultDecisionTimeout},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: bc.honours})
+			b.Cleanup(func() { _ = rdb.Close() })
+			l := NewLimiter(rdb, WithDecisionTimeout(bc.timeout))
+			lim := PerSecond(1e9)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := l.Allow(ctx, "bench:deadline", lim); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

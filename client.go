@@ -40,10 +40,13 @@ type Limiter struct {
 	readOnlyCheck bool
 	deny          *denyCache // nil: no deny cache
 	policy        FailurePolicy
+	shadow        bool
 	fallback      *Limiter
-	health        health
+	health        *health // shared with the Limiters of With
 	observer      Observer
 	logger        *slog.Logger
+	timeout       time.Duration // the decision deadline; 0: none but the caller's
+	honoursCtx    bool          // rdb stops a command at its context's deadline
 }
 
 // Option configures a Limiter.
@@ -51,16 +54,33 @@ type Option func(*Limiter)
 
 // NewLimiter returns a Limiter that runs the scripts on rdb.
 func NewLimiter(rdb Client, opts ...Option) *Limiter {
-	l := &Limiter{rdb: rdb}
-	l.health.probeEvery = DefaultProbeInterval
-	l.health.now = time.Now
+	l := &Limiter{rdb: rdb, timeout: defaultDecisionTimeout, policy: FailError, health: newHealth(DefaultProbeInterval)}
 	for _, o := range opts {
 		o(l)
 	}
 	if rdb != nil {
 		l.loader = newLoader(rdb)
+		l.honoursCtx = honoursDeadlines(rdb)
 	}
 	return l
+}
+
+// With returns a Limiter for one part of a service: it decides on l's Redis
+// client, with l's circuit breaker, deny cache and script loader (so one
+// outage of Redis is seen, logged and probed once), and with l's settings
+// but for opts, e.g. a stricter failure policy for a login form, or shadow
+// mode for a limit being rolled out. An option that builds state of its
+// own (WithCircuitBreaker, WithDenyCache) gives the new Limiter its own.
+// l is not changed.
+func (l *Limiter) With(opts ...Option) *Limiter {
+	if l == nil {
+		return nil
+	}
+	v := *l
+	for _, o := range opts {
+		o(&v)
+	}
+	return &v
 }
 
 // WithKeyPrefix puts prefix in front of every key the Limiter touches, e.g.

@@ -3,6 +3,7 @@ package redisrate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -21,7 +22,9 @@ import (
 //	          breaker is open (failure.go)
 //	settle    decode the reply, classify an error, feed the deny cache
 //	          and the breaker (settle)
-//	failure   fallback, then failure policy, for ErrUnavailable only (fail)
+//	failure   fallback, then failure policy, for ErrUnavailable only (fail),
+//	          unless the caller's context ended (finish)
+//	shadow    in shadow mode, a denial admitted (shadowStage)
 //	observer End
 //
 // AllowBatch runs each stage over all its ops before the next; Wait repeats
@@ -80,14 +83,56 @@ func (l *Limiter) call(ctx context.Context, kind Kind, key string, cost int64, l
 // attempt is the stages after plan, for one op: deny, send, settle, failure.
 func (l *Limiter) attempt(ctx context.Context, o *op, limits []Limit) {
 	o.res, o.err = Result{}, nil
-	if l.denyStage(o, limits) {
-		return
+	if !l.denyStage(o, limits) {
+		l.send(ctx, o, limits)
 	}
-	l.send(ctx, o, limits)
+	l.finish(ctx, o, limits)
+}
+
+// finish is the stages after the send, for every op: the failure stage
+// for an op Redis could not decide (unless its caller gave up meanwhile),
+// then the probe the breaker asked the op to start.
+func (l *Limiter) finish(ctx context.Context, o *op, limits []Limit) {
 	if e, ok := o.err.(*Error); ok && e.unavailable() {
-		l.fail(ctx, o, limits, e)
+		if err := ended(ctx); err != nil {
+			o.err = callerGaveUp(o, err, e.Err)
+		} else {
+			l.fail(ctx, o, limits, e)
+		}
 	}
+	if o.kind == KindPeek && o.err == nil {
+		o.res.peek = true
+	}
+	l.shadowStage(o)
 	l.startProbe(o)
+}
+
+// ended returns the error of a context that is done, or whose deadline has
+// passed although its timer has not fired yet: a socket deadline set to the
+// context's (go-redis's ContextTimeoutEnabled) can fire first, and the
+// failure it causes is still the context's.
+func ended(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// callerGaveUp is the error of an op whose caller's context was cancelled
+// or passed its deadline before Redis decided: the context's error, which
+// is not a Redis failure. No failure policy or fallback answers it, and
+// the breaker does not count it: otherwise any caller could switch the
+// limit off (FailOpen) or open the breaker for every other caller, with a
+// deadline in the past.
+func callerGaveUp(o *op, ctxErr, cause error) *Error {
+	err := fmt.Errorf("%w before Redis decided", ctxErr)
+	if cause != nil && !errors.Is(cause, ctxErr) {
+		err = fmt.Errorf("%w before Redis decided (%v)", ctxErr, cause)
+	}
+	return &Error{Script: o.s.name, Key: o.key, Err: err}
 }
 
 // startProbe starts the probe the breaker asked o for (see skipped), once
@@ -135,13 +180,27 @@ func (l *Limiter) plan(o *op, limits []Limit) bool {
 // send asks Redis, unless the circuit breaker is open (then o.err matches
 // ErrUnavailable at once), and settles the reply.
 func (l *Limiter) send(ctx context.Context, o *op, limits []Limit) {
+	if err := ctx.Err(); err != nil {
+		o.err = callerGaveUp(o, err, nil) // nobody waits for the answer: do not ask
+		return
+	}
 	if l.health.skip() {
 		l.skipped(o)
 		return
 	}
 	o.sent, o.resets = l.sentAt()
-	v, err := l.loader.run(ctx, o.s, o.access, []string{o.key}, o.argv(limits))
-	l.settle(o, limits, v, err)
+	keys, args := []string{o.key}, o.argv(limits)
+	dctx, cancel, own := l.deadline(ctx)
+	var v any
+	var err error
+	if l.honoursCtx || dctx.Done() == nil {
+		v, err = l.loader.run(dctx, o.s, o.access, keys, args)
+	} else {
+		v, err = l.detached(dctx, o.s, o.access, keys, args)
+	}
+	err = l.timedOut(ctx, dctx, own, err)
+	cancel()
+	l.settle(ctx, o, limits, v, err)
 }
 
 // skipped answers an op the breaker kept from Redis, and marks it to start
@@ -152,8 +211,10 @@ func (l *Limiter) skipped(o *op) {
 }
 
 // settle decodes a reply into o.res, or classifies the error into o.err,
-// and feeds the deny cache and the breaker.
-func (l *Limiter) settle(o *op, limits []Limit, v any, err error) {
+// and feeds the deny cache and the breaker. ctx is the context the call was
+// sent with: when it ended before Redis answered, the failure is the
+// caller's, and the breaker is not told.
+func (l *Limiter) settle(ctx context.Context, o *op, limits []Limit, v any, err error) {
 	if err == nil {
 		if o.kind == KindReset {
 			l.denyReset(o)
@@ -169,6 +230,10 @@ func (l *Limiter) settle(o *op, limits []Limit, v any, err error) {
 		}
 	}
 	kind := classify(err)
+	if cerr := ended(ctx); cerr != nil && kind == ErrUnavailable {
+		o.err = callerGaveUp(o, cerr, err)
+		return
+	}
 	o.err = &Error{Script: o.s.name, Key: o.key, Err: err, kind: kind}
 	switch {
 	case kind != ErrUnavailable:
@@ -228,6 +293,9 @@ const maxCachedArgs = 1024
 func cachedArgs(cost int64, check bool, limits []Limit) []any {
 	k := argsKey{cost: cost, check: check, count: len(limits)}
 	copy(k.limits[:], limits)
+	for i := range limits {
+		k.limits[i].Name = "" // not an argument: named limits share an ARGV
+	}
 	argsCache.RLock()
 	args, ok := argsCache.m[k]
 	argsCache.RUnlock()

@@ -72,8 +72,11 @@ func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
 
 // Error is a failed call: the script and key it concerned and why. It
 // matches ErrInvalid, ErrForeignKey, ErrPermission or ErrUnavailable (and
-// ErrBadReply) as the failure is classified, and the underlying error (a redis.Error, a
-// context error, a network error).
+// ErrBadReply) as the failure is classified, and the underlying error (a
+// redis.Error, a network error). A call whose caller cancelled its context,
+// or let its deadline pass, before Redis decided matches the context's
+// error (context.Canceled, context.DeadlineExceeded) and none of the
+// classes: it is not a failure of Redis.
 type Error struct {
 	Script string // the script name, e.g. "gcra", or "reset"
 	Key    string // the key as sent to Redis, prefix included

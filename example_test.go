@@ -141,7 +141,10 @@ func ExampleLimiter_Peek() {
 	// What is left, for a dashboard or a header, without taking anything.
 	res, _ := limiter.Peek(ctx, "user:42", limit)
 	fmt.Println(res.Remaining, "of", res.Capacity, "left; full in", res.ResetAfter)
-	// Output: 6 of 10 left; full in 24s
+	fmt.Println(res) // a state, not an admission
+	// Output:
+	// 6 of 10 left; full in 24s
+	// peek: 6 of 10 left, full in 24s
 }
 
 func ExampleLimiter_AllowMulti() {

@@ -29,16 +29,23 @@ import (
 // FailOpen admission with a nil error, but end a FailClosed denial with
 // the Result and an error matching ErrUnavailable (waiting out an outage
 // is not waiting for a turn); Reset always returns the error.
+//
+// The zero FailurePolicy is no choice: to WithFailurePolicy, the default
+// (FailError); to the httplimit and grpclimit middleware, their Limiter's
+// policy.
 type FailurePolicy int
 
 const (
 	// FailError returns the error, matching ErrUnavailable, with a zero
 	// Result: the caller decides. It is the default.
-	FailError FailurePolicy = iota
+	FailError FailurePolicy = iota + 1
 	// FailClosed denies the request: a Result with Allowed false, Source
-	// SourceFailClosed and RetryAfter one emission interval (Period/Rate,
-	// rounded up to the millisecond) of the first limit, so that
-	// well-behaved callers back off.
+	// SourceFailClosed and a RetryAfter that reflects the outage, not the
+	// quota: one second, or the circuit breaker's probe interval if that is
+	// longer (see WithCircuitBreaker), since Redis's decisions can resume
+	// within one probe interval of its return. (A quota's period would keep
+	// well-behaved clients of a PerDay(1) limit away for a day after a
+	// one-second outage.)
 	FailClosed
 	// FailOpen admits the request: a Result with Allowed true, Remaining 0
 	// and Source SourceFailOpen. It keeps a service up while its limiter is
@@ -46,9 +53,10 @@ const (
 	FailOpen
 )
 
-var policyNames = [...]string{"fail-error", "fail-closed", "fail-open"}
+var policyNames = [...]string{"default", "fail-error", "fail-closed", "fail-open"}
 
-// String returns the policy's name, e.g. "fail-open".
+// String returns the policy's name, e.g. "fail-open"; "default" for the
+// zero FailurePolicy.
 func (p FailurePolicy) String() string {
 	if p >= 0 && int(p) < len(policyNames) {
 		return policyNames[p]
@@ -61,16 +69,26 @@ func (p FailurePolicy) String() string {
 // (FailOpen). With WithFallback too, the policy applies only when the
 // fallback fails as well.
 //
-// A call waits for Redis at most until its context's deadline only if the
-// go-redis client honours deadlines (redis.Options.ContextTimeoutEnabled);
-// otherwise the client's timeouts and retries bound it (about 1.7 s with
-// go-redis's defaults when Redis is down). The circuit breaker
+// A call waits for Redis at most the decision timeout
+// (WithDecisionTimeout, DefaultDecisionTimeout unless set), or until its
+// context's deadline if that comes first; the circuit breaker
 // (WithCircuitBreaker) makes every call after the first failure answer at
-// once. A call whose context the caller cancelled is not decided by the
-// policy or the fallback: it gets an error matching context.Canceled (a
-// passed deadline is an outage like any other, and is decided).
+// once.
+//
+// Only the Limiter's own view of Redis is a Redis failure. A call whose
+// context the caller cancelled, or whose deadline passed, before Redis
+// decided is not decided by the policy or the fallback, and the breaker
+// does not count it: it gets an error that matches the context's error
+// (context.Canceled or context.DeadlineExceeded) and not ErrUnavailable.
+// Otherwise a client that sets its own deadline (gRPC's grpc-timeout) could
+// buy admissions under FailOpen, or open the breaker for everyone.
 func WithFailurePolicy(p FailurePolicy) Option {
-	return func(l *Limiter) { l.policy = p }
+	return func(l *Limiter) {
+		if p == 0 {
+			p = FailError
+		}
+		l.policy = p
+	}
 }
 
 // WithFallback makes calls that Redis cannot decide go to fallback instead,
@@ -108,22 +126,24 @@ const DefaultProbeInterval = 200 * time.Millisecond
 // The breaker is per Limiter, so per Redis client: on a Cluster, one
 // failing node opens it for every key.
 func WithCircuitBreaker(probeEvery time.Duration) Option {
-	return func(l *Limiter) { l.health.probeEvery = max(probeEvery, 0) }
+	return func(l *Limiter) { l.health = newHealth(max(probeEvery, 0)) }
 }
 
 // WithLogger logs, through logger, what an operator must know: when Redis
 // starts failing (the first failure of a burst, with its error, at level
-// Warn) and when it answers again (at level Info, with how many decisions
-// were degraded meanwhile and for how long): once per burst of failures,
-// never once per request. A nil logger (the default) logs nothing.
+// Warn) and when it answers again (at level Info, with how long it was
+// away and how many calls it did not decide meanwhile: degraded, answered
+// by the fallback or the failure policy, and errors, returned with an
+// error matching ErrUnavailable, which the middleware answer with 503 or
+// Unavailable): once per burst of failures, never once per request. A nil
+// logger (the default) logs nothing.
+//
+// go-redis logs on its own (each failed dial, to stderr by default): route
+// its lines with redis.SetLogger, e.g. to the same logger at level Debug,
+// so that an outage logs once (see the example of go-redis's logs).
 func WithLogger(logger *slog.Logger) Option {
 	return func(l *Limiter) { l.logger = logger }
 }
-
-// fallbackTimeout bounds a fallback call that outlives the caller's
-// context: the caller's deadline has often passed already when Redis was
-// slow, and the in-process decision is still worth having.
-const fallbackTimeout = time.Second
 
 // inFallback marks the context of a fallback call, so that fallbacks that
 // fall back on each other stop after one hop.
@@ -132,23 +152,16 @@ type inFallback struct{}
 // fail is the failure stage: o failed with e, which matches
 // ErrUnavailable. The fallback decides, or else the policy.
 func (l *Limiter) fail(ctx context.Context, o *op, limits []Limit, e *Error) {
-	if err := ctx.Err(); errors.Is(err, context.Canceled) && !errors.Is(e, context.Canceled) {
-		// Cancelled, but failed for another reason first (the breaker kept
-		// it from Redis): the caller still learns it was cancelled.
-		e = &Error{Script: e.Script, Key: e.Key, Err: fmt.Errorf("%w (%v)", err, e.Err), kind: e.kind}
-		o.err = e
-	}
-	if errors.Is(e, context.Canceled) {
-		return // the caller gave up on this call: nothing to decide for it
-	}
 	if o.kind == KindReset {
+		l.health.errors.Add(1)
 		return // nothing else can reset Redis's state
 	}
 	if fb := l.fallback; fb != nil && fb != l && ctx.Value(inFallback{}) == nil {
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), fallbackTimeout)
-		fctx = context.WithValue(fctx, inFallback{}, true)
-		res, err := fb.call(fctx, o.kind, o.ukey, o.cost, limits)
-		cancel()
+		res, err := fb.call(context.WithValue(ctx, inFallback{}, true), o.kind, o.ukey, o.cost, limits)
+		if cerr := ended(ctx); err != nil && cerr != nil {
+			o.err = callerGaveUp(o, cerr, e.Err) // the caller gave up while the fallback decided
+			return
+		}
 		if err == nil {
 			if res.Degraded() {
 				res.Cause = errors.Join(e, res.Cause) // the fallback's own policy decided: both failures matter
@@ -166,28 +179,25 @@ func (l *Limiter) fail(ctx context.Context, o *op, limits []Limit, e *Error) {
 		o.err = e
 	}
 	lim := limits[0]
-	switch l.policy {
+	policy := l.policy
+	if l.shadow && policy != FailOpen {
+		policy = FailClosed // then admitted by the shadow stage, as a denial it would have been
+	}
+	switch policy {
 	case FailClosed:
-		o.res = Result{RetryAfter: emissionInterval(lim), Capacity: lim.Capacity(), Limit: lim, Source: SourceFailClosed, Cause: e}
+		o.res = Result{RetryAfter: l.health.retryAfter(), Capacity: lim.Capacity(), Limit: lim, Source: SourceFailClosed, Cause: e}
 	case FailOpen:
 		o.res = Result{Allowed: true, Capacity: lim.Capacity(), Limit: lim, Source: SourceFailOpen, Cause: e}
 	default:
+		l.health.errors.Add(1)
 		return
 	}
 	o.err = nil
 	l.health.degraded.Add(1)
 }
 
-// emissionInterval is the time one unit of lim takes to come back,
-// rounded up to the millisecond: a retry hint that does not invite a retry
-// storm while Redis is away.
-func emissionInterval(lim Limit) time.Duration {
-	if lim.Rate <= 0 || lim.Period <= 0 {
-		return time.Second
-	}
-	d := (lim.Period + time.Duration(lim.Rate) - 1) / time.Duration(lim.Rate)
-	return max(ceilMs(d), time.Millisecond)
-}
+// minOutageRetry is the shortest retry hint while Redis is down.
+const minOutageRetry = time.Second
 
 // health follows Redis's failures: the circuit breaker and the bursts that
 // WithLogger reports.
@@ -197,6 +207,7 @@ type health struct {
 
 	failing  atomic.Bool  // from a burst's first failure to the next success
 	degraded atomic.Int64 // degraded decisions in the current burst
+	errors   atomic.Int64 // calls that returned ErrUnavailable in the current burst
 
 	mu        sync.Mutex
 	since     time.Time // the burst's first failure
@@ -204,6 +215,18 @@ type health struct {
 	lastProbe time.Time
 	probing   bool
 	probes    sync.WaitGroup // tests wait for probes
+}
+
+func newHealth(probeEvery time.Duration) *health {
+	return &health{probeEvery: probeEvery, now: time.Now}
+}
+
+// retryAfter is the retry hint of a denial by policy while Redis is down:
+// when a decision of Redis can be expected again, the breaker probing once
+// per interval (never under minOutageRetry, so that clients do not hammer
+// the service meanwhile).
+func (h *health) retryAfter() time.Duration {
+	return max(minOutageRetry, h.probeEvery)
 }
 
 // skip reports whether the breaker is open: do not ask Redis.
@@ -245,6 +268,7 @@ func (h *health) failed(l *Limiter, err error) {
 	if first {
 		h.since, h.lastProbe, h.lastErr = h.now(), h.now(), err
 		h.degraded.Store(0)
+		h.errors.Store(0)
 		h.failing.Store(true)
 	}
 	h.mu.Unlock()
@@ -266,7 +290,8 @@ func (h *health) succeeded(l *Limiter) {
 	h.mu.Unlock()
 	if was && l.logger != nil {
 		l.logger.Info("redisrate: Redis answers again",
-			slog.Int64("degraded", h.degraded.Load()), slog.Duration("after", h.now().Sub(since)))
+			slog.Duration("after", h.now().Sub(since)),
+			slog.Int64("degraded", h.degraded.Load()), slog.Int64("errors", h.errors.Load()))
 	}
 }
 
@@ -274,9 +299,15 @@ func (h *health) succeeded(l *Limiter) {
 // read of key, which writes nothing. Any answer closes the breaker, even an
 // error reply (a foreign key): Redis is up.
 func (l *Limiter) probe(key string) {
-	h := &l.health
+	h := l.health
 	defer h.probes.Done()
-	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	// A probe waits as long as a call would: a Redis that answers only
+	// after the decision timeout would fail the calls again.
+	timeout := probeTimeout
+	if l.timeout > 0 {
+		timeout = l.timeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	lim := []Limit{PerSecond(1)}
 	args, _ := buildArgs(0, false, lim)
@@ -289,7 +320,7 @@ func (l *Limiter) probe(key string) {
 	}
 }
 
-// probeTimeout bounds one probe.
+// probeTimeout bounds one probe of a Limiter without a decision timeout.
 const probeTimeout = 2 * time.Second
 
 // breakerError is the cause of a call the open breaker answered.

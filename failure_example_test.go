@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"time"
 
@@ -35,7 +36,7 @@ func ExampleWithFailurePolicy() {
 	fmt.Println(res.Allowed, res.Source, res.RetryAfter, res.Degraded())
 	// Output:
 	// true
-	// false fail-closed 200ms true
+	// false fail-closed 1s true
 }
 
 // While Redis is away, a fallback Limiter on an in-process Redis decides
@@ -124,8 +125,41 @@ func ExampleFailurePolicy() {
 	}
 	// Output:
 	// fail-error: allowed=false source=redis retry=0s unavailable=true
-	// fail-closed: allowed=false source=fail-closed retry=10s unavailable=false
+	// fail-closed: allowed=false source=fail-closed retry=1s unavailable=false
 	// fail-open: allowed=true source=fail-open retry=0s unavailable=false
+}
+
+// A Redis that accepts connections and never answers (here a bare TCP
+// listener, as a paused Redis or a wedged proxy would): the call returns at
+// the decision timeout, and the failure policy answers it.
+func ExampleWithDecisionTimeout() {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // when the listener closes: never a word before
+		}
+	}()
+	rdb := redis.NewClient(&redis.Options{Addr: ln.Addr().String()})
+	defer rdb.Close()
+
+	limiter := redisrate.NewLimiter(rdb,
+		redisrate.WithDecisionTimeout(50*time.Millisecond),
+		redisrate.WithFailurePolicy(redisrate.FailClosed))
+	start := time.Now()
+	res, err := limiter.Allow(context.Background(), "user:42", redisrate.PerSecond(5))
+	fmt.Println(res.Allowed, res.Source, err, time.Since(start) < time.Second)
+	fmt.Println(res.Cause)
+	// Output:
+	// false fail-closed <nil> true
+	// redisrate: gcra on key "user:42": no answer from Redis within the decision timeout of 50ms (context deadline exceeded)
 }
 
 func ExampleFailurePolicy_String() {

@@ -64,6 +64,14 @@ type Limit struct {
 	Rate      int64         // units replenished per Period (buckets) or allowed per window: 1 to 10^15 (SlidingLog: 10000)
 	Period    time.Duration // whole milliseconds, 1 ms to 10^12 ms
 	Burst     int64         // capacity; 0 means Rate
+
+	// Name names the limit in metrics and traces (Decision.Limits, and
+	// otelrate's redisrate.limit, for the binding limit), e.g. "login";
+	// the middleware name their limits so. It is not sent to Redis and
+	// is no part of the state. Make it a constant of the code or the
+	// configuration, never a key, a user or an address: each name is a
+	// series of its own.
+	Name string
 }
 
 // Per returns a GCRA limit of rate units per period with Burst = rate.
@@ -88,6 +96,10 @@ func (l Limit) WithBurst(burst int64) Limit { l.Burst = burst; return l }
 
 // WithAlgorithm returns a copy of l decided by a.
 func (l Limit) WithAlgorithm(a Algorithm) Limit { l.Algorithm = a; return l }
+
+// WithName returns a copy of l named name in metrics and traces (see
+// Limit.Name).
+func (l Limit) WithName(name string) Limit { l.Name = name; return l }
 
 // Capacity returns the most units available at once: Burst, or Rate when
 // Burst is 0.

@@ -17,7 +17,8 @@ import (
 // span when redisotel is on), the fallback and End (a nil context from
 // Start means the caller's own). End is called exactly once per Start, after the failure stage, with what the caller gets back:
 // the Result (Result.Source says who decided; Result.Cause is the Redis
-// error behind a degraded decision) and the error. Time End minus Start is
+// error behind a degraded decision; in shadow mode, Result.WouldDeny says
+// what was admitted only because of it) and the error. Time End minus Start is
 // the decision's latency as the caller saw it.
 //
 // The calls, by method of the Limiter:
@@ -65,6 +66,9 @@ type Decision struct {
 
 	// Limits are the limits of the call, in order; nil for KindBatch and
 	// KindReset. They belong to the Limiter: read them, never modify them.
+	// Their names (Limit.Name; the middleware's policy names) name the
+	// limit in metrics: the binding one, Limits[Result.Binding], when the
+	// call has a Result.
 	Limits []Limit
 
 	// Cost is the units asked for: 1 for Allow and Check, n for AllowN and

@@ -51,11 +51,22 @@ type Result struct {
 
 	// Cause is the Redis failure behind a degraded result; nil otherwise.
 	Cause error
+
+	// Shadow reports a decision of a Limiter in shadow mode
+	// (WithShadowMode): Allowed is always true.
+	Shadow bool
+
+	// WouldDeny reports, in shadow mode, a request that was admitted but
+	// that the limit (or the failure policy) denied: RetryAfter, Remaining
+	// and the rest are the denial's.
+	WouldDeny bool
+
+	peek bool // the answer to a Peek: a state, not an admission
 }
 
 // Never reports whether the request can never be admitted under its limits
 // (RetryAfter is InfDuration), as opposed to being admitted later.
-func (r Result) Never() bool { return !r.Allowed && r.RetryAfter == InfDuration }
+func (r Result) Never() bool { return (!r.Allowed || r.WouldDeny) && r.RetryAfter == InfDuration }
 
 // Degraded reports whether r was decided without Redis: by the fallback or
 // the failure policy (Source is neither SourceRedis nor SourceDenyCache).
@@ -64,10 +75,20 @@ func (r Result) Never() bool { return !r.Allowed && r.RetryAfter == InfDuration 
 // nothing global.
 func (r Result) Degraded() bool { return r.Source != SourceRedis && r.Source != SourceDenyCache }
 
-// String summarises r for logs, e.g. "denied: 0 of 10 left, retry in 100ms".
+// String summarises r for logs, e.g. "denied: 0 of 10 left, retry in
+// 100ms"; the answer to a Peek, which admits nothing, reads "peek: 7 of 10
+// left, full in 300ms".
 func (r Result) String() string {
 	var s string
 	switch {
+	case r.peek && r.Degraded():
+		s = "peek: state unknown"
+	case r.peek:
+		s = fmt.Sprintf("peek: %d of %d left, full in %v", r.Remaining, r.Capacity, r.ResetAfter)
+	case r.WouldDeny && r.Never():
+		s = fmt.Sprintf("allowed in shadow mode, would deny: cost exceeds capacity %d", r.Capacity)
+	case r.WouldDeny:
+		s = fmt.Sprintf("allowed in shadow mode, would deny: %d of %d left, retry in %v", r.Remaining, r.Capacity, r.RetryAfter)
 	case r.Allowed:
 		s = fmt.Sprintf("allowed: %d of %d left, full in %v", r.Remaining, r.Capacity, r.ResetAfter)
 	case r.Never():

@@ -2,6 +2,7 @@ package grpclimit_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net"
@@ -168,19 +169,23 @@ func ExampleKeyFunc() {
 	// [grpc:/pkg.Svc/Get:ip:192.0.2.1 grpc:/pkg.Svc/List:ip:192.0.2.1]
 }
 
-// Let calls through while Redis is down, after logging why.
-func ExampleServeOnError() {
+// Let calls through while Redis is down: the failure policy, in the
+// Limiter's words, for these interceptors only (zero: the Limiter's own).
+// OnError is told of what the Limiter does not log itself.
+func ExampleConfig_failurePolicy() {
 	rdb, done := exampleRedis()
 	defer done()
 	rdb.Close() // Redis is gone
 
 	logger := log.New(os.Stdout, "", 0)
 	limit, err := grpclimit.New(grpclimit.Config{
-		Limiter: redisrate.NewLimiter(rdb),
-		Limits:  []redisrate.Limit{redisrate.PerSecond(10)},
-		OnError: func(ctx context.Context, method string, err error) error {
-			logger.Printf("rate limiter: %s: %v", method, err)
-			return grpclimit.ServeOnError(ctx, method, err)
+		Limiter:       redisrate.NewLimiter(rdb), // FailError: Unavailable while Redis is down
+		Limits:        []redisrate.Limit{redisrate.PerSecond(10)},
+		FailurePolicy: redisrate.FailOpen, // but these let calls through
+		OnError: func(ctx context.Context, method string, err error) {
+			if !errors.Is(err, redisrate.ErrUnavailable) { // Redis's outages: the Limiter's WithLogger
+				logger.Printf("rate limit of %s: %v", method, err)
+			}
 		},
 	})
 	if err != nil {
@@ -188,16 +193,33 @@ func ExampleServeOnError() {
 	}
 	fmt.Println("/pkg.Svc/Get", exampleCall(limit, "/pkg.Svc/Get"))
 	// Output:
-	// rate limiter: /pkg.Svc/Get: redisrate: gcra on key "grpc:ip:192.0.2.1": redis: client is closed
 	// /pkg.Svc/Get OK
 }
 
-// The default: refuse, with a status the client can act on.
-func ExampleRefuseOnError() {
-	err := grpclimit.RefuseOnError(context.Background(), "/pkg.Svc/Get", redisrate.ErrUnavailable)
-	fmt.Println(status.Code(err))
+// The default while Redis is down (FailError, and FailClosed alike): fail
+// the call with a status the client can act on, and a RetryInfo for the
+// outage, not the quota.
+func ExampleConfig_redisDown() {
+	rdb, done := exampleRedis()
+	defer done()
+	rdb.Close() // Redis is gone
+
+	limit, err := grpclimit.New(grpclimit.Config{
+		Limiter: redisrate.NewLimiter(rdb),
+		Limits:  []redisrate.Limit{redisrate.PerDay(10)},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP("192.0.2.1"), Port: 4000}})
+	_, err = limit.Unary()(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/pkg.Svc/Get"}, func(ctx context.Context, req any) (any, error) { return nil, nil })
+	for _, d := range status.Convert(err).Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			fmt.Println(status.Code(err), "retry in", ri.RetryDelay.AsDuration())
+		}
+	}
 	// Output:
-	// Unavailable
+	// Unavailable retry in 1s
 }
 
 // APIKey reads the key from the call's metadata; Redis sees only its HMAC.
@@ -209,11 +231,11 @@ func ExampleAPIKey() {
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-api-key", "k-123"))
 	key, _ := keyFunc(ctx, "/pkg.Svc/Get")
 	fmt.Println(key[:4], len(key))
-	_, err = keyFunc(context.Background(), "/pkg.Svc/Get")
-	fmt.Println(status.Code(grpclimit.RefuseOnError(context.Background(), "/pkg.Svc/Get", err)))
+	_, err = keyFunc(context.Background(), "/pkg.Svc/Get") // no x-api-key: the interceptors answer InvalidArgument
+	fmt.Println(errors.Is(err, grpclimit.ErrNoKey))
 	// Output:
 	// key: 36
-	// InvalidArgument
+	// true
 }
 
 // PeerIP keys by the connection's address.
@@ -267,31 +289,39 @@ func ExampleInterceptor_Unary() {
 	// Output:
 }
 
-// An ErrorHandler of one's own: let calls of one method through while
-// Redis is down, refuse the others.
-func ExampleErrorHandler() {
+// A limit rolled out in shadow mode: every call is decided, recorded and
+// let through; the Limiter's Observer (otelrate) sees which ones it would
+// have denied, and clients see no ratelimit metadata until it is enforced.
+func ExampleConfig_shadow() {
 	rdb, done := exampleRedis()
 	defer done()
-	rdb.Close() // Redis is gone
-
-	var onError grpclimit.ErrorHandler = func(ctx context.Context, method string, err error) error {
-		if method == "/shop.Catalog/Browse" {
-			return grpclimit.ServeOnError(ctx, method, err)
-		}
-		return grpclimit.RefuseOnError(ctx, method, err)
-	}
+	var wouldDeny int
 	limit, err := grpclimit.New(grpclimit.Config{
-		Limiter: redisrate.NewLimiter(rdb),
-		Limits:  []redisrate.Limit{redisrate.PerSecond(10)},
-		OnError: onError,
+		Limiter: redisrate.NewLimiter(rdb, redisrate.WithObserver(countWouldDeny{&wouldDeny})),
+		Limits:  []redisrate.Limit{redisrate.PerMinute(2)},
+		Shadow:  true,
 	})
 	if err != nil {
 		log.Fatal(err)
 	}
-	for _, method := range []string{"/shop.Catalog/Browse", "/shop.Orders/Checkout"} {
-		fmt.Println(method, exampleCall(limit, method))
+	for range 3 {
+		fmt.Println("/shop.Catalog/Browse", exampleCall(limit, "/shop.Catalog/Browse"))
 	}
+	fmt.Println("would have denied:", wouldDeny)
 	// Output:
 	// /shop.Catalog/Browse OK
-	// /shop.Orders/Checkout Unavailable
+	// /shop.Catalog/Browse OK
+	// /shop.Catalog/Browse OK
+	// would have denied: 1
+}
+
+// countWouldDeny is an Observer that counts what shadow mode admitted only
+// because of it; otelrate reports it as the outcome would_deny.
+type countWouldDeny struct{ n *int }
+
+func (c countWouldDeny) Start(ctx context.Context, _ redisrate.Decision) context.Context { return ctx }
+func (c countWouldDeny) End(_ context.Context, _ redisrate.Decision, res redisrate.Result, _ error) {
+	if res.WouldDeny {
+		*c.n++
+	}
 }

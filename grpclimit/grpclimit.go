@@ -12,15 +12,18 @@
 // draft-ietf-httpapi-ratelimit-headers-10 that the httplimit package sends
 // (see its documentation for q, w, r and t).
 //
-// When Redis fails, the Limiter's failure policy (redisrate.WithFailurePolicy,
-// WithFallback) decides, and the interceptors tell the truth about it: a
-// call admitted by policy goes through without ratelimit metadata (there is
-// no quota to report); a call denied by policy fails with codes.Unavailable
-// and a RetryInfo, never ResourceExhausted, which would tell the client it
-// spent its quota; a decision of the fallback is kept, without ratelimit
-// metadata. With no policy, Config.OnError decides: RefuseOnError (the
-// default) fails the call with codes.Unavailable and a RetryInfo of one
-// second, ServeOnError lets it through.
+// When Redis fails (or does not answer within the Limiter's decision
+// timeout, redisrate.WithDecisionTimeout), the failure policy decides: the
+// Limiter's (redisrate.WithFailurePolicy, WithFallback), or
+// Config.FailurePolicy, in the same words; and the interceptors tell the
+// truth about it: a call admitted by policy (redisrate.FailOpen) goes
+// through without ratelimit metadata (there is no quota to report); a call
+// refused by policy (redisrate.FailClosed, or redisrate.FailError, the
+// default) fails with codes.Unavailable and a RetryInfo, never
+// ResourceExhausted, which would tell the client it spent its quota; a
+// decision of the fallback is kept, without ratelimit metadata. In shadow
+// mode (Config.Shadow) every call is decided and recorded as usual, and
+// goes through.
 package grpclimit
 
 import (
@@ -56,7 +59,7 @@ const (
 
 // ErrNoKey is matched by KeyFunc errors that mean the call carries no
 // usable key, such as missing API key metadata: the client's fault, which
-// the default ErrorHandlers answer with codes.InvalidArgument.
+// the interceptors answer with codes.InvalidArgument.
 var ErrNoKey = errors.New("no rate-limit key")
 
 // KeyFunc returns the key that identifies the client of a call to the full
@@ -151,36 +154,6 @@ func (k APIKey) KeyFunc() (KeyFunc, error) {
 	}, nil
 }
 
-// ErrorHandler decides a call whose limit could not be decided (err is the
-// KeyFunc's or the Limiter's): nil lets the call through, an error (a
-// status error) fails it.
-type ErrorHandler func(ctx context.Context, method string, err error) error
-
-// RefuseOnError is the default ErrorHandler: an error that wraps ErrNoKey
-// fails the call with codes.InvalidArgument, naming what is missing; one
-// that matches redisrate.ErrUnavailable with codes.Unavailable and a
-// RetryInfo of one second; any other (a key holding other data, a failing
-// KeyFunc) with codes.Internal. The status never shows the error's text,
-// which may describe the infrastructure.
-func RefuseOnError(ctx context.Context, method string, err error) error {
-	switch {
-	case errors.Is(err, ErrNoKey):
-		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, redisrate.ErrUnavailable):
-		return withRetry(codes.Unavailable, "the rate limiter is unavailable; try again later", time.Second, nil)
-	}
-	return status.Error(codes.Internal, "the rate limit could not be decided")
-}
-
-// ServeOnError lets a call through when its limit cannot be decided, but
-// still refuses one without its key (ErrNoKey), as RefuseOnError does.
-func ServeOnError(ctx context.Context, method string, err error) error {
-	if errors.Is(err, ErrNoKey) {
-		return RefuseOnError(ctx, method, err)
-	}
-	return nil
-}
-
 // Method is the limits and cost of a method.
 type Method struct {
 	// Limits are the method's own limits, with state of their own; nil
@@ -197,8 +170,26 @@ type Method struct {
 // Config configures an Interceptor. Limiter is required, and Limits
 // unless every limited method has its own.
 type Config struct {
-	// Limiter decides, in Redis; its failure policy decides without it.
+	// Limiter decides, in Redis; its failure policy decides without it,
+	// unless FailurePolicy says otherwise.
 	Limiter *redisrate.Limiter
+	// FailurePolicy decides a call when Redis cannot: let it through
+	// (redisrate.FailOpen) or fail it with codes.Unavailable
+	// (redisrate.FailClosed, redisrate.FailError). Zero: the Limiter's
+	// policy, so that one setting, on the Limiter, holds for gRPC and
+	// HTTP alike.
+	FailurePolicy redisrate.FailurePolicy
+	// Shadow decides and records every call as usual and lets it through
+	// whatever the decision: the way to roll a limit out. Metrics and
+	// traces (redisrate.Observer, otelrate) report what would have been
+	// denied (redisrate.Result.WouldDeny). No call is failed, not even one
+	// that the limit could not be decided for (OnError is told). See
+	// redisrate.WithShadowMode.
+	Shadow bool
+	// ShadowHeaders sends the ratelimit response metadata in shadow mode
+	// too: off by default, so that a limit being rolled out changes
+	// nothing clients see.
+	ShadowHeaders bool
 	// Limits are the limits of every method without limits of its own.
 	// Without them, only the methods in Methods are limited.
 	Limits []redisrate.Limit
@@ -217,9 +208,20 @@ type Config struct {
 	// the KeyFunc's key, with the method's name in between for a method
 	// with limits of its own. Default "grpc".
 	Name string
-	// OnError decides a call whose limit could not be decided. Default
-	// RefuseOnError.
-	OnError ErrorHandler
+	// OnError, if set, is told of every call whose limit could not be
+	// decided, before it is answered: to log the errors that are bugs (a
+	// key holding other data, a failing KeyFunc). Redis being down is
+	// logged by the Limiter (redisrate.WithLogger), once per outage: skip
+	// errors that match redisrate.ErrUnavailable. The answer is the
+	// interceptor's: codes.InvalidArgument for a call without its key
+	// (ErrNoKey, the error's text shown), codes.Unavailable with a
+	// RetryInfo of one second when Redis could not decide
+	// (redisrate.ErrUnavailable), the context's code when the call's
+	// deadline passed (or it was cancelled) first, codes.Internal for
+	// anything else; never the error's text, which may describe the
+	// infrastructure. In shadow mode the call goes through instead, but
+	// for an ended context.
+	OnError func(ctx context.Context, method string, err error)
 }
 
 type rule struct {
@@ -230,12 +232,14 @@ type rule struct {
 
 // Interceptor limits the calls that go through its interceptors.
 type Interceptor struct {
-	limiter *redisrate.Limiter
-	base    *rule // nil without Config.Limits
-	methods map[string]*rule
-	key     KeyFunc
-	exempt  func(context.Context, string) bool
-	onError ErrorHandler
+	limiter       *redisrate.Limiter
+	base          *rule // nil without Config.Limits
+	methods       map[string]*rule
+	key           KeyFunc
+	exempt        func(context.Context, string) bool
+	shadow        bool
+	shadowHeaders bool
+	onError       func(context.Context, string, error)
 }
 
 // New checks c and returns its Interceptor. Every configuration error is
@@ -251,7 +255,14 @@ func New(c Config) (*Interceptor, error) {
 	if err := ratefields.CheckName(name); err != nil {
 		return nil, fmt.Errorf("grpclimit: invalid Config.Name: %w", err)
 	}
-	i := &Interceptor{limiter: c.Limiter, methods: map[string]*rule{}, exempt: c.Exempt, onError: c.OnError}
+	i := &Interceptor{limiter: c.Limiter, methods: map[string]*rule{}, exempt: c.Exempt,
+		shadow: c.Shadow, shadowHeaders: c.ShadowHeaders, onError: c.OnError}
+	if c.FailurePolicy != 0 {
+		i.limiter = i.limiter.With(redisrate.WithFailurePolicy(c.FailurePolicy))
+	}
+	if c.Shadow {
+		i.limiter = i.limiter.With(redisrate.WithShadowMode())
+	}
 	if len(c.Limits) > 0 {
 		r, err := newRule(name, c.Limits, c.PolicyNames, 1, name+":")
 		if err != nil {
@@ -302,9 +313,6 @@ func New(c Config) (*Interceptor, error) {
 		return nil, fmt.Errorf("grpclimit: Config.Key: %w", err)
 	}
 	i.key = key
-	if i.onError == nil {
-		i.onError = RefuseOnError
-	}
 	return i, nil
 }
 
@@ -329,6 +337,9 @@ func newRule(name string, limits []redisrate.Limit, names []string, cost int64, 
 	f, err := ratefields.New(names, limits)
 	if err != nil {
 		return nil, err
+	}
+	for i := range f.Limits {
+		f.Limits[i].Name = f.Name(i) // the limit's name in metrics and traces too
 	}
 	return &rule{prefix: prefix, fields: f, cost: cost}, nil
 }
@@ -377,11 +388,14 @@ func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, e
 		err = fmt.Errorf("%w: the call's key is empty (use Config.Exempt to exempt calls)", ErrNoKey)
 	}
 	if err != nil {
-		return nil, i.onError(ctx, method, err)
+		return nil, i.fail(ctx, method, err)
 	}
 	res, err := i.limiter.AllowMulti(ctx, r.prefix+key, r.cost, r.fields.Limits...)
 	if err != nil {
-		return nil, i.onError(ctx, method, err)
+		return nil, i.fail(ctx, method, err)
+	}
+	if res.Shadow && !i.shadowHeaders {
+		return nil, nil // admitted: shadow mode changes nothing clients see
 	}
 	md := metadata.Pairs(PolicyMetadata, r.fields.Policy())
 	if !res.Degraded() {
@@ -406,6 +420,25 @@ func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, e
 	return md, withRetry(codes.ResourceExhausted, fmt.Sprintf("rate limit exceeded: retry in %v", res.RetryAfter), res.RetryAfter, qf)
 }
 
+// fail is the answer to a call whose limit could not be decided (see
+// Config.OnError): the status error that fails it, or nil.
+func (i *Interceptor) fail(ctx context.Context, method string, err error) error {
+	if i.onError != nil {
+		i.onError(ctx, method, err)
+	}
+	switch {
+	case callerGaveUp(err):
+		return status.FromContextError(err).Err()
+	case i.shadow:
+		return nil
+	case errors.Is(err, ErrNoKey):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, redisrate.ErrUnavailable):
+		return withRetry(codes.Unavailable, "the rate limiter is unavailable; try again later", time.Second, nil)
+	}
+	return status.Error(codes.Internal, "the rate limit could not be decided")
+}
+
 // withRetry is a status error with a RetryInfo of wait (and qf, if any).
 func withRetry(c codes.Code, msg string, wait time.Duration, qf *errdetails.QuotaFailure) error {
 	details := []protoadapt.MessageV1{&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)}}
@@ -417,4 +450,12 @@ func withRetry(c codes.Code, msg string, wait time.Duration, qf *errdetails.Quot
 		return status.Error(c, msg)
 	}
 	return st.Err()
+}
+
+// callerGaveUp reports an error of the Limiter for a call whose context
+// ended (its deadline, which the client sets, passed) before Redis
+// decided: never a reason to let it through.
+func callerGaveUp(err error) bool {
+	return !errors.Is(err, redisrate.ErrUnavailable) &&
+		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +25,7 @@ import (
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/grpclimit"
+	"github.com/redisrate/redisrate/httplimit"
 )
 
 const (
@@ -241,9 +245,15 @@ func TestRedisDown(t *testing.T) {
 			t.Errorf("ratelimit metadata %v without a decision", md)
 		}
 	})
-	t.Run("no policy, ServeOnError: through", func(t *testing.T) {
-		if md, err := call(t, serve(t, grpclimit.Config{Limiter: down(t), Limits: lim, OnError: grpclimit.ServeOnError})); err != nil || len(md.Get("ratelimit")) != 0 {
+	t.Run("Config.FailurePolicy FailOpen over the Limiter's FailError: through", func(t *testing.T) {
+		if md, err := call(t, serve(t, grpclimit.Config{Limiter: down(t), Limits: lim, FailurePolicy: redisrate.FailOpen})); err != nil || len(md.Get("ratelimit")) != 0 {
 			t.Errorf("%v, %v", err, md)
+		}
+	})
+	t.Run("Config.FailurePolicy FailClosed over the Limiter's FailOpen: Unavailable", func(t *testing.T) {
+		_, err := call(t, serve(t, grpclimit.Config{Limiter: down(t, redisrate.WithFailurePolicy(redisrate.FailOpen)), Limits: lim, FailurePolicy: redisrate.FailClosed}))
+		if wait, _ := details(t, err); status.Code(err) != codes.Unavailable || wait != time.Second {
+			t.Errorf("%v, RetryInfo %v; want Unavailable, 1s", err, wait)
 		}
 	})
 	t.Run("FailOpen: through, no quota", func(t *testing.T) {
@@ -257,8 +267,13 @@ func TestRedisDown(t *testing.T) {
 		if status.Code(err) != codes.Unavailable {
 			t.Fatalf("%v; want Unavailable", err)
 		}
-		if wait, _ := details(t, err); wait != 6*time.Second {
-			t.Errorf("RetryInfo %v; want 6s (one emission interval)", wait)
+		if wait, _ := details(t, err); wait != time.Second {
+			t.Errorf("RetryInfo %v; want 1s (the outage's hint, not the quota's)", wait)
+		}
+		// Not a day for a daily quota (issue 24 item 4).
+		_, err = call(t, serve(t, grpclimit.Config{Limiter: down(t, redisrate.WithFailurePolicy(redisrate.FailClosed)), Limits: []redisrate.Limit{redisrate.PerDay(1)}}))
+		if wait, _ := details(t, err); status.Code(err) != codes.Unavailable || wait != time.Second {
+			t.Errorf("PerDay(1): %v, RetryInfo %v; want Unavailable, 1s", err, wait)
 		}
 		if len(md.Get("ratelimit")) != 0 {
 			t.Errorf("ratelimit metadata %v on a policy's denial", md)
@@ -270,10 +285,7 @@ func TestRedisDown(t *testing.T) {
 			t.Fatal(err)
 		}
 		var seen error
-		onError := func(ctx context.Context, method string, err error) error {
-			seen = err
-			return grpclimit.RefuseOnError(ctx, method, err)
-		}
+		onError := func(ctx context.Context, method string, err error) { seen = err }
 		_, err := call(t, serve(t, grpclimit.Config{Limiter: redisrate.NewLimiter(e.rdb), Limits: lim, OnError: onError}))
 		if status.Code(err) != codes.Internal || !errors.Is(seen, redisrate.ErrForeignKey) || seen == nil {
 			t.Errorf("%v (seen %v); want Internal and ErrForeignKey", err, seen)
@@ -315,6 +327,168 @@ func TestEmptyKey(t *testing.T) {
 	for range 3 {
 		if _, err := call(t, c); status.Code(err) != codes.InvalidArgument {
 			t.Fatalf("%v; want InvalidArgument", err)
+		}
+	}
+}
+
+// A client sets its calls' deadlines (grpc-timeout). Calls whose deadline
+// passes before the limit is decided must not run the handler, nor open the
+// breaker for the other clients, under FailOpen, and not in shadow mode
+// (issue 24: 150 µs deadlines ran the handler 3,497 times in 2 s at 3/min).
+func TestTinyDeadlinesBuyNothing(t *testing.T) {
+	for name, shadow := range map[string]bool{"enforcing": false, "shadow": true} {
+		e := newEnv(t)
+		in, err := grpclimit.New(grpclimit.Config{
+			Limiter: redisrate.NewLimiter(e.rdb, redisrate.WithFailurePolicy(redisrate.FailOpen)),
+			Limits:  []redisrate.Limit{redisrate.PerMinute(3)},
+			Key:     grpclimit.APIKey{Metadata: "x-api-key", Secret: secret},
+			Shadow:  shadow,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The network between them: a call arrives when its deadline has
+		// (nearly) passed, as 150 µs deadlines do.
+		late := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+			if md, _ := metadata.FromIncomingContext(ctx); len(md.Get("x-late")) > 0 {
+				<-ctx.Done()
+			}
+			return handler(ctx, req)
+		}
+		var ran atomic.Int64
+		count := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+			ran.Add(1)
+			return handler(ctx, req)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := grpc.NewServer(grpc.ChainUnaryInterceptor(late, in.Unary(), count))
+		healthpb.RegisterHealthServer(srv, health.NewServer())
+		go func() { _ = srv.Serve(ln) }()
+		conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := healthpb.NewHealthClient(conn)
+		check := func(key string, timeout time.Duration, kv ...string) error {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			ctx = metadata.AppendToOutgoingContext(ctx, append([]string{"x-api-key", key}, kv...)...)
+			_, err := client.Check(ctx, &healthpb.HealthCheckRequest{})
+			return err
+		}
+		for i := range 3 {
+			if err := check("victim", 10*time.Second); err != nil {
+				t.Fatalf("%s: victim call %d: %v", name, i, err)
+			}
+		}
+		for range 30 {
+			if err := check("attacker", 5*time.Millisecond, "x-late", "1"); status.Code(err) != codes.DeadlineExceeded {
+				t.Errorf("%s: a late call: %v; want DeadlineExceeded", name, err)
+			}
+		}
+		if shadow { // every call it decides goes through: none of the late ones
+			if n := ran.Load(); n != 3 {
+				t.Errorf("%s: the handler ran %d times; want the victim's 3", name, n)
+			}
+			_ = conn.Close()
+			srv.Stop()
+			continue
+		}
+		for i := range 5 {
+			if err := check("victim", 10*time.Second); status.Code(err) != codes.ResourceExhausted {
+				t.Errorf("%s: victim call %d after the late calls: %v; want ResourceExhausted", name, i, err)
+			}
+		}
+		// Handlers that ran: the victim's 3, nothing for the late calls.
+		if n := ran.Load(); n != 3 {
+			t.Errorf("%s: the handler ran %d times; want 3 (the limit)", name, n)
+		}
+		_ = conn.Close()
+		srv.Stop()
+	}
+}
+
+// wouldDeny is an Observer that counts the calls shadow mode admitted only
+// because of itself.
+type wouldDeny struct{ n atomic.Int64 }
+
+func (w *wouldDeny) Start(ctx context.Context, _ redisrate.Decision) context.Context { return ctx }
+func (w *wouldDeny) End(_ context.Context, _ redisrate.Decision, res redisrate.Result, _ error) {
+	if res.WouldDeny {
+		w.n.Add(1)
+	}
+}
+
+// Shadow mode: every call decided, recorded and let through; never
+// ResourceExhausted, no metadata unless asked for; the observer sees what
+// would have been denied; Redis down lets calls through too.
+func TestShadow(t *testing.T) {
+	for _, headers := range []bool{false, true} {
+		e := newEnv(t)
+		var obs wouldDeny
+		c := serve(t, grpclimit.Config{
+			Limiter:       redisrate.NewLimiter(e.rdb, redisrate.WithObserver(&obs)),
+			Limits:        []redisrate.Limit{redisrate.PerMinute(2)},
+			Shadow:        true,
+			ShadowHeaders: headers,
+		})
+		for i := range 5 {
+			md, err := call(t, c)
+			if err != nil {
+				t.Errorf("headers %v, call %d: %v; want it through", headers, i, err)
+			}
+			if got := len(md.Get(grpclimit.RateLimitMetadata)) > 0; got != headers {
+				t.Errorf("headers %v, call %d: metadata %v", headers, i, md)
+			}
+		}
+		if n := obs.n.Load(); n != 3 {
+			t.Errorf("headers %v: %d would have been denied; want 3", headers, n)
+		}
+		// Enforced, the same key: the shadow's admissions were recorded.
+		if _, err := call(t, serve(t, grpclimit.Config{Limiter: redisrate.NewLimiter(e.rdb), Limits: []redisrate.Limit{redisrate.PerMinute(2)}})); status.Code(err) != codes.ResourceExhausted {
+			t.Errorf("enforced after the shadow's 2 admissions: %v; want ResourceExhausted", err)
+		}
+	}
+	e := newEnv(t)
+	e.mr.SetError("ERR injected failure")
+	if _, err := call(t, serve(t, grpclimit.Config{Limiter: redisrate.NewLimiter(e.rdb), Limits: []redisrate.Limit{redisrate.PerMinute(2)}, Shadow: true})); err != nil {
+		t.Errorf("shadow mode, Redis down: %v; want the call through", err)
+	}
+}
+
+// One vocabulary: the Limiter's failure policy (or shadow mode), set once,
+// decides HTTP and gRPC alike (issue 22: switching HTTP to serve on error
+// left gRPC refusing).
+func TestOneSettingForHTTPAndGRPC(t *testing.T) {
+	lim := []redisrate.Limit{redisrate.PerMinute(1)}
+	for _, c := range []struct {
+		setting redisrate.Option
+		code    codes.Code
+		status  int
+	}{
+		{redisrate.WithFailurePolicy(redisrate.FailError), codes.Unavailable, 503},
+		{redisrate.WithFailurePolicy(redisrate.FailClosed), codes.Unavailable, 503},
+		{redisrate.WithFailurePolicy(redisrate.FailOpen), codes.OK, 200},
+		{redisrate.WithShadowMode(), codes.OK, 200},
+	} {
+		e := newEnv(t)
+		e.mr.SetError("ERR injected failure")
+		limiter := redisrate.NewLimiter(e.rdb, c.setting)
+		_, err := call(t, serve(t, grpclimit.Config{Limiter: limiter, Limits: lim}))
+		h, herr := httplimit.New(httplimit.Config{Limiter: limiter, Limits: lim})
+		if herr != nil {
+			t.Fatal(herr)
+		}
+		w := httptest.NewRecorder()
+		h.Handler(http.NotFoundHandler()).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		if w.Code == 404 {
+			w.Code = 200 // served
+		}
+		if status.Code(err) != c.code || w.Code != c.status {
+			t.Errorf("Redis down: gRPC %v, HTTP %d; want %v, %d", status.Code(err), w.Code, c.code, c.status)
 		}
 	}
 }

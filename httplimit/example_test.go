@@ -160,22 +160,25 @@ func ExampleConfig_plans() {
 }
 
 // Limits that only smooth load can let requests through while Redis is
-// down: log the error, then serve the request without a limit. The
-// response then carries no RateLimit header: there is no quota to report.
-func ExampleServeOnError() {
+// down: the failure policy, in the Limiter's words, for this middleware
+// only (zero: the Limiter's own). The response then carries no RateLimit
+// header: there is no quota to report. OnError is told of what the
+// Limiter does not log itself.
+func ExampleConfig_failurePolicy() {
 	rdb, done := exampleRedis()
 	defer done()
 	rdb.Close() // Redis is gone
 
 	logger := log.New(os.Stdout, "", 0)
-	serve := func(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
-		logger.Printf("rate limiter: %v", err)
-		httplimit.ServeOnError(w, r, next, err)
-	}
 	limit, err := httplimit.New(httplimit.Config{
-		Limiter: redisrate.NewLimiter(rdb),
-		Limits:  []redisrate.Limit{redisrate.PerSecond(10)},
-		OnError: serve,
+		Limiter:       redisrate.NewLimiter(rdb), // FailError: 503 while Redis is down
+		Limits:        []redisrate.Limit{redisrate.PerSecond(10)},
+		FailurePolicy: redisrate.FailOpen, // but this one serves
+		OnError: func(r *http.Request, err error) {
+			if !errors.Is(err, redisrate.ErrUnavailable) { // Redis's outages: the Limiter's WithLogger
+				logger.Printf("rate limit of %s: %v", r.URL.Path, err)
+			}
+		},
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -187,21 +190,20 @@ func ExampleServeOnError() {
 	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
 	fmt.Println(w.Code, w.Body.String(), "RateLimit:", w.Header().Get("RateLimit"))
 	// Output:
-	// rate limiter: redisrate: gcra on key "default:ip:192.0.2.1": redis: client is closed
 	// 200 served RateLimit:
 }
 
-// What RefuseOnError, the default, answers when Redis cannot decide and
-// the Limiter has no failure policy.
-func ExampleRefuseOnError() {
+// What a request gets when Redis cannot decide and the policy refuses it
+// (FailError, the default, and FailClosed alike): 503, and a Retry-After
+// for the outage, not the quota.
+func ExampleConfig_redisDown() {
 	rdb, done := exampleRedis()
 	defer done()
 	rdb.Close() // Redis is gone
 
 	limit, err := httplimit.New(httplimit.Config{
 		Limiter: redisrate.NewLimiter(rdb),
-		Limits:  []redisrate.Limit{redisrate.PerSecond(10)},
-		OnError: httplimit.RefuseOnError,
+		Limits:  []redisrate.Limit{redisrate.PerDay(10)},
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -211,6 +213,47 @@ func ExampleRefuseOnError() {
 	fmt.Println(w.Code, "Retry-After:", w.Header().Get("Retry-After"), "RateLimit:", w.Header().Get("RateLimit"))
 	// Output:
 	// 503 Retry-After: 1 RateLimit:
+}
+
+// A limit rolled out in shadow mode: every request is decided, recorded
+// and served; the Limiter's Observer (otelrate) sees which ones it would
+// have denied, and clients see no header until it is enforced.
+func ExampleConfig_shadow() {
+	rdb, done := exampleRedis()
+	defer done()
+	var wouldDeny int
+	limit, err := httplimit.New(httplimit.Config{
+		Limiter: redisrate.NewLimiter(rdb, redisrate.WithObserver(countWouldDeny{&wouldDeny})),
+		Limits:  []redisrate.Limit{redisrate.PerMinute(2)},
+		Name:    "search",
+		Shadow:  true,
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := limit.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for range 3 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/search", nil))
+		fmt.Printf("%d RateLimit: %q\n", w.Code, w.Header().Get("RateLimit"))
+	}
+	fmt.Println("would have denied:", wouldDeny)
+	// Output:
+	// 200 RateLimit: ""
+	// 200 RateLimit: ""
+	// 200 RateLimit: ""
+	// would have denied: 1
+}
+
+// countWouldDeny is an Observer that counts what shadow mode admitted only
+// because of it; otelrate reports it as the outcome would_deny.
+type countWouldDeny struct{ n *int }
+
+func (c countWouldDeny) Start(ctx context.Context, _ redisrate.Decision) context.Context { return ctx }
+func (c countWouldDeny) End(_ context.Context, _ redisrate.Decision, res redisrate.Result, _ error) {
+	if res.WouldDeny {
+		*c.n++
+	}
 }
 
 // Configuration mistakes are reported by New, not per request.
@@ -411,48 +454,6 @@ func ExampleClientIP() {
 	fmt.Println(key)
 	// Output:
 	// ip:203.0.113.9
-}
-
-// An ErrorHandler of one's own: a JSON error, whatever went wrong; 401 for
-// a request without its API key (ErrNoKey), 503 for anything else, such
-// as Redis being gone.
-func ExampleErrorHandler() {
-	rdb, done := exampleRedis()
-	defer done()
-	rdb.Close() // Redis is gone
-
-	var onError httplimit.ErrorHandler = func(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
-		status := http.StatusServiceUnavailable
-		if errors.Is(err, httplimit.ErrNoKey) {
-			status = http.StatusUnauthorized
-		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		fmt.Fprintln(w, `{"error":"rate limit undecided"}`)
-	}
-	limit, err := httplimit.New(httplimit.Config{
-		Limiter: redisrate.NewLimiter(rdb),
-		Limits:  []redisrate.Limit{redisrate.PerSecond(10)},
-		Key:     httplimit.Header("X-API-Key", []byte("example secret, 16+ bytes; load yours from a secret store")),
-		OnError: onError,
-	})
-	if err != nil {
-		log.Fatal(err)
-	}
-	h := limit.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil)) // no API key
-	fmt.Printf("without a key: %d %s", w.Code, w.Body.String())
-
-	r := httptest.NewRequest("GET", "/", nil)
-	r.Header.Set("X-API-Key", "k-123") // a key, but no Redis to decide
-	w = httptest.NewRecorder()
-	h.ServeHTTP(w, r)
-	fmt.Printf("with a key: %d %s", w.Code, w.Body.String())
-	// Output:
-	// without a key: 401 {"error":"rate limit undecided"}
-	// with a key: 503 {"error":"rate limit undecided"}
 }
 
 // One Middleware for a group of routes that share a quota.

@@ -37,25 +37,30 @@
 // capacity, rounded up: a delay, not a Unix timestamp. Retry-After is in
 // whole seconds, rounded up, so a client that honours it is admitted.
 //
-// When Redis fails, the Limiter's failure policy (redisrate.WithFailurePolicy,
-// WithFallback) decides first, and the middleware tells the truth about it:
+// When Redis fails (or does not answer within the Limiter's decision
+// timeout, redisrate.WithDecisionTimeout), the failure policy decides: the
+// Limiter's (redisrate.WithFailurePolicy, WithFallback), or
+// Config.FailurePolicy, in the same words. The middleware tells the truth
+// about it:
 //
 //   - a request admitted by policy (redisrate.FailOpen) is served without
 //     RateLimit or X-RateLimit-* headers: there is no quota to report;
-//   - a request denied by policy (redisrate.FailClosed) gets 503 Service
-//     Unavailable with Retry-After, never a 429 that would tell the client
-//     it spent its quota;
+//   - a request refused by policy (redisrate.FailClosed, or
+//     redisrate.FailError, the default) gets 503 Service Unavailable with
+//     Retry-After, never a 429 that would tell the client it spent its
+//     quota;
 //   - a decision of the fallback Limiter is kept (served, or 429 with
 //     Retry-After) but reported without quota headers, as it holds only in
-//     this process;
-//   - with no policy (redisrate.FailError, the default), the error goes to
-//     Config.OnError: RefuseOnError (the default) answers 503 with
-//     Retry-After, ServeOnError serves the request unlimited.
+//     this process.
+//
+// In shadow mode (Config.Shadow) every request is decided and recorded as
+// usual, and served.
 //
 // The middleware never panics on a Redis error.
 package httplimit
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -82,57 +87,6 @@ const (
 	RetryAfterHeader
 )
 
-// ErrorHandler answers a request whose limit could not be decided: err is
-// the error of a KeyFunc, of Config.Plan or Config.Cost, or of the Limiter
-// (Redis unreachable with no failure policy, a key that holds other data).
-// next is the limited handler, for a handler that serves the request
-// anyway.
-type ErrorHandler func(w http.ResponseWriter, r *http.Request, next http.Handler, err error)
-
-// RefuseOnError is the default ErrorHandler: when the limit cannot be
-// decided, the request is refused. An error that wraps ErrNoKey (the
-// request does not identify its client) gets 400 Bad Request, naming what
-// is missing; an error that matches redisrate.ErrUnavailable gets 503
-// Service Unavailable with Retry-After: 1; any other error (a bug: a key
-// that holds other data, a plan that does not exist) gets 500 Internal
-// Server Error. Neither shows the error's text, which may describe the
-// infrastructure. Wrap it to log the error first.
-//
-// Refusing is the safe choice for limits that protect against abuse
-// (logins, costly endpoints, paid third-party calls): an outage of Redis
-// must not switch them off. To decide per Limiter instead, with a
-// fallback or a policy, see redisrate.WithFailurePolicy.
-func RefuseOnError(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
-	switch {
-	case errors.Is(err, ErrNoKey):
-		writeProblem(w, http.StatusBadRequest, problem{Type: "about:blank", Title: "Bad Request", Detail: err.Error()})
-	case errors.Is(err, redisrate.ErrUnavailable):
-		w.Header().Set("Retry-After", "1")
-		writeProblem(w, http.StatusServiceUnavailable, problem{
-			Type: "about:blank", Title: "Service Unavailable",
-			Detail: "The rate limiter is unavailable; try again later.",
-		})
-	default:
-		writeProblem(w, http.StatusInternalServerError, problem{
-			Type: "about:blank", Title: "Internal Server Error",
-			Detail: "The rate limit could not be decided.",
-		})
-	}
-}
-
-// ServeOnError serves the request without a limit when its limit cannot be
-// decided: availability first, for limits that only smooth load. A request
-// without its key (ErrNoKey) is still refused with 400, as with
-// RefuseOnError: leaving the key out must not be a way around the limit.
-// Wrap it to log the error first.
-func ServeOnError(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
-	if errors.Is(err, ErrNoKey) {
-		RefuseOnError(w, r, next, err)
-		return
-	}
-	next.ServeHTTP(w, r)
-}
-
 // Plan is a named set of limits that a request can be held to, such as
 // the limits of a pricing plan.
 type Plan struct {
@@ -154,8 +108,29 @@ type Plan struct {
 // or Plans with Plan.
 type Config struct {
 	// Limiter decides, in Redis. Its failure policy
-	// (redisrate.WithFailurePolicy) decides when Redis cannot.
+	// (redisrate.WithFailurePolicy) decides when Redis cannot, unless
+	// FailurePolicy says otherwise.
 	Limiter *redisrate.Limiter
+
+	// FailurePolicy decides a request when Redis cannot: serve it
+	// (redisrate.FailOpen) or refuse it with 503 (redisrate.FailClosed,
+	// redisrate.FailError). Zero: the Limiter's policy, so that one
+	// setting, on the Limiter, holds for HTTP and gRPC alike.
+	FailurePolicy redisrate.FailurePolicy
+
+	// Shadow decides and records every request as usual and serves it
+	// whatever the decision: the way to roll a limit out. Metrics and
+	// traces (redisrate.Observer, otelrate) report what would have been
+	// denied (redisrate.Result.WouldDeny). No request is refused, not even
+	// one that the limit could not be decided for (OnError is told). See
+	// redisrate.WithShadowMode: a Limiter in shadow mode admits every
+	// decision too, and its Results turn the headers off alike.
+	Shadow bool
+
+	// ShadowHeaders sends the rate-limit headers in shadow mode too
+	// (never Retry-After): off by default, so that a limit being rolled
+	// out changes nothing clients see.
+	ShadowHeaders bool
 
 	// Limits are the limits every request is held to, all at once, when
 	// there are no Plans: 1 to 8 limits of one algorithm.
@@ -170,12 +145,12 @@ type Config struct {
 	Plans []Plan
 
 	// Plan names the plan of r, from Plans, e.g. from the plan of the
-	// authenticated account. Required with Plans. An error goes to
-	// OnError; so does a name that is not in Plans.
+	// authenticated account. Required with Plans. An error, or a name that
+	// is not in Plans, is answered 500 (and OnError is told).
 	Plan func(r *http.Request) (string, error)
 
 	// Cost is the units r takes (at least 1), e.g. 10 for a bulk
-	// endpoint. Nil: 1. An error, or a cost below 1, goes to OnError. A
+	// endpoint. Nil: 1. An error, or a cost below 1, is answered 500. A
 	// cost above a limit's capacity is denied with 429 and no
 	// Retry-After: waiting cannot help.
 	Cost func(r *http.Request) (int64, error)
@@ -215,9 +190,19 @@ type Config struct {
 	// redisrate.SourceFailClosed) does not come here: it gets 503.
 	OnDenied func(w http.ResponseWriter, r *http.Request, res redisrate.Result)
 
-	// OnError answers a request whose limit could not be decided. Default:
-	// RefuseOnError.
-	OnError ErrorHandler
+	// OnError, if set, is told of every request whose limit could not be
+	// decided, before it is answered: to log the errors that are bugs (a
+	// key holding other data, a failing Plan or KeyFunc). Redis being
+	// down is logged by the Limiter (redisrate.WithLogger), once per
+	// outage: skip errors that match redisrate.ErrUnavailable. The answer
+	// is the middleware's: 400 for a request without its key (ErrNoKey,
+	// the error's text shown), 503 with Retry-After when Redis could not
+	// decide (redisrate.ErrUnavailable), 503 without it when the request's
+	// context ended first (the client went away, a deadline passed), 500
+	// for anything else; never the error's text, which may describe the
+	// infrastructure. In shadow mode the request is served instead, but
+	// for an ended context.
+	OnError func(r *http.Request, err error)
 }
 
 // plan is a Plan ready to serve.
@@ -238,8 +223,10 @@ type Middleware struct {
 	exempt         func(*http.Request) bool
 	limitPreflight bool
 	omit           Headers
+	shadow         bool
+	shadowHeaders  bool
 	onDenied       func(http.ResponseWriter, *http.Request, redisrate.Result)
-	onError        ErrorHandler
+	onError        func(*http.Request, error)
 }
 
 // New checks c and returns its Middleware. Every configuration error is
@@ -255,8 +242,16 @@ func New(c Config) (*Middleware, error) {
 		exempt:         c.Exempt,
 		limitPreflight: c.LimitPreflight,
 		omit:           c.Omit,
+		shadow:         c.Shadow,
+		shadowHeaders:  c.ShadowHeaders,
 		onDenied:       c.OnDenied,
 		onError:        c.OnError,
+	}
+	if c.FailurePolicy != 0 {
+		m.limiter = m.limiter.With(redisrate.WithFailurePolicy(c.FailurePolicy))
+	}
+	if c.Shadow {
+		m.limiter = m.limiter.With(redisrate.WithShadowMode())
 	}
 	name := c.Name
 	if name == "" {
@@ -311,9 +306,6 @@ func New(c Config) (*Middleware, error) {
 		return nil, errors.New("httplimit: Config.Key gives a nil KeyFunc")
 	}
 	m.key = key
-	if m.onError == nil {
-		m.onError = RefuseOnError
-	}
 	return m, nil
 }
 
@@ -344,6 +336,9 @@ func newPlan(p Plan, prefix string) (*plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("PolicyNames: %w", err)
 	}
+	for i := range f.Limits {
+		f.Limits[i].Name = f.Name(i) // the limit's name in metrics and traces too
+	}
 	return &plan{name: p.Name, prefix: prefix, fields: f}, nil
 }
 
@@ -366,35 +361,39 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			err = fmt.Errorf("%w: the request's key is empty (use Config.Exempt to exempt requests)", ErrNoKey)
 		}
 		if err != nil {
-			m.onError(w, r, next, err)
+			m.fail(w, r, next, err)
 			return
 		}
 		p := m.single
 		if p == nil {
 			name, err := m.choose(r)
 			if err != nil {
-				m.onError(w, r, next, fmt.Errorf("httplimit: Config.Plan: %w", err))
+				m.fail(w, r, next, fmt.Errorf("httplimit: Config.Plan: %w", err))
 				return
 			}
 			if p = m.plans[name]; p == nil {
-				m.onError(w, r, next, fmt.Errorf("httplimit: Config.Plan chose %q, which is not in Config.Plans", name))
+				m.fail(w, r, next, fmt.Errorf("httplimit: Config.Plan chose %q, which is not in Config.Plans", name))
 				return
 			}
 		}
 		cost := int64(1)
 		if m.cost != nil {
 			if cost, err = m.cost(r); err != nil {
-				m.onError(w, r, next, fmt.Errorf("httplimit: Config.Cost: %w", err))
+				m.fail(w, r, next, fmt.Errorf("httplimit: Config.Cost: %w", err))
 				return
 			}
 			if cost < 1 {
-				m.onError(w, r, next, fmt.Errorf("httplimit: Config.Cost returned %d: a cost is at least 1 (exempt requests with Config.Exempt)", cost))
+				m.fail(w, r, next, fmt.Errorf("httplimit: Config.Cost returned %d: a cost is at least 1 (exempt requests with Config.Exempt)", cost))
 				return
 			}
 		}
 		res, err := m.limiter.AllowMulti(r.Context(), p.prefix+key, cost, p.fields.Limits...)
 		if err != nil {
-			m.onError(w, r, next, err)
+			m.fail(w, r, next, err)
+			return
+		}
+		if res.Shadow && !m.shadowHeaders {
+			next.ServeHTTP(w, r) // admitted: shadow mode changes nothing clients see
 			return
 		}
 		m.setHeaders(w.Header(), p, res)
@@ -409,6 +408,33 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			m.deny(w, p, res)
 		}
 	})
+}
+
+// fail answers a request whose limit could not be decided (see
+// Config.OnError).
+func (m *Middleware) fail(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
+	if m.onError != nil {
+		m.onError(r, err)
+	}
+	switch {
+	case callerGaveUp(err):
+		writeProblem(w, http.StatusServiceUnavailable, problem{
+			Type: "about:blank", Title: "Service Unavailable",
+			Detail: "The request ended before its rate limit was decided.",
+		})
+	case m.shadow:
+		next.ServeHTTP(w, r)
+	case errors.Is(err, ErrNoKey):
+		writeProblem(w, http.StatusBadRequest, problem{Type: "about:blank", Title: "Bad Request", Detail: err.Error()})
+	case errors.Is(err, redisrate.ErrUnavailable):
+		w.Header().Set("Retry-After", "1")
+		m.unavailable(w)
+	default:
+		writeProblem(w, http.StatusInternalServerError, problem{
+			Type: "about:blank", Title: "Internal Server Error",
+			Detail: "The rate limit could not be decided.",
+		})
+	}
 }
 
 // setHeaders writes the headers res can vouch for: all of them for a
@@ -477,4 +503,11 @@ func writeProblem(w http.ResponseWriter, status int, p problem) {
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(body, '\n'))
+}
+
+// callerGaveUp reports an error of the Limiter for a request whose context
+// ended before Redis decided: never a reason to serve it.
+func callerGaveUp(err error) bool {
+	return !errors.Is(err, redisrate.ErrUnavailable) &&
+		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }

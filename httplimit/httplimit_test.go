@@ -483,10 +483,7 @@ func TestPlansAndCost(t *testing.T) {
 	}
 	// Server-side failures of Plan and Cost: 500, and the handler sees why.
 	var seen error
-	m.onError = func(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
-		seen = err
-		RefuseOnError(w, r, next, err)
-	}
+	m.onError = func(r *http.Request, err error) { seen = err }
 	for _, tc := range []struct{ target, plan, want string }{
 		{"/", "broken", "account lookup failed"},
 		{"/", "gold", `"gold", which is not in Config.Plans`},
@@ -531,17 +528,24 @@ func TestRedisDown(t *testing.T) {
 		}
 		noQuota(t, w)
 	})
-	t.Run("no policy, ServeOnError: served without quota", func(t *testing.T) {
+	t.Run("Config.FailurePolicy FailOpen over the Limiter's FailError: served without quota", func(t *testing.T) {
 		next := &served{}
-		w := do(mustNew(t, Config{Limiter: down(t), Limits: lim, OnError: ServeOnError}).Handler(next), "")
+		w := do(mustNew(t, Config{Limiter: down(t), Limits: lim, FailurePolicy: redisrate.FailOpen}).Handler(next), "")
 		if w.Code != 200 || next.n != 1 {
 			t.Errorf("%d, served %d; want 200, 1", w.Code, next.n)
 		}
 		noQuota(t, w)
 		// ... but never a request without its key.
-		w = do(mustNew(t, Config{Limiter: down(t), Limits: lim, OnError: ServeOnError, Key: Header("X-API-Key", secret)}).Handler(next), "")
+		w = do(mustNew(t, Config{Limiter: down(t), Limits: lim, FailurePolicy: redisrate.FailOpen, Key: Header("X-API-Key", secret)}).Handler(next), "")
 		if w.Code != 400 || next.n != 1 {
 			t.Errorf("without a key: %d, served %d; want 400, 1", w.Code, next.n)
+		}
+	})
+	t.Run("Config.FailurePolicy FailClosed over the Limiter's FailOpen: 503", func(t *testing.T) {
+		next := &served{}
+		w := do(mustNew(t, Config{Limiter: down(t, redisrate.WithFailurePolicy(redisrate.FailOpen)), Limits: lim, FailurePolicy: redisrate.FailClosed}).Handler(next), "")
+		if w.Code != 503 || next.n != 0 || w.Header().Get("Retry-After") != "1" {
+			t.Errorf("%d, served %d, Retry-After %q; want 503, 0, 1", w.Code, next.n, w.Header().Get("Retry-After"))
 		}
 	})
 	t.Run("FailOpen: served without quota", func(t *testing.T) {
@@ -559,8 +563,13 @@ func TestRedisDown(t *testing.T) {
 		if w.Code != 503 || next.n != 0 {
 			t.Errorf("%d, served %d; want 503, 0", w.Code, next.n)
 		}
-		if ra := w.Header().Get("Retry-After"); ra != "6" { // one emission interval, 60 s / 10
-			t.Errorf("Retry-After %q; want 6", ra)
+		if ra := w.Header().Get("Retry-After"); ra != "1" { // the outage's hint, not the quota's
+			t.Errorf("Retry-After %q; want 1", ra)
+		}
+		// Not a day for a daily quota (issue 24 item 4).
+		w = do(mustNew(t, Config{Limiter: down(t, redisrate.WithFailurePolicy(redisrate.FailClosed)), Limits: []redisrate.Limit{redisrate.PerDay(1)}}).Handler(next), "")
+		if ra := w.Header().Get("Retry-After"); w.Code != 503 || ra != "1" {
+			t.Errorf("PerDay(1): %d, Retry-After %q; want 503, 1", w.Code, ra)
 		}
 		if p := readProblem(t, w); p.Type == "https://iana.org/assignments/http-problem-types#quota-exceeded" {
 			t.Errorf("problem %+v: a policy's denial is no spent quota", p)
@@ -588,10 +597,7 @@ func TestRedisDown(t *testing.T) {
 			t.Fatal(err)
 		}
 		var seen error
-		logging := func(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
-			seen = err
-			RefuseOnError(w, r, next, err)
-		}
+		logging := func(r *http.Request, err error) { seen = err }
 		w := do(mustNew(t, Config{Limiter: e.limiter, Limits: lim, OnError: logging}).Handler(&served{}), "")
 		if w.Code != 500 || !errors.Is(seen, redisrate.ErrForeignKey) {
 			t.Errorf("%d, err %v; want 500, ErrForeignKey", w.Code, seen)
@@ -705,5 +711,128 @@ func TestNewErrors(t *testing.T) {
 	}
 	if _, err := New(Config{Limiter: l, Limits: []redisrate.Limit{redisrate.PerSecond(0)}}); !errors.Is(err, redisrate.ErrInvalid) {
 		t.Errorf("invalid limit: %v does not match ErrInvalid", err)
+	}
+}
+
+// A request whose context ended before its limit was decided (a client
+// that went away, a server-side deadline that passed) is never served, and
+// is not a Redis failure: under FailOpen it is not admitted, and it does not
+// open the breaker so that an exhausted client is served after it (issue 24);
+// not even in shadow mode, which serves every request it could decide.
+func TestCallerGaveUpNotServed(t *testing.T) {
+	for name, shadow := range map[string]bool{"enforcing": false, "shadow": true} {
+		e := newEnv(t)
+		next := &served{}
+		h := mustNew(t, Config{
+			Limiter: redisrate.NewLimiter(e.rdb, redisrate.WithFailurePolicy(redisrate.FailOpen)),
+			Limits:  []redisrate.Limit{redisrate.PerMinute(1)},
+			Key:     KeyFunc(func(r *http.Request) (string, error) { return r.Header.Get("X-Who"), nil }),
+			Shadow:  shadow,
+		}).Handler(next)
+		if w := do(h, "", "X-Who", "victim"); w.Code != 200 {
+			t.Fatalf("%s: the victim's first request: %d", name, w.Code)
+		}
+		expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+		defer cancel()
+		for range 20 {
+			r := httptest.NewRequest("GET", "/things", nil).WithContext(expired)
+			r.Header.Set("X-Who", "attacker")
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != 503 || w.Header().Get("Retry-After") != "" {
+				t.Errorf("%s: expired request: %d, Retry-After %q; want 503 without Retry-After", name, w.Code, w.Header().Get("Retry-After"))
+			}
+		}
+		if next.n != 1 {
+			t.Errorf("%s: served %d requests; want only the victim's first", name, next.n)
+		}
+		if w := do(h, "", "X-Who", "victim"); !shadow && w.Code != 429 {
+			t.Errorf("%s: the victim after the expired requests: %d; want 429", name, w.Code)
+		}
+	}
+}
+
+// seen is an Observer that keeps each decision's binding limit name and
+// whether shadow mode admitted it only because of itself.
+type seen struct {
+	names     []string
+	wouldDeny int
+}
+
+func (s *seen) Start(ctx context.Context, _ redisrate.Decision) context.Context { return ctx }
+func (s *seen) End(_ context.Context, d redisrate.Decision, res redisrate.Result, err error) {
+	if err == nil && res.Binding < len(d.Limits) {
+		s.names = append(s.names, d.Limits[res.Binding].Name)
+	}
+	if res.WouldDeny {
+		s.wouldDeny++
+	}
+}
+
+// Shadow mode: every request decided, recorded and served; no 429, no
+// header unless asked for (never Retry-After); the observer sees what
+// would have been denied; and no refusal for anything else either: Redis
+// down, a request without its key.
+func TestShadow(t *testing.T) {
+	for _, headers := range []bool{false, true} {
+		e := newEnv(t)
+		var obs seen
+		next := &served{}
+		h := mustNew(t, Config{
+			Limiter:       redisrate.NewLimiter(e.rdb, redisrate.WithObserver(&obs)),
+			Limits:        []redisrate.Limit{redisrate.PerMinute(2)},
+			Name:          "search",
+			Shadow:        true,
+			ShadowHeaders: headers,
+		}).Handler(next)
+		for i := range 5 {
+			w := do(h, "")
+			if w.Code != 200 || w.Header().Get("Retry-After") != "" {
+				t.Errorf("headers %v, request %d: %d, Retry-After %q; want 200 without", headers, i, w.Code, w.Header().Get("Retry-After"))
+			}
+			if got := w.Header().Get("RateLimit") != ""; got != headers {
+				t.Errorf("headers %v, request %d: RateLimit %q", headers, i, w.Header().Get("RateLimit"))
+			}
+		}
+		if next.n != 5 || obs.wouldDeny != 3 {
+			t.Errorf("headers %v: served %d, would deny %d; want 5, 3", headers, next.n, obs.wouldDeny)
+		}
+		// The same key, enforced: the shadow's admissions were recorded.
+		if w := do(mustNew(t, Config{Limiter: e.limiter, Limits: []redisrate.Limit{redisrate.PerMinute(2)}, Name: "search"}).Handler(next), ""); w.Code != 429 {
+			t.Errorf("enforced after the shadow's 2 admissions: %d; want 429", w.Code)
+		}
+	}
+	t.Run("Redis down, no key", func(t *testing.T) {
+		e := newEnv(t)
+		e.mr.SetError("ERR injected failure")
+		var told []error
+		next := &served{}
+		for _, key := range []Keyer{nil, Header("X-API-Key", secret)} {
+			h := mustNew(t, Config{
+				Limiter: e.limiter, Limits: []redisrate.Limit{redisrate.PerMinute(2)},
+				Shadow: true, Key: key, OnError: func(r *http.Request, err error) { told = append(told, err) },
+			}).Handler(next)
+			if w := do(h, ""); w.Code != 200 || w.Header().Get("RateLimit") != "" {
+				t.Errorf("key %T: %d, RateLimit %q; want served, no header", key, w.Code, w.Header().Get("RateLimit"))
+			}
+		}
+		if next.n != 2 || len(told) != 1 || !errors.Is(told[0], ErrNoKey) {
+			t.Errorf("served %d, OnError told %v; want 2, and the missing key (Redis down is the Limiter's to log)", next.n, told)
+		}
+	})
+}
+
+// The limit is named in metrics by its policy name: the binding one of a
+// plan's limits, each middleware its own.
+func TestLimitNames(t *testing.T) {
+	e := newEnv(t)
+	var obs seen
+	limiter := redisrate.NewLimiter(e.rdb, redisrate.WithObserver(&obs))
+	login := mustNew(t, Config{Limiter: limiter, Limits: []redisrate.Limit{redisrate.PerMinute(5)}, Name: "login"}).Handler(&served{})
+	api := mustNew(t, Config{Limiter: limiter, Limits: []redisrate.Limit{redisrate.PerSecond(1), redisrate.PerHour(100)}, Name: "api"}).Handler(&served{})
+	do(login, "")
+	do(api, "") // 0 of 1 left per second: binding
+	if got := strings.Join(obs.names, " "); got != "login api-1" {
+		t.Errorf("names %q; want \"login api-1\"", got)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/integration_test/internal/redistest"
 	"github.com/redisrate/redisrate/scripts"
 )
 
@@ -77,7 +78,7 @@ func TestFunctionsSameReplies(t *testing.T) {
 	fc, ec := newClient(t, fAddr), newClient(t, eAddr)
 	needRedis7(t, fc)
 	loadLibrary(t, fc)
-	byFCall, byEvalSha := redisrate.NewLimiter(fc), redisrate.NewLimiter(ec)
+	byFCall, byEvalSha := redistest.NewLimiter(fc), redistest.NewLimiter(ec)
 	ctx := context.Background()
 	fBefore, eBefore := commandCalls(t, fc), commandCalls(t, ec)
 	var compared, resets int
@@ -220,8 +221,8 @@ func TestFunctionDeleteHealed(t *testing.T) {
 	needRedis7(t, c)
 	loadLibrary(t, c)
 	ctx := context.Background()
-	lim := redisrate.NewLimiter(c)
-	ro := redisrate.NewLimiter(c, redisrate.WithReadOnlyCheck())
+	lim := redistest.NewLimiter(c)
+	ro := redistest.NewLimiter(c, redisrate.WithReadOnlyCheck())
 	held := func(a redisrate.Algorithm) redisrate.Limit { return redisrate.PerHour(5).WithAlgorithm(a) }
 	for _, a := range allAlgorithms {
 		for range 2 {

@@ -51,8 +51,8 @@ func TestHammer(t *testing.T) {
 	// Unpaced, the calls contend as hard as they can; paced (2 ms between
 	// a worker's calls) they span several periods, so refills are shared out
 	// under concurrency too.
-	hammer(t, r, rdb, redisrate.NewLimiter(rdb), "", 0)
-	hammer(t, r, rdb, redisrate.NewLimiter(rdb), "paced/", 2*time.Millisecond)
+	hammer(t, r, rdb, redistest.NewLimiter(rdb), "", 0)
+	hammer(t, r, rdb, redistest.NewLimiter(rdb), "paced/", 2*time.Millisecond)
 }
 
 // TestHammerDenyCache is TestHammer through WithDenyCache, which answers
@@ -66,7 +66,7 @@ func TestHammerDenyCache(t *testing.T) {
 	opts.PoolSize = hammerWorkers
 	rdb := redis.NewClient(&opts)
 	t.Cleanup(func() { _ = rdb.Close() })
-	hammer(t, r, rdb, redisrate.NewLimiter(rdb, redisrate.WithDenyCache(1024)), "", 2*time.Millisecond)
+	hammer(t, r, rdb, redistest.NewLimiter(rdb, redisrate.WithDenyCache(1024)), "", 2*time.Millisecond)
 }
 
 // TestHammerFunctions is TestHammer through FCALL of the Functions
@@ -83,7 +83,7 @@ func TestHammerFunctions(t *testing.T) {
 	rdb := redis.NewClient(&opts)
 	t.Cleanup(func() { _ = rdb.Close() })
 	before := commandCalls(t, r.Client)
-	hammer(t, r, rdb, redisrate.NewLimiter(rdb), "fcall/", 0)
+	hammer(t, r, rdb, redistest.NewLimiter(rdb), "fcall/", 0)
 	after := commandCalls(t, r.Client)
 	if n, want := calls(before, after, "fcall"), int64(len(allAlgorithms)*hammerWorkers*hammerCalls); n < want {
 		t.Fatalf("%d FCALLs for %d decisions: the library did not decide", n, want)

@@ -67,8 +67,8 @@ func TestReadOnlyCheck(t *testing.T) {
 			} else {
 				loadScripts(t, c) // so that each check is one EVALSHA_RO
 			}
-			lim := redisrate.NewLimiter(c)
-			ro := redisrate.NewLimiter(c, redisrate.WithReadOnlyCheck())
+			lim := redistest.NewLimiter(c)
+			ro := redistest.NewLimiter(c, redisrate.WithReadOnlyCheck())
 			learn(ctx, lim, ro)
 			for _, a := range allAlgorithms {
 				t.Run(a.String(), func(t *testing.T) {
@@ -158,8 +158,8 @@ func readOnlyUser(t *testing.T, v via, addr string) {
 	}
 	user := redis.NewClient(&redis.Options{Addr: addr, Username: "checker", Password: "secret"})
 	t.Cleanup(func() { _ = user.Close() })
-	ro := redisrate.NewLimiter(user, redisrate.WithReadOnlyCheck())
-	plain := redisrate.NewLimiter(user, redisrate.WithFailurePolicy(redisrate.FailOpen))
+	ro := redistest.NewLimiter(user, redisrate.WithReadOnlyCheck())
+	plain := redistest.NewLimiter(user, redisrate.WithFailurePolicy(redisrate.FailOpen))
 	before := commandCalls(t, c)
 	for _, a := range allAlgorithms {
 		l := perMinute(a)
@@ -212,10 +212,10 @@ func TestReadOnlyCheckOnReplica(t *testing.T) {
 					return err == nil && len(libs) == 1
 				})
 			}
-			onPrimary := redisrate.NewLimiter(primary)
-			onReplica := redisrate.NewLimiter(replica, redisrate.WithReadOnlyCheck())
+			onPrimary := redistest.NewLimiter(primary)
+			onReplica := redistest.NewLimiter(replica, redisrate.WithReadOnlyCheck())
 			// No breaker: every Allow below must reach the replica.
-			writer := redisrate.NewLimiter(replica, redisrate.WithCircuitBreaker(0))
+			writer := redistest.NewLimiter(replica, redisrate.WithCircuitBreaker(0))
 			learn(ctx, onPrimary, onReplica, writer)
 			before := commandCalls(t, replica)
 			for _, a := range allAlgorithms {

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/integration_test/internal/redistest"
 	"github.com/redisrate/redisrate/scripts"
 )
 
@@ -40,7 +41,7 @@ func maxWait(l redisrate.Limit) time.Duration {
 // over, for every algorithm; a cost over the capacity is Never.
 func TestRetryAfterHonestRealTime(t *testing.T) {
 	r := openRedis(t)
-	lim := redisrate.NewLimiter(r.Client)
+	lim := redistest.NewLimiter(r.Client)
 	ctx := context.Background()
 	for _, c := range shortLimits(rtRate, rtPeriod, rtBurst) {
 		t.Run(c.algo.String(), func(t *testing.T) {

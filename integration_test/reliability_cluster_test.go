@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/integration_test/internal/redistest"
 	"github.com/redisrate/redisrate/scripts"
 )
 
@@ -50,7 +51,7 @@ func TestReliabilityClusterAllAlgorithms(t *testing.T) {
 		}
 	}
 	rdb := c.client(t, nil)
-	lim := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rl:"))
+	lim := redistest.NewLimiter(rdb, redisrate.WithKeyPrefix("rl:"))
 	keys := keysOnSlots("k", 256)
 	ctx := context.Background()
 
@@ -162,9 +163,9 @@ func TestReliabilityClusterReplicaCheck(t *testing.T) {
 					}
 				}
 			}
-			primary := redisrate.NewLimiter(c.client(t, nil))
+			primary := redistest.NewLimiter(c.client(t, nil))
 			ro := c.client(t, &redis.ClusterOptions{ReadOnly: true})
-			replica := redisrate.NewLimiter(ro, redisrate.WithReadOnlyCheck())
+			replica := redistest.NewLimiter(ro, redisrate.WithReadOnlyCheck())
 			// Each Limiter asks once whether the library is there (a keyless
 			// FCALL_RO to any node): before the counts.
 			for _, l := range []*redisrate.Limiter{primary, replica} {

@@ -66,9 +66,9 @@ func TestReliabilityKeys(t *testing.T) {
 	srv := redistest.StartServer(t, redistest.Options{})
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })
-	checkKeys(t, redisrate.NewLimiter(rdb), "")
+	checkKeys(t, redistest.NewLimiter(rdb), "")
 	// The Error of a huge key stays readable: the key is cut in the text.
-	lim := redisrate.NewLimiter(rdb)
+	lim := redistest.NewLimiter(rdb)
 	huge := strings.Repeat("h", 512<<10)
 	if err := rdb.Set(context.Background(), huge, "user data", 0).Err(); err != nil {
 		t.Fatal(err)

@@ -44,7 +44,7 @@ func TestReliabilityAOFRestart(t *testing.T) {
 			}
 		}
 		// A Limiter made now finds the library there or not.
-		lim := redisrate.NewLimiter(rdb)
+		lim := redistest.NewLimiter(rdb)
 		for _, restart := range []struct {
 			name string
 			do   func()

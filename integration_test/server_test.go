@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/integration_test/internal/redistest"
 )
 
 // perMinute is a limit that nothing refills during a test: decisions then
@@ -50,8 +51,8 @@ func commandCalls(t *testing.T, c *redis.Client) map[string]int64 {
 func TestScriptFlushHealed(t *testing.T) {
 	r := openRedis(t)
 	ctx := context.Background()
-	lim := redisrate.NewLimiter(r.Client)
-	ro := redisrate.NewLimiter(r.Client, redisrate.WithReadOnlyCheck())
+	lim := redistest.NewLimiter(r.Client)
+	ro := redistest.NewLimiter(r.Client, redisrate.WithReadOnlyCheck())
 	readOnly := isRedis7(r.Client) // EVALSHA_RO needs Redis 7
 	// 3 per minute: two allows take 2; a check or a cost-0 read takes none.
 	steps := []struct {
@@ -125,7 +126,7 @@ func isRedis7(c *redis.Client) bool {
 func TestScriptFlushUnderLoad(t *testing.T) {
 	r := openRedis(t)
 	ctx := context.Background()
-	lim := redisrate.NewLimiter(r.Client)
+	lim := redistest.NewLimiter(r.Client)
 	before := commandCalls(t, r.Client)
 	stop := make(chan struct{})
 	var flushes atomic.Int64

@@ -19,13 +19,18 @@
 //	redisrate.deny_cache.hits     counter    {decision}  denials answered from the deny cache
 //
 // with the attributes redisrate.kind (allow, check, peek, wait),
-// redisrate.algorithm (gcra, token_bucket, ...), redisrate.outcome
-// (allowed, denied, error) and redisrate.source (redis, deny-cache,
-// fallback, fail-open, fail-closed; absent on an error), and, on an error,
-// error.type (circuit_open, unavailable, invalid, foreign_key, bad_reply, canceled,
+// redisrate.algorithm (gcra, token_bucket, ...), redisrate.limit (the name
+// of the binding limit, redisrate.Limit.Name: the middleware's policy
+// name, or a name given to a direct call; the first limit's on an error;
+// absent for a limit without a name), redisrate.outcome (allowed, denied,
+// would_deny: admitted only because of shadow mode, or error) and
+// redisrate.source (redis, deny-cache, fallback, fail-open, fail-closed;
+// absent on an error), and, on an error, error.type (circuit_open,
+// unavailable, invalid, foreign_key, bad_reply, canceled,
 // deadline_exceeded, other). The degraded counter carries the algorithm,
-// source and outcome; the deny-cache counter the algorithm. A batch
-// (AllowBatch) counts as its requests; a Reset is traced, not counted.
+// limit, source and outcome; the deny-cache counter the algorithm and
+// limit. A batch (AllowBatch) counts as its requests; a Reset is traced,
+// not counted.
 //
 // # Traces
 //
@@ -37,7 +42,7 @@
 // redisrate.cost, redisrate.limits (how many), and on the answer
 // redisrate.remaining, redisrate.retry_after_ms, redisrate.binding (the
 // index of the binding limit) and redisrate.binding.limit (such as
-// "10/s"). A Redis error is recorded on the span, with an error status:
+// "10/s"), and redisrate.shadow on a decision in shadow mode. A Redis error is recorded on the span, with an error status:
 // the call's error, or the cause of a degraded decision, whose span also
 // says whether the circuit breaker answered it without asking Redis
 // (redisrate.circuit_open).
@@ -46,6 +51,7 @@ package otelrate
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -66,6 +72,8 @@ const ScopeName = "github.com/redisrate/redisrate/otelrate"
 const (
 	kindKey           = attribute.Key("redisrate.kind")
 	algorithmKey      = attribute.Key("redisrate.algorithm")
+	limitKey          = attribute.Key("redisrate.limit")
+	shadowKey         = attribute.Key("redisrate.shadow")
 	outcomeKey        = attribute.Key("redisrate.outcome")
 	sourceKey         = attribute.Key("redisrate.source")
 	errorTypeKey      = attribute.Key("error.type")
@@ -81,6 +89,7 @@ const (
 	batchIndexKey     = attribute.Key("redisrate.batch.index")
 	outcomeAllowed    = "allowed"
 	outcomeDenied     = "denied"
+	outcomeWouldDeny  = "would_deny"
 	outcomeError      = "error"
 	errTypeOther      = "other"
 	durationHistogram = "redisrate.decision.duration"
@@ -142,6 +151,7 @@ type Observer struct {
 type optKey struct {
 	kind      redisrate.Kind
 	algorithm redisrate.Algorithm
+	limit     string // the binding limit's name
 	outcome   string
 	source    redisrate.Source // when outcome is not an error
 	errType   string           // when it is
@@ -162,7 +172,10 @@ func (o *Observer) options(k optKey) *measureOpts {
 	if m != nil {
 		return m
 	}
-	alg := algorithmKey.String(k.algorithm.String())
+	which := []attribute.KeyValue{algorithmKey.String(k.algorithm.String())}
+	if k.limit != "" {
+		which = append(which, limitKey.String(k.limit))
+	}
 	result := []attribute.KeyValue{outcomeKey.String(k.outcome)}
 	if k.outcome == outcomeError {
 		result = append(result, errorTypeKey.String(k.errType))
@@ -170,9 +183,9 @@ func (o *Observer) options(k optKey) *measureOpts {
 		result = append(result, sourceKey.String(k.source.String()))
 	}
 	m = &measureOpts{
-		decision: metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{kindKey.String(k.kind.String()), alg}, result...)...)),
-		degraded: metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{alg}, result...)...)),
-		denyHit:  metric.WithAttributeSet(attribute.NewSet(alg)),
+		decision: metric.WithAttributeSet(attribute.NewSet(slices.Concat([]attribute.KeyValue{kindKey.String(k.kind.String())}, which, result)...)),
+		degraded: metric.WithAttributeSet(attribute.NewSet(slices.Concat(which, result)...)),
+		denyHit:  metric.WithAttributeSet(attribute.NewSet(which...)),
 	}
 	o.mu.Lock()
 	if o.opts == nil {
@@ -284,10 +297,12 @@ func (o *Observer) End(ctx context.Context, d redisrate.Decision, res redisrate.
 	}
 	elapsed := time.Since(s.at)
 	counted := d.Kind != redisrate.KindBatch && d.Kind != redisrate.KindReset
-	k := optKey{kind: d.Kind, algorithm: d.Algorithm, outcome: outcomeDenied, source: res.Source}
+	k := optKey{kind: d.Kind, algorithm: d.Algorithm, limit: limitName(d, res, err), outcome: outcomeDenied, source: res.Source}
 	switch {
 	case err != nil:
 		k.outcome, k.source, k.errType = outcomeError, 0, errorType(err)
+	case res.WouldDeny:
+		k.outcome = outcomeWouldDeny
 	case res.Allowed:
 		k.outcome = outcomeAllowed
 	}
@@ -309,8 +324,23 @@ func (o *Observer) End(ctx context.Context, d redisrate.Decision, res redisrate.
 	}
 }
 
+// limitName is the name of the limit a decision is counted under: the
+// binding limit's, or the first's when there is no Result to say which.
+func limitName(d redisrate.Decision, res redisrate.Result, err error) string {
+	switch {
+	case err == nil && res.Binding >= 0 && res.Binding < len(d.Limits):
+		return d.Limits[res.Binding].Name
+	case len(d.Limits) > 0:
+		return d.Limits[0].Name
+	}
+	return ""
+}
+
 // annotate sets the span's attributes and status from the decision.
 func (o *Observer) annotate(span trace.Span, d redisrate.Decision, res redisrate.Result, err error, k optKey, counted bool) {
+	if k.limit != "" {
+		span.SetAttributes(limitKey.String(k.limit))
+	}
 	if err != nil {
 		span.SetAttributes(outcomeKey.String(outcomeError), errorTypeKey.String(k.errType))
 		span.RecordError(err)
@@ -320,7 +350,10 @@ func (o *Observer) annotate(span trace.Span, d redisrate.Decision, res redisrate
 	if counted {
 		span.SetAttributes(outcomeKey.String(k.outcome), sourceKey.String(res.Source.String()),
 			remainingKey.Int64(res.Remaining), bindingKey.Int(res.Binding))
-		if !res.Allowed {
+		if res.Shadow {
+			span.SetAttributes(shadowKey.Bool(true))
+		}
+		if !res.Allowed || res.WouldDeny {
 			ms := int64(-1)
 			if !res.Never() {
 				ms = res.RetryAfter.Milliseconds()

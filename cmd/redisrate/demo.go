@@ -330,7 +330,9 @@ func runDemo(ctx context.Context, cfg demoCfg) (*report, error) {
 		}
 	}
 
-	limiter := redisrate.NewLimiter(rdb)
+	// A command line waits as a person would, not as a service does: the
+	// embedded Redis runs its Lua in Go, and a real one may be far away.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(cliDecisionTimeout))
 	// miniredis answers MEMORY USAGE with its own estimate, far from a real
 	// Redis's (431 bytes for a sorted set Redis keeps in 248): not shown.
 	memOK := rep.real

@@ -269,6 +269,10 @@ func (f *limitFlags) parse() (redisrate.Limit, error) {
 // (contract v2: 10^15).
 const maxWhole = 1_000_000_000_000_000
 
+// cliDecisionTimeout is the Limiters' decision timeout in the commands (see
+// redisrate.WithDecisionTimeout): a person waits longer than a service.
+const cliDecisionTimeout = 5 * time.Second
+
 // wholeFlag is a flag that takes a whole number as the scripts do (digits
 // only, up to max), refused in the scripts' words: "invalid cost '1.5':
 // must be a whole number from 0 to 10^15".

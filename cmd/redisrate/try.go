@@ -56,7 +56,7 @@ Example:
 				return err
 			}
 			defer rdb.Close()
-			l := redisrate.NewLimiter(rdb)
+			l := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(cliDecisionTimeout))
 			var res redisrate.Result
 			switch {
 			case n == 0:

@@ -165,12 +165,11 @@ func newHandler(rdb redisrate.Client, c config) (http.Handler, error) {
 		// and no API key needed.
 		Exempt: func(r *http.Request) bool { return r.URL.Path == "/healthz" },
 		// Redis being down is logged by the Limiter; log what else goes
-		// wrong (a bug: a key holding other data), then refuse.
-		OnError: func(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
+		// wrong (a bug: a key holding other data). The middleware answers.
+		OnError: func(r *http.Request, err error) {
 			if !errors.Is(err, httplimit.ErrNoKey) && !errors.Is(err, redisrate.ErrUnavailable) && c.Logger != nil {
 				c.Logger.Error("rate limit not decided", "method", r.Method, "path", r.URL.Path, "err", err)
 			}
-			httplimit.RefuseOnError(w, r, next, err)
 		},
 	})
 	if err != nil {

@@ -50,8 +50,8 @@ func clockFailover(t *testing.T, shift time.Duration) {
 	report(t, "clocks "+shift.String(), "primary's TIME off by %v, replica's by %v", pOff.Round(time.Millisecond), rOff.Round(time.Millisecond))
 
 	opts := &redis.Options{ContextTimeoutEnabled: true, MaxRetries: -1}
-	lp := redisrate.NewLimiter(primary.Client(opts), redisrate.WithKeyPrefix("rate:"), redisrate.WithCircuitBreaker(0))
-	lr := redisrate.NewLimiter(replica.Client(opts), redisrate.WithKeyPrefix("rate:"), redisrate.WithCircuitBreaker(0))
+	lp := redistest.NewLimiter(primary.Client(opts), redisrate.WithKeyPrefix("rate:"), redisrate.WithCircuitBreaker(0))
+	lr := redistest.NewLimiter(replica.Client(opts), redisrate.WithKeyPrefix("rate:"), redisrate.WithCircuitBreaker(0))
 	var current atomic.Pointer[redisrate.Limiter]
 	current.Store(lp)
 

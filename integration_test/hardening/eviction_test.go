@@ -27,7 +27,7 @@ func TestEvictionResetsLimits(t *testing.T) {
 	for _, policy := range []string{"allkeys-lru", "volatile-lru"} {
 		srv := redistest.StartServer(t, redistest.Options{Args: []string{"--maxmemory", "4mb", "--maxmemory-policy", policy}})
 		rdb := srv.Client(nil)
-		l := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"))
+		l := redistest.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"))
 		exhausted := map[redisrate.Algorithm]redisrate.Limit{}
 		for _, algo := range algorithms {
 			lim := redisrate.PerHour(3).WithAlgorithm(algo)
@@ -92,9 +92,9 @@ func TestNoevictionOOM(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.StartServer(t, redistest.Options{Args: []string{"--maxmemory", "4mb", "--maxmemory-policy", "noeviction"}})
 	rdb := srv.Client(nil)
-	plain := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"), redisrate.WithCircuitBreaker(0))
-	open := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"), redisrate.WithCircuitBreaker(0), redisrate.WithFailurePolicy(redisrate.FailOpen))
-	closed := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"), redisrate.WithCircuitBreaker(0), redisrate.WithFailurePolicy(redisrate.FailClosed))
+	plain := redistest.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"), redisrate.WithCircuitBreaker(0))
+	open := redistest.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"), redisrate.WithCircuitBreaker(0), redisrate.WithFailurePolicy(redisrate.FailOpen))
+	closed := redistest.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"), redisrate.WithCircuitBreaker(0), redisrate.WithFailurePolicy(redisrate.FailClosed))
 	limits := map[redisrate.Algorithm]redisrate.Limit{}
 	for _, algo := range algorithms {
 		limits[algo] = redisrate.PerHour(5).WithAlgorithm(algo)

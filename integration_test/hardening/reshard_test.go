@@ -56,7 +56,7 @@ func reshard(t *testing.T, library bool) {
 	}
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
-	l := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"))
+	l := redistest.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"))
 
 	var keys []*hot
 	idle := redisrate.PerHour(3)

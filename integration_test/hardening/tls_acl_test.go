@@ -66,12 +66,12 @@ func TestTLS(t *testing.T) {
 	ctx := context.Background()
 	srv := redistest.StartServer(t, redistest.Options{TLS: redistest.NewCerts(t)})
 	rdb := srv.Client(&redis.Options{ContextTimeoutEnabled: true})
-	exercise(t, "TLS, EVALSHA", redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("evalsha:")), "")
+	exercise(t, "TLS, EVALSHA", redistest.NewLimiter(rdb, redisrate.WithKeyPrefix("evalsha:")), "")
 	if err := rdb.FunctionLoadReplace(ctx, scripts.Library).Err(); err != nil {
 		t.Fatal(err)
 	}
-	exercise(t, "TLS, FCALL", redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("fcall:")), "")
-	exercise(t, "TLS, read-only checks", redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("ro:"), redisrate.WithReadOnlyCheck()), "")
+	exercise(t, "TLS, FCALL", redistest.NewLimiter(rdb, redisrate.WithKeyPrefix("fcall:")), "")
+	exercise(t, "TLS, read-only checks", redistest.NewLimiter(rdb, redisrate.WithKeyPrefix("ro:"), redisrate.WithReadOnlyCheck()), "")
 	stats, err := rdb.Info(ctx, "commandstats").Result()
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func TestTLS(t *testing.T) {
 	plain := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1, DialTimeout: time.Second, ReadTimeout: time.Second})
 	defer plain.Close()
 	before, _ := rdb.DBSize(ctx).Result()
-	_, err = redisrate.NewLimiter(plain).Allow(ctx, "plain", redisrate.PerMinute(3))
+	_, err = redistest.NewLimiter(plain).Allow(ctx, "plain", redisrate.PerMinute(3))
 	if !errors.Is(err, redisrate.ErrUnavailable) {
 		t.Fatalf("plain-text client on the TLS port: %v, want ErrUnavailable", err)
 	}
@@ -120,12 +120,12 @@ func TestACLLeastPrivilege(t *testing.T) {
 	admin := srv.Client(nil)
 	rdb := srv.Client(&redis.Options{Username: "limiter", Password: "s3cret", ContextTimeoutEnabled: true})
 
-	exercise(t, "ACL, EVALSHA", redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:evalsha:")), "")
+	exercise(t, "ACL, EVALSHA", redistest.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:evalsha:")), "")
 	if err := admin.FunctionLoadReplace(ctx, scripts.Library).Err(); err != nil {
 		t.Fatal(err)
 	}
-	exercise(t, "ACL, FCALL", redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:fcall:")), "")
-	exercise(t, "ACL, read-only checks", redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:ro:"), redisrate.WithReadOnlyCheck()), "")
+	exercise(t, "ACL, FCALL", redistest.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:fcall:")), "")
+	exercise(t, "ACL, read-only checks", redistest.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:ro:"), redisrate.WithReadOnlyCheck()), "")
 	// redisrate load's SCRIPT LOAD works too.
 	for _, s := range scripts.Specs() {
 		if err := rdb.ScriptLoad(ctx, s.Source).Err(); err != nil {
@@ -149,7 +149,7 @@ func TestACLLeastPrivilege(t *testing.T) {
 	// permission, for every algorithm, matching ErrPermission under every
 	// policy: a deployment mistake is never answered as "Redis is down".
 	for _, policy := range []redisrate.FailurePolicy{redisrate.FailError, redisrate.FailOpen, redisrate.FailClosed} {
-		l := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("other:"), redisrate.WithFailurePolicy(policy), redisrate.WithCircuitBreaker(0))
+		l := redistest.NewLimiter(rdb, redisrate.WithKeyPrefix("other:"), redisrate.WithFailurePolicy(policy), redisrate.WithCircuitBreaker(0))
 		for _, algo := range algorithms {
 			res, err := l.Allow(ctx, "k", redisrate.PerMinute(3).WithAlgorithm(algo))
 			var e *redisrate.Error
@@ -163,7 +163,7 @@ func TestACLLeastPrivilege(t *testing.T) {
 	if err := admin.Do(ctx, "ACL", "SETUSER", "limiter", "-time").Err(); err != nil {
 		t.Fatal(err)
 	}
-	_, err := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:notime:"), redisrate.WithCircuitBreaker(0)).Allow(ctx, "k", redisrate.PerMinute(3))
+	_, err := redistest.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:notime:"), redisrate.WithCircuitBreaker(0)).Allow(ctx, "k", redisrate.PerMinute(3))
 	// Redis: "... can't run this command ..."; Valkey names the command.
 	if err == nil || !strings.Contains(err.Error(), "can't run this command") && !strings.Contains(err.Error(), "no permissions to run the 'time' command") {
 		t.Errorf("without +time: %v, want the script's ACL error", err)

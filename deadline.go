@@ -1,0 +1,143 @@
+package redisrate
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The decision deadline: how long the send stage waits for Redis.
+
+// DefaultDecisionTimeout is how long, by default, a call waits for Redis
+// before its failure policy answers (see WithDecisionTimeout).
+//
+// 200 ms: a healthy Redis answers a script in well under a millisecond on
+// the same network, and in a few milliseconds at the far tail (a busy
+// server, a fork for a snapshot, a client's GC pause), so a call that has
+// waited 200 ms is facing a Redis that is down, paused or overloaded, and
+// every such answer opens the circuit breaker for all callers. Shorter
+// (httprate-redis takes 100 ms) turns such tail latencies into outages;
+// longer adds a visible stall, under every policy, to the requests in
+// flight when Redis goes away, and 200 ms is still a small part of the
+// budget of a request that a limit guards.
+const DefaultDecisionTimeout = 200 * time.Millisecond
+
+// defaultDecisionTimeout is what NewLimiter takes: the package's tests
+// raise it, as their in-process Redis (a Lua interpreter in Go, under the
+// race detector) can take longer than a real one.
+var defaultDecisionTimeout = DefaultDecisionTimeout
+
+// WithDecisionTimeout bounds how long a call waits for Redis to decide:
+// when d passes without an answer, Redis has failed this call (its error
+// matches ErrUnavailable; it opens the circuit breaker), and the fallback
+// or the failure policy answers at once. It is DefaultDecisionTimeout
+// unless set; 0 leaves only the caller's context to bound a call.
+//
+// It bounds every round trip of every kind of call: Allow, Check, Peek and
+// the Multi calls, an AllowBatch's pipeline as a whole, each attempt
+// of a Wait (not its sleeps), and Reset; and so the httplimit and
+// grpclimit middleware. It holds when Redis refuses connections and when
+// it accepts them but does not answer (CLIENT PAUSE, a wedged proxy), with
+// or without go-redis's ContextTimeoutEnabled: a client that does not stop
+// a command at its context's deadline is left to finish it in the
+// background, and the call returns at the deadline. (go-redis also retries
+// and redials within that time; its own ReadTimeout and DialTimeout still
+// bound a command that runs on.)
+//
+// A context deadline of the caller's that comes first is the caller's: a
+// call that reaches it returns the context's error, and no policy answers
+// it (see WithFailurePolicy).
+func WithDecisionTimeout(d time.Duration) Option {
+	return func(l *Limiter) { l.timeout = max(d, 0) }
+}
+
+// honoursDeadlines reports whether rdb stops a command at its context's
+// deadline (redis.Options.ContextTimeoutEnabled). Other clients, wrappers
+// included, are assumed not to.
+func honoursDeadlines(rdb Client) bool {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// deadline returns the context a send runs under: ctx with the decision
+// deadline, unless the caller's own deadline comes first (then ctx, and own
+// is false: what happens at that deadline is the caller's).
+func (l *Limiter) deadline(ctx context.Context) (dctx context.Context, cancel context.CancelFunc, own bool) {
+	if l.timeout <= 0 {
+		return ctx, func() {}, false
+	}
+	if d, ok := ctx.Deadline(); ok && time.Until(d) <= l.timeout {
+		return ctx, func() {}, false
+	}
+	dctx, cancel = context.WithTimeout(ctx, l.timeout)
+	return dctx, cancel, true
+}
+
+// within runs f, which sends under dctx, and returns what it returns; if
+// the client does not stop f at dctx's deadline, within stops waiting for
+// f then, with dctx's error (f finishes in the background, and its result
+// is dropped).
+func within[T any](l *Limiter, dctx context.Context, f func() T) (T, error) {
+	if l.honoursCtx || dctx.Done() == nil {
+		return f(), nil
+	}
+	done := make(chan T, 1) // f never blocks on it: the goroutine ends with f
+	go func() { done <- f() }()
+	select {
+	case v := <-done:
+		return v, nil
+	case <-dctx.Done():
+		var zero T
+		return zero, dctx.Err()
+	}
+}
+
+// detached is the loader's run through within, for a client that does not
+// stop at dctx's deadline (a function of its own, so that the closure is
+// not made for the clients that do).
+func (l *Limiter) detached(dctx context.Context, s *script, how access, keys []string, args []any) (any, error) {
+	type reply struct {
+		v   any
+		err error
+	}
+	r, err := within(l, dctx, func() reply {
+		v, err := l.loader.run(dctx, s, how, keys, args)
+		return reply{v, err}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return r.v, r.err
+}
+
+// timedOut turns an error at the decision deadline (before dctx is
+// cancelled) into the Limiter's own timeout: a failure of Redis. A failure
+// at the caller's deadline is left as it is (settle finds it the
+// caller's), and so is an error reply: Redis answered.
+func (l *Limiter) timedOut(ctx, dctx context.Context, own bool, err error) error {
+	if err == nil || !own || isRedisError(err) || ended(dctx) == nil || ended(ctx) != nil {
+		return err
+	}
+	return &timeoutError{after: l.timeout, err: err}
+}
+
+// timeoutError is the failure of a call Redis did not answer within the
+// decision timeout. It does not match context.DeadlineExceeded, which is
+// kept for the caller's deadlines.
+type timeoutError struct {
+	after time.Duration
+	err   error
+}
+
+func (e *timeoutError) Error() string {
+	return fmt.Sprintf("no answer from Redis within the decision timeout of %v (%v)", e.after, e.err)
+}

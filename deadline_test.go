@@ -1,0 +1,131 @@
+package redisrate
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// slack is what a timed bound in these tests allows on top of the
+// deadline: a shared machine under the race detector. What is shown is
+// that a call does not wait for Redis (seconds) or forever.
+const slack = 750 * time.Millisecond
+
+// withDefaultTimeout returns the Limiter newLimiter makes with the
+// package's own default decision timeout (TestMain raises it).
+func withDefaultTimeout(newLimiter func() *Limiter) *Limiter {
+	saved := defaultDecisionTimeout
+	defaultDecisionTimeout = DefaultDecisionTimeout
+	defer func() { defaultDecisionTimeout = saved }()
+	return newLimiter()
+}
+
+// TestDecisionTimeoutPausedRedis: Redis accepts the connection and never
+// answers (CLIENT PAUSE, a wedged proxy). Every kind of call returns by the
+// decision deadline, with or without go-redis's ContextTimeoutEnabled, as a
+// Redis failure: ErrUnavailable (not the caller's context.DeadlineExceeded)
+// under FailError, FailOpen's admission under FailOpen; and the breaker
+// opens.
+func TestDecisionTimeoutPausedRedis(t *testing.T) {
+	addr := blackhole(t)
+	for _, honours := range []bool{true, false} {
+		for _, timeout := range []time.Duration{0, 50 * time.Millisecond} { // 0: the default, for Allow only
+			for _, policy := range []FailurePolicy{FailError, FailOpen} {
+				rdb := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, DisableIdentity: true, ContextTimeoutEnabled: honours})
+				t.Cleanup(func() { _ = rdb.Close() })
+				opts := []Option{WithFailurePolicy(policy), WithCircuitBreaker(0)} // every call meets the pause
+				want := DefaultDecisionTimeout
+				if timeout > 0 {
+					opts, want = append(opts, WithDecisionTimeout(timeout)), timeout
+				}
+				l := withDefaultTimeout(func() *Limiter { return NewLimiter(rdb, opts...) })
+				for kind, call := range callKinds(l) {
+					if timeout == 0 && kind != "Allow" {
+						continue
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second) // the caller's is later
+					start := time.Now()
+					res, err := call(ctx)
+					took := time.Since(start)
+					cancel()
+					name := kind + ", " + policy.String() + ", ContextTimeoutEnabled " + map[bool]string{true: "on", false: "off"}[honours]
+					if took < want || took > want+slack {
+						t.Errorf("%s: answered after %v; want the decision timeout, %v", name, took, want)
+					}
+					if errors.Is(err, context.DeadlineExceeded) {
+						t.Errorf("%s: %v matches context.DeadlineExceeded: the Limiter's own deadline is not the caller's", name, err)
+					}
+					switch {
+					case policy == FailOpen && kind != "Reset":
+						if err != nil || !res.Allowed || res.Source != SourceFailOpen || !errors.Is(res.Cause, ErrUnavailable) {
+							t.Errorf("%s: %+v, %v; want FailOpen's admission", name, res, err)
+						}
+					case !errors.Is(err, ErrUnavailable) || !containsAll(err.Error(), "decision timeout of "+want.String()):
+						t.Errorf("%s: %v; want ErrUnavailable naming the decision timeout", name, err)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDecisionTimeoutOpensBreaker: the Limiter's own deadline passing is a
+// Redis failure: the breaker opens, and the calls after it are answered at
+// once.
+func TestDecisionTimeoutOpensBreaker(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: blackhole(t), Protocol: 2, DisableIdentity: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	l := NewLimiter(rdb, WithFailurePolicy(FailOpen), WithDecisionTimeout(30*time.Millisecond))
+	res, err := l.Allow(context.Background(), "k", PerMinute(1))
+	if err != nil || res.Source != SourceFailOpen {
+		t.Fatalf("%+v, %v; want FailOpen's admission", res, err)
+	}
+	if !l.health.skip() {
+		t.Fatal("the decision timeout left the breaker shut")
+	}
+	start := time.Now()
+	res, err = l.Allow(context.Background(), "k", PerMinute(1))
+	if took := time.Since(start); err != nil || !errors.Is(res.Cause, ErrCircuitOpen) || took > 20*time.Millisecond+slack {
+		t.Fatalf("%+v, %v after %v; want the open breaker's answer, at once", res, err, took)
+	}
+}
+
+// TestDecisionTimeoutRefusedConnections: with go-redis's default options
+// (5 dials with backoff, 3 retries), a Redis that refuses connections
+// cost a call 0.5 to 1.1 s (issue 22); the decision deadline cuts it.
+func TestDecisionTimeoutRefusedConnections(t *testing.T) {
+	mr := miniredis.RunT(t)
+	addr := mr.Addr()
+	mr.Close()
+	for _, honours := range []bool{true, false} {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: honours})
+		t.Cleanup(func() { _ = rdb.Close() })
+		l := withDefaultTimeout(func() *Limiter { return NewLimiter(rdb, WithCircuitBreaker(0)) })
+		for range 2 {
+			start := time.Now()
+			_, err := l.Allow(context.Background(), "k", PerMinute(1))
+			if took := time.Since(start); !errors.Is(err, ErrUnavailable) || took > DefaultDecisionTimeout+slack {
+				t.Errorf("ContextTimeoutEnabled %v: %v after %v; want ErrUnavailable by the decision deadline", honours, err, took)
+			}
+		}
+	}
+}
+
+// TestDecisionTimeoutOff: WithDecisionTimeout(0) leaves only the caller's
+// deadline, which is the caller's: its error, no policy.
+func TestDecisionTimeoutOff(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: blackhole(t), Protocol: 2, DisableIdentity: true, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	l := NewLimiter(rdb, WithFailurePolicy(FailOpen), WithDecisionTimeout(0))
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultDecisionTimeout+100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	res, err := l.Allow(ctx, "k", PerMinute(1))
+	if took := time.Since(start); res.Allowed || !isCallerError(err, context.DeadlineExceeded) || took < DefaultDecisionTimeout+100*time.Millisecond {
+		t.Fatalf("%+v, %v after %v; want the caller's deadline to end it, with its error", res, err, took)
+	}
+}
