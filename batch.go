@@ -48,7 +48,7 @@ type pipeliner interface {
 // the requests one after another.
 func (l *Limiter) AllowBatch(ctx context.Context, reqs []Request) ([]Result, error) {
 	if l == nil || l.rdb == nil {
-		return make([]Result, len(reqs)), ErrNoClient
+		return make([]Result, len(reqs)), l.noClientErr()
 	}
 	bd := Decision{Kind: KindBatch, Batch: len(reqs)}
 	ctx = l.observeStart(ctx, &bd, nil)
