@@ -3,9 +3,12 @@ package grpclimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -218,6 +221,65 @@ func TestMethodsAndStreams(t *testing.T) {
 	}
 	if n := len(e.mr.Keys()); n != 3 { // k1 and k2 on grpc, k1 on Watch
 		t.Errorf("keys %v", e.mr.Keys())
+	}
+}
+
+// With the deny cache, a costlier call after a cheaper one was denied got
+// the cheaper one's RetryInfo from the cache, and a client that waited it
+// was denied again. Every client that waits its RetryInfo is now admitted.
+// Real time (the deny cache runs on the process's clock): 2 per 2 s, with
+// Watch costing 1 and Check 2 on the same key.
+func TestDenyCacheRetryInfoIsHonestForEveryCost(t *testing.T) {
+	for a := redisrate.GCRA; a <= redisrate.SlidingLog; a++ {
+		t.Run(a.String(), func(t *testing.T) {
+			t.Parallel()
+			mr := miniredis.RunT(t) // TIME is the real time
+			rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+			t.Cleanup(func() { _ = rdb.Close() })
+			c := serve(t, grpclimit.Config{
+				Limiter: redisrate.NewLimiter(rdb, redisrate.WithDenyCache(100)),
+				Limits:  []redisrate.Limit{redisrate.Per(2, 2*time.Second).WithAlgorithm(a)},
+				Methods: map[string]grpclimit.Method{check: {Cost: 2}, watch: {Cost: 1}},
+				Key:     grpclimit.APIKey{Metadata: "x-api-key", Secret: secret},
+			})
+			const clients = 3
+			var wg sync.WaitGroup
+			var admitted atomic.Int64
+			for i := range clients {
+				key := fmt.Sprint("client-", i)
+				watchOnce := func() error {
+					ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-api-key", key), 10*time.Second)
+					defer cancel()
+					s, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+					if err != nil {
+						return err
+					}
+					_, err = s.Recv()
+					return err
+				}
+				wg.Go(func() {
+					for range 3 { // 2 admitted, then a denial of cost 1, cached
+						_ = watchOnce()
+					}
+					_, err := call(t, c, "x-api-key", key)
+					wait, _ := details(t, err)
+					if status.Code(err) != codes.ResourceExhausted || wait <= 0 {
+						t.Errorf("%s, Check of cost 2: %v, RetryInfo %v; want ResourceExhausted with a wait", key, err, wait)
+						return
+					}
+					time.Sleep(wait)
+					if _, err := call(t, c, "x-api-key", key); err != nil {
+						t.Errorf("%s waited the RetryInfo %v of its cost-2 call, then got %v", key, wait, err)
+						return
+					}
+					admitted.Add(1)
+				})
+			}
+			wg.Wait()
+			if n := admitted.Load(); n != clients {
+				t.Errorf("%d of %d clients that honoured RetryInfo admitted", n, clients)
+			}
+		})
 	}
 }
 

@@ -7,10 +7,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -632,6 +635,58 @@ func TestDenyCacheHeaders(t *testing.T) {
 			t.Fatalf("%d; want 429", w.Code)
 		}
 		wantHeaders(t, w, map[string]string{"RateLimit": `"default";r=0;t=60`, "Retry-After": "60", "X-RateLimit-Remaining": "0"})
+	}
+}
+
+// With the deny cache, a costlier request after a cheaper one was denied
+// got the cheaper one's Retry-After, from the cache: clients that waited it
+// were denied again (gcra, leaky_bucket, sliding_window). Every client that
+// waits the Retry-After it was given is now admitted. Real time (the deny
+// cache runs on the process's clock): 2 per 2 s, so the waits are 1-2 s.
+func TestDenyCacheRetryAfterIsHonestForEveryCost(t *testing.T) {
+	for a := redisrate.GCRA; a <= redisrate.SlidingLog; a++ {
+		t.Run(a.String(), func(t *testing.T) {
+			t.Parallel()
+			mr := miniredis.RunT(t) // TIME is the real time
+			rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), Protocol: 2})
+			t.Cleanup(func() { _ = rdb.Close() })
+			h := mustNew(t, Config{
+				Limiter: redisrate.NewLimiter(rdb, redisrate.WithDenyCache(100)),
+				Limits:  []redisrate.Limit{redisrate.Per(2, 2*time.Second).WithAlgorithm(a)},
+				Cost: func(r *http.Request) (int64, error) {
+					return strconv.ParseInt(r.Header.Get("X-Cost"), 10, 64)
+				},
+			}).Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})) // served concurrently
+			const clients = 3
+			admitted := make(chan string, clients)
+			var wg sync.WaitGroup
+			for c := range clients {
+				ip := fmt.Sprintf("192.0.2.%d:1234", c+1)
+				wg.Go(func() {
+					for range 3 { // 2 admitted, then a denial of cost 1, cached
+						do(h, ip, "X-Cost", "1")
+					}
+					w := do(h, ip, "X-Cost", "2")
+					ra, err := strconv.Atoi(w.Header().Get("Retry-After"))
+					if w.Code != 429 || err != nil {
+						t.Errorf("client %d, cost 2: %d, Retry-After %q; want 429 with a Retry-After", c, w.Code, w.Header().Get("Retry-After"))
+						return
+					}
+					time.Sleep(time.Duration(ra) * time.Second)
+					if w := do(h, ip, "X-Cost", "2"); w.Code == 200 {
+						admitted <- ip
+					} else {
+						t.Errorf("client %d waited the Retry-After %d s of its cost-2 request, then got %d (Retry-After %s)",
+							c, ra, w.Code, w.Header().Get("Retry-After"))
+					}
+				})
+			}
+			wg.Wait()
+			close(admitted)
+			if n := len(admitted); n != clients {
+				t.Errorf("%d of %d clients that honoured Retry-After admitted", n, clients)
+			}
+		})
 	}
 }
 
