@@ -192,11 +192,19 @@ type Config struct {
 	// gets an error (ErrNoKey).
 	Exempt func(r *http.Request) bool
 
-	// LimitPreflight counts CORS preflight requests (OPTIONS with an
-	// Access-Control-Request-Method header) too. By default they go
-	// through without a limit: a browser sends one before the request it
-	// is about, and counting both would halve the client's quota.
-	LimitPreflight bool
+	// ExemptPreflight answers CORS preflight requests (IsPreflight:
+	// OPTIONS with an Access-Control-Request-Method header) here, with 204
+	// No Content and without counting them; they never reach the limited
+	// handler. By default a preflight is counted like any request: any
+	// client can send that header, so an exemption that called the handler
+	// would let it run without limit.
+	//
+	// Put the CORS middleware in front of this one. If it answers
+	// preflights itself (the usual way), they never come here. If it
+	// passes them on after setting its headers (a "passthrough" option),
+	// set ExemptPreflight: the 204 carries those headers, and a browser's
+	// preflight does not take a unit of its client's quota.
+	ExemptPreflight bool
 
 	// Name keeps the state of this Middleware apart in Redis: the key of
 	// a client is Name + ":" + the KeyFunc's key, with the plan's name in
@@ -229,17 +237,17 @@ type plan struct {
 
 // Middleware limits the requests that go through its Handler.
 type Middleware struct {
-	limiter        *redisrate.Limiter
-	plans          map[string]*plan
-	single         *plan // without Plans
-	choose         func(*http.Request) (string, error)
-	cost           func(*http.Request) (int64, error)
-	key            KeyFunc
-	exempt         func(*http.Request) bool
-	limitPreflight bool
-	omit           Headers
-	onDenied       func(http.ResponseWriter, *http.Request, redisrate.Result)
-	onError        ErrorHandler
+	limiter         *redisrate.Limiter
+	plans           map[string]*plan
+	single          *plan // without Plans
+	choose          func(*http.Request) (string, error)
+	cost            func(*http.Request) (int64, error)
+	key             KeyFunc
+	exempt          func(*http.Request) bool
+	exemptPreflight bool
+	omit            Headers
+	onDenied        func(http.ResponseWriter, *http.Request, redisrate.Result)
+	onError         ErrorHandler
 }
 
 // New checks c and returns its Middleware. Every configuration error is
@@ -249,14 +257,14 @@ func New(c Config) (*Middleware, error) {
 		return nil, errors.New("httplimit: Config.Limiter is nil")
 	}
 	m := &Middleware{
-		limiter:        c.Limiter,
-		choose:         c.Plan,
-		cost:           c.Cost,
-		exempt:         c.Exempt,
-		limitPreflight: c.LimitPreflight,
-		omit:           c.Omit,
-		onDenied:       c.OnDenied,
-		onError:        c.OnError,
+		limiter:         c.Limiter,
+		choose:          c.Plan,
+		cost:            c.Cost,
+		exempt:          c.Exempt,
+		exemptPreflight: c.ExemptPreflight,
+		omit:            c.Omit,
+		onDenied:        c.OnDenied,
+		onError:         c.OnError,
 	}
 	name := c.Name
 	if name == "" {
@@ -357,7 +365,13 @@ func IsPreflight(r *http.Request) bool {
 // client's key under every limit of its plan, or is denied.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if (!m.limitPreflight && IsPreflight(r)) || (m.exempt != nil && m.exempt(r)) {
+		if m.exemptPreflight && IsPreflight(r) {
+			// Answered here, never by next: the header is the client's to
+			// send, so it must not buy a call of the handler.
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		if m.exempt != nil && m.exempt(r) {
 			next.ServeHTTP(w, r)
 			return
 		}

@@ -382,37 +382,67 @@ func TestExemptAndEmptyKey(t *testing.T) {
 	}
 }
 
+// Any client can send Access-Control-Request-Method: 50 "preflights" to a
+// limit of 2 per minute ran the handler 50 times. Preflights are now
+// counted by default; with ExemptPreflight they are answered here, 204
+// with the headers a CORS middleware in front set, uncounted, and never
+// reach the handler.
 func TestPreflight(t *testing.T) {
 	e := newEnv(t)
-	preflight := func(h http.Handler) int {
-		r := httptest.NewRequest("OPTIONS", "/things", nil)
+	preflight := func(h http.Handler) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("OPTIONS", "/expensive", nil)
 		r.Header.Set("Origin", "https://app.example")
 		r.Header.Set("Access-Control-Request-Method", "POST")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		return w.Code
+		return w
 	}
-	lim := []redisrate.Limit{redisrate.PerMinute(1)}
-	h := mustNew(t, Config{Limiter: e.limiter, Limits: lim, Name: "a"}).Handler(&served{})
-	for range 3 {
-		if c := preflight(h); c != 200 {
-			t.Fatalf("preflight: %d; want 200, not counted", c)
-		}
+	lim := []redisrate.Limit{redisrate.PerMinute(2)}
+	next := &served{}
+	h := mustNew(t, Config{Limiter: e.limiter, Limits: lim, Name: "a"}).Handler(next)
+	codes := map[int]int{}
+	for range 50 {
+		codes[preflight(h).Code]++
 	}
-	if len(e.mr.Keys()) != 0 || do(h, "").Code != 200 {
-		t.Errorf("preflights were counted: keys %v", e.mr.Keys())
+	if next.n != 2 || codes[200] != 2 || codes[429] != 48 {
+		t.Errorf("50 preflights to 2 per minute: the handler ran %d times, codes %v; want 2 (200) and 48 429s", next.n, codes)
 	}
 	// A plain OPTIONS is a request like any other.
-	r := httptest.NewRequest("OPTIONS", "/things", nil)
+	r := httptest.NewRequest("OPTIONS", "/expensive", nil)
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	if w.Code != 429 {
 		t.Errorf("OPTIONS without Access-Control-Request-Method: %d; want 429", w.Code)
 	}
-	// Counted when asked.
-	h = mustNew(t, Config{Limiter: e.limiter, Limits: lim, Name: "b", LimitPreflight: true}).Handler(&served{})
-	if preflight(h) != 200 || preflight(h) != 429 {
-		t.Error("LimitPreflight: preflights not counted")
+
+	// ExemptPreflight, behind a CORS middleware that sets its headers and
+	// passes preflights on.
+	next = &served{}
+	m := mustNew(t, Config{Limiter: e.limiter, Limits: lim, Name: "b", ExemptPreflight: true})
+	cors := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Access-Control-Allow-Origin", "https://app.example")
+			w.Header().Set("Access-Control-Allow-Methods", "POST")
+			h.ServeHTTP(w, r)
+		})
+	}
+	h = cors(m.Handler(next))
+	for i := range 50 {
+		w := preflight(h)
+		if w.Code != http.StatusNoContent || w.Header().Get("Access-Control-Allow-Methods") != "POST" || w.Body.Len() != 0 {
+			t.Fatalf("preflight %d with ExemptPreflight: %d %v %q; want 204 with the CORS headers", i, w.Code, w.Header(), w.Body.String())
+		}
+	}
+	if next.n != 0 {
+		t.Errorf("with ExemptPreflight the handler ran %d times for preflights; want 0", next.n)
+	}
+	for _, k := range e.mr.Keys() {
+		if strings.HasPrefix(k, "b:") {
+			t.Errorf("preflights were counted: key %s", k)
+		}
+	}
+	if c1, c2, c3 := do(h, "").Code, do(h, "").Code, do(h, "").Code; c1 != 200 || c2 != 200 || c3 != 429 || next.n != 2 {
+		t.Errorf("requests after the exempt preflights: %d %d %d, handler ran %d times; want the full quota of 2", c1, c2, c3, next.n)
 	}
 }
 
