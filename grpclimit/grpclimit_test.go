@@ -361,6 +361,10 @@ func TestNewErrors(t *testing.T) {
 		{grpclimit.Config{Limiter: l, Limits: one, Key: grpclimit.APIKey{Metadata: "x-api-key", Secret: []byte("short")}}, "at least 16"},
 		{grpclimit.Config{Limiter: l, Limits: one, Key: grpclimit.KeyFunc(nil)}, "nil KeyFunc"},
 		{grpclimit.Config{Limiter: l, PolicyNames: []string{"x"}}, "PolicyNames without"},
+		// ':' ends each name in a client's key: "grpc:/grpc.health.v1.Health/Check"
+		// would share the keys of "grpc" with Check's own limits.
+		{grpclimit.Config{Limiter: l, Limits: one, Name: "grpc:" + check}, `invalid Config.Name "grpc:/grpc.health.v1.Health/Check": ':' separates`},
+		{grpclimit.Config{Limiter: l, Limits: one, Methods: map[string]grpclimit.Method{"/a:b.S/M": {Limits: one}}}, "not a full method name"},
 	} {
 		if _, err := grpclimit.New(tc.c); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v; want an error containing %q", tc.c, err, tc.want)

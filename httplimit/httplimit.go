@@ -61,6 +61,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/internal/ratefields"
@@ -208,7 +209,8 @@ type Config struct {
 
 	// Name keeps the state of this Middleware apart in Redis: the key of
 	// a client is Name + ":" + the KeyFunc's key, with the plan's name in
-	// between when there are Plans. It is also the policy name of a
+	// between when there are Plans. Neither name may hold ':', so the
+	// keys of two Names never meet. It is also the policy name of a
 	// single limit without Plans. Give each Middleware its own Name.
 	// Default "default".
 	Name string
@@ -273,6 +275,9 @@ func New(c Config) (*Middleware, error) {
 	if err := ratefields.CheckName(name); err != nil {
 		return nil, fmt.Errorf("httplimit: invalid Config.Name: %w", err)
 	}
+	if err := keyPart("Config.Name", name); err != nil {
+		return nil, err
+	}
 	switch {
 	case len(c.Plans) == 0 && c.Plan != nil:
 		return nil, errors.New("httplimit: Config.Plan is set but Config.Plans is empty")
@@ -296,6 +301,9 @@ func New(c Config) (*Middleware, error) {
 		for i, pl := range c.Plans {
 			if err := ratefields.CheckName(pl.Name); err != nil {
 				return nil, fmt.Errorf("httplimit: Config.Plans[%d]: invalid Name: %w", i, err)
+			}
+			if err := keyPart(fmt.Sprintf("Config.Plans[%d].Name", i), pl.Name); err != nil {
+				return nil, err
 			}
 			if m.plans[pl.Name] != nil {
 				return nil, fmt.Errorf("httplimit: Config.Plans has the plan %q twice", pl.Name)
@@ -323,6 +331,16 @@ func New(c Config) (*Middleware, error) {
 		m.onError = RefuseOnError
 	}
 	return m, nil
+}
+
+// keyPart refuses a name with ':', which ends each name in a client's
+// Redis key (Name:plan:key): with it, Name "api:free" would share the keys
+// of Name "api" with plan "free".
+func keyPart(what, name string) error {
+	if strings.Contains(name, ":") {
+		return fmt.Errorf("httplimit: invalid %s %q: ':' separates the names in a client's Redis key, so this one could share another Middleware's keys; use another character, such as '-'", what, name)
+	}
+	return nil
 }
 
 func newPlan(p Plan, prefix string) (*plan, error) {

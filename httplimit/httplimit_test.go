@@ -284,6 +284,36 @@ func TestNamesKeepStateApart(t *testing.T) {
 	}
 }
 
+// Name "api" with plan "free" and Name "api:free" both keyed a client as
+// api:free:ip:..., and the second Middleware's first request got 429. A
+// name with ':' is now refused by New; names without one never share keys.
+func TestNamesCannotShareKeys(t *testing.T) {
+	e := newEnv(t)
+	one := []redisrate.Limit{redisrate.PerMinute(1)}
+	free := func(*http.Request) (string, error) { return "free", nil }
+	planned := mustNew(t, Config{Limiter: e.limiter, Name: "api", Plans: []Plan{{Name: "free", Limits: one}}, Plan: free}).Handler(&served{})
+	for _, c := range []struct {
+		c    Config
+		want string
+	}{
+		{Config{Limiter: e.limiter, Name: "api:free", Limits: one}, `invalid Config.Name "api:free": ':' separates`},
+		{Config{Limiter: e.limiter, Name: "api", Plans: []Plan{{Name: "x", Limits: one}, {Name: "free:ip", Limits: one}}, Plan: free}, `invalid Config.Plans[1].Name "free:ip": ':' separates`},
+		{Config{Limiter: e.limiter, Name: ":", Limits: one}, `invalid Config.Name ":"`},
+	} {
+		if _, err := New(c.c); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New(Name %q, plans %v): %v; want an error containing %q", c.c.Name, c.c.Plans, err, c.want)
+		}
+	}
+	// The names that can be given keep apart.
+	other := mustNew(t, Config{Limiter: e.limiter, Name: "api-free", Limits: one}).Handler(&served{})
+	if a, b := do(planned, "").Code, do(planned, "").Code; a != 200 || b != 429 {
+		t.Fatalf("api, plan free: %d then %d; want 200 then 429", a, b)
+	}
+	if c := do(other, "").Code; c != 200 {
+		t.Errorf("api-free after api/free was exhausted: %d; want 200 (keys %v)", c, e.mr.Keys())
+	}
+}
+
 func TestAPIKey(t *testing.T) {
 	e := newEnv(t)
 	next := &served{}
