@@ -2,6 +2,7 @@ package redisrate
 
 import (
 	"context"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -113,9 +114,10 @@ func (l *Limiter) AllowBatch(ctx context.Context, reqs []Request) ([]Result, err
 	return results, err
 }
 
-// sendBatch is the send stage for many ops: one pipeline per step (FCALL
-// or EVALSHA first, then EVALSHA for "function not found" and EVAL for
-// NOSCRIPT), then settle for each.
+// sendBatch is the send stage for many ops: one round trip per step (FCALL
+// first, in a transaction, beside a pipeline of the calls that go by
+// EVALSHA; then EVALSHA for "function not found", another library or OOM,
+// and EVAL for NOSCRIPT), then settle for each.
 func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 	if len(ops) == 0 {
 		return
@@ -137,33 +139,55 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 	// context (the KindBatch span), not any one request's.
 	sent, resets := l.sentAt()
 	type sending struct {
-		o   *op
-		st  step
-		cmd *redis.Cmd
+		o  *op
+		st step
+		q  queued
 	}
 	all := make([]sending, len(ops))
 	pending := make([]*sending, len(ops))
 	for i, o := range ops {
 		o.sent, o.resets = sent, resets
-		all[i] = sending{o: o, st: l.loader.first(ctx, o.s)}
+		all[i] = sending{o: o, st: l.loader.first(ctx, o.s, o.access)}
 		pending[i] = &all[i]
 	}
 	for len(pending) > 0 {
-		pipe := p.Pipeline()
+		var tx, pipe redis.Pipeliner
 		for _, s := range pending {
-			s.cmd = l.loader.command(ctx, pipe, s.st, s.o.s, s.o.access, []string{s.o.key}, s.o.argv(s.o.blimits))
+			var c redis.Pipeliner
+			if s.st == stepFCall {
+				if tx == nil {
+					tx = l.loader.tx.TxPipeline()
+				}
+				c = tx
+			} else {
+				if pipe == nil {
+					pipe = p.Pipeline()
+				}
+				c = pipe
+			}
+			s.q = l.loader.queue(ctx, c, s.st, s.o.s, s.o.access, []string{s.o.key}, s.o.argv(s.o.blimits))
 		}
-		_, _ = pipe.Exec(ctx) // each command carries its own error
+		// Each command carries its own error; the transaction and the
+		// pipeline go at once, so a batch of both costs one round trip.
+		var wg sync.WaitGroup
+		if tx != nil {
+			wg.Go(func() { _, _ = tx.Exec(ctx) })
+		}
+		if pipe != nil {
+			_, _ = pipe.Exec(ctx)
+		}
+		wg.Wait()
 		var again []*sending
 		for _, s := range pending {
-			if s.st = l.loader.next(s.st, s.cmd.Err()); s.st != stepDone {
+			_, err := s.q.result()
+			if s.st = l.loader.next(s.st, err); s.st != stepDone {
 				again = append(again, s)
 			}
 		}
 		pending = again
 	}
 	for _, s := range all {
-		v, err := s.cmd.Result()
+		v, err := s.q.result()
 		l.settle(s.o, s.o.blimits, v, err)
 	}
 }

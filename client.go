@@ -111,7 +111,9 @@ func WithKeyPrefix(prefix string) Option {
 // WithReadOnlyCheck makes Check, CheckN, CheckMulti, Peek and the checks
 // and peeks of AllowBatch use FCALL_RO or EVALSHA_RO, so that a client set
 // up to read from replicas (ReadOnly, RouteByLatency, RouteRandomly) may
-// serve them there. It needs Redis 7 or later.
+// serve them there. A ClusterClient sends them by EVALSHA_RO: FCALL goes in
+// a transaction with the library's version, which it sends to the primary.
+// It needs Redis 7 or later.
 func WithReadOnlyCheck() Option {
 	return func(l *Limiter) { l.readOnlyCheck = true }
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2/server"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/redisrate/redisrate/scripts"
 )
@@ -76,97 +76,141 @@ func TestNoScriptHeals(t *testing.T) {
 	}
 }
 
-// functionsServer teaches a miniredis FCALL and FCALL_RO of the library's
-// functions, as Redis 7 answers them once FUNCTION LOAD has run: each
+// functionsServer teaches a go-redis client of a miniredis the library's
+// functions, as Redis 7 answers them once FUNCTION LOAD has run, in the
+// MULTI/EXEC transactions of FCALL and FCALL_RO the Limiter sends: each
 // function runs its script (by EVALSHA on a side connection), the _ro
 // variants always as mode "check", and redisrate_version answers version.
-// With loaded false, every FCALL gets "ERR Function not found".
+// With loaded false, every function is "ERR Function not found"; with
+// bogus, the algorithms' functions admit everything without writing, as a
+// library of another version might. miniredis cannot queue commands it
+// does not know in a transaction, so the server is a hook, which must be
+// the client's last (it answers the transactions itself).
 type functionsServer struct {
 	loaded  atomic.Bool
+	bogus   atomic.Bool
 	version atomic.Value // string
 	calls   atomic.Int64
 	last    atomic.Value // string: the last command and function called
+	side    *redis.Client
 }
 
 func addFunctions(t *testing.T, f *fakeRedis) *functionsServer {
 	t.Helper()
-	fs := &functionsServer{}
+	fs := &functionsServer{side: fastClient(t, f.mr.Addr())}
 	fs.loaded.Store(true)
 	fs.version.Store(scripts.LibraryVersion)
-	side := fastClient(t, f.mr.Addr())
-	handler := func(c *server.Peer, cmd string, args []string) {
-		fs.calls.Add(1)
-		if len(args) > 0 {
-			fs.last.Store(cmd + " " + args[0])
-		}
-		if len(args) < 2 {
-			c.WriteError("ERR wrong number of arguments for '" + strings.ToLower(cmd) + "' command")
-			return
-		}
-		name := args[0]
-		if !fs.loaded.Load() {
-			c.WriteError("ERR Function not found")
-			return
-		}
-		if name == versionFunction {
-			c.WriteBulk(fs.version.Load().(string))
-			return
-		}
-		base, ro := strings.CutSuffix(name, "_ro")
-		var sp *scripts.Spec
-		for i := range specs {
-			if specs[i].Function == base {
-				sp = &specs[i]
-			}
-		}
-		if sp == nil || (cmd == "FCALL_RO" && !ro) {
-			c.WriteError("ERR Function not found")
-			return
-		}
-		nk, _ := strconv.Atoi(args[1])
-		keys := args[2 : 2+nk]
-		argv := make([]any, 0, 5)
-		for _, a := range args[2+nk:] {
-			argv = append(argv, a)
-		}
-		if ro {
-			for len(argv) < 5 {
-				argv = append(argv, "")
-			}
-			argv[4] = "check"
-		}
-		v, err := side.EvalSha(context.Background(), sp.SHA1, keys, argv...).Result()
-		if err != nil && isNoScript(err) {
-			v, err = side.Eval(context.Background(), sp.Source, keys, argv...).Result()
-		}
-		if err != nil {
-			c.WriteError(err.Error())
-			return
-		}
-		arr := v.([]any)
-		c.WriteLen(len(arr))
-		for _, x := range arr {
-			c.WriteInt(int(x.(int64)))
-		}
-	}
-	for _, cmd := range []string{"FCALL", "FCALL_RO"} {
-		if err := f.mr.Server().Register(cmd, handler); err != nil {
-			t.Fatal(err)
-		}
-	}
+	f.rdb.AddHook(fs)
 	return fs
 }
 
+func (fs *functionsServer) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (fs *functionsServer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if c, ok := cmd.(*redis.Cmd); ok && (c.Name() == "fcall" || c.Name() == "fcall_ro") {
+			fs.fcall(ctx, c)
+			return c.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (fs *functionsServer) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		n := len(cmds)
+		if n < 3 || cmds[0].Name() != "multi" || cmds[n-1].Name() != "exec" {
+			return next(ctx, cmds)
+		}
+		for _, c := range cmds[1 : n-1] {
+			if c.Name() != "fcall" && c.Name() != "fcall_ro" {
+				return next(ctx, cmds)
+			}
+		}
+		for _, c := range cmds[1 : n-1] {
+			fs.fcall(ctx, c.(*redis.Cmd))
+		}
+		return nil
+	}
+}
+
+// replyError is an error reply of the server, as go-redis makes them.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
+
+// fcall answers one FCALL or FCALL_RO.
+func (fs *functionsServer) fcall(ctx context.Context, c *redis.Cmd) {
+	fs.calls.Add(1)
+	args := make([]string, len(c.Args()))
+	for i, a := range c.Args() {
+		args[i] = fmt.Sprint(a)
+	}
+	name := args[1]
+	fs.last.Store(strings.ToUpper(args[0]) + " " + name)
+	if !fs.loaded.Load() {
+		c.SetErr(replyError("ERR Function not found"))
+		return
+	}
+	if name == versionFunction {
+		c.SetVal(fs.version.Load().(string))
+		return
+	}
+	base, ro := strings.CutSuffix(name, "_ro")
+	var sp *scripts.Spec
+	for i := range specs {
+		if specs[i].Function == base {
+			sp = &specs[i]
+		}
+	}
+	if sp == nil || (c.Name() == "fcall_ro" && !ro) {
+		c.SetErr(replyError("ERR Function not found"))
+		return
+	}
+	if fs.bogus.Load() {
+		c.SetVal([]any{int64(1), int64(999), int64(0), int64(0), int64(1000), int64(1)})
+		return
+	}
+	nk, _ := strconv.Atoi(args[2])
+	keys := args[3 : 3+nk]
+	argv := make([]any, 0, 5)
+	for _, a := range args[3+nk:] {
+		argv = append(argv, a)
+	}
+	if ro {
+		for len(argv) < 5 {
+			argv = append(argv, "")
+		}
+		argv[4] = "check"
+	}
+	v, err := fs.side.EvalSha(ctx, sp.SHA1, keys, argv...).Result()
+	if err != nil && isNoScript(err) {
+		v, err = fs.side.Eval(ctx, sp.Source, keys, argv...).Result()
+	}
+	if err != nil {
+		c.SetErr(err)
+		return
+	}
+	c.SetVal(v)
+}
+
+// fnTx is the commands of one call by FCALL: the library's version and
+// the function in one transaction.
+const fnTx = "MULTI FCALL_RO FCALL EXEC"
+
 // TestFunctionsPreferred: with this version of the library loaded, calls
-// go by FCALL (checks by FCALL_RO of the _ro variant), after one
-// FCALL_RO redisrate_version, and decide exactly as EVALSHA does.
+// go by FCALL once FCALL_RO redisrate_version found it, each in a
+// transaction with FCALL_RO redisrate_version (checks by FCALL of the _ro
+// variant), and decide exactly as EVALSHA does; with WithReadOnlyCheck,
+// checks go by EVALSHA_RO, which may go to a replica.
 func TestFunctionsPreferred(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
-	addFunctions(t, f)
 	log := &cmdLog{}
 	f.rdb.AddHook(log)
-	l := NewLimiter(f.rdb, WithReadOnlyCheck())
+	fs := addFunctions(t, f)
+	l := NewLimiter(f.rdb)
 	plain := NewLimiter(fastClient(t, f.mr.Addr()))
 	lim := PerMinute(3)
 	for i := range 4 {
@@ -176,16 +220,45 @@ func TestFunctionsPreferred(t *testing.T) {
 			t.Fatalf("call %d: FCALL %+v %v, EVALSHA %+v %v", i, got, err, want, werr)
 		}
 	}
-	if r, err := l.Check(ctx, "fn", lim); err != nil || r.Allowed || r.RetryAfter <= 0 {
-		t.Fatalf("Check by FCALL_RO: %+v %v, want a denial", r, err)
+	if r, err := l.Check(ctx, "fn", lim); err != nil || r.Allowed || r.RetryAfter <= 0 || fs.last.Load() != "FCALL redisrate_gcra_ro" {
+		t.Fatalf("Check by FCALL of the _ro function: %+v %v (%v), want a denial", r, err, fs.last.Load())
 	}
 	res, err := l.AllowBatch(ctx, []Request{{Key: "fn2", Limits: []Limit{lim}}, {Key: "fn3", Limits: []Limit{lim}, N: 3}})
 	if err != nil || !res[0].Allowed || res[1].Remaining != 0 {
 		t.Fatalf("batch by FCALL: %+v %v", res, err)
 	}
-	want := "[FCALL_RO FCALL FCALL FCALL FCALL FCALL_RO FCALL FCALL]"
-	if got := fmt.Sprint(log.take()); got != want {
+	want := "FCALL_RO " + strings.Repeat(fnTx+" ", 5) + "MULTI FCALL_RO FCALL FCALL_RO FCALL EXEC"
+	if got := strings.Join(log.take(), " "); got != want {
 		t.Errorf("sent %s, want %s", got, want)
+	}
+	ro := NewLimiter(f.rdb, WithReadOnlyCheck())
+	if r, err := ro.Check(ctx, "fn", lim); err != nil || r.Allowed || fs.last.Load() != "FCALL_RO redisrate_gcra_ro" {
+		t.Fatalf("Check with WithReadOnlyCheck: %+v %v (%v), want a denial by FCALL_RO", r, err, fs.last.Load())
+	}
+	if got, want := strings.Join(log.take(), " "), "FCALL_RO MULTI FCALL_RO FCALL_RO EXEC"; got != want {
+		t.Errorf("Check with WithReadOnlyCheck sent %s, want %s, which a replica may serve", got, want)
+	}
+}
+
+// A ClusterClient sends a transaction to its slot's primary: reads that
+// may go to a replica go by EVALSHA_RO there, the others by FCALL.
+func TestFunctionsClusterReplicaReads(t *testing.T) {
+	ctx := context.Background()
+	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, ReadOnly: true})
+	t.Cleanup(func() { _ = cc.Close() })
+	ld := newLoader(cc)
+	ld.fnYes.Store(true)
+	s := &algoScripts[GCRA]
+	for how, want := range map[access]step{accessWrite: stepFCall, accessRead: stepFCall, accessReplica: stepEvalSha} {
+		if got := ld.first(ctx, s, how); got != want {
+			t.Errorf("ClusterClient, access %d: first step %d, want %d", how, got, want)
+		}
+	}
+	f := newFakeRedis(t)
+	ld = newLoader(f.rdb)
+	ld.fnYes.Store(true)
+	if got := ld.first(ctx, s, accessReplica); got != stepFCall {
+		t.Errorf("Client, a read that may go to a replica: first step %d, want FCALL (FCALL_RO)", got)
 	}
 }
 
@@ -224,31 +297,32 @@ func TestFunctionsChecksRunNoWrites(t *testing.T) {
 // TestFunctionsFallBackToEvalSha: without the library, or with another
 // version of it, calls go by EVALSHA; a library deleted under a running
 // Limiter costs one "function not found", answered by EVALSHA in the same
-// call, and is asked for again a minute later.
+// call, and FCALL is tried again a minute later.
 func TestFunctionsFallBackToEvalSha(t *testing.T) {
 	ctx := context.Background()
 	lim := PerMinute(3)
 	t.Run("other version", func(t *testing.T) {
 		f := newFakeRedis(t)
-		fs := addFunctions(t, f)
-		fs.version.Store("0000")
 		log := &cmdLog{}
 		f.rdb.AddHook(log)
+		fs := addFunctions(t, f)
+		fs.version.Store("0000")
+		fs.bogus.Store(true)
 		l := NewLimiter(f.rdb)
-		for range 3 {
-			if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
-				t.Fatalf("%+v %v", r, err)
+		for i := range 4 {
+			if r, err := l.Allow(ctx, "k", lim); err != nil || r.Allowed != (i < 3) || r.Source != SourceRedis {
+				t.Fatalf("call %d: %+v %v: want the scripts' decision", i, r, err)
 			}
 		}
-		if got := fmt.Sprint(log.take()); got != "[FCALL_RO EVALSHA EVAL EVALSHA EVALSHA]" {
-			t.Errorf("sent %s, want the version asked once, then EVALSHA", got)
+		if got, want := strings.Join(log.take(), " "), "FCALL_RO EVALSHA EVAL EVALSHA EVALSHA EVALSHA"; got != want {
+			t.Errorf("sent %s, want %s: the version asked once, then EVALSHA", got, want)
 		}
 	})
 	t.Run("deleted", func(t *testing.T) {
 		f := newFakeRedis(t)
-		fs := addFunctions(t, f)
 		log := &cmdLog{}
 		f.rdb.AddHook(log)
+		fs := addFunctions(t, f)
 		l := NewLimiter(f.rdb)
 		clk := &fakeClock{t: epoch2026}
 		l.loader.now = clk.Now
@@ -265,14 +339,17 @@ func TestFunctionsFallBackToEvalSha(t *testing.T) {
 		if err != nil || !res[0].Allowed || res[0].Remaining != 0 || !res[1].Allowed {
 			t.Fatalf("batch: %+v %v", res, err)
 		}
-		if got := fmt.Sprint(log.take()); got != "[FCALL EVALSHA EVALSHA EVALSHA]" { // FCALL loaded the script
-			t.Errorf("sent %s, want one FCALL, then EVALSHA", got)
+		if got, want := strings.Join(log.take(), " "), fnTx+" EVALSHA EVALSHA EVALSHA"; got != want { // FCALL loaded the script
+			t.Errorf("sent %s, want %s: one FCALL, then EVALSHA", got, want)
 		}
 		fs.loaded.Store(true)
-		clk.Advance(functionsRecheck)
+		clk.Advance(functionsRecheck - time.Millisecond)
 		_, _ = l.Allow(ctx, "x", lim)
-		if got := fmt.Sprint(log.take()); got != "[FCALL_RO FCALL]" {
-			t.Errorf("a minute later sent %s, want the library asked for again, then FCALL", got)
+		clk.Advance(time.Millisecond)
+		_, _ = l.Allow(ctx, "x", lim)
+		_, _ = l.Allow(ctx, "x", lim)
+		if got, want := strings.Join(log.take(), " "), "EVALSHA FCALL_RO "+fnTx+" "+fnTx; got != want {
+			t.Errorf("around a minute later sent %s, want %s", got, want)
 		}
 		// Deleted while a batch goes: its FCALLs come back "function not
 		// found" and go again by EVALSHA, in the next pipeline.
@@ -281,8 +358,8 @@ func TestFunctionsFallBackToEvalSha(t *testing.T) {
 		if err != nil || !res[0].Allowed || !res[1].Allowed || res[1].Remaining != 2 {
 			t.Fatalf("batch finding the library gone: %+v %v", res, err)
 		}
-		if got := fmt.Sprint(log.take()); got != "[FCALL FCALL EVALSHA EVALSHA]" {
-			t.Errorf("sent %s, want the FCALLs again by EVALSHA", got)
+		if got, want := strings.Join(log.take(), " "), "MULTI FCALL_RO FCALL FCALL_RO FCALL EXEC EVALSHA EVALSHA"; got != want {
+			t.Errorf("sent %s, want %s: the FCALLs again by EVALSHA", got, want)
 		}
 	})
 	t.Run("no FCALL at all", func(t *testing.T) {
@@ -295,15 +372,15 @@ func TestFunctionsFallBackToEvalSha(t *testing.T) {
 				t.Fatalf("%+v %v", r, err)
 			}
 		}
-		if got := fmt.Sprint(log.take()); got != "[FCALL_RO EVALSHA EVAL EVALSHA]" {
-			t.Errorf("sent %s", got)
+		if got, want := strings.Join(log.take(), " "), "FCALL_RO EVALSHA EVAL EVALSHA"; got != want {
+			t.Errorf("sent %s, want %s: no transaction for a server without FCALL", got, want)
 		}
 	})
 	t.Run("client without FCALL", func(t *testing.T) {
 		f := newFakeRedis(t)
-		addFunctions(t, f)
 		log := &cmdLog{}
 		f.rdb.AddHook(log)
+		addFunctions(t, f)
 		l := NewLimiter(plainClient{f.rdb})
 		if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
 			t.Fatalf("%+v %v", r, err)
@@ -314,20 +391,158 @@ func TestFunctionsFallBackToEvalSha(t *testing.T) {
 	})
 }
 
+// FUNCTION LOAD REPLACE of another version under a running Limiter: the
+// client went on calling it by FCALL until its check a minute later (595
+// admissions of an exhausted key). Each FCALL now reads the version in its
+// own transaction: the very call that meets the other library is decided
+// by EVALSHA, single or in a batch, and FCALL waits until the library is
+// this version again.
+func TestFunctionsOtherVersionLoadedUnderway(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeRedis(t)
+	log := &cmdLog{}
+	f.rdb.AddHook(log)
+	fs := addFunctions(t, f)
+	l := NewLimiter(f.rdb)
+	clk := &fakeClock{t: epoch2026}
+	l.loader.now = clk.Now
+	lim := PerMinute(3)
+	for i := range 3 {
+		if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
+			t.Fatalf("call %d by FCALL: %+v %v", i, r, err)
+		}
+	}
+	log.take()
+	fs.version.Store("another version")
+	fs.bogus.Store(true) // it admits everything
+	admitted := 0
+	for range 100 {
+		r, err := l.Allow(ctx, "k", lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Allowed {
+			admitted++
+		}
+	}
+	res, err := l.AllowBatch(ctx, []Request{{Key: "k", Limits: []Limit{lim}}, {Key: "k", Limits: []Limit{lim}, Check: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Allowed || res[1].Allowed {
+		admitted++
+	}
+	if admitted != 0 {
+		t.Fatalf("%d calls of an exhausted key admitted after another library was loaded; want 0", admitted)
+	}
+	if got, want := strings.Join(log.take(), " "), fnTx+" EVALSHA"+strings.Repeat(" EVALSHA", 99+2); got != want {
+		t.Errorf("sent %s,\nwant %s", got, want)
+	}
+
+	// A batch that meets it: its FCALLs go again by EVALSHA.
+	fs.version.Store(scripts.LibraryVersion)
+	fs.bogus.Store(false)
+	clk.Advance(functionsRecheck)
+	if r, err := l.Allow(ctx, "j", lim); err != nil || !r.Allowed {
+		t.Fatalf("a minute later, with this version back: %+v %v", r, err)
+	}
+	fs.version.Store("another version")
+	fs.bogus.Store(true)
+	res, err = l.AllowBatch(ctx, []Request{{Key: "k", Limits: []Limit{lim}}, {Key: "j", Limits: []Limit{lim}, N: 3}})
+	if err != nil || res[0].Allowed || res[1].Allowed || res[1].Remaining != 2 {
+		t.Fatalf("batch meeting another library: %+v %v; want both denied as the scripts decide", res, err)
+	}
+	if got, want := strings.Join(log.take(), " "), "FCALL_RO "+fnTx+" MULTI FCALL_RO FCALL FCALL_RO FCALL EXEC EVALSHA EVALSHA"; got != want {
+		t.Errorf("sent %s,\nwant %s", got, want)
+	}
+}
+
 func TestIsNoFunction(t *testing.T) {
 	for msg, want := range map[string]bool{
 		"ERR Function not found":                                              true,
 		"ERR unknown command 'FCALL', with args beginning with: ":             true,
 		"ERR unknown command `fcall`, with args beginning with: ":             true,
 		"NOPERM User limiter has no permissions to run the 'fcall' command":   true,
-		"NOPERM User limiter has no permissions to run the 'evalsha' command": false,
+		"NOPERM User limiter has no permissions to run the 'multi' command":   true,
 		"ERR invalid limit '0': must be a whole number from 1 to 10^15":       false,
 		"LOADING Redis is loading the dataset in memory":                      false,
 		"ERR key holds a value that is not gcra state: left untouched":        false,
+		"READONLY You can't write against a read only replica.":               false,
+		"OOM command not allowed when used memory > 'maxmemory'.":             false,
+		"EXECABORT Transaction discarded because of previous errors.":         false,
+		"CROSSSLOT Keys in request don't hash to the same slot":               false,
+		"NOSCRIPT No matching script. Please use EVAL.":                       false,
+		"MOVED 3999 127.0.0.1:6381":                                           false,
+		"ERR Error running script (call to f_...): @user_script:1: Script...": false,
 	} {
 		if got := isNoFunction(errors.New(msg)); got != want {
 			t.Errorf("isNoFunction(%q) = %v, want %v", msg, got, want)
 		}
+	}
+}
+
+// How an FCALL's transaction is read: its decision only with this
+// version; why it did not run when it did not; errOtherLibrary otherwise.
+func TestFunctionsTransactionResult(t *testing.T) {
+	const (
+		execAbort = "EXECABORT Transaction discarded because of previous errors."
+		notFound  = "ERR Function not found"
+	)
+	reply := []any{int64(1), int64(2), int64(0), int64(0), int64(3), int64(1)}
+	for _, c := range []struct {
+		name       string
+		val        any
+		err        error // the FCALL's
+		version    any
+		verr       error
+		wantVal    bool
+		wantErr    string // "" none; "other" errOtherLibrary
+		wantSecond step
+	}{
+		{"this version decided", reply, nil, scripts.LibraryVersion, nil, true, "", stepDone},
+		{"this version refused the arguments", nil, replyError("ERR invalid limit 'x'"), scripts.LibraryVersion, nil, false, "ERR invalid limit", stepDone},
+		{"another version", reply, nil, "0000", nil, false, "other", stepEvalSha},
+		{"another version's error", nil, replyError("ERR key holds a value that is not gcra state"), "0000", nil, false, "other", stepEvalSha},
+		{"a library without the version function", reply, nil, nil, replyError(notFound), false, "other", stepEvalSha},
+		{"no library", nil, replyError(notFound), nil, replyError(notFound), false, "other", stepEvalSha},
+		{"no FCALL (6.2)", nil, replyError("ERR unknown command 'fcall'"), nil, replyError("ERR unknown command 'fcall_ro'"), false, "other", stepEvalSha},
+		{"NOPERM for MULTI", nil, replyError("NOPERM no permissions to run the 'multi' command"), nil, replyError("NOPERM no permissions to run the 'multi' command"), false, "other", stepEvalSha},
+		{"NOPERM for FCALL", nil, replyError("NOPERM no permissions to run the 'fcall' command"), nil, replyError(execAbort), false, "other", stepEvalSha},
+		{"READONLY", nil, replyError("READONLY You can't write against a read only replica."), nil, replyError(execAbort), false, "READONLY", stepDone},
+		{"another request of the batch refused", nil, replyError(execAbort), nil, replyError(execAbort), false, "EXECABORT", stepEvalSha},
+		{"CROSSSLOT", nil, redis.ErrCrossSlot, nil, redis.ErrCrossSlot, false, "CROSSSLOT", stepEvalSha},
+		{"network", nil, context.DeadlineExceeded, nil, context.DeadlineExceeded, false, "deadline", stepDone},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			q := queued{cmd: redis.NewCmd(ctx, "fcall"), version: redis.NewCmd(ctx, "fcall_ro")}
+			if c.err != nil {
+				q.cmd.SetErr(c.err)
+			} else {
+				q.cmd.SetVal(c.val)
+			}
+			if c.verr != nil {
+				q.version.SetErr(c.verr)
+			} else {
+				q.version.SetVal(c.version)
+			}
+			v, err := q.result()
+			switch {
+			case c.wantErr == "" && err != nil, c.wantErr == "other" && !errors.Is(err, errOtherLibrary),
+				c.wantErr != "" && c.wantErr != "other" && (err == nil || !strings.Contains(err.Error(), c.wantErr)):
+				t.Errorf("error %v, want %q", err, c.wantErr)
+			case c.wantVal != (v != nil):
+				t.Errorf("value %v: want it used %v", v, c.wantVal)
+			}
+			ld := newLoader(newFakeRedis(t).rdb)
+			ld.fnYes.Store(true)
+			if got := ld.next(stepFCall, err); got != c.wantSecond {
+				t.Errorf("next step %d, want %d", got, c.wantSecond)
+			}
+			if other := errors.Is(err, errOtherLibrary); ld.fnYes.Load() == other {
+				t.Errorf("after %v the loader still goes by FCALL: %v", err, ld.fnYes.Load())
+			}
+		})
 	}
 }
 

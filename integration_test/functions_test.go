@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -294,5 +295,111 @@ func TestFunctionDeleteHealed(t *testing.T) {
 		if err != nil || !res.Allowed || res.Remaining != 2 {
 			t.Errorf("%s: the third call after FUNCTION DELETE: %v, %v; want 2 remaining", a, res, err)
 		}
+	}
+}
+
+// bogusLibrary is a library named redisrate of another version: its
+// functions have this client's names and admit everything, writing
+// nothing, and redisrate_version says "bogus".
+func bogusLibrary() string {
+	var b strings.Builder
+	b.WriteString("#!lua name=" + scripts.LibraryName + "\n")
+	b.WriteString("local function admit() return {1, 999, 0, 0, 1000, 1} end\n")
+	for _, a := range allAlgorithms {
+		s, _ := a.Spec()
+		fmt.Fprintf(&b, "redis.register_function('%s', admit)\n", s.Function)
+		fmt.Fprintf(&b, "redis.register_function{function_name = '%s_ro', callback = admit, flags = {'no-writes'}}\n", s.Function)
+	}
+	b.WriteString("redis.register_function{function_name = 'redisrate_version', callback = function() return 'bogus' end, flags = {'no-writes'}}\n")
+	return b.String()
+}
+
+// FUNCTION LOAD REPLACE of another version of the library while a Limiter
+// runs: the client went on calling it by FCALL until its check a minute
+// later (595 admissions of an exhausted key, the last 59.97 s after the
+// load). Now not one decision of the other library is used: every call,
+// single or batched, writing or reading, on keys its limit has exhausted,
+// is denied, before and after the load, and after the load the Limiter
+// goes by EVALSHA (the server's statistics show it).
+func TestFunctionsOtherVersionNeverDecides(t *testing.T) {
+	addr, _ := startRedis(t)
+	c := newClient(t, addr)
+	needRedis7(t, c)
+	loadLibrary(t, c)
+	ctx := context.Background()
+	lim := redisrate.NewLimiter(c)
+	limitOf := func(a redisrate.Algorithm) redisrate.Limit { return redisrate.PerHour(3).WithAlgorithm(a) }
+	for _, a := range allAlgorithms {
+		for range 3 {
+			if r, err := lim.Allow(ctx, "bogus:"+a.String(), limitOf(a)); err != nil || !r.Allowed {
+				t.Fatalf("%s: %v %v", a, r, err)
+			}
+		}
+	}
+	before := commandCalls(t, c)
+	var made, admitted, failed atomic.Int64
+	var firstErr sync.Once
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				a := allAlgorithms[(w+i)%len(allAlgorithms)]
+				key := "bogus:" + a.String()
+				var rs []redisrate.Result
+				var err error
+				switch i % 3 {
+				case 0:
+					var r redisrate.Result
+					r, err = lim.Allow(ctx, key, limitOf(a))
+					rs = append(rs, r)
+				case 1:
+					var r redisrate.Result
+					r, err = lim.Check(ctx, key, limitOf(a))
+					rs = append(rs, r)
+				default:
+					rs, err = lim.AllowBatch(ctx, []redisrate.Request{{Key: key, Limits: []redisrate.Limit{limitOf(a)}}, {Key: key, Limits: []redisrate.Limit{limitOf(a)}, Check: true}})
+				}
+				made.Add(1)
+				if err != nil {
+					failed.Add(1)
+					firstErr.Do(func() { t.Errorf("a call failed: %v", err) })
+				}
+				for _, r := range rs {
+					if r.Allowed {
+						admitted.Add(1)
+					}
+				}
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond)
+	mid := commandCalls(t, c)
+	atLoad := made.Load()
+	if err := c.FunctionLoadReplace(ctx, bogusLibrary()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	loaded := commandCalls(t, c)
+	time.Sleep(500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	after := commandCalls(t, c)
+	t.Logf("FIGURE other-library: %d calls (%d before the FUNCTION LOAD REPLACE), %d admitted, %d failed; %d FCALL before, %d FCALL and %d EVALSHA/EVAL once it was loaded",
+		made.Load(), atLoad, admitted.Load(), failed.Load(), calls(before, mid, "fcall"), calls(loaded, after, "fcall"), calls(loaded, after, "evalsha", "eval"))
+	if admitted.Load() != 0 {
+		t.Errorf("%d calls of exhausted keys admitted: decisions of the other library were used", admitted.Load())
+	}
+	if calls(before, mid, "fcall") == 0 || made.Load() == atLoad || calls(mid, after, "evalsha") == 0 {
+		t.Fatal("the test did not run by FCALL before the load and by EVALSHA after it")
+	}
+	// Once it has met the other library, the Limiter goes by EVALSHA: at
+	// most the calls in flight once it was loaded ran an FCALL after it.
+	if n := calls(loaded, after, "fcall"); n > 8 {
+		t.Errorf("%d FCALLs after the other library was loaded; want at most the 4 workers' calls in flight (a batch has 2)", n)
 	}
 }

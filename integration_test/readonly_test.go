@@ -23,11 +23,23 @@ type via struct {
 	ro        []string // the commands a read-only check or peek is sent with
 	notRO     []string // the read-only commands it must not use
 	write     []string // the commands of Allow (and of a Check without WithReadOnlyCheck)
+	also      []string // what a user needs besides ro to check (FCALL goes in a transaction)
 }
 
 var vias = []via{
 	{name: "evalsha_ro", ro: []string{"evalsha_ro", "eval_ro"}, notRO: []string{"fcall_ro"}, write: []string{"evalsha", "eval"}},
-	{name: "fcall_ro", functions: true, ro: []string{"fcall_ro"}, notRO: []string{"evalsha_ro", "eval_ro"}, write: []string{"fcall"}},
+	{name: "fcall_ro", functions: true, ro: []string{"fcall_ro"}, notRO: []string{"evalsha_ro", "eval_ro"}, write: []string{"fcall"}, also: []string{"multi", "exec"}},
+}
+
+// readOnlyCalls is how many calls of v.ro the server runs for a number of
+// read-only checks and peeks and of allows: by FCALL, each read-only call
+// reads the library's version too (FCALL_RO), and so does each allow, in
+// its transaction.
+func (v via) readOnlyCalls(checks, allows int64) int64 {
+	if v.functions {
+		return 2*checks + allows
+	}
+	return checks
 }
 
 // calls sums the calls of cmds between two readings of commandCalls.
@@ -125,8 +137,11 @@ func TestReadOnlyCheck(t *testing.T) {
 						t.Fatalf("peek of a used-up key: %v, want 0 remaining and a reset within 2 minutes", peeked)
 					}
 					after := commandCalls(t, c)
-					if n := calls(before, after, v.ro...); n != 4 {
-						t.Errorf("%d calls of %v for 2 read-only checks and 2 peeks (loaded beforehand: one each)", n, v.ro)
+					if n, want := calls(before, after, v.ro...), v.readOnlyCalls(4, 4); n != want {
+						t.Errorf("%d calls of %v for 2 read-only checks and 2 peeks (loaded beforehand: one each) and 4 allows, want %d", n, v.ro, want)
+					}
+					if n, want := calls(before, after, v.also...), int64(len(v.also)*8); n != want {
+						t.Errorf("%d calls of %v for 8 calls by FCALL, want %d: each in a transaction", n, v.also, want)
 					}
 					if n := calls(before, after, v.notRO...); n != 0 {
 						t.Errorf("%d calls of %v: read-only calls went the other way", n, v.notRO)
@@ -150,7 +165,7 @@ func readOnlyUser(t *testing.T, v via, addr string) {
 	c := newClient(t, addr)
 	rules := []any{"ACL", "SETUSER", "checker", "reset", "on", ">secret", "~*", "resetchannels", "-@all",
 		"+@read", "+time", "+ping", "+hello", "+auth"}
-	for _, cmd := range v.ro {
+	for _, cmd := range append(v.ro, v.also...) {
 		rules = append(rules, "+"+cmd)
 	}
 	if err := c.Do(ctx, rules...).Err(); err != nil {

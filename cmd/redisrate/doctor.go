@@ -646,6 +646,10 @@ func (d *doctor) limiterCommands(key string) []limiterCommand {
 		{name: "EVAL_RO", args: append(with("EVAL_RO", g.Source), "check"), minMajor: 7},
 		{name: "FCALL", args: with("FCALL", g.Function), minMajor: 7},
 		{name: "FCALL_RO", args: with("FCALL_RO", g.Function+"_ro"), minMajor: 7},
+		// The client sends each FCALL in a transaction with the library's
+		// version (FCALL_RO redisrate_version).
+		{name: "MULTI", args: []any{"MULTI"}, minMajor: 7},
+		{name: "EXEC", args: []any{"EXEC"}, minMajor: 7},
 		{name: "SCRIPT LOAD", args: []any{"SCRIPT", "LOAD", g.Source}, minMajor: 6, optional: true},
 	}
 }
@@ -663,10 +667,29 @@ func scriptCalls(key string) [][]any {
 	}
 }
 
+// probe sends one command of limiterCommands as the user. MULTI and EXEC
+// go as an empty transaction on a connection of their own, closed after:
+// a MULTI left open on a pooled connection would queue what follows.
+func (d *doctor) probe(ctx context.Context, n *node, args []any) error {
+	if args[0] != "MULTI" && args[0] != "EXEC" {
+		return n.c.Do(ctx, args...).Err()
+	}
+	c := d.client(n.addr)
+	defer c.Close()
+	if args[0] == "MULTI" {
+		return c.Do(ctx, "MULTI").Err()
+	}
+	err := c.Do(ctx, "EXEC").Err()
+	if err != nil && strings.Contains(err.Error(), "without MULTI") {
+		return nil // allowed: Redis checks the ACL first
+	}
+	return err
+}
+
 // limiterACLRules is the least-privilege rule set for a limiter's user on
 // prefix: the scripts, the library, and the commands the scripts call.
 func limiterACLRules(prefix string) string {
-	return "resetkeys ~" + prefix + "* resetchannels -@all +evalsha +eval +evalsha_ro +eval_ro +fcall +fcall_ro +script|load " +
+	return "resetkeys ~" + prefix + "* resetchannels -@all +evalsha +eval +evalsha_ro +eval_ro +fcall +fcall_ro +multi +exec +script|load " +
 		"+time +get +exists +type +del +psetex +pexpire +zadd +zcount +zscore +zrangebyscore +zrevrangebyscore +zremrangebyscore"
 }
 
@@ -741,7 +764,7 @@ func (d *doctor) checkACL(ctx context.Context) {
 			// other answer (a reply, NOSCRIPT, function not found) means
 			// the command and key are allowed. The calls write nothing;
 			// the script's own reads (TIME, GET, ...) run and are checked.
-			err = n.c.Do(ctx, cmd.args...).Err()
+			err = d.probe(ctx, n, cmd.args)
 			if err != nil && !strings.HasPrefix(err.Error(), "NOPERM") && !strings.Contains(err.Error(), "permission") && !strings.Contains(err.Error(), "can't run this command") {
 				err = nil
 			}

@@ -243,7 +243,7 @@ func TestDoctorScriptsAndFunctions(t *testing.T) {
 }
 
 // limiterACL is the least-privilege line the docs recommend.
-const limiterACL = "on >secret resetkeys ~rate:* resetchannels -@all +evalsha +eval +evalsha_ro +eval_ro +fcall +fcall_ro +script|load " +
+const limiterACL = "on >secret resetkeys ~rate:* resetchannels -@all +evalsha +eval +evalsha_ro +eval_ro +fcall +fcall_ro +multi +exec +script|load " +
 	"+time +get +exists +type +del +psetex +pexpire +zadd +zcount +zscore +zrangebyscore +zrevrangebyscore +zremrangebyscore"
 
 // TestHelloVersion: the doctor reads the version from HELLO (for a user
@@ -292,7 +292,7 @@ func TestDoctorACL(t *testing.T) {
 	// all pass.
 	code, out, _ := doctorRun(t, "--redis", "redis://limiter:secret@"+addr)
 	wantLine(t, out, "warn", "info", "INFO is refused")
-	wantLine(t, out, "ok", "acl", "user limiter may run all 7 commands a limiter sends on rate:\\*, and the commands the scripts call \\(by calls that write nothing\\)")
+	wantLine(t, out, "ok", "acl", "user limiter may run all 9 commands a limiter sends on rate:\\*, and the commands the scripts call \\(by calls that write nothing\\)")
 	if code != 0 {
 		t.Errorf("limiter user with the recommended line: exit %d, want 0", code)
 	}
@@ -306,6 +306,20 @@ func TestDoctorACL(t *testing.T) {
 	if code != exitProblem {
 		t.Errorf("limiter user without +fcall: exit %d, want %d", code, exitProblem)
 	}
+	// Without MULTI and EXEC, in which the client sends each FCALL: as the
+	// user itself, and by ACL DRYRUN.
+	setUser("limiter", strings.Replace(limiterACL, " +multi +exec ", " ", 1))
+	code, out, _ = doctorRun(t, "--redis", "redis://limiter:secret@"+addr)
+	wantLine(t, out, "FAIL", "acl", "MULTI is refused: .*'multi'.*ACL SETUSER limiter \\+multi$")
+	wantLine(t, out, "FAIL", "acl", "EXEC is refused: .*'exec'.*ACL SETUSER limiter \\+exec$")
+	if code != exitProblem {
+		t.Errorf("limiter user without +multi +exec: exit %d, want %d", code, exitProblem)
+	}
+	_, out, _ = doctorRun(t, "--redis", addr, "--acl-user", "limiter")
+	wantLine(t, out, "FAIL", "acl", "MULTI is refused: .*ACL SETUSER limiter \\+multi$")
+	if err := c.Ping(ctx).Err(); err != nil { // the probe's MULTI was on a connection of its own
+		t.Fatal(err)
+	}
 	// An admin checks another user with ACL DRYRUN: a wrong key pattern.
 	setUser("limiter2", strings.Replace(limiterACL, "~rate:*", "~limits:*", 1))
 	code, out, _ = doctorRun(t, "--redis", addr, "--acl-user", "limiter2")
@@ -314,7 +328,7 @@ func TestDoctorACL(t *testing.T) {
 		t.Errorf("limiter2 on another prefix: exit %d, want %d", code, exitProblem)
 	}
 	code, out, _ = doctorRun(t, "--redis", addr, "--acl-user", "limiter2", "--key-prefix", "limits:")
-	wantLine(t, out, "ok", "acl", "user limiter2 may run all 7 commands a limiter sends on limits:\\*, and the commands the scripts call \\(by ACL DRYRUN\\)")
+	wantLine(t, out, "ok", "acl", "user limiter2 may run all 9 commands a limiter sends on limits:\\*, and the commands the scripts call \\(by ACL DRYRUN\\)")
 	if code != 0 {
 		t.Errorf("limiter2 on its own prefix: exit %d, want 0", code)
 	}

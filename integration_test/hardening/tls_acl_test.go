@@ -103,7 +103,7 @@ func TestTLS(t *testing.T) {
 // caller's ACL too), and nothing else. SCRIPT LOAD is for "redisrate load";
 // the client itself sends EVALSHA, then EVAL on NOSCRIPT.
 const LimiterACL = "on >s3cret resetkeys ~rate:* resetchannels -@all " +
-	"+evalsha +eval +evalsha_ro +eval_ro +fcall +fcall_ro +script|load " +
+	"+evalsha +eval +evalsha_ro +eval_ro +fcall +fcall_ro +multi +exec +script|load " +
 	"+time +get +exists +type +del +psetex +pexpire " +
 	"+zadd +zcount +zscore +zrangebyscore +zrevrangebyscore +zremrangebyscore"
 
