@@ -30,10 +30,17 @@ import (
 // node of a Cluster) or another version is sent again by EVALSHA at once,
 // and the loader stops trying FCALL until it finds the library again.
 //
-// Checks and peeks run the no-writes "_ro" functions. Calls that may go to
-// a replica (WithReadOnlyCheck) use FCALL_RO, EVALSHA_RO and EVAL_RO; on a
-// Cluster, EVALSHA_RO and EVAL_RO only: a ClusterClient sends a
-// transaction to the primary.
+// Under maxmemory with noeviction, Redis refuses FCALL of a writing
+// function with OOM before it runs, whatever it would decide: a denial, a
+// cost past the capacity (CONTRACT.md, "Functions library"); and it
+// refuses any command queued in a transaction then, so the transaction of
+// a check is refused too. EVALSHA decides every call that would not write
+// (guarantee 10), so a call whose transaction was refused so is sent again
+// by EVALSHA, which answers a denial, a check or a peek and fails with OOM
+// only what would write. Checks and peeks run the no-writes "_ro"
+// functions. Calls that may go to a replica (WithReadOnlyCheck) use
+// FCALL_RO, EVALSHA_RO and EVAL_RO; on a Cluster, EVALSHA_RO and EVAL_RO
+// only: a ClusterClient sends a transaction to the primary.
 //
 // Which library runs. FUNCTION LOAD REPLACE can swap the library at any
 // moment, between any two commands of other clients, and the functions of
@@ -298,13 +305,14 @@ func (ld *loader) run(ctx context.Context, s *script, how access, keys []string,
 }
 
 // isRefusedTx matches the replies for which an FCALL's transaction did not
-// decide, though the library may be ours, and EVALSHA may: EXECABORT
-// (another command of the transaction was refused) and CROSSSLOT (a
-// Cluster client cannot send one transaction for keys of several slots: a
-// batch).
+// decide, though the library may be ours, and EVALSHA may: OOM (Redis
+// refuses a writing function, and anything queued in a transaction, under
+// maxmemory before it runs, even for a denial), EXECABORT (another command
+// of the transaction was refused so) and CROSSSLOT (a Cluster client
+// cannot send one transaction for keys of several slots: a batch).
 func isRefusedTx(err error) bool {
 	msg := err.Error()
-	return strings.HasPrefix(msg, "EXECABORT") || strings.HasPrefix(msg, "CROSSSLOT")
+	return strings.HasPrefix(msg, "OOM ") || strings.HasPrefix(msg, "EXECABORT") || strings.HasPrefix(msg, "CROSSSLOT")
 }
 
 // isExecAbort matches the error of a command queued in a transaction that

@@ -509,6 +509,8 @@ func TestFunctionsTransactionResult(t *testing.T) {
 		{"NOPERM for MULTI", nil, replyError("NOPERM no permissions to run the 'multi' command"), nil, replyError("NOPERM no permissions to run the 'multi' command"), false, "other", stepEvalSha},
 		{"NOPERM for FCALL", nil, replyError("NOPERM no permissions to run the 'fcall' command"), nil, replyError(execAbort), false, "other", stepEvalSha},
 		{"READONLY", nil, replyError("READONLY You can't write against a read only replica."), nil, replyError(execAbort), false, "READONLY", stepDone},
+		{"OOM", nil, replyError("OOM command not allowed when used memory > 'maxmemory'."), nil, replyError(execAbort), false, "OOM", stepEvalSha},
+		{"OOM, all of the transaction", nil, replyError("OOM command not allowed when used memory > 'maxmemory'."), nil, replyError("OOM command not allowed when used memory > 'maxmemory'."), false, "OOM", stepEvalSha},
 		{"another request of the batch refused", nil, replyError(execAbort), nil, replyError(execAbort), false, "EXECABORT", stepEvalSha},
 		{"CROSSSLOT", nil, redis.ErrCrossSlot, nil, redis.ErrCrossSlot, false, "CROSSSLOT", stepEvalSha},
 		{"network", nil, context.DeadlineExceeded, nil, context.DeadlineExceeded, false, "deadline", stepDone},

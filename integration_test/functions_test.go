@@ -403,3 +403,84 @@ func TestFunctionsOtherVersionNeverDecides(t *testing.T) {
 		t.Errorf("%d FCALLs after the other library was loaded; want at most the 4 workers' calls in flight (a batch has 2)", n)
 	}
 }
+
+// Under maxmemory with noeviction, Redis refuses FCALL of a writing
+// function with OOM before it runs, even for a denial: a FailOpen Limiter
+// with the library loaded then admitted what its limit denies. Now every
+// call kind decides as guarantee 10 says: a denial, a cost past the
+// capacity, a check and a peek are Redis's answers (by EVALSHA: under OOM
+// Redis refuses whatever is queued in a transaction); only a call that
+// would write fails with OOM, which the failure policy answers. The
+// Limiter keeps trying FCALL: the library is not in question.
+func TestFunctionsOOMDecidesWhatWritesNothing(t *testing.T) {
+	addr, _ := startRedis(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+	c := newClient(t, addr)
+	needRedis7(t, c)
+	loadLibrary(t, c)
+	ctx := context.Background()
+	open := redisrate.NewLimiter(c, redisrate.WithFailurePolicy(redisrate.FailOpen), redisrate.WithCircuitBreaker(0))
+	limitOf := func(a redisrate.Algorithm) redisrate.Limit { return redisrate.PerHour(3).WithAlgorithm(a) }
+	for _, a := range allAlgorithms {
+		for range 3 {
+			if r, err := open.Allow(ctx, "oom:full:"+a.String(), limitOf(a)); err != nil || !r.Allowed {
+				t.Fatalf("%s: %v %v", a, r, err)
+			}
+		}
+		if r, err := open.Allow(ctx, "oom:room:"+a.String(), limitOf(a)); err != nil || !r.Allowed {
+			t.Fatalf("%s: %v %v", a, r, err)
+		}
+	}
+	junk := strings.Repeat("x", 1024)
+	for i := 0; ; i++ {
+		err := c.Set(ctx, fmt.Sprint("oom:fill:", i), junk, 0).Err()
+		if err != nil && strings.HasPrefix(err.Error(), "OOM") {
+			break
+		}
+		if err != nil || i > 100000 {
+			t.Fatalf("filling to maxmemory: %d fillers, %v", i, err)
+		}
+	}
+	// Redis judges OOM when a command starts, from used_memory, which
+	// swings by kilobytes: a limit far below the memory in use keeps every
+	// later command over it.
+	if err := c.ConfigSet(ctx, "maxmemory", "1mb").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.FCall(ctx, "redisrate_gcra", []string{"oom:full:gcra"}, 3, 3600000).Err(); err == nil || !strings.HasPrefix(err.Error(), "OOM") {
+		t.Fatalf("FCALL of a denial at maxmemory: %v; want Redis's OOM, which this test is about", err)
+	}
+	before := commandCalls(t, c)
+	for _, a := range allAlgorithms {
+		l := limitOf(a)
+		full, room := "oom:full:"+a.String(), "oom:room:"+a.String()
+		dump := c.Dump(ctx, full).Val()
+		if r, err := open.Allow(ctx, full, l); err != nil || r.Allowed || r.Source != redisrate.SourceRedis || r.RetryAfter <= 0 {
+			t.Errorf("%s: Allow of an exhausted key at maxmemory: %v, %v; want Redis's denial", a, r, err)
+		}
+		if r, err := open.AllowN(ctx, room, l, 4); err != nil || !r.Never() || r.Source != redisrate.SourceRedis {
+			t.Errorf("%s: a cost past the capacity at maxmemory: %v, %v; want Redis's never", a, r, err)
+		}
+		rs, err := open.AllowBatch(ctx, []redisrate.Request{{Key: full, Limits: []redisrate.Limit{l}}, {Key: room, Limits: []redisrate.Limit{l}, Check: true}})
+		if err != nil || rs[0].Allowed || rs[0].Source != redisrate.SourceRedis || !rs[1].Allowed || rs[1].Source != redisrate.SourceRedis {
+			t.Errorf("%s: a batch at maxmemory: %v, %v; want Redis's denial and Redis's check", a, rs, err)
+		}
+		if r, err := open.Check(ctx, full, l); err != nil || r.Allowed || r.Source != redisrate.SourceRedis {
+			t.Errorf("%s: Check at maxmemory: %v, %v", a, r, err)
+		}
+		if r, err := open.Peek(ctx, room, l); err != nil || r.Remaining != 2 || r.Source != redisrate.SourceRedis {
+			t.Errorf("%s: Peek at maxmemory: %v, %v", a, r, err)
+		}
+		// What would write fails with OOM: the policy answers.
+		if r, err := open.Allow(ctx, room, l); err != nil || r.Source != redisrate.SourceFailOpen || !errors.Is(r.Cause, redisrate.ErrUnavailable) || !strings.Contains(r.Cause.Error(), "OOM") {
+			t.Errorf("%s: Allow with room at maxmemory: %v, %v; want FailOpen's answer to Redis's OOM", a, r, err)
+		}
+		if d := c.Dump(ctx, full).Val(); d != dump {
+			t.Errorf("%s: the exhausted key changed", a)
+		}
+	}
+	after := commandCalls(t, c)
+	t.Logf("FIGURE fcall-oom: %d transactions refused with OOM, %d EVALSHA, for 6 algorithms x 7 decisions", calls(before, after, "multi"), calls(before, after, "evalsha"))
+	if n := calls(before, after, "multi"); n < int64(len(allAlgorithms)*6) {
+		t.Errorf("%d transactions for 6 algorithms x 6 calls by FCALL: the Limiter stopped going by FCALL", n)
+	}
+}

@@ -389,7 +389,8 @@ func memoryFinding(maxmemory int64, policy string) (int, string) {
 	mb := fmt.Sprintf("%.0f MB", float64(maxmemory)/(1<<20))
 	switch {
 	case policy == "noeviction":
-		return levelOK, fmt.Sprintf("noeviction with maxmemory %s: at the limit calls fail with OOM (the failure policy answers) and no limit is reset", mb)
+		return levelOK, fmt.Sprintf("noeviction with maxmemory %s: at the limit a call that would write fails with OOM (the failure policy answers), denials and checks are still decided, and no limit is reset; "+
+			"FCALL of the library is refused with OOM even for a denial: a client then asks the _ro function (a check) or EVALSHA (the rest), as the Go client does", mb)
 	case strings.HasPrefix(policy, "allkeys-"):
 		return levelFail, fmt.Sprintf("%s with maxmemory %s: under memory pressure Redis evicts limiter keys, and each eviction silently resets a limit; set maxmemory-policy noeviction, or give the limiter its own instance", policy, mb)
 	case strings.HasPrefix(policy, "volatile-"):
