@@ -134,6 +134,16 @@ func (fs *functionsServer) ProcessPipelineHook(next redis.ProcessPipelineHook) r
 	}
 }
 
+// functionsRedis is a fake Redis with the library (addFunctions) whose
+// commands are logged as the Limiter sends them.
+func functionsRedis(t *testing.T) (*fakeRedis, *cmdLog, *functionsServer) {
+	t.Helper()
+	f := newFakeRedis(t)
+	log := &cmdLog{}
+	f.rdb.AddHook(log) // before the library's hook, which answers FCALL itself
+	return f, log, addFunctions(t, f)
+}
+
 // replyError is an error reply of the server, as go-redis makes them.
 type replyError string
 
@@ -203,13 +213,10 @@ const fnTx = "MULTI FCALL_RO FCALL EXEC"
 // go by FCALL once FCALL_RO redisrate_version found it, each in a
 // transaction with FCALL_RO redisrate_version (checks by FCALL of the _ro
 // variant), and decide exactly as EVALSHA does; with WithReadOnlyCheck,
-// checks go by EVALSHA_RO, which may go to a replica.
+// checks go by FCALL_RO, which may go to a replica.
 func TestFunctionsPreferred(t *testing.T) {
 	ctx := context.Background()
-	f := newFakeRedis(t)
-	log := &cmdLog{}
-	f.rdb.AddHook(log)
-	fs := addFunctions(t, f)
+	f, log, fs := functionsRedis(t)
 	l := NewLimiter(f.rdb)
 	plain := NewLimiter(fastClient(t, f.mr.Addr()))
 	lim := PerMinute(3)
@@ -302,10 +309,7 @@ func TestFunctionsFallBackToEvalSha(t *testing.T) {
 	ctx := context.Background()
 	lim := PerMinute(3)
 	t.Run("other version", func(t *testing.T) {
-		f := newFakeRedis(t)
-		log := &cmdLog{}
-		f.rdb.AddHook(log)
-		fs := addFunctions(t, f)
+		f, log, fs := functionsRedis(t)
 		fs.version.Store("0000")
 		fs.bogus.Store(true)
 		l := NewLimiter(f.rdb)
@@ -319,10 +323,7 @@ func TestFunctionsFallBackToEvalSha(t *testing.T) {
 		}
 	})
 	t.Run("deleted", func(t *testing.T) {
-		f := newFakeRedis(t)
-		log := &cmdLog{}
-		f.rdb.AddHook(log)
-		fs := addFunctions(t, f)
+		f, log, fs := functionsRedis(t)
 		l := NewLimiter(f.rdb)
 		clk := &fakeClock{t: epoch2026}
 		l.loader.now = clk.Now
@@ -377,10 +378,7 @@ func TestFunctionsFallBackToEvalSha(t *testing.T) {
 		}
 	})
 	t.Run("client without FCALL", func(t *testing.T) {
-		f := newFakeRedis(t)
-		log := &cmdLog{}
-		f.rdb.AddHook(log)
-		addFunctions(t, f)
+		f, log, _ := functionsRedis(t)
 		l := NewLimiter(plainClient{f.rdb})
 		if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
 			t.Fatalf("%+v %v", r, err)
@@ -399,10 +397,7 @@ func TestFunctionsFallBackToEvalSha(t *testing.T) {
 // this version again.
 func TestFunctionsOtherVersionLoadedUnderway(t *testing.T) {
 	ctx := context.Background()
-	f := newFakeRedis(t)
-	log := &cmdLog{}
-	f.rdb.AddHook(log)
-	fs := addFunctions(t, f)
+	f, log, fs := functionsRedis(t)
 	l := NewLimiter(f.rdb)
 	clk := &fakeClock{t: epoch2026}
 	l.loader.now = clk.Now

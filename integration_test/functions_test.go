@@ -216,10 +216,7 @@ func TestFunctionsSameReplies(t *testing.T) {
 // of call, the state written by FCALL is read by the scripts, and the
 // server's statistics show FCALL before and the scripts after.
 func TestFunctionDeleteHealed(t *testing.T) {
-	addr, _ := startRedis(t)
-	c := newClient(t, addr)
-	needRedis7(t, c)
-	loadLibrary(t, c)
+	c := libraryServer(t)
 	ctx := context.Background()
 	lim := redisrate.NewLimiter(c)
 	ro := redisrate.NewLimiter(c, redisrate.WithReadOnlyCheck())
@@ -235,36 +232,25 @@ func TestFunctionDeleteHealed(t *testing.T) {
 	before := commandCalls(t, c)
 	var made, failed atomic.Int64
 	var firstErrs sync.Map
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				a := allAlgorithms[(w+i)%len(allAlgorithms)]
-				l := redisrate.PerSecond(1000).WithAlgorithm(a)
-				key := fmt.Sprintf("run:%s:%d", a, i%16)
-				var err error
-				switch i % 4 {
-				case 0, 1:
-					_, err = lim.Allow(ctx, key, l)
-				case 2:
-					_, err = ro.Check(ctx, key, l)
-				default:
-					_, err = ro.Peek(ctx, key, l)
-				}
-				made.Add(1)
-				if err != nil {
-					failed.Add(1)
-					firstErrs.LoadOrStore(err.Error(), true)
-				}
-			}
-		})
-	}
+	stop := workers(4, func(w, i int) {
+		a := allAlgorithms[(w+i)%len(allAlgorithms)]
+		l := redisrate.PerSecond(1000).WithAlgorithm(a)
+		key := fmt.Sprintf("run:%s:%d", a, i%16)
+		var err error
+		switch i % 4 {
+		case 0, 1:
+			_, err = lim.Allow(ctx, key, l)
+		case 2:
+			_, err = ro.Check(ctx, key, l)
+		default:
+			_, err = ro.Peek(ctx, key, l)
+		}
+		made.Add(1)
+		if err != nil {
+			failed.Add(1)
+			firstErrs.LoadOrStore(err.Error(), true)
+		}
+	})
 	// Half a second by FCALL, the delete, half a second after it.
 	time.Sleep(500 * time.Millisecond)
 	mid := commandCalls(t, c)
@@ -273,8 +259,7 @@ func TestFunctionDeleteHealed(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	stop()
 	after := commandCalls(t, c)
 
 	fcallsBefore := calls(before, mid, "fcall", "fcall_ro")
@@ -296,6 +281,38 @@ func TestFunctionDeleteHealed(t *testing.T) {
 			t.Errorf("%s: the third call after FUNCTION DELETE: %v, %v; want 2 remaining", a, res, err)
 		}
 	}
+}
+
+// libraryServer starts a server of the test's own (with extra config args)
+// and loads the library there.
+func libraryServer(t *testing.T, args ...string) *redis.Client {
+	t.Helper()
+	addr, _ := startRedis(t, args...)
+	c := newClient(t, addr)
+	needRedis7(t, c)
+	loadLibrary(t, c)
+	return c
+}
+
+// workers runs call(w, i) on n goroutines, w numbering them and i counting
+// each one's calls, until the stop it returns is called; stop returns once
+// they all have.
+func workers(n int, call func(w, i int)) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				call(w, i)
+			}
+		})
+	}
+	return func() { close(done); wg.Wait() }
 }
 
 // bogusLibrary is a library named redisrate of another version: its
@@ -322,10 +339,7 @@ func bogusLibrary() string {
 // is denied, before and after the load, and after the load the Limiter
 // goes by EVALSHA (the server's statistics show it).
 func TestFunctionsOtherVersionNeverDecides(t *testing.T) {
-	addr, _ := startRedis(t)
-	c := newClient(t, addr)
-	needRedis7(t, c)
-	loadLibrary(t, c)
+	c := libraryServer(t)
 	ctx := context.Background()
 	lim := redisrate.NewLimiter(c)
 	limitOf := func(a redisrate.Algorithm) redisrate.Limit { return redisrate.PerHour(3).WithAlgorithm(a) }
@@ -339,45 +353,34 @@ func TestFunctionsOtherVersionNeverDecides(t *testing.T) {
 	before := commandCalls(t, c)
 	var made, admitted, failed atomic.Int64
 	var firstErr sync.Once
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				a := allAlgorithms[(w+i)%len(allAlgorithms)]
-				key := "bogus:" + a.String()
-				var rs []redisrate.Result
-				var err error
-				switch i % 3 {
-				case 0:
-					var r redisrate.Result
-					r, err = lim.Allow(ctx, key, limitOf(a))
-					rs = append(rs, r)
-				case 1:
-					var r redisrate.Result
-					r, err = lim.Check(ctx, key, limitOf(a))
-					rs = append(rs, r)
-				default:
-					rs, err = lim.AllowBatch(ctx, []redisrate.Request{{Key: key, Limits: []redisrate.Limit{limitOf(a)}}, {Key: key, Limits: []redisrate.Limit{limitOf(a)}, Check: true}})
-				}
-				made.Add(1)
-				if err != nil {
-					failed.Add(1)
-					firstErr.Do(func() { t.Errorf("a call failed: %v", err) })
-				}
-				for _, r := range rs {
-					if r.Allowed {
-						admitted.Add(1)
-					}
-				}
+	stop := workers(4, func(w, i int) {
+		a := allAlgorithms[(w+i)%len(allAlgorithms)]
+		key := "bogus:" + a.String()
+		var rs []redisrate.Result
+		var err error
+		switch i % 3 {
+		case 0:
+			var r redisrate.Result
+			r, err = lim.Allow(ctx, key, limitOf(a))
+			rs = append(rs, r)
+		case 1:
+			var r redisrate.Result
+			r, err = lim.Check(ctx, key, limitOf(a))
+			rs = append(rs, r)
+		default:
+			rs, err = lim.AllowBatch(ctx, []redisrate.Request{{Key: key, Limits: []redisrate.Limit{limitOf(a)}}, {Key: key, Limits: []redisrate.Limit{limitOf(a)}, Check: true}})
+		}
+		made.Add(1)
+		if err != nil {
+			failed.Add(1)
+			firstErr.Do(func() { t.Errorf("a call failed: %v", err) })
+		}
+		for _, r := range rs {
+			if r.Allowed {
+				admitted.Add(1)
 			}
-		})
-	}
+		}
+	})
 	time.Sleep(300 * time.Millisecond)
 	mid := commandCalls(t, c)
 	atLoad := made.Load()
@@ -386,8 +389,7 @@ func TestFunctionsOtherVersionNeverDecides(t *testing.T) {
 	}
 	loaded := commandCalls(t, c)
 	time.Sleep(500 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	stop()
 	after := commandCalls(t, c)
 	t.Logf("FIGURE other-library: %d calls (%d before the FUNCTION LOAD REPLACE), %d admitted, %d failed; %d FCALL before, %d FCALL and %d EVALSHA/EVAL once it was loaded",
 		made.Load(), atLoad, admitted.Load(), failed.Load(), calls(before, mid, "fcall"), calls(loaded, after, "fcall"), calls(loaded, after, "evalsha", "eval"))
@@ -413,10 +415,7 @@ func TestFunctionsOtherVersionNeverDecides(t *testing.T) {
 // would write fails with OOM, which the failure policy answers. The
 // Limiter keeps trying FCALL: the library is not in question.
 func TestFunctionsOOMDecidesWhatWritesNothing(t *testing.T) {
-	addr, _ := startRedis(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
-	c := newClient(t, addr)
-	needRedis7(t, c)
-	loadLibrary(t, c)
+	c := libraryServer(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
 	ctx := context.Background()
 	open := redisrate.NewLimiter(c, redisrate.WithFailurePolicy(redisrate.FailOpen), redisrate.WithCircuitBreaker(0))
 	limitOf := func(a redisrate.Algorithm) redisrate.Limit { return redisrate.PerHour(3).WithAlgorithm(a) }

@@ -32,13 +32,7 @@ import (
 // certificates made by docCerts there.
 func docServer(t *testing.T, env []string, tlsDir string, args ...string) string {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("redis-server is not on PATH (CI=true: CI must install it)")
-		}
-		t.Skip("redis-server is not on PATH: install it (Debian: apt-get install redis-server) to run the doctor's tests")
-	}
+	bin := serverBin(t, "redis-server", "apt-get install redis-server")
 	dir := t.TempDir()
 	return startServer(t, redisserver.Options{Bin: bin, Bus: true, Env: env, Args: func(port int) []string {
 		base := append(redisserver.Port(port), redisserver.NoPersistence(dir)...)
@@ -51,18 +45,24 @@ func docServer(t *testing.T, env []string, tlsDir string, args ...string) string
 	}})
 }
 
-// valkeyServer starts valkey-server as docServer starts redis-server. It
-// skips without one, except under CI, which must install it (Debian:
-// apt-get install -t bookworm-backports valkey-server).
-func valkeyServer(t *testing.T, args ...string) string {
+// serverBin finds a server on PATH, or skips t, except under CI, which
+// must install it (install says how, on Debian).
+func serverBin(t *testing.T, name, install string) string {
 	t.Helper()
-	bin, err := exec.LookPath("valkey-server")
+	bin, err := exec.LookPath(name)
 	if err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatal("valkey-server is not on PATH (CI=true: CI must install it)")
+			t.Fatalf("%s is not on PATH (CI=true: CI must install it)", name)
 		}
-		t.Skip("valkey-server is not on PATH: install it (Debian: apt-get install -t bookworm-backports valkey-server) to run the Valkey tests")
+		t.Skipf("%s is not on PATH: install it (Debian: %s) to run these tests", name, install)
 	}
+	return bin
+}
+
+// valkeyServer starts valkey-server as docServer starts redis-server.
+func valkeyServer(t *testing.T, args ...string) string {
+	t.Helper()
+	bin := serverBin(t, "valkey-server", "apt-get install -t bookworm-backports valkey-server")
 	dir := t.TempDir()
 	return startServer(t, redisserver.Options{Bin: bin, Args: func(port int) []string {
 		return append(append(redisserver.Port(port), redisserver.NoPersistence(dir)...), args...)
