@@ -60,12 +60,15 @@ import (
 // it to the node of the call (the function ignores its keys).
 //
 // What the transaction costs, against a bare FCALL: two more commands
-// (MULTI, EXEC) and the version function per call, in the same round trip.
+// (MULTI, EXEC) and the version function per call, in the same round trip,
+// and in this process 34 allocations per decision where a bare FCALL
+// made 12 (BenchmarkAllowFCall).
 
 // Client is the part of a go-redis v9 client the Limiter uses: its scripting
 // commands. *redis.Client, *redis.ClusterClient, *redis.Ring, the client of
 // redis.NewFailoverClient and every redis.UniversalClient implement it, and
-// also FCALL and pipelines, which the Limiter uses when the client has them.
+// also FCALL, pipelines and transactions, which the Limiter uses when the
+// client has them.
 type Client interface {
 	redis.Scripter
 }
