@@ -48,7 +48,7 @@ type pipeliner interface {
 // the requests one after another.
 func (l *Limiter) AllowBatch(ctx context.Context, reqs []Request) ([]Result, error) {
 	if l == nil || l.rdb == nil {
-		return make([]Result, len(reqs)), ErrNoClient
+		return make([]Result, len(reqs)), l.noClientErr()
 	}
 	bd := Decision{Kind: KindBatch, Batch: len(reqs)}
 	ctx = l.observeStart(ctx, &bd, nil)
@@ -157,8 +157,8 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 }
 
 // pipeline sends ops in one pipeline per step (FCALL or EVALSHA first,
-// then EVALSHA for "function not found" and EVAL for NOSCRIPT), and returns
-// each op's last command. It only reads ops.
+// then EVALSHA for "function not found" or OOM, and EVAL for NOSCRIPT),
+// and returns each op's last command. It only reads ops.
 func (l *Limiter) pipeline(ctx context.Context, p pipeliner, ops []*op) []*redis.Cmd {
 	type sending struct {
 		o   *op

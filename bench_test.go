@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redisrate/redisrate/internal/redisserver"
+	"github.com/redisrate/redisrate/scripts"
 )
 
 // benchRedis returns a client of a real redis-server started for the
@@ -66,6 +67,31 @@ func BenchmarkAllow(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkAllowFCall is BenchmarkAllow's gcra with the Functions library
+// loaded: each decision is one FCALL of the function bound to this library
+// version (loader.go, "Which library runs").
+func BenchmarkAllowFCall(b *testing.B) {
+	ctx := context.Background()
+	rdb := benchRedis(b)
+	if err := rdb.FunctionLoadReplace(ctx, scripts.Library).Err(); err != nil {
+		b.Skipf("no Functions here (miniredis, or Redis before 7): %v", err)
+	}
+	l := NewLimiter(rdb)
+	limit := PerSecond(1e9)
+	if _, err := l.Allow(ctx, "bench:fcall", limit); err != nil {
+		b.Fatal(err)
+	}
+	if !l.loader.fnYes.Load() {
+		b.Fatal("the Limiter does not go by FCALL")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := l.Allow(ctx, "bench:fcall", limit); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

@@ -28,6 +28,8 @@ package redisrate
 import (
 	"context"
 	"log/slog"
+	"reflect"
+	"strconv"
 	"time"
 )
 
@@ -47,16 +49,31 @@ type Limiter struct {
 	logger        *slog.Logger
 	timeout       time.Duration // the decision deadline; 0: none but the caller's
 	honoursCtx    bool          // rdb stops a command at its context's deadline
+	noClient      error // why rdb is nil, when NewLimiter was given something unusable
 }
 
 // Option configures a Limiter.
 type Option func(*Limiter)
 
-// NewLimiter returns a Limiter that runs the scripts on rdb.
+// NewLimiter returns a Limiter that runs the scripts on rdb. A nil rdb
+// (also a nil *redis.Client in the interface) or a nil Option gives a
+// Limiter whose every call returns an error matching ErrNoClient that says
+// which.
 func NewLimiter(rdb Client, opts ...Option) *Limiter {
 	l := &Limiter{rdb: rdb, timeout: defaultDecisionTimeout, policy: FailError, health: newHealth(DefaultProbeInterval)}
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			l.noClient = &noClientError{why: "option " + strconv.Itoa(i+1) + " of NewLimiter is nil"}
+			continue
+		}
 		o(l)
+	}
+	if isNil(rdb) && l.noClient == nil {
+		l.noClient = &noClientError{why: "NewLimiter was given a nil " + reflect.TypeOf(rdb).String()}
+	}
+	if l.noClient != nil {
+		l.rdb = nil // every call stops at the engine's first check
+		return l
 	}
 	if rdb != nil {
 		l.loader = newLoader(rdb)
@@ -78,9 +95,33 @@ func (l *Limiter) With(opts ...Option) *Limiter {
 	}
 	v := *l
 	for _, o := range opts {
-		o(&v)
+		if o != nil {
+			o(&v)
+		}
 	}
 	return &v
+}
+
+// isNil reports a nil pointer (or map, func, ...) inside a non-nil
+// interface, such as (*redis.Client)(nil): go-redis would panic on it.
+func isNil(rdb Client) bool {
+	if rdb == nil {
+		return false // a nil interface is the zero Limiter's case: ErrNoClient as is
+	}
+	v := reflect.ValueOf(rdb)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
+}
+
+// noClientErr is the error of a call on a Limiter without a usable client.
+func (l *Limiter) noClientErr() error {
+	if l != nil && l.noClient != nil {
+		return l.noClient
+	}
+	return ErrNoClient
 }
 
 // WithKeyPrefix puts prefix in front of every key the Limiter touches, e.g.

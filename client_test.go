@@ -324,6 +324,65 @@ func TestResetLeavesUsersDataAlone(t *testing.T) {
 	}
 }
 
+// A nil option, or a nil *redis.Client in the Client interface, made
+// NewLimiter or the first call panic: every call returns an error matching
+// ErrNoClient that names what was nil.
+func TestNewLimiterNilArguments(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeRedis(t)
+	for _, c := range []struct {
+		name string
+		make func() *Limiter
+		want string
+	}{
+		{"nil option", func() *Limiter { return NewLimiter(f.rdb, nil) }, "option 1 of NewLimiter is nil"},
+		{"nil option after others", func() *Limiter { return NewLimiter(f.rdb, WithKeyPrefix("p:"), nil) }, "option 2 of NewLimiter is nil"},
+		{"nil *redis.Client", func() *Limiter { return NewLimiter((*redis.Client)(nil)) }, "nil *redis.Client"},
+		{"nil *redis.ClusterClient", func() *Limiter { return NewLimiter((*redis.ClusterClient)(nil), WithDenyCache(10)) }, "nil *redis.ClusterClient"},
+		{"nil UniversalClient value", func() *Limiter { var u redis.UniversalClient = (*redis.Ring)(nil); return NewLimiter(u) }, "nil *redis.Ring"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var l *Limiter
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						t.Fatalf("NewLimiter panicked: %v", p)
+					}
+				}()
+				l = c.make()
+			}()
+			calls := map[string]func() error{
+				"Allow": func() error { _, err := l.Allow(ctx, "k", PerSecond(1)); return err },
+				"Check": func() error { _, err := l.Check(ctx, "k", PerSecond(1)); return err },
+				"Peek":  func() error { _, err := l.Peek(ctx, "k", PerSecond(1)); return err },
+				"Wait":  func() error { _, err := l.Wait(ctx, "k", PerSecond(1)); return err },
+				"Reset": func() error { return l.Reset(ctx, "k") },
+				"AllowBatch": func() error {
+					_, err := l.AllowBatch(ctx, []Request{{Key: "k", Limits: []Limit{PerSecond(1)}}})
+					return err
+				},
+			}
+			for name, call := range calls {
+				var err error
+				func() {
+					defer func() {
+						if p := recover(); p != nil {
+							t.Fatalf("%s panicked: %v", name, p)
+						}
+					}()
+					err = call()
+				}()
+				if !errors.Is(err, ErrNoClient) || !strings.Contains(err.Error(), c.want) {
+					t.Errorf("%s: %v; want ErrNoClient saying %q", name, err, c.want)
+				}
+			}
+		})
+	}
+	if got := f.mr.Keys(); len(got) != 0 {
+		t.Errorf("keys written: %v", got)
+	}
+}
+
 func TestZeroLimiter(t *testing.T) {
 	ctx := context.Background()
 	var zero Limiter

@@ -2,14 +2,21 @@ package redisrate
 
 import (
 	"container/list"
+	"hash/maphash"
 	"sync"
 	"time"
 )
 
 // WithDenyCache keeps, in this process, up to size recent denials that carry
-// a RetryAfter, and answers further requests for the same key, limits and a
-// cost at least as large as the denied one locally until RetryAfter has
-// passed. A flood of requests that Redis would deny then costs Redis nothing.
+// a RetryAfter, and answers further requests for the same key, limits and
+// cost locally until RetryAfter has passed. A flood of requests that Redis
+// would deny then costs Redis nothing.
+//
+// Only the same cost is answered: a smaller one may fit now, and a larger
+// one waits longer than the denied one by an amount only the algorithm's
+// script can tell, so both go to Redis. (Answering a larger cost with the
+// smaller one's wait sent clients back too early: over HTTP, clients that
+// honoured the Retry-After were denied again.)
 //
 // The cache only ever denies: anything it does not hold goes to Redis. A
 // locally answered Result is the cached denial with RetryAfter and
@@ -19,10 +26,13 @@ import (
 // does not see: a Reset from another process, or a key deleted by hand. The
 // Limiter's own Reset clears the key from the cache, before it is sent and
 // once it succeeds, and a denial sent before a Reset of this Limiter is not
-// stored when it arrives after it. Denials that can never be admitted
-// (RetryAfter is InfDuration) are not cached, and a request whose cost is
-// above a limit's capacity always goes to Redis, which answers that it can
-// never be admitted. A cached answer
+// stored when it arrives after it. Units this Limiter takes on a key make
+// its cached waits short, so they drop the key's denials, and a denial sent
+// before such a call came back is not stored; units taken by other
+// processes go unseen, as they do for Redis's own answer once given.
+// Denials that can never be admitted (RetryAfter is InfDuration) are not
+// cached, so a request whose cost is above a limit's capacity always goes
+// to Redis, which answers that it can never be admitted. A cached answer
 // has Source SourceDenyCache; it is not degraded.
 //
 // The least recently used entry is dropped beyond size entries; a size below
@@ -47,11 +57,8 @@ func (l *Limiter) denyStage(o *op, limits []Limit) bool {
 		l.deny.forget(o.key)
 		return false
 	}
-	for _, lim := range limits {
-		if o.cost > lim.Capacity() {
-			return false // never admitted: Redis says so, with RetryAfter InfDuration
-		}
-	}
+	// A cost above a capacity is never cached (RetryAfter InfDuration): it
+	// goes to Redis, which says so.
 	res, hit := l.deny.lookup(o.key, o.cost, limits, l.deny.now())
 	if hit {
 		o.res = res
@@ -70,9 +77,20 @@ func (l *Limiter) sentAt() (time.Time, uint64) {
 	return l.deny.now(), l.deny.resetCount()
 }
 
-// denyStore remembers o's result if it is a denial that a wait can end.
+// denyStore remembers o's result if it is a denial that a wait can end,
+// and forgets the key's denials when o took units: Redis's wait for them is
+// now longer than the one cached.
 func (l *Limiter) denyStore(o *op, limits []Limit) {
-	if l.deny == nil || o.res.Allowed || o.res.RetryAfter <= 0 || o.res.RetryAfter == InfDuration || o.sent.IsZero() {
+	if l.deny == nil || o.sent.IsZero() {
+		return
+	}
+	if o.res.Allowed {
+		if o.kind == KindAllow {
+			l.deny.took(o.key, l.deny.now())
+		}
+		return
+	}
+	if o.res.RetryAfter <= 0 || o.res.RetryAfter == InfDuration {
 		return
 	}
 	l.deny.store(o.key, o.cost, limits, o.res, o.sent, o.resets)
@@ -86,21 +104,26 @@ func (l *Limiter) denyReset(o *op) {
 	}
 }
 
-// denyKey identifies the requests a denial covers: the key and the limits,
-// all of them, in order (an array so that the map key needs no allocation).
+// denyKey identifies the requests a denial covers: the key, the limits, all
+// of them, in order (an array so that the map key needs no allocation), and
+// the cost.
 type denyKey struct {
 	key    string
+	cost   int64
 	count  int
 	limits [maxLimits]Limit
 }
 
 type denyEntry struct {
 	k     denyKey
-	cost  int64     // the denied cost: larger costs are denied too
 	res   Result    // the denial as Redis gave it
 	until time.Time // sent + RetryAfter
 	reset time.Time // sent + ResetAfter
 }
+
+// denyStripes is how many stripes of keys the cache tells apart when it
+// remembers when units were last taken (tookAt).
+const denyStripes = 256
 
 // denyCache is a size-bounded LRU of denials, safe for concurrent use.
 type denyCache struct {
@@ -108,25 +131,37 @@ type denyCache struct {
 	resets uint64 // Resets seen (forget calls): a denial sent before one is not stored
 	size   int
 	items  map[denyKey]*list.Element
-	order  *list.List       // front: most recently used
+	byKey  map[string][]*list.Element // each key's entries, to forget them together
+	order  *list.List                 // front: most recently used
+	// tookAt is, per stripe of keys, when a call of this Limiter last came
+	// back having taken units there. A denial sent before that may have
+	// been decided before those units were taken, so its wait may be short:
+	// it is not stored. (A key that shares the stripe only costs a store.)
+	tookAt [denyStripes]time.Time
+	seed   maphash.Seed
 	now    func() time.Time // time.Now; tests move it by hand
 }
 
 func newDenyCache(size int) *denyCache {
-	return &denyCache{size: size, items: make(map[denyKey]*list.Element), order: list.New(), now: time.Now}
+	return &denyCache{size: size, items: make(map[denyKey]*list.Element), byKey: make(map[string][]*list.Element),
+		order: list.New(), seed: maphash.MakeSeed(), now: time.Now}
 }
 
-func makeDenyKey(key string, limits []Limit) (denyKey, bool) {
+func (c *denyCache) stripe(key string) int {
+	return int(maphash.String(c.seed, key) % denyStripes)
+}
+
+func makeDenyKey(key string, cost int64, limits []Limit) (denyKey, bool) {
 	if len(limits) > maxLimits {
 		return denyKey{}, false
 	}
-	k := denyKey{key: key, count: len(limits)}
+	k := denyKey{key: key, cost: cost, count: len(limits)}
 	copy(k.limits[:], limits)
 	return k, true
 }
 
 func (c *denyCache) lookup(key string, n int64, limits []Limit, now time.Time) (Result, bool) {
-	k, ok := makeDenyKey(key, limits)
+	k, ok := makeDenyKey(key, n, limits)
 	if !ok {
 		return Result{}, false
 	}
@@ -138,12 +173,8 @@ func (c *denyCache) lookup(key string, n int64, limits []Limit, now time.Time) (
 	}
 	e := el.Value.(*denyEntry)
 	if !now.Before(e.until) {
-		c.order.Remove(el)
-		delete(c.items, k)
+		c.remove(el)
 		return Result{}, false
-	}
-	if n < e.cost {
-		return Result{}, false // a smaller cost may fit: ask Redis
 	}
 	c.order.MoveToFront(el)
 	// now was read before the lock: a denial stored meanwhile may have been
@@ -160,48 +191,80 @@ func (c *denyCache) lookup(key string, n int64, limits []Limit, now time.Time) (
 }
 
 // store keeps a denial sent at sent, when resets (the count of Resets at
-// that time) is still the count: a Reset since, of any key, may have made it
-// stale, and a cache entry is only ever an optimisation.
+// that time) is still the count and no units were taken on the key's stripe
+// since: a Reset since, of any key, or an admission may have made it stale,
+// and a cache entry is only ever an optimisation.
 func (c *denyCache) store(key string, n int64, limits []Limit, res Result, sent time.Time, resets uint64) {
-	k, ok := makeDenyKey(key, limits)
+	k, ok := makeDenyKey(key, n, limits)
 	if !ok {
 		return
 	}
-	e := &denyEntry{k: k, cost: n, res: res, until: sent.Add(res.RetryAfter), reset: sent.Add(res.ResetAfter)}
+	e := &denyEntry{k: k, res: res, until: sent.Add(res.RetryAfter), reset: sent.Add(res.ResetAfter)}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if resets != c.resets {
+	// An admission decided after this denial comes back after the denial
+	// was sent (strictly: Redis took time to decide it), so "after sent"
+	// catches every admission the denial may not have seen.
+	if resets != c.resets || c.tookAt[c.stripe(key)].After(sent) {
 		return
 	}
 	if el, ok := c.items[k]; ok {
-		old := el.Value.(*denyEntry)
-		// Keep the denial of the smaller cost: it covers more requests.
-		if old.cost < n && sent.Before(old.until) {
-			return
-		}
 		el.Value = e
 		c.order.MoveToFront(el)
 		return
 	}
-	c.items[k] = c.order.PushFront(e)
+	el := c.order.PushFront(e)
+	c.items[k] = el
+	c.byKey[key] = append(c.byKey[key], el)
 	for c.order.Len() > c.size {
-		last := c.order.Back()
-		c.order.Remove(last)
-		delete(c.items, last.Value.(*denyEntry).k)
+		c.remove(c.order.Back())
 	}
 }
 
-// forget drops every denial held for key (under any limits).
+// remove drops one entry.
+func (c *denyCache) remove(el *list.Element) {
+	k := el.Value.(*denyEntry).k
+	c.order.Remove(el)
+	delete(c.items, k)
+	els := c.byKey[k.key]
+	for i, x := range els {
+		if x == el {
+			els = append(els[:i], els[i+1:]...)
+			break
+		}
+	}
+	if len(els) == 0 {
+		delete(c.byKey, k.key)
+	} else {
+		c.byKey[k.key] = els
+	}
+}
+
+// forgetKey drops every denial held for key (under any limits and costs).
+func (c *denyCache) forgetKey(key string) {
+	for len(c.byKey[key]) > 0 {
+		c.remove(c.byKey[key][0])
+	}
+}
+
+// forget is a Reset of key: its denials go, and so do those of any key in
+// flight now.
 func (c *denyCache) forget(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.resets++
-	for k, el := range c.items {
-		if k.key == key {
-			c.order.Remove(el)
-			delete(c.items, k)
-		}
+	c.forgetKey(key)
+}
+
+// took records that a call which came back at now took units from key: its
+// denials, and those sent before now of its stripe, are stale.
+func (c *denyCache) took(key string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s := c.stripe(key); now.After(c.tookAt[s]) {
+		c.tookAt[s] = now
 	}
+	c.forgetKey(key)
 }
 
 func (c *denyCache) resetCount() uint64 {

@@ -149,14 +149,19 @@ func TestDenyCacheCostsAndLimits(t *testing.T) {
 		t.Fatal("cost 5 with 2 left admitted")
 	}
 	calls := cnt.scriptCalls()
-	// a larger cost is denied locally, a smaller one goes to Redis (and fits)
-	if r, _ := l.AllowN(ctx, "k", lim, 7); r.Allowed || cnt.scriptCalls() != calls {
-		t.Fatalf("cost 7 after a denied 5: %v, %d calls, want a local denial", r, cnt.scriptCalls()-calls)
+	// the same cost is denied locally, by Allow and Check alike
+	if r, _ := l.AllowN(ctx, "k", lim, 5); r.Allowed || r.Source != SourceDenyCache || cnt.scriptCalls() != calls {
+		t.Fatalf("cost 5 after a denied 5: %v, %d calls, want a local denial", r, cnt.scriptCalls()-calls)
 	}
-	if r, _ := l.CheckN(ctx, "k", lim, 5); r.Allowed || cnt.scriptCalls() != calls {
+	if r, _ := l.CheckN(ctx, "k", lim, 5); r.Allowed || r.Source != SourceDenyCache || cnt.scriptCalls() != calls {
 		t.Fatalf("check of cost 5 after a denied 5: %v, want a local denial", r)
 	}
-	if r, _ := l.AllowN(ctx, "k", lim, 2); !r.Allowed || cnt.scriptCalls() != calls+1 {
+	// a larger cost waits longer, which only Redis can tell; a smaller
+	// one may fit
+	if r, _ := l.AllowN(ctx, "k", lim, 7); r.Allowed || r.Source != SourceRedis || cnt.scriptCalls() != calls+1 {
+		t.Fatalf("cost 7 after a denied 5: %v, %d calls, want Redis's denial", r, cnt.scriptCalls()-calls)
+	}
+	if r, _ := l.AllowN(ctx, "k", lim, 2); !r.Allowed || cnt.scriptCalls() != calls+2 {
 		t.Fatalf("cost 2 after a denied 5: %v, %d calls, want Redis to admit it", r, cnt.scriptCalls()-calls)
 	}
 	// other limits for the same key, or another key, are not covered
@@ -272,11 +277,110 @@ func TestDenyCacheNeverDeniesWhatRedisAdmits(t *testing.T) {
 					if r.RetryAfter > truth.RetryAfter+time.Millisecond {
 						t.Fatalf("step %d: local RetryAfter %v, longer than Redis's %v", i, r.RetryAfter, truth.RetryAfter)
 					}
+					if r.RetryAfter < truth.RetryAfter-time.Millisecond {
+						t.Fatalf("step %d: cost %d: local RetryAfter %v, shorter than Redis's %v", i, n, r.RetryAfter, truth.RetryAfter)
+					}
 				}
 				f.advance(time.Duration(rng.IntN(1500)) * time.Millisecond)
 			}
 			if local == 0 {
 				t.Fatal("the cache never answered: the test proves nothing")
+			}
+		})
+	}
+}
+
+// After a cost-1 denial, a cost-2 request was answered from the cache with
+// the cost-1 wait (30 s where Redis says 1 m for 2 per minute): a client
+// that honoured it came back too early. A cached answer is now given only
+// for the cost that was denied, and every answer's wait is Redis's.
+func TestDenyCacheLargerCostGetsRedisWait(t *testing.T) {
+	ctx := context.Background()
+	for a := GCRA; a < numAlgorithms; a++ {
+		t.Run(a.String(), func(t *testing.T) {
+			f, cnt, l := denyLimiter(t, 100)
+			plain := NewLimiter(f.rdb)
+			lim := PerMinute(2).WithAlgorithm(a)
+			for i := range 3 {
+				if _, err := l.Allow(ctx, "k", lim); err != nil {
+					t.Fatalf("call %d: %v", i, err)
+				}
+			}
+			f.advance(10 * time.Second)
+			for _, n := range []int64{2, 1, 2, 1} {
+				before := cnt.scriptCalls()
+				got, err := l.AllowN(ctx, "k", lim, n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fromRedis := cnt.scriptCalls() > before
+				truth, err := plain.CheckN(ctx, "k", lim, n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Allowed || truth.Allowed || got.RetryAfter != truth.RetryAfter {
+					t.Fatalf("cost %d (from Redis: %v): %+v; Redis says %+v", n, fromRedis, got, truth)
+				}
+				f.advance(time.Second)
+			}
+		})
+	}
+}
+
+// Units taken on a key after a denial make that denial's wait short: the
+// key's cached denials go when this Limiter takes units there, and a
+// denial sent before such an admission came back is not stored.
+func TestDenyCacheForgetsDenialsOnAdmission(t *testing.T) {
+	ctx := context.Background()
+	for a := GCRA; a < numAlgorithms; a++ {
+		t.Run(a.String(), func(t *testing.T) {
+			f, cnt, l := denyLimiter(t, 100)
+			plain := NewLimiter(f.rdb)
+			lim := Per(4, 4*time.Second).WithAlgorithm(a)
+			if _, err := l.AllowN(ctx, "k", lim, 3); err != nil {
+				t.Fatal(err)
+			}
+			if r, err := l.AllowN(ctx, "k", lim, 2); err != nil || r.Allowed {
+				t.Fatalf("cost 2 with 1 left: %+v %v, want denied", r, err)
+			}
+			if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
+				t.Fatalf("cost 1 with 1 left: %+v %v, want admitted", r, err)
+			}
+			before := cnt.scriptCalls()
+			got, err := l.AllowN(ctx, "k", lim, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			truth, err := plain.CheckN(ctx, "k", lim, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Allowed || got.RetryAfter != truth.RetryAfter || cnt.scriptCalls() == before {
+				t.Fatalf("cost 2 after a unit was taken: %+v; Redis says %+v: want Redis's answer", got, truth)
+			}
+
+			// In flight: a denial sent before an admission came back.
+			denied := got
+			inFlight := &op{kind: KindAllow, key: "k", cost: 3, res: denied}
+			inFlight.sent, inFlight.resets = l.sentAt()
+			f.advance(time.Millisecond)
+			took := &op{kind: KindAllow, key: "k", cost: 1, res: Result{Allowed: true}}
+			took.sent, took.resets = l.sentAt()
+			l.denyStore(took, []Limit{lim})
+			l.denyStore(inFlight, []Limit{lim})
+			if _, hit := l.deny.lookup("k", 3, []Limit{lim}, l.deny.now()); hit {
+				t.Fatal("a denial sent before an admission came back was stored")
+			}
+			// A check takes nothing: denials stay.
+			later := &op{kind: KindAllow, key: "k", cost: 3, res: denied}
+			later.sent, later.resets = l.sentAt()
+			l.denyStore(later, []Limit{lim})
+			check := &op{kind: KindCheck, key: "k", cost: 1, res: Result{Allowed: true}}
+			check.sent, check.resets = l.sentAt()
+			f.advance(time.Millisecond)
+			l.denyStore(check, []Limit{lim})
+			if _, hit := l.deny.lookup("k", 3, []Limit{lim}, l.deny.now()); !hit {
+				t.Fatal("an admitted check dropped the key's denials")
 			}
 		})
 	}

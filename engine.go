@@ -56,7 +56,7 @@ type op struct {
 // KindWait decides the op by Wait's loop of attempts, the others once.
 func (l *Limiter) call(ctx context.Context, kind Kind, key string, cost int64, limits []Limit) (Result, error) {
 	if l == nil || l.rdb == nil {
-		return Result{}, ErrNoClient
+		return Result{}, l.noClientErr()
 	}
 	o := op{kind: kind, ukey: key, key: key, cost: cost}
 	if kind == KindWait {

@@ -47,8 +47,9 @@ var (
 	// another version under the same SHA1, a proxy that rewrites replies).
 	ErrBadReply = errors.New("unexpected reply")
 
-	// ErrNoClient is returned by a Limiter that has no Redis client, such as
-	// the zero Limiter.
+	// ErrNoClient is matched by the error of every call on a Limiter that
+	// has no usable Redis client: the zero Limiter, or one NewLimiter was
+	// given a nil client (a nil *redis.Client too) or a nil Option.
 	ErrNoClient = errors.New("redisrate: Limiter has no Redis client; use NewLimiter")
 
 	// ErrExceedsCapacity is matched by the error of Wait, WaitN and
@@ -57,6 +58,15 @@ var (
 	// end.
 	ErrExceedsCapacity = errors.New("cost exceeds the capacity of the limit: it can never be admitted")
 )
+
+// noClientError is ErrNoClient with what made the Limiter unusable.
+type noClientError struct{ why string }
+
+func (e *noClientError) Error() string {
+	return "redisrate: Limiter has no usable Redis client: " + e.why
+}
+
+func (e *noClientError) Is(target error) bool { return target == ErrNoClient }
 
 // invalidError is an argument error worded exactly as the scripts word it,
 // without their "ERR " prefix.

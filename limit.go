@@ -163,7 +163,7 @@ var periodUnits = map[string]time.Duration{
 // ParseLimit reads a limit written as Limit.String writes it: a rate, a
 // slash and a period ("10/s", "100/minute", "5/250ms", "1000/1h30m",
 // "3/2d"), optionally followed by "burst N" and an algorithm name, in any
-// order. The limit is validated as the scripts would (Validate), so a limit
+// order, each at most once. The limit is validated as the scripts would (Validate), so a limit
 // ParseLimit returns is one every call accepts.
 //
 // The rate may have decimals. The scripts take whole numbers only, so a
@@ -174,8 +174,9 @@ var periodUnits = map[string]time.Duration{
 // same rate; the default burst is the scaled rate (5 for "2.5/s"), so pass
 // "burst N" to choose another. A rate that cannot be made exact within the
 // scripts' ranges (a period past 10^12 ms, a rate past 10^15) is refused, as
-// are a zero rate, a period that is not whole milliseconds ("10/1us"), a
-// fractional burst, and anything that is not plain decimal digits ("NaN/s",
+// are a zero rate, a period that is not whole milliseconds ("10/1us") or
+// has a sign ("10/+5s"), a burst or an algorithm given twice, a fractional
+// burst, and anything that is not plain decimal digits ("NaN/s",
 // "1e3/s", "-1/s").
 func ParseLimit(s string) (Limit, error) {
 	fields := strings.Fields(s)
@@ -206,10 +207,16 @@ func ParseLimit(s string) (Limit, error) {
 		return bad(fmt.Sprintf("rate %s per %s is not a whole number per any period up to 10^12 ms", rateStr, periodStr))
 	}
 	l := Limit{Rate: num / (den / f), Period: period * time.Duration(f)}
+	// Each option once: with two, one would be silently dropped.
+	burst, algo := "", ""
 	for i := 1; i < len(fields); i++ {
 		if fields[i] == "burst" && i+1 < len(fields) {
-			if l.Burst, err = strconv.ParseInt(fields[i+1], 10, 64); err != nil || !isDigits(fields[i+1]) {
-				return bad(fmt.Sprintf("burst %q must be a whole number", fields[i+1]))
+			if burst != "" {
+				return bad(fmt.Sprintf("burst given twice (%s, then %s): give one", burst, fields[i+1]))
+			}
+			burst = fields[i+1]
+			if l.Burst, err = strconv.ParseInt(burst, 10, 64); err != nil || !isDigits(burst) {
+				return bad(fmt.Sprintf("burst %q must be a whole number", burst))
 			}
 			i++
 			continue
@@ -217,6 +224,10 @@ func ParseLimit(s string) (Limit, error) {
 		if l.Algorithm, err = ParseAlgorithm(fields[i]); err != nil {
 			return bad(fmt.Sprintf("%q is neither \"burst N\" nor an algorithm", fields[i]))
 		}
+		if algo != "" {
+			return bad(fmt.Sprintf("algorithm given twice (%s, then %s): give one", algo, fields[i]))
+		}
+		algo = fields[i]
 	}
 	if err := l.Validate(); err != nil {
 		return Limit{}, invalidf("limit %q: %s", s, err.(*invalidError).msg)
@@ -275,6 +286,9 @@ func parsePeriod(s string) (time.Duration, error) {
 		if v, err := strconv.ParseInt(n, 10, 64); err == nil && v <= maxPeriodMs/86400000 {
 			return time.Duration(v) * 24 * time.Hour, nil
 		}
+	}
+	if strings.HasPrefix(s, "+") || strings.HasPrefix(s, "-") {
+		return 0, fmt.Errorf("period %q must not have a sign", s)
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d <= 0 {

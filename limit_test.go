@@ -235,6 +235,25 @@ func TestParseLimitExact(t *testing.T) {
 	}
 }
 
+// An option given twice, or a signed period, was accepted with the last
+// value winning: each is refused, naming the problem.
+func TestParseLimitRefusesContradictions(t *testing.T) {
+	for s, want := range map[string]string{
+		"10/s gcra sliding_log":          "algorithm given twice (gcra, then sliding_log)",
+		"10/s token_bucket token_bucket": "algorithm given twice (token_bucket, then token_bucket)",
+		"10/s burst 5 burst 6":           "burst given twice (5, then 6)",
+		"10/s burst 5 gcra burst 5":      "burst given twice (5, then 5)",
+		"10/+5s":                         `period "+5s" must not have a sign`,
+		"10/-5s":                         `period "-5s" must not have a sign`,
+		"10/+1h30m burst 3":              `period "+1h30m" must not have a sign`,
+	} {
+		l, err := ParseLimit(s)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
+			t.Errorf("ParseLimit(%q) = %+v, %v; want ErrInvalid saying %q", s, l, err, want)
+		}
+	}
+}
+
 func TestParseLimitRoundTrip(t *testing.T) {
 	for _, l := range []Limit{
 		PerSecond(10), PerMinute(100), PerHour(1), PerDay(5000), Per(5, 250*time.Millisecond),

@@ -16,30 +16,53 @@ import (
 // (scripts.Specs: each Source with its SHA1, byte for byte the .lua files),
 // and a call is made in the cheapest way the server allows:
 //
-//  1. FCALL of the Functions library (scripts.Library), when the server has
-//     this very version of it loaded (FUNCTION LOAD REPLACE; checked with
-//     FCALL_RO redisrate_version, once a minute);
+//  1. FCALL of the Functions library (scripts.Library), by the names bound
+//     to this very version (see "Which library runs" below), when the
+//     server has it loaded (FUNCTION LOAD REPLACE): the last FCALL ran it,
+//     or, while it was missing, FCALL_RO redisrate_version, asked once a
+//     minute, found it;
 //  2. otherwise EVALSHA of the script's SHA1;
 //  3. and, when the server does not have the script (NOSCRIPT: a new node,
 //     a failover, SCRIPT FLUSH), EVAL of its source, which also caches it
 //     there, so that the next EVALSHA succeeds.
 //
-// A call that gets "function not found" (the library was deleted, or is
-// missing on one node of a Cluster) is sent again by EVALSHA at once, and
-// the loader stops trying FCALL for a minute. Calls that may go to a replica
-// (WithReadOnlyCheck) use FCALL_RO of the function's "_ro" variant,
+// A call whose FCALL finds no library (deleted, or missing on one node of a
+// Cluster) or another version is sent again by EVALSHA at once, and the
+// loader stops trying FCALL until it finds the library again.
+//
+// Under maxmemory with noeviction, Redis refuses FCALL of a writing
+// function with OOM before it runs, whatever it would decide: a denial, a
+// cost past the capacity (CONTRACT.md, "Functions library"). EVALSHA
+// decides every call that would not write (guarantee 10), so a call whose
+// FCALL was refused so is sent again by EVALSHA, which answers a denial, a
+// check or a peek and fails with OOM only what would write. Checks and
+// peeks run the no-writes "_ro" functions, which Redis runs under OOM too.
+// Calls that may go to a replica (WithReadOnlyCheck) use FCALL_RO,
 // EVALSHA_RO and EVAL_RO.
+//
+// Which library runs. FUNCTION LOAD REPLACE can swap the library at any
+// moment, between any two commands of other clients, and another version's
+// functions have the same contract names (redisrate_gcra). A check made
+// apart from the call (once a minute, say) would leave a window in which
+// every decision comes from a library this client does not bundle. So the
+// loader calls the names the library registers for its own version only
+// (scripts.VersionSuffix: redisrate_gcra_v8de87c420f8e): Redis resolves a
+// name when it runs the call, so the function that runs is this version's,
+// or the call fails with "Function not found" and is decided by EVALSHA,
+// whose SHA1 names its code exactly. No window is left, and it costs
+// nothing more than a bare FCALL.
 
 // Client is the part of a go-redis v9 client the Limiter uses: its scripting
 // commands. *redis.Client, *redis.ClusterClient, *redis.Ring, the client of
 // redis.NewFailoverClient and every redis.UniversalClient implement it, and
-// also FCALL and pipelines, which the Limiter uses when the client has them.
+// also FCALL, pipelines and transactions, which the Limiter uses when the
+// client has them.
 type Client interface {
 	redis.Scripter
 }
 
-// functionCaller is a client that can FCALL (every go-redis client and
-// pipeline can).
+// functionCaller is a client or a pipeline that can FCALL (every go-redis
+// client and pipeline can).
 type functionCaller interface {
 	FCall(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
 	FCallRo(ctx context.Context, function string, keys []string, args ...any) *redis.Cmd
@@ -50,14 +73,14 @@ type script struct {
 	name     string // "gcra", ..., "reset"
 	source   string
 	sha1     string
-	function string // its function in the library; "" for none
+	function string // its function in the library, by the name bound to this version; "" for none
 }
 
 var (
 	algoScripts = func() []script {
 		out := make([]script, len(specs))
 		for i, sp := range specs {
-			out[i] = script{name: sp.Name, source: sp.Source, sha1: sp.SHA1, function: sp.Function}
+			out[i] = script{name: sp.Name, source: sp.Source, sha1: sp.SHA1, function: sp.Function + scripts.VersionSuffix}
 		}
 		return out
 	}()
@@ -67,8 +90,9 @@ var (
 // versionFunction answers the library's version (scripts.LibraryVersion).
 const versionFunction = scripts.LibraryName + "_version"
 
-// functionsRecheck is how long the loader trusts what it learnt of the
-// library: after that it asks FCALL_RO redisrate_version again.
+// functionsRecheck is how long the loader goes by EVALSHA after it found
+// the library missing or of another version; then one call asks
+// FCALL_RO redisrate_version again.
 const functionsRecheck = time.Minute
 
 // step is one way to send a call, in the order the loader tries them.
@@ -85,8 +109,8 @@ type loader struct {
 	rdb Client
 	fc  functionCaller // nil: the client cannot FCALL
 
-	fnYes    atomic.Bool  // the server has our library
-	fnUntil  atomic.Int64 // UnixNano until which fnYes holds; 0: never checked
+	fnYes    atomic.Bool  // the server has our library: the last check or FCALL found it
+	fnUntil  atomic.Int64 // UnixNano before which a library found missing is not looked for again
 	checking atomic.Bool  // one caller checks at a time
 	now      func() time.Time
 }
@@ -105,29 +129,35 @@ func (ld *loader) first(ctx context.Context, s *script) step {
 	return stepEvalSha
 }
 
-// functions reports whether the server has this version of the library,
-// asking it once per functionsRecheck (one caller asks; the others go on
-// with what was known).
+// functions reports whether the server has this version of the library:
+// the last FCALL ran it, or, while it is missing, a check (FCALL_RO
+// redisrate_version, once per functionsRecheck, one caller at a time; the
+// others go on by EVALSHA) finds it.
 func (ld *loader) functions(ctx context.Context) bool {
+	if ld.fnYes.Load() {
+		return true
+	}
 	now := ld.now().UnixNano()
 	if now < ld.fnUntil.Load() || !ld.checking.CompareAndSwap(false, true) {
-		return ld.fnYes.Load()
+		return false
 	}
 	defer ld.checking.Store(false)
 	v, err := ld.fc.FCallRo(ctx, versionFunction, nil).Result()
 	if err != nil && !isRedisError(err) {
 		// A network error says nothing of the library: ask again soon.
 		ld.fnUntil.Store(now + int64(time.Second))
-		return ld.fnYes.Load()
+		return false
 	}
-	yes := err == nil && v == any(scripts.LibraryVersion)
-	ld.fnYes.Store(yes)
+	if err == nil && v == any(scripts.LibraryVersion) {
+		ld.fnYes.Store(true)
+		return true
+	}
 	ld.fnUntil.Store(now + int64(functionsRecheck))
-	return yes
+	return false
 }
 
-// noFunctions is the answer to a "function not found" from a call: EVALSHA
-// until the next check.
+// noFunctions is the answer to an FCALL that found no library, or another
+// version: EVALSHA for functionsRecheck.
 func (ld *loader) noFunctions() {
 	ld.fnYes.Store(false)
 	ld.fnUntil.Store(ld.now().UnixNano() + int64(functionsRecheck))
@@ -147,20 +177,19 @@ const (
 	accessReplica               // writes nothing, and may go to a replica: FCALL_RO, EVALSHA_RO, EVAL_RO
 )
 
-// command queues (on a pipeline) or sends (on a client) one step of a call.
-// A call that writes nothing runs the library's no-writes "_ro" function
-// (FCALL of it on the primary, FCALL_RO where a replica may answer), which
+// command puts one step of a call on c, a client or a pipeline. A call
+// that writes nothing runs the library's no-writes "_ro" function, which
 // Redis runs even when it refuses writes under maxmemory.
 func (ld *loader) command(ctx context.Context, c scripter, st step, s *script, how access, keys []string, args []any) *redis.Cmd {
 	ro := how == accessReplica
 	switch st {
 	case stepFCall:
-		fc := c.(functionCaller) // first returned stepFCall: the client has FCALL, and so do its pipelines
+		fc := c.(functionCaller) // first chose FCALL only for a client that has it, and so its pipelines
 		switch how {
 		case accessReplica:
-			return fc.FCallRo(ctx, s.function+"_ro", keys, args...)
+			return fc.FCallRo(ctx, roFunction(s.function), keys, args...)
 		case accessRead:
-			return fc.FCall(ctx, s.function+"_ro", keys, args...)
+			return fc.FCall(ctx, roFunction(s.function), keys, args...)
 		}
 		return fc.FCall(ctx, s.function, keys, args...)
 	case stepEvalSha:
@@ -176,19 +205,29 @@ func (ld *loader) command(ctx context.Context, c scripter, st step, s *script, h
 	}
 }
 
-// next returns the step to try after st failed with err, or stepDone.
+// roFunction is the no-writes variant of function, a name bound to this
+// version: redisrate_gcra_ro_v8de87c420f8e for redisrate_gcra_v8de87c420f8e.
+func roFunction(function string) string {
+	base := strings.TrimSuffix(function, scripts.VersionSuffix)
+	return base + "_ro" + scripts.VersionSuffix
+}
+
+// next returns the step to try after st failed with err, or stepDone. An
+// FCALL that found no function of this version sends the call again by
+// EVALSHA, and the next ones until the library is found again; one
+// refused under maxmemory (OOM) too, the library not in question.
 func (ld *loader) next(st step, err error) step {
-	if err == nil {
-		return stepDone
-	}
 	switch st {
 	case stepFCall:
-		if isNoFunction(err) {
+		switch {
+		case err != nil && isNoFunction(err):
 			ld.noFunctions()
+			return stepEvalSha
+		case err != nil && isOOM(err):
 			return stepEvalSha
 		}
 	case stepEvalSha:
-		if isNoScript(err) {
+		if err != nil && isNoScript(err) {
 			return stepEval
 		}
 	}
@@ -206,20 +245,25 @@ func (ld *loader) run(ctx context.Context, s *script, how access, keys []string,
 	}
 }
 
+// isOOM matches Redis's refusal of a writing command under maxmemory.
+func isOOM(err error) bool {
+	return strings.HasPrefix(err.Error(), "OOM ")
+}
+
+// isNoFunction matches the replies of a server that cannot run our
+// function: this version of the library is not loaded ("Function not
+// found"), the server predates Functions (Redis 6.2: unknown command), or
+// the user may not run FCALL or FCALL_RO (NOPERM), all of which EVALSHA
+// may still serve.
+func isNoFunction(err error) bool {
+	msg := strings.ToLower(err.Error())
+	return strings.Contains(msg, "function not found") || strings.Contains(msg, "unknown command") || strings.HasPrefix(msg, "noperm")
+}
+
 // isNoScript matches NOSCRIPT anywhere in the message: proxies and some
 // managed services wrap the server's error text.
 func isNoScript(err error) bool {
 	return strings.Contains(err.Error(), "NOSCRIPT")
-}
-
-// isNoFunction matches the replies of a server that cannot FCALL our
-// function: the library is not loaded ("Function not found"), the server
-// predates Functions (Redis 6.2: unknown command), or the user may not run
-// FCALL (NOPERM), all of which EVALSHA may still serve.
-func isNoFunction(err error) bool {
-	msg := strings.ToLower(err.Error())
-	return strings.Contains(msg, "function not found") || strings.Contains(msg, "unknown command") ||
-		(strings.Contains(msg, "noperm") && strings.Contains(msg, "fcall"))
 }
 
 // isRedisError reports an error reply of the server, as opposed to a

@@ -24,6 +24,10 @@ func (l *Limiter) Wait(ctx context.Context, key string, limit Limit) (Result, er
 // RetryAfter plus a random jitter of up to a tenth of it (at most a
 // second), so that waiters woken by the same reply do not all retry at the
 // same instant; it never sleeps less than RetryAfter, and it tries again.
+// The jitter never costs a turn that comes before the context's deadline:
+// the sleep ends early enough for the try to come back in time (twice the
+// last round trip, at least a millisecond, before the deadline), or at the
+// turn when that is later.
 // Another client may take the turn meanwhile: waiting is not a queue, and
 // there is no fairness between waiters.
 //
@@ -59,11 +63,17 @@ func (l *Limiter) waitLoop(ctx context.Context, o *op, limits []Limit) (Result, 
 	clk := waitClock
 	key := o.ukey
 	var res Result
+	// A context done before the first try ends the wait at once. After a
+	// sleep there is no such check: the sleep ended before the deadline
+	// (see tryMargin), and the try is made even at the deadline's edge,
+	// where it sees the context itself.
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("redisrate: wait on key %q: %w", key, err)
+	}
 	for {
-		if err := ctx.Err(); err != nil {
-			return res, fmt.Errorf("redisrate: wait on key %q: %w", key, err)
-		}
+		start := clk.Now()
 		l.attempt(ctx, o, limits)
+		took := clk.Now().Sub(start)
 		res = o.res
 		if o.err != nil || res.Allowed {
 			return res, o.err
@@ -81,12 +91,22 @@ func (l *Limiter) waitLoop(ctx context.Context, o *op, limits []Limit) (Result, 
 				return res, fmt.Errorf("redisrate: wait on key %q: the turn comes in %v, after the context's deadline in %v: %w",
 					key, res.RetryAfter, left.Round(time.Millisecond), context.DeadlineExceeded)
 			}
-			d = min(d, left) // the jitter must not cost the turn
+			// The jitter must not cost the turn: wake while the try can
+			// still reach Redis and return before the deadline, but never
+			// before the turn.
+			d = max(min(d, left-tryMargin(took)), res.RetryAfter)
 		}
 		if err := clk.Sleep(ctx, d); err != nil {
 			return res, fmt.Errorf("redisrate: wait on key %q: %w", key, err)
 		}
 	}
+}
+
+// tryMargin is how long before the deadline a try is made, when the
+// jitter would make it later: twice the last try's round trip, and at
+// least a millisecond.
+func tryMargin(lastTry time.Duration) time.Duration {
+	return max(2*lastTry, time.Millisecond)
 }
 
 // jitter returns a random duration in [0, min(d/10, maxJitter)].

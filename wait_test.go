@@ -201,6 +201,79 @@ func TestWaitDeadlineAfterSomeTurns(t *testing.T) {
 	}
 }
 
+// clockDeadline is a context whose deadline is on a test clock: it is
+// done once the clock reaches the deadline, as a real context is once the
+// real clock does. (Done never closes: the clock moves only in Sleep.)
+type clockDeadline struct {
+	context.Context
+	clk      clock
+	deadline time.Time
+}
+
+func (c clockDeadline) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c clockDeadline) Err() error {
+	if c.clk.Now().Before(c.deadline) {
+		return nil
+	}
+	return context.DeadlineExceeded
+}
+
+// deadlineClock is redisClock whose Sleep, like the real one, ends with the
+// context's error when the deadline comes first.
+type deadlineClock struct{ *redisClock }
+
+func (c deadlineClock) Sleep(ctx context.Context, d time.Duration) error {
+	if deadline, ok := ctx.Deadline(); ok && !c.Now().Add(d).Before(deadline) {
+		c.f.advance(deadline.Sub(c.Now()))
+		return context.DeadlineExceeded
+	}
+	return c.redisClock.Sleep(ctx, d)
+}
+
+// With the deadline 30 ms after the turn, the jitter (up to 100 ms for a
+// 1 s turn) made the wait sleep up to the deadline and then give up
+// without trying: 15 of 40 waits failed. The sleep now ends while the try
+// can still be made, never before the turn, and every wait is admitted.
+func TestWaitJitterKeepsTheTurn(t *testing.T) {
+	for a := GCRA; a < numAlgorithms; a++ {
+		t.Run(a.String(), func(t *testing.T) {
+			f := newFakeRedis(t)
+			c := useRedisClock(t, f)
+			waitClock = deadlineClock{c}
+			l := NewLimiter(f.rdb)
+			lim := Per(2, 2*time.Second).WithAlgorithm(a)
+			jittered := 0
+			for i := range 40 {
+				var denied Result
+				for denied.Allowed = true; denied.Allowed; {
+					var err error
+					if denied, err = l.Allow(context.Background(), "k", lim); err != nil {
+						t.Fatal(err)
+					}
+				}
+				turn := c.Now().Add(denied.RetryAfter)
+				ctx := clockDeadline{Context: context.Background(), clk: c, deadline: turn.Add(30 * time.Millisecond)}
+				before := len(c.sleeps)
+				res, err := l.Wait(ctx, "k", lim)
+				if err != nil || !res.Allowed {
+					t.Fatalf("wait %d, deadline 30ms after the turn in %v: %+v, %v; want admitted", i, denied.RetryAfter, res, err)
+				}
+				slept := c.sleeps[before:]
+				if len(slept) != 1 || slept[0] < denied.RetryAfter || slept[0] > denied.RetryAfter+29*time.Millisecond {
+					t.Fatalf("wait %d: slept %v for a turn in %v; want one sleep within [turn, deadline - 1ms]", i, slept, denied.RetryAfter)
+				}
+				if slept[0] > denied.RetryAfter {
+					jittered++
+				}
+			}
+			if jittered == 0 {
+				t.Errorf("no wait was jittered: the test shows nothing")
+			}
+		})
+	}
+}
+
 func TestWaitCancelled(t *testing.T) {
 	f := newFakeRedis(t)
 	useRedisClock(t, f)

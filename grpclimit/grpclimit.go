@@ -206,7 +206,8 @@ type Config struct {
 	Exempt func(ctx context.Context, method string) bool
 	// Name keeps the state apart in Redis: a client's key is Name + ":" +
 	// the KeyFunc's key, with the method's name in between for a method
-	// with limits of its own. Default "grpc".
+	// with limits of its own. It may not hold ':', so the keys of two
+	// Names never meet. Default "grpc".
 	Name string
 	// OnError, if set, is told of every call whose limit could not be
 	// decided, before it is answered: to log the errors that are bugs (a
@@ -255,6 +256,11 @@ func New(c Config) (*Interceptor, error) {
 	if err := ratefields.CheckName(name); err != nil {
 		return nil, fmt.Errorf("grpclimit: invalid Config.Name: %w", err)
 	}
+	if strings.Contains(name, ":") {
+		// ':' ends the name in a client's key (Name:method:key): with it,
+		// Name "grpc:/a.S/M" would share the keys of Name "grpc"'s method.
+		return nil, fmt.Errorf("grpclimit: invalid Config.Name %q: ':' separates the names in a client's Redis key, so this one could share another Interceptor's keys; use another character, such as '-'", name)
+	}
 	i := &Interceptor{limiter: c.Limiter, methods: map[string]*rule{}, exempt: c.Exempt,
 		shadow: c.Shadow, shadowHeaders: c.ShadowHeaders, onError: c.OnError}
 	if c.FailurePolicy != 0 {
@@ -273,7 +279,7 @@ func New(c Config) (*Interceptor, error) {
 		return nil, errors.New("grpclimit: Config.PolicyNames without Config.Limits")
 	}
 	for m, spec := range c.Methods {
-		if !strings.HasPrefix(m, "/") || strings.Count(m, "/") != 2 {
+		if !strings.HasPrefix(m, "/") || strings.Count(m, "/") != 2 || strings.Contains(m, ":") {
 			return nil, fmt.Errorf("grpclimit: Config.Methods: %q is not a full method name such as /package.Service/Method", m)
 		}
 		cost := spec.Cost

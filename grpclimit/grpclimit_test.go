@@ -3,11 +3,13 @@ package grpclimit_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -225,6 +227,65 @@ func TestMethodsAndStreams(t *testing.T) {
 	}
 }
 
+// With the deny cache, a costlier call after a cheaper one was denied got
+// the cheaper one's RetryInfo from the cache, and a client that waited it
+// was denied again. Every client that waits its RetryInfo is now admitted.
+// Real time (the deny cache runs on the process's clock): 2 per 2 s, with
+// Watch costing 1 and Check 2 on the same key.
+func TestDenyCacheRetryInfoIsHonestForEveryCost(t *testing.T) {
+	for a := redisrate.GCRA; a <= redisrate.SlidingLog; a++ {
+		t.Run(a.String(), func(t *testing.T) {
+			t.Parallel()
+			mr := miniredis.RunT(t) // TIME is the real time
+			rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+			t.Cleanup(func() { _ = rdb.Close() })
+			c := serve(t, grpclimit.Config{
+				Limiter: redisrate.NewLimiter(rdb, redisrate.WithDenyCache(100)),
+				Limits:  []redisrate.Limit{redisrate.Per(2, 2*time.Second).WithAlgorithm(a)},
+				Methods: map[string]grpclimit.Method{check: {Cost: 2}, watch: {Cost: 1}},
+				Key:     grpclimit.APIKey{Metadata: "x-api-key", Secret: secret},
+			})
+			const clients = 3
+			var wg sync.WaitGroup
+			var admitted atomic.Int64
+			for i := range clients {
+				key := fmt.Sprint("client-", i)
+				watchOnce := func() error {
+					ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-api-key", key), 10*time.Second)
+					defer cancel()
+					s, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+					if err != nil {
+						return err
+					}
+					_, err = s.Recv()
+					return err
+				}
+				wg.Go(func() {
+					for range 3 { // 2 admitted, then a denial of cost 1, cached
+						_ = watchOnce()
+					}
+					_, err := call(t, c, "x-api-key", key)
+					wait, _ := details(t, err)
+					if status.Code(err) != codes.ResourceExhausted || wait <= 0 {
+						t.Errorf("%s, Check of cost 2: %v, RetryInfo %v; want ResourceExhausted with a wait", key, err, wait)
+						return
+					}
+					time.Sleep(wait)
+					if _, err := call(t, c, "x-api-key", key); err != nil {
+						t.Errorf("%s waited the RetryInfo %v of its cost-2 call, then got %v", key, wait, err)
+						return
+					}
+					admitted.Add(1)
+				})
+			}
+			wg.Wait()
+			if n := admitted.Load(); n != clients {
+				t.Errorf("%d of %d clients that honoured RetryInfo admitted", n, clients)
+			}
+		})
+	}
+}
+
 // Redis down: what each failure policy tells the client.
 func TestRedisDown(t *testing.T) {
 	lim := []redisrate.Limit{redisrate.PerMinute(10)}
@@ -311,6 +372,10 @@ func TestNewErrors(t *testing.T) {
 		{grpclimit.Config{Limiter: l, Limits: one, Key: grpclimit.APIKey{Metadata: "x-api-key", Secret: []byte("short")}}, "at least 16"},
 		{grpclimit.Config{Limiter: l, Limits: one, Key: grpclimit.KeyFunc(nil)}, "nil KeyFunc"},
 		{grpclimit.Config{Limiter: l, PolicyNames: []string{"x"}}, "PolicyNames without"},
+		// ':' ends each name in a client's key: "grpc:/grpc.health.v1.Health/Check"
+		// would share the keys of "grpc" with Check's own limits.
+		{grpclimit.Config{Limiter: l, Limits: one, Name: "grpc:" + check}, `invalid Config.Name "grpc:/grpc.health.v1.Health/Check": ':' separates`},
+		{grpclimit.Config{Limiter: l, Limits: one, Methods: map[string]grpclimit.Method{"/a:b.S/M": {Limits: one}}}, "not a full method name"},
 	} {
 		if _, err := grpclimit.New(tc.c); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v; want an error containing %q", tc.c, err, tc.want)

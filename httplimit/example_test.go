@@ -289,7 +289,8 @@ func ExampleKeyFunc() {
 	// 400
 }
 
-// CORS preflights are not counted unless Config.LimitPreflight is set.
+// CORS preflights are counted like any request unless
+// Config.ExemptPreflight is set; then the Middleware answers them itself.
 func ExampleIsPreflight() {
 	r := httptest.NewRequest("OPTIONS", "/things", nil)
 	r.Header.Set("Origin", "https://app.example")
@@ -297,6 +298,68 @@ func ExampleIsPreflight() {
 	fmt.Println(httplimit.IsPreflight(r))
 	// Output:
 	// true
+}
+
+// corsPassthrough stands for a CORS middleware that sets its headers and
+// passes every request on, preflights too.
+func corsPassthrough(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Access-Control-Allow-Origin", "https://app.example")
+		if httplimit.IsPreflight(r) {
+			w.Header().Set("Access-Control-Allow-Methods", "POST")
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// The CORS middleware goes in front of the limiter. This one passes
+// preflights on, so the limiter answers them (204, with its headers),
+// without counting them and without running the route.
+func ExampleConfig_exemptPreflight() {
+	rdb, done := exampleRedis()
+	defer done()
+	limiter := redisrate.NewLimiter(rdb)
+	mux := http.NewServeMux()
+	mux.HandleFunc("/expensive", func(w http.ResponseWriter, r *http.Request) { fmt.Println("  the route ran") })
+
+	// cors:start
+	api, err := httplimit.New(httplimit.Config{
+		Limiter:         limiter,
+		Name:            "api",
+		Limits:          []redisrate.Limit{redisrate.PerMinute(2)},
+		ExemptPreflight: true, // the CORS middleware passes preflights on
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	handler := corsPassthrough(api.Handler(mux)) // CORS first, then the limit, then the routes
+	// cors:end
+
+	for _, method := range []string{"OPTIONS", "OPTIONS", "OPTIONS", "POST", "POST", "POST"} {
+		r := httptest.NewRequest(method, "/expensive", nil)
+		r.Header.Set("Origin", "https://app.example")
+		if method == "OPTIONS" {
+			r.Header.Set("Access-Control-Request-Method", "POST")
+		}
+		w := httptest.NewRecorder()
+		handler.ServeHTTP(w, r)
+		fmt.Println(method, w.Code, w.Header().Get("Access-Control-Allow-Origin"))
+	}
+	// Output:
+	// OPTIONS 204 https://app.example
+	// OPTIONS 204 https://app.example
+	// OPTIONS 204 https://app.example
+	//   the route ran
+	// POST 200 https://app.example
+	//   the route ran
+	// POST 200 https://app.example
+	// POST 429 https://app.example
+}
+
+// TestDocsHTTPCORSIsExample keeps docs/http.md's CORS block the same code
+// as ExampleConfig_exemptPreflight.
+func TestDocsHTTPCORSIsExample(t *testing.T) {
+	readmetest.Check(t, "example_test.go", "../docs/http.md", "cors")
 }
 
 // Only the IETF fields, without the legacy X-RateLimit-* headers.

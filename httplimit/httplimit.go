@@ -66,6 +66,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/ratefields"
@@ -167,15 +168,24 @@ type Config struct {
 	// gets an error (ErrNoKey).
 	Exempt func(r *http.Request) bool
 
-	// LimitPreflight counts CORS preflight requests (OPTIONS with an
-	// Access-Control-Request-Method header) too. By default they go
-	// through without a limit: a browser sends one before the request it
-	// is about, and counting both would halve the client's quota.
-	LimitPreflight bool
+	// ExemptPreflight answers CORS preflight requests (IsPreflight:
+	// OPTIONS with an Access-Control-Request-Method header) here, with 204
+	// No Content and without counting them; they never reach the limited
+	// handler. By default a preflight is counted like any request: any
+	// client can send that header, so an exemption that called the handler
+	// would let it run without limit.
+	//
+	// Put the CORS middleware in front of this one. If it answers
+	// preflights itself (the usual way), they never come here. If it
+	// passes them on after setting its headers (a "passthrough" option),
+	// set ExemptPreflight: the 204 carries those headers, and a browser's
+	// preflight does not take a unit of its client's quota.
+	ExemptPreflight bool
 
 	// Name keeps the state of this Middleware apart in Redis: the key of
 	// a client is Name + ":" + the KeyFunc's key, with the plan's name in
-	// between when there are Plans. It is also the policy name of a
+	// between when there are Plans. Neither name may hold ':', so the
+	// keys of two Names never meet. It is also the policy name of a
 	// single limit without Plans. Give each Middleware its own Name.
 	// Default "default".
 	Name string
@@ -214,19 +224,19 @@ type plan struct {
 
 // Middleware limits the requests that go through its Handler.
 type Middleware struct {
-	limiter        *redisrate.Limiter
-	plans          map[string]*plan
-	single         *plan // without Plans
-	choose         func(*http.Request) (string, error)
-	cost           func(*http.Request) (int64, error)
-	key            KeyFunc
-	exempt         func(*http.Request) bool
-	limitPreflight bool
-	omit           Headers
-	shadow         bool
-	shadowHeaders  bool
-	onDenied       func(http.ResponseWriter, *http.Request, redisrate.Result)
-	onError        func(*http.Request, error)
+	limiter         *redisrate.Limiter
+	plans           map[string]*plan
+	single          *plan // without Plans
+	choose          func(*http.Request) (string, error)
+	cost            func(*http.Request) (int64, error)
+	key             KeyFunc
+	exempt          func(*http.Request) bool
+	exemptPreflight bool
+	omit            Headers
+	shadow          bool
+	shadowHeaders   bool
+	onDenied        func(http.ResponseWriter, *http.Request, redisrate.Result)
+	onError         func(*http.Request, error)
 }
 
 // New checks c and returns its Middleware. Every configuration error is
@@ -236,16 +246,16 @@ func New(c Config) (*Middleware, error) {
 		return nil, errors.New("httplimit: Config.Limiter is nil")
 	}
 	m := &Middleware{
-		limiter:        c.Limiter,
-		choose:         c.Plan,
-		cost:           c.Cost,
-		exempt:         c.Exempt,
-		limitPreflight: c.LimitPreflight,
-		omit:           c.Omit,
-		shadow:         c.Shadow,
-		shadowHeaders:  c.ShadowHeaders,
-		onDenied:       c.OnDenied,
-		onError:        c.OnError,
+		limiter:         c.Limiter,
+		choose:          c.Plan,
+		cost:            c.Cost,
+		exempt:          c.Exempt,
+		exemptPreflight: c.ExemptPreflight,
+		omit:            c.Omit,
+		shadow:          c.Shadow,
+		shadowHeaders:   c.ShadowHeaders,
+		onDenied:        c.OnDenied,
+		onError:         c.OnError,
 	}
 	if c.FailurePolicy != 0 {
 		m.limiter = m.limiter.With(redisrate.WithFailurePolicy(c.FailurePolicy))
@@ -259,6 +269,9 @@ func New(c Config) (*Middleware, error) {
 	}
 	if err := ratefields.CheckName(name); err != nil {
 		return nil, fmt.Errorf("httplimit: invalid Config.Name: %w", err)
+	}
+	if err := keyPart("Config.Name", name); err != nil {
+		return nil, err
 	}
 	switch {
 	case len(c.Plans) == 0 && c.Plan != nil:
@@ -284,6 +297,9 @@ func New(c Config) (*Middleware, error) {
 			if err := ratefields.CheckName(pl.Name); err != nil {
 				return nil, fmt.Errorf("httplimit: Config.Plans[%d]: invalid Name: %w", i, err)
 			}
+			if err := keyPart(fmt.Sprintf("Config.Plans[%d].Name", i), pl.Name); err != nil {
+				return nil, err
+			}
 			if m.plans[pl.Name] != nil {
 				return nil, fmt.Errorf("httplimit: Config.Plans has the plan %q twice", pl.Name)
 			}
@@ -307,6 +323,16 @@ func New(c Config) (*Middleware, error) {
 	}
 	m.key = key
 	return m, nil
+}
+
+// keyPart refuses a name with ':', which ends each name in a client's
+// Redis key (Name:plan:key): with it, Name "api:free" would share the keys
+// of Name "api" with plan "free".
+func keyPart(what, name string) error {
+	if strings.Contains(name, ":") {
+		return fmt.Errorf("httplimit: invalid %s %q: ':' separates the names in a client's Redis key, so this one could share another Middleware's keys; use another character, such as '-'", what, name)
+	}
+	return nil
 }
 
 func newPlan(p Plan, prefix string) (*plan, error) {
@@ -352,7 +378,13 @@ func IsPreflight(r *http.Request) bool {
 // client's key under every limit of its plan, or is denied.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if (!m.limitPreflight && IsPreflight(r)) || (m.exempt != nil && m.exempt(r)) {
+		if m.exemptPreflight && IsPreflight(r) {
+			// Answered here, never by next: the header is the client's to
+			// send, so it must not buy a call of the handler.
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		if m.exempt != nil && m.exempt(r) {
 			next.ServeHTTP(w, r)
 			return
 		}

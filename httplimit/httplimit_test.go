@@ -7,10 +7,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -281,6 +284,36 @@ func TestNamesKeepStateApart(t *testing.T) {
 	}
 }
 
+// Name "api" with plan "free" and Name "api:free" both keyed a client as
+// api:free:ip:..., and the second Middleware's first request got 429. A
+// name with ':' is now refused by New; names without one never share keys.
+func TestNamesCannotShareKeys(t *testing.T) {
+	e := newEnv(t)
+	one := []redisrate.Limit{redisrate.PerMinute(1)}
+	free := func(*http.Request) (string, error) { return "free", nil }
+	planned := mustNew(t, Config{Limiter: e.limiter, Name: "api", Plans: []Plan{{Name: "free", Limits: one}}, Plan: free}).Handler(&served{})
+	for _, c := range []struct {
+		c    Config
+		want string
+	}{
+		{Config{Limiter: e.limiter, Name: "api:free", Limits: one}, `invalid Config.Name "api:free": ':' separates`},
+		{Config{Limiter: e.limiter, Name: "api", Plans: []Plan{{Name: "x", Limits: one}, {Name: "free:ip", Limits: one}}, Plan: free}, `invalid Config.Plans[1].Name "free:ip": ':' separates`},
+		{Config{Limiter: e.limiter, Name: ":", Limits: one}, `invalid Config.Name ":"`},
+	} {
+		if _, err := New(c.c); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New(Name %q, plans %v): %v; want an error containing %q", c.c.Name, c.c.Plans, err, c.want)
+		}
+	}
+	// The names that can be given keep apart.
+	other := mustNew(t, Config{Limiter: e.limiter, Name: "api-free", Limits: one}).Handler(&served{})
+	if a, b := do(planned, "").Code, do(planned, "").Code; a != 200 || b != 429 {
+		t.Fatalf("api, plan free: %d then %d; want 200 then 429", a, b)
+	}
+	if c := do(other, "").Code; c != 200 {
+		t.Errorf("api-free after api/free was exhausted: %d; want 200 (keys %v)", c, e.mr.Keys())
+	}
+}
+
 func TestAPIKey(t *testing.T) {
 	e := newEnv(t)
 	next := &served{}
@@ -379,37 +412,67 @@ func TestExemptAndEmptyKey(t *testing.T) {
 	}
 }
 
+// Any client can send Access-Control-Request-Method: 50 "preflights" to a
+// limit of 2 per minute ran the handler 50 times. Preflights are now
+// counted by default; with ExemptPreflight they are answered here, 204
+// with the headers a CORS middleware in front set, uncounted, and never
+// reach the handler.
 func TestPreflight(t *testing.T) {
 	e := newEnv(t)
-	preflight := func(h http.Handler) int {
-		r := httptest.NewRequest("OPTIONS", "/things", nil)
+	preflight := func(h http.Handler) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("OPTIONS", "/expensive", nil)
 		r.Header.Set("Origin", "https://app.example")
 		r.Header.Set("Access-Control-Request-Method", "POST")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
-		return w.Code
+		return w
 	}
-	lim := []redisrate.Limit{redisrate.PerMinute(1)}
-	h := mustNew(t, Config{Limiter: e.limiter, Limits: lim, Name: "a"}).Handler(&served{})
-	for range 3 {
-		if c := preflight(h); c != 200 {
-			t.Fatalf("preflight: %d; want 200, not counted", c)
-		}
+	lim := []redisrate.Limit{redisrate.PerMinute(2)}
+	next := &served{}
+	h := mustNew(t, Config{Limiter: e.limiter, Limits: lim, Name: "a"}).Handler(next)
+	codes := map[int]int{}
+	for range 50 {
+		codes[preflight(h).Code]++
 	}
-	if len(e.mr.Keys()) != 0 || do(h, "").Code != 200 {
-		t.Errorf("preflights were counted: keys %v", e.mr.Keys())
+	if next.n != 2 || codes[200] != 2 || codes[429] != 48 {
+		t.Errorf("50 preflights to 2 per minute: the handler ran %d times, codes %v; want 2 (200) and 48 429s", next.n, codes)
 	}
 	// A plain OPTIONS is a request like any other.
-	r := httptest.NewRequest("OPTIONS", "/things", nil)
+	r := httptest.NewRequest("OPTIONS", "/expensive", nil)
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, r)
 	if w.Code != 429 {
 		t.Errorf("OPTIONS without Access-Control-Request-Method: %d; want 429", w.Code)
 	}
-	// Counted when asked.
-	h = mustNew(t, Config{Limiter: e.limiter, Limits: lim, Name: "b", LimitPreflight: true}).Handler(&served{})
-	if preflight(h) != 200 || preflight(h) != 429 {
-		t.Error("LimitPreflight: preflights not counted")
+
+	// ExemptPreflight, behind a CORS middleware that sets its headers and
+	// passes preflights on.
+	next = &served{}
+	m := mustNew(t, Config{Limiter: e.limiter, Limits: lim, Name: "b", ExemptPreflight: true})
+	cors := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Access-Control-Allow-Origin", "https://app.example")
+			w.Header().Set("Access-Control-Allow-Methods", "POST")
+			h.ServeHTTP(w, r)
+		})
+	}
+	h = cors(m.Handler(next))
+	for i := range 50 {
+		w := preflight(h)
+		if w.Code != http.StatusNoContent || w.Header().Get("Access-Control-Allow-Methods") != "POST" || w.Body.Len() != 0 {
+			t.Fatalf("preflight %d with ExemptPreflight: %d %v %q; want 204 with the CORS headers", i, w.Code, w.Header(), w.Body.String())
+		}
+	}
+	if next.n != 0 {
+		t.Errorf("with ExemptPreflight the handler ran %d times for preflights; want 0", next.n)
+	}
+	for _, k := range e.mr.Keys() {
+		if strings.HasPrefix(k, "b:") {
+			t.Errorf("preflights were counted: key %s", k)
+		}
+	}
+	if c1, c2, c3 := do(h, "").Code, do(h, "").Code, do(h, "").Code; c1 != 200 || c2 != 200 || c3 != 429 || next.n != 2 {
+		t.Errorf("requests after the exempt preflights: %d %d %d, handler ran %d times; want the full quota of 2", c1, c2, c3, next.n)
 	}
 }
 
@@ -638,6 +701,58 @@ func TestDenyCacheHeaders(t *testing.T) {
 			t.Fatalf("%d; want 429", w.Code)
 		}
 		wantHeaders(t, w, map[string]string{"RateLimit": `"default";r=0;t=60`, "Retry-After": "60", "X-RateLimit-Remaining": "0"})
+	}
+}
+
+// With the deny cache, a costlier request after a cheaper one was denied
+// got the cheaper one's Retry-After, from the cache: clients that waited it
+// were denied again (gcra, leaky_bucket, sliding_window). Every client that
+// waits the Retry-After it was given is now admitted. Real time (the deny
+// cache runs on the process's clock): 2 per 2 s, so the waits are 1-2 s.
+func TestDenyCacheRetryAfterIsHonestForEveryCost(t *testing.T) {
+	for a := redisrate.GCRA; a <= redisrate.SlidingLog; a++ {
+		t.Run(a.String(), func(t *testing.T) {
+			t.Parallel()
+			mr := miniredis.RunT(t) // TIME is the real time
+			rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), Protocol: 2})
+			t.Cleanup(func() { _ = rdb.Close() })
+			h := mustNew(t, Config{
+				Limiter: redisrate.NewLimiter(rdb, redisrate.WithDenyCache(100)),
+				Limits:  []redisrate.Limit{redisrate.Per(2, 2*time.Second).WithAlgorithm(a)},
+				Cost: func(r *http.Request) (int64, error) {
+					return strconv.ParseInt(r.Header.Get("X-Cost"), 10, 64)
+				},
+			}).Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})) // served concurrently
+			const clients = 3
+			admitted := make(chan string, clients)
+			var wg sync.WaitGroup
+			for c := range clients {
+				ip := fmt.Sprintf("192.0.2.%d:1234", c+1)
+				wg.Go(func() {
+					for range 3 { // 2 admitted, then a denial of cost 1, cached
+						do(h, ip, "X-Cost", "1")
+					}
+					w := do(h, ip, "X-Cost", "2")
+					ra, err := strconv.Atoi(w.Header().Get("Retry-After"))
+					if w.Code != 429 || err != nil {
+						t.Errorf("client %d, cost 2: %d, Retry-After %q; want 429 with a Retry-After", c, w.Code, w.Header().Get("Retry-After"))
+						return
+					}
+					time.Sleep(time.Duration(ra) * time.Second)
+					if w := do(h, ip, "X-Cost", "2"); w.Code == 200 {
+						admitted <- ip
+					} else {
+						t.Errorf("client %d waited the Retry-After %d s of its cost-2 request, then got %d (Retry-After %s)",
+							c, ra, w.Code, w.Header().Get("Retry-After"))
+					}
+				})
+			}
+			wg.Wait()
+			close(admitted)
+			if n := len(admitted); n != clients {
+				t.Errorf("%d of %d clients that honoured Retry-After admitted", n, clients)
+			}
+		})
 	}
 }
 

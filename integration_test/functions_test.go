@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -216,10 +217,7 @@ func TestFunctionsSameReplies(t *testing.T) {
 // of call, the state written by FCALL is read by the scripts, and the
 // server's statistics show FCALL before and the scripts after.
 func TestFunctionDeleteHealed(t *testing.T) {
-	addr, _ := startRedis(t)
-	c := newClient(t, addr)
-	needRedis7(t, c)
-	loadLibrary(t, c)
+	c := libraryServer(t)
 	ctx := context.Background()
 	lim := redistest.NewLimiter(c)
 	ro := redistest.NewLimiter(c, redisrate.WithReadOnlyCheck())
@@ -235,36 +233,25 @@ func TestFunctionDeleteHealed(t *testing.T) {
 	before := commandCalls(t, c)
 	var made, failed atomic.Int64
 	var firstErrs sync.Map
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := range 4 {
-		wg.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				a := allAlgorithms[(w+i)%len(allAlgorithms)]
-				l := redisrate.PerSecond(1000).WithAlgorithm(a)
-				key := fmt.Sprintf("run:%s:%d", a, i%16)
-				var err error
-				switch i % 4 {
-				case 0, 1:
-					_, err = lim.Allow(ctx, key, l)
-				case 2:
-					_, err = ro.Check(ctx, key, l)
-				default:
-					_, err = ro.Peek(ctx, key, l)
-				}
-				made.Add(1)
-				if err != nil {
-					failed.Add(1)
-					firstErrs.LoadOrStore(err.Error(), true)
-				}
-			}
-		})
-	}
+	stop := workers(4, func(w, i int) {
+		a := allAlgorithms[(w+i)%len(allAlgorithms)]
+		l := redisrate.PerSecond(1000).WithAlgorithm(a)
+		key := fmt.Sprintf("run:%s:%d", a, i%16)
+		var err error
+		switch i % 4 {
+		case 0, 1:
+			_, err = lim.Allow(ctx, key, l)
+		case 2:
+			_, err = ro.Check(ctx, key, l)
+		default:
+			_, err = ro.Peek(ctx, key, l)
+		}
+		made.Add(1)
+		if err != nil {
+			failed.Add(1)
+			firstErrs.LoadOrStore(err.Error(), true)
+		}
+	})
 	// Half a second by FCALL, the delete, half a second after it.
 	time.Sleep(500 * time.Millisecond)
 	mid := commandCalls(t, c)
@@ -273,8 +260,7 @@ func TestFunctionDeleteHealed(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(500 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	stop()
 	after := commandCalls(t, c)
 
 	fcallsBefore := calls(before, mid, "fcall", "fcall_ro")
@@ -295,5 +281,211 @@ func TestFunctionDeleteHealed(t *testing.T) {
 		if err != nil || !res.Allowed || res.Remaining != 2 {
 			t.Errorf("%s: the third call after FUNCTION DELETE: %v, %v; want 2 remaining", a, res, err)
 		}
+	}
+}
+
+// libraryServer starts a server of the test's own (with extra config args)
+// and loads the library there.
+func libraryServer(t *testing.T, args ...string) *redis.Client {
+	t.Helper()
+	addr, _ := startRedis(t, args...)
+	c := newClient(t, addr)
+	needRedis7(t, c)
+	loadLibrary(t, c)
+	return c
+}
+
+// workers runs call(w, i) on n goroutines, w numbering them and i counting
+// each one's calls, until the stop it returns is called; stop returns once
+// they all have.
+func workers(n int, call func(w, i int)) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				call(w, i)
+			}
+		})
+	}
+	return func() { close(done); wg.Wait() }
+}
+
+// bogusLibrary is a library named redisrate of another version: its
+// functions have this client's names and admit everything, writing
+// nothing, and redisrate_version says "bogus".
+func bogusLibrary() string {
+	var b strings.Builder
+	b.WriteString("#!lua name=" + scripts.LibraryName + "\n")
+	b.WriteString("local function admit() return {1, 999, 0, 0, 1000, 1} end\n")
+	for _, a := range allAlgorithms {
+		s, _ := a.Spec()
+		fmt.Fprintf(&b, "redis.register_function('%s', admit)\n", s.Function)
+		fmt.Fprintf(&b, "redis.register_function{function_name = '%s_ro', callback = admit, flags = {'no-writes'}}\n", s.Function)
+	}
+	b.WriteString("redis.register_function{function_name = 'redisrate_version', callback = function() return 'bogus' end, flags = {'no-writes'}}\n")
+	return b.String()
+}
+
+// FUNCTION LOAD REPLACE of another version of the library while a Limiter
+// runs: the client went on calling it by FCALL until its check a minute
+// later (595 admissions of an exhausted key, the last 59.97 s after the
+// load). Now not one decision of the other library is used: every call,
+// single or batched, writing or reading, on keys its limit has exhausted,
+// is denied, before and after the load, and after the load the Limiter
+// goes by EVALSHA (the server's statistics show it).
+func TestFunctionsOtherVersionNeverDecides(t *testing.T) {
+	c := libraryServer(t)
+	ctx := context.Background()
+	lim := redisrate.NewLimiter(c)
+	limitOf := func(a redisrate.Algorithm) redisrate.Limit { return redisrate.PerHour(3).WithAlgorithm(a) }
+	for _, a := range allAlgorithms {
+		for range 3 {
+			if r, err := lim.Allow(ctx, "bogus:"+a.String(), limitOf(a)); err != nil || !r.Allowed {
+				t.Fatalf("%s: %v %v", a, r, err)
+			}
+		}
+	}
+	before := commandCalls(t, c)
+	var made, admitted, failed atomic.Int64
+	var firstErr sync.Once
+	stop := workers(4, func(w, i int) {
+		a := allAlgorithms[(w+i)%len(allAlgorithms)]
+		key := "bogus:" + a.String()
+		var rs []redisrate.Result
+		var err error
+		switch i % 3 {
+		case 0:
+			var r redisrate.Result
+			r, err = lim.Allow(ctx, key, limitOf(a))
+			rs = append(rs, r)
+		case 1:
+			var r redisrate.Result
+			r, err = lim.Check(ctx, key, limitOf(a))
+			rs = append(rs, r)
+		default:
+			rs, err = lim.AllowBatch(ctx, []redisrate.Request{{Key: key, Limits: []redisrate.Limit{limitOf(a)}}, {Key: key, Limits: []redisrate.Limit{limitOf(a)}, Check: true}})
+		}
+		made.Add(1)
+		if err != nil {
+			failed.Add(1)
+			firstErr.Do(func() { t.Errorf("a call failed: %v", err) })
+		}
+		for _, r := range rs {
+			if r.Allowed {
+				admitted.Add(1)
+			}
+		}
+	})
+	time.Sleep(300 * time.Millisecond)
+	mid := commandCalls(t, c)
+	atLoad := made.Load()
+	if err := c.FunctionLoadReplace(ctx, bogusLibrary()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	loaded := commandCalls(t, c)
+	time.Sleep(500 * time.Millisecond)
+	stop()
+	after := commandCalls(t, c)
+	t.Logf("FIGURE other-library: %d calls (%d before the FUNCTION LOAD REPLACE), %d admitted, %d failed; %d FCALL before, %d FCALL and %d EVALSHA/EVAL once it was loaded",
+		made.Load(), atLoad, admitted.Load(), failed.Load(), calls(before, mid, "fcall"), calls(loaded, after, "fcall"), calls(loaded, after, "evalsha", "eval"))
+	if admitted.Load() != 0 {
+		t.Errorf("%d calls of exhausted keys admitted: decisions of the other library were used", admitted.Load())
+	}
+	if calls(before, mid, "fcall") == 0 || made.Load() == atLoad || calls(mid, after, "evalsha") == 0 {
+		t.Fatal("the test did not run by FCALL before the load and by EVALSHA after it")
+	}
+	// Once it has met the other library, the Limiter goes by EVALSHA: after
+	// the load, at most the calls each worker had in flight and the one it
+	// began before the first "Function not found" came back sent an FCALL
+	// (a batch has 2), each of which Redis refused, running nothing.
+	if n := calls(loaded, after, "fcall"); n > 16 {
+		t.Errorf("%d FCALLs after the other library was loaded; want at most 2 calls of each of the 4 workers (a batch has 2)", n)
+	}
+}
+
+// Under maxmemory with noeviction, Redis refuses FCALL of a writing
+// function with OOM before it runs, even for a denial: a FailOpen Limiter
+// with the library loaded then admitted what its limit denies. Now every
+// call kind decides as guarantee 10 says: a denial, a cost past the
+// capacity, a check and a peek are Redis's answers (a denial by EVALSHA,
+// checks by the _ro functions, which Redis runs under OOM); only a call that
+// would write fails with OOM, which the failure policy answers. The
+// Limiter keeps trying FCALL: the library is not in question.
+func TestFunctionsOOMDecidesWhatWritesNothing(t *testing.T) {
+	c := libraryServer(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+	ctx := context.Background()
+	open := redisrate.NewLimiter(c, redisrate.WithFailurePolicy(redisrate.FailOpen), redisrate.WithCircuitBreaker(0))
+	limitOf := func(a redisrate.Algorithm) redisrate.Limit { return redisrate.PerHour(3).WithAlgorithm(a) }
+	for _, a := range allAlgorithms {
+		for range 3 {
+			if r, err := open.Allow(ctx, "oom:full:"+a.String(), limitOf(a)); err != nil || !r.Allowed {
+				t.Fatalf("%s: %v %v", a, r, err)
+			}
+		}
+		if r, err := open.Allow(ctx, "oom:room:"+a.String(), limitOf(a)); err != nil || !r.Allowed {
+			t.Fatalf("%s: %v %v", a, r, err)
+		}
+	}
+	junk := strings.Repeat("x", 1024)
+	for i := 0; ; i++ {
+		err := c.Set(ctx, fmt.Sprint("oom:fill:", i), junk, 0).Err()
+		if err != nil && strings.HasPrefix(err.Error(), "OOM") {
+			break
+		}
+		if err != nil || i > 100000 {
+			t.Fatalf("filling to maxmemory: %d fillers, %v", i, err)
+		}
+	}
+	// Redis judges OOM when a command starts, from used_memory, which
+	// swings by kilobytes: a limit far below the memory in use keeps every
+	// later command over it.
+	if err := c.ConfigSet(ctx, "maxmemory", "1mb").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.FCall(ctx, "redisrate_gcra", []string{"oom:full:gcra"}, 3, 3600000).Err(); err == nil || !strings.HasPrefix(err.Error(), "OOM") {
+		t.Fatalf("FCALL of a denial at maxmemory: %v; want Redis's OOM, which this test is about", err)
+	}
+	before := commandCalls(t, c)
+	for _, a := range allAlgorithms {
+		l := limitOf(a)
+		full, room := "oom:full:"+a.String(), "oom:room:"+a.String()
+		dump := c.Dump(ctx, full).Val()
+		if r, err := open.Allow(ctx, full, l); err != nil || r.Allowed || r.Source != redisrate.SourceRedis || r.RetryAfter <= 0 {
+			t.Errorf("%s: Allow of an exhausted key at maxmemory: %v, %v; want Redis's denial", a, r, err)
+		}
+		if r, err := open.AllowN(ctx, room, l, 4); err != nil || !r.Never() || r.Source != redisrate.SourceRedis {
+			t.Errorf("%s: a cost past the capacity at maxmemory: %v, %v; want Redis's never", a, r, err)
+		}
+		rs, err := open.AllowBatch(ctx, []redisrate.Request{{Key: full, Limits: []redisrate.Limit{l}}, {Key: room, Limits: []redisrate.Limit{l}, Check: true}})
+		if err != nil || rs[0].Allowed || rs[0].Source != redisrate.SourceRedis || !rs[1].Allowed || rs[1].Source != redisrate.SourceRedis {
+			t.Errorf("%s: a batch at maxmemory: %v, %v; want Redis's denial and Redis's check", a, rs, err)
+		}
+		if r, err := open.Check(ctx, full, l); err != nil || r.Allowed || r.Source != redisrate.SourceRedis {
+			t.Errorf("%s: Check at maxmemory: %v, %v", a, r, err)
+		}
+		if r, err := open.Peek(ctx, room, l); err != nil || r.Remaining != 2 || r.Source != redisrate.SourceRedis {
+			t.Errorf("%s: Peek at maxmemory: %v, %v", a, r, err)
+		}
+		// What would write fails with OOM: the policy answers.
+		if r, err := open.Allow(ctx, room, l); err != nil || r.Source != redisrate.SourceFailOpen || !errors.Is(r.Cause, redisrate.ErrUnavailable) || !strings.Contains(r.Cause.Error(), "OOM") {
+			t.Errorf("%s: Allow with room at maxmemory: %v, %v; want FailOpen's answer to Redis's OOM", a, r, err)
+		}
+		if d := c.Dump(ctx, full).Val(); d != dump {
+			t.Errorf("%s: the exhausted key changed", a)
+		}
+	}
+	after := commandCalls(t, c)
+	t.Logf("FIGURE fcall-oom: %d FCALL, %d EVALSHA, for 6 algorithms x 7 decisions", calls(before, after, "fcall"), calls(before, after, "evalsha"))
+	// The Limiter kept going by FCALL: the checks and peeks ran there (the
+	// _ro functions, which Redis runs under OOM; the refused FCALLs count
+	// as rejected calls, not calls): the library is not in question.
+	if n := calls(before, after, "fcall"); n < int64(len(allAlgorithms)*3) {
+		t.Errorf("%d FCALL run for 6 algorithms x 3 checks and peeks: the Limiter stopped going by FCALL", n)
 	}
 }

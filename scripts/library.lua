@@ -11,7 +11,11 @@
 -- script's, with what runs once defined once. The _ro variants are flagged
 -- no-writes (FCALL_RO, replicas) and always decide as mode "check".
 -- redisrate_version returns the SHA1 of this library's code, for clients to
--- tell whether the library they find is the one they bundle.
+-- tell whether the library they find is the one they bundle; every function
+-- is also registered under a name bound to that version, <function>_v and
+-- the version's first 12 hex digits, which a client calls to be sure that
+-- it runs this version and no other (another version loaded by FUNCTION
+-- LOAD REPLACE has the same contract names, but not these).
 
 -- ---- String functions (scripts/src/strings.lua) ----
 -- The string functions of every call are fetched here, the rare ones where
@@ -1905,23 +1909,35 @@ local function as_check(ARGV)
   return ARGV
 end
 
+local function gcra_ro(KEYS, ARGV) return gcra(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_gcra', gcra)
-redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' },
-  callback = function(KEYS, ARGV) return gcra(KEYS, as_check(ARGV)) end }
+redis.register_function('redisrate_gcra_v8de87c420f8e', gcra)
+redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' }, callback = gcra_ro }
+redis.register_function{ function_name = 'redisrate_gcra_ro_v8de87c420f8e', flags = { 'no-writes' }, callback = gcra_ro }
+local function token_bucket_ro(KEYS, ARGV) return token_bucket(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_token_bucket', token_bucket)
-redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' },
-  callback = function(KEYS, ARGV) return token_bucket(KEYS, as_check(ARGV)) end }
+redis.register_function('redisrate_token_bucket_v8de87c420f8e', token_bucket)
+redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' }, callback = token_bucket_ro }
+redis.register_function{ function_name = 'redisrate_token_bucket_ro_v8de87c420f8e', flags = { 'no-writes' }, callback = token_bucket_ro }
+local function leaky_bucket_ro(KEYS, ARGV) return leaky_bucket(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_leaky_bucket', leaky_bucket)
-redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' },
-  callback = function(KEYS, ARGV) return leaky_bucket(KEYS, as_check(ARGV)) end }
+redis.register_function('redisrate_leaky_bucket_v8de87c420f8e', leaky_bucket)
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' }, callback = leaky_bucket_ro }
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_v8de87c420f8e', flags = { 'no-writes' }, callback = leaky_bucket_ro }
+local function sliding_window_ro(KEYS, ARGV) return sliding_window(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_sliding_window', sliding_window)
-redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' },
-  callback = function(KEYS, ARGV) return sliding_window(KEYS, as_check(ARGV)) end }
+redis.register_function('redisrate_sliding_window_v8de87c420f8e', sliding_window)
+redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' }, callback = sliding_window_ro }
+redis.register_function{ function_name = 'redisrate_sliding_window_ro_v8de87c420f8e', flags = { 'no-writes' }, callback = sliding_window_ro }
+local function fixed_window_ro(KEYS, ARGV) return fixed_window(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_fixed_window', fixed_window)
-redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' },
-  callback = function(KEYS, ARGV) return fixed_window(KEYS, as_check(ARGV)) end }
+redis.register_function('redisrate_fixed_window_v8de87c420f8e', fixed_window)
+redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' }, callback = fixed_window_ro }
+redis.register_function{ function_name = 'redisrate_fixed_window_ro_v8de87c420f8e', flags = { 'no-writes' }, callback = fixed_window_ro }
+local function sliding_log_ro(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_sliding_log', sliding_log)
-redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' },
-  callback = function(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end }
+redis.register_function('redisrate_sliding_log_v8de87c420f8e', sliding_log)
+redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' }, callback = sliding_log_ro }
+redis.register_function{ function_name = 'redisrate_sliding_log_ro_v8de87c420f8e', flags = { 'no-writes' }, callback = sliding_log_ro }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return '8cd946603c6457141098a8d158a21604db60b841' end }
+  callback = function() return '8de87c420f8efe46cb20cf024b3da70128bd7b0d' end }

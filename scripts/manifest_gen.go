@@ -9,7 +9,10 @@ const ContractVersion = "2.1"
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "8cd946603c6457141098a8d158a21604db60b841"
+const LibraryVersion = "8de87c420f8efe46cb20cf024b3da70128bd7b0d"
+
+// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_v8de87c420f8e runs this version of redisrate_gcra or fails with "Function not found".
+const VersionSuffix = "_v8de87c420f8e"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{

@@ -281,8 +281,8 @@ func runDemo(ctx context.Context, cfg demoCfg) (*report, error) {
 		rep.server = "Redis at " + cfg.addr
 		if info, err := rdb.InfoMap(ctx, "server").Result(); err == nil {
 			for _, sec := range info {
-				if v := sec["redis_version"]; v != "" {
-					rep.server = fmt.Sprintf("Redis %s at %s", v, cfg.addr)
+				if sec["redis_version"] != "" {
+					rep.server = serverName(sec) + " at " + cfg.addr
 				}
 			}
 		}

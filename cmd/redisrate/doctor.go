@@ -123,19 +123,52 @@ func (d *doctor) client(addr string) *redis.Client {
 // helloVersion is the server version in a HELLO reply: a map under RESP3
 // (go-redis's default), a flat list of names and values under RESP2.
 func helloVersion(reply any) (string, bool) {
+	return helloField(reply, "version")
+}
+
+// helloField is one field of a HELLO reply ("server", "version", ...).
+func helloField(reply any, name string) (string, bool) {
 	switch v := reply.(type) {
 	case map[any]any:
-		if version, ok := v["version"]; ok {
-			return fmt.Sprint(version), true
+		if f, ok := v[name]; ok {
+			return fmt.Sprint(f), true
 		}
 	case []any:
 		for i := 0; i+1 < len(v); i += 2 {
-			if v[i] == "version" {
+			if v[i] == name {
 				return fmt.Sprint(v[i+1]), true
 			}
 		}
 	}
 	return "", false
+}
+
+// helloInfo is what a HELLO reply tells of the server, as INFO's fields:
+// redis_version, and for Valkey server_name and valkey_version. HELLO's
+// version is Valkey's own there; every Valkey speaks Redis 7.2.
+func helloInfo(reply any) map[string]string {
+	info := map[string]string{"redis_version": "7.0"}
+	version, ok := helloField(reply, "version")
+	if !ok {
+		return info
+	}
+	if server, _ := helloField(reply, "server"); server == "valkey" {
+		info["server_name"], info["valkey_version"], info["redis_version"] = "valkey", version, "7.2"
+		return info
+	}
+	info["redis_version"] = version
+	return info
+}
+
+// serverName names the server and its version from INFO's server fields:
+// "Redis 7.0.15", or "Valkey 8.0.1" (Valkey gives in redis_version the
+// Redis version it is compatible with, 7.2.4, and its own in
+// valkey_version).
+func serverName(info map[string]string) string {
+	if info["server_name"] == "valkey" && info["valkey_version"] != "" {
+		return "Valkey " + info["valkey_version"]
+	}
+	return "Redis " + info["redis_version"]
 }
 
 func (d *doctor) run(ctx context.Context) error {
@@ -149,9 +182,7 @@ func (d *doctor) run(ctx context.Context) error {
 		d.say(levelWarn, "info", "INFO is refused (%v): only the ACL check runs as this user; run the doctor as an admin user with --acl-user for the rest", err)
 		d.nodes = []*node{{addr: d.opt.Addr, c: seed, primary: true, info: map[string]string{"redis_version": "7.0"}}}
 		if v, err := seed.Do(ctx, "HELLO").Result(); err == nil {
-			if version, ok := helloVersion(v); ok {
-				d.nodes[0].info["redis_version"] = version
-			}
+			d.nodes[0].info = helloInfo(v)
 		}
 		d.checkACL(ctx)
 		d.nodes = nil
@@ -203,7 +234,7 @@ func (d *doctor) run(ctx context.Context) error {
 	} else if !seedNode.primary {
 		kind = "a replica"
 	}
-	fmt.Fprintf(d.w, "redisrate doctor: %s (%s, Redis %s)\n", d.opt.Addr, kind, info["redis_version"])
+	fmt.Fprintf(d.w, "redisrate doctor: %s (%s, %s)\n", d.opt.Addr, kind, serverName(info))
 	for _, n := range d.nodes {
 		if n.err != nil {
 			d.say(levelFail, "reach", "%s: %v: the doctor cannot check this node, and the limiter may not reach it either", n.addr, n.err)
@@ -349,20 +380,22 @@ func versionAtLeast(v string, major, minor int) bool {
 	return ma > major || ma == major && mi >= minor
 }
 
-// versionFinding judges a redis_version.
-func versionFinding(v string) (int, string) {
+// versionFinding judges a server by its INFO fields: what it runs by the
+// Redis version it speaks (redis_version), named as serverName names it.
+func versionFinding(info map[string]string) (int, string) {
+	v, name := info["redis_version"], serverName(info)
 	switch {
 	case !versionAtLeast(v, 6, 2):
-		return levelFail, fmt.Sprintf("Redis %s: the scripts need Redis 6.2 or later; upgrade (7.0 or later also gives EVALSHA_RO and Functions)", v)
+		return levelFail, fmt.Sprintf("%s: the scripts need Redis 6.2 or later; upgrade (7.0 or later also gives EVALSHA_RO and Functions)", name)
 	case !versionAtLeast(v, 7, 0):
-		return levelWarn, fmt.Sprintf("Redis %s runs the scripts, but EVALSHA_RO (checks on replicas, WithReadOnlyCheck) and the Functions library need 7.0; upgrade to use them", v)
+		return levelWarn, fmt.Sprintf("%s runs the scripts, but EVALSHA_RO (checks on replicas, WithReadOnlyCheck) and the Functions library need 7.0; upgrade to use them", name)
 	default:
-		return levelOK, fmt.Sprintf("Redis %s: the scripts, EVALSHA_RO and the Functions library all run", v)
+		return levelOK, fmt.Sprintf("%s: the scripts, EVALSHA_RO and the Functions library all run", name)
 	}
 }
 
 func (d *doctor) checkVersion() {
-	d.grouped("version", d.nodes, func(n *node) (int, string) { return versionFinding(n.info["redis_version"]) })
+	d.grouped("version", d.nodes, func(n *node) (int, string) { return versionFinding(n.info) })
 }
 
 func (d *doctor) checkRole(seed *node) {
@@ -389,7 +422,8 @@ func memoryFinding(maxmemory int64, policy string) (int, string) {
 	mb := fmt.Sprintf("%.0f MB", float64(maxmemory)/(1<<20))
 	switch {
 	case policy == "noeviction":
-		return levelOK, fmt.Sprintf("noeviction with maxmemory %s: at the limit calls fail with OOM (the failure policy answers) and no limit is reset", mb)
+		return levelOK, fmt.Sprintf("noeviction with maxmemory %s: at the limit a call that would write fails with OOM (the failure policy answers), denials and checks are still decided, and no limit is reset; "+
+			"FCALL of the library is refused with OOM even for a denial: a client then asks the _ro function (a check) or EVALSHA (the rest), as the Go client does", mb)
 	case strings.HasPrefix(policy, "allkeys-"):
 		return levelFail, fmt.Sprintf("%s with maxmemory %s: under memory pressure Redis evicts limiter keys, and each eviction silently resets a limit; set maxmemory-policy noeviction, or give the limiter its own instance", policy, mb)
 	case strings.HasPrefix(policy, "volatile-"):

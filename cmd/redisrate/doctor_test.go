@@ -32,13 +32,7 @@ import (
 // certificates made by docCerts there.
 func docServer(t *testing.T, env []string, tlsDir string, args ...string) string {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("redis-server is not on PATH (CI=true: CI must install it)")
-		}
-		t.Skip("redis-server is not on PATH: install it (Debian: apt-get install redis-server) to run the doctor's tests")
-	}
+	bin := serverBin(t, "redis-server", "apt-get install redis-server")
 	dir := t.TempDir()
 	return startServer(t, redisserver.Options{Bin: bin, Bus: true, Env: env, Args: func(port int) []string {
 		base := append(redisserver.Port(port), redisserver.NoPersistence(dir)...)
@@ -48,6 +42,30 @@ func docServer(t *testing.T, env []string, tlsDir string, args ...string) string
 				"--tls-ca-cert-file", filepath.Join(tlsDir, "ca.crt"))
 		}
 		return append(base, args...)
+	}})
+}
+
+// serverBin finds a server on PATH, or skips t, except under CI, which
+// must install it (install says how, on Debian).
+func serverBin(t *testing.T, name, install string) string {
+	t.Helper()
+	bin, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s is not on PATH (CI=true: CI must install it)", name)
+		}
+		t.Skipf("%s is not on PATH: install it (Debian: %s) to run these tests", name, install)
+	}
+	return bin
+}
+
+// valkeyServer starts valkey-server as docServer starts redis-server.
+func valkeyServer(t *testing.T, args ...string) string {
+	t.Helper()
+	bin := serverBin(t, "valkey-server", "apt-get install -t bookworm-backports valkey-server")
+	dir := t.TempDir()
+	return startServer(t, redisserver.Options{Bin: bin, Args: func(port int) []string {
+		return append(append(redisserver.Port(port), redisserver.NoPersistence(dir)...), args...)
 	}})
 }
 
@@ -90,7 +108,7 @@ func TestDoctorMaxmemoryPolicy(t *testing.T) {
 	}
 	addr := docServer(t, nil, "", "--maxmemory", "64mb", "--maxmemory-policy", "noeviction", "--appendonly", "yes")
 	code, out, _ := doctorRun(t, "--redis", addr)
-	wantLine(t, out, "ok", "maxmemory", "noeviction with maxmemory 64 MB")
+	wantLine(t, out, "ok", "maxmemory", "noeviction with maxmemory 64 MB: .*FCALL of the library is refused with OOM even for a denial: a client then asks the _ro function \\(a check\\) or EVALSHA")
 	wantLine(t, out, "ok", "persistence", "AOF on")
 	if code != 0 {
 		t.Errorf("noeviction with AOF, standalone: exit %d, want 0 (warnings only)", code)
@@ -110,10 +128,73 @@ func TestDoctorPersistenceAndVersion(t *testing.T) {
 	// Older versions cannot be set up here (the machine has one Redis):
 	// the judgement itself.
 	for v, want := range map[string]int{"6.0.16": levelFail, "5.0.7": levelFail, "6.2.14": levelWarn, "7.0.15": levelOK, "7.4.1": levelOK, "10.0.0": levelOK} {
-		if got, msg := versionFinding(v); got != want {
+		if got, msg := versionFinding(map[string]string{"redis_version": v}); got != want || !strings.HasPrefix(msg, "Redis "+v) {
 			t.Errorf("versionFinding(%s) = %d (%s), want %d", v, got, msg, want)
 		}
 	}
+}
+
+// Valkey reports, for compatibility, the Redis version it speaks
+// (redis_version:7.2.4), and the doctor said "Redis 7.2.4" of Valkey
+// 8.0.1. It names Valkey and its own version (server_name, valkey_version;
+// HELLO's server and version for a user INFO is refused to), and judges
+// what runs by the Redis version it speaks. So does the demo.
+func TestDoctorValkey(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	addr := valkeyServer(t)
+	c := docClient(t, addr)
+	info, err := c.InfoMap(ctx, "server").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := info["Server"]["valkey_version"]
+	if info["Server"]["server_name"] != "valkey" || version == "" {
+		t.Fatalf("valkey-server's INFO: %v", info["Server"])
+	}
+	compat := info["Server"]["redis_version"]
+	_, out, _ := doctorRun(t, "--redis", addr)
+	if header := "redisrate doctor: " + addr + " (standalone, Valkey " + version + ")\n"; !strings.HasPrefix(out, header) {
+		t.Errorf("the doctor's first line is not %q:\n%s", header, out)
+	}
+	wantLine(t, out, "ok", "version", "Valkey "+regexp.QuoteMeta(version)+": the scripts, EVALSHA_RO and the Functions library all run$")
+	if strings.Contains(out, "Redis "+compat) {
+		t.Errorf("the doctor calls Valkey %s Redis %s:\n%s", version, compat, out)
+	}
+
+	// A limiter's own user, INFO refused: HELLO names the server.
+	if err := c.Do(ctx, append([]any{"ACL", "SETUSER", "limiter", "reset"}, fieldsAny(limiterACL+" +hello")...)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	user := redis.NewClient(&redis.Options{Addr: addr, Username: "limiter", Password: "secret"})
+	defer user.Close()
+	reply, err := user.Do(ctx, "HELLO").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := helloInfo(reply); got["server_name"] != "valkey" || got["valkey_version"] != version || !versionAtLeast(got["redis_version"], 7, 2) {
+		t.Errorf("HELLO of Valkey read as %v", got)
+	}
+	code, out, _ := doctorRun(t, "--redis", "redis://limiter:secret@"+addr)
+	wantLine(t, out, "ok", "acl", "user limiter may run all 7 commands a limiter sends on rate:\\*")
+	if code != 0 {
+		t.Errorf("limiter user on Valkey: exit %d, want 0", code)
+	}
+
+	// The demo against it names it too.
+	code, out, stderr := runCmd(t, "demo", "--redis", addr, "--limit", "10/100ms", "--algorithm", "gcra")
+	if want := "on Valkey " + version + " at " + addr; code != 0 || !strings.Contains(out, want) {
+		t.Errorf("demo on Valkey: exit %d, %q; want the output to say %q:\n%s", code, stderr, want, out)
+	}
+}
+
+// fieldsAny splits an ACL rule line into command arguments.
+func fieldsAny(rules string) []any {
+	var out []any
+	for _, f := range strings.Fields(rules) {
+		out = append(out, f)
+	}
+	return out
 }
 
 func TestDoctorReplicas(t *testing.T) {

@@ -124,9 +124,10 @@ func TestLoadCluster(t *testing.T) {
 				t.Errorf("%s: %s not loaded: %v %v", addr, s.name, ok, err)
 			}
 		}
-		// Each algorithm's function and its _ro variant, and the version.
+		// Each algorithm's function and its _ro variant, each also by the
+		// name bound to this version, and the version.
 		libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: scripts.LibraryName}).Result()
-		if err != nil || len(libs) != 1 || len(libs[0].Functions) != 2*len(scripts.Specs())+1 {
+		if err != nil || len(libs) != 1 || len(libs[0].Functions) != 4*len(scripts.Specs())+1 {
 			t.Errorf("%s: FUNCTION LIST: %+v %v", addr, libs, err)
 		}
 		_ = c.Close()

@@ -589,7 +589,11 @@ func library(algos []Algorithm, helpers, name string) string {
 -- script's, with what runs once defined once. The _ro variants are flagged
 -- no-writes (FCALL_RO, replicas) and always decide as mode "check".
 -- redisrate_version returns the SHA1 of this library's code, for clients to
--- tell whether the library they find is the one they bundle.
+-- tell whether the library they find is the one they bundle; every function
+-- is also registered under a name bound to that version, <function>_v and
+-- the version's first 12 hex digits, which a client calls to be sure that
+-- it runs this version and no other (another version loaded by FUNCTION
+-- LOAD REPLACE has the same contract names, but not these).
 
 `, ContractVersion, names(algos))
 	b.WriteString(helpers + "\n\n")
@@ -623,10 +627,18 @@ end
 	code := b.String()
 	sum := sha1.Sum([]byte(code))
 	version := hex.EncodeToString(sum[:])
+	// Each function is registered twice: under its contract name, and under
+	// a name bound to this version (VersionedName), which a client that
+	// bundles this library calls, so that it never runs another version.
 	for _, a := range algos {
-		fmt.Fprintf(&b, "redis.register_function('%s_%s', %s)\n", name, a.Name, a.Name)
-		fmt.Fprintf(&b, "redis.register_function{ function_name = '%s_%s_ro', flags = { 'no-writes' },\n", name, a.Name)
-		fmt.Fprintf(&b, "  callback = function(KEYS, ARGV) return %s(KEYS, as_check(ARGV)) end }\n", a.Name)
+		fn := name + "_" + a.Name
+		fmt.Fprintf(&b, "local function %s_ro(KEYS, ARGV) return %s(KEYS, as_check(ARGV)) end\n", a.Name, a.Name)
+		for _, n := range []string{fn, VersionedName(fn, version)} {
+			fmt.Fprintf(&b, "redis.register_function('%s', %s)\n", n, a.Name)
+		}
+		for _, n := range []string{fn + "_ro", VersionedName(fn+"_ro", version)} {
+			fmt.Fprintf(&b, "redis.register_function{ function_name = '%s', flags = { 'no-writes' }, callback = %s_ro }\n", n, a.Name)
+		}
 	}
 	fmt.Fprintf(&b, "redis.register_function{ function_name = '%s_version', flags = { 'no-writes' },\n", name)
 	fmt.Fprintf(&b, "  callback = function() return '%s' end }\n", version)
@@ -639,6 +651,16 @@ func names(algos []Algorithm) string {
 		s = append(s, a.Name)
 	}
 	return strings.Join(s, ", ")
+}
+
+// VersionedName is function's name bound to the library version version:
+// the name, "_v" and the version's first 12 hex digits (48 bits), e.g.
+// redisrate_gcra_v73cf21b0d14e. Another version of the library, loaded in
+// its place by FUNCTION LOAD REPLACE, has the same contract names but not
+// these, so a call by this name runs this version or fails with "Function
+// not found".
+func VersionedName(function, version string) string {
+	return function + "_v" + version[:12]
 }
 
 // LibraryVersion returns the version string the library's redisrate_version
@@ -690,6 +712,7 @@ func manifest(algos []Algorithm, files Files) ([]byte, error) {
 	fmt.Fprintf(&b, "// ContractVersion is the version of the script contract (CONTRACT.md) the scripts implement.\nconst ContractVersion = %q\n\n", ContractVersion)
 	fmt.Fprintf(&b, "// LibraryName is the name of the Functions library (FUNCTION LOAD, FUNCTION DELETE).\nconst LibraryName = %q\n\n", LibraryName)
 	fmt.Fprintf(&b, "// LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.\nconst LibraryVersion = %q\n\n", LibraryVersion(string(files["library.lua"])))
+	fmt.Fprintf(&b, "// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra%s runs this version of redisrate_gcra or fails with \"Function not found\".\nconst VersionSuffix = %q\n\n", strings.TrimPrefix(VersionedName("", LibraryVersion(string(files["library.lua"]))), ""), VersionedName("", LibraryVersion(string(files["library.lua"]))))
 	b.WriteString("// specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.\nvar specs = []Spec{\n")
 	for _, a := range algos {
 		fmt.Fprintf(&b, "\t{Name: %q, Tag: %q, Window: %t, Log: %t, Fields: %d, TimeField: %d, TimeMax: %d, MaxLimit: %d, Range: %q, Summary: %q, SHA1: %q, Function: %q},\n",
