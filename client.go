@@ -49,7 +49,7 @@ type Limiter struct {
 	logger        *slog.Logger
 	timeout       time.Duration // the decision deadline; 0: none but the caller's
 	honoursCtx    bool          // rdb stops a command at its context's deadline
-	noClient      error // why rdb is nil, when NewLimiter was given something unusable
+	noClient      error         // why rdb is nil, when NewLimiter was given something unusable
 }
 
 // Option configures a Limiter.
