@@ -145,12 +145,12 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 	}
 	dctx, cancel, own := l.deadline(ctx)
 	defer cancel()
-	cmds, err := within(l, dctx, func() []*redis.Cmd { return l.pipeline(dctx, p, ops) })
+	cmds, err := within(l, dctx, func() []redis.Cmder { return l.pipeline(dctx, p, ops) })
 	for i, o := range ops {
-		var v any
+		var v answer
 		e := err
 		if cmds != nil {
-			v, e = cmds[i].Result()
+			v, e = reply(cmds[i])
 		}
 		l.settle(ctx, o, o.blimits, v, l.timedOut(ctx, dctx, own, e))
 	}
@@ -159,11 +159,11 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 // pipeline sends ops in one pipeline per step (FCALL or EVALSHA first,
 // then EVALSHA for "function not found" or OOM, and EVAL for NOSCRIPT),
 // and returns each op's last command. It only reads ops.
-func (l *Limiter) pipeline(ctx context.Context, p pipeliner, ops []*op) []*redis.Cmd {
+func (l *Limiter) pipeline(ctx context.Context, p pipeliner, ops []*op) []redis.Cmder {
 	type sending struct {
 		o   *op
 		st  step
-		cmd *redis.Cmd
+		cmd redis.Cmder
 	}
 	all := make([]sending, len(ops))
 	pending := make([]*sending, len(ops))
@@ -185,7 +185,7 @@ func (l *Limiter) pipeline(ctx context.Context, p pipeliner, ops []*op) []*redis
 		}
 		pending = again
 	}
-	cmds := make([]*redis.Cmd, len(all))
+	cmds := make([]redis.Cmder, len(all))
 	for i := range all {
 		cmds[i] = all[i].cmd
 	}

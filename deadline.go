@@ -104,9 +104,9 @@ func within[T any](l *Limiter, dctx context.Context, f func() T) (T, error) {
 // detached is the loader's run through within, for a client that does not
 // stop at dctx's deadline (a function of its own, so that the closure is
 // not made for the clients that do).
-func (l *Limiter) detached(dctx context.Context, s *script, how access, keys []string, args []any) (any, error) {
+func (l *Limiter) detached(dctx context.Context, s *script, how access, keys []string, args []any) (answer, error) {
 	type reply struct {
-		v   any
+		v   answer
 		err error
 	}
 	r, err := within(l, dctx, func() reply {
@@ -114,7 +114,7 @@ func (l *Limiter) detached(dctx context.Context, s *script, how access, keys []s
 		return reply{v, err}
 	})
 	if err != nil {
-		return nil, err
+		return answer{}, err
 	}
 	return r.v, r.err
 }

@@ -191,7 +191,7 @@ func (l *Limiter) send(ctx context.Context, o *op, limits []Limit) {
 	o.sent, o.resets = l.sentAt()
 	keys, args := []string{o.key}, o.argv(limits)
 	dctx, cancel, own := l.deadline(ctx)
-	var v any
+	var v answer
 	var err error
 	if l.honoursCtx || dctx.Done() == nil {
 		v, err = l.loader.run(dctx, o.s, o.access, keys, args)
@@ -214,7 +214,7 @@ func (l *Limiter) skipped(o *op) {
 // and feeds the deny cache and the breaker. ctx is the context the call was
 // sent with: when it ended before Redis answered, the failure is the
 // caller's, and the breaker is not told.
-func (l *Limiter) settle(ctx context.Context, o *op, limits []Limit, v any, err error) {
+func (l *Limiter) settle(ctx context.Context, o *op, limits []Limit, v answer, err error) {
 	if err == nil {
 		if o.kind == KindReset {
 			l.denyReset(o)

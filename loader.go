@@ -74,13 +74,17 @@ type script struct {
 	source   string
 	sha1     string
 	function string // its function in the library, by the name bound to this version; "" for none
+	// The command's names, put in an interface once rather than per call
+	// (an allocation each): the function, its _ro variant, the SHA1.
+	fnArg, roArg, shaArg any
 }
 
 var (
 	algoScripts = func() []script {
 		out := make([]script, len(specs))
 		for i, sp := range specs {
-			out[i] = script{name: sp.Name, source: sp.Source, sha1: sp.SHA1, function: sp.Function + scripts.VersionSuffix}
+			fn := sp.Function + scripts.VersionSuffix
+			out[i] = script{name: sp.Name, source: sp.Source, sha1: sp.SHA1, function: fn, fnArg: fn, roArg: roFunction(fn), shaArg: sp.SHA1}
 		}
 		return out
 	}()
@@ -179,8 +183,15 @@ const (
 
 // command puts one step of a call on c, a client or a pipeline. A call
 // that writes nothing runs the library's no-writes "_ro" function, which
-// Redis runs even when it refuses writes under maxmemory.
-func (ld *loader) command(ctx context.Context, c scripter, st step, s *script, how access, keys []string, args []any) *redis.Cmd {
+// Redis runs even when it refuses writes under maxmemory. An algorithm's
+// reply, six integers, is read into an IntSliceCmd: a Cmd would box each
+// integer of 256 or more in an interface, an allocation each.
+func (ld *loader) command(ctx context.Context, c scripter, st step, s *script, how access, keys []string, args []any) redis.Cmder {
+	if p, ok := c.(processor); ok && s.function != "" {
+		cmd := redis.NewIntSliceCmd(ctx, commandArgs(st, s, how, keys, args)...)
+		_ = p.Process(ctx, cmd) // a client runs it, a pipeline queues it; the error is the command's
+		return cmd
+	}
 	ro := how == accessReplica
 	switch st {
 	case stepFCall:
@@ -203,6 +214,60 @@ func (ld *loader) command(ctx context.Context, c scripter, st step, s *script, h
 		}
 		return c.Eval(ctx, s.source, keys, args...)
 	}
+}
+
+// processor is a client or a pipeline that runs any command (every go-redis
+// client and pipeline does).
+type processor interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// commandArgs is the command of one step, as the server takes it.
+func commandArgs(st step, s *script, how access, keys []string, args []any) []any {
+	ro := how == accessReplica
+	out := make([]any, 0, 3+len(keys)+len(args))
+	switch {
+	case st == stepFCall && ro:
+		out = append(out, "fcall_ro", s.roArg)
+	case st == stepFCall && how == accessRead:
+		out = append(out, "fcall", s.roArg)
+	case st == stepFCall:
+		out = append(out, "fcall", s.fnArg)
+	case st == stepEvalSha && ro:
+		out = append(out, "evalsha_ro", s.shaArg)
+	case st == stepEvalSha:
+		out = append(out, "evalsha", s.shaArg)
+	case ro:
+		out = append(out, "eval_ro", s.source)
+	default:
+		out = append(out, "eval", s.source)
+	}
+	out = append(out, len(keys))
+	for _, k := range keys {
+		out = append(out, k)
+	}
+	return append(out, args...)
+}
+
+// answer is a script's reply: an algorithm's integers, or any other value
+// (reset's). It holds the integers as a slice, not in an interface, which
+// would cost an allocation per call.
+type answer struct {
+	ints  []int64
+	other any
+}
+
+// reply is a sent command's answer and error.
+func reply(cmd redis.Cmder) (answer, error) {
+	switch c := cmd.(type) {
+	case *redis.IntSliceCmd:
+		v, err := c.Result()
+		return answer{ints: v}, err
+	case *redis.Cmd:
+		v, err := c.Result()
+		return answer{other: v}, err
+	}
+	return answer{}, cmd.Err()
 }
 
 // roFunction is the no-writes variant of function, a name bound to this
@@ -235,10 +300,10 @@ func (ld *loader) next(st step, err error) step {
 }
 
 // run sends one call, step after step, and returns the last reply.
-func (ld *loader) run(ctx context.Context, s *script, how access, keys []string, args []any) (any, error) {
+func (ld *loader) run(ctx context.Context, s *script, how access, keys []string, args []any) (answer, error) {
 	st := ld.first(ctx, s)
 	for {
-		v, err := ld.command(ctx, ld.rdb, st, s, how, keys, args).Result()
+		v, err := reply(ld.command(ctx, ld.rdb, st, s, how, keys, args))
 		if st = ld.next(st, err); st == stepDone {
 			return v, err
 		}

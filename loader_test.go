@@ -108,9 +108,9 @@ func (fs *functionsServer) DialHook(next redis.DialHook) redis.DialHook { return
 
 func (fs *functionsServer) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if c, ok := cmd.(*redis.Cmd); ok && (c.Name() == "fcall" || c.Name() == "fcall_ro") {
-			fs.fcall(ctx, c)
-			return c.Err()
+		if cmd.Name() == "fcall" || cmd.Name() == "fcall_ro" {
+			fs.fcall(ctx, cmd)
+			return cmd.Err()
 		}
 		return next(ctx, cmd)
 	}
@@ -120,8 +120,8 @@ func (fs *functionsServer) ProcessPipelineHook(next redis.ProcessPipelineHook) r
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		var rest []redis.Cmder
 		for _, c := range cmds {
-			if fc, ok := c.(*redis.Cmd); ok && (c.Name() == "fcall" || c.Name() == "fcall_ro") {
-				fs.fcall(ctx, fc)
+			if c.Name() == "fcall" || c.Name() == "fcall_ro" {
+				fs.fcall(ctx, c)
 			} else {
 				rest = append(rest, c)
 			}
@@ -149,8 +149,10 @@ type replyError string
 func (e replyError) Error() string { return string(e) }
 func (replyError) RedisError()     {}
 
-// fcall answers one FCALL or FCALL_RO.
-func (fs *functionsServer) fcall(ctx context.Context, c *redis.Cmd) {
+// fcall answers one FCALL or FCALL_RO, a Cmd or (an algorithm's, as the
+// loader reads it) an IntSliceCmd.
+func (fs *functionsServer) fcall(ctx context.Context, cmd redis.Cmder) {
+	c := fakeReply{cmd}
 	fs.calls.Add(1)
 	args := make([]string, len(c.Args()))
 	for i, a := range c.Args() {
@@ -202,6 +204,29 @@ func (fs *functionsServer) fcall(ctx context.Context, c *redis.Cmd) {
 		return
 	}
 	c.SetVal(v)
+}
+
+// fakeReply sets a command's reply, whatever its type.
+type fakeReply struct{ cmd redis.Cmder }
+
+func (a fakeReply) Args() []any      { return a.cmd.Args() }
+func (a fakeReply) Name() string     { return a.cmd.Name() }
+func (a fakeReply) SetErr(err error) { a.cmd.SetErr(err) }
+
+func (a fakeReply) SetVal(v any) {
+	switch c := a.cmd.(type) {
+	case *redis.Cmd:
+		c.SetVal(v)
+	case *redis.IntSliceCmd:
+		arr, _ := v.([]any)
+		ints := make([]int64, len(arr))
+		for i, x := range arr {
+			ints[i], _ = x.(int64)
+		}
+		c.SetVal(ints)
+	default:
+		a.cmd.SetErr(fmt.Errorf("the fake library cannot answer a %T", a.cmd))
+	}
 }
 
 // v is the suffix of the function names bound to this library version.

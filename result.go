@@ -133,18 +133,27 @@ func (s Source) String() string {
 
 // decodeReply reads the contract's six integers; later contract versions
 // may append fields, which are ignored.
-func decodeReply(v any, limits []Limit) (Result, error) {
-	arr, ok := v.([]any)
-	if !ok || len(arr) < 6 {
-		return Result{}, fmt.Errorf("%w: want an array of 6 integers, got %T %v", ErrBadReply, v, v)
-	}
+func decodeReply(a answer, limits []Limit) (Result, error) {
 	var n [6]int64
-	for i := range n {
-		x, ok := arr[i].(int64)
-		if !ok {
-			return Result{}, fmt.Errorf("%w: field %d is %T, not an integer", ErrBadReply, i+1, arr[i])
+	switch arr := a.other.(type) {
+	case nil: // as the loader reads an algorithm's reply
+		if len(a.ints) < 6 {
+			return Result{}, fmt.Errorf("%w: want an array of 6 integers, got %v", ErrBadReply, a.ints)
 		}
-		n[i] = x
+		copy(n[:], a.ints)
+	case []any:
+		if len(arr) < 6 {
+			return Result{}, fmt.Errorf("%w: want an array of 6 integers, got %T %v", ErrBadReply, arr, arr)
+		}
+		for i := range n {
+			x, ok := arr[i].(int64)
+			if !ok {
+				return Result{}, fmt.Errorf("%w: field %d is %T, not an integer", ErrBadReply, i+1, arr[i])
+			}
+			n[i] = x
+		}
+	default:
+		return Result{}, fmt.Errorf("%w: want an array of 6 integers, got %T %v", ErrBadReply, arr, arr)
 	}
 	if n[5] < 1 || n[5] > int64(len(limits)) {
 		return Result{}, fmt.Errorf("%w: binding limit %d out of range 1..%d", ErrBadReply, n[5], len(limits))
