@@ -31,6 +31,8 @@ import (
 	"reflect"
 	"strconv"
 	"time"
+
+	"github.com/redisrate/redisrate/internal/testtimeout"
 )
 
 // Limiter decides rate limits in Redis. It is safe for concurrent use; make
@@ -60,7 +62,7 @@ type Option func(*Limiter)
 // Limiter whose every call returns an error matching ErrNoClient that says
 // which.
 func NewLimiter(rdb Client, opts ...Option) *Limiter {
-	l := &Limiter{rdb: rdb, timeout: defaultDecisionTimeout, policy: FailError, health: newHealth(DefaultProbeInterval)}
+	l := &Limiter{rdb: rdb, timeout: testtimeout.DecisionTimeout, policy: FailError, health: newHealth(DefaultProbeInterval)}
 	for i, o := range opts {
 		if o == nil {
 			l.noClient = &noClientError{why: "option " + strconv.Itoa(i+1) + " of NewLimiter is nil"}

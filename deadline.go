@@ -24,11 +24,6 @@ import (
 // budget of a request that a limit guards.
 const DefaultDecisionTimeout = 200 * time.Millisecond
 
-// defaultDecisionTimeout is what NewLimiter takes: the package's tests
-// raise it, as their in-process Redis (a Lua interpreter in Go, under the
-// race detector) can take longer than a real one.
-var defaultDecisionTimeout = DefaultDecisionTimeout
-
 // WithDecisionTimeout bounds how long a call waits for Redis to decide:
 // when d passes without an answer, Redis has failed this call (its error
 // matches ErrUnavailable; it opens the circuit breaker), and the fallback

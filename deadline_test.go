@@ -8,6 +8,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redisrate/redisrate/internal/testtimeout"
 )
 
 // slack is what a timed bound in these tests allows on top of the
@@ -18,9 +20,9 @@ const slack = 750 * time.Millisecond
 // withDefaultTimeout returns the Limiter newLimiter makes with the
 // package's own default decision timeout (TestMain raises it).
 func withDefaultTimeout(newLimiter func() *Limiter) *Limiter {
-	saved := defaultDecisionTimeout
-	defaultDecisionTimeout = DefaultDecisionTimeout
-	defer func() { defaultDecisionTimeout = saved }()
+	saved := testtimeout.DecisionTimeout
+	testtimeout.DecisionTimeout = DefaultDecisionTimeout
+	defer func() { testtimeout.DecisionTimeout = saved }()
 	return newLimiter()
 }
 
@@ -127,5 +129,16 @@ func TestDecisionTimeoutOff(t *testing.T) {
 	res, err := l.Allow(ctx, "k", PerMinute(1))
 	if took := time.Since(start); res.Allowed || !isCallerError(err, context.DeadlineExceeded) || took < DefaultDecisionTimeout+100*time.Millisecond {
 		t.Fatalf("%+v, %v after %v; want the caller's deadline to end it, with its error", res, err, took)
+	}
+}
+
+// initialDecisionTimeout is what NewLimiter takes before TestMain raises it.
+var initialDecisionTimeout = testtimeout.DecisionTimeout
+
+// NewLimiter's default deadline is the documented DefaultDecisionTimeout
+// (internal/testtimeout holds it only so that tests can raise it).
+func TestDefaultDecisionTimeoutIsDocumented(t *testing.T) {
+	if initialDecisionTimeout != DefaultDecisionTimeout {
+		t.Errorf("NewLimiter's default decision timeout is %v, DefaultDecisionTimeout says %v", initialDecisionTimeout, DefaultDecisionTimeout)
 	}
 }

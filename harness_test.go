@@ -11,6 +11,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/redisrate/redisrate/internal/testtimeout"
 )
 
 // TestMain quiets go-redis's log of failed dials: the tests stop Redis on
@@ -20,7 +22,7 @@ import (
 // set theirs.
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietLog{})
-	defaultDecisionTimeout = 10 * time.Second
+	testtimeout.DecisionTimeout = 10 * time.Second
 	os.Exit(m.Run())
 }
 
