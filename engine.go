@@ -19,7 +19,7 @@ import (
 //	send      build the ARGV (once per distinct call), send it alone or
 //	          pipelined for AllowBatch (send, sendBatch in batch.go) through
 //	          the loader (FCALL, EVALSHA, EVAL); skipped while the circuit
-//	          breaker is open (failure.go)
+//	          breaker is open (breaker.go)
 //	settle    decode the reply, classify an error, feed the deny cache
 //	          and the breaker (settle)
 //	failure   fallback, then failure policy, for ErrUnavailable only (fail),

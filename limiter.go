@@ -1,28 +1,3 @@
-// Package redisrate is a rate limiter for services that already run Redis.
-//
-// The decisions are made by atomic Lua scripts, one per algorithm, that read
-// the clock with Redis TIME: GCRA, token bucket, leaky bucket, sliding
-// window, fixed window and sliding log. The scripts are the product: package
-// scripts holds them (and the Functions library) for any other stack. This
-// package runs them from Go and decodes their replies into Result.
-//
-// Where things are:
-//
-//	client.go     Limiter, NewLimiter, the options and the call methods
-//	limit.go      Limit, Algorithm, ParseLimit, Validate
-//	result.go     Result, Source, InfDuration
-//	engine.go     the one path every call takes: plan, deny cache, send, settle, failure; Args
-//	loader.go     FCALL / EVALSHA / EVAL of the embedded scripts
-//	denycache.go  the deny cache stage
-//	failure.go    failure policy, fallback, circuit breaker, logging
-//	observer.go   the Observer hook (metrics, traces)
-//	batch.go      AllowBatch and its pipeline
-//	wait.go       Wait, WaitN, WaitMulti
-//	errors.go     the errors and how they are classified
-//
-// It works with every go-redis v9 client: *redis.Client,
-// *redis.ClusterClient, *redis.Ring, the Sentinel failover client and
-// redis.UniversalClient.
 package redisrate
 
 import (
