@@ -71,8 +71,14 @@ type Algorithm struct {
 	Fast     []string // the copy of Body specialized for one key and one limit (manifest "fast: true"), or nil
 }
 
-// Files is every generated file, by path relative to scripts/ (the root
-// package's file starts with "../").
+// Files is every generated file, by path relative to scripts/. One is not
+// inside scripts/: "../algorithm_gen.go", the root package's Algorithm
+// constants (GCRA, TokenBucket, ...). They are facts of the manifests in
+// scripts/src, written once there; made in the same run as the scripts,
+// they cannot name an algorithm the scripts lack or number one otherwise,
+// and TestGeneratedFilesAreCurrent fails when either is stale. The root
+// package cannot run this generator itself (it imports package scripts,
+// which a generator of its own would have to read the manifests from).
 type Files map[string][]byte
 
 var (
