@@ -32,8 +32,9 @@ test:
 	if command -v valkey-server >/dev/null || [ "$$CI" = true ]; then \
 	  (cd integration_test && REDISRATE_SERVER=valkey-server $(GO) test -json -race -shuffle=on -count=1 ./...) | "$$tmp/testsummary" -skips "$$tmp/skips" || exit 1; \
 	else echo "SKIPPED: valkey-server is not installed (bash .ci/run installs it)"; fi && \
-	echo "== go test . (allocation counts, which -race changes)" && \
+	echo "== go test . (allocation counts, which -race changes), and the scripts' long tables whole (a tenth under -race)" && \
 	$(GO) test -count=1 -run 'Alloc' . && \
+	$(GO) test -count=1 -run 'TestGuarantee12$$|TestFastCopyDecidesAsGeneral' ./scripts && \
 	"$$tmp/testsummary" -report -skips "$$tmp/skips"
 
 # gofmt, go vet and staticcheck in every module (in the workspace), then each
