@@ -399,6 +399,28 @@ func (b *Backend) Unchanged(what, key string, before Snapshot) {
 	}
 }
 
+// Snaps is the snapshots of several keys, by key: a call of several keys
+// must change none of them when it changes nothing.
+type Snaps map[string]Snapshot
+
+// SnapAll snaps each of keys.
+func (b *Backend) SnapAll(keys []string) Snaps {
+	b.t.Helper()
+	out := Snaps{}
+	for _, k := range keys {
+		out[k] = b.Snap(k)
+	}
+	return out
+}
+
+// UnchangedAll fails the test for each key of before that changed since.
+func (b *Backend) UnchangedAll(what string, before Snaps) {
+	b.t.Helper()
+	for k, s := range before {
+		b.Unchanged(what, k, s)
+	}
+}
+
 // PTTL is the key's PTTL (-2 no key, -1 no TTL).
 func (b *Backend) PTTL(key string) int64 {
 	b.t.Helper()
