@@ -446,17 +446,30 @@ func TestArgumentsPastRange(t *testing.T) {
 // EVALSHA reply.
 func sameByFCall(t *testing.T, b *st.Backend, s scripts.Spec, ke, kf string, argv ...string) st.Reply {
 	t.Helper()
-	e, f := b.EvalAndFCall(s, ke, kf, argv...)
-	se, sf := b.Snap(ke), b.Snap(kf)
-	if !e.Equal(f) || se.Type != sf.Type || se.Value != sf.Value || se.PTTL != sf.PTTL {
-		t.Errorf("%s %v: EVALSHA %v (key %v), FCALL %v (key %v)", s.Name, argv, e, se, f, sf)
+	return sameByFCallKeys(t, b, s, []string{ke}, []string{kf}, argv...)
+}
+
+// sameByFCallKeys is sameByFCall for a call of several keys: EVALSHA on
+// ke, FCALL on kf, key by key the same.
+func sameByFCallKeys(t *testing.T, b *st.Backend, s scripts.Spec, ke, kf []string, argv ...string) st.Reply {
+	t.Helper()
+	e, f := b.EvalAndFCallKeys(s, ke, kf, argv...)
+	if !e.Equal(f) {
+		t.Errorf("%s %v %v: EVALSHA %v, FCALL %v", s.Name, ke, argv, e, f)
+	}
+	for i := range ke {
+		se, sf := b.Snap(ke[i]), b.Snap(kf[i])
+		if se.Type != sf.Type || se.Value != sf.Value || se.PTTL != sf.PTTL {
+			t.Errorf("%s %v: key %d by EVALSHA %v, by FCALL %v", s.Name, argv, i+1, se, sf)
+		}
 	}
 	return e
 }
 
 // TestFunctionsMatchScripts: on real Redis, FCALL of the library gives the
 // reply EVALSHA gives, and writes the same, for the same call on the same
-// state, and the read-only functions decide as "check" on FCALL_RO.
+// state (of one key or several), and the read-only functions decide as
+// "check" on FCALL_RO.
 func TestFunctionsMatchScripts(t *testing.T) {
 	onServers(t, st.RealClockServers, functionsMatchScripts)
 }
@@ -491,6 +504,37 @@ func functionsMatchScripts(t *testing.T, b *st.Backend) {
 		b.Unchanged("FCALL_RO", key, before)
 		if r := b.FCallRO(s, []string{key}, "5", "60000", "", "1", "peek"); r.Err != "ERR invalid mode 'peek': "+modeRule {
 			t.Errorf("FCALL_RO with mode peek: %v", r)
+		}
+		// Several keys: a user's, a team's and the organisation's, some
+		// calls on keys that other calls share, denials by each key.
+		keyed := []struct {
+			keys []int // of the keys below
+			argv []string
+		}{
+			{[]int{0, 2}, a("3", "1000", "", "1", "", "5", "1000", "")},
+			{[]int{1, 2}, a("3", "1000", "", "2", "", "5", "1000", "")},
+			{[]int{0, 1, 2}, a("3", "1000", "", "1", "", "4", "1000", "", "5", "1000", "")},
+			{[]int{2, 0}, a("5", "1000", "", "1", "", "3", "1000", "")},
+			{[]int{0, 2}, a("3", "1000", "", "1", "check", "5", "1000", "")},
+			{[]int{0, 2}, a("3", "1000", "", "0", "", "5", "1000", "")},
+			{[]int{0, 2}, a("3", "1000", "", "4", "", "5", "1000", "")},
+		}
+		names := []string{"user:1", "user:2", "org"}
+		for round := range 4 {
+			for i, c := range keyed {
+				var ke, kf []string
+				for _, k := range c.keys {
+					ke, kf = append(ke, fmt.Sprintf("{fe2:%s}:%s", s.Name, names[k])), append(kf, fmt.Sprintf("{ff2:%s}:%s", s.Name, names[k]))
+				}
+				if r := sameByFCallKeys(t, b, s, ke, kf, c.argv...); r.Err != "" {
+					t.Errorf("%s round %d call %d %v: %v", s.Name, round, i, ke, r)
+				}
+				if r := b.FCallRO(s, kf, c.argv...); r.Err != "" {
+					t.Errorf("FCALL_RO %s %v: %v", s.Function+"_ro", kf, r)
+				}
+				n++
+			}
+			b.Advance(300 * time.Millisecond)
 		}
 	}
 	t.Logf("%d EVALSHA/FCALL pairs", n)

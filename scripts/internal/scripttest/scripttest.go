@@ -279,13 +279,19 @@ func (b *Backend) FCall(s scripts.Spec, keys []string, args ...string) Reply {
 // one MULTI, so that both read TIME within microseconds of each other
 // (real Redis only, with the library loaded).
 func (b *Backend) EvalAndFCall(s scripts.Spec, ke, kf string, args ...string) (Reply, Reply) {
+	return b.EvalAndFCallKeys(s, []string{ke}, []string{kf}, args...)
+}
+
+// EvalAndFCallKeys is EvalAndFCall for calls of several keys: EVALSHA on
+// ke, FCALL on kf.
+func (b *Backend) EvalAndFCallKeys(s scripts.Spec, ke, kf []string, args ...string) (Reply, Reply) {
 	if err := b.Client.ScriptLoad(Ctx, s.Source).Err(); err != nil {
 		return Reply{Err: err.Error()}, Reply{Err: err.Error()}
 	}
 	var e, f *redis.Cmd
 	_, _ = b.Client.TxPipelined(Ctx, func(p redis.Pipeliner) error {
-		e = p.EvalSha(Ctx, s.SHA1, []string{ke}, anys(args)...)
-		f = p.FCall(Ctx, s.Function, []string{kf}, anys(args)...)
+		e = p.EvalSha(Ctx, s.SHA1, ke, anys(args)...)
+		f = p.FCall(Ctx, s.Function, kf, anys(args)...)
 		return nil
 	})
 	return decode(e.Result()), decode(f.Result())
