@@ -44,7 +44,9 @@ measure() { # name, script file, call args... ("FCALL" as the file: the library;
   wait "$vpid" 2>/dev/null || true
   rm -f "$tmp"/cg.*
   printf '%-40s %8.1fk instructions/call   (reply: %s)\n' "$name" "$(echo "$ir / $N / 1000" | bc -l)" "$reply"
+  per_call[$name]=$(echo "$ir / $N / 1000" | bc -l)
 }
+declare -A per_call # by subject: thousands of instructions per call
 
 printf 'return 1\n' >"$tmp/one.lua"
 printf "local t = redis.call('TIME')\nlocal v = redis.call('GET', KEYS[1])\nredis.call('PSETEX', KEYS[1], 3600000, t[1] .. t[2])\nreturn { 1, 2, 3, 4, 5, 6 }\n" >"$tmp/floor.lua"
@@ -59,6 +61,15 @@ measure "EVALSHA sliding_log.lua, 1 limit" "scripts/sliding_log.lua" 1 k 10000 3
 measure "FCALL redisrate_gcra, 1 limit" FCALL redisrate_gcra 1 k 1000000 3600000
 measure "EVALSHA gcra.lua, 3 limits" scripts/gcra.lua 1 k 1000000 3600000 '' '' '' 1000000 3600000 '' 1000000 3600000 ''
 measure "FCALL redisrate_gcra, 3 limits" FCALL redisrate_gcra 1 k 1000000 3600000 '' '' '' 1000000 3600000 '' 1000000 3600000 ''
+# Several keys (a user's limit and its organisation's, all or nothing),
+# next to the two one-key calls they stand for.
+measure "EVALSHA gcra.lua, 2 keys" scripts/gcra.lua 2 '{o}:u' '{o}' 1000000 3600000 '' '' '' 1000000 3600000 ''
+measure "FCALL redisrate_gcra, 2 keys" FCALL redisrate_gcra 2 '{o}:u' '{o}' 1000000 3600000 '' '' '' 1000000 3600000 ''
+measure "EVALSHA sliding_log.lua, 2 keys" scripts/sliding_log.lua 2 '{o}:u' '{o}' 10000 3600000 '' '' '' 10000 3600000 ''
+for s in "EVALSHA gcra.lua" "FCALL redisrate_gcra" "EVALSHA sliding_log.lua"; do
+  printf '%-40s %8.1fk instructions/call   (2 keys: %.1fk)\n' "$s, 1 limit, twice" \
+    "$(echo "2 * ${per_call[$s, 1 limit]}" | bc -l)" "${per_call[$s, 2 keys]}"
+done
 
 # What the FCALL target leaves room for. Three floors by FCALL, each a
 # Functions library that does less than a decision, and the library's gcra
