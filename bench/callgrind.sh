@@ -100,6 +100,12 @@ done
 k[sliding_log]=$(median "EVALSHA sliding_log.lua, 1 limit" scripts/sliding_log.lua 1 k 10000 3600000)
 k[gcra_fcall3]=$(median "FCALL redisrate_gcra, 3 limits" FCALL redisrate_gcra "${three[@]}")
 k[gcra_eval3]=$(median "EVALSHA gcra.lua, 3 limits" scripts/gcra.lua "${three[@]}")
+# Several keys (a user's limit and its organisation's, all or nothing),
+# next to the two one-key calls they stand for.
+two=(2 '{o}:u' '{o}' 1000000 3600000 '' '' '' 1000000 3600000 '')
+k[gcra_eval2k]=$(median "EVALSHA gcra.lua, 2 keys" scripts/gcra.lua "${two[@]}")
+k[gcra_fcall2k]=$(median "FCALL redisrate_gcra, 2 keys" FCALL redisrate_gcra "${two[@]}")
+k[sl_eval2k]=$(median "EVALSHA sliding_log.lua, 2 keys" scripts/sliding_log.lua 2 '{o}:u' '{o}' 10000 3600000 '' '' '' 10000 3600000 '')
 
 # row NAME VALUE BASE BASENAME TARGET: VALUE against BASE, and the target met or not
 row() {
@@ -123,3 +129,5 @@ row "3 limits by FCALL" "${k[gcra_fcall3]}" "${k[gcra_fcall]}" "1 limit" 1.75
 echo
 printf 'Beside them: the peer %.1fk admitted, %.1fk denied; floors by FCALL %.1fk and %.1fk with the state; sliding_log by EVALSHA %.1fk; 3 limits by EVALSHA %.1fk (%.2fx 1 limit).\n' \
   "${k[peer]}" "${k[peer_denied]}" "${k[floor]}" "${k[floor_state]}" "${k[sliding_log]}" "${k[gcra_eval3]}" "$(echo "${k[gcra_eval3]} / ${k[gcra_eval]}" | bc -l)"
+printf 'Two keys in one call against two one-key calls: gcra by EVALSHA %.1fk (%.1fk), by FCALL %.1fk (%.1fk); sliding_log by EVALSHA %.1fk (%.1fk).\n' \
+  "${k[gcra_eval2k]}" "$(echo "2 * ${k[gcra_eval]}" | bc -l)" "${k[gcra_fcall2k]}" "$(echo "2 * ${k[gcra_fcall]}" | bc -l)" "${k[sl_eval2k]}" "$(echo "2 * ${k[sliding_log]}" | bc -l)"

@@ -16,7 +16,8 @@ import (
 // stands for the script's name and LIMITRULE for its limit's rule.
 type argCase struct {
 	name    string
-	numkeys int // keys passed; 0 means 1
+	numkeys int // keys passed, each its own; 0 means 1, -1 none
+	dup     int // with numkeys keys: this key (from 2) is the same as the first
 	argv    []string
 	want    string
 	only    string // "bucket" or "window": the case applies to those scripts only
@@ -36,10 +37,27 @@ const (
 // exact text; the first argument at fault in ARGV order; and calls that
 // must be accepted.
 var argCases = []argCase{
-	// key count
-	{name: "no key", numkeys: -1, argv: a("10", "1000"), want: "ERR invalid numkeys '0': must be 1 (the limiter's key)"},
-	{name: "two keys", numkeys: 2, argv: a("10", "1000"), want: "ERR invalid numkeys '2': must be 1 (the limiter's key)"},
-	{name: "two keys, bad limit", numkeys: 2, argv: a("x", "1000"), want: "ERR invalid numkeys '2': must be 1 (the limiter's key)"},
+	// key count, and the keys (issue 21): checked before ARGV, but a
+	// count other than the limits' after them, as the other miscounts
+	{name: "no key", numkeys: -1, argv: a("10", "1000"), want: numkeysRange(0)},
+	{name: "no key, bad limit", numkeys: -1, argv: a("x", "1000"), want: numkeysRange(0)},
+	{name: "9 keys", numkeys: 9, argv: append(a("1", "1000", "", "", ""), strings.Split(strings.Repeat("1 1000 0 ", 8), " ")[:24]...), want: numkeysRange(9)},
+	{name: "9 keys, bad limit", numkeys: 9, argv: a("x", "1000"), want: numkeysRange(9)},
+	{name: "two keys, one limit", numkeys: 2, argv: a("10", "1000"), want: numkeysLimits(2, 1)},
+	{name: "two keys, bad limit", numkeys: 2, argv: a("x", "1000"), want: "ERR invalid limit 'x': LIMITRULE"},
+	{name: "two keys, bad cost", numkeys: 2, argv: a("10", "1000", "", "x"), want: "ERR invalid cost 'x': " + costRule},
+	{name: "two keys, three limits", numkeys: 2, argv: a("10", "1000", "", "", "", "5", "1000", "", "7", "1000", ""), want: numkeysLimits(2, 3)},
+	{name: "two keys, three limits, bad limit #3", numkeys: 2, argv: a("10", "1000", "", "", "", "5", "1000", "", "x", "1000", ""), want: "ERR invalid limit #3 'x': LIMITRULE"},
+	{name: "three keys, two limits", numkeys: 3, argv: a("10", "1000", "", "", "", "5", "1000", ""), want: numkeysLimits(3, 2)},
+	{name: "three keys, incomplete #2", numkeys: 3, argv: a("10", "1000", "", "", "", "5", "1000"), want: "ERR incomplete limit #2: each further limit is the triple limit period_ms burst"},
+	{name: "two keys, 9 limits", numkeys: 2, argv: append(a("1", "1000", "", "", ""), strings.Split(strings.Repeat("1 1000 0 ", 8), " ")[:24]...), want: "ERR too many limits (9): must be at most 8"},
+	{name: "two keys, two limits", numkeys: 2, argv: a("10", "1000", "", "", "", "5", "1000", "")},
+	{name: "two keys, two limits, cost 0", numkeys: 2, argv: a("10", "1000", "", "0", "", "5", "1000", "")},
+	{name: "8 keys, 8 limits", numkeys: 8, argv: append(a("1", "1000", "", "", ""), strings.Split(strings.Repeat("1 1000 0 ", 7), " ")[:21]...)},
+	{name: "the same key twice", numkeys: 2, dup: 2, argv: a("10", "1000", "", "", "", "5", "1000", ""), want: "ERR invalid key #2 '@KEY@': must differ from key #1"},
+	{name: "the same key twice, bad limit", numkeys: 2, dup: 2, argv: a("x", "1000", "", "", "", "5", "1000", ""), want: "ERR invalid key #2 '@KEY@': must differ from key #1"},
+	{name: "the same key twice, one limit", numkeys: 2, dup: 2, argv: a("10", "1000"), want: "ERR invalid key #2 '@KEY@': must differ from key #1"},
+	{name: "key #3 the same as key #1", numkeys: 3, dup: 3, argv: a("10", "1000", "", "", "", "5", "1000", "", "5", "1000", ""), want: "ERR invalid key #3 '@KEY@': must differ from key #1"},
 	// limits: too many, incomplete
 	{name: "9 limits", argv: append(a("1", "1000", "", "", ""), strings.Split(strings.Repeat("1 1000 0 ", 8), " ")[:24]...), want: "ERR too many limits (9): must be at most 8"},
 	{name: "9 limits, incomplete", argv: append(a("1", "1000", "", "", ""), strings.Split(strings.Repeat("1 1000 0 ", 8), " ")[:23]...), want: "ERR too many limits (9): must be at most 8"},
@@ -138,22 +156,39 @@ func applies(c argCase, s scripts.Spec) bool {
 	return true
 }
 
-func wantText(c argCase, s scripts.Spec) string {
+func numkeysRange(k int) string {
+	return fmt.Sprintf("ERR invalid numkeys '%d': must be 1 (every limit on one key) or 2 to 8 (limit i on KEYS[i])", k)
+}
+
+func numkeysLimits(k, n int) string {
+	return fmt.Sprintf("ERR invalid numkeys '%d': must be 1 or the number of limits (%d), one limit per key", k, n)
+}
+
+// wantText is c's error for s on key (@KEY@ in want).
+func wantText(c argCase, s scripts.Spec, key string) string {
 	rule := "must be a whole number from 1 to 10^15"
 	if s.Log {
 		rule = "must be a whole number from 1 to 10000"
 	}
-	return strings.NewReplacer("NAME", s.Name, "LIMITRULE", rule).Replace(c.want)
+	return strings.NewReplacer("NAME", s.Name, "LIMITRULE", rule, "@KEY@", key).Replace(c.want)
 }
 
+// keysFor is c's keys: key, then keys of the same hash tag.
 func keysFor(c argCase, key string) []string {
 	switch c.numkeys {
 	case -1:
 		return nil
-	case 2:
-		return []string{key, "{" + key + "}:2"}
+	case 0:
+		return []string{key}
 	}
-	return []string{key}
+	keys := []string{key}
+	for i := 2; i <= c.numkeys; i++ {
+		keys = append(keys, fmt.Sprintf("{%s}:%d", key, i))
+	}
+	if c.dup > 0 {
+		keys[c.dup-1] = key
+	}
+	return keys
 }
 
 // prime gives key some state of s, so that a call that must change nothing
@@ -182,10 +217,12 @@ func TestArgumentErrors(t *testing.T) {
 				}
 				cases++
 				key := fmt.Sprintf("args:%s:%d", s.Name, i)
-				prime(t, b, s, key)
-				before := b.Snap(key)
-				want := wantText(c, s)
 				keys := keysFor(c, key)
+				for _, k := range keys {
+					prime(t, b, s, k)
+				}
+				snaps := b.SnapAll(append(keys, key)) // key: also when no key is passed
+				want := wantText(c, s, key)
 				argv := c.argv
 				if want == "" {
 					argv = append(append([]string(nil), argv...), make([]string, max(0, 5-len(argv)))...)
@@ -195,7 +232,7 @@ func TestArgumentErrors(t *testing.T) {
 					}
 				}
 				r := b.EvalKeys(s.Source, s.SHA1, keys, argv...)
-				if _, parsed := st.Parse(s, len(keys), argv); parsed != want {
+				if _, parsed := st.ParseKeys(s, keys, argv); parsed != want {
 					t.Errorf("%s %q: Parse says %q, want %q", s.Name, c.name, parsed, want)
 				}
 				if want != "" && r.Err != want {
@@ -204,7 +241,7 @@ func TestArgumentErrors(t *testing.T) {
 				if want == "" && r.Err != "" {
 					t.Errorf("%s: %s %q: %v, want a reply", b.Name, s.Name, c.name, r)
 				}
-				b.Unchanged(s.Name+" "+c.name, key, before)
+				b.UnchangedAll(s.Name+" "+c.name, snaps)
 				if b.Real {
 					f := b.FCall(s, keys, argv...)
 					if want != "" && f.Err != want {
@@ -213,7 +250,7 @@ func TestArgumentErrors(t *testing.T) {
 					if want == "" && f.Err != "" {
 						t.Errorf("FCALL %s %q: %v, want a reply", s.Name, c.name, f)
 					}
-					b.Unchanged("FCALL "+s.Name+" "+c.name, key, before)
+					b.UnchangedAll("FCALL "+s.Name+" "+c.name, snaps)
 				}
 			}
 		}
@@ -409,17 +446,30 @@ func TestArgumentsPastRange(t *testing.T) {
 // EVALSHA reply.
 func sameByFCall(t *testing.T, b *st.Backend, s scripts.Spec, ke, kf string, argv ...string) st.Reply {
 	t.Helper()
-	e, f := b.EvalAndFCall(s, ke, kf, argv...)
-	se, sf := b.Snap(ke), b.Snap(kf)
-	if !e.Equal(f) || se.Type != sf.Type || se.Value != sf.Value || se.PTTL != sf.PTTL {
-		t.Errorf("%s %v: EVALSHA %v (key %v), FCALL %v (key %v)", s.Name, argv, e, se, f, sf)
+	return sameByFCallKeys(t, b, s, []string{ke}, []string{kf}, argv...)
+}
+
+// sameByFCallKeys is sameByFCall for a call of several keys: EVALSHA on
+// ke, FCALL on kf, key by key the same.
+func sameByFCallKeys(t *testing.T, b *st.Backend, s scripts.Spec, ke, kf []string, argv ...string) st.Reply {
+	t.Helper()
+	e, f := b.EvalAndFCallKeys(s, ke, kf, argv...)
+	if !e.Equal(f) {
+		t.Errorf("%s %v %v: EVALSHA %v, FCALL %v", s.Name, ke, argv, e, f)
+	}
+	for i := range ke {
+		se, sf := b.Snap(ke[i]), b.Snap(kf[i])
+		if se.Type != sf.Type || se.Value != sf.Value || se.PTTL != sf.PTTL {
+			t.Errorf("%s %v: key %d by EVALSHA %v, by FCALL %v", s.Name, argv, i+1, se, sf)
+		}
 	}
 	return e
 }
 
 // TestFunctionsMatchScripts: on real Redis, FCALL of the library gives the
 // reply EVALSHA gives, and writes the same, for the same call on the same
-// state, and the read-only functions decide as "check" on FCALL_RO.
+// state (of one key or several), and the read-only functions decide as
+// "check" on FCALL_RO.
 func TestFunctionsMatchScripts(t *testing.T) {
 	onServers(t, st.RealClockServers, functionsMatchScripts)
 }
@@ -454,6 +504,37 @@ func functionsMatchScripts(t *testing.T, b *st.Backend) {
 		b.Unchanged("FCALL_RO", key, before)
 		if r := b.FCallRO(s, []string{key}, "5", "60000", "", "1", "peek"); r.Err != "ERR invalid mode 'peek': "+modeRule {
 			t.Errorf("FCALL_RO with mode peek: %v", r)
+		}
+		// Several keys: a user's, a team's and the organisation's, some
+		// calls on keys that other calls share, denials by each key.
+		keyed := []struct {
+			keys []int // of the keys below
+			argv []string
+		}{
+			{[]int{0, 2}, a("3", "1000", "", "1", "", "5", "1000", "")},
+			{[]int{1, 2}, a("3", "1000", "", "2", "", "5", "1000", "")},
+			{[]int{0, 1, 2}, a("3", "1000", "", "1", "", "4", "1000", "", "5", "1000", "")},
+			{[]int{2, 0}, a("5", "1000", "", "1", "", "3", "1000", "")},
+			{[]int{0, 2}, a("3", "1000", "", "1", "check", "5", "1000", "")},
+			{[]int{0, 2}, a("3", "1000", "", "0", "", "5", "1000", "")},
+			{[]int{0, 2}, a("3", "1000", "", "4", "", "5", "1000", "")},
+		}
+		names := []string{"user:1", "user:2", "org"}
+		for round := range 4 {
+			for i, c := range keyed {
+				var ke, kf []string
+				for _, k := range c.keys {
+					ke, kf = append(ke, fmt.Sprintf("{fe2:%s}:%s", s.Name, names[k])), append(kf, fmt.Sprintf("{ff2:%s}:%s", s.Name, names[k]))
+				}
+				if r := sameByFCallKeys(t, b, s, ke, kf, c.argv...); r.Err != "" {
+					t.Errorf("%s round %d call %d %v: %v", s.Name, round, i, ke, r)
+				}
+				if r := b.FCallRO(s, kf, c.argv...); r.Err != "" {
+					t.Errorf("FCALL_RO %s %v: %v", s.Function+"_ro", kf, r)
+				}
+				n++
+			}
+			b.Advance(300 * time.Millisecond)
 		}
 	}
 	t.Logf("%d EVALSHA/FCALL pairs", n)

@@ -48,15 +48,40 @@ func (in fuzzInput) args() []string {
 }
 
 func (in fuzzInput) String() string {
-	return fmt.Sprintf("%s on a key holding %s %.80q, %d keys, ARGV %q, clock %+dus",
-		in.spec().Name, fuzzKinds[int(in.kind)%len(fuzzKinds)], in.data, int(in.numkeys)%3, in.args(), in.step)
+	return fmt.Sprintf("%s on a key holding %s %.80q (a second key %s), keys %q, ARGV %q, clock %+dus",
+		in.spec().Name, in.kindOf(0), in.data, in.kindOf(1), in.keys("k"), in.args(), in.step)
 }
 
-// setup fills key as in.kind says, at the clock's current time.
-func (in fuzzInput) setup(t testing.TB, b *st.Backend, key string) {
+// kindOf is what key i (0 or 1) holds before the call: the first key by
+// kind % 10, the second by kind / 20 (so "none" below 20).
+func (in fuzzInput) kindOf(i int) string {
+	if i == 0 {
+		return fuzzKinds[int(in.kind)%len(fuzzKinds)]
+	}
+	return fuzzKinds[int(in.kind)/20%len(fuzzKinds)]
+}
+
+// keys is the call's keys: numkeys % 10 of them (0 to 9), key, then keys of
+// its hash tag; when numkeys / 10 is odd, the last is key again.
+func (in fuzzInput) keys(key string) []string {
+	keys := make([]string, int(in.numkeys)%10)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("{%s}:%d", key, i+1)
+	}
+	if len(keys) > 0 {
+		keys[0] = key
+	}
+	if len(keys) > 1 && in.numkeys/10%2 == 1 {
+		keys[len(keys)-1] = key
+	}
+	return keys
+}
+
+// setup fills key i (0 or 1) as in.kind says, at the clock's current time.
+func (in fuzzInput) setup(t testing.TB, b *st.Backend, i int, key string) {
 	c, data := b.Client, in.data
 	var err error
-	switch fuzzKinds[int(in.kind)%len(fuzzKinds)] {
+	switch in.kindOf(i) {
 	case "none":
 	case "string":
 		err = c.Set(st.Ctx, key, data, 0).Err()
@@ -120,7 +145,7 @@ func (in fuzzInput) setup(t testing.TB, b *st.Backend, key string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if kind := fuzzKinds[int(in.kind)%len(fuzzKinds)]; kind != "none" && kind != "state" && int(in.kind)/len(fuzzKinds)%2 == 1 {
+	if kind := in.kindOf(i); kind != "none" && kind != "state" && int(in.kind)/len(fuzzKinds)%2 == 1 {
 		// some keys carry a TTL of their own
 		if err := c.PExpire(st.Ctx, key, time.Hour).Err(); err != nil {
 			t.Fatal(err)
@@ -129,30 +154,44 @@ func (in fuzzInput) setup(t testing.TB, b *st.Backend, key string) {
 }
 
 // checkCall runs in on b and holds the outcome to the contract: the exact
-// argument error (Parse) or state error (ExpectedStateError), else a reply
-// of six integers within their ranges; nothing written on an error, a
-// denial, a check or a cost of 0; valid state with a TTL after a write.
+// argument error (ParseKeys) or state error (ExpectedStateError, for the
+// first key at fault), else a reply of six integers within their ranges;
+// nothing written on any key on an error, a denial, a check or a cost of 0;
+// valid state with a TTL on every key after a write. A call of several keys
+// is also held to the same history of one-key calls, on copies of its keys
+// (each decided alone with its limit; if all admit, each recorded): the
+// same admission, the same states and TTLs.
 func checkCall(t testing.TB, b *st.Backend, in fuzzInput, key string) st.Reply {
 	t.Helper()
 	s := in.spec()
 	argv := in.args()
-	nk := int(in.numkeys) % 3
-	keys := []string{key, "{" + key + "}:other"}[:nk]
-	before := b.Snap(key)
-	ks := b.KeyState(key)
-	call, argErr := st.Parse(s, nk, argv)
+	keys := in.keys(key)
+	before := b.SnapAll(append(keys, key, "{"+key+"}:2")) // the keys set up, also when not passed
+	call, argErr := st.ParseKeys(s, keys, argv)
 	stateErr := ""
-	if argErr == "" {
-		stateErr = st.ExpectedStateError(s, ks)
+	for i, k := range keys {
+		if argErr != "" || stateErr != "" {
+			break
+		}
+		if stateErr = st.ExpectedStateError(s, b.KeyState(k)); stateErr != "" && len(keys) > 1 {
+			stateErr = st.KeyAt(i+1, stateErr)
+		}
 	}
-	if argErr == "" && stateErr == "" && ks.Type != "none" {
+	if argErr == "" && stateErr == "" && len(keys) == 1 && b.KeyState(key).Type != "none" {
 		changedLimits(t, b, in, key, call)
+	}
+	var shadows []string
+	if argErr == "" && stateErr == "" && len(keys) > 1 {
+		for _, k := range keys {
+			shadows = append(shadows, k+":shadow")
+			copyKey(t, b, k, k+":shadow")
+		}
 	}
 	t0 := time.Now()
 	r := b.EvalKeys(s.Source, s.SHA1, keys, argv...)
 	fail := func(format string, a ...any) {
 		t.Helper()
-		t.Fatalf("%s: %s\n reply %v\n key before %v\n key after  %v", in, fmt.Sprintf(format, a...), r, before, b.Snap(key))
+		t.Fatalf("%s: %s\n reply %v\n keys before %v\n keys after  %v", in, fmt.Sprintf(format, a...), r, before, b.SnapAll(keys))
 	}
 	if r.Err != "" {
 		if !st.ContractError(r.Err) {
@@ -166,7 +205,7 @@ func checkCall(t testing.TB, b *st.Backend, in fuzzInput, key string) st.Reply {
 		case argErr == "" && !st.SameError(stateErr, r.Err):
 			fail("want state error %q", stateErr)
 		}
-		b.Unchanged("error", key, before)
+		b.UnchangedAll("error", before)
 		return r
 	}
 	if argErr != "" {
@@ -206,30 +245,97 @@ func checkCall(t testing.TB, b *st.Backend, in fuzzInput, key string) st.Reply {
 	case call.Cost == 0 && v[0] != 1:
 		fail("a cost of 0 denied")
 	}
+	if shadows != nil {
+		sameAsOneKeyCalls(t, b, in, keys, shadows, call, v[0] == 1, fail)
+	}
 	if v[0] == 0 || call.Check || call.Cost == 0 {
-		b.Unchanged("denial, check or cost 0", key, before)
+		b.UnchangedAll("denial, check or cost 0", before)
 		return r
 	}
-	// On the machine's clock a TTL of a few ms may run out before the key
-	// is read: the key's TTL is at least the binding limit's reset_after_ms.
-	gone := func() bool {
-		if b.Clocked() {
-			return false
+	for i, k := range keys {
+		// On the machine's clock a TTL of a few ms may run out before the
+		// key is read: the key's TTL is at least its limit's reset_after_ms,
+		// at least the binding one's with one key.
+		gone := func() bool {
+			if b.Clocked() {
+				return false
+			}
+			p := b.PTTL(k) // -2 gone, 0 going
+			return (p == -2 || p == 0) && (len(keys) > 1 || v[3] <= time.Since(t0).Milliseconds()+1)
 		}
-		p := b.PTTL(key) // -2 gone, 0 going
-		return (p == -2 || p == 0) && v[3] <= time.Since(t0).Milliseconds()+1
-	}
-	after := b.Snap(key)
-	if after.PTTL <= 0 && !gone() {
-		fail("admitted, but the key has no TTL")
-	}
-	if !s.Log && !st.ValidState(s, b.Get(key)) && !gone() {
-		fail("admitted, but the key holds no valid state")
-	}
-	if s.Log && b.Client.ZScore(st.Ctx, key, s.Tag).Err() != nil && !gone() {
-		fail("admitted, but the log has no marker")
+		after := b.Snap(k)
+		if after.PTTL <= 0 && !gone() {
+			fail("admitted, but key %d has no TTL", i+1)
+		}
+		if !s.Log && !st.ValidState(s, b.Get(k)) && !gone() {
+			fail("admitted, but key %d holds no valid state", i+1)
+		}
+		if !s.Log && len(keys) > 1 && strings.Count(b.Get(k), " ") != s.Fields && !gone() {
+			fail("admitted, but key %d holds other than its one limit's state", i+1)
+		}
+		if s.Log && b.Client.ZScore(st.Ctx, k, s.Tag).Err() != nil && !gone() {
+			fail("admitted, but the log of key %d has no marker", i+1)
+		}
 	}
 	return r
+}
+
+// sameAsOneKeyCalls holds a call of several keys, on keys whose copies are
+// shadows, to the one-key calls it stands for, at the same moment: each
+// shadow checked alone with its limit; the call admitted exactly when
+// every one admits, and then each shadow recorded by a one-key call and
+// left as the call left its key.
+func sameAsOneKeyCalls(t testing.TB, b *st.Backend, in fuzzInput, keys, shadows []string, call st.Call, admitted bool, fail func(string, ...any)) {
+	t.Helper()
+	s := in.spec()
+	one := func(i int, mode string) []string {
+		l := call.Limits[i]
+		return []string{strconv.FormatInt(l.Limit, 10), strconv.FormatInt(l.PeriodMS, 10), strconv.FormatInt(l.Burst, 10), strconv.FormatInt(call.Cost, 10), mode}
+	}
+	all := true
+	for i, sh := range shadows {
+		r := b.Eval(s, sh, one(i, "check")...)
+		if r.Err != "" {
+			fail("key %d's copy, alone with its limit: %v", i+1, r)
+		}
+		all = all && r.Ints[0] == 1
+	}
+	if all != admitted {
+		fail("admitted %t, but the keys alone with their limits admit: %t", admitted, all)
+	}
+	if !admitted || call.Cost == 0 || call.Check {
+		return
+	}
+	for i, sh := range shadows {
+		if r := b.Eval(s, sh, one(i, "")...); r.Err != "" || r.Ints[0] != 1 {
+			fail("key %d's copy, alone with its limit: %v, want admitted", i+1, r)
+		}
+		got, alone := b.Snap(keys[i]), b.Snap(sh)
+		if got.Type != alone.Type || got.Value != alone.Value || (b.Clocked() && got.PTTL != alone.PTTL) {
+			fail("key %d holds %v, its copy after the one-key call %v", i+1, got, alone)
+		}
+	}
+}
+
+// copyKey makes to what from holds: a string or a sorted set (the types a
+// valid state has), with its TTL.
+func copyKey(t testing.TB, b *st.Backend, from, to string) {
+	t.Helper()
+	c := b.Client
+	c.Del(st.Ctx, to)
+	switch c.Type(st.Ctx, from).Val() {
+	case "none":
+		return
+	case "string":
+		c.Set(st.Ctx, to, c.Get(st.Ctx, from).Val(), 0)
+	case "zset":
+		c.ZAdd(st.Ctx, to, c.ZRangeWithScores(st.Ctx, from, 0, -1).Val()...)
+	default:
+		t.Fatalf("copyKey of a %s", c.Type(st.Ctx, from).Val())
+	}
+	if p := c.PTTL(st.Ctx, from).Val(); p > 0 {
+		c.PExpire(st.Ctx, to, p)
+	}
 }
 
 // changedLimits holds a valid call on existing state to guarantee 12: at
@@ -347,6 +453,17 @@ var fuzzSeeds = []fuzzInput{
 	{0, 0, "", 1, strings.Repeat("1\x00", 28) + "1", 0},
 	{2, 1, "order 42", 1, "010\x00001000\x00\x00000", 0},
 	{4, 7, "\x04" + "3 1000", 1, "3\x001000\x00\x003", -1500000},
+	// several keys (issue 21); kind / 20 sets the second key up
+	{0, 147, "\x005 1000 10 3;5 1000 10 3", 2, "5\x001000\x0010\x001\x00\x0010\x001000\x00", 0},
+	{3, 147, "\x035 1000 5 2", 2, "5\x001000\x00\x002\x00\x008\x001000\x00", 500},
+	{5, 147, "\x053 1000 3 2", 2, "3\x001000\x00\x001\x00\x003\x001000\x00", -200},
+	{5, 147, "\x053 60000 3 1", 2, "3\x0060000\x00\x001\x00\x003\x001000\x00", 0}, // a longer period before a shorter
+	{5, 27, "order 42", 2, "3\x001000\x00\x00\x00\x003\x001000\x00", 0},
+	{1, 160, "\x01 1 2", 2, "5\x001000\x00\x00\x00\x005\x001000\x00", 0},
+	{2, 147, "\x025 1000 10 3", 12, "5\x001000\x00\x00\x00\x005\x001000\x00", 0},
+	{4, 7, "\x04", 3, "5\x001000\x00\x00\x00\x005\x001000\x00\x005\x001000\x00", 0},
+	{0, 0, "", 9, "1\x001000", 0},
+	{0, 0, "", 3, "1\x001000\x00\x00\x00\x001\x001000\x00", 0},
 }
 
 // runFuzzInput sets the key up on an empty database, moves the clock
@@ -355,9 +472,11 @@ func runFuzzInput(t *testing.T, b *st.Backend, in fuzzInput) {
 	if err := b.Client.FlushAll(st.Ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	in.setup(t, b, "k")
-	if !b.Clocked() {
-		b.Client.Persist(st.Ctx, "k") // the machine's clock runs on: no TTL runs out during the check
+	in.setup(t, b, 0, "k")
+	in.setup(t, b, 1, "{k}:2")
+	if !b.Clocked() { // the machine's clock runs on: no TTL runs out during the check
+		b.Client.Persist(st.Ctx, "k")
+		b.Client.Persist(st.Ctx, "{k}:2")
 	} else {
 		b.Advance(time.Duration(in.step) * time.Microsecond)
 	}

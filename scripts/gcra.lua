@@ -4,6 +4,12 @@
 --
 -- Call:
 --   EVALSHA <sha1> 1 <key> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
+--   EVALSHA <sha1> <k> <key1> ... <keyk> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
+--
+-- KEYS: one key holds every limit's state. With k keys (2 to 8, all
+-- different, in one cluster slot by a hash tag), limit i guards KEYS[i],
+-- which keeps its limit's state as a one-key call with it would: a key many
+-- calls share (an organisation's) can also be called alone with its limit.
 --
 -- ARGV (whole decimal numbers, digits only; "" means the default):
 --   1 limit      units per period_ms, from 1 to 10^15
@@ -13,6 +19,7 @@
 --   5 mode       "" decides and records; "check" decides exactly so but records nothing
 --   6..          further "limit period_ms burst" triples, up to 8 limits in all:
 --                admitted only if every limit admits, then recorded against each
+--                (on every key); otherwise nothing is written (on any key)
 --
 -- Reply: six integers
 --   1 allowed         1 admitted, 0 denied
@@ -20,13 +27,16 @@
 --   3 retry_after_ms  0 when allowed; else ms until the same request would be admitted; -1 never
 --   4 reset_after_ms  ms until the key is back to full capacity
 --   5 capacity        the binding limit's capacity (burst)
---   6 binding         which limit (1, 2, ...) fields 2 to 5 describe
+--   6 binding         which limit (1, 2, ...) fields 2 to 5 describe; with k keys, KEYS[binding]'s
 --
--- Errors: "ERR invalid <argument> '<value>': <rule>", naming the first argument
--- at fault; a key that holds anything but this script's state is refused and
--- left untouched. Under maxmemory with noeviction, a writing call fails with
--- OOM and writes nothing. The clock is Redis TIME; a clock that steps back
--- decides as of the time the state records.
+-- Errors: "ERR invalid <argument> '<value>': <rule>", naming the first fault in
+-- this order: numkeys not 1 to 8, a key the same as an earlier one ("key #i"),
+-- ARGV in its order (a 9th limit is too many), a last triple cut short, then
+-- k keys for other than k limits. A key that holds anything but this
+-- script's state is refused and left untouched ("ERR key holds ...", with
+-- several keys "ERR key #i holds ..."). Under maxmemory with noeviction, a
+-- writing call fails with OOM and writes nothing. The clock is Redis TIME;
+-- a clock that steps back decides as of the time the state records.
 --
 -- Algorithm: GCRA, the Generic Cell Rate Algorithm. Units are spaced
 -- period_ms / limit apart on a theoretical arrival time (TAT); a request is
@@ -125,8 +135,8 @@ repeat
   local ahead, r = 0, 0
   if stored_r then
     local d = stored_t - now
-    if stored_t > 9007199254740991 then -- read exactly from its text
-      local x = match(raw, '^%S+' .. ('').rep(' %d+', 2 * i - 2) .. ' (%d+)')
+    if stored_t > 9007199254740991 then -- read exactly from its text: KEYS[i]'s first limit's, or with one key KEYS[1]'s i-th
+      local x = match(redis.call('GET', KEYS[i] or KEYS[1]), '^%S+' .. ('').rep(' %d+', KEYS[i] and 0 or 2 * i - 2) .. ' (%d+)')
       d = (('').sub(x, 1, #x - 6) * 1000000 - now) + (('1' .. ('').sub(x, -6)) - 1000000)
     end
     local r0 = stored_r
@@ -238,23 +248,37 @@ local function out_of_range(limit, period_ms, burst)
   while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
   return burst * (period_us / g) > 4503599627370496
 end
--- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
+-- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
 local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
-if #keys ~= 1 then
-  return redis.error_reply('ERR invalid numkeys \'' .. #keys .. "': must be 1 (the limiter's key)")
-end
-local key = keys[1]
-local nargs = #argv
+-- One key holds every limit; with k keys (2 to 8), limit i guards KEYS[i].
+-- The key count and the keys come before ARGV and are checked first; that
+-- k is the number of limits, last (guarantee 8: a miscount after values).
+local k, nargs = #keys, #argv
 -- Limits in this call: the first, and one for each further triple begun.
 local n = nargs > 5 and 1 + (nargs - 5 + -(nargs - 5) % 3) / 3 or 1
+-- A miscount named once every value is read: true for a last triple cut
+-- short (it comes first), 'numkeys' for k keys other than n limits.
+local short = false
+if k ~= 1 then
+  if k < 1 or k > 8 then
+    return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 (every limit on one key) or 2 to 8 (limit i on KEYS[i])")
+  end
+  for i = 2, k do
+    for j = 1, i - 1 do
+      if keys[i] == keys[j] then return invalid('key', i, keys[i], 'must differ from key #' .. j) end
+    end
+  end
+  if k ~= n then short = 'numkeys' end
+end
+local key = keys[1]
 local cost, check = 1, false
 -- The first limit's arguments go into locals; a further limit's, once read,
 -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
 -- call builds a table for them.
 local limit1, period1, burst1
-local short = false -- the last further triple is cut short
 -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
--- before a miscount that follows it: too many limits, a last triple cut short.
+-- before a miscount that follows it: too many limits, a last triple cut
+-- short, a key count other than the number of limits.
 for i = 1, n do
   if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
   local at = i == 1 and 0 or 3 * i - 1
@@ -304,6 +328,9 @@ for i = 1, n do
   end
 end
 if short then
+  if short == 'numkeys' then
+    return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 or the number of limits (" .. n .. '), one limit per key')
+  end
   return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
 end
 
@@ -322,55 +349,75 @@ end
 -- user's value, another script's or version's state) is refused, untouched.
 -- The first limit's numbers are read into locals, the others' (a state of
 -- several limits) into a table: a state of one limit builds no table.
-local raw = redis.pcall('GET', key)
-local s1, s2 -- the first limit's stored numbers; nil when the key is empty
+-- With several keys, key i holds limit i's state alone: it is read as a
+-- one-key call with one limit reads it (the first limit's numbers, the
+-- rest checked too), and an error names its position (key #i).
+local slots, i, s1, s2 -- with several keys, their numbers and the key read; the first limit's (nil: none)
 local more = n > 1 and {} or nil -- the other limits' numbers, FIELDS each
-if raw then
-  if raw.err then -- pcall's error reply: another type (a string's .err is nil)
-    return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
-  end
-  -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
-  -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
-  -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
-  -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
-  -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
-  local t1, t2, rest = match(raw, STATE)
-  local good = rest ~= nil
-  if good then
-    s1 = #t1 <= 17 and t1 + 0
-    s2 = #t2 <= 16 and t2 + 0
-    good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= AHEAD_MAX
-    good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
-  end
-  if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
-    -- One match reads as many further limits as this call has, the common
-    -- case; a state of another number of limits is read field by field.
-    more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
-    if not more[1] then
-      local read = 0
-      for f in ('').gmatch(rest, ' (%d+)') do
-        read = read + 1 + #f
-        more[#more + 1] = f
+while true do -- KEYS[1], then with several keys each in turn
+  local raw = redis.pcall('GET', key)
+  if raw then
+    if raw.err then -- pcall's error reply: another type (a string's .err is nil)
+      return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value of another type, not ' .. NAME .. ' state: left untouched')
+    end
+    -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
+    -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
+    -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
+    -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
+    -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
+    local t1, t2, rest = match(raw, STATE)
+    local good = rest ~= nil
+    if good then
+      s1 = #t1 <= 17 and t1 + 0
+      s2 = #t2 <= 16 and t2 + 0
+      good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= AHEAD_MAX
+      good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
+    end
+    if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
+      -- One match reads as many further limits as this call has, the common
+      -- case; a state of another number of limits is read field by field.
+      more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
+      if not more[1] then
+        local read = 0
+        for f in ('').gmatch(rest, ' (%d+)') do
+          read = read + 1 + #f
+          more[#more + 1] = f
+        end
+        good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
       end
-      good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
-    end
-    for j = 1, good and #more or 0 do
-      local f, at = more[j], (j - 1) % FIELDS + 1
-      local v = #f <= (at == AHEAD_AT and 17 or 16) and f + 0
-      if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or at == AHEAD_AT and AHEAD_MAX or 9007199254740991)) then
-        good = false
-        break
+      for j = 1, good and #more or 0 do
+        local f, at = more[j], (j - 1) % FIELDS + 1
+        local v = #f <= (at == AHEAD_AT and 17 or 16) and f + 0
+        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or at == AHEAD_AT and AHEAD_MAX or 9007199254740991)) then
+          good = false
+          break
+        end
+        more[j] = v
       end
-      more[j] = v
+    end
+    if not good then
+      local other, which = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
+      if other and other ~= NAME then
+        return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
+      end
+      return redis.error_reply('ERR key' .. which .. ' holds a value that is not ' .. NAME .. ' state: left untouched')
     end
   end
-  if not good then
-    local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
-    if other and other ~= NAME then
-      return redis.error_reply('ERR key holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
-    end
-    return redis.error_reply('ERR key holds a value that is not ' .. NAME .. ' state: left untouched')
+  if k == 1 then break end
+  -- Several keys: limit i's numbers go to slots, where the loop reads them
+  -- as more (limit 1's past the last, until every key is read).
+  if not slots then slots, i = {}, 1 end
+  slots[(i - 2) % k * FIELDS + 1] = s1
+  slots[(i - 2) % k * FIELDS + 2] = s2
+  if i == k then
+    s1 = slots[(k - 1) * FIELDS + 1]
+    s2 = slots[(k - 1) * FIELDS + 2]
+    more, key = slots, keys[1]
+    break
   end
+  s1, s2 = nil
+  i = i + 1
+  key = keys[i]
 end
 
 -- ---- Decision: every limit in turn, all or nothing ----
@@ -378,11 +425,19 @@ local writes = cost > 0 and not check -- only an admitted request with a cost, n
 local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
 local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
 local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
+local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
 for i = 1, n do
   -- This limit's arguments and stored numbers (nil: none): the first limit's
   -- in locals, the others' in argv (as numbers by now) and in more.
   local limit, period_us, burst, stored_t, stored_r = limit1, period1 * 1000, burst1, s1, s2
   if i > 1 then
+    -- (keyed.lua) With several keys, the limit before is KEYS[i - 1]'s, and
+    -- its record that key's whole state, kept with its own TTL (write.lua).
+    if k > 1 and allowed and writes then
+      if not records then records = {} end
+      records[2 * i - 3], records[2 * i - 2] = out, ttl_us
+      out, ttl_us = TAG, 0
+    end
     limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
     stored_t, stored_r = more[2 * i - 3], more[2 * i - 2]
   end
@@ -396,8 +451,8 @@ for i = 1, n do
   local ahead, r = 0, 0
   if stored_r then
     local d = stored_t - now
-    if stored_t > 9007199254740991 then -- read exactly from its text
-      local x = match(raw, '^%S+' .. ('').rep(' %d+', 2 * i - 2) .. ' (%d+)')
+    if stored_t > 9007199254740991 then -- read exactly from its text: KEYS[i]'s first limit's, or with one key KEYS[1]'s i-th
+      local x = match(redis.call('GET', KEYS[i] or KEYS[1]), '^%S+' .. ('').rep(' %d+', KEYS[i] and 0 or 2 * i - 2) .. ' (%d+)')
       d = (('').sub(x, 1, #x - 6) * 1000000 - now) + (('1' .. ('').sub(x, -6)) - 1000000)
     end
     local r0 = stored_r
@@ -455,8 +510,14 @@ end
 -- ---- The one write (scripts/src/write.lua) ----
 -- Only an admitted request with a cost, not a check, records. PSETEX is
 -- refused under maxmemory (OOM) before it writes; the key expires when every
--- limit is back to empty, so no cleanup job is needed.
+-- limit is back to empty, so no cleanup job is needed. With several keys,
+-- each gets its state and TTL: Redis refuses a script's first write under
+-- OOM and no later one, so the first PSETEX fails before any key is written.
 if allowed and writes then
+  if k > 1 then -- the other keys' records first, then the last key's
+    for i = 1, k - 1 do redis.call('PSETEX', keys[i], (records[2 * i] + -records[2 * i] % 1000) / 1000, records[2 * i - 1]) end
+    key = keys[k]
+  end
   redis.call('PSETEX', key, (ttl_us + -ttl_us % 1000) / 1000, out) -- whole ms, rounded up
 end
 

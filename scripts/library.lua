@@ -3,7 +3,8 @@
 -- redisrate repository). Redis 7 or later: FUNCTION LOAD REPLACE this file.
 --
 --   FCALL    redisrate_<algorithm>    1 <key> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
---   FCALL_RO redisrate_<algorithm>_ro 1 <key> <limit> <period_ms> [<burst> [<cost> [<mode> ...]]]
+--   FCALL    redisrate_<algorithm>    <k> <key1> ... <keyk> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
+--   FCALL_RO redisrate_<algorithm>_ro <k> <key1> ... <limit> <period_ms> [<burst> [<cost> [<mode> ...]]]
 --   FCALL_RO redisrate_version 0
 --
 -- <algorithm>: gcra, token_bucket, leaky_bucket, sliding_window, fixed_window, sliding_log. Each function takes
@@ -189,8 +190,8 @@ local function gcra(KEYS, ARGV)
     local ahead, r = 0, 0
     if stored_r then
       local d = stored_t - now
-      if stored_t > 9007199254740991 then -- read exactly from its text
-        local x = match(raw, '^%S+' .. ('').rep(' %d+', 2 * i - 2) .. ' (%d+)')
+      if stored_t > 9007199254740991 then -- read exactly from its text: KEYS[i]'s first limit's, or with one key KEYS[1]'s i-th
+        local x = match(redis.call('GET', KEYS[i] or KEYS[1]), '^%S+' .. ('').rep(' %d+', KEYS[i] and 0 or 2 * i - 2) .. ' (%d+)')
         d = (('').sub(x, 1, #x - 6) * 1000000 - now) + (('1' .. ('').sub(x, -6)) - 1000000)
       end
       local r0 = stored_r
@@ -234,23 +235,37 @@ local function gcra(KEYS, ARGV)
     end
     return { allowed and 1 or 0, rem, allowed and 0 or never and -1 or (retry_us + -retry_us % 1000) / 1000, (reset_us + -reset_us % 1000) / 1000, cap, 1 }
   until true
-  -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
+  -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
-  if #keys ~= 1 then
-    return redis.error_reply('ERR invalid numkeys \'' .. #keys .. "': must be 1 (the limiter's key)")
-  end
-  local key = keys[1]
-  local nargs = #argv
+  -- One key holds every limit; with k keys (2 to 8), limit i guards KEYS[i].
+  -- The key count and the keys come before ARGV and are checked first; that
+  -- k is the number of limits, last (guarantee 8: a miscount after values).
+  local k, nargs = #keys, #argv
   -- Limits in this call: the first, and one for each further triple begun.
   local n = nargs > 5 and 1 + (nargs - 5 + -(nargs - 5) % 3) / 3 or 1
+  -- A miscount named once every value is read: true for a last triple cut
+  -- short (it comes first), 'numkeys' for k keys other than n limits.
+  local short = false
+  if k ~= 1 then
+    if k < 1 or k > 8 then
+      return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 (every limit on one key) or 2 to 8 (limit i on KEYS[i])")
+    end
+    for i = 2, k do
+      for j = 1, i - 1 do
+        if keys[i] == keys[j] then return invalid('key', i, keys[i], 'must differ from key #' .. j) end
+      end
+    end
+    if k ~= n then short = 'numkeys' end
+  end
+  local key = keys[1]
   local cost, check = 1, false
   -- The first limit's arguments go into locals; a further limit's, once read,
   -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
   -- call builds a table for them.
   local limit1, period1, burst1
-  local short = false -- the last further triple is cut short
   -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
-  -- before a miscount that follows it: too many limits, a last triple cut short.
+  -- before a miscount that follows it: too many limits, a last triple cut
+  -- short, a key count other than the number of limits.
   for i = 1, n do
     if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
     local at = i == 1 and 0 or 3 * i - 1
@@ -300,6 +315,9 @@ local function gcra(KEYS, ARGV)
     end
   end
   if short then
+    if short == 'numkeys' then
+      return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 or the number of limits (" .. n .. '), one limit per key')
+    end
     return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
   end
 
@@ -318,55 +336,75 @@ local function gcra(KEYS, ARGV)
   -- user's value, another script's or version's state) is refused, untouched.
   -- The first limit's numbers are read into locals, the others' (a state of
   -- several limits) into a table: a state of one limit builds no table.
-  local raw = redis.pcall('GET', key)
-  local s1, s2 -- the first limit's stored numbers; nil when the key is empty
+  -- With several keys, key i holds limit i's state alone: it is read as a
+  -- one-key call with one limit reads it (the first limit's numbers, the
+  -- rest checked too), and an error names its position (key #i).
+  local slots, i, s1, s2 -- with several keys, their numbers and the key read; the first limit's (nil: none)
   local more = n > 1 and {} or nil -- the other limits' numbers, FIELDS each
-  if raw then
-    if raw.err then -- pcall's error reply: another type (a string's .err is nil)
-      return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
-    end
-    -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
-    -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
-    -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
-    -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
-    -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
-    local t1, t2, rest = match(raw, STATE)
-    local good = rest ~= nil
-    if good then
-      s1 = #t1 <= 17 and t1 + 0
-      s2 = #t2 <= 16 and t2 + 0
-      good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= AHEAD_MAX
-      good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
-    end
-    if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
-      -- One match reads as many further limits as this call has, the common
-      -- case; a state of another number of limits is read field by field.
-      more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
-      if not more[1] then
-        local read = 0
-        for f in ('').gmatch(rest, ' (%d+)') do
-          read = read + 1 + #f
-          more[#more + 1] = f
+  while true do -- KEYS[1], then with several keys each in turn
+    local raw = redis.pcall('GET', key)
+    if raw then
+      if raw.err then -- pcall's error reply: another type (a string's .err is nil)
+        return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value of another type, not ' .. NAME .. ' state: left untouched')
+      end
+      -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
+      -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
+      -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
+      -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
+      -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
+      local t1, t2, rest = match(raw, STATE)
+      local good = rest ~= nil
+      if good then
+        s1 = #t1 <= 17 and t1 + 0
+        s2 = #t2 <= 16 and t2 + 0
+        good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= AHEAD_MAX
+        good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
+      end
+      if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
+        -- One match reads as many further limits as this call has, the common
+        -- case; a state of another number of limits is read field by field.
+        more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
+        if not more[1] then
+          local read = 0
+          for f in ('').gmatch(rest, ' (%d+)') do
+            read = read + 1 + #f
+            more[#more + 1] = f
+          end
+          good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
         end
-        good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
-      end
-      for j = 1, good and #more or 0 do
-        local f, at = more[j], (j - 1) % FIELDS + 1
-        local v = #f <= (at == AHEAD_AT and 17 or 16) and f + 0
-        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or at == AHEAD_AT and AHEAD_MAX or 9007199254740991)) then
-          good = false
-          break
+        for j = 1, good and #more or 0 do
+          local f, at = more[j], (j - 1) % FIELDS + 1
+          local v = #f <= (at == AHEAD_AT and 17 or 16) and f + 0
+          if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or at == AHEAD_AT and AHEAD_MAX or 9007199254740991)) then
+            good = false
+            break
+          end
+          more[j] = v
         end
-        more[j] = v
+      end
+      if not good then
+        local other, which = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
+        if other and other ~= NAME then
+          return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
+        end
+        return redis.error_reply('ERR key' .. which .. ' holds a value that is not ' .. NAME .. ' state: left untouched')
       end
     end
-    if not good then
-      local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
-      if other and other ~= NAME then
-        return redis.error_reply('ERR key holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
-      end
-      return redis.error_reply('ERR key holds a value that is not ' .. NAME .. ' state: left untouched')
+    if k == 1 then break end
+    -- Several keys: limit i's numbers go to slots, where the loop reads them
+    -- as more (limit 1's past the last, until every key is read).
+    if not slots then slots, i = {}, 1 end
+    slots[(i - 2) % k * FIELDS + 1] = s1
+    slots[(i - 2) % k * FIELDS + 2] = s2
+    if i == k then
+      s1 = slots[(k - 1) * FIELDS + 1]
+      s2 = slots[(k - 1) * FIELDS + 2]
+      more, key = slots, keys[1]
+      break
     end
+    s1, s2 = nil
+    i = i + 1
+    key = keys[i]
   end
 
   -- ---- Decision: every limit in turn, all or nothing ----
@@ -374,11 +412,19 @@ local function gcra(KEYS, ARGV)
   local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
   local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
+  local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
   for i = 1, n do
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, period_us, burst, stored_t, stored_r = limit1, period1 * 1000, burst1, s1, s2
     if i > 1 then
+      -- (keyed.lua) With several keys, the limit before is KEYS[i - 1]'s, and
+      -- its record that key's whole state, kept with its own TTL (write.lua).
+      if k > 1 and allowed and writes then
+        if not records then records = {} end
+        records[2 * i - 3], records[2 * i - 2] = out, ttl_us
+        out, ttl_us = TAG, 0
+      end
       limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
       stored_t, stored_r = more[2 * i - 3], more[2 * i - 2]
     end
@@ -392,8 +438,8 @@ local function gcra(KEYS, ARGV)
     local ahead, r = 0, 0
     if stored_r then
       local d = stored_t - now
-      if stored_t > 9007199254740991 then -- read exactly from its text
-        local x = match(raw, '^%S+' .. ('').rep(' %d+', 2 * i - 2) .. ' (%d+)')
+      if stored_t > 9007199254740991 then -- read exactly from its text: KEYS[i]'s first limit's, or with one key KEYS[1]'s i-th
+        local x = match(redis.call('GET', KEYS[i] or KEYS[1]), '^%S+' .. ('').rep(' %d+', KEYS[i] and 0 or 2 * i - 2) .. ' (%d+)')
         d = (('').sub(x, 1, #x - 6) * 1000000 - now) + (('1' .. ('').sub(x, -6)) - 1000000)
       end
       local r0 = stored_r
@@ -451,8 +497,14 @@ local function gcra(KEYS, ARGV)
   -- ---- The one write (scripts/src/write.lua) ----
   -- Only an admitted request with a cost, not a check, records. PSETEX is
   -- refused under maxmemory (OOM) before it writes; the key expires when every
-  -- limit is back to empty, so no cleanup job is needed.
+  -- limit is back to empty, so no cleanup job is needed. With several keys,
+  -- each gets its state and TTL: Redis refuses a script's first write under
+  -- OOM and no later one, so the first PSETEX fails before any key is written.
   if allowed and writes then
+    if k > 1 then -- the other keys' records first, then the last key's
+      for i = 1, k - 1 do redis.call('PSETEX', keys[i], (records[2 * i] + -records[2 * i] % 1000) / 1000, records[2 * i - 1]) end
+      key = keys[k]
+    end
     redis.call('PSETEX', key, (ttl_us + -ttl_us % 1000) / 1000, out) -- whole ms, rounded up
   end
 
@@ -566,23 +618,37 @@ local function token_bucket(KEYS, ARGV)
     end
     return { allowed and 1 or 0, rem, allowed and 0 or never and -1 or (retry_us + -retry_us % 1000) / 1000, (reset_us + -reset_us % 1000) / 1000, cap, 1 }
   until true
-  -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
+  -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
-  if #keys ~= 1 then
-    return redis.error_reply('ERR invalid numkeys \'' .. #keys .. "': must be 1 (the limiter's key)")
-  end
-  local key = keys[1]
-  local nargs = #argv
+  -- One key holds every limit; with k keys (2 to 8), limit i guards KEYS[i].
+  -- The key count and the keys come before ARGV and are checked first; that
+  -- k is the number of limits, last (guarantee 8: a miscount after values).
+  local k, nargs = #keys, #argv
   -- Limits in this call: the first, and one for each further triple begun.
   local n = nargs > 5 and 1 + (nargs - 5 + -(nargs - 5) % 3) / 3 or 1
+  -- A miscount named once every value is read: true for a last triple cut
+  -- short (it comes first), 'numkeys' for k keys other than n limits.
+  local short = false
+  if k ~= 1 then
+    if k < 1 or k > 8 then
+      return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 (every limit on one key) or 2 to 8 (limit i on KEYS[i])")
+    end
+    for i = 2, k do
+      for j = 1, i - 1 do
+        if keys[i] == keys[j] then return invalid('key', i, keys[i], 'must differ from key #' .. j) end
+      end
+    end
+    if k ~= n then short = 'numkeys' end
+  end
+  local key = keys[1]
   local cost, check = 1, false
   -- The first limit's arguments go into locals; a further limit's, once read,
   -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
   -- call builds a table for them.
   local limit1, period1, burst1
-  local short = false -- the last further triple is cut short
   -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
-  -- before a miscount that follows it: too many limits, a last triple cut short.
+  -- before a miscount that follows it: too many limits, a last triple cut
+  -- short, a key count other than the number of limits.
   for i = 1, n do
     if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
     local at = i == 1 and 0 or 3 * i - 1
@@ -632,6 +698,9 @@ local function token_bucket(KEYS, ARGV)
     end
   end
   if short then
+    if short == 'numkeys' then
+      return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 or the number of limits (" .. n .. '), one limit per key')
+    end
     return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
   end
 
@@ -650,55 +719,75 @@ local function token_bucket(KEYS, ARGV)
   -- user's value, another script's or version's state) is refused, untouched.
   -- The first limit's numbers are read into locals, the others' (a state of
   -- several limits) into a table: a state of one limit builds no table.
-  local raw = redis.pcall('GET', key)
-  local s1, s2 -- the first limit's stored numbers; nil when the key is empty
+  -- With several keys, key i holds limit i's state alone: it is read as a
+  -- one-key call with one limit reads it (the first limit's numbers, the
+  -- rest checked too), and an error names its position (key #i).
+  local slots, i, s1, s2 -- with several keys, their numbers and the key read; the first limit's (nil: none)
   local more = n > 1 and {} or nil -- the other limits' numbers, FIELDS each
-  if raw then
-    if raw.err then -- pcall's error reply: another type (a string's .err is nil)
-      return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
-    end
-    -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
-    -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
-    -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
-    -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
-    -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
-    local t1, t2, rest = match(raw, STATE)
-    local good = rest ~= nil
-    if good then
-      s1 = #t1 <= 16 and t1 + 0
-      s2 = #t2 <= 16 and t2 + 0
-      good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991
-      good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX
-    end
-    if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
-      -- One match reads as many further limits as this call has, the common
-      -- case; a state of another number of limits is read field by field.
-      more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
-      if not more[1] then
-        local read = 0
-        for f in ('').gmatch(rest, ' (%d+)') do
-          read = read + 1 + #f
-          more[#more + 1] = f
+  while true do -- KEYS[1], then with several keys each in turn
+    local raw = redis.pcall('GET', key)
+    if raw then
+      if raw.err then -- pcall's error reply: another type (a string's .err is nil)
+        return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value of another type, not ' .. NAME .. ' state: left untouched')
+      end
+      -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
+      -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
+      -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
+      -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
+      -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
+      local t1, t2, rest = match(raw, STATE)
+      local good = rest ~= nil
+      if good then
+        s1 = #t1 <= 16 and t1 + 0
+        s2 = #t2 <= 16 and t2 + 0
+        good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991
+        good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX
+      end
+      if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
+        -- One match reads as many further limits as this call has, the common
+        -- case; a state of another number of limits is read field by field.
+        more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
+        if not more[1] then
+          local read = 0
+          for f in ('').gmatch(rest, ' (%d+)') do
+            read = read + 1 + #f
+            more[#more + 1] = f
+          end
+          good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
         end
-        good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
-      end
-      for j = 1, good and #more or 0 do
-        local f, at = more[j], (j - 1) % FIELDS + 1
-        local v = #f <= 16 and f + 0
-        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or 9007199254740991)) then
-          good = false
-          break
+        for j = 1, good and #more or 0 do
+          local f, at = more[j], (j - 1) % FIELDS + 1
+          local v = #f <= 16 and f + 0
+          if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or 9007199254740991)) then
+            good = false
+            break
+          end
+          more[j] = v
         end
-        more[j] = v
+      end
+      if not good then
+        local other, which = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
+        if other and other ~= NAME then
+          return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
+        end
+        return redis.error_reply('ERR key' .. which .. ' holds a value that is not ' .. NAME .. ' state: left untouched')
       end
     end
-    if not good then
-      local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
-      if other and other ~= NAME then
-        return redis.error_reply('ERR key holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
-      end
-      return redis.error_reply('ERR key holds a value that is not ' .. NAME .. ' state: left untouched')
+    if k == 1 then break end
+    -- Several keys: limit i's numbers go to slots, where the loop reads them
+    -- as more (limit 1's past the last, until every key is read).
+    if not slots then slots, i = {}, 1 end
+    slots[(i - 2) % k * FIELDS + 1] = s1
+    slots[(i - 2) % k * FIELDS + 2] = s2
+    if i == k then
+      s1 = slots[(k - 1) * FIELDS + 1]
+      s2 = slots[(k - 1) * FIELDS + 2]
+      more, key = slots, keys[1]
+      break
     end
+    s1, s2 = nil
+    i = i + 1
+    key = keys[i]
   end
 
   -- ---- Decision: every limit in turn, all or nothing ----
@@ -706,11 +795,19 @@ local function token_bucket(KEYS, ARGV)
   local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
   local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
+  local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
   for i = 1, n do
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, period_us, burst, stored_tokens, stored_t = limit1, period1 * 1000, burst1, s1, s2
     if i > 1 then
+      -- (keyed.lua) With several keys, the limit before is KEYS[i - 1]'s, and
+      -- its record that key's whole state, kept with its own TTL (write.lua).
+      if k > 1 and allowed and writes then
+        if not records then records = {} end
+        records[2 * i - 3], records[2 * i - 2] = out, ttl_us
+        out, ttl_us = TAG, 0
+      end
       limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
       stored_tokens, stored_t = more[2 * i - 3], more[2 * i - 2]
     end
@@ -760,8 +857,14 @@ local function token_bucket(KEYS, ARGV)
   -- ---- The one write (scripts/src/write.lua) ----
   -- Only an admitted request with a cost, not a check, records. PSETEX is
   -- refused under maxmemory (OOM) before it writes; the key expires when every
-  -- limit is back to empty, so no cleanup job is needed.
+  -- limit is back to empty, so no cleanup job is needed. With several keys,
+  -- each gets its state and TTL: Redis refuses a script's first write under
+  -- OOM and no later one, so the first PSETEX fails before any key is written.
   if allowed and writes then
+    if k > 1 then -- the other keys' records first, then the last key's
+      for i = 1, k - 1 do redis.call('PSETEX', keys[i], (records[2 * i] + -records[2 * i] % 1000) / 1000, records[2 * i - 1]) end
+      key = keys[k]
+    end
     redis.call('PSETEX', key, (ttl_us + -ttl_us % 1000) / 1000, out) -- whole ms, rounded up
   end
 
@@ -883,23 +986,37 @@ local function leaky_bucket(KEYS, ARGV)
     end
     return { allowed and 1 or 0, rem, allowed and 0 or never and -1 or (retry_us + -retry_us % 1000) / 1000, (reset_us + -reset_us % 1000) / 1000, cap, 1 }
   until true
-  -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
+  -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
-  if #keys ~= 1 then
-    return redis.error_reply('ERR invalid numkeys \'' .. #keys .. "': must be 1 (the limiter's key)")
-  end
-  local key = keys[1]
-  local nargs = #argv
+  -- One key holds every limit; with k keys (2 to 8), limit i guards KEYS[i].
+  -- The key count and the keys come before ARGV and are checked first; that
+  -- k is the number of limits, last (guarantee 8: a miscount after values).
+  local k, nargs = #keys, #argv
   -- Limits in this call: the first, and one for each further triple begun.
   local n = nargs > 5 and 1 + (nargs - 5 + -(nargs - 5) % 3) / 3 or 1
+  -- A miscount named once every value is read: true for a last triple cut
+  -- short (it comes first), 'numkeys' for k keys other than n limits.
+  local short = false
+  if k ~= 1 then
+    if k < 1 or k > 8 then
+      return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 (every limit on one key) or 2 to 8 (limit i on KEYS[i])")
+    end
+    for i = 2, k do
+      for j = 1, i - 1 do
+        if keys[i] == keys[j] then return invalid('key', i, keys[i], 'must differ from key #' .. j) end
+      end
+    end
+    if k ~= n then short = 'numkeys' end
+  end
+  local key = keys[1]
   local cost, check = 1, false
   -- The first limit's arguments go into locals; a further limit's, once read,
   -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
   -- call builds a table for them.
   local limit1, period1, burst1
-  local short = false -- the last further triple is cut short
   -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
-  -- before a miscount that follows it: too many limits, a last triple cut short.
+  -- before a miscount that follows it: too many limits, a last triple cut
+  -- short, a key count other than the number of limits.
   for i = 1, n do
     if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
     local at = i == 1 and 0 or 3 * i - 1
@@ -949,6 +1066,9 @@ local function leaky_bucket(KEYS, ARGV)
     end
   end
   if short then
+    if short == 'numkeys' then
+      return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 or the number of limits (" .. n .. '), one limit per key')
+    end
     return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
   end
 
@@ -967,55 +1087,75 @@ local function leaky_bucket(KEYS, ARGV)
   -- user's value, another script's or version's state) is refused, untouched.
   -- The first limit's numbers are read into locals, the others' (a state of
   -- several limits) into a table: a state of one limit builds no table.
-  local raw = redis.pcall('GET', key)
-  local s1, s2 -- the first limit's stored numbers; nil when the key is empty
+  -- With several keys, key i holds limit i's state alone: it is read as a
+  -- one-key call with one limit reads it (the first limit's numbers, the
+  -- rest checked too), and an error names its position (key #i).
+  local slots, i, s1, s2 -- with several keys, their numbers and the key read; the first limit's (nil: none)
   local more = n > 1 and {} or nil -- the other limits' numbers, FIELDS each
-  if raw then
-    if raw.err then -- pcall's error reply: another type (a string's .err is nil)
-      return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
-    end
-    -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
-    -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
-    -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
-    -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
-    -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
-    local t1, t2, rest = match(raw, STATE)
-    local good = rest ~= nil
-    if good then
-      s1 = #t1 <= 16 and t1 + 0
-      s2 = #t2 <= 16 and t2 + 0
-      good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991
-      good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX
-    end
-    if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
-      -- One match reads as many further limits as this call has, the common
-      -- case; a state of another number of limits is read field by field.
-      more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
-      if not more[1] then
-        local read = 0
-        for f in ('').gmatch(rest, ' (%d+)') do
-          read = read + 1 + #f
-          more[#more + 1] = f
+  while true do -- KEYS[1], then with several keys each in turn
+    local raw = redis.pcall('GET', key)
+    if raw then
+      if raw.err then -- pcall's error reply: another type (a string's .err is nil)
+        return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value of another type, not ' .. NAME .. ' state: left untouched')
+      end
+      -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
+      -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
+      -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
+      -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
+      -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
+      local t1, t2, rest = match(raw, STATE)
+      local good = rest ~= nil
+      if good then
+        s1 = #t1 <= 16 and t1 + 0
+        s2 = #t2 <= 16 and t2 + 0
+        good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991
+        good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX
+      end
+      if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
+        -- One match reads as many further limits as this call has, the common
+        -- case; a state of another number of limits is read field by field.
+        more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
+        if not more[1] then
+          local read = 0
+          for f in ('').gmatch(rest, ' (%d+)') do
+            read = read + 1 + #f
+            more[#more + 1] = f
+          end
+          good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
         end
-        good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
-      end
-      for j = 1, good and #more or 0 do
-        local f, at = more[j], (j - 1) % FIELDS + 1
-        local v = #f <= 16 and f + 0
-        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or 9007199254740991)) then
-          good = false
-          break
+        for j = 1, good and #more or 0 do
+          local f, at = more[j], (j - 1) % FIELDS + 1
+          local v = #f <= 16 and f + 0
+          if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or 9007199254740991)) then
+            good = false
+            break
+          end
+          more[j] = v
         end
-        more[j] = v
+      end
+      if not good then
+        local other, which = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
+        if other and other ~= NAME then
+          return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
+        end
+        return redis.error_reply('ERR key' .. which .. ' holds a value that is not ' .. NAME .. ' state: left untouched')
       end
     end
-    if not good then
-      local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
-      if other and other ~= NAME then
-        return redis.error_reply('ERR key holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
-      end
-      return redis.error_reply('ERR key holds a value that is not ' .. NAME .. ' state: left untouched')
+    if k == 1 then break end
+    -- Several keys: limit i's numbers go to slots, where the loop reads them
+    -- as more (limit 1's past the last, until every key is read).
+    if not slots then slots, i = {}, 1 end
+    slots[(i - 2) % k * FIELDS + 1] = s1
+    slots[(i - 2) % k * FIELDS + 2] = s2
+    if i == k then
+      s1 = slots[(k - 1) * FIELDS + 1]
+      s2 = slots[(k - 1) * FIELDS + 2]
+      more, key = slots, keys[1]
+      break
     end
+    s1, s2 = nil
+    i = i + 1
+    key = keys[i]
   end
 
   -- ---- Decision: every limit in turn, all or nothing ----
@@ -1023,11 +1163,19 @@ local function leaky_bucket(KEYS, ARGV)
   local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
   local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
+  local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
   for i = 1, n do
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, period_us, burst, stored_x, stored_t = limit1, period1 * 1000, burst1, s1, s2
     if i > 1 then
+      -- (keyed.lua) With several keys, the limit before is KEYS[i - 1]'s, and
+      -- its record that key's whole state, kept with its own TTL (write.lua).
+      if k > 1 and allowed and writes then
+        if not records then records = {} end
+        records[2 * i - 3], records[2 * i - 2] = out, ttl_us
+        out, ttl_us = TAG, 0
+      end
       limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
       stored_x, stored_t = more[2 * i - 3], more[2 * i - 2]
     end
@@ -1077,8 +1225,14 @@ local function leaky_bucket(KEYS, ARGV)
   -- ---- The one write (scripts/src/write.lua) ----
   -- Only an admitted request with a cost, not a check, records. PSETEX is
   -- refused under maxmemory (OOM) before it writes; the key expires when every
-  -- limit is back to empty, so no cleanup job is needed.
+  -- limit is back to empty, so no cleanup job is needed. With several keys,
+  -- each gets its state and TTL: Redis refuses a script's first write under
+  -- OOM and no later one, so the first PSETEX fails before any key is written.
   if allowed and writes then
+    if k > 1 then -- the other keys' records first, then the last key's
+      for i = 1, k - 1 do redis.call('PSETEX', keys[i], (records[2 * i] + -records[2 * i] % 1000) / 1000, records[2 * i - 1]) end
+      key = keys[k]
+    end
     redis.call('PSETEX', key, (ttl_us + -ttl_us % 1000) / 1000, out) -- whole ms, rounded up
   end
 
@@ -1213,23 +1367,37 @@ local function sliding_window(KEYS, ARGV)
     end
     return { allowed and 1 or 0, rem, allowed and 0 or never and -1 or (retry_us + -retry_us % 1000) / 1000, (reset_us + -reset_us % 1000) / 1000, cap, 1 }
   until true
-  -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
+  -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
-  if #keys ~= 1 then
-    return redis.error_reply('ERR invalid numkeys \'' .. #keys .. "': must be 1 (the limiter's key)")
-  end
-  local key = keys[1]
-  local nargs = #argv
+  -- One key holds every limit; with k keys (2 to 8), limit i guards KEYS[i].
+  -- The key count and the keys come before ARGV and are checked first; that
+  -- k is the number of limits, last (guarantee 8: a miscount after values).
+  local k, nargs = #keys, #argv
   -- Limits in this call: the first, and one for each further triple begun.
   local n = nargs > 5 and 1 + (nargs - 5 + -(nargs - 5) % 3) / 3 or 1
+  -- A miscount named once every value is read: true for a last triple cut
+  -- short (it comes first), 'numkeys' for k keys other than n limits.
+  local short = false
+  if k ~= 1 then
+    if k < 1 or k > 8 then
+      return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 (every limit on one key) or 2 to 8 (limit i on KEYS[i])")
+    end
+    for i = 2, k do
+      for j = 1, i - 1 do
+        if keys[i] == keys[j] then return invalid('key', i, keys[i], 'must differ from key #' .. j) end
+      end
+    end
+    if k ~= n then short = 'numkeys' end
+  end
+  local key = keys[1]
   local cost, check = 1, false
   -- The first limit's arguments go into locals; a further limit's, once read,
   -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
   -- call builds a table for them.
   local limit1, period1, burst1
-  local short = false -- the last further triple is cut short
   -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
-  -- before a miscount that follows it: too many limits, a last triple cut short.
+  -- before a miscount that follows it: too many limits, a last triple cut
+  -- short, a key count other than the number of limits.
   for i = 1, n do
     if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
     local at = i == 1 and 0 or 3 * i - 1
@@ -1274,6 +1442,9 @@ local function sliding_window(KEYS, ARGV)
     end
   end
   if short then
+    if short == 'numkeys' then
+      return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 or the number of limits (" .. n .. '), one limit per key')
+    end
     return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
   end
 
@@ -1292,57 +1463,79 @@ local function sliding_window(KEYS, ARGV)
   -- user's value, another script's or version's state) is refused, untouched.
   -- The first limit's numbers are read into locals, the others' (a state of
   -- several limits) into a table: a state of one limit builds no table.
-  local raw = redis.pcall('GET', key)
-  local s1, s2, s3 -- the first limit's stored numbers; nil when the key is empty
+  -- With several keys, key i holds limit i's state alone: it is read as a
+  -- one-key call with one limit reads it (the first limit's numbers, the
+  -- rest checked too), and an error names its position (key #i).
+  local slots, i, s1, s2, s3 -- with several keys, their numbers and the key read; the first limit's (nil: none)
   local more = n > 1 and {} or nil -- the other limits' numbers, FIELDS each
-  if raw then
-    if raw.err then -- pcall's error reply: another type (a string's .err is nil)
-      return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
-    end
-    -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
-    -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
-    -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
-    -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
-    -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
-    local t1, t2, t3, rest = match(raw, STATE)
-    local good = rest ~= nil
-    if good then
-      s1 = #t1 <= 16 and t1 + 0
-      s2 = #t2 <= 16 and t2 + 0
-      s3 = #t3 <= 16 and t3 + 0
-      good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX
-      good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
-      good = good and s3 and (#t3 == 1 or s3 >= 10 ^ (#t3 - 1)) and s3 <= 9007199254740991
-    end
-    if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
-      -- One match reads as many further limits as this call has, the common
-      -- case; a state of another number of limits is read field by field.
-      more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
-      if not more[1] then
-        local read = 0
-        for f in ('').gmatch(rest, ' (%d+)') do
-          read = read + 1 + #f
-          more[#more + 1] = f
+  while true do -- KEYS[1], then with several keys each in turn
+    local raw = redis.pcall('GET', key)
+    if raw then
+      if raw.err then -- pcall's error reply: another type (a string's .err is nil)
+        return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value of another type, not ' .. NAME .. ' state: left untouched')
+      end
+      -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
+      -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
+      -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
+      -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
+      -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
+      local t1, t2, t3, rest = match(raw, STATE)
+      local good = rest ~= nil
+      if good then
+        s1 = #t1 <= 16 and t1 + 0
+        s2 = #t2 <= 16 and t2 + 0
+        s3 = #t3 <= 16 and t3 + 0
+        good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX
+        good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
+        good = good and s3 and (#t3 == 1 or s3 >= 10 ^ (#t3 - 1)) and s3 <= 9007199254740991
+      end
+      if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
+        -- One match reads as many further limits as this call has, the common
+        -- case; a state of another number of limits is read field by field.
+        more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
+        if not more[1] then
+          local read = 0
+          for f in ('').gmatch(rest, ' (%d+)') do
+            read = read + 1 + #f
+            more[#more + 1] = f
+          end
+          good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
         end
-        good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
-      end
-      for j = 1, good and #more or 0 do
-        local f, at = more[j], (j - 1) % FIELDS + 1
-        local v = #f <= 16 and f + 0
-        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or 9007199254740991)) then
-          good = false
-          break
+        for j = 1, good and #more or 0 do
+          local f, at = more[j], (j - 1) % FIELDS + 1
+          local v = #f <= 16 and f + 0
+          if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or 9007199254740991)) then
+            good = false
+            break
+          end
+          more[j] = v
         end
-        more[j] = v
+      end
+      if not good then
+        local other, which = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
+        if other and other ~= NAME then
+          return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
+        end
+        return redis.error_reply('ERR key' .. which .. ' holds a value that is not ' .. NAME .. ' state: left untouched')
       end
     end
-    if not good then
-      local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
-      if other and other ~= NAME then
-        return redis.error_reply('ERR key holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
-      end
-      return redis.error_reply('ERR key holds a value that is not ' .. NAME .. ' state: left untouched')
+    if k == 1 then break end
+    -- Several keys: limit i's numbers go to slots, where the loop reads them
+    -- as more (limit 1's past the last, until every key is read).
+    if not slots then slots, i = {}, 1 end
+    slots[(i - 2) % k * FIELDS + 1] = s1
+    slots[(i - 2) % k * FIELDS + 2] = s2
+    slots[(i - 2) % k * FIELDS + 3] = s3
+    if i == k then
+      s1 = slots[(k - 1) * FIELDS + 1]
+      s2 = slots[(k - 1) * FIELDS + 2]
+      s3 = slots[(k - 1) * FIELDS + 3]
+      more, key = slots, keys[1]
+      break
     end
+    s1, s2, s3 = nil
+    i = i + 1
+    key = keys[i]
   end
 
   -- ---- Decision: every limit in turn, all or nothing ----
@@ -1350,12 +1543,20 @@ local function sliding_window(KEYS, ARGV)
   local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
   local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
+  local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
   local now_ms = (now - now % 1000) / 1000
   for i = 1, n do
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, p, stored, stored_prev, stored_cur = limit1, period1, s1, s2, s3
     if i > 1 then
+      -- (keyed.lua) With several keys, the limit before is KEYS[i - 1]'s, and
+      -- its record that key's whole state, kept with its own TTL (write.lua).
+      if k > 1 and allowed and writes then
+        if not records then records = {} end
+        records[2 * i - 3], records[2 * i - 2] = out, ttl_us
+        out, ttl_us = TAG, 0
+      end
       limit, p = argv[3 * i], argv[3 * i + 1]
       stored, stored_prev, stored_cur = more[3 * i - 5], more[3 * i - 4], more[3 * i - 3]
     end
@@ -1424,8 +1625,14 @@ local function sliding_window(KEYS, ARGV)
   -- ---- The one write (scripts/src/write.lua) ----
   -- Only an admitted request with a cost, not a check, records. PSETEX is
   -- refused under maxmemory (OOM) before it writes; the key expires when every
-  -- limit is back to empty, so no cleanup job is needed.
+  -- limit is back to empty, so no cleanup job is needed. With several keys,
+  -- each gets its state and TTL: Redis refuses a script's first write under
+  -- OOM and no later one, so the first PSETEX fails before any key is written.
   if allowed and writes then
+    if k > 1 then -- the other keys' records first, then the last key's
+      for i = 1, k - 1 do redis.call('PSETEX', keys[i], (records[2 * i] + -records[2 * i] % 1000) / 1000, records[2 * i - 1]) end
+      key = keys[k]
+    end
     redis.call('PSETEX', key, (ttl_us + -ttl_us % 1000) / 1000, out) -- whole ms, rounded up
   end
 
@@ -1526,23 +1733,37 @@ local function fixed_window(KEYS, ARGV)
     end
     return { allowed and 1 or 0, rem, allowed and 0 or never and -1 or (retry_us + -retry_us % 1000) / 1000, (reset_us + -reset_us % 1000) / 1000, cap, 1 }
   until true
-  -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
+  -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
-  if #keys ~= 1 then
-    return redis.error_reply('ERR invalid numkeys \'' .. #keys .. "': must be 1 (the limiter's key)")
-  end
-  local key = keys[1]
-  local nargs = #argv
+  -- One key holds every limit; with k keys (2 to 8), limit i guards KEYS[i].
+  -- The key count and the keys come before ARGV and are checked first; that
+  -- k is the number of limits, last (guarantee 8: a miscount after values).
+  local k, nargs = #keys, #argv
   -- Limits in this call: the first, and one for each further triple begun.
   local n = nargs > 5 and 1 + (nargs - 5 + -(nargs - 5) % 3) / 3 or 1
+  -- A miscount named once every value is read: true for a last triple cut
+  -- short (it comes first), 'numkeys' for k keys other than n limits.
+  local short = false
+  if k ~= 1 then
+    if k < 1 or k > 8 then
+      return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 (every limit on one key) or 2 to 8 (limit i on KEYS[i])")
+    end
+    for i = 2, k do
+      for j = 1, i - 1 do
+        if keys[i] == keys[j] then return invalid('key', i, keys[i], 'must differ from key #' .. j) end
+      end
+    end
+    if k ~= n then short = 'numkeys' end
+  end
+  local key = keys[1]
   local cost, check = 1, false
   -- The first limit's arguments go into locals; a further limit's, once read,
   -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
   -- call builds a table for them.
   local limit1, period1, burst1
-  local short = false -- the last further triple is cut short
   -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
-  -- before a miscount that follows it: too many limits, a last triple cut short.
+  -- before a miscount that follows it: too many limits, a last triple cut
+  -- short, a key count other than the number of limits.
   for i = 1, n do
     if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
     local at = i == 1 and 0 or 3 * i - 1
@@ -1583,6 +1804,9 @@ local function fixed_window(KEYS, ARGV)
     end
   end
   if short then
+    if short == 'numkeys' then
+      return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 or the number of limits (" .. n .. '), one limit per key')
+    end
     return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
   end
 
@@ -1601,55 +1825,75 @@ local function fixed_window(KEYS, ARGV)
   -- user's value, another script's or version's state) is refused, untouched.
   -- The first limit's numbers are read into locals, the others' (a state of
   -- several limits) into a table: a state of one limit builds no table.
-  local raw = redis.pcall('GET', key)
-  local s1, s2 -- the first limit's stored numbers; nil when the key is empty
+  -- With several keys, key i holds limit i's state alone: it is read as a
+  -- one-key call with one limit reads it (the first limit's numbers, the
+  -- rest checked too), and an error names its position (key #i).
+  local slots, i, s1, s2 -- with several keys, their numbers and the key read; the first limit's (nil: none)
   local more = n > 1 and {} or nil -- the other limits' numbers, FIELDS each
-  if raw then
-    if raw.err then -- pcall's error reply: another type (a string's .err is nil)
-      return redis.error_reply('ERR key holds a value of another type, not ' .. NAME .. ' state: left untouched')
-    end
-    -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
-    -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
-    -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
-    -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
-    -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
-    local t1, t2, rest = match(raw, STATE)
-    local good = rest ~= nil
-    if good then
-      s1 = #t1 <= 16 and t1 + 0
-      s2 = #t2 <= 16 and t2 + 0
-      good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX
-      good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
-    end
-    if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
-      -- One match reads as many further limits as this call has, the common
-      -- case; a state of another number of limits is read field by field.
-      more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
-      if not more[1] then
-        local read = 0
-        for f in ('').gmatch(rest, ' (%d+)') do
-          read = read + 1 + #f
-          more[#more + 1] = f
+  while true do -- KEYS[1], then with several keys each in turn
+    local raw = redis.pcall('GET', key)
+    if raw then
+      if raw.err then -- pcall's error reply: another type (a string's .err is nil)
+        return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value of another type, not ' .. NAME .. ' state: left untouched')
+      end
+      -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
+      -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
+      -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
+      -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
+      -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
+      local t1, t2, rest = match(raw, STATE)
+      local good = rest ~= nil
+      if good then
+        s1 = #t1 <= 16 and t1 + 0
+        s2 = #t2 <= 16 and t2 + 0
+        good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX
+        good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
+      end
+      if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
+        -- One match reads as many further limits as this call has, the common
+        -- case; a state of another number of limits is read field by field.
+        more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
+        if not more[1] then
+          local read = 0
+          for f in ('').gmatch(rest, ' (%d+)') do
+            read = read + 1 + #f
+            more[#more + 1] = f
+          end
+          good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
         end
-        good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
-      end
-      for j = 1, good and #more or 0 do
-        local f, at = more[j], (j - 1) % FIELDS + 1
-        local v = #f <= 16 and f + 0
-        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or 9007199254740991)) then
-          good = false
-          break
+        for j = 1, good and #more or 0 do
+          local f, at = more[j], (j - 1) % FIELDS + 1
+          local v = #f <= 16 and f + 0
+          if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or 9007199254740991)) then
+            good = false
+            break
+          end
+          more[j] = v
         end
-        more[j] = v
+      end
+      if not good then
+        local other, which = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
+        if other and other ~= NAME then
+          return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
+        end
+        return redis.error_reply('ERR key' .. which .. ' holds a value that is not ' .. NAME .. ' state: left untouched')
       end
     end
-    if not good then
-      local other = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or '']
-      if other and other ~= NAME then
-        return redis.error_reply('ERR key holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
-      end
-      return redis.error_reply('ERR key holds a value that is not ' .. NAME .. ' state: left untouched')
+    if k == 1 then break end
+    -- Several keys: limit i's numbers go to slots, where the loop reads them
+    -- as more (limit 1's past the last, until every key is read).
+    if not slots then slots, i = {}, 1 end
+    slots[(i - 2) % k * FIELDS + 1] = s1
+    slots[(i - 2) % k * FIELDS + 2] = s2
+    if i == k then
+      s1 = slots[(k - 1) * FIELDS + 1]
+      s2 = slots[(k - 1) * FIELDS + 2]
+      more, key = slots, keys[1]
+      break
     end
+    s1, s2 = nil
+    i = i + 1
+    key = keys[i]
   end
 
   -- ---- Decision: every limit in turn, all or nothing ----
@@ -1657,11 +1901,19 @@ local function fixed_window(KEYS, ARGV)
   local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
   local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
+  local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
   for i = 1, n do
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, period_us, stored_start, stored_count = limit1, period1 * 1000, s1, s2
     if i > 1 then
+      -- (keyed.lua) With several keys, the limit before is KEYS[i - 1]'s, and
+      -- its record that key's whole state, kept with its own TTL (write.lua).
+      if k > 1 and allowed and writes then
+        if not records then records = {} end
+        records[2 * i - 3], records[2 * i - 2] = out, ttl_us
+        out, ttl_us = TAG, 0
+      end
       limit, period_us = argv[3 * i], argv[3 * i + 1] * 1000
       stored_start, stored_count = more[2 * i - 3], more[2 * i - 2]
     end
@@ -1704,8 +1956,14 @@ local function fixed_window(KEYS, ARGV)
   -- ---- The one write (scripts/src/write.lua) ----
   -- Only an admitted request with a cost, not a check, records. PSETEX is
   -- refused under maxmemory (OOM) before it writes; the key expires when every
-  -- limit is back to empty, so no cleanup job is needed.
+  -- limit is back to empty, so no cleanup job is needed. With several keys,
+  -- each gets its state and TTL: Redis refuses a script's first write under
+  -- OOM and no later one, so the first PSETEX fails before any key is written.
   if allowed and writes then
+    if k > 1 then -- the other keys' records first, then the last key's
+      for i = 1, k - 1 do redis.call('PSETEX', keys[i], (records[2 * i] + -records[2 * i] % 1000) / 1000, records[2 * i - 1]) end
+      key = keys[k]
+    end
     redis.call('PSETEX', key, (ttl_us + -ttl_us % 1000) / 1000, out) -- whole ms, rounded up
   end
 
@@ -1722,23 +1980,37 @@ local MAX_LIMIT, LIMIT_RULE = 10000, 'must be a whole number from 1 to 10000'
 local TIME_MAX = 8835955200000000 -- the latest entry: the year 2250, in microseconds
 
 local function sliding_log(KEYS, ARGV)
-  -- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
+  -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
-  if #keys ~= 1 then
-    return redis.error_reply('ERR invalid numkeys \'' .. #keys .. "': must be 1 (the limiter's key)")
-  end
-  local key = keys[1]
-  local nargs = #argv
+  -- One key holds every limit; with k keys (2 to 8), limit i guards KEYS[i].
+  -- The key count and the keys come before ARGV and are checked first; that
+  -- k is the number of limits, last (guarantee 8: a miscount after values).
+  local k, nargs = #keys, #argv
   -- Limits in this call: the first, and one for each further triple begun.
   local n = nargs > 5 and 1 + (nargs - 5 + -(nargs - 5) % 3) / 3 or 1
+  -- A miscount named once every value is read: true for a last triple cut
+  -- short (it comes first), 'numkeys' for k keys other than n limits.
+  local short = false
+  if k ~= 1 then
+    if k < 1 or k > 8 then
+      return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 (every limit on one key) or 2 to 8 (limit i on KEYS[i])")
+    end
+    for i = 2, k do
+      for j = 1, i - 1 do
+        if keys[i] == keys[j] then return invalid('key', i, keys[i], 'must differ from key #' .. j) end
+      end
+    end
+    if k ~= n then short = 'numkeys' end
+  end
+  local key = keys[1]
   local cost, check = 1, false
   -- The first limit's arguments go into locals; a further limit's, once read,
   -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
   -- call builds a table for them.
   local limit1, period1, burst1
-  local short = false -- the last further triple is cut short
   -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
-  -- before a miscount that follows it: too many limits, a last triple cut short.
+  -- before a miscount that follows it: too many limits, a last triple cut
+  -- short, a key count other than the number of limits.
   for i = 1, n do
     if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
     local at = i == 1 and 0 or 3 * i - 1
@@ -1779,6 +2051,9 @@ local function sliding_log(KEYS, ARGV)
     end
   end
   if short then
+    if short == 'numkeys' then
+      return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 or the number of limits (" .. n .. '), one limit per key')
+    end
     return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
   end
 
@@ -1789,41 +2064,65 @@ local function sliding_log(KEYS, ARGV)
     now = t[1] * 1000000 + t[2]
   end
 
-  -- ---- State: the marker, and the newest entry ----
-  local marked = redis.pcall('ZSCORE', key, TAG)
-  if type(marked) == 'table' then
-    return redis.error_reply('ERR key holds a value of another type, not sliding_log state: left untouched')
-  end
-  local last_seq, newest = 0, nil
-  if marked then
-    -- The sequence is at most 2^53 - 1, so every entry's number is exact.
-    if not find(marked, '^%-%d+$') or #marked > 17 or -marked > 9007199254740991 then
-      return redis.error_reply('ERR key holds a value that is not sliding_log state: left untouched')
+  -- ---- State: each key's marker, and its newest entry ----
+  -- With one key, it holds every limit's entries; with several, key i holds
+  -- limit i's, read as a one-key call with one limit reads it, and an error
+  -- names its position (key #i). The locals hold KEYS[1]'s numbers; with
+  -- several keys, logs holds key i's last sequence number, newest entry and
+  -- time at 3i - 2, 3i - 1 and 3i.
+  local last_seq, newest, at, logs, i = 0 -- i: with several keys, the key read
+  while true do -- KEYS[1], then with several keys each in turn
+    local marked = redis.pcall('ZSCORE', key, TAG)
+    if type(marked) == 'table' then
+      return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value of another type, not sliding_log state: left untouched')
     end
-    last_seq = -marked
-    local top = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
-    if top[2] then
-      newest = top[2] + 0
-      if newest > TIME_MAX or newest % 1 ~= 0 then -- an entry is a whole microsecond before 2250
-        return redis.error_reply('ERR key holds a value that is not sliding_log state: left untouched')
+    if marked then
+      -- The sequence is at most 2^53 - 1, so every entry's number is exact.
+      if not find(marked, '^%-%d+$') or #marked > 17 or -marked > 9007199254740991 then
+        return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value that is not sliding_log state: left untouched')
       end
+      last_seq = -marked
+      local top = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
+      if top[2] then
+        newest = top[2] + 0
+        if newest > TIME_MAX or newest % 1 ~= 0 then -- an entry is a whole microsecond before 2250
+          return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value that is not sliding_log state: left untouched')
+        end
+      end
+    elseif redis.call('EXISTS', key) == 1 then
+      return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value that is not sliding_log state: left untouched')
     end
-  elseif redis.call('EXISTS', key) == 1 then
-    return redis.error_reply('ERR key holds a value that is not sliding_log state: left untouched')
+    -- A clock behind the newest entry (it stepped back) decides as of that entry.
+    at = now
+    if newest and newest > now then at = newest end
+    if k == 1 then break end
+    -- Several keys: key i's numbers to logs, KEYS[1]'s back in the locals
+    -- once every key is read.
+    if not logs then logs, i = {}, 1 end
+    logs[3 * i - 2], logs[3 * i - 1], logs[3 * i] = last_seq, newest, at
+    if i == k then
+      key, last_seq, newest, at = keys[1], logs[1], logs[2], logs[3]
+      break
+    end
+    last_seq, newest, i = 0, nil, i + 1
+    key = keys[i]
   end
-  -- A clock behind the newest entry (it stepped back) decides as of that entry.
-  local at = now
-  if newest and newest > now then at = newest end
 
   -- ---- Decision: every limit in turn, all or nothing ----
   local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
   local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
   local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
+  local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
   local longest = 0 -- the longest period: what the log must keep
   for i = 1, n do
     local limit, period_us = limit1, period1 * 1000
-    if i > 1 then limit, period_us = argv[3 * i], argv[3 * i + 1] * 1000 end
+    if i > 1 then
+      limit, period_us = argv[3 * i], argv[3 * i + 1] * 1000
+      if k > 1 then -- several keys: KEYS[i]'s log, kept for its limit's period
+        key, last_seq, newest, at, longest = keys[i], logs[3 * i - 2], logs[3 * i - 1], logs[3 * i], 0
+      end
+    end
     if period_us > longest then longest = period_us end
     -- the window is (at - period, at]; the marker's score, <= 0, is never in it
     local lo = at - period_us
@@ -1868,26 +2167,34 @@ local function sliding_log(KEYS, ARGV)
   end
 
   -- ---- The one write step: add, trim, expire ----
-  -- ZADD comes first: under maxmemory (OOM) Redis refuses it before anything
-  -- is written, and checks no later command of the script.
+  -- ZADD comes first: under maxmemory (OOM) Redis refuses a script's first
+  -- write before anything is written, and checks no later command of the
+  -- script. With several keys, each key in turn, from the last (the loop
+  -- above left its log in the locals) to KEYS[1], as a one-key call with
+  -- its limit: its entries at its time, kept for its limit's period.
   if allowed and writes then
-    local at_s = fmt('%d', at)
-    -- Past 2^53 - 1 the sequence starts again from 0: the entries still kept
-    -- (at most 10,000, by the cap) hold the last numbers, far from the first.
-    if last_seq + cost > 9007199254740991 then last_seq = 0 end
-    local batch, j = { -(last_seq + cost), TAG }, 2
-    for k = 1, cost do
-      batch[j + 1] = at_s
-      batch[j + 2] = last_seq + k
-      j = j + 2
-      if j >= 4000 or k == cost then -- unpack() has a stack of about 8000
-        redis.call('ZADD', key, unpack(batch, 1, j))
-        j = 0
+    while true do
+      local at_s = fmt('%d', at)
+      -- Past 2^53 - 1 the sequence starts again from 0: the entries still kept
+      -- (at most 10,000, by the cap) hold the last numbers, far from the first.
+      if last_seq + cost > 9007199254740991 then last_seq = 0 end
+      local batch, j = { -(last_seq + cost), TAG }, 2
+      for e = 1, cost do
+        batch[j + 1] = at_s
+        batch[j + 2] = last_seq + e
+        j = j + 2
+        if j >= 4000 or e == cost then -- unpack() has a stack of about 8000
+          redis.call('ZADD', key, unpack(batch, 1, j))
+          j = 0
+        end
       end
+      redis.call('ZREMRANGEBYSCORE', key, '(0', fmt('%d', at - longest))
+      local keep_us = at - now + longest
+      redis.call('PEXPIRE', key, (keep_us + -keep_us % 1000) / 1000)
+      if k == 1 or i == 1 then break end
+      i = i - 1
+      key, last_seq, at, longest = keys[i], logs[3 * i - 2], logs[3 * i], (i > 1 and argv[3 * i + 1] or period1) * 1000
     end
-    redis.call('ZREMRANGEBYSCORE', key, '(0', fmt('%d', at - longest))
-    local keep_us = at - now + longest
-    redis.call('PEXPIRE', key, (keep_us + -keep_us % 1000) / 1000)
   end
 
   -- ---- The reply (scripts/src/reply.lua) ----
@@ -1911,33 +2218,33 @@ end
 
 local function gcra_ro(KEYS, ARGV) return gcra(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_gcra', gcra)
-redis.register_function('redisrate_gcra_v8de87c420f8e', gcra)
+redis.register_function('redisrate_gcra_v68e0cf23a67b', gcra)
 redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' }, callback = gcra_ro }
-redis.register_function{ function_name = 'redisrate_gcra_ro_v8de87c420f8e', flags = { 'no-writes' }, callback = gcra_ro }
+redis.register_function{ function_name = 'redisrate_gcra_ro_v68e0cf23a67b', flags = { 'no-writes' }, callback = gcra_ro }
 local function token_bucket_ro(KEYS, ARGV) return token_bucket(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_token_bucket', token_bucket)
-redis.register_function('redisrate_token_bucket_v8de87c420f8e', token_bucket)
+redis.register_function('redisrate_token_bucket_v68e0cf23a67b', token_bucket)
 redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' }, callback = token_bucket_ro }
-redis.register_function{ function_name = 'redisrate_token_bucket_ro_v8de87c420f8e', flags = { 'no-writes' }, callback = token_bucket_ro }
+redis.register_function{ function_name = 'redisrate_token_bucket_ro_v68e0cf23a67b', flags = { 'no-writes' }, callback = token_bucket_ro }
 local function leaky_bucket_ro(KEYS, ARGV) return leaky_bucket(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_leaky_bucket', leaky_bucket)
-redis.register_function('redisrate_leaky_bucket_v8de87c420f8e', leaky_bucket)
+redis.register_function('redisrate_leaky_bucket_v68e0cf23a67b', leaky_bucket)
 redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' }, callback = leaky_bucket_ro }
-redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_v8de87c420f8e', flags = { 'no-writes' }, callback = leaky_bucket_ro }
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_v68e0cf23a67b', flags = { 'no-writes' }, callback = leaky_bucket_ro }
 local function sliding_window_ro(KEYS, ARGV) return sliding_window(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_sliding_window', sliding_window)
-redis.register_function('redisrate_sliding_window_v8de87c420f8e', sliding_window)
+redis.register_function('redisrate_sliding_window_v68e0cf23a67b', sliding_window)
 redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' }, callback = sliding_window_ro }
-redis.register_function{ function_name = 'redisrate_sliding_window_ro_v8de87c420f8e', flags = { 'no-writes' }, callback = sliding_window_ro }
+redis.register_function{ function_name = 'redisrate_sliding_window_ro_v68e0cf23a67b', flags = { 'no-writes' }, callback = sliding_window_ro }
 local function fixed_window_ro(KEYS, ARGV) return fixed_window(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_fixed_window', fixed_window)
-redis.register_function('redisrate_fixed_window_v8de87c420f8e', fixed_window)
+redis.register_function('redisrate_fixed_window_v68e0cf23a67b', fixed_window)
 redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' }, callback = fixed_window_ro }
-redis.register_function{ function_name = 'redisrate_fixed_window_ro_v8de87c420f8e', flags = { 'no-writes' }, callback = fixed_window_ro }
+redis.register_function{ function_name = 'redisrate_fixed_window_ro_v68e0cf23a67b', flags = { 'no-writes' }, callback = fixed_window_ro }
 local function sliding_log_ro(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_sliding_log', sliding_log)
-redis.register_function('redisrate_sliding_log_v8de87c420f8e', sliding_log)
+redis.register_function('redisrate_sliding_log_v68e0cf23a67b', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' }, callback = sliding_log_ro }
-redis.register_function{ function_name = 'redisrate_sliding_log_ro_v8de87c420f8e', flags = { 'no-writes' }, callback = sliding_log_ro }
+redis.register_function{ function_name = 'redisrate_sliding_log_ro_v68e0cf23a67b', flags = { 'no-writes' }, callback = sliding_log_ro }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return '8de87c420f8efe46cb20cf024b3da70128bd7b0d' end }
+  callback = function() return '68e0cf23a67b74b91b63059ab5760300e4e35bf8' end }

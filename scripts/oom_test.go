@@ -29,10 +29,11 @@ func usedMemory(t *testing.T, b *st.Backend) int64 {
 
 // TestOOM (guarantee 10, issue 9 reproduction 5): under maxmemory with
 // noeviction, every writing call of every script (new key and existing key,
-// one limit and several, sliding_log with costs up to its cap) fails with
-// Redis's OOM error and writes nothing, by EVALSHA and by FCALL; calls that
-// write nothing (a denial, a check, a cost of 0) still decide by EVALSHA,
-// and FCALL_RO of the read-only functions still decides.
+// one limit and several, two keys each new or not, sliding_log with costs
+// up to its cap) fails with Redis's OOM error and writes nothing on any
+// key, by EVALSHA and by FCALL; calls that write nothing (a denial, a
+// check, a cost of 0) still decide by EVALSHA, and FCALL_RO of the
+// read-only functions still decides.
 func TestOOM(t *testing.T) {
 	onServers(t, func(t testing.TB) []*st.Backend { return st.RealServers(t, "--maxmemory-policy", "noeviction") }, oomOn)
 }
@@ -57,6 +58,27 @@ func oomOn(t *testing.T, b *st.Backend) {
 		}
 		// full, for denials
 		b.Eval(s, "oom:full:"+s.Name, "5", "60000", "", "5")
+	}
+	// Calls of two keys: each key new or holding state ("{oom:2k:<kinds>:<script>}:<i>"), and
+	// for denials a pair whose second key is full.
+	pairKinds := []string{"new/new", "old/new", "new/old", "old/old"}
+	pair := func(via, kinds string, s scripts.Spec) []string {
+		tag := fmt.Sprintf("{oom:2k:%s:%s:%s}", via, kinds, s.Name)
+		return []string{tag + ":1", tag + ":2"}
+	}
+	for _, s := range scripts.Specs() {
+		for _, kinds := range pairKinds {
+			for _, via := range []string{"EVALSHA", "FCALL"} {
+				keys := pair(via, kinds, s)
+				for i, kind := range strings.Split(kinds, "/") {
+					if kind == "old" {
+						prime(t, b, s, keys[i])
+					}
+				}
+			}
+		}
+		full := pair("full", "new/full", s)
+		b.Eval(s, full[1], "5", "60000", "", "5")
 	}
 	for i := range logWrites[:2] {
 		for _, k := range []string{"oom:log:old:%d", "oom:flog:old:%d"} {
@@ -128,6 +150,40 @@ func oomOn(t *testing.T, b *st.Backend) {
 			}
 		}
 		b.Unchanged("calls that write nothing under OOM", full, before)
+		// Two keys: refused, nothing written on either (by EVALSHA Redis
+		// refuses the script's first write, and so any later one).
+		two := a("100", "60000", "", "1", "", "1000", "60000", "")
+		for _, kinds := range pairKinds {
+			for _, via := range []string{"EVALSHA", "FCALL"} {
+				keys := pair(via, kinds, s)
+				before := b.SnapAll(keys)
+				var r st.Reply
+				if via == "EVALSHA" {
+					r = b.EvalKeys(s.Source, s.SHA1, keys, two...)
+				} else {
+					r = b.FCall(s, keys, two...)
+				}
+				n++
+				if !strings.HasPrefix(r.Err, "OOM") {
+					t.Errorf("%s %s, two keys %s: %v, want an error starting OOM", via, s.Name, kinds, r)
+				}
+				b.UnchangedAll(fmt.Sprintf("%s %s two keys %s under OOM", via, s.Name, kinds), before)
+			}
+		}
+		fullPair := pair("full", "new/full", s)
+		before = b.Snap(fullPair[1])
+		for _, argv := range [][]string{a("5", "60000", "", "1", "", "5", "60000", ""), a("5", "60000", "", "1", "check", "5", "60000", "")} {
+			if r := b.EvalKeys(s.Source, s.SHA1, fullPair, argv...); r.Err != "" || r.Ints[0] != 0 || r.Ints[5] != 2 {
+				t.Errorf("EVALSHA %s two keys %v under OOM: %v, want denied by key 2 (it writes nothing)", s.Name, argv, r)
+			}
+			if r := b.FCallRO(s, fullPair, argv...); r.Err != "" || r.Ints[0] != 0 {
+				t.Errorf("FCALL_RO %s two keys %v under OOM: %v, want denied", s.Function+"_ro", argv, r)
+			}
+		}
+		b.Unchanged("a denial of two keys under OOM", fullPair[1], before)
+		if b.PTTL(fullPair[0]) != -2 {
+			t.Errorf("%s: a denial of two keys under OOM created key 1", s.Name)
+		}
 	}
 	if used2 := usedMemory(t, b); used2 > used+1024*1024+512*1024 {
 		t.Errorf("used_memory grew from %d to %d under OOM", used, used2)

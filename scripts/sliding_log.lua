@@ -4,6 +4,12 @@
 --
 -- Call:
 --   EVALSHA <sha1> 1 <key> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
+--   EVALSHA <sha1> <k> <key1> ... <keyk> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
+--
+-- KEYS: one key holds every limit's state. With k keys (2 to 8, all
+-- different, in one cluster slot by a hash tag), limit i guards KEYS[i],
+-- which keeps its limit's state as a one-key call with it would: a key many
+-- calls share (an organisation's) can also be called alone with its limit.
 --
 -- ARGV (whole decimal numbers, digits only; "" means the default):
 --   1 limit      units per period_ms, from 1 to 10000
@@ -13,6 +19,7 @@
 --   5 mode       "" decides and records; "check" decides exactly so but records nothing
 --   6..          further "limit period_ms burst" triples, up to 8 limits in all:
 --                admitted only if every limit admits, then recorded against each
+--                (on every key); otherwise nothing is written (on any key)
 --
 -- Reply: six integers
 --   1 allowed         1 admitted, 0 denied
@@ -20,13 +27,16 @@
 --   3 retry_after_ms  0 when allowed; else ms until the same request would be admitted; -1 never
 --   4 reset_after_ms  ms until the key is back to full capacity
 --   5 capacity        the binding limit's capacity (limit)
---   6 binding         which limit (1, 2, ...) fields 2 to 5 describe
+--   6 binding         which limit (1, 2, ...) fields 2 to 5 describe; with k keys, KEYS[binding]'s
 --
--- Errors: "ERR invalid <argument> '<value>': <rule>", naming the first argument
--- at fault; a key that holds anything but this script's state is refused and
--- left untouched. Under maxmemory with noeviction, a writing call fails with
--- OOM and writes nothing. The clock is Redis TIME; a clock that steps back
--- decides as of the time the state records.
+-- Errors: "ERR invalid <argument> '<value>': <rule>", naming the first fault in
+-- this order: numkeys not 1 to 8, a key the same as an earlier one ("key #i"),
+-- ARGV in its order (a 9th limit is too many), a last triple cut short, then
+-- k keys for other than k limits. A key that holds anything but this
+-- script's state is refused and left untouched ("ERR key holds ...", with
+-- several keys "ERR key #i holds ..."). Under maxmemory with noeviction, a
+-- writing call fails with OOM and writes nothing. The clock is Redis TIME;
+-- a clock that steps back decides as of the time the state records.
 --
 -- Algorithm: sliding log. Every admitted unit is one sorted-set entry scored
 -- with its time; a request is admitted when the entries within the last
@@ -108,23 +118,37 @@ local function invalid(name, i, s, rule)
   return redis.error_reply('ERR invalid ' .. name .. " '" .. s .. "': " .. rule)
 end
 
--- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
+-- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
 local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
-if #keys ~= 1 then
-  return redis.error_reply('ERR invalid numkeys \'' .. #keys .. "': must be 1 (the limiter's key)")
-end
-local key = keys[1]
-local nargs = #argv
+-- One key holds every limit; with k keys (2 to 8), limit i guards KEYS[i].
+-- The key count and the keys come before ARGV and are checked first; that
+-- k is the number of limits, last (guarantee 8: a miscount after values).
+local k, nargs = #keys, #argv
 -- Limits in this call: the first, and one for each further triple begun.
 local n = nargs > 5 and 1 + (nargs - 5 + -(nargs - 5) % 3) / 3 or 1
+-- A miscount named once every value is read: true for a last triple cut
+-- short (it comes first), 'numkeys' for k keys other than n limits.
+local short = false
+if k ~= 1 then
+  if k < 1 or k > 8 then
+    return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 (every limit on one key) or 2 to 8 (limit i on KEYS[i])")
+  end
+  for i = 2, k do
+    for j = 1, i - 1 do
+      if keys[i] == keys[j] then return invalid('key', i, keys[i], 'must differ from key #' .. j) end
+    end
+  end
+  if k ~= n then short = 'numkeys' end
+end
+local key = keys[1]
 local cost, check = 1, false
 -- The first limit's arguments go into locals; a further limit's, once read,
 -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
 -- call builds a table for them.
 local limit1, period1, burst1
-local short = false -- the last further triple is cut short
 -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
--- before a miscount that follows it: too many limits, a last triple cut short.
+-- before a miscount that follows it: too many limits, a last triple cut
+-- short, a key count other than the number of limits.
 for i = 1, n do
   if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
   local at = i == 1 and 0 or 3 * i - 1
@@ -165,6 +189,9 @@ for i = 1, n do
   end
 end
 if short then
+  if short == 'numkeys' then
+    return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 or the number of limits (" .. n .. '), one limit per key')
+  end
   return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
 end
 
@@ -175,41 +202,65 @@ do
   now = t[1] * 1000000 + t[2]
 end
 
--- ---- State: the marker, and the newest entry ----
-local marked = redis.pcall('ZSCORE', key, TAG)
-if type(marked) == 'table' then
-  return redis.error_reply('ERR key holds a value of another type, not sliding_log state: left untouched')
-end
-local last_seq, newest = 0, nil
-if marked then
-  -- The sequence is at most 2^53 - 1, so every entry's number is exact.
-  if not find(marked, '^%-%d+$') or #marked > 17 or -marked > 9007199254740991 then
-    return redis.error_reply('ERR key holds a value that is not sliding_log state: left untouched')
+-- ---- State: each key's marker, and its newest entry ----
+-- With one key, it holds every limit's entries; with several, key i holds
+-- limit i's, read as a one-key call with one limit reads it, and an error
+-- names its position (key #i). The locals hold KEYS[1]'s numbers; with
+-- several keys, logs holds key i's last sequence number, newest entry and
+-- time at 3i - 2, 3i - 1 and 3i.
+local last_seq, newest, at, logs, i = 0 -- i: with several keys, the key read
+while true do -- KEYS[1], then with several keys each in turn
+  local marked = redis.pcall('ZSCORE', key, TAG)
+  if type(marked) == 'table' then
+    return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value of another type, not sliding_log state: left untouched')
   end
-  last_seq = -marked
-  local top = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
-  if top[2] then
-    newest = top[2] + 0
-    if newest > TIME_MAX or newest % 1 ~= 0 then -- an entry is a whole microsecond before 2250
-      return redis.error_reply('ERR key holds a value that is not sliding_log state: left untouched')
+  if marked then
+    -- The sequence is at most 2^53 - 1, so every entry's number is exact.
+    if not find(marked, '^%-%d+$') or #marked > 17 or -marked > 9007199254740991 then
+      return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value that is not sliding_log state: left untouched')
     end
+    last_seq = -marked
+    local top = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
+    if top[2] then
+      newest = top[2] + 0
+      if newest > TIME_MAX or newest % 1 ~= 0 then -- an entry is a whole microsecond before 2250
+        return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value that is not sliding_log state: left untouched')
+      end
+    end
+  elseif redis.call('EXISTS', key) == 1 then
+    return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value that is not sliding_log state: left untouched')
   end
-elseif redis.call('EXISTS', key) == 1 then
-  return redis.error_reply('ERR key holds a value that is not sliding_log state: left untouched')
+  -- A clock behind the newest entry (it stepped back) decides as of that entry.
+  at = now
+  if newest and newest > now then at = newest end
+  if k == 1 then break end
+  -- Several keys: key i's numbers to logs, KEYS[1]'s back in the locals
+  -- once every key is read.
+  if not logs then logs, i = {}, 1 end
+  logs[3 * i - 2], logs[3 * i - 1], logs[3 * i] = last_seq, newest, at
+  if i == k then
+    key, last_seq, newest, at = keys[1], logs[1], logs[2], logs[3]
+    break
+  end
+  last_seq, newest, i = 0, nil, i + 1
+  key = keys[i]
 end
--- A clock behind the newest entry (it stepped back) decides as of that entry.
-local at = now
-if newest and newest > now then at = newest end
 
 -- ---- Decision: every limit in turn, all or nothing ----
 local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
 local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
 local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
 local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
+local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
 local longest = 0 -- the longest period: what the log must keep
 for i = 1, n do
   local limit, period_us = limit1, period1 * 1000
-  if i > 1 then limit, period_us = argv[3 * i], argv[3 * i + 1] * 1000 end
+  if i > 1 then
+    limit, period_us = argv[3 * i], argv[3 * i + 1] * 1000
+    if k > 1 then -- several keys: KEYS[i]'s log, kept for its limit's period
+      key, last_seq, newest, at, longest = keys[i], logs[3 * i - 2], logs[3 * i - 1], logs[3 * i], 0
+    end
+  end
   if period_us > longest then longest = period_us end
   -- the window is (at - period, at]; the marker's score, <= 0, is never in it
   local lo = at - period_us
@@ -254,26 +305,34 @@ for i = 1, n do
 end
 
 -- ---- The one write step: add, trim, expire ----
--- ZADD comes first: under maxmemory (OOM) Redis refuses it before anything
--- is written, and checks no later command of the script.
+-- ZADD comes first: under maxmemory (OOM) Redis refuses a script's first
+-- write before anything is written, and checks no later command of the
+-- script. With several keys, each key in turn, from the last (the loop
+-- above left its log in the locals) to KEYS[1], as a one-key call with
+-- its limit: its entries at its time, kept for its limit's period.
 if allowed and writes then
-  local at_s = fmt('%d', at)
-  -- Past 2^53 - 1 the sequence starts again from 0: the entries still kept
-  -- (at most 10,000, by the cap) hold the last numbers, far from the first.
-  if last_seq + cost > 9007199254740991 then last_seq = 0 end
-  local batch, j = { -(last_seq + cost), TAG }, 2
-  for k = 1, cost do
-    batch[j + 1] = at_s
-    batch[j + 2] = last_seq + k
-    j = j + 2
-    if j >= 4000 or k == cost then -- unpack() has a stack of about 8000
-      redis.call('ZADD', key, unpack(batch, 1, j))
-      j = 0
+  while true do
+    local at_s = fmt('%d', at)
+    -- Past 2^53 - 1 the sequence starts again from 0: the entries still kept
+    -- (at most 10,000, by the cap) hold the last numbers, far from the first.
+    if last_seq + cost > 9007199254740991 then last_seq = 0 end
+    local batch, j = { -(last_seq + cost), TAG }, 2
+    for e = 1, cost do
+      batch[j + 1] = at_s
+      batch[j + 2] = last_seq + e
+      j = j + 2
+      if j >= 4000 or e == cost then -- unpack() has a stack of about 8000
+        redis.call('ZADD', key, unpack(batch, 1, j))
+        j = 0
+      end
     end
+    redis.call('ZREMRANGEBYSCORE', key, '(0', fmt('%d', at - longest))
+    local keep_us = at - now + longest
+    redis.call('PEXPIRE', key, (keep_us + -keep_us % 1000) / 1000)
+    if k == 1 or i == 1 then break end
+    i = i - 1
+    key, last_seq, at, longest = keys[i], logs[3 * i - 2], logs[3 * i], (i > 1 and argv[3 * i + 1] or period1) * 1000
   end
-  redis.call('ZREMRANGEBYSCORE', key, '(0', fmt('%d', at - longest))
-  local keep_us = at - now + longest
-  redis.call('PEXPIRE', key, (keep_us + -keep_us % 1000) / 1000)
 end
 
 -- ---- The reply (scripts/src/reply.lua) ----

@@ -1,20 +1,34 @@
--- ---- Arguments (scripts/src/args.lua): all of them validated before the key is read ----
+-- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
 local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
-if #keys ~= 1 then
-  return redis.error_reply('ERR invalid numkeys \'' .. #keys .. "': must be 1 (the limiter's key)")
-end
-local key = keys[1]
-local nargs = #argv
+-- One key holds every limit; with k keys (2 to 8), limit i guards KEYS[i].
+-- The key count and the keys come before ARGV and are checked first; that
+-- k is the number of limits, last (guarantee 8: a miscount after values).
+local k, nargs = #keys, #argv
 -- Limits in this call: the first, and one for each further triple begun.
 local n = nargs > 5 and 1 + (nargs - 5 + -(nargs - 5) % 3) / 3 or 1
+-- A miscount named once every value is read: true for a last triple cut
+-- short (it comes first), 'numkeys' for k keys other than n limits.
+local short = false
+if k ~= 1 then
+  if k < 1 or k > 8 then
+    return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 (every limit on one key) or 2 to 8 (limit i on KEYS[i])")
+  end
+  for i = 2, k do
+    for j = 1, i - 1 do
+      if keys[i] == keys[j] then return invalid('key', i, keys[i], 'must differ from key #' .. j) end
+    end
+  end
+  if k ~= n then short = 'numkeys' end
+end
+local key = keys[1]
 local cost, check = 1, false
 -- The first limit's arguments go into locals; a further limit's, once read,
 -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
 -- call builds a table for them.
 local limit1, period1, burst1
-local short = false -- the last further triple is cut short
 -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
--- before a miscount that follows it: too many limits, a last triple cut short.
+-- before a miscount that follows it: too many limits, a last triple cut
+-- short, a key count other than the number of limits.
 for i = 1, n do
   if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
   local at = i == 1 and 0 or 3 * i - 1
@@ -79,6 +93,9 @@ for i = 1, n do
   end
 end
 if short then
+  if short == 'numkeys' then
+    return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 or the number of limits (" .. n .. '), one limit per key')
+  end
   return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
 end
 

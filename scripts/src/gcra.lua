@@ -35,6 +35,7 @@ for i = 1, n do
   -- in locals, the others' in argv (as numbers by now) and in more.
   local limit, period_us, burst, stored_t, stored_r = limit1, period1 * 1000, burst1, s1, s2
   if i > 1 then
+--@include keyed.lua
     limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
     stored_t, stored_r = more[2 * i - 3], more[2 * i - 2]
   end
@@ -48,8 +49,8 @@ for i = 1, n do
   local ahead, r = 0, 0
   if stored_r then
     local d = stored_t - now
-    if stored_t > 9007199254740991 then -- read exactly from its text
-      local x = match(raw, '^%S+' .. ('').rep(' %d+', 2 * i - 2) .. ' (%d+)')
+    if stored_t > 9007199254740991 then -- read exactly from its text: KEYS[i]'s first limit's, or with one key KEYS[1]'s i-th
+      local x = match(redis.call('GET', KEYS[i] or KEYS[1]), '^%S+' .. ('').rep(' %d+', KEYS[i] and 0 or 2 * i - 2) .. ' (%d+)')
       d = (('').sub(x, 1, #x - 6) * 1000000 - now) + (('1' .. ('').sub(x, -6)) - 1000000)
     end
     local r0 = stored_r

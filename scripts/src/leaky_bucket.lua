@@ -31,6 +31,7 @@ for i = 1, n do
   -- in locals, the others' in argv (as numbers by now) and in more.
   local limit, period_us, burst, stored_x, stored_t = limit1, period1 * 1000, burst1, s1, s2
   if i > 1 then
+--@include keyed.lua
     limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
     stored_x, stored_t = more[2 * i - 3], more[2 * i - 2]
   end

@@ -37,6 +37,7 @@ for i = 1, n do
   -- in locals, the others' in argv (as numbers by now) and in more.
   local limit, p, stored, stored_prev, stored_cur = limit1, period1, s1, s2, s3
   if i > 1 then
+--@include keyed.lua
     limit, p = argv[3 * i], argv[3 * i + 1]
     stored, stored_prev, stored_cur = more[3 * i - 5], more[3 * i - 4], more[3 * i - 3]
   end

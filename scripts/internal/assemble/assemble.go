@@ -350,10 +350,12 @@ func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
 // one limit, written from the same lines: what follows "--@include
 // loop.lua" up to the end of the loop "for i = 1, n do", without the loop's
 // first and last lines and without the block "if i > 1 then" that reads a
-// further limit, and with the verdict (the binding limit's choice) replaced
-// by this one limit's outcome, its record written with the tag in the
-// format. It fails on a source not of that shape, so
-// that the specialized copy is never silently wrong.
+// further limit (where the step that keeps each key's record apart in a
+// call of several keys, "--@include keyed.lua", must stand), and with the
+// verdict (the binding limit's choice) replaced by this one limit's
+// outcome, its record written with the tag in the format. It fails on a
+// source not of that shape, so that the specialized copy is never silently
+// wrong.
 func oneLimit(lines []string, tag string) ([]string, error) {
 	start := -1
 	for i, l := range lines {
@@ -377,6 +379,9 @@ func oneLimit(lines []string, tag string) ([]string, error) {
 			continue
 		case inFurther:
 			inFurther = l != "  end"
+			if l == "--@include keyed.lua" {
+				seen["keyed"] = true
+			}
 			continue
 		case inLoop && l == "--@include verdict.lua":
 			out, seen["verdict"] = append(out, "  local allowed, out = ok, TAG -- the one limit decides"), true
@@ -390,7 +395,7 @@ func oneLimit(lines []string, tag string) ([]string, error) {
 			l = strings.Replace(strings.Replace(l, "fmt('%s ", "fmt('"+tag+" ", 1), "', out, ", "', ", 1)
 			seen["record"] = true
 		case inLoop && l == "end":
-			for _, shape := range []string{"for", "if", "verdict", "record"} {
+			for _, shape := range []string{"for", "if", "verdict", "record", "keyed"} {
 				if !seen[shape] {
 					return nil, fmt.Errorf("the loop has no %q line of the expected shape", shape)
 				}
@@ -546,6 +551,12 @@ func header(b *strings.Builder, a Algorithm) {
 --
 -- Call:
 --   EVALSHA <sha1> 1 <key> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
+--   EVALSHA <sha1> <k> <key1> ... <keyk> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
+--
+-- KEYS: one key holds every limit's state. With k keys (2 to 8, all
+-- different, in one cluster slot by a hash tag), limit i guards KEYS[i],
+-- which keeps its limit's state as a one-key call with it would: a key many
+-- calls share (an organisation's) can also be called alone with its limit.
 --
 -- ARGV (whole decimal numbers, digits only; "" means the default):
 --   1 limit      units per period_ms, from 1 to %s
@@ -555,6 +566,7 @@ func header(b *strings.Builder, a Algorithm) {
 --   5 mode       "" decides and records; "check" decides exactly so but records nothing
 --   6..          further "limit period_ms burst" triples, up to 8 limits in all:
 --                admitted only if every limit admits, then recorded against each
+--                (on every key); otherwise nothing is written (on any key)
 --
 -- Reply: six integers
 --   1 allowed         1 admitted, 0 denied
@@ -562,13 +574,16 @@ func header(b *strings.Builder, a Algorithm) {
 --   3 retry_after_ms  0 when allowed; else ms until the same request would be admitted; -1 never
 --   4 reset_after_ms  ms until the key is back to full capacity
 --   5 capacity        the binding limit's capacity (%s)
---   6 binding         which limit (1, 2, ...) fields 2 to 5 describe
+--   6 binding         which limit (1, 2, ...) fields 2 to 5 describe; with k keys, KEYS[binding]'s
 --
--- Errors: "ERR invalid <argument> '<value>': <rule>", naming the first argument
--- at fault; a key that holds anything but this script's state is refused and
--- left untouched. Under maxmemory with noeviction, a writing call fails with
--- OOM and writes nothing. The clock is Redis TIME; a clock that steps back
--- decides as of the time the state records.
+-- Errors: "ERR invalid <argument> '<value>': <rule>", naming the first fault in
+-- this order: numkeys not 1 to 8, a key the same as an earlier one ("key #i"),
+-- ARGV in its order (a 9th limit is too many), a last triple cut short, then
+-- k keys for other than k limits. A key that holds anything but this
+-- script's state is refused and left untouched ("ERR key holds ...", with
+-- several keys "ERR key #i holds ..."). Under maxmemory with noeviction, a
+-- writing call fails with OOM and writes nothing. The clock is Redis TIME;
+-- a clock that steps back decides as of the time the state records.
 --
 `, a.Name, a.Summary, ContractVersion, power(a.MaxLimit), burst, capacity)
 	for _, l := range a.About {
@@ -587,7 +602,8 @@ func library(algos []Algorithm, helpers, name string) string {
 -- redisrate repository). Redis 7 or later: FUNCTION LOAD REPLACE this file.
 --
 --   FCALL    redisrate_<algorithm>    1 <key> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
---   FCALL_RO redisrate_<algorithm>_ro 1 <key> <limit> <period_ms> [<burst> [<cost> [<mode> ...]]]
+--   FCALL    redisrate_<algorithm>    <k> <key1> ... <keyk> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
+--   FCALL_RO redisrate_<algorithm>_ro <k> <key1> ... <limit> <period_ms> [<burst> [<cost> [<mode> ...]]]
 --   FCALL_RO redisrate_version 0
 --
 -- <algorithm>: %s. Each function takes

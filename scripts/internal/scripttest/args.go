@@ -23,6 +23,9 @@ type Call struct {
 	Limits []Limit
 	Cost   int64
 	Check  bool
+	// Keys is the call's number of keys: 1 (every limit on KEYS[1]) or,
+	// from 2 to 8, one per limit (limit i on KEYS[i]).
+	Keys int
 }
 
 var digits = regexp.MustCompile(`^[0-9]+$`)
@@ -90,19 +93,39 @@ func InRange(rule string, limit, periodMS, burst int64) bool {
 	panic("unknown range rule " + rule)
 }
 
-// Parse is the contract's argument validation in Go: the call the script
-// reads, or the exact error text it must reply (the first argument at
-// fault, in ARGV order). numkeys is the number of keys passed.
+// Parse is ParseKeys for numkeys keys that differ.
 func Parse(s scripts.Spec, numkeys int, argv []string) (Call, string) {
-	if numkeys != 1 {
-		return Call{}, fmt.Sprintf("ERR invalid numkeys '%d': must be 1 (the limiter's key)", numkeys)
+	keys := make([]string, max(numkeys, 0))
+	for i := range keys {
+		keys[i] = fmt.Sprintf("{k}:%d", i+1)
+	}
+	return ParseKeys(s, keys, argv)
+}
+
+// ParseKeys is the contract's argument validation in Go: the call the
+// script reads, or the exact error text it must reply. The order is the
+// scripts': the key count (0 or more than 8), a key equal to an earlier one,
+// then ARGV in its order (a 9th triple is "too many limits"), then the
+// miscounts that follow the values: a last triple cut short, and a key
+// count of 2 or more other than the number of limits.
+func ParseKeys(s scripts.Spec, keys []string, argv []string) (Call, string) {
+	numkeys := len(keys)
+	if numkeys < 1 || numkeys > 8 {
+		return Call{}, fmt.Sprintf("ERR invalid numkeys '%d': must be 1 (every limit on one key) or 2 to 8 (limit i on KEYS[i])", numkeys)
+	}
+	for i := 1; i < numkeys; i++ {
+		for j := 0; j < i; j++ {
+			if keys[i] == keys[j] {
+				return Call{}, invalid("key", i+1, keys[i], fmt.Sprintf("must differ from key #%d", j+1))
+			}
+		}
 	}
 	n := 1 // the first limit, and one for each further triple begun
 	if len(argv) > 5 {
 		n = 1 + (len(argv)-5+2)/3
 	}
 	// Checked in ARGV order: a bad value is named before a miscount that
-	// follows it (too many limits, a last triple cut short).
+	// follows it (too many limits, a last triple cut short, the key count).
 	incomplete := fmt.Sprintf("ERR incomplete limit #%d: each further limit is the triple limit period_ms burst", n)
 	arg := func(i int) string {
 		if i < len(argv) {
@@ -177,7 +200,21 @@ func Parse(s scripts.Spec, numkeys int, argv []string) (Call, string) {
 		}
 		c.Limits = append(c.Limits, Limit{limit, period, burst})
 	}
+	if numkeys != 1 && numkeys != n {
+		return Call{}, fmt.Sprintf("ERR invalid numkeys '%d': must be 1 or the number of limits (%d), one limit per key", numkeys, n)
+	}
+	c.Keys = numkeys
 	return c, ""
+}
+
+// KeyAt is a state error (StateError, ExpectedStateError) as a call of
+// several keys words it: naming the key's position i (from 1), "ERR key #2
+// holds ...". "" stays "".
+func KeyAt(i int, msg string) string {
+	if msg == "" {
+		return ""
+	}
+	return strings.Replace(msg, "ERR key holds ", fmt.Sprintf("ERR key #%d holds ", i), 1)
 }
 
 // StateError is the error a script replies for a key that holds something
@@ -195,11 +232,13 @@ func StateError(s scripts.Spec, other string) string {
 
 // contractErrors matches every error text the contract allows a script.
 var contractErrors = regexp.MustCompile(`(?s)^ERR (` +
-	`invalid numkeys '\d+': must be 1 \(the limiter's key\)` +
+	`invalid numkeys '\d+': must be 1 \(every limit on one key\) or 2 to 8 \(limit i on KEYS\[i\]\)` +
+	`|invalid numkeys '[2-8]': must be 1 or the number of limits \([1-8]\), one limit per key` +
+	`|invalid key #[2-8] '.*': must differ from key #[1-7]` +
 	`|too many limits \(\d+\): must be at most 8` +
 	`|incomplete limit #\d: each further limit is the triple limit period_ms burst` +
 	`|invalid (limit|period_ms|burst|cost|mode)( #[2-8])? '.*': (must be a whole number from 1 to 10\^15|must be a whole number from 1 to 10000|must be a whole number from 1 to 10\^12|must be a whole number up to 10\^15, or 0 or empty for limit|must be empty, 0 or equal to limit for [a-z_]+|must be a whole number from 0 to 10\^15|must be empty or 'check'|too large for exact arithmetic with limit \d+ and period_ms \d+|too large for exact arithmetic with period_ms \d+)` +
-	`|key holds (a value of another type, not|a value that is not|[a-z_]+ state, not) [a-z_]+ state: left untouched` +
+	`|key( #[1-8])? holds (a value of another type, not|a value that is not|[a-z_]+ state, not) [a-z_]+ state: left untouched` +
 	`)$`)
 
 // ContractError reports whether msg is one of the contract's error texts.

@@ -135,8 +135,44 @@ type outcome struct {
 // the script must record.
 func (m *Model) Call(now int64, c Call) []int64 {
 	m.Clock(now)
+	outs, record := m.decide(now, c)
+	reply, allowed := verdict(outs)
+	if allowed && c.Cost > 0 && !c.Check {
+		record()
+	}
+	return reply
+}
+
+// CallKeys decides c, a call of several keys (c.Keys > 1), at now: limit i
+// on models[i], each key decided as a one-key call with its one limit, all
+// or nothing. It returns the reply the script must give; each model's state
+// follows what the script must record on its key.
+func CallKeys(models []*Model, now int64, c Call) []int64 {
+	if len(models) != len(c.Limits) {
+		panic(fmt.Sprintf("CallKeys: %d models for %d limits", len(models), len(c.Limits)))
+	}
+	outs := make([]outcome, len(models))
+	records := make([]func(), len(models))
+	for i, m := range models {
+		m.Clock(now)
+		var o []outcome
+		o, records[i] = m.decide(now, Call{Limits: c.Limits[i : i+1], Cost: c.Cost, Check: c.Check, Keys: 1})
+		outs[i] = o[0]
+	}
+	reply, allowed := verdict(outs)
+	if allowed && c.Cost > 0 && !c.Check {
+		for _, record := range records {
+			record()
+		}
+	}
+	return reply
+}
+
+// decide is each limit's outcome of c at now on m's key, and what records
+// the call on it when the call is admitted.
+func (m *Model) decide(now int64, c Call) ([]outcome, func()) {
 	if m.Spec.Log {
-		return m.callLog(now, c)
+		return m.decideLog(now, c)
 	}
 	outs := make([]outcome, len(c.Limits))
 	for i, l := range c.Limits {
@@ -159,8 +195,7 @@ func (m *Model) Call(now int64, c Call) []int64 {
 			panic("no model for " + m.Spec.Name)
 		}
 	}
-	reply, allowed := verdict(outs)
-	if allowed && c.Cost > 0 && !c.Check {
+	return outs, func() {
 		var ttl int64
 		m.lims = m.lims[:0]
 		for _, o := range outs {
@@ -170,7 +205,6 @@ func (m *Model) Call(now int64, c Call) []int64 {
 		m.has = true
 		m.expireAt(now, CeilDiv(ttl, 1000))
 	}
-	return reply
 }
 
 // verdict is the reply for the limits' outcomes: the binding limit.
@@ -413,9 +447,9 @@ func fixedStep(st *mstate, l Limit, now, cost int64) outcome {
 	return o
 }
 
-// callLog: one entry per admitted unit, at the call's time (or the newest
-// entry's, when the clock stepped back behind it).
-func (m *Model) callLog(now int64, c Call) []int64 {
+// decideLog: one entry per admitted unit, at the call's time (or the
+// newest entry's, when the clock stepped back behind it).
+func (m *Model) decideLog(now int64, c Call) ([]outcome, func()) {
 	at := now
 	if n := len(m.log); n > 0 && m.log[n-1] > at {
 		at = m.log[n-1]
@@ -448,8 +482,7 @@ func (m *Model) callLog(now int64, c Call) []int64 {
 		}
 		outs[i] = o
 	}
-	reply, allowed := verdict(outs)
-	if allowed && c.Cost > 0 && !c.Check {
+	return outs, func() {
 		for range c.Cost {
 			m.log = append(m.log, at)
 		}
@@ -458,7 +491,6 @@ func (m *Model) callLog(now int64, c Call) []int64 {
 		m.has = true
 		m.expireAt(now, CeilDiv(at-now+longest, 1000))
 	}
-	return reply
 }
 
 // String describes the model's state, for failure messages.

@@ -279,13 +279,19 @@ func (b *Backend) FCall(s scripts.Spec, keys []string, args ...string) Reply {
 // one MULTI, so that both read TIME within microseconds of each other
 // (real Redis only, with the library loaded).
 func (b *Backend) EvalAndFCall(s scripts.Spec, ke, kf string, args ...string) (Reply, Reply) {
+	return b.EvalAndFCallKeys(s, []string{ke}, []string{kf}, args...)
+}
+
+// EvalAndFCallKeys is EvalAndFCall for calls of several keys: EVALSHA on
+// ke, FCALL on kf.
+func (b *Backend) EvalAndFCallKeys(s scripts.Spec, ke, kf []string, args ...string) (Reply, Reply) {
 	if err := b.Client.ScriptLoad(Ctx, s.Source).Err(); err != nil {
 		return Reply{Err: err.Error()}, Reply{Err: err.Error()}
 	}
 	var e, f *redis.Cmd
 	_, _ = b.Client.TxPipelined(Ctx, func(p redis.Pipeliner) error {
-		e = p.EvalSha(Ctx, s.SHA1, []string{ke}, anys(args)...)
-		f = p.FCall(Ctx, s.Function, []string{kf}, anys(args)...)
+		e = p.EvalSha(Ctx, s.SHA1, ke, anys(args)...)
+		f = p.FCall(Ctx, s.Function, kf, anys(args)...)
 		return nil
 	})
 	return decode(e.Result()), decode(f.Result())
@@ -396,6 +402,28 @@ func (b *Backend) Unchanged(what, key string, before Snapshot) {
 	}
 	if !Same(before, after, slack) {
 		b.t.Errorf("%s: %s: key %q changed:\n before %v\n after  %v", b.Name, what, key, before, after)
+	}
+}
+
+// Snaps is the snapshots of several keys, by key: a call of several keys
+// must change none of them when it changes nothing.
+type Snaps map[string]Snapshot
+
+// SnapAll snaps each of keys.
+func (b *Backend) SnapAll(keys []string) Snaps {
+	b.t.Helper()
+	out := Snaps{}
+	for _, k := range keys {
+		out[k] = b.Snap(k)
+	}
+	return out
+}
+
+// UnchangedAll fails the test for each key of before that changed since.
+func (b *Backend) UnchangedAll(what string, before Snaps) {
+	b.t.Helper()
+	for k, s := range before {
+		b.Unchanged(what, k, s)
 	}
 }
 
