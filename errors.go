@@ -124,12 +124,23 @@ func classify(err error) error {
 	switch {
 	case strings.HasPrefix(msg, "ERR invalid "), strings.HasPrefix(msg, "ERR incomplete "), strings.HasPrefix(msg, "ERR too many limits"):
 		return ErrInvalid
-	case strings.HasPrefix(msg, "ERR key holds "):
+	case strings.HasPrefix(msg, "ERR key holds "), foreignKeyAt(msg):
 		return ErrForeignKey
 	case strings.HasPrefix(msg, "NOPERM"):
 		return ErrPermission
 	}
 	return ErrUnavailable
+}
+
+// foreignKeyAt matches a script's error about the value of one key of a
+// call of several keys, which names its position: "ERR key #2 holds ...".
+func foreignKeyAt(msg string) bool {
+	rest, ok := strings.CutPrefix(msg, "ERR key #")
+	if !ok {
+		return false
+	}
+	i := strings.IndexByte(rest, ' ')
+	return i > 0 && strings.HasPrefix(rest[i:], " holds ")
 }
 
 // BatchError is the error of AllowBatch when some requests got an error.

@@ -19,6 +19,8 @@ func TestClassify(t *testing.T) {
 		"ERR key holds a value that is not gcra state: left untouched":                    ErrForeignKey,
 		"ERR key holds token_bucket state, not gcra state: left untouched":                ErrForeignKey,
 		"ERR key holds a value of another type, not gcra state: left untouched":           ErrForeignKey,
+		"ERR key #2 holds a value that is not gcra state: left untouched":                 ErrForeignKey,
+		"ERR key #8 holds tb state, not gcra state: left untouched":                       ErrForeignKey,
 		"NOPERM User limiter has no permissions to run the 'evalsha' command":             ErrPermission,
 		"NOPERM No permissions to access a key":                                           ErrPermission,
 		"LOADING Redis is loading the dataset in memory":                                  ErrUnavailable,
