@@ -180,7 +180,7 @@ func startContainer(t testing.TB, engine string, opts Options) *Server {
 // Source describes where fresh servers come from, for logs.
 func Source() string {
 	if Local() {
-		return "redis-server from PATH"
+		return ServerBin() + " from PATH"
 	}
 	if e := dockerEngine(); e != "" {
 		return fmt.Sprintf("%s containers on the Docker engine at %s", Image, e)
