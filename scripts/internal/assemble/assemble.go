@@ -165,7 +165,11 @@ func generate(src fs.FS, algos []Algorithm, libName string) (Files, error) {
 		writeLines(&b, readNumbers(a.Body, scriptRead, readMacro))
 		out[a.Name+".lua"] = []byte(b.String())
 	}
-	out["library.lua"] = []byte(library(algos, strings.TrimRight(string(stringFns), "\n")+"\n\n"+libraryHelpers, libName))
+	lib, err := library(src, algos, strings.TrimRight(string(stringFns), "\n")+"\n\n"+libraryHelpers, libName)
+	if err != nil {
+		return nil, err
+	}
+	out["library.lua"] = []byte(lib)
 	resetLua, err := reset(src, algos)
 	if err != nil {
 		return nil, err
@@ -193,6 +197,9 @@ func generate(src fs.FS, algos []Algorithm, libName string) (Files, error) {
 // generator writes out how: a script reads the string (helpers.lua,
 // "Numbers"), the library first looks it up in what earlier calls read.
 var readMacro = regexp.MustCompile(`@read\((\w+)\)@`)
+
+// placeholder finds a @NAME@ that src/library.lua left unfilled.
+var placeholder = regexp.MustCompile(`@[A-Za-z_]+@`)
 
 // unwritten finds a read macro the generator left in an output.
 var unwritten = regexp.MustCompile(`@(fast)?read\(`)
@@ -595,29 +602,23 @@ func header(b *strings.Builder, a Algorithm) {
 // library is the Functions library: the helpers and each algorithm's
 // top-level definitions once, at FUNCTION LOAD; each algorithm's per-call
 // code as a function.
-func library(algos []Algorithm, helpers, name string) string {
+func library(src fs.FS, algos []Algorithm, helpers, name string) (string, error) {
+	text, err := fs.ReadFile(src, "library.lua")
+	if err != nil {
+		return "", err
+	}
+	t := string(text)
+	h, rest, ok1 := strings.Cut(t, "--@helpers\n")
+	a, rest, ok2 := strings.Cut(rest, "--@algorithms\n")
+	closing, rest, ok3 := strings.Cut(rest, "--@register")
+	_, rest, ok4 := strings.Cut(rest, "\n") // the rest of the marker's line
+	each, last, ok5 := strings.Cut(rest, "--@end register\n")
+	if !(ok1 && ok2 && ok3 && ok4 && ok5) || a != "" {
+		return "", fmt.Errorf("library.lua: want the sections --@helpers, --@algorithms, --@register ... --@end register")
+	}
+	r := strings.NewReplacer("@LIBRARY@", name, "@CONTRACT@", ContractVersion, "@ALGORITHMS@", names(algos))
 	var b strings.Builder
-	fmt.Fprintf(&b, "#!lua name=%s\n", name)
-	fmt.Fprintf(&b, `-- redisrate Functions library, script contract v%s (CONTRACT.md in the
--- redisrate repository). Redis 7 or later: FUNCTION LOAD REPLACE this file.
---
---   FCALL    redisrate_<algorithm>    1 <key> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
---   FCALL    redisrate_<algorithm>    <k> <key1> ... <keyk> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
---   FCALL_RO redisrate_<algorithm>_ro <k> <key1> ... <limit> <period_ms> [<burst> [<cost> [<mode> ...]]]
---   FCALL_RO redisrate_version 0
---
--- <algorithm>: %s. Each function takes
--- the arguments of <algorithm>.lua and gives its reply; the code below is that
--- script's, with what runs once defined once. The _ro variants are flagged
--- no-writes (FCALL_RO, replicas) and always decide as mode "check".
--- redisrate_version returns the SHA1 of this library's code, for clients to
--- tell whether the library they find is the one they bundle; every function
--- is also registered under a name bound to that version, <function>_v and
--- the version's first 12 hex digits, which a client calls to be sure that
--- it runs this version and no other (another version loaded by FUNCTION
--- LOAD REPLACE has the same contract names, but not these).
-
-`, ContractVersion, names(algos))
+	b.WriteString(r.Replace(h))
 	b.WriteString(helpers + "\n\n")
 	for _, a := range algos {
 		fmt.Fprintf(&b, "-- ==== %s ====\n", a.Name)
@@ -632,39 +633,23 @@ func library(algos []Algorithm, helpers, name string) string {
 		}
 		b.WriteString("end\n\n")
 	}
-	b.WriteString(`-- as_check makes a call decide as mode "check", filling skipped optional
--- positions with "" (their default). Any other mode is left for the
--- script's own "ERR invalid mode" error.
-local function as_check(ARGV)
-  if ARGV[5] == nil then
-    for i = #ARGV + 1, 4 do ARGV[i] = '' end
-    ARGV[5] = 'check'
-  elseif ARGV[5] == '' then
-    ARGV[5] = 'check'
-  end
-  return ARGV
-end
-
-`)
-	code := b.String()
-	sum := sha1.Sum([]byte(code))
+	b.WriteString(closing)
+	// The version is the SHA1 of the code so far: each function is then
+	// registered under its contract name and under a name bound to this
+	// version (VersionedName), which a client that bundles this library
+	// calls, so that it never runs another version.
+	sum := sha1.Sum([]byte(b.String()))
 	version := hex.EncodeToString(sum[:])
-	// Each function is registered twice: under its contract name, and under
-	// a name bound to this version (VersionedName), which a client that
-	// bundles this library calls, so that it never runs another version.
 	for _, a := range algos {
 		fn := name + "_" + a.Name
-		fmt.Fprintf(&b, "local function %s_ro(KEYS, ARGV) return %s(KEYS, as_check(ARGV)) end\n", a.Name, a.Name)
-		for _, n := range []string{fn, VersionedName(fn, version)} {
-			fmt.Fprintf(&b, "redis.register_function('%s', %s)\n", n, a.Name)
-		}
-		for _, n := range []string{fn + "_ro", VersionedName(fn+"_ro", version)} {
-			fmt.Fprintf(&b, "redis.register_function{ function_name = '%s', flags = { 'no-writes' }, callback = %s_ro }\n", n, a.Name)
-		}
+		b.WriteString(strings.NewReplacer("@name@", a.Name, "@function@", fn, "@function_v@", VersionedName(fn, version),
+			"@function_ro_v@", VersionedName(fn+"_ro", version)).Replace(each))
 	}
-	fmt.Fprintf(&b, "redis.register_function{ function_name = '%s_version', flags = { 'no-writes' },\n", name)
-	fmt.Fprintf(&b, "  callback = function() return '%s' end }\n", version)
-	return b.String()
+	b.WriteString(strings.NewReplacer("@LIBRARY@", name, "@LIBRARY_VERSION@", version).Replace(last))
+	if m := placeholder.FindString(b.String()); m != "" {
+		return "", fmt.Errorf("library.lua: a placeholder the generator does not fill: %s", m)
+	}
+	return b.String(), nil
 }
 
 func names(algos []Algorithm) string {
