@@ -719,7 +719,8 @@ func manifest(algos []Algorithm, files Files) ([]byte, error) {
 	fmt.Fprintf(&b, "// ContractVersion is the version of the script contract (CONTRACT.md) the scripts implement.\nconst ContractVersion = %q\n\n", ContractVersion)
 	fmt.Fprintf(&b, "// LibraryName is the name of the Functions library (FUNCTION LOAD, FUNCTION DELETE).\nconst LibraryName = %q\n\n", LibraryName)
 	fmt.Fprintf(&b, "// LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.\nconst LibraryVersion = %q\n\n", LibraryVersion(string(files["library.lua"])))
-	fmt.Fprintf(&b, "// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra%s runs this version of redisrate_gcra or fails with \"Function not found\".\nconst VersionSuffix = %q\n\n", strings.TrimPrefix(VersionedName("", LibraryVersion(string(files["library.lua"]))), ""), VersionedName("", LibraryVersion(string(files["library.lua"]))))
+	suffix := VersionedName("", LibraryVersion(string(files["library.lua"])))
+	fmt.Fprintf(&b, "// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra%s runs this version of redisrate_gcra or fails with \"Function not found\".\nconst VersionSuffix = %q\n\n", suffix, suffix)
 	b.WriteString("// specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.\nvar specs = []Spec{\n")
 	for _, a := range algos {
 		fmt.Fprintf(&b, "\t{Name: %q, Tag: %q, Window: %t, Log: %t, Fields: %d, TimeField: %d, TimeMax: %d, MaxLimit: %d, Range: %q, Summary: %q, SHA1: %q, Function: %q},\n",
