@@ -236,7 +236,9 @@ func TestAllowKeysInvalid(t *testing.T) {
 		{"two algorithms", func() (Result, error) {
 			return l.AllowKeys(ctx, 1, KeyLimit{"a", lim}, KeyLimit{"b", lim.WithAlgorithm(TokenBucket)})
 		}, "invalid algorithm #2 'token_bucket' (key #2 'b'): must be key #1's, gcra"},
-		{"bad limit", func() (Result, error) { return l.AllowKeys(ctx, 1, KeyLimit{"a", lim}, KeyLimit{"b", Per(0, time.Second)}) }, "invalid limit #2 '0'"},
+		{"bad limit", func() (Result, error) {
+			return l.AllowKeys(ctx, 1, KeyLimit{"a", lim}, KeyLimit{"b", Per(0, time.Second)})
+		}, "invalid limit #2 '0'"},
 		{"cost 0", func() (Result, error) { return l.AllowKeys(ctx, 0, kl("a", "b")...) }, "invalid cost '0'"},
 		{"negative cost", func() (Result, error) { return l.CheckKeys(ctx, -1, kl("a", "b")...) }, "invalid cost '-1'"},
 	} {
