@@ -87,6 +87,32 @@ func ExampleRequest() {
 	// true 1
 }
 
+// Requests of several keys, each with its limit, all or nothing, among
+// requests of one key, in one round trip.
+func ExampleRequest_keys() {
+	rdb, done := exampleRedis()
+	defer done()
+	limiter := redisrate.NewLimiter(rdb)
+	user, org := redisrate.PerMinute(5), redisrate.PerMinute(6)
+	userOrg := func(u string) []redisrate.KeyLimit {
+		return []redisrate.KeyLimit{{Key: "{org:7}:user:" + u, Limit: user}, {Key: "{org:7}", Limit: org}}
+	}
+	results, _ := limiter.AllowBatch(context.Background(), []redisrate.Request{
+		{Key: "{org:7}", Limits: []redisrate.Limit{org}, N: 2}, // the organisation's own work
+		{Keys: userOrg("1"), N: 3},
+		{Keys: userOrg("2"), N: 2}, // the organisation has 1 left: nothing taken from user 2
+		{Keys: userOrg("2"), Peek: true},
+	})
+	for _, r := range results {
+		fmt.Println(r, "on", r.Key)
+	}
+	// Output:
+	// allowed: 4 of 6 left, full in 20s on {org:7}
+	// allowed: 1 of 6 left, full in 50s on {org:7}
+	// denied: 1 of 6 left, retry in 10s on {org:7}
+	// peek: 1 of 6 left, full in 50s on {org:7}
+}
+
 func ExampleBatchError() {
 	rdb, done := exampleRedis()
 	defer done()

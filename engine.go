@@ -265,7 +265,8 @@ func (l *Limiter) settle(ctx context.Context, o *op, limits []Limit, v answer, e
 // refuses what the script refuses, with the script's words (without "ERR ",
 // matching ErrInvalid), in the script's order (the first limit, the cost,
 // then the further limits). It is how other clients of the scripts can build
-// calls that match this package's.
+// calls that match this package's. A call of several keys (AllowKeys) takes
+// the same ARGV, limit i for KEYS[i].
 //
 // Only the arguments the call needs are returned: a default (burst equal to
 // the rate, cost 1, no mode) is left out at the end and written "" in the
