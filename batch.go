@@ -7,17 +7,32 @@ import (
 )
 
 // Request is one decision of a batch: N units from Key under every one of
-// Limits (all or nothing, as AllowMulti); with Check, whether they would be
-// admitted, recording nothing; with Peek, the state, taking nothing.
+// Limits (all or nothing, as AllowMulti), or from every one of Keys, each
+// under its limit (all or nothing, as AllowKeys); with Check, whether they
+// would be admitted, recording nothing; with Peek, the state, taking
+// nothing. A request gives either Key and Limits or Keys, never both.
 //
 // An N of 0 means 1: a zero value never means "do not limit". Peeking is
 // asked for by name, with Peek (and N 0).
 type Request struct {
-	Key    string  // the key, as for Allow (the Limiter's prefix is added)
-	Limits []Limit // one or more, as for AllowMulti
-	N      int64   // the cost, from 1; 0 means 1
-	Check  bool    // decide as a real call would, but record nothing (as Check)
-	Peek   bool    // read the state, take nothing (as Peek); N must be 0
+	Key    string     // the key, as for Allow (the Limiter's prefix is added)
+	Limits []Limit    // one or more, as for AllowMulti
+	Keys   []KeyLimit // instead of Key and Limits: several keys, each with its limit, as for AllowKeys
+	N      int64      // the cost, from 1; 0 means 1
+	Check  bool       // decide as a real call would, but record nothing (as Check)
+	Peek   bool       // read the state, take nothing (as Peek); N must be 0
+}
+
+// requestForm refuses request i unless it gives exactly one of its two
+// forms: Key and Limits, or Keys.
+func requestForm(i int, r Request) error {
+	switch {
+	case len(r.Keys) > 0 && (r.Key != "" || len(r.Limits) > 0):
+		return invalidf("invalid request %d: both Keys and Key/Limits given: give Key and Limits for one key, or Keys for several", i)
+	case len(r.Keys) == 0 && len(r.Limits) == 0:
+		return invalidf("invalid request %d: neither Limits nor Keys given: give Key and Limits for one key, or Keys for several", i)
+	}
+	return nil
 }
 
 // pipeliner is what every go-redis v9 client offers to send many commands
@@ -58,6 +73,14 @@ func (l *Limiter) AllowBatch(ctx context.Context, reqs []Request) ([]Result, err
 	for i, r := range reqs {
 		o := &ops[i]
 		o.kind, o.ukey, o.key, o.cost, o.blimits, o.ctx = KindAllow, r.Key, r.Key, r.N, r.Limits, ctx
+		form := requestForm(i, r)
+		switch {
+		case len(r.Keys) == 1:
+			o.ukey, o.key, o.blimits = r.Keys[0].Key, r.Keys[0].Key, []Limit{r.Keys[0].Limit}
+		case len(r.Keys) > 1:
+			o.ukeys, o.blimits = splitKeys(r.Keys)
+			o.ukey, o.key = o.ukeys[0], o.ukeys[0]
+		}
 		switch {
 		case r.Peek:
 			o.kind = KindPeek
@@ -67,19 +90,23 @@ func (l *Limiter) AllowBatch(ctx context.Context, reqs []Request) ([]Result, err
 		if o.cost == 0 && !r.Peek {
 			o.cost = 1
 		}
-		o.dec = Decision{Kind: o.kind, Key: r.Key, Cost: o.cost, Batch: len(reqs), Index: i}
+		o.dec = Decision{Kind: o.kind, Key: o.ukey, Keys: o.ukeys, Cost: o.cost, Batch: len(reqs), Index: i}
 		if r.Peek {
 			o.dec.Cost = 0
 		}
-		if len(r.Limits) > 0 {
-			o.dec.Algorithm = r.Limits[0].Algorithm
+		if len(o.blimits) > 0 {
+			o.dec.Algorithm = o.blimits[0].Algorithm
 		}
-		o.ctx = l.observeStart(ctx, &o.dec, r.Limits)
+		o.ctx = l.observeStart(ctx, &o.dec, o.blimits)
+		if form != nil {
+			o.err = form
+			continue
+		}
 		if r.Peek && r.N != 0 {
 			o.err = invalidf("invalid request %d: N is %d with Peek, which takes nothing: leave N 0", i, r.N)
 			continue
 		}
-		if l.plan(o, r.Limits) && !l.denyStage(o, r.Limits) {
+		if l.plan(o, o.blimits) && !l.denyStage(o, o.blimits) {
 			pending = append(pending, o)
 		}
 	}
@@ -174,7 +201,11 @@ func (l *Limiter) pipeline(ctx context.Context, p pipeliner, ops []*op) []redis.
 	for len(pending) > 0 {
 		pipe := p.Pipeline()
 		for _, s := range pending {
-			s.cmd = l.loader.command(ctx, pipe, s.st, s.o.s, s.o.access, []string{s.o.key}, s.o.args)
+			keys := s.o.keys
+			if keys == nil {
+				keys = []string{s.o.key}
+			}
+			s.cmd = l.loader.command(ctx, pipe, s.st, s.o.s, s.o.access, keys, s.o.args)
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
 		var again []*sending

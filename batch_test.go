@@ -46,6 +46,10 @@ func TestAllowBatchMatchesSingleCalls(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if got[i].Key != r.Key || want.Key != "s"+r.Key[1:] {
+			t.Errorf("request %d: Result.Key %q, single %q, want the request's key", i, got[i].Key, want.Key)
+		}
+		want.Key = r.Key
 		if got[i] != want {
 			t.Errorf("request %d (%s %v n=%v check=%v): batch %+v, single %+v", i, r.Key, r.Limits, r.N, r.Check, got[i], want)
 		}

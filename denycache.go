@@ -3,6 +3,7 @@ package redisrate
 import (
 	"container/list"
 	"hash/maphash"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -35,6 +36,11 @@ import (
 // to Redis, which answers that it can never be admitted. A cached answer
 // has Source SourceDenyCache; it is not degraded.
 //
+// A call of several keys (AllowKeys, CheckKeys) is cached by all its keys,
+// in order, with their limits and the cost, and a Reset of any one of them,
+// or units this Limiter takes on any one of them, drops it: the binding
+// key may be any of them.
+//
 // The least recently used entry is dropped beyond size entries; a size below
 // 1 leaves the cache off. Each entry takes about 400 bytes plus the key.
 func WithDenyCache(size int) Option {
@@ -59,7 +65,8 @@ func (l *Limiter) denyStage(o *op, limits []Limit) bool {
 	}
 	// A cost above a capacity is never cached (RetryAfter InfDuration): it
 	// goes to Redis, which says so.
-	res, hit := l.deny.lookup(o.key, o.cost, limits, l.deny.now())
+	id, several := o.denyIdentity()
+	res, hit := l.deny.lookup(id, several, o.cost, limits, l.deny.now())
 	if hit {
 		o.res = res
 	}
@@ -86,14 +93,43 @@ func (l *Limiter) denyStore(o *op, limits []Limit) {
 	}
 	if o.res.Allowed {
 		if o.kind == KindAllow {
-			l.deny.took(o.key, l.deny.now())
+			now := l.deny.now()
+			if o.keys == nil {
+				l.deny.took(o.key, now)
+			}
+			for _, k := range o.keys {
+				l.deny.took(k, now)
+			}
 		}
 		return
 	}
 	if o.res.RetryAfter <= 0 || o.res.RetryAfter == InfDuration {
 		return
 	}
-	l.deny.store(o.key, o.cost, limits, o.res, o.sent, o.resets)
+	id, several := o.denyIdentity()
+	l.deny.store(id, several, o.keys, o.cost, limits, o.res, o.sent, o.resets)
+}
+
+// denyIdentity is what the deny cache knows o by: its key, or, for a call
+// of several keys, all of them (denyID), which no one key can equal.
+func (o *op) denyIdentity() (id string, several bool) {
+	if o.keys == nil {
+		return o.key, false
+	}
+	return o.denyID, true
+}
+
+// denyIdentity is the identity of a call of several keys in the deny
+// cache: the keys in order, each after its length, so that no two lists of
+// keys share one.
+func denyIdentity(keys []string) string {
+	var b []byte
+	for _, k := range keys {
+		b = strconv.AppendInt(b, int64(len(k)), 10)
+		b = append(b, ':')
+		b = append(b, k...)
+	}
+	return string(b)
 }
 
 // denyReset forgets o's key once its Reset has succeeded: a denial stored
@@ -104,18 +140,21 @@ func (l *Limiter) denyReset(o *op) {
 	}
 }
 
-// denyKey identifies the requests a denial covers: the key, the limits, all
-// of them, in order (an array so that the map key needs no allocation), and
-// the cost.
+// denyKey identifies the requests a denial covers: the key (or the keys of
+// a call of several, as denyIdentity writes them), the limits, all of them,
+// in order (an array so that the map key needs no allocation), and the
+// cost.
 type denyKey struct {
-	key    string
-	cost   int64
-	count  int
-	limits [maxLimits]Limit
+	key     string
+	several bool // key is the identity of a call of several keys
+	cost    int64
+	count   int
+	limits  [maxLimits]Limit
 }
 
 type denyEntry struct {
 	k     denyKey
+	keys  []string  // a call of several keys: its keys, each of which indexes the entry in byKey; nil for one key
 	res   Result    // the denial as Redis gave it
 	until time.Time // sent + RetryAfter
 	reset time.Time // sent + ResetAfter
@@ -131,7 +170,7 @@ type denyCache struct {
 	resets uint64 // Resets seen (forget calls): a denial sent before one is not stored
 	size   int
 	items  map[denyKey]*list.Element
-	byKey  map[string][]*list.Element // each key's entries, to forget them together
+	byKey  map[string][]*list.Element // each key's entries (those of the calls of several keys it is one of too), to forget them together
 	order  *list.List                 // front: most recently used
 	// tookAt is, per stripe of keys, when a call of this Limiter last came
 	// back having taken units there. A denial sent before that may have
@@ -151,17 +190,17 @@ func (c *denyCache) stripe(key string) int {
 	return int(maphash.String(c.seed, key) % denyStripes)
 }
 
-func makeDenyKey(key string, cost int64, limits []Limit) (denyKey, bool) {
+func makeDenyKey(key string, several bool, cost int64, limits []Limit) (denyKey, bool) {
 	if len(limits) > maxLimits {
 		return denyKey{}, false
 	}
-	k := denyKey{key: key, cost: cost, count: len(limits)}
+	k := denyKey{key: key, several: several, cost: cost, count: len(limits)}
 	copy(k.limits[:], limits)
 	return k, true
 }
 
-func (c *denyCache) lookup(key string, n int64, limits []Limit, now time.Time) (Result, bool) {
-	k, ok := makeDenyKey(key, n, limits)
+func (c *denyCache) lookup(key string, several bool, n int64, limits []Limit, now time.Time) (Result, bool) {
+	k, ok := makeDenyKey(key, several, n, limits)
 	if !ok {
 		return Result{}, false
 	}
@@ -192,21 +231,30 @@ func (c *denyCache) lookup(key string, n int64, limits []Limit, now time.Time) (
 
 // store keeps a denial sent at sent, when resets (the count of Resets at
 // that time) is still the count and no units were taken on the key's stripe
-// since: a Reset since, of any key, or an admission may have made it stale,
-// and a cache entry is only ever an optimisation.
-func (c *denyCache) store(key string, n int64, limits []Limit, res Result, sent time.Time, resets uint64) {
-	k, ok := makeDenyKey(key, n, limits)
+// since (on any of keys' stripes, for a call of several keys): a Reset
+// since, of any key, or an admission may have made it stale, and a cache
+// entry is only ever an optimisation.
+func (c *denyCache) store(key string, several bool, keys []string, n int64, limits []Limit, res Result, sent time.Time, resets uint64) {
+	k, ok := makeDenyKey(key, several, n, limits)
 	if !ok {
 		return
 	}
 	e := &denyEntry{k: k, res: res, until: sent.Add(res.RetryAfter), reset: sent.Add(res.ResetAfter)}
+	if several {
+		e.keys = keys
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// An admission decided after this denial comes back after the denial
 	// was sent (strictly: Redis took time to decide it), so "after sent"
 	// catches every admission the denial may not have seen.
-	if resets != c.resets || c.tookAt[c.stripe(key)].After(sent) {
+	if resets != c.resets {
 		return
+	}
+	for _, m := range e.members() {
+		if c.tookAt[c.stripe(m)].After(sent) {
+			return
+		}
 	}
 	if el, ok := c.items[k]; ok {
 		el.Value = e
@@ -215,28 +263,41 @@ func (c *denyCache) store(key string, n int64, limits []Limit, res Result, sent 
 	}
 	el := c.order.PushFront(e)
 	c.items[k] = el
-	c.byKey[key] = append(c.byKey[key], el)
+	for _, m := range e.members() {
+		c.byKey[m] = append(c.byKey[m], el)
+	}
 	for c.order.Len() > c.size {
 		c.remove(c.order.Back())
 	}
 }
 
+// members are the keys whose Reset or admission drops e: its key, or each
+// key of its call of several keys.
+func (e *denyEntry) members() []string {
+	if e.keys != nil {
+		return e.keys
+	}
+	return []string{e.k.key}
+}
+
 // remove drops one entry.
 func (c *denyCache) remove(el *list.Element) {
-	k := el.Value.(*denyEntry).k
+	e := el.Value.(*denyEntry)
 	c.order.Remove(el)
-	delete(c.items, k)
-	els := c.byKey[k.key]
-	for i, x := range els {
-		if x == el {
-			els = append(els[:i], els[i+1:]...)
-			break
+	delete(c.items, e.k)
+	for _, m := range e.members() {
+		els := c.byKey[m]
+		for i, x := range els {
+			if x == el {
+				els = append(els[:i], els[i+1:]...)
+				break
+			}
 		}
-	}
-	if len(els) == 0 {
-		delete(c.byKey, k.key)
-	} else {
-		c.byKey[k.key] = els
+		if len(els) == 0 {
+			delete(c.byKey, m)
+		} else {
+			c.byKey[m] = els
+		}
 	}
 }
 

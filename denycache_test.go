@@ -224,11 +224,11 @@ func TestDenyCacheBounded(t *testing.T) {
 	}
 	// the most recent keys stay
 	for _, key := range []string{"h", "i", "j"} {
-		if _, ok := c.lookup(key, 1, []Limit{lim}, c.now()); !ok {
+		if _, ok := c.lookup(key, false, 1, []Limit{lim}, c.now()); !ok {
 			t.Errorf("key %s was evicted, want the 3 most recent kept", key)
 		}
 	}
-	if _, ok := c.lookup("a", 1, []Limit{lim}, c.now()); ok {
+	if _, ok := c.lookup("a", false, 1, []Limit{lim}, c.now()); ok {
 		t.Error("key a is still cached beyond the size")
 	}
 	// off: a size below 1, or no client
@@ -257,7 +257,7 @@ func TestDenyCacheNeverDeniesWhatRedisAdmits(t *testing.T) {
 			for i := 0; i < 120; i++ {
 				n := int64(rng.IntN(3)) + 1
 				c := l.deny
-				_, cached := c.lookup("k", n, []Limit{lim}, c.now())
+				_, cached := c.lookup("k", false, n, []Limit{lim}, c.now())
 				r, err := l.AllowN(ctx, "k", lim, n)
 				if err != nil {
 					t.Fatal(err)
@@ -368,7 +368,7 @@ func TestDenyCacheForgetsDenialsOnAdmission(t *testing.T) {
 			took.sent, took.resets = l.sentAt()
 			l.denyStore(took, []Limit{lim})
 			l.denyStore(inFlight, []Limit{lim})
-			if _, hit := l.deny.lookup("k", 3, []Limit{lim}, l.deny.now()); hit {
+			if _, hit := l.deny.lookup("k", false, 3, []Limit{lim}, l.deny.now()); hit {
 				t.Fatal("a denial sent before an admission came back was stored")
 			}
 			// A check takes nothing: denials stay.
@@ -379,7 +379,7 @@ func TestDenyCacheForgetsDenialsOnAdmission(t *testing.T) {
 			check.sent, check.resets = l.sentAt()
 			f.advance(time.Millisecond)
 			l.denyStore(check, []Limit{lim})
-			if _, hit := l.deny.lookup("k", 3, []Limit{lim}, l.deny.now()); !hit {
+			if _, hit := l.deny.lookup("k", false, 3, []Limit{lim}, l.deny.now()); !hit {
 				t.Fatal("an admitted check dropped the key's denials")
 			}
 		})

@@ -35,8 +35,11 @@ type op struct {
 	dec     Decision        // what the observer is told, for the ops of a batch (single calls keep theirs apart)
 	ctx     context.Context // the observer's context for this op (batches)
 	kind    Kind            // KindAllow, KindCheck, KindPeek or KindReset
-	ukey    string          // the key as the caller passed it
+	ukey    string          // the key as the caller passed it (a call of several keys: the first)
 	key     string          // as sent: prefix + key
+	ukeys   []string        // a call of several keys (AllowKeys): the caller's keys, limit i guarding ukeys[i]; nil for one key
+	keys    []string        // ... and as sent, prefixed (keys[0] == key); nil for one key
+	denyID  string          // a call of several keys: its identity in the deny cache (denyIdentity)
 	blimits []Limit         // a batch request's limits; single calls pass theirs along, so that they never escape
 	cost    int64
 	s       *script
@@ -55,16 +58,22 @@ type op struct {
 // engine's entry for every single call. kind is what the observer is told;
 // KindWait decides the op by Wait's loop of attempts, the others once.
 func (l *Limiter) call(ctx context.Context, kind Kind, key string, cost int64, limits []Limit) (Result, error) {
+	return l.callKeys(ctx, kind, key, nil, cost, limits)
+}
+
+// callKeys is call for one key (ukeys nil) or several: ukeys are the
+// caller's keys, key the first, and limit i guards ukeys[i].
+func (l *Limiter) callKeys(ctx context.Context, kind Kind, key string, ukeys []string, cost int64, limits []Limit) (Result, error) {
 	if l == nil || l.rdb == nil {
 		return Result{}, l.noClientErr()
 	}
-	o := op{kind: kind, ukey: key, key: key, cost: cost}
+	o := op{kind: kind, ukey: key, key: key, ukeys: ukeys, cost: cost}
 	if kind == KindWait {
 		o.kind = KindAllow
 	}
 	// The decision is a variable of its own, not a field of o: what the
 	// observer is handed escapes, and o (with the caller's limits) must not.
-	dec := Decision{Kind: kind, Key: key, Cost: cost}
+	dec := Decision{Kind: kind, Key: key, Keys: ukeys, Cost: cost}
 	if len(limits) > 0 {
 		dec.Algorithm = limits[0].Algorithm
 	}
@@ -100,8 +109,11 @@ func (l *Limiter) finish(ctx context.Context, o *op, limits []Limit) {
 			l.fail(ctx, o, limits, e)
 		}
 	}
-	if o.kind == KindPeek && o.err == nil {
-		o.res.peek = true
+	if o.err == nil {
+		o.res.Key = o.bindingKey()
+		if o.kind == KindPeek {
+			o.res.peek = true
+		}
 	}
 	l.shadowStage(o)
 	l.startProbe(o)
@@ -150,6 +162,9 @@ func (l *Limiter) startProbe(o *op) {
 // a deny-cache hit needs none.
 func (l *Limiter) plan(o *op, limits []Limit) bool {
 	o.key = l.prefix + o.key
+	if o.ukeys != nil && !l.planKeys(o, limits) {
+		return false
+	}
 	if o.kind == KindReset {
 		o.s = &resetScript
 		return true
@@ -190,6 +205,9 @@ func (l *Limiter) send(ctx context.Context, o *op, limits []Limit) {
 	}
 	o.sent, o.resets = l.sentAt()
 	keys, args := []string{o.key}, o.argv(limits)
+	if o.keys != nil {
+		keys = o.keys
+	}
 	dctx, cancel, own := l.deadline(ctx)
 	var v answer
 	var err error
@@ -234,7 +252,7 @@ func (l *Limiter) settle(ctx context.Context, o *op, limits []Limit, v answer, e
 		o.err = callerGaveUp(o, cerr, err)
 		return
 	}
-	o.err = &Error{Script: o.s.name, Key: o.key, Err: err, kind: kind}
+	o.err = o.failed(err, kind)
 	switch {
 	case kind != ErrUnavailable:
 		l.health.succeeded(l) // Redis answered: the caller's mistake, not an outage

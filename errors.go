@@ -126,6 +126,8 @@ func classify(err error) error {
 		return ErrInvalid
 	case strings.HasPrefix(msg, "ERR key holds "), foreignKeyAt(msg):
 		return ErrForeignKey
+	case strings.HasPrefix(msg, "CROSSSLOT"): // keys of one call in different slots of a Cluster
+		return ErrInvalid
 	case strings.HasPrefix(msg, "NOPERM"):
 		return ErrPermission
 	}

@@ -25,7 +25,7 @@ func TestCallsDecodeReplies(t *testing.T) {
 				t.Fatal(err)
 			}
 			raw := f.mustEval(a, "raw", "4", "1000", "", "1", "")
-			want := Result{Allowed: true, Remaining: 3, ResetAfter: time.Duration(raw[3]) * time.Millisecond, Capacity: 4, Binding: 0, Limit: lim}
+			want := Result{Allowed: true, Remaining: 3, ResetAfter: time.Duration(raw[3]) * time.Millisecond, Capacity: 4, Binding: 0, Limit: lim, Key: "k"}
 			if r != want {
 				t.Errorf("Allow: %+v, want %+v", r, want)
 			}
@@ -36,7 +36,7 @@ func TestCallsDecodeReplies(t *testing.T) {
 			r, err = l.Check(ctx, "k", lim)
 			raw = f.mustEval(a, "raw", "4", "1000", "", "1", "check")
 			want = Result{Allowed: false, Remaining: 0, RetryAfter: time.Duration(raw[2]) * time.Millisecond,
-				ResetAfter: time.Duration(raw[3]) * time.Millisecond, Capacity: 4, Limit: lim}
+				ResetAfter: time.Duration(raw[3]) * time.Millisecond, Capacity: 4, Limit: lim, Key: "k"}
 			if err != nil || r != want || r.RetryAfter <= 0 || r.Never() {
 				t.Errorf("Check: %+v %v, want %+v (retry later, not never)", r, err, want)
 			}

@@ -22,8 +22,9 @@ import (
 // the decision's latency as the caller saw it.
 //
 // The calls, by method of the Limiter:
-//   - Allow, AllowN, AllowMulti, Check, CheckN, CheckMulti, Peek: one
-//     decision (Kind KindAllow, KindCheck or KindPeek).
+//   - Allow, AllowN, AllowMulti, Check, CheckN, CheckMulti, Peek,
+//     AllowKeys, CheckKeys, PeekKeys: one decision (Kind KindAllow,
+//     KindCheck or KindPeek).
 //   - Wait, WaitN, WaitMulti: one decision of Kind KindWait, from the call
 //     to its return, however many attempts it took; End gets the last
 //     attempt's Result.
@@ -59,6 +60,12 @@ type Decision struct {
 	// prefix (WithKeyPrefix). Keys often hold user ids and IP addresses:
 	// an observer should not export them raw.
 	Key string
+
+	// Keys are the keys of a call of several keys (AllowKeys, CheckKeys,
+	// PeekKeys, a Request with Keys), as the caller passed them, in order:
+	// Limits[i] guards Keys[i], and Key is Keys[0]. Nil for one-key calls.
+	// Read them, never modify them.
+	Keys []string
 
 	// Algorithm is the algorithm of the limits (zero for KindBatch and
 	// KindReset, which have none).

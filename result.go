@@ -38,11 +38,17 @@ type Result struct {
 	Capacity int64
 
 	// Binding is the index, among the limits of the call, of the limit the
-	// fields above describe: always 0 for a single limit.
+	// fields above describe: always 0 for a single limit. For AllowKeys and
+	// the like it is also the index of the binding key (Key).
 	Binding int
 
 	// Limit is the binding limit itself.
 	Limit Limit
+
+	// Key is the key the binding limit guards, as the caller passed it
+	// (without the Limiter's prefix): keys[Binding] of AllowKeys, and the
+	// key of every one-key call.
+	Key string
 
 	// Source says who decided: SourceRedis normally, SourceDenyCache for a
 	// denial answered again from the deny cache, or, when Redis failed, the

@@ -1,0 +1,91 @@
+package redisrate_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/redisrate/redisrate"
+)
+
+// A user may make 2 requests a minute, and the users of organisation 7
+// together 3: one atomic call holds a request to both. The hash tag {org:7}
+// keeps the keys in one slot of a Redis Cluster.
+func ExampleLimiter_AllowKeys() {
+	rdb, done := exampleRedis()
+	defer done()
+	limiter := redisrate.NewLimiter(rdb)
+	ctx := context.Background()
+	user, org := redisrate.PerMinute(2).WithName("user"), redisrate.PerMinute(3).WithName("org")
+
+	for _, u := range []string{"alice", "alice", "alice", "bob", "bob"} {
+		res, err := limiter.AllowKeys(ctx, 1,
+			redisrate.KeyLimit{Key: "{org:7}:user:" + u, Limit: user},
+			redisrate.KeyLimit{Key: "{org:7}", Limit: org})
+		if err != nil {
+			panic(err)
+		}
+		fmt.Printf("%s: %v (binding %s on %s)\n", u, res, res.Limit.Name, res.Key)
+	}
+	// Output:
+	// alice: allowed: 1 of 2 left, full in 30s (binding user on {org:7}:user:alice)
+	// alice: allowed: 0 of 2 left, full in 1m0s (binding user on {org:7}:user:alice)
+	// alice: denied: 0 of 2 left, retry in 30s (binding user on {org:7}:user:alice)
+	// bob: allowed: 0 of 3 left, full in 1m0s (binding org on {org:7})
+	// bob: denied: 0 of 3 left, retry in 20s (binding org on {org:7})
+}
+
+// CheckKeys decides as AllowKeys would, and takes nothing.
+func ExampleLimiter_CheckKeys() {
+	rdb, done := exampleRedis()
+	defer done()
+	limiter := redisrate.NewLimiter(rdb)
+	ctx := context.Background()
+	keys := []redisrate.KeyLimit{
+		{Key: "{org:7}:user:42", Limit: redisrate.PerMinute(10)},
+		{Key: "{org:7}", Limit: redisrate.PerMinute(100)},
+	}
+	for range 2 {
+		res, err := limiter.CheckKeys(ctx, 10, keys...)
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(res)
+	}
+	res, _ := limiter.CheckKeys(ctx, 11, keys...)
+	fmt.Println(res, "on", res.Key)
+	// Output:
+	// allowed: 0 of 10 left, full in 1m0s
+	// allowed: 0 of 10 left, full in 1m0s
+	// denied: cost exceeds capacity 10, never admitted on {org:7}:user:42
+}
+
+// PeekKeys reads every key's state under its limit and describes the one
+// with the fewest units left.
+func ExampleLimiter_PeekKeys() {
+	rdb, done := exampleRedis()
+	defer done()
+	limiter := redisrate.NewLimiter(rdb)
+	ctx := context.Background()
+	user := redisrate.KeyLimit{Key: "{org:7}:user:42", Limit: redisrate.PerMinute(10)}
+	org := redisrate.KeyLimit{Key: "{org:7}", Limit: redisrate.PerMinute(100)}
+
+	if _, err := limiter.AllowN(ctx, org.Key, org.Limit, 95); err != nil { // the organisation called alone
+		panic(err)
+	}
+	res, err := limiter.PeekKeys(ctx, user, org)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(res, "on", res.Key)
+	// Output:
+	// peek: 5 of 100 left, full in 57s on {org:7}
+}
+
+// A KeyLimit names a key and the limit that guards it, for AllowKeys and
+// Request.Keys.
+func ExampleKeyLimit() {
+	k := redisrate.KeyLimit{Key: "{org:7}:user:42", Limit: redisrate.PerSecond(10)}
+	fmt.Println(k.Key, k.Limit)
+	// Output:
+	// {org:7}:user:42 10/s
+}
