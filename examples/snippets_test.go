@@ -164,6 +164,16 @@ const docPath = "../docs/other-languages.md"
 
 var lineRE = regexp.MustCompile(`^allowed=(\d+) remaining=(\d+) retry_after_ms=(-?\d+) reset_after_ms=(\d+) capacity=(\d+) binding=(\d+)$`)
 
+// sixFields reads the reply's six integers from the first six of
+// submatches, which the line's regexp has checked are whole numbers.
+func sixFields(submatches []string) [6]int64 {
+	var n [6]int64
+	for j := range n {
+		n[j], _ = strconv.ParseInt(submatches[j], 10, 64)
+	}
+	return n
+}
+
 // checkTwoPerMinute returns why the lines are not what three calls of 2 per
 // minute on a fresh key print (contract v2): allowed, allowed, denied, with
 // honest times and reply field 5, capacity, = 2. The calls are apart by the
@@ -181,10 +191,7 @@ func checkTwoPerMinute(out string) error {
 		if m == nil {
 			return fmt.Errorf("line %d %q does not name the six fields of contract v2", i+1, l)
 		}
-		var n [6]int64
-		for j := range n {
-			n[j], _ = strconv.ParseInt(m[j+1], 10, 64)
-		}
+		n := sixFields(m[1:])
 		got[i] = reply{n[0], n[1], n[2], n[3], n[4], n[5]}
 	}
 	between := func(x, lo, hi int64) bool { return x > lo && x <= hi }
@@ -359,10 +366,7 @@ func checkTwoKeys(out, org string) error {
 		if m == nil {
 			return fmt.Errorf("line %d %q does not name the user, the six fields of contract v2 and the binding key", i+1, l)
 		}
-		var n [6]int64
-		for j := range n {
-			n[j], _ = strconv.ParseInt(m[j+2], 10, 64)
-		}
+		n := sixFields(m[2:])
 		got := reply{m[1], n[0], n[1], n[2], n[3], n[4], n[5], m[8]}
 		w := want[i]
 		if got.user != w.user || got.allowed != w.allowed || got.remaining != w.remaining ||
