@@ -21,7 +21,8 @@
 //	X-RateLimit-Reset: 35
 //	Retry-After: 2                    (on 429 and 503 only)
 //
-// RateLimit-Policy lists every limit of the plan that was applied: q units
+// RateLimit-Policy lists every limit of the plan that was applied (and of
+// the Scopes): q units
 // in w whole seconds. For a limit that refills its whole capacity in a
 // whole number of seconds, q is the capacity (the burst, or the limit of a
 // window) and w that time; otherwise (a period of 100 ms, a refill of 1.5 s)
