@@ -201,11 +201,8 @@ func (l *Limiter) pipeline(ctx context.Context, p pipeliner, ops []*op) []redis.
 	for len(pending) > 0 {
 		pipe := p.Pipeline()
 		for _, s := range pending {
-			keys := s.o.keys
-			if keys == nil {
-				keys = []string{s.o.key}
-			}
-			s.cmd = l.loader.command(ctx, pipe, s.st, s.o.s, s.o.access, keys, s.o.args)
+			var one [1]string
+			s.cmd = l.loader.command(ctx, pipe, s.st, s.o.s, s.o.access, s.o.sentKeys(&one), s.o.args)
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
 		var again []*sending

@@ -129,6 +129,34 @@ func BenchmarkAllowBatch(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(reqs)), "ns/decision")
 }
 
+// BenchmarkAllowKeys is a user's and its organisation's limit decided in
+// one call of two keys, next to the two one-key calls it replaces (which
+// are not all or nothing): one round trip instead of two.
+func BenchmarkAllowKeys(b *testing.B) {
+	ctx := context.Background()
+	l := NewLimiter(benchRedis(b))
+	user, org := PerSecond(1e9), PerSecond(1e12)
+	keys := []KeyLimit{{Key: "{bench:org}:user:1", Limit: user}, {Key: "{bench:org}", Limit: org}}
+	b.Run("two_keys", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if r, err := l.AllowKeys(ctx, 1, keys...); err != nil || !r.Allowed {
+				b.Fatal(r, err)
+			}
+		}
+	})
+	b.Run("two_one_key_calls", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, k := range keys {
+				if r, err := l.Allow(ctx, k.Key, k.Limit); err != nil || !r.Allowed {
+					b.Fatal(r, err)
+				}
+			}
+		}
+	})
+}
+
 // BenchmarkDenyCacheHit is a denial answered by the deny cache, without Redis.
 func BenchmarkDenyCacheHit(b *testing.B) {
 	ctx := context.Background()

@@ -94,10 +94,8 @@ func (l *Limiter) denyStore(o *op, limits []Limit) {
 	if o.res.Allowed {
 		if o.kind == KindAllow {
 			now := l.deny.now()
-			if o.keys == nil {
-				l.deny.took(o.key, now)
-			}
-			for _, k := range o.keys {
+			var one [1]string
+			for _, k := range o.sentKeys(&one) {
 				l.deny.took(k, now)
 			}
 		}

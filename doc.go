@@ -9,6 +9,7 @@
 // Where things are:
 //
 //	limiter.go    Limiter, NewLimiter, With, the options and the call methods
+//	keys.go       AllowKeys, CheckKeys, PeekKeys: several keys in one call
 //	limit.go      Limit, Algorithm, ParseLimit, Validate
 //	result.go     Result, Source, InfDuration
 //	engine.go     the one path every call takes: plan, deny cache, send, settle, failure; Args

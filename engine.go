@@ -204,10 +204,8 @@ func (l *Limiter) send(ctx context.Context, o *op, limits []Limit) {
 		return
 	}
 	o.sent, o.resets = l.sentAt()
-	keys, args := []string{o.key}, o.argv(limits)
-	if o.keys != nil {
-		keys = o.keys
-	}
+	var one [1]string
+	keys, args := o.sentKeys(&one), o.argv(limits)
 	dctx, cancel, own := l.deadline(ctx)
 	var v answer
 	var err error

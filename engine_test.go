@@ -70,8 +70,20 @@ func callKinds(l *Limiter) map[string]func(ctx context.Context) (Result, error) 
 			}
 			return res[0], err
 		},
+		"AllowKeys": func(ctx context.Context) (Result, error) { return l.AllowKeys(ctx, 1, keysOf(lim)...) },
+		"CheckKeys": func(ctx context.Context) (Result, error) { return l.CheckKeys(ctx, 1, keysOf(lim)...) },
+		"PeekKeys":  func(ctx context.Context) (Result, error) { return l.PeekKeys(ctx, keysOf(lim)...) },
+		"AllowBatch/Keys": func(ctx context.Context) (Result, error) {
+			return batchOne(ctx, l, Request{Keys: keysOf(lim)})
+		},
 		"Reset": func(ctx context.Context) (Result, error) { return Result{}, l.Reset(ctx, "k") },
 	}
+}
+
+// keysOf is callKinds' call of several keys: "k" under lim and its
+// organisation's key under a looser limit.
+func keysOf(lim Limit) []KeyLimit {
+	return []KeyLimit{{Key: "k", Limit: lim}, {Key: "k:org", Limit: PerHour(100)}}
 }
 
 func batchOne(ctx context.Context, l *Limiter, r Request) (Result, error) {

@@ -129,6 +129,17 @@ func validateKeys(ukeys []string, limits []Limit) error {
 	return nil
 }
 
+// sentKeys are the keys o is sent with: its keys, or its one key in one,
+// which the caller keeps on its stack so that a one-key call allocates
+// nothing for them.
+func (o *op) sentKeys(one *[1]string) []string {
+	if o.keys != nil {
+		return o.keys
+	}
+	one[0] = o.key
+	return one[:]
+}
+
 // bindingKey is the caller's key that the binding limit of o's Result
 // guards: o's key for a one-key call.
 func (o *op) bindingKey() string {

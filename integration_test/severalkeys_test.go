@@ -1,0 +1,325 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/integration_test/internal/redistest"
+	"github.com/redisrate/redisrate/scripts"
+)
+
+// Several keys in one call (issue 21) on real servers: redis-server, or
+// valkey-server with REDISRATE_SERVER, and a Redis Cluster.
+
+const orgUsers = 50
+
+// orgKeys is the call of user u of organisation tag: the user's key and
+// limit, then the organisation's; the tag is the keys' common hash tag.
+func orgKeys(tag string, u int, user, org redisrate.Limit) []redisrate.KeyLimit {
+	return []redisrate.KeyLimit{{Key: tag + ":user:" + fmt.Sprint(u), Limit: user}, {Key: tag, Limit: org}}
+}
+
+// orgTally is what 64 goroutines calling for 50 users were admitted,
+// counted by the callers.
+type orgTally struct {
+	mu       sync.Mutex
+	perUser  [orgUsers]int64
+	total    int64
+	attempts int64
+	errs     []error
+}
+
+func (o *orgTally) add(u int, r redisrate.Result, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.attempts++
+	switch {
+	case err != nil:
+		o.errs = append(o.errs, err)
+	case r.Allowed:
+		o.perUser[u]++
+		o.total++
+	}
+}
+
+// hammerOrg calls AllowKeys from 64 goroutines for the 50 users of tag,
+// each goroutine going through the users in an order of its own, until
+// stop is closed (or, with stop nil, calls calls in all).
+func hammerOrg(ctx context.Context, l *redisrate.Limiter, tag string, user, org redisrate.Limit, calls int, stop <-chan struct{}, tally *orgTally) {
+	const workers = 64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; stop != nil || i < calls/workers; i++ {
+				if stop != nil {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+				}
+				u := (w*7 + i*13) % orgUsers
+				r, err := l.AllowKeys(ctx, 1, orgKeys(tag, u, user, org)...)
+				tally.add(u, r, err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// checkOrg asserts guarantee 4 per key on a tally, and on the state the
+// calls left in Redis: no user over its limit, the organisation exactly at
+// its limit (the calls asked for more), every admission taken from both
+// keys and no denial from either.
+func checkOrg(t *testing.T, ctx context.Context, l *redisrate.Limiter, tag string, user, org redisrate.Limit, tally *orgTally) {
+	t.Helper()
+	var sum int64
+	for u, n := range tally.perUser {
+		sum += n
+		if n > user.Rate {
+			t.Errorf("%s: user %d admitted %d times, over its %d", tag, u, n, user.Rate)
+		}
+		r, err := l.Peek(ctx, tag+":user:"+fmt.Sprint(u), user)
+		if err != nil || r.Remaining != user.Rate-n {
+			t.Errorf("%s: user %d: %v %v, want %d left after %d admitted", tag, u, r, err, user.Rate-n, n)
+		}
+	}
+	if tally.total != org.Rate || sum != tally.total {
+		t.Errorf("%s: %d attempts admitted %d (users' sum %d), want exactly the organisation's %d", tag, tally.attempts, tally.total, sum, org.Rate)
+	}
+	if r, err := l.Peek(ctx, tag, org); err != nil || r.Remaining != 0 {
+		t.Errorf("%s: the organisation: %v %v, want spent", tag, r, err)
+	}
+}
+
+// TestSeveralKeysGuarantee4: 64 goroutines, 50 users of one organisation,
+// every algorithm, by EVALSHA and by FCALL: no user over its limit, the
+// organisation exactly at its. The limits are per day: the clock does not
+// matter.
+func TestSeveralKeysGuarantee4(t *testing.T) {
+	r := redistest.Open(t)
+	ctx := context.Background()
+	for _, library := range []bool{false, true} {
+		if library {
+			if err := r.Client.FunctionLoadReplace(ctx, scripts.Library).Err(); err != nil {
+				t.Logf("no Functions library (%v): EVALSHA only", err)
+				continue
+			}
+		}
+		for _, a := range allAlgorithms {
+			t.Run(fmt.Sprintf("%s/fcall=%v", a, library), func(t *testing.T) {
+				l := redistest.NewLimiter(r.Client, redisrate.WithKeyPrefix(r.Key("")))
+				user, org := redisrate.PerDay(5).WithAlgorithm(a), redisrate.PerDay(200).WithAlgorithm(a)
+				tag := fmt.Sprintf("{org:%s:%v}", a, library)
+				var tally orgTally
+				hammerOrg(ctx, l, tag, user, org, 64*25, nil, &tally)
+				if len(tally.errs) > 0 {
+					t.Fatalf("%d calls failed, first: %v", len(tally.errs), tally.errs[0])
+				}
+				checkOrg(t, ctx, l, tag, user, org, &tally)
+			})
+		}
+	}
+}
+
+// TestSeveralKeysWriteNothingOnRealRedis: a denial by either key, and a
+// foreign value on key 2, leave both keys byte for byte as they were, TTL
+// included; the error names key #2.
+func TestSeveralKeysWriteNothingOnRealRedis(t *testing.T) {
+	r := redistest.Open(t)
+	ctx := context.Background()
+	for _, a := range allAlgorithms {
+		t.Run(a.String(), func(t *testing.T) {
+			l := redistest.NewLimiter(r.Client, redisrate.WithKeyPrefix(r.Key(a.String()+":")))
+			user, org := redisrate.PerHour(2).WithAlgorithm(a), redisrate.PerHour(3).WithAlgorithm(a)
+			key := func(k string) string { return r.Key(a.String() + ":" + k) }
+			snap := func(keys ...string) []string {
+				var out []string
+				for _, k := range keys {
+					d, _ := r.Client.Dump(ctx, key(k)).Result()
+					out = append(out, fmt.Sprintf("%q ttl>0:%v", d, r.Client.PTTL(ctx, key(k)).Val() > 0))
+				}
+				return out
+			}
+			pttl := func(k string) time.Duration { return r.Client.PTTL(ctx, key(k)).Val() }
+			for _, u := range []int{1, 1, 2} {
+				if res, err := l.AllowKeys(ctx, 1, orgKeys("{o}", u, user, org)...); err != nil || !res.Allowed {
+					t.Fatalf("user %d: %v %v", u, res, err)
+				}
+			}
+			for _, tc := range []struct {
+				u       int
+				binding int
+			}{{1, 0}, {3, 1}} { // user 1 spent; user 3 new, the organisation spent
+				keys := orgKeys("{o}", tc.u, user, org)
+				before := snap(keys[0].Key, keys[1].Key)
+				ttl0, ttl1 := pttl(keys[0].Key), pttl(keys[1].Key)
+				time.Sleep(5 * time.Millisecond) // a write would raise a TTL
+				res, err := l.AllowKeys(ctx, 1, keys...)
+				if err != nil || res.Allowed || res.Binding != tc.binding || res.Key != keys[tc.binding].Key {
+					t.Fatalf("user %d: %v %v, want denied by key #%d", tc.u, res, err, tc.binding+1)
+				}
+				if after := snap(keys[0].Key, keys[1].Key); fmt.Sprint(after) != fmt.Sprint(before) ||
+					pttl(keys[0].Key) > ttl0 || pttl(keys[1].Key) > ttl1 {
+					t.Errorf("user %d: the denial wrote:\n  %q\n  %q", tc.u, before, after)
+				}
+			}
+			// A foreign value on key 2: an error naming it, key 1 untouched.
+			if err := r.Client.Set(ctx, key("{f}"), "someone else's", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Allow(ctx, "{f}:user:1", user); err != nil {
+				t.Fatal(err)
+			}
+			before := snap("{f}:user:1")
+			_, err := l.AllowKeys(ctx, 1, orgKeys("{f}", 1, user, org)...)
+			var e *redisrate.Error
+			if !errors.Is(err, redisrate.ErrForeignKey) || !errors.As(err, &e) || e.Key != key("{f}") || !strings.Contains(err.Error(), "key #2") {
+				t.Errorf("a foreign value on key 2: %v, want ErrForeignKey naming key #2 (%s)", err, key("{f}"))
+			}
+			if after := snap("{f}:user:1"); fmt.Sprint(after) != fmt.Sprint(before) {
+				t.Errorf("key 1 written: %q, then %q", before, after)
+			}
+		})
+	}
+}
+
+// TestClusterSeveralKeys: on a 3-primary Redis Cluster, through a
+// ClusterClient, a user's and its organisation's keys share a hash tag
+// ({org:7}:user:N and {org:7}): 64 goroutines for 50 users admit exactly
+// the organisation's limit and no user over its own, both when the slot
+// stays put and while it migrates to another primary (the target's script
+// cache flushed, as the resharding test does for one key). Calls of keys
+// without a common tag get ErrInvalid that says to use a hash tag.
+func TestClusterSeveralKeys(t *testing.T) {
+	needLocal(t)
+	ctx := context.Background()
+	c := redistest.StartCluster(t, redistest.ClusterOptions{Primaries: 3})
+	// TRYAGAIN (a call whose keys are split between source and target for
+	// a moment of a migration) is retried by go-redis up to MaxRedirects.
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true, MaxRedirects: 16})
+	t.Cleanup(func() { _ = rdb.Close() })
+	l := redistest.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"))
+	user, org := redisrate.PerDay(5), redisrate.PerDay(200)
+
+	t.Run("slot in place", func(t *testing.T) {
+		var tally orgTally
+		hammerOrg(ctx, l, "{org:7}", user, org, 64*25, nil, &tally)
+		if len(tally.errs) > 0 {
+			t.Fatalf("%d calls failed, first: %v", len(tally.errs), tally.errs[0])
+		}
+		checkOrg(t, ctx, l, "{org:7}", user, org, &tally)
+		// A batch of calls for two organisations, pipelined by slot.
+		res, err := l.AllowBatch(ctx, []redisrate.Request{
+			{Keys: orgKeys("{org:7}", 0, user, org)},
+			{Keys: orgKeys("{org:9}", 0, user, org)},
+		})
+		if err != nil || res[0].Allowed || res[0].Key != "{org:7}" || !res[1].Allowed {
+			t.Errorf("batch: %+v %v, want {org:7} spent and {org:9} admitted", res, err)
+		}
+	})
+
+	t.Run("slot migrating", func(t *testing.T) {
+		tag := "{org:8}"
+		user, org := redisrate.PerDay(40), redisrate.PerDay(1500) // the users ask 2000
+		slot, err := c.KeySlot(ctx, "rate:"+tag)
+		if err != nil {
+			t.Fatal(err)
+		}
+		from, err := c.Owner(ctx, slot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := c.Primaries[0]
+		if to == from {
+			to = c.Primaries[1]
+		}
+		asking := commandCount(t, c.Admin(to), "asking")
+		var tally orgTally
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			hammerOrg(ctx, l, tag, user, org, 0, stop, &tally)
+		}()
+		time.Sleep(loadFor(t, 100*time.Millisecond))
+		if err := c.Admin(to).ScriptFlush(ctx).Err(); err != nil { // calls sent there by ASK load the scripts
+			t.Fatal(err)
+		}
+		tally.mu.Lock()
+		before := tally.total
+		tally.mu.Unlock()
+		m, err := c.BeginMigration(ctx, slot, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond) // calls meet MIGRATING with the keys still on the source
+		moved, err := m.MoveKeys(ctx, 10)  // 10 of the 51 keys: calls whose keys are split get TRYAGAIN
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(150 * time.Millisecond)
+		if err := m.Finish(ctx); err != nil {
+			t.Fatal(err)
+		}
+		tally.mu.Lock()
+		during := tally.total - before
+		tally.mu.Unlock()
+		c.WaitHealthy(10 * time.Second)
+		// Then until the organisation is spent.
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			tally.mu.Lock()
+			total := tally.total
+			tally.mu.Unlock()
+			if total >= org.Rate || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond) // a few more denials
+		close(stop)
+		<-done
+		if owner, err := c.Owner(ctx, slot); err != nil || owner != to {
+			t.Fatalf("slot %d owned by %v (%v), want %s", slot, owner, err, to.Addr)
+		}
+		t.Logf("FIGURE cluster several keys: %d calls, %d admitted during the migration of slot %d (%d keys moved first), %d failed, %d ASKING on the target",
+			tally.attempts, during, slot, moved, len(tally.errs), commandCount(t, c.Admin(to), "asking")-asking)
+		for _, err := range tally.errs {
+			if !errors.Is(err, redisrate.ErrUnavailable) || !strings.Contains(err.Error(), "TRYAGAIN") {
+				t.Errorf("a call failed other than by TRYAGAIN: %v", err)
+				break
+			}
+		}
+		if during == 0 {
+			t.Error("nothing admitted while the slot migrated: the test did not exercise it")
+		}
+		if commandCount(t, c.Admin(to), "asking") == asking {
+			t.Error("no call followed ASK to the target during the migration")
+		}
+		checkOrg(t, ctx, l, tag, user, org, &tally)
+	})
+
+	t.Run("CROSSSLOT", func(t *testing.T) {
+		_, err := l.AllowKeys(ctx, 1, redisrate.KeyLimit{Key: "user:42", Limit: user}, redisrate.KeyLimit{Key: "org:7", Limit: org})
+		if !errors.Is(err, redisrate.ErrInvalid) || errors.Is(err, redisrate.ErrUnavailable) ||
+			!strings.Contains(err.Error(), "hash tag") || !strings.Contains(err.Error(), "{org:7}:user:42 and {org:7}") {
+			t.Errorf("keys in two slots: %v, want ErrInvalid with the hash-tag advice", err)
+		}
+		// Not a Redis failure: FailOpen does not admit it.
+		open := l.With(redisrate.WithFailurePolicy(redisrate.FailOpen))
+		if res, err := open.AllowKeys(ctx, 1, redisrate.KeyLimit{Key: "user:42", Limit: user}, redisrate.KeyLimit{Key: "org:7", Limit: org}); !errors.Is(err, redisrate.ErrInvalid) || res.Allowed {
+			t.Errorf("keys in two slots under FailOpen: %+v %v, want ErrInvalid", res, err)
+		}
+	})
+}
