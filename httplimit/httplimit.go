@@ -21,11 +21,10 @@
 //	X-RateLimit-Reset: 35
 //	Retry-After: 2                    (on 429 and 503 only)
 //
-// RateLimit-Policy lists every limit of the plan that was applied (and of
-// the Scopes): q units
-// in w whole seconds. For a limit that refills its whole capacity in a
-// whole number of seconds, q is the capacity (the burst, or the limit of a
-// window) and w that time; otherwise (a period of 100 ms, a refill of 1.5 s)
+// RateLimit-Policy lists every limit that was applied, the plan's and the
+// Scopes': q units in w whole seconds. For a limit that refills its whole
+// capacity in a whole number of seconds, q is the capacity (the burst, or
+// the limit of a window) and w that time; otherwise (a period of 100 ms, a refill of 1.5 s)
 // w is the shortest whole number of seconds that holds whole periods and q
 // what they replenish, so that q/w is always the limit's rate.
 //
