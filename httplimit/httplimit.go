@@ -24,9 +24,10 @@
 // RateLimit-Policy lists every limit that was applied, the plan's and the
 // Scopes': q units in w whole seconds. For a limit that refills its whole
 // capacity in a whole number of seconds, q is the capacity (the burst, or
-// the limit of a window) and w that time; otherwise (a period of 100 ms, a refill of 1.5 s)
-// w is the shortest whole number of seconds that holds whole periods and q
-// what they replenish, so that q/w is always the limit's rate.
+// the limit of a window) and w that time; otherwise (a period of 100 ms,
+// a refill of 1.5 s) w is the shortest whole number of seconds that holds
+// whole periods and q what they replenish, so that q/w is always the
+// limit's rate.
 //
 // The RateLimit field reports the binding limit (redisrate.Result.Binding):
 // r is the units left; t, as the draft defines it, the seconds until
