@@ -24,31 +24,38 @@ import (
 // snippet is one runnable example: the command that runs it, and how to
 // tell whether its interpreter and Redis library are installed.
 type snippet struct {
-	name  string
-	file  string   // relative to examples/
-	lang  string   // the code fence language in docs/other-languages.md
-	run   []string // the command, the file last
-	probe func() error
-	setup string // how CI installs what it needs
+	name    string
+	file    string   // relative to examples/
+	twoKeys string   // the two-key snippet, relative to examples/
+	lang    string   // the code fence language in docs/other-languages.md
+	run     []string // the command, the file last
+	probe   func() error
+	setup   string // how CI installs what it needs
+}
+
+// runTwoKeys is the command that runs the snippet's two-key call: its
+// interpreter (s.run's first words) on the two-key file.
+func (s snippet) runTwoKeys() []string {
+	return append(append([]string(nil), s.run[:len(s.run)-1]...), s.twoKeys)
 }
 
 func snippets(t *testing.T) []snippet {
 	python := findPython()
 	return []snippet{
 		{
-			name: "redis-cli", file: "redis-cli/ratelimit.sh", lang: "sh",
+			name: "redis-cli", file: "redis-cli/ratelimit.sh", twoKeys: "redis-cli/twokeys.sh", lang: "sh",
 			run:   []string{"sh", "redis-cli/ratelimit.sh"},
 			probe: func() error { _, err := exec.LookPath("redis-cli"); return err },
 			setup: "apt-get install redis-tools",
 		},
 		{
-			name: "python", file: "python/ratelimit.py", lang: "python",
+			name: "python", file: "python/ratelimit.py", twoKeys: "python/twokeys.py", lang: "python",
 			run:   []string{python, "python/ratelimit.py"},
 			probe: func() error { return quiet(exec.Command(python, "-c", "import redis")) },
 			setup: "apt-get install python3-redis",
 		},
 		{
-			name: "node", file: "node/ratelimit.js", lang: "js",
+			name: "node", file: "node/ratelimit.js", twoKeys: "node/twokeys.js", lang: "js",
 			run: []string{"node", "node/ratelimit.js"},
 			probe: func() error {
 				cmd := exec.Command("node", "-e", `require.resolve("ioredis")`)
@@ -58,7 +65,7 @@ func snippets(t *testing.T) []snippet {
 			setup: "apt-get install nodejs npm && npm ci --prefix examples/node",
 		},
 		{
-			name: "ruby", file: "ruby/ratelimit.rb", lang: "ruby",
+			name: "ruby", file: "ruby/ratelimit.rb", twoKeys: "ruby/twokeys.rb", lang: "ruby",
 			run:   []string{"ruby", "ruby/ratelimit.rb"},
 			probe: func() error { return quiet(exec.Command("ruby", "-e", `require "redis"`)) },
 			setup: "apt-get install ruby-redis",
@@ -157,6 +164,16 @@ const docPath = "../docs/other-languages.md"
 
 var lineRE = regexp.MustCompile(`^allowed=(\d+) remaining=(\d+) retry_after_ms=(-?\d+) reset_after_ms=(\d+) capacity=(\d+) binding=(\d+)$`)
 
+// sixFields reads the reply's six integers from the first six of
+// submatches, which the line's regexp has checked are whole numbers.
+func sixFields(submatches []string) [6]int64 {
+	var n [6]int64
+	for j := range n {
+		n[j], _ = strconv.ParseInt(submatches[j], 10, 64)
+	}
+	return n
+}
+
 // checkTwoPerMinute returns why the lines are not what three calls of 2 per
 // minute on a fresh key print (contract v2): allowed, allowed, denied, with
 // honest times and reply field 5, capacity, = 2. The calls are apart by the
@@ -174,10 +191,7 @@ func checkTwoPerMinute(out string) error {
 		if m == nil {
 			return fmt.Errorf("line %d %q does not name the six fields of contract v2", i+1, l)
 		}
-		var n [6]int64
-		for j := range n {
-			n[j], _ = strconv.ParseInt(m[j+1], 10, 64)
-		}
+		n := sixFields(m[1:])
 		got[i] = reply{n[0], n[1], n[2], n[3], n[4], n[5]}
 	}
 	between := func(x, lo, hi int64) bool { return x > lo && x <= hi }
@@ -194,6 +208,22 @@ func checkTwoPerMinute(out string) error {
 	return nil
 }
 
+// runSnippet runs command against the Redis at addr, with env added to the
+// environment, and returns what it printed; the error shows its stderr.
+func runSnippet(addr string, command []string, env ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, command[0], command[1:]...)
+	cmd.Env = append(append(os.Environ(), "REDIS_ADDR="+addr), env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		err = fmt.Errorf("%v; stderr: %s", err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), err
+}
+
 // TestSnippets runs each snippet against a real Redis: three calls of 2 per
 // minute on a fresh key are allowed, allowed, denied, with honest times.
 // Then, on a key that holds a user's value, each must fail (exit non-zero)
@@ -207,17 +237,7 @@ func TestSnippets(t *testing.T) {
 				missing(t, "%s is not installed (%v); install it with: %s", s.name, err, s.setup)
 			}
 			run := func(key string) (string, error) {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				cmd := exec.CommandContext(ctx, s.run[0], s.run[1:]...)
-				cmd.Env = append(os.Environ(), "REDIS_ADDR="+addr, "RATE_KEY="+key)
-				var stdout, stderr bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &stdout, &stderr
-				err := cmd.Run()
-				if err != nil {
-					err = fmt.Errorf("%v; stderr: %s", err, strings.TrimSpace(stderr.String()))
-				}
-				return stdout.String(), err
+				return runSnippet(addr, s.run, "RATE_KEY="+key)
 			}
 
 			key := "snippet:" + s.name
@@ -267,13 +287,170 @@ func TestDocSnippets(t *testing.T) {
 		if !bytes.Contains(doc, []byte(block)) {
 			t.Errorf("%s lacks examples/%s verbatim; it should contain:\n%s", docPath, s.file, block)
 		}
+		src, err = os.ReadFile(s.twoKeys)
+		if err != nil {
+			t.Fatal(err)
+		}
+		block = "```" + s.lang + "\n" + string(src) + "```\n"
+		if !bytes.Contains(doc, []byte(block)) {
+			t.Errorf("%s lacks examples/%s verbatim; it should contain:\n%s", docPath, s.twoKeys, block)
+		}
 	}
-	_, after, ok := strings.Cut(string(doc), "Each prints, on a fresh key:\n\n```text\n")
+	twoKeysIntro := "Each prints, run as `twokeys " + strings.Join(twoKeysUsers, " ") + "` on fresh keys:\n\n```text\n"
+	if out := outputBlock(t, doc, twoKeysIntro); out != "" {
+		if err := checkTwoKeys(out, "7"); err != nil {
+			t.Errorf("%s shows output no two-key snippet prints: %v:\n%s", docPath, err, out)
+		}
+	}
+	if out := outputBlock(t, doc, "Each prints, on a fresh key:\n\n```text\n"); out != "" {
+		if err := checkTwoPerMinute(out); err != nil {
+			t.Errorf("%s shows output no snippet prints: %v:\n%s", docPath, err, out)
+		}
+	}
+}
+
+// outputBlock returns the text block of doc that starts right after intro,
+// or reports that there is none and returns "".
+func outputBlock(t *testing.T, doc []byte, intro string) string {
+	t.Helper()
+	_, after, ok := strings.Cut(string(doc), intro)
 	out, _, ok2 := strings.Cut(after, "```")
 	if !ok || !ok2 {
-		t.Fatalf("%s lacks the block of output after \"Each prints, on a fresh key:\"", docPath)
+		t.Errorf("%s lacks the block of output after %q", docPath, intro)
+		return ""
 	}
-	if err := checkTwoPerMinute(out); err != nil {
-		t.Errorf("%s shows output no snippet prints: %v:\n%s", docPath, err, out)
+	return out
+}
+
+var twoKeysLineRE = regexp.MustCompile(`^user=(\S+) allowed=(\d+) remaining=(\d+) retry_after_ms=(-?\d+) reset_after_ms=(\d+) capacity=(\d+) binding=(\d+) key=(\S+)$`)
+
+// twoKeysUsers are the requests, one user each, whose replies checkTwoKeys
+// knows: users 42, 42, 42, 43, 43 of one organisation.
+var twoKeysUsers = []string{"42", "42", "42", "43", "43"}
+
+// checkTwoKeys returns why the lines are not what the two-key snippets print
+// for twoKeysUsers of organisation org on fresh keys, each user at 2 per
+// minute and the organisation at 3: user 42's limit admits twice then binds
+// (its key named, the organisation's 3rd unit untaken); user 43 takes the
+// organisation's last unit, which binds the admission (fewest remaining) and
+// then denies. The times count down by the snippet's own speed.
+func checkTwoKeys(out, org string) error {
+	orgKey := "{org:" + org + "}"
+	userKey := func(u string) string { return orgKey + ":user:" + u }
+	type reply struct {
+		user                                                string
+		allowed, remaining, retry, reset, capacity, binding int64
+		key                                                 string
+	}
+	want := []reply{
+		{"42", 1, 1, 0, 30000, 2, 1, userKey("42")},
+		{"42", 1, 0, 0, 60000, 2, 1, userKey("42")},
+		{"42", 0, 0, 30000, 60000, 2, 1, userKey("42")},
+		{"43", 1, 0, 0, 60000, 3, 2, orgKey},
+		{"43", 0, 0, 20000, 60000, 3, 2, orgKey},
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != len(want) {
+		return fmt.Errorf("%d lines of output; want %d", len(lines), len(want))
+	}
+	// A time is the one on a fresh key, or less by at most 5s of the
+	// snippet's run; only the first call's is exact.
+	near := func(got, want int64, exact bool) bool {
+		if exact || want == 0 {
+			return got == want
+		}
+		return got > want-5000 && got <= want
+	}
+	for i, l := range lines {
+		m := twoKeysLineRE.FindStringSubmatch(l)
+		if m == nil {
+			return fmt.Errorf("line %d %q does not name the user, the six fields of contract v2 and the binding key", i+1, l)
+		}
+		n := sixFields(m[2:])
+		got := reply{m[1], n[0], n[1], n[2], n[3], n[4], n[5], m[8]}
+		w := want[i]
+		if got.user != w.user || got.allowed != w.allowed || got.remaining != w.remaining ||
+			got.capacity != w.capacity || got.binding != w.binding || got.key != w.key ||
+			!near(got.retry, w.retry, false) || !near(got.reset, w.reset, i == 0) {
+			return fmt.Errorf("line %d %q; want about %+v", i+1, l, w)
+		}
+		// A denial is answered from the binding key's empty state: the
+		// retry frees one unit, the reset all the others after it.
+		if got.allowed == 0 && got.reset-got.retry != (got.capacity-1)*60000/got.capacity {
+			return fmt.Errorf("line %d %q: reset_after_ms is not retry_after_ms plus the time of capacity-1 units of the binding limit", i+1, l)
+		}
+	}
+	return nil
+}
+
+// TestTwoKeySnippets runs each two-key snippet against a real Redis, one
+// request at a time, and reads both keys between requests: a denial by the
+// user's limit (binding 1) leaves the organisation's key as it was, and a
+// denial by the organisation's (binding 2) leaves the user's. A foreign
+// value on the organisation's key fails the call with Redis's error naming
+// key #2, and nothing is written on the user's key.
+func TestTwoKeySnippets(t *testing.T) {
+	addr := startRedis(t)
+	for _, s := range snippets(t) {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			if err := s.probe(); err != nil {
+				missing(t, "%s is not installed (%v); install it with: %s", s.name, err, s.setup)
+			}
+			org := "snippet-" + s.name
+			orgKey := "{org:" + org + "}"
+			userKey := func(u string) string { return orgKey + ":user:" + u }
+			get := func(key string) string { return redisCommand(t, addr, "GET", key) }
+			var out strings.Builder
+			request := func(users ...string) {
+				t.Helper()
+				o, err := runSnippet(addr, append(s.runTwoKeys(), users...), "ORG_ID="+org)
+				out.WriteString(o)
+				if err != nil {
+					t.Fatalf("%s: %v\nstdout so far:\n%s", s.twoKeys, err, out.String())
+				}
+			}
+			unchanged := func(what, key, before string) {
+				t.Helper()
+				if now := get(key); now != before {
+					t.Errorf("%s: %s went from %q to %q", what, key, before, now)
+				}
+			}
+
+			request(twoKeysUsers[:2]...) // user 42's 2 per minute used up; the organisation's 3 down to 1
+			org1, user42 := get(orgKey), get(userKey("42"))
+			request(twoKeysUsers[2]) // denied by user 42's limit
+			unchanged("a denial by the user's limit", orgKey, org1)
+			unchanged("a denial by the user's limit", userKey("42"), user42)
+			request(twoKeysUsers[3]) // user 43 takes the organisation's last unit
+			org2, user43 := get(orgKey), get(userKey("43"))
+			if org2 == org1 {
+				t.Errorf("user 43's admission did not record on %s", orgKey)
+			}
+			request(twoKeysUsers[4]) // denied by the organisation's limit
+			unchanged("a denial by the organisation's limit", orgKey, org2)
+			unchanged("a denial by the organisation's limit", userKey("43"), user43)
+			if err := checkTwoKeys(out.String(), org); err != nil {
+				t.Errorf("%v:\n%s", err, out.String())
+			}
+			for _, key := range []string{orgKey, userKey("42"), userKey("43")} {
+				if v := get(key); !strings.HasPrefix(v, gcraTag+" ") {
+					t.Errorf("%s holds %q, not %s state", key, v, gcraTag)
+				}
+			}
+
+			foreignOrg := "snippet-foreign-" + s.name
+			foreignKey := "{org:" + foreignOrg + "}"
+			if r := redisCommand(t, addr, "SET", foreignKey, "order 42"); r != "+OK" {
+				t.Fatalf("SET: %s", r)
+			}
+			if o, err := runSnippet(addr, append(s.runTwoKeys(), "42"), "ORG_ID="+foreignOrg); err == nil {
+				t.Errorf("exit status 0 on an error reply; output:\n%s", o)
+			} else if !strings.Contains(err.Error(), "key #2 holds") {
+				t.Errorf("the failure does not show Redis's error naming key #2: %v", err)
+			}
+			unchanged("a foreign value on key #2", foreignKey, "order 42")
+			unchanged("a foreign value on key #2", foreignKey+":user:42", "$-1")
+		})
 	}
 }

@@ -1,7 +1,9 @@
 // Package grpclimit is gRPC server middleware that rate-limits calls with
 // redisrate: unary and stream server interceptors, keyed by a function of
 // the call (the peer's address, metadata such as an API key, the method),
-// with limits and costs per method.
+// with limits and costs per method, and further keys with limits of their
+// own decided in the same atomic call (Config.Scopes): an API key's limit
+// and its account's, all or nothing.
 //
 // A call denied by its limit fails with codes.ResourceExhausted and the
 // details gRPC clients and Google's APIs read: a google.rpc.RetryInfo with
@@ -206,9 +208,34 @@ type Config struct {
 	Exempt func(ctx context.Context, method string) bool
 	// Name keeps the state apart in Redis: a client's key is Name + ":" +
 	// the KeyFunc's key, with the method's name in between for a method
-	// with limits of its own. It may not hold ':', so the keys of two
-	// Names never meet. Default "grpc".
+	// with limits of its own (with Scopes, see there). It may not hold
+	// ':', '{' or '}', so the keys of two Names never meet. Default
+	// "grpc".
 	Name string
+	// Scopes hold every limited call to further keys, each with a limit
+	// of its own, in the same atomic call as its own limit (Key and
+	// Limits, or its method's): per API key at 10/s and per account at
+	// 1000/s, say. The call is admitted only if every limit admits it; a
+	// call that one limit denies takes nothing from the others. The
+	// metadata list every limit and describe the binding one by its policy
+	// name, and so do the QuotaFailure and the RetryInfo of a denial.
+	//
+	// The last scope is the broadest: every other key of a call belongs
+	// to one of its keys (an account holds API keys), and its key is the
+	// Redis Cluster hash tag of all of them, so that one call may hold
+	// them: the account's state is "{Name:account:42}", shared by all its
+	// API keys and every method, and an API key's
+	// "{Name:account:42}:Name:key" (the method's name instead of the
+	// second Name for a method with limits of its own). A client's key cannot
+	// leave its tag: '%' and '}' in the broadest key are percent-encoded.
+	// httplimit builds the same keys: an HTTP API and a gRPC one of the
+	// same Name and scopes share an account's state.
+	//
+	// With Scopes the call's own key holds one limit (Limits, and each
+	// method's): a key holds one limit in a call of several keys. Hold it
+	// to a further limit with a Scope of the same Key. At most 7 scopes,
+	// all limits of one algorithm.
+	Scopes []Scope
 	// OnError, if set, is told of every call whose limit could not be
 	// decided, before it is answered: to log the errors that are bugs (a
 	// key holding other data, a failing KeyFunc). Redis being down is
@@ -226,15 +253,18 @@ type Config struct {
 }
 
 type rule struct {
-	prefix string
-	fields *ratefields.Set
-	cost   int64
+	prefix  string
+	segment string // with Scopes: the name of its key after the hash tag
+	fields  *ratefields.Set
+	cost    int64
 }
 
 // Interceptor limits the calls that go through its interceptors.
 type Interceptor struct {
 	limiter       *redisrate.Limiter
-	base          *rule // nil without Config.Limits
+	name          string  // Config.Name, or its default
+	scopes        []scope // Config.Scopes, the broadest last
+	base          *rule   // nil without Config.Limits
 	methods       map[string]*rule
 	key           KeyFunc
 	exempt        func(context.Context, string) bool
@@ -256,12 +286,16 @@ func New(c Config) (*Interceptor, error) {
 	if err := ratefields.CheckName(name); err != nil {
 		return nil, fmt.Errorf("grpclimit: invalid Config.Name: %w", err)
 	}
-	if strings.Contains(name, ":") {
-		// ':' ends the name in a client's key (Name:method:key): with it,
-		// Name "grpc:/a.S/M" would share the keys of Name "grpc"'s method.
-		return nil, fmt.Errorf("grpclimit: invalid Config.Name %q: ':' separates the names in a client's Redis key, so this one could share another Interceptor's keys; use another character, such as '-'", name)
+	// ':' ends the name in a client's key (Name:method:key): with it,
+	// Name "grpc:/a.S/M" would share the keys of Name "grpc"'s method.
+	if err := keyPart("Config.Name", name); err != nil {
+		return nil, err
 	}
-	i := &Interceptor{limiter: c.Limiter, methods: map[string]*rule{}, exempt: c.Exempt,
+	scopes, err := newScopes(c, name)
+	if err != nil {
+		return nil, err
+	}
+	i := &Interceptor{limiter: c.Limiter, name: name, scopes: scopes, methods: map[string]*rule{}, exempt: c.Exempt,
 		shadow: c.Shadow, shadowHeaders: c.ShadowHeaders, onError: c.OnError}
 	if c.FailurePolicy != 0 {
 		i.limiter = i.limiter.With(redisrate.WithFailurePolicy(c.FailurePolicy))
@@ -270,7 +304,7 @@ func New(c Config) (*Interceptor, error) {
 		i.limiter = i.limiter.With(redisrate.WithShadowMode())
 	}
 	if len(c.Limits) > 0 {
-		r, err := newRule(name, c.Limits, c.PolicyNames, 1, name+":")
+		r, err := newRule(name, c.Limits, c.PolicyNames, 1, name+":", c.Scopes)
 		if err != nil {
 			return nil, fmt.Errorf("grpclimit: Config.Limits: %w", err)
 		}
@@ -301,7 +335,7 @@ func New(c Config) (*Interceptor, error) {
 			i.methods[m] = &r
 			continue
 		}
-		r, err := newRule(m, spec.Limits, spec.PolicyNames, cost, name+":"+m+":")
+		r, err := newRule(m, spec.Limits, spec.PolicyNames, cost, name+":"+m+":", c.Scopes)
 		if err != nil {
 			return nil, fmt.Errorf("grpclimit: Config.Methods[%q]: %w", m, err)
 		}
@@ -322,7 +356,13 @@ func New(c Config) (*Interceptor, error) {
 	return i, nil
 }
 
-func newRule(name string, limits []redisrate.Limit, names []string, cost int64, prefix string) (*rule, error) {
+// newRule readies the limits of name (Name or a method); with scopes, its
+// limit is one of a call of several keys, with theirs (see withScopes).
+func newRule(name string, limits []redisrate.Limit, names []string, cost int64, prefix string, scopes []Scope) (*rule, error) {
+	limits, names, err := withScopes(limits, names, name, scopes)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := redisrate.Args(1, false, limits...); err != nil {
 		return nil, err
 	}
@@ -347,7 +387,7 @@ func newRule(name string, limits []redisrate.Limit, names []string, cost int64, 
 	for i := range f.Limits {
 		f.Limits[i].Name = f.Name(i) // the limit's name in metrics and traces too
 	}
-	return &rule{prefix: prefix, fields: f, cost: cost}, nil
+	return &rule{prefix: prefix, segment: name, fields: f, cost: cost}, nil
 }
 
 // Unary returns the unary server interceptor.
@@ -396,7 +436,7 @@ func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, e
 	if err != nil {
 		return nil, i.fail(ctx, method, err)
 	}
-	res, err := i.limiter.AllowMulti(ctx, r.prefix+key, r.cost, r.fields.Limits...)
+	res, err := i.allow(ctx, method, r, key)
 	if err != nil {
 		return nil, i.fail(ctx, method, err)
 	}
@@ -424,6 +464,19 @@ func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, e
 		return md, st.Err()
 	}
 	return md, withRetry(codes.ResourceExhausted, fmt.Sprintf("rate limit exceeded: retry in %v", res.RetryAfter), res.RetryAfter, qf)
+}
+
+// allow takes r's cost from key under r's limits, and from the keys of the
+// scopes under theirs, in one call.
+func (i *Interceptor) allow(ctx context.Context, method string, r *rule, key string) (redisrate.Result, error) {
+	if len(i.scopes) == 0 {
+		return i.limiter.AllowMulti(ctx, r.prefix+key, r.cost, r.fields.Limits...)
+	}
+	keys, err := i.scopedKeys(ctx, method, r, key)
+	if err != nil {
+		return redisrate.Result{}, err
+	}
+	return i.limiter.AllowKeys(ctx, r.cost, keys...)
 }
 
 // fail is the answer to a call whose limit could not be decided (see

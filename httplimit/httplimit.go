@@ -2,7 +2,9 @@
 // redisrate: per client IP (behind trusted proxies only), per API key
 // (hashed with a secret), or per any key a function derives from the
 // request; under one or several limits at once, chosen per request (plans)
-// and with a cost per request.
+// and with a cost per request; and to further keys with limits of their
+// own, decided in the same atomic call (Config.Scopes): an API key's limit
+// and its account's, all or nothing.
 //
 // Every response the limiter decided carries the rate-limit fields of
 // draft-ietf-httpapi-ratelimit-headers-10 and the legacy X-RateLimit-*
@@ -19,12 +21,13 @@
 //	X-RateLimit-Reset: 35
 //	Retry-After: 2                    (on 429 and 503 only)
 //
-// RateLimit-Policy lists every limit of the plan that was applied: q units
-// in w whole seconds. For a limit that refills its whole capacity in a
-// whole number of seconds, q is the capacity (the burst, or the limit of a
-// window) and w that time; otherwise (a period of 100 ms, a refill of 1.5 s)
-// w is the shortest whole number of seconds that holds whole periods and q
-// what they replenish, so that q/w is always the limit's rate.
+// RateLimit-Policy lists every limit that was applied, the plan's and the
+// Scopes': q units in w whole seconds. For a limit that refills its whole
+// capacity in a whole number of seconds, q is the capacity (the burst, or
+// the limit of a window) and w that time; otherwise (a period of 100 ms,
+// a refill of 1.5 s) w is the shortest whole number of seconds that holds
+// whole periods and q what they replenish, so that q/w is always the
+// limit's rate.
 //
 // The RateLimit field reports the binding limit (redisrate.Result.Binding):
 // r is the units left; t, as the draft defines it, the seconds until
@@ -184,8 +187,8 @@ type Config struct {
 
 	// Name keeps the state of this Middleware apart in Redis: the key of
 	// a client is Name + ":" + the KeyFunc's key, with the plan's name in
-	// between when there are Plans. Neither name may hold ':', so the
-	// keys of two Names never meet. It is also the policy name of a
+	// between when there are Plans (with Scopes, see there). Neither name
+	// may hold ':', '{' or '}', so the keys of two Names never meet. It is also the policy name of a
 	// single limit without Plans. Give each Middleware its own Name.
 	// Default "default".
 	Name string
@@ -199,6 +202,28 @@ type Config struct {
 	// A request denied by policy while Redis is down (Source
 	// redisrate.SourceFailClosed) does not come here: it gets 503.
 	OnDenied func(w http.ResponseWriter, r *http.Request, res redisrate.Result)
+
+	// Scopes hold every request to further keys, each with a limit of
+	// its own, in the same atomic call as its own limit (Key and Limits,
+	// or its plan's): per API key at 10/s and per account at 1000/s, say.
+	// The request is admitted only if every limit admits it; a request
+	// that one limit denies takes nothing from the others. The headers
+	// list every limit and describe the binding one by its policy name:
+	// the plan's (or Name), or the scope's.
+	//
+	// The last scope is the broadest: every other key of a request belongs
+	// to one of its keys (an account holds API keys), and its key is the
+	// Redis Cluster hash tag of all of them, so that one call may hold
+	// them: the account's state is "{Name:account:42}", shared by all its
+	// API keys, and an API key's "{Name:account:42}:plan:key" (the plan's
+	// name, or Name without plans). A client's key cannot leave its tag:
+	// '%' and '}' in the broadest key are percent-encoded.
+	//
+	// With Scopes the request's own key holds one limit (Limits, or each
+	// plan's): a key holds one limit in a call of several keys. Hold it to
+	// a further limit with a Scope of the same Key. At most 7 scopes, all
+	// limits of one algorithm.
+	Scopes []Scope
 
 	// OnError, if set, is told of every request whose limit could not be
 	// decided, before it is answered: to log the errors that are bugs (a
@@ -225,6 +250,8 @@ type plan struct {
 // Middleware limits the requests that go through its Handler.
 type Middleware struct {
 	limiter         *redisrate.Limiter
+	name            string  // Config.Name, or its default
+	scopes          []scope // Config.Scopes, the broadest last
 	plans           map[string]*plan
 	single          *plan // without Plans
 	choose          func(*http.Request) (string, error)
@@ -273,6 +300,12 @@ func New(c Config) (*Middleware, error) {
 	if err := keyPart("Config.Name", name); err != nil {
 		return nil, err
 	}
+	m.name = name
+	scopes, err := newScopes(c, name)
+	if err != nil {
+		return nil, err
+	}
+	m.scopes = scopes
 	switch {
 	case len(c.Plans) == 0 && c.Plan != nil:
 		return nil, errors.New("httplimit: Config.Plan is set but Config.Plans is empty")
@@ -280,7 +313,7 @@ func New(c Config) (*Middleware, error) {
 		if len(c.Limits) == 0 {
 			return nil, errors.New("httplimit: Config.Limits is empty: give at least one limit, or Plans")
 		}
-		p, err := newPlan(Plan{Name: name, Limits: c.Limits, PolicyNames: c.PolicyNames}, name+":")
+		p, err := newPlan(Plan{Name: name, Limits: c.Limits, PolicyNames: c.PolicyNames}, name+":", c.Scopes)
 		if err != nil {
 			return nil, fmt.Errorf("httplimit: Config.Limits: %w", err)
 		}
@@ -303,7 +336,7 @@ func New(c Config) (*Middleware, error) {
 			if m.plans[pl.Name] != nil {
 				return nil, fmt.Errorf("httplimit: Config.Plans has the plan %q twice", pl.Name)
 			}
-			p, err := newPlan(pl, name+":"+pl.Name+":")
+			p, err := newPlan(pl, name+":"+pl.Name+":", c.Scopes)
 			if err != nil {
 				return nil, fmt.Errorf("httplimit: Config.Plans[%d] (%q): %w", i, pl.Name, err)
 			}
@@ -327,17 +360,28 @@ func New(c Config) (*Middleware, error) {
 
 // keyPart refuses a name with ':', which ends each name in a client's
 // Redis key (Name:plan:key): with it, Name "api:free" would share the keys
-// of Name "api" with plan "free".
+// of Name "api" with plan "free". It refuses '{' and '}' too, which mark
+// the hash tag of the keys of Scopes ("{Name:account:42}"): Name "{api"
+// would share them.
 func keyPart(what, name string) error {
 	if strings.Contains(name, ":") {
 		return fmt.Errorf("httplimit: invalid %s %q: ':' separates the names in a client's Redis key, so this one could share another Middleware's keys; use another character, such as '-'", what, name)
 	}
+	if strings.ContainsAny(name, "{}") {
+		return fmt.Errorf("httplimit: invalid %s %q: '{' and '}' mark the Redis Cluster hash tag of the keys of Scopes, so this one could share another Middleware's keys; use another character, such as '-'", what, name)
+	}
 	return nil
 }
 
-func newPlan(p Plan, prefix string) (*plan, error) {
+// newPlan readies p; with scopes, p's limit is one of a call of several
+// keys, with theirs (see scopedPlan).
+func newPlan(p Plan, prefix string, scopes []Scope) (*plan, error) {
 	if len(p.Limits) == 0 {
 		return nil, errors.New("no limits: give at least one")
+	}
+	p, err := scopedPlan(p, scopes)
+	if err != nil {
+		return nil, err
 	}
 	if _, err := redisrate.Args(1, false, p.Limits...); err != nil {
 		return nil, err
@@ -419,7 +463,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 				return
 			}
 		}
-		res, err := m.limiter.AllowMulti(r.Context(), p.prefix+key, cost, p.fields.Limits...)
+		res, err := m.decide(r, p, key, cost)
 		if err != nil {
 			m.fail(w, r, next, err)
 			return
@@ -440,6 +484,19 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			m.deny(w, p, res)
 		}
 	})
+}
+
+// decide takes cost from key under p's limits, and from the keys of the
+// scopes under theirs, in one call.
+func (m *Middleware) decide(r *http.Request, p *plan, key string, cost int64) (redisrate.Result, error) {
+	if len(m.scopes) == 0 {
+		return m.limiter.AllowMulti(r.Context(), p.prefix+key, cost, p.fields.Limits...)
+	}
+	keys, err := m.scopedKeys(r, p, key)
+	if err != nil {
+		return redisrate.Result{}, err
+	}
+	return m.limiter.AllowKeys(r.Context(), cost, keys...)
 }
 
 // fail answers a request whose limit could not be decided (see

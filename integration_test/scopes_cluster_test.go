@@ -1,0 +1,83 @@
+package integration_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/httplimit"
+	"github.com/redisrate/redisrate/integration_test/internal/redistest"
+)
+
+// httplimit's Scopes on a real Redis Cluster: the keys of each request
+// (an API key's and its account's) share the account's hash tag, so no
+// call gets CROSSSLOT, whatever text a client puts in its account, and
+// each account's limit holds on whichever node serves its slot.
+func TestClusterHTTPScopes(t *testing.T) {
+	c := startCluster(t)
+	lim := redistest.NewLimiter(c.client(t, nil), redisrate.WithKeyPrefix("rl:"))
+	var mu sync.Mutex
+	var errs []error
+	header := func(name string) httplimit.KeyFunc {
+		return func(r *http.Request) (string, error) { return r.Header.Get(name), nil }
+	}
+	m, err := httplimit.New(httplimit.Config{
+		Limiter: lim,
+		Name:    "api",
+		Limits:  []redisrate.Limit{redisrate.PerMinute(2)},
+		Key:     header("X-Key"),
+		Scopes:  []httplimit.Scope{{Name: "account", Key: header("X-Account"), Limit: redisrate.PerMinute(3)}},
+		OnError: func(r *http.Request, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			errs = append(errs, err)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+
+	accounts := []string{"x}y", "{a}", "}{", "%7D", "{", "}", "a:b}:api:k"}
+	for i := range 57 {
+		accounts = append(accounts, fmt.Sprint("acct-", i))
+	}
+	slots := map[int]bool{}
+	escape := strings.NewReplacer("%", "%25", "}", "%7D") // as httplimit escapes the tag
+	for _, a := range accounts {
+		slots[slot("{api:account:"+escape.Replace(a)+"}")] = true
+	}
+	if len(slots) < 32 {
+		t.Fatalf("the accounts hash to %d slots; the test wants them spread", len(slots))
+	}
+	var wg sync.WaitGroup
+	for _, account := range accounts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// The user's limit denies k1's third, the account's k2's second.
+			for i, s := range []struct {
+				key  string
+				code int
+			}{{"k1", 200}, {"k1", 200}, {"k1", 429}, {"k2", 200}, {"k2", 429}} {
+				r := httptest.NewRequest("GET", "/", nil)
+				r.Header.Set("X-Key", s.key)
+				r.Header.Set("X-Account", account)
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				if w.Code != s.code {
+					t.Errorf("account %q, request %d (%s): %d %q; want %d", account, i, s.key, w.Code, w.Header().Get("RateLimit"), s.code)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		t.Errorf("OnError: %v", err)
+	}
+}
