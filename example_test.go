@@ -12,6 +12,7 @@ import (
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/internal/exampleredis"
+	"github.com/redisrate/redisrate/scripts"
 )
 
 // exampleRedis starts an embedded Redis with a fixed clock, so that the
@@ -403,12 +404,12 @@ func ExampleAlgorithm_String() {
 	// Output: token_bucket
 }
 
-func ExampleAlgorithm_Spec() {
-	// The script behind an algorithm, to SCRIPT LOAD in a deploy step or
-	// copy into another stack.
-	sp, _ := redisrate.SlidingLog.Spec()
-	fmt.Println(sp.Name+".lua", len(sp.SHA1), sp.Function, sp.Window, sp.MaxLimit)
-	// Output: sliding_log.lua 40 redisrate_sliding_log true 10000
+func ExampleAlgorithm_String_script() {
+	// The script behind an algorithm, by its name: to SCRIPT LOAD in a
+	// deploy step or copy into another stack.
+	sp, _ := scripts.Lookup(redisrate.SlidingLog.String())
+	fmt.Println(sp.Name+".lua", len(sp.SHA1), sp.Function)
+	// Output: sliding_log.lua 40 redisrate_sliding_log
 }
 
 func ExampleParseAlgorithm() {

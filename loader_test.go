@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redisrate/redisrate/internal/manifest"
 	"github.com/redisrate/redisrate/scripts"
 )
 
@@ -169,7 +170,7 @@ func (fs *functionsServer) fcall(ctx context.Context, cmd redis.Cmder) {
 		return
 	}
 	base, ro := strings.CutSuffix(name, "_ro")
-	var sp *scripts.Spec
+	var sp *manifest.Spec
 	for i := range specs {
 		if specs[i].Function == base {
 			sp = &specs[i]
