@@ -491,7 +491,7 @@ func ExampleOption() {
 		redisrate.WithKeyPrefix("rate:"),
 		redisrate.WithDenyCache(10000),
 		redisrate.WithFailurePolicy(redisrate.FailOpen),
-		redisrate.WithCircuitBreaker(redisrate.DefaultProbeInterval),
+		redisrate.WithCircuitBreaker(time.Second),
 	}
 	limiter := redisrate.NewLimiter(rdb, opts...)
 	res, _ := limiter.Allow(context.Background(), "k", redisrate.PerSecond(1))
@@ -499,10 +499,10 @@ func ExampleOption() {
 	// Output: true
 }
 
-// Any go-redis v9 client is a Client; so is anything with its scripting
-// commands (a wrapper that adds tracing, say).
-func ExampleClient() {
-	var clients []redisrate.Client = []redisrate.Client{
+// Any go-redis v9 client runs the scripts; so does anything with its
+// scripting commands (a wrapper that adds tracing, say).
+func ExampleNewLimiter_clients() {
+	var clients []redis.Scripter = []redis.Scripter{
 		redis.NewClient(&redis.Options{Addr: "localhost:6379"}),
 		redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"localhost:7000"}}),
 		redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "mymaster", SentinelAddrs: []string{"localhost:26379"}}),

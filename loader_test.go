@@ -277,7 +277,7 @@ func TestFunctionsFirstStep(t *testing.T) {
 	ctx := context.Background()
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, ReadOnly: true})
 	t.Cleanup(func() { _ = cc.Close() })
-	for _, c := range []Client{cc, newFakeRedis(t).rdb} {
+	for _, c := range []redis.Scripter{cc, newFakeRedis(t).rdb} {
 		ld := newLoader(c)
 		ld.fnYes.Store(true)
 		if got := ld.first(ctx, &algoScripts[GCRA]); got != stepFCall {
