@@ -12,6 +12,7 @@ package manifest
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/redisrate/redisrate/scripts"
 )
@@ -64,18 +65,13 @@ func init() {
 // Specs returns every script's Spec, in the order of the contract (and of
 // scripts.Specs): gcra, token_bucket, leaky_bucket, sliding_window,
 // fixed_window, sliding_log.
-func Specs() []Spec {
-	out := make([]Spec, len(specs))
-	copy(out, specs)
-	return out
-}
+func Specs() []Spec { return slices.Clone(specs) }
 
 // Lookup returns the Spec of the script called name (e.g. "gcra").
 func Lookup(name string) (Spec, bool) {
-	for _, s := range specs {
-		if s.Name == name {
-			return s, true
-		}
+	i := slices.IndexFunc(specs, func(s Spec) bool { return s.Name == name })
+	if i < 0 {
+		return Spec{}, false
 	}
-	return Spec{}, false
+	return specs[i], true
 }
