@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // TestAllowBatchMatchesSingleCalls decides the same requests once by batch
@@ -191,8 +193,8 @@ func TestAllowBatchEdges(t *testing.T) {
 	}
 }
 
-// plainClient is a Client without pipelines.
-type plainClient struct{ Client }
+// plainClient is a client without pipelines.
+type plainClient struct{ redis.Scripter }
 
 func TestAllowBatchWithoutPipelines(t *testing.T) {
 	ctx := context.Background()

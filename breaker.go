@@ -13,13 +13,13 @@ import (
 // stops asking a Redis that is down for every request, lets one call probe
 // it every so often, and logs each burst of failures once.
 
-// DefaultProbeInterval is how often, by default, a Limiter whose circuit
+// defaultProbeInterval is how often, by default, a Limiter whose circuit
 // breaker is open lets one call probe Redis (see WithCircuitBreaker).
-const DefaultProbeInterval = 200 * time.Millisecond
+const defaultProbeInterval = 200 * time.Millisecond
 
 // WithCircuitBreaker sets how often the circuit breaker probes Redis while
 // it is open; 0 turns the breaker off (every call asks Redis). It is on by
-// default, with DefaultProbeInterval.
+// default, probing every 200 ms.
 //
 // After a call fails because Redis cannot decide (ErrUnavailable: refused,
 // timed out, loading, ...; not a caller's cancellation, not an argument

@@ -62,7 +62,7 @@ func TestBreakerAnswersAtOnceWhileRedisIsDown(t *testing.T) {
 			t.Fatalf("Cause %v: want the breaker's error, matching ErrUnavailable", res.Cause)
 		}
 	}
-	r.clk.Advance(DefaultProbeInterval - time.Millisecond)
+	r.clk.Advance(defaultProbeInterval - time.Millisecond)
 	_, _ = r.l.Allow(ctx, "k", lim)
 	r.l.health.probes.Wait()
 	if n := r.log.scriptCalls(); n != 0 {
@@ -88,7 +88,7 @@ func TestBreakerAnswersAtOnceWhileRedisIsDown(t *testing.T) {
 	if err := r.f.mr.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	r.clk.Advance(DefaultProbeInterval)
+	r.clk.Advance(defaultProbeInterval)
 	if res, _ := r.l.Allow(ctx, "k", lim); res.Source != SourceFailOpen {
 		t.Fatalf("the probing call: %+v, want the policy's answer (it does not wait)", res)
 	}
@@ -107,17 +107,17 @@ func TestBreakerAnswersAtOnceWhileRedisIsDown(t *testing.T) {
 // TestBreakerOneProbeAtATime: while a probe is in flight no other starts.
 func TestBreakerOneProbeAtATime(t *testing.T) {
 	clk := &fakeClock{t: epoch2026}
-	h := &health{probeEvery: DefaultProbeInterval, now: clk.Now}
+	h := &health{probeEvery: defaultProbeInterval, now: clk.Now}
 	l := &Limiter{}
 	h.failed(l, errors.New("down"))
 	if h.probeDue() {
 		t.Fatal("a probe at once after the failure, want one interval later")
 	}
-	clk.Advance(DefaultProbeInterval)
+	clk.Advance(defaultProbeInterval)
 	if !h.probeDue() {
 		t.Fatal("no probe after one interval")
 	}
-	clk.Advance(10 * DefaultProbeInterval)
+	clk.Advance(10 * defaultProbeInterval)
 	if h.probeDue() {
 		t.Fatal("a second probe while the first is in flight")
 	}
@@ -231,7 +231,7 @@ func TestLoggerOncePerBurst(t *testing.T) {
 		if err := r.f.mr.Restart(); err != nil {
 			t.Fatal(err)
 		}
-		r.clk.Advance(DefaultProbeInterval)
+		r.clk.Advance(defaultProbeInterval)
 		_, _ = r.l.Allow(ctx, "k", PerMinute(100)) // starts the probe (with the breaker) or succeeds
 		r.l.health.probes.Wait()
 		_, _ = r.l.Allow(ctx, "k", PerMinute(100))
@@ -249,5 +249,12 @@ func TestLoggerOncePerBurst(t *testing.T) {
 		if !strings.Contains(lines[1], "level=INFO") || !strings.Contains(lines[1], "Redis answers again") || !strings.Contains(lines[1], counted) {
 			t.Errorf("%v, breaker %v: second line %q: want Redis's return with %s", c.policy, breaker, lines[1], counted)
 		}
+	}
+}
+
+// WithCircuitBreaker's doc gives the default probe interval: 200 ms.
+func TestDefaultProbeIntervalIsDocumented(t *testing.T) {
+	if got := NewLimiter(nil).health.probeEvery; got != 200*time.Millisecond {
+		t.Errorf("NewLimiter probes every %v by default; WithCircuitBreaker's doc says 200 ms", got)
 	}
 }

@@ -51,7 +51,7 @@ func WithDecisionTimeout(d time.Duration) Option {
 // honoursDeadlines reports whether rdb stops a command at its context's
 // deadline (redis.Options.ContextTimeoutEnabled). Other clients, wrappers
 // included, are assumed not to.
-func honoursDeadlines(rdb Client) bool {
+func honoursDeadlines(rdb redis.Scripter) bool {
 	switch c := rdb.(type) {
 	case *redis.Client:
 		return c.Options().ContextTimeoutEnabled

@@ -246,7 +246,7 @@ func TestFallbackAndBack(t *testing.T) {
 	if err := f.mr.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	clk.Advance(DefaultProbeInterval)
+	clk.Advance(defaultProbeInterval)
 	if res, _ := l.Allow(ctx, "k", lim); res.Source != SourceFallback {
 		t.Fatalf("the call that starts the probe: %+v, want the fallback's answer (it does not wait)", res)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/internal/exampleredis"
+	"github.com/redisrate/redisrate/scripts"
 )
 
 // exampleRedis starts an embedded Redis with a fixed clock, so that the
@@ -403,12 +404,12 @@ func ExampleAlgorithm_String() {
 	// Output: token_bucket
 }
 
-func ExampleAlgorithm_Spec() {
-	// The script behind an algorithm, to SCRIPT LOAD in a deploy step or
-	// copy into another stack.
-	sp, _ := redisrate.SlidingLog.Spec()
-	fmt.Println(sp.Name+".lua", len(sp.SHA1), sp.Function, sp.Window, sp.MaxLimit)
-	// Output: sliding_log.lua 40 redisrate_sliding_log true 10000
+func ExampleAlgorithm_String_script() {
+	// The script behind an algorithm, by its name: to SCRIPT LOAD in a
+	// deploy step or copy into another stack.
+	sp, _ := scripts.Lookup(redisrate.SlidingLog.String())
+	fmt.Println(sp.Name+".lua", len(sp.SHA1), sp.Function)
+	// Output: sliding_log.lua 40 redisrate_sliding_log
 }
 
 func ExampleParseAlgorithm() {
@@ -490,7 +491,7 @@ func ExampleOption() {
 		redisrate.WithKeyPrefix("rate:"),
 		redisrate.WithDenyCache(10000),
 		redisrate.WithFailurePolicy(redisrate.FailOpen),
-		redisrate.WithCircuitBreaker(redisrate.DefaultProbeInterval),
+		redisrate.WithCircuitBreaker(time.Second),
 	}
 	limiter := redisrate.NewLimiter(rdb, opts...)
 	res, _ := limiter.Allow(context.Background(), "k", redisrate.PerSecond(1))
@@ -498,10 +499,10 @@ func ExampleOption() {
 	// Output: true
 }
 
-// Any go-redis v9 client is a Client; so is anything with its scripting
-// commands (a wrapper that adds tracing, say).
-func ExampleClient() {
-	var clients []redisrate.Client = []redisrate.Client{
+// Any go-redis v9 client runs the scripts; so does anything with its
+// scripting commands (a wrapper that adds tracing, say).
+func ExampleNewLimiter_clients() {
+	var clients []redis.Scripter = []redis.Scripter{
 		redis.NewClient(&redis.Options{Addr: "localhost:6379"}),
 		redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"localhost:7000"}}),
 		redis.NewFailoverClient(&redis.FailoverOptions{MasterName: "mymaster", SentinelAddrs: []string{"localhost:26379"}}),

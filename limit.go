@@ -7,14 +7,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redisrate/redisrate/scripts"
+	"github.com/redisrate/redisrate/internal/manifest"
 )
 
 // specs is the scripts' manifest, indexed by Algorithm: names, flags and
 // caps come from there and are written nowhere else.
-var specs = scripts.Specs()
+var specs = manifest.Specs()
 
-// Algorithm selects the script that decides: an index into scripts.Specs.
+// Algorithm selects the script that decides: an index into scripts.Specs
+// (scripts.Lookup(a.String()) is its script).
 // The zero value is GCRA. The constants are generated from the scripts'
 // manifest (algorithm_gen.go).
 type Algorithm int
@@ -27,15 +28,6 @@ func (a Algorithm) String() string {
 		return "Algorithm(" + strconv.Itoa(int(a)) + ")"
 	}
 	return specs[a].Name
-}
-
-// Spec returns the manifest entry of a's script: its name, source, SHA1,
-// Functions name and flags. It is false for an unknown algorithm.
-func (a Algorithm) Spec() (scripts.Spec, bool) {
-	if !a.valid() {
-		return scripts.Spec{}, false
-	}
-	return specs[a], true
 }
 
 // ParseAlgorithm returns the algorithm named s, as String prints it ("gcra",
@@ -354,7 +346,7 @@ func argSuffix(i int) string {
 	return " #" + strconv.Itoa(i+1)
 }
 
-// inRange is the script's exact-range rule (scripts.Spec.Range), in
+// inRange is the script's exact-range rule (manifest.Spec.Range), in
 // integers; l's fields are already within their ranges.
 func (l Limit) inRange(rule string) bool {
 	periodMs := uint64(l.Period / time.Millisecond)

@@ -7,13 +7,15 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redisrate/redisrate/internal/testtimeout"
 )
 
 // Limiter decides rate limits in Redis. It is safe for concurrent use; make
 // one per Redis client and share it. The zero Limiter returns ErrNoClient.
 type Limiter struct {
-	rdb           Client
+	rdb           redis.Scripter
 	loader        *loader
 	prefix        string
 	readOnlyCheck bool
@@ -32,12 +34,15 @@ type Limiter struct {
 // Option configures a Limiter.
 type Option func(*Limiter)
 
-// NewLimiter returns a Limiter that runs the scripts on rdb. A nil rdb
-// (also a nil *redis.Client in the interface) or a nil Option gives a
-// Limiter whose every call returns an error matching ErrNoClient that says
-// which.
-func NewLimiter(rdb Client, opts ...Option) *Limiter {
-	l := &Limiter{rdb: rdb, timeout: testtimeout.DecisionTimeout, policy: FailError, health: newHealth(DefaultProbeInterval)}
+// NewLimiter returns a Limiter that runs the scripts on rdb: any go-redis
+// v9 client (*redis.Client, *redis.ClusterClient, *redis.Ring, the client
+// of redis.NewFailoverClient, every redis.UniversalClient), or anything
+// with its scripting commands, such as a wrapper that adds tracing. FCALL,
+// pipelines and transactions are used when rdb has them. A nil rdb (also a
+// nil *redis.Client in the interface) or a nil Option gives a Limiter
+// whose every call returns an error matching ErrNoClient that says which.
+func NewLimiter(rdb redis.Scripter, opts ...Option) *Limiter {
+	l := &Limiter{rdb: rdb, timeout: testtimeout.DecisionTimeout, policy: FailError, health: newHealth(defaultProbeInterval)}
 	for i, o := range opts {
 		if o == nil {
 			l.noClient = &noClientError{why: "option " + strconv.Itoa(i+1) + " of NewLimiter is nil"}
@@ -81,7 +86,7 @@ func (l *Limiter) With(opts ...Option) *Limiter {
 
 // isNil reports a nil pointer (or map, func, ...) inside a non-nil
 // interface, such as (*redis.Client)(nil): go-redis would panic on it.
-func isNil(rdb Client) bool {
+func isNil(rdb redis.Scripter) bool {
 	if rdb == nil {
 		return false // a nil interface is the zero Limiter's case: ErrNoClient as is
 	}

@@ -324,7 +324,7 @@ func TestResetLeavesUsersDataAlone(t *testing.T) {
 	}
 }
 
-// A nil option, or a nil *redis.Client in the Client interface, made
+// A nil option, or a nil *redis.Client in the redis.Scripter interface, made
 // NewLimiter or the first call panic: every call returns an error matching
 // ErrNoClient that names what was nil.
 func TestNewLimiterNilArguments(t *testing.T) {

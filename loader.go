@@ -52,15 +52,6 @@ import (
 // whose SHA1 names its code exactly. No window is left, and it costs
 // nothing more than a bare FCALL.
 
-// Client is the part of a go-redis v9 client the Limiter uses: its scripting
-// commands. *redis.Client, *redis.ClusterClient, *redis.Ring, the client of
-// redis.NewFailoverClient and every redis.UniversalClient implement it, and
-// also FCALL, pipelines and transactions, which the Limiter uses when the
-// client has them.
-type Client interface {
-	redis.Scripter
-}
-
 // functionCaller is a client or a pipeline that can FCALL (every go-redis
 // client and pipeline can).
 type functionCaller interface {
@@ -110,7 +101,7 @@ const (
 )
 
 type loader struct {
-	rdb Client
+	rdb redis.Scripter
 	fc  functionCaller // nil: the client cannot FCALL
 
 	fnYes    atomic.Bool  // the server has our library: the last check or FCALL found it
@@ -119,7 +110,7 @@ type loader struct {
 	now      func() time.Time
 }
 
-func newLoader(rdb Client) *loader {
+func newLoader(rdb redis.Scripter) *loader {
 	ld := &loader{rdb: rdb, now: time.Now}
 	ld.fc, _ = rdb.(functionCaller)
 	return ld

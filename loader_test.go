@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redisrate/redisrate/internal/manifest"
 	"github.com/redisrate/redisrate/scripts"
 )
 
@@ -169,7 +170,7 @@ func (fs *functionsServer) fcall(ctx context.Context, cmd redis.Cmder) {
 		return
 	}
 	base, ro := strings.CutSuffix(name, "_ro")
-	var sp *scripts.Spec
+	var sp *manifest.Spec
 	for i := range specs {
 		if specs[i].Function == base {
 			sp = &specs[i]
@@ -277,7 +278,7 @@ func TestFunctionsFirstStep(t *testing.T) {
 	ctx := context.Background()
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, ReadOnly: true})
 	t.Cleanup(func() { _ = cc.Close() })
-	for _, c := range []Client{cc, newFakeRedis(t).rdb} {
+	for _, c := range []redis.Scripter{cc, newFakeRedis(t).rdb} {
 		ld := newLoader(c)
 		ld.fnYes.Store(true)
 		if got := ld.first(ctx, &algoScripts[GCRA]); got != stepFCall {

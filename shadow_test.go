@@ -101,7 +101,7 @@ func TestWithSharesTheBreaker(t *testing.T) {
 	ctx := context.Background()
 	base := NewLimiter(downRedis(t), WithFailurePolicy(FailOpen))
 	strict := base.With(WithFailurePolicy(FailClosed), WithShadowMode())
-	own := base.With(WithCircuitBreaker(DefaultProbeInterval))
+	own := base.With(WithCircuitBreaker(defaultProbeInterval))
 	if res, _ := base.Allow(ctx, "k", PerMinute(1)); res.Source != SourceFailOpen || errors.Is(res.Cause, ErrCircuitOpen) {
 		t.Fatalf("base: %+v", res)
 	}

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redisrate/redisrate/internal/manifest"
 	"github.com/redisrate/redisrate/internal/redisserver"
-	"github.com/redisrate/redisrate/scripts"
 )
 
 // snippet is one runnable example: the command that runs it, and how to
@@ -155,7 +155,7 @@ func redisCommand(t *testing.T, addr string, args ...string) string {
 
 // gcraTag starts the state of gcra.lua, the script every snippet calls.
 var gcraTag = func() string {
-	s, _ := scripts.Lookup("gcra")
+	s, _ := manifest.Lookup("gcra")
 	return s.Tag
 }()
 

@@ -324,7 +324,7 @@ func bogusLibrary() string {
 	b.WriteString("#!lua name=" + scripts.LibraryName + "\n")
 	b.WriteString("local function admit() return {1, 999, 0, 0, 1000, 1} end\n")
 	for _, a := range allAlgorithms {
-		s, _ := a.Spec()
+		s, _ := scripts.Lookup(a.String())
 		fmt.Fprintf(&b, "redis.register_function('%s', admit)\n", s.Function)
 		fmt.Fprintf(&b, "redis.register_function{function_name = '%s_ro', callback = admit, flags = {'no-writes'}}\n", s.Function)
 	}

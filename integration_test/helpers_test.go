@@ -97,11 +97,11 @@ func shortLimits(rate int64, period time.Duration, burst int64) []algoCase {
 	return out
 }
 
-// isWindow reports a window algorithm (its capacity is its rate), as the
-// scripts' manifest says.
+// isWindow reports a window algorithm (its capacity is its rate): the
+// scripts refuse it a burst apart from its limit, and so does Validate,
+// which reads the scripts' manifest.
 func isWindow(a redisrate.Algorithm) bool {
-	s, ok := a.Spec()
-	return ok && s.Window
+	return redisrate.Per(1, time.Second).WithAlgorithm(a).WithBurst(2).Validate() != nil
 }
 
 // bound is guarantee 4 of the contract: the most units the algorithm may
@@ -220,10 +220,10 @@ func loadLibrary(t testing.TB, c *redis.Client) {
 	}
 }
 
-// script is the manifest entry of a's script.
+// script is a's script, found by its name.
 func script(t testing.TB, a redisrate.Algorithm) scripts.Spec {
 	t.Helper()
-	s, ok := a.Spec()
+	s, ok := scripts.Lookup(a.String())
 	if !ok {
 		t.Fatalf("no script for algorithm %d", a)
 	}

@@ -87,7 +87,7 @@ func TestReliabilityFaults(t *testing.T) {
 	}
 	// backToRedis waits until Redis decides again for every limiter: the
 	// circuit breaker (on by default) answers at once after a failure and
-	// closes when one of its probes, every DefaultProbeInterval, gets an
+	// closes when one of its probes, every 200 ms by default, gets an
 	// answer. It reports how long that took from the moment Redis was back.
 	var slowestBack time.Duration
 	backToRedis := func(phase string) {
@@ -157,8 +157,8 @@ func TestReliabilityFaults(t *testing.T) {
 	// Restarting: calls during the restart fail cleanly, then succeed.
 	srv.Restart()
 	backToRedis("restarted")
-	report(t, "faults-recovery", "Redis decided again at most %v after it was back (DEBUG SLEEP, CLIENT PAUSE, restart; probe every %v)",
-		slowestBack.Round(time.Millisecond), redisrate.DefaultProbeInterval)
+	report(t, "faults-recovery", "Redis decided again at most %v after it was back (DEBUG SLEEP, CLIENT PAUSE, restart; the breaker's default probe every 200ms)",
+		slowestBack.Round(time.Millisecond))
 }
 
 // Calls racing a restart under load: every error is typed, no call hangs

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redisrate/redisrate/internal/manifest"
 	"github.com/redisrate/redisrate/scripts"
 	st "github.com/redisrate/redisrate/scripts/internal/scripttest"
 )
@@ -144,7 +145,7 @@ var argCases = []argCase{
 	{name: "two limits, skipped positions", argv: a("10", "1000", "", "", "", "100", "60000", "")},
 }
 
-func applies(c argCase, s scripts.Spec) bool {
+func applies(c argCase, s manifest.Spec) bool {
 	switch c.only {
 	case "bucket":
 		return !s.Window
@@ -165,7 +166,7 @@ func numkeysLimits(k, n int) string {
 }
 
 // wantText is c's error for s on key (@KEY@ in want).
-func wantText(c argCase, s scripts.Spec, key string) string {
+func wantText(c argCase, s manifest.Spec, key string) string {
 	rule := "must be a whole number from 1 to 10^15"
 	if s.Log {
 		rule = "must be a whole number from 1 to 10000"
@@ -193,7 +194,7 @@ func keysFor(c argCase, key string) []string {
 
 // prime gives key some state of s, so that a call that must change nothing
 // has something to change.
-func prime(t *testing.T, b *st.Backend, s scripts.Spec, key string) {
+func prime(t *testing.T, b *st.Backend, s manifest.Spec, key string) {
 	t.Helper()
 	if r := b.Eval(s, key, "5", "60000", "", "2"); r.Err != "" {
 		t.Fatalf("%s: %s: priming: %v", b.Name, s.Name, r)
@@ -210,7 +211,7 @@ func TestArgumentErrors(t *testing.T) {
 		if b.Real {
 			b.LoadLibrary()
 		}
-		for _, s := range scripts.Specs() {
+		for _, s := range manifest.Specs() {
 			for i, c := range argCases {
 				if !applies(c, s) {
 					continue
@@ -262,7 +263,7 @@ func TestArgumentErrors(t *testing.T) {
 // as decimal, on both Lua runtimes (gopher-lua reads "010" as octal 8).
 func TestArgumentsLeadingZeros(t *testing.T) {
 	for _, b := range st.Both(t) {
-		for _, s := range scripts.Specs() {
+		for _, s := range manifest.Specs() {
 			burst := "0020"
 			if s.Window {
 				burst = "010"
@@ -289,7 +290,7 @@ func TestArgumentsSkippedPositions(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			b.Rebind(t) // the backend's helpers report to this subtest
-			for _, s := range scripts.Specs() {
+			for _, s := range manifest.Specs() {
 				groups := [][][]string{
 					{a("10", "1000"), a("10", "1000", ""), a("10", "1000", "", ""), a("10", "1000", "", "", ""), a("10", "1000", "0", "1", "")},
 					{a("10", "1000", "", "", "", "100", "60000", ""), a("10", "1000", "0", "1", "", "100", "60000", "0"), a("10", "1000", "10", "", "", "100", "60000", "100")},
@@ -327,7 +328,7 @@ func TestArgumentsAlwaysAccepted(t *testing.T) {
 	periods := []int64{1, 3, 7, 1000, 1001, 60000, 3600000, 86400000, 999999999, 4000000000, 1000000000000}
 	n := 0
 	for _, b := range st.Both(t) {
-		for _, s := range scripts.Specs() {
+		for _, s := range manifest.Specs() {
 			for _, p := range periods {
 				top := budget / p
 				if s.Log {
@@ -386,7 +387,7 @@ func TestArgumentsPastRange(t *testing.T) {
 				{"sliding_log", a("10000", "1000000000000"), ""}, //
 			}
 			for _, c := range cases {
-				s, _ := scripts.Lookup(c.algo)
+				s, _ := manifest.Lookup(c.algo)
 				r := b.Eval(s, "past:"+c.algo, c.argv...)
 				if _, e := st.Parse(s, 1, c.argv); e != c.want {
 					t.Errorf("Parse %s %q: %q, want %q", c.algo, c.argv, e, c.want)
@@ -397,7 +398,7 @@ func TestArgumentsPastRange(t *testing.T) {
 			}
 			// Both sides of each rule's boundary, for many limits and periods.
 			n := 0
-			for _, s := range scripts.Specs() {
+			for _, s := range manifest.Specs() {
 				if s.Range == "" {
 					continue
 				}
@@ -444,14 +445,14 @@ func TestArgumentsPastRange(t *testing.T) {
 // on a server whose clock the test holds still) and fails t unless the
 // replies, the keys written and their TTLs are the same. It returns the
 // EVALSHA reply.
-func sameByFCall(t *testing.T, b *st.Backend, s scripts.Spec, ke, kf string, argv ...string) st.Reply {
+func sameByFCall(t *testing.T, b *st.Backend, s manifest.Spec, ke, kf string, argv ...string) st.Reply {
 	t.Helper()
 	return sameByFCallKeys(t, b, s, []string{ke}, []string{kf}, argv...)
 }
 
 // sameByFCallKeys is sameByFCall for a call of several keys: EVALSHA on
 // ke, FCALL on kf, key by key the same.
-func sameByFCallKeys(t *testing.T, b *st.Backend, s scripts.Spec, ke, kf []string, argv ...string) st.Reply {
+func sameByFCallKeys(t *testing.T, b *st.Backend, s manifest.Spec, ke, kf []string, argv ...string) st.Reply {
 	t.Helper()
 	e, f := b.EvalAndFCallKeys(s, ke, kf, argv...)
 	if !e.Equal(f) {
@@ -485,7 +486,7 @@ func functionsMatchScripts(t *testing.T, b *st.Backend) {
 		a("2", "1000", "", "2", "", "100", "60000", "100"),
 	}
 	n := 0
-	for _, s := range scripts.Specs() {
+	for _, s := range manifest.Specs() {
 		for i, argv := range calls {
 			for range 3 { // the same call three times: fresh, then with state
 				sameByFCall(t, b, s, fmt.Sprintf("fe:%s:%d", s.Name, i), fmt.Sprintf("ff:%s:%d", s.Name, i), argv...)
@@ -558,7 +559,7 @@ func functionsNumberMemo(t *testing.T, b *st.Backend) {
 		a("1000000000000000", "1"), a("10000000000000000", "1"), a("4", "1000000000000"),
 	}
 	compare := func(when string) {
-		for _, s := range scripts.Specs() {
+		for _, s := range manifest.Specs() {
 			for i, argv := range calls {
 				sameByFCall(t, b, s, fmt.Sprintf("me:%s:%s:%d", s.Name, when, i), fmt.Sprintf("mf:%s:%s:%d", s.Name, when, i), argv...)
 			}
@@ -578,7 +579,7 @@ func functionsNumberMemo(t *testing.T, b *st.Backend) {
 	compare("new")
 	compare("remembered")
 	before := functionsMemory()
-	gcra := scripts.Specs()[0]
+	gcra := manifest.Specs()[0]
 	for start := 0; start < 100000; start += 5000 {
 		p := b.Client.Pipeline()
 		for i := start; i < start+5000; i++ {
@@ -613,7 +614,7 @@ func functionsNumberMemo(t *testing.T, b *st.Backend) {
 				}
 			}
 		}
-		for _, s := range scripts.Specs() {
+		for _, s := range manifest.Specs() {
 			sameByFCall(t, b, s, fmt.Sprintf("me8:%s:%d", s.Name, round), fmt.Sprintf("mf8:%s:%d", s.Name, round), argv...)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redisrate/redisrate/scripts"
+	"github.com/redisrate/redisrate/internal/manifest"
 	st "github.com/redisrate/redisrate/scripts/internal/scripttest"
 )
 
@@ -95,7 +95,7 @@ func TestBoundedWork(t *testing.T) {
 	}
 	const calls = 9
 	var medians []string
-	for _, s := range scripts.Specs() {
+	for _, s := range manifest.Specs() {
 		if s.Log {
 			continue
 		}

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redisrate/redisrate/scripts"
+	"github.com/redisrate/redisrate/internal/manifest"
 	st "github.com/redisrate/redisrate/scripts/internal/scripttest"
 )
 
 // randLimits draws 1 to 3 limits for s (mostly 1), as ARGV triples.
-func randLimits(rng *rand.Rand, s scripts.Spec) [][3]string {
+func randLimits(rng *rand.Rand, s manifest.Spec) [][3]string {
 	n := 1
 	if rng.IntN(3) == 0 {
 		n = 2 + rng.IntN(2)
@@ -104,7 +104,7 @@ func TestDifferential(t *testing.T) {
 			}
 			rng := rand.New(rand.NewPCG(1, 2))
 			calls := 0
-			for _, s := range scripts.Specs() {
+			for _, s := range manifest.Specs() {
 				for q := range seqs {
 					lims := randLimits(rng, s)
 					key := fmt.Sprintf("diff:%s:%d", s.Name, q)
@@ -157,8 +157,8 @@ func TestGCRAEqualsLeakyBucket(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			b.Rebind(t) // the backend's helpers report to this subtest
-			gcra, _ := scripts.Lookup("gcra")
-			lb, _ := scripts.Lookup("leaky_bucket")
+			gcra, _ := manifest.Lookup("gcra")
+			lb, _ := manifest.Lookup("leaky_bucket")
 			rng := rand.New(rand.NewPCG(3, 4))
 			calls := 0
 			for q := range 20 {
@@ -190,7 +190,7 @@ func TestMultiLimit(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			b.Rebind(t) // the backend's helpers report to this subtest
-			for _, s := range scripts.Specs() {
+			for _, s := range manifest.Specs() {
 				key := "multi:" + s.Name
 				// 2 per second and 3 per minute: the third call in a second is
 				// denied by the first limit only, and records nothing against the second.

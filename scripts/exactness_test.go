@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redisrate/redisrate/scripts"
+	"github.com/redisrate/redisrate/internal/manifest"
 	st "github.com/redisrate/redisrate/scripts/internal/scripttest"
 )
 
@@ -23,7 +23,7 @@ func TestExactness(t *testing.T) {
 			rates := []struct{ limit, periodMS int64 }{{3, 1000}, {7, 60000}, {1, 3600000}, {1000, 1000}, {13, 1000}}
 			epochs := []time.Time{st.Epoch, time.Date(2199, 12, 31, 23, 0, 0, 987654000, time.UTC)}
 			calls := 0
-			for _, s := range scripts.Specs() {
+			for _, s := range manifest.Specs() {
 				for _, rate := range rates {
 					for e, t0 := range epochs {
 						b.SetTime(t0)

@@ -20,9 +20,10 @@ func ExampleSpecs() {
 	// sliding_log.lua redisrate_sliding_log
 }
 
-// A script's source, to SCRIPT LOAD from any client, and its cap on limit.
+// A script's source, to SCRIPT LOAD from any client, and the SHA1 that
+// EVALSHA then calls it by.
 func ExampleLookup() {
 	s, ok := scripts.Lookup("sliding_log")
-	fmt.Println(ok, len(s.Source) > 0, len(s.SHA1), s.MaxLimit)
-	// Output: true true 40 10000
+	fmt.Println(ok, len(s.Source) > 0, len(s.SHA1), s.Summary)
+	// Output: true true 40 sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits
 }

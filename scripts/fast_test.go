@@ -13,7 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redisrate/redisrate/scripts"
+	"github.com/redisrate/redisrate/internal/manifest"
 	"github.com/redisrate/redisrate/scripts/internal/assemble"
 	st "github.com/redisrate/redisrate/scripts/internal/scripttest"
 )
@@ -36,7 +36,7 @@ func generalOnly(t testing.TB) (map[string]general, string) {
 		t.Fatal(err)
 	}
 	out := map[string]general{}
-	for _, s := range scripts.Specs() {
+	for _, s := range manifest.Specs() {
 		src := string(files[s.Name+".lua"])
 		if strings.Contains(src, "GENERATED COPY") {
 			t.Fatalf("%s: the general-only script has a specialized copy", s.Name)
@@ -48,9 +48,9 @@ func generalOnly(t testing.TB) (map[string]general, string) {
 }
 
 // fastSpecs are the scripts that carry a specialized copy.
-func fastSpecs(t testing.TB) []scripts.Spec {
-	var out []scripts.Spec
-	for _, s := range scripts.Specs() {
+func fastSpecs(t testing.TB) []manifest.Spec {
+	var out []manifest.Spec
+	for _, s := range manifest.Specs() {
 		if strings.Contains(s.Source, "GENERATED COPY") {
 			out = append(out, s)
 		}
@@ -64,7 +64,7 @@ func fastSpecs(t testing.TB) []scripts.Spec {
 // lockstep runs calls (one ARGV each) on b in one pipeline: each on key
 // "f:<i>" with the real script and on "g:<i>" with the general code, by
 // EVALSHA or (fcall) FCALL, and compares replies, values and TTLs.
-func lockstep(t *testing.T, b *st.Backend, s scripts.Spec, g general, fcall bool, calls [][]string) {
+func lockstep(t *testing.T, b *st.Backend, s manifest.Spec, g general, fcall bool, calls [][]string) {
 	t.Helper()
 	type result struct{ f, g, ftype, gtype, fv, gv, ft, gt *redis.Cmd }
 	res := make([]result, len(calls))

@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redisrate/redisrate/scripts"
+	"github.com/redisrate/redisrate/internal/manifest"
 	st "github.com/redisrate/redisrate/scripts/internal/scripttest"
 )
 
@@ -35,8 +35,8 @@ type fuzzInput struct {
 	step       int64  // µs the clock moves after the key is set up (negative: back)
 }
 
-func (in fuzzInput) spec() scripts.Spec {
-	s := scripts.Specs()
+func (in fuzzInput) spec() manifest.Spec {
+	s := manifest.Specs()
 	return s[int(in.algo)%len(s)]
 }
 
@@ -97,9 +97,9 @@ func (in fuzzInput) setup(t testing.TB, b *st.Backend, i int, key string) {
 		err = c.XAdd(st.Ctx, &redis.XAddArgs{Stream: key, Values: []string{"f", data}}).Err()
 	case "state":
 		// data: script, then calls "limit period burst cost" separated by ';'
-		s := scripts.Specs()[0]
+		s := manifest.Specs()[0]
 		if data != "" {
-			s = scripts.Specs()[int(data[0])%6]
+			s = manifest.Specs()[int(data[0])%6]
 			data = data[1:]
 		}
 		calls := strings.Split(data, ";")
@@ -133,12 +133,12 @@ func (in fuzzInput) setup(t testing.TB, b *st.Backend, i int, key string) {
 			}
 			m := f[i]
 			if m == "M" {
-				m = scripts.Specs()[5].Tag
+				m = manifest.Specs()[5].Tag
 			}
 			zs = append(zs, redis.Z{Score: sc, Member: m})
 		}
 		if len(zs) == 0 {
-			zs = []redis.Z{{Score: -1, Member: scripts.Specs()[5].Tag}, {Score: 1, Member: data}}
+			zs = []redis.Z{{Score: -1, Member: manifest.Specs()[5].Tag}, {Score: 1, Member: data}}
 		}
 		err = c.ZAdd(st.Ctx, key, zs...).Err()
 	}

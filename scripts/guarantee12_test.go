@@ -10,7 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redisrate/redisrate/scripts"
+	"github.com/redisrate/redisrate/internal/manifest"
 	st "github.com/redisrate/redisrate/scripts/internal/scripttest"
 )
 
@@ -38,7 +38,7 @@ type g12Key struct {
 	cost           int64 // the checks' cost
 }
 
-func g12Argv(s scripts.Spec, ls []g12Limit, cost int64, check bool) []any {
+func g12Argv(s manifest.Spec, ls []g12Limit, cost int64, check bool) []any {
 	mode := ""
 	if check {
 		mode = "check"
@@ -66,7 +66,7 @@ func gcd(a, b int64) int64 {
 
 // g12Case draws one key's limits for s: one limit or two, each raised and
 // lowered within what s's pairs keep.
-func g12Case(rng *rand.Rand, s scripts.Spec, key string) g12Key {
+func g12Case(rng *rand.Rand, s manifest.Spec, key string) g12Key {
 	periods := []int64{1, 7, 999, 1000, 60000, 3600000}
 	n := 1
 	if rng.IntN(3) == 0 {
@@ -118,7 +118,7 @@ func g12Case(rng *rand.Rand, s scripts.Spec, key string) g12Key {
 
 // g12Pairs runs pairs raised-and-lowered pairs (two per key) of s on b, in
 // pipelined batches on a clock the test holds, and reports the violations.
-func g12Pairs(t *testing.T, b *st.Backend, s scripts.Spec, pairs int, rng *rand.Rand) {
+func g12Pairs(t *testing.T, b *st.Backend, s manifest.Spec, pairs int, rng *rand.Rand) {
 	t.Helper()
 	if err := b.Client.ScriptLoad(st.Ctx, s.Source).Err(); err != nil {
 		t.Fatal(err)
@@ -202,7 +202,7 @@ func TestGuarantee12(t *testing.T) {
 			if raceEnabled {
 				pairs /= 10
 			}
-			for i, s := range scripts.Specs() {
+			for i, s := range manifest.Specs() {
 				g12Pairs(t, b, s, pairs, rand.New(rand.NewPCG(12, uint64(i))))
 			}
 		})
@@ -250,7 +250,7 @@ func TestGuarantee12Named(t *testing.T) {
 // its time, could meet guarantee 12.)
 func TestGuarantee12Bound(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
-		for _, s := range []scripts.Spec{spec("gcra"), spec("leaky_bucket")} {
+		for _, s := range []manifest.Spec{spec("gcra"), spec("leaky_bucket")} {
 			b.SetTime(st.Epoch)
 			one, two := "b12:1:"+s.Name, "b12:2:"+s.Name
 			b.Eval(s, one, "1", "1000", "10", "5")

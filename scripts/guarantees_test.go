@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redisrate/redisrate/scripts"
+	"github.com/redisrate/redisrate/internal/manifest"
 	st "github.com/redisrate/redisrate/scripts/internal/scripttest"
 )
 
@@ -18,7 +18,7 @@ import (
 // write would be refused.
 func TestNoWriteOnDenialCheckCostZero(t *testing.T) {
 	for _, b := range st.Both(t) {
-		for _, s := range scripts.Specs() {
+		for _, s := range manifest.Specs() {
 			key := "nowrite:" + s.Name
 			for g, argv := range [][]string{a("5", "60000", "", "5"), a("5", "60000", "", "5", "", "5", "60000", "")} {
 				b.Eval(s, key, argv...) // full use
@@ -76,7 +76,7 @@ func TestTTLEndsWhenWorthless(t *testing.T) {
 			b.Rebind(t) // the backend's helpers report to this subtest
 			rng := rand.New(rand.NewPCG(5, 6))
 			n := 0
-			for _, s := range scripts.Specs() {
+			for _, s := range manifest.Specs() {
 				for q := range 40 {
 					key := fmt.Sprintf("ttl:%s:%d", s.Name, q)
 					lims := randLimits(rng, s)[:1]
@@ -146,7 +146,7 @@ func TestAdmittedBounds(t *testing.T) {
 			b.Rebind(t) // the backend's helpers report to this subtest
 			rng := rand.New(rand.NewPCG(7, 8))
 			total := 0
-			for _, s := range scripts.Specs() {
+			for _, s := range manifest.Specs() {
 				for q := range 8 {
 					back := q%2 == 1
 					key := fmt.Sprintf("bounds:%s:%d", s.Name, q)
@@ -189,7 +189,7 @@ func TestAdmittedBounds(t *testing.T) {
 }
 
 // checkBound holds admissions to guarantee 4 for limit l.
-func checkBound(s scripts.Spec, l st.Limit, adm []admission) string {
+func checkBound(s manifest.Spec, l st.Limit, adm []admission) string {
 	P := l.PeriodMS * 1000
 	switch s.Name {
 	case "gcra", "leaky_bucket", "token_bucket":
@@ -257,7 +257,7 @@ func TestRetryAndResetHonest(t *testing.T) {
 func retryAndResetHonest(t *testing.T, b *st.Backend) {
 	rng := rand.New(rand.NewPCG(9, 10))
 	retries, early := 0, 0
-	for _, s := range scripts.Specs() {
+	for _, s := range manifest.Specs() {
 		for q := range 8 {
 			key := fmt.Sprintf("honest:%s:%d", s.Name, q)
 			lims := randLimits(rng, s)
@@ -323,7 +323,7 @@ func TestClockStepBack(t *testing.T) {
 			// Every script: state at T, the clock 5 s behind. The decision is the
 			// one at T (or, for gcra, which keeps no update time, stricter); the
 			// waits are longer by 5 s; the TTL reaches as far as reset_after.
-			for _, s := range scripts.Specs() {
+			for _, s := range manifest.Specs() {
 				b.SetTime(S.Add(time.Hour))
 				key := "back:" + s.Name
 				at := b.Eval(s, key, "4", "10000", "", "4") // full use at T

@@ -16,12 +16,12 @@ const VersionSuffix = "_v68e0cf23a67b"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
-	{Name: "gcra", Tag: "gcra:2", Window: false, Log: false, Fields: 2, TimeField: 0, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "continuous", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "b15269e2bfab874d8085b0e93a517a96308bedcc", Function: "redisrate_gcra"},
-	{Name: "token_bucket", Tag: "tb:2", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "refill", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "e7af23b88f5b881fb702b5e7fe4af9831c1f0fe1", Function: "redisrate_token_bucket"},
-	{Name: "leaky_bucket", Tag: "lb:2", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "continuous", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "842a1cd33a2bb99fbd09fb242a3df4946a69b175", Function: "redisrate_leaky_bucket"},
-	{Name: "sliding_window", Tag: "sw:2", Window: true, Log: false, Fields: 3, TimeField: 1, TimeMax: 8835955200000, MaxLimit: 1000000000000000, Range: "weighted", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "69a2ec15e63af602350c3ca9d88b21033e2a2b6f", Function: "redisrate_sliding_window"},
-	{Name: "fixed_window", Tag: "fw:2", Window: true, Log: false, Fields: 2, TimeField: 1, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "0b37fd1fead75406052d439c6234373890ed8268", Function: "redisrate_fixed_window"},
-	{Name: "sliding_log", Tag: "sliding_log:2", Window: true, Log: true, Fields: 0, TimeField: 0, TimeMax: 8835955200000000, MaxLimit: 10000, Range: "", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "0b8a1bb324f7f2e1de62531629a59ba8bf3ad47c", Function: "redisrate_sliding_log"},
+	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "b15269e2bfab874d8085b0e93a517a96308bedcc", Function: "redisrate_gcra"},
+	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "e7af23b88f5b881fb702b5e7fe4af9831c1f0fe1", Function: "redisrate_token_bucket"},
+	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "842a1cd33a2bb99fbd09fb242a3df4946a69b175", Function: "redisrate_leaky_bucket"},
+	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "69a2ec15e63af602350c3ca9d88b21033e2a2b6f", Function: "redisrate_sliding_window"},
+	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "0b37fd1fead75406052d439c6234373890ed8268", Function: "redisrate_fixed_window"},
+	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "0b8a1bb324f7f2e1de62531629a59ba8bf3ad47c", Function: "redisrate_sliding_log"},
 }
 
 // resetSHA1 is the SHA1 of reset.lua.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/redisrate/redisrate/scripts"
+	"github.com/redisrate/redisrate/internal/manifest"
 	st "github.com/redisrate/redisrate/scripts/internal/scripttest"
 )
 
@@ -51,7 +51,7 @@ func oomOn(t *testing.T, b *st.Backend) {
 	}
 	logWrites := []call{{"cost 1000", a("10000", "60000", "", "1000")}, {"cost 9000", a("10000", "60000", "", "9000")}, {"cost 10000", a("10000", "60000", "", "10000")}}
 	// Existing keys, with room, made before the limit.
-	for _, s := range scripts.Specs() {
+	for _, s := range manifest.Specs() {
 		for i := range writes {
 			prime(t, b, s, fmt.Sprintf("oom:old:%s:%d", s.Name, i))
 			prime(t, b, s, fmt.Sprintf("oom:fold:%s:%d", s.Name, i))
@@ -62,11 +62,11 @@ func oomOn(t *testing.T, b *st.Backend) {
 	// Calls of two keys: each key new or holding state ("{oom:2k:<kinds>:<script>}:<i>"), and
 	// for denials a pair whose second key is full.
 	pairKinds := []string{"new/new", "old/new", "new/old", "old/old"}
-	pair := func(via, kinds string, s scripts.Spec) []string {
+	pair := func(via, kinds string, s manifest.Spec) []string {
 		tag := fmt.Sprintf("{oom:2k:%s:%s:%s}", via, kinds, s.Name)
 		return []string{tag + ":1", tag + ":2"}
 	}
-	for _, s := range scripts.Specs() {
+	for _, s := range manifest.Specs() {
 		for _, kinds := range pairKinds {
 			for _, via := range []string{"EVALSHA", "FCALL"} {
 				keys := pair(via, kinds, s)
@@ -118,7 +118,7 @@ func oomOn(t *testing.T, b *st.Backend) {
 		}
 		b.Unchanged(what, key, before)
 	}
-	for _, s := range scripts.Specs() {
+	for _, s := range manifest.Specs() {
 		list := writes
 		if s.Log {
 			list = append(append([]call(nil), writes...), logWrites...)

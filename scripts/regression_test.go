@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redisrate/redisrate/scripts"
+	"github.com/redisrate/redisrate/internal/manifest"
 	st "github.com/redisrate/redisrate/scripts/internal/scripttest"
 )
 
@@ -24,8 +24,8 @@ func onServers(t *testing.T, start func(testing.TB) []*st.Backend, f func(*testi
 	}
 }
 
-func spec(name string) scripts.Spec {
-	s, ok := scripts.Lookup(name)
+func spec(name string) manifest.Spec {
+	s, ok := manifest.Lookup(name)
 	if !ok {
 		panic(name)
 	}
@@ -34,7 +34,7 @@ func spec(name string) scripts.Spec {
 
 // repro runs a reproduction's call several times on key: every time the
 // error want, and the key never changed.
-func repro(t *testing.T, b *st.Backend, s scripts.Spec, key, want string, argv ...string) {
+func repro(t *testing.T, b *st.Backend, s manifest.Spec, key, want string, argv ...string) {
 	t.Helper()
 	before := b.Snap(key)
 	for range 3 {

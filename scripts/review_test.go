@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redisrate/redisrate/scripts"
+	"github.com/redisrate/redisrate/internal/manifest"
 	st "github.com/redisrate/redisrate/scripts/internal/scripttest"
 )
 
@@ -24,7 +24,7 @@ import (
 // eachCallKind runs call on b by EVALSHA and, on a real server, by FCALL
 // on a second key prepared the same way (prepare may be nil), and gives
 // both replies to check.
-func eachCallKind(t *testing.T, b *st.Backend, s scripts.Spec, key string, prepare func(key string), check func(kind, key string, r st.Reply), argv ...string) {
+func eachCallKind(t *testing.T, b *st.Backend, s manifest.Spec, key string, prepare func(key string), check func(kind, key string, r st.Reply), argv ...string) {
 	t.Helper()
 	kinds := []string{"EVALSHA"}
 	if b.Real {
@@ -138,7 +138,7 @@ func TestReviewGCRAStateItRefuses(t *testing.T) {
 func TestNoScriptWritesWhatItRefuses(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 3))
 	for _, b := range st.BothClocked(t) {
-		for _, s := range scripts.Specs() {
+		for _, s := range manifest.Specs() {
 			for i := range 60 {
 				at := dec2199.Add(-time.Duration(rng.Int64N(int64(330 * 24 * time.Hour))))
 				b.SetTime(at)

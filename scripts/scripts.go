@@ -21,40 +21,11 @@ import (
 //go:embed *.lua
 var files embed.FS
 
-// Spec describes one script: its manifest (written once, in the script's
-// source) and its code.
+// Spec describes one script: what loads and calls it. What its state
+// holds and which arguments it takes is the contract's (CONTRACT.md).
 type Spec struct {
 	// Name is the script's file name without ".lua", e.g. "token_bucket".
 	Name string
-	// Tag starts the script's state string, e.g. "tb:2" (name and contract
-	// version); for a sorted-set state (Log), it is the marker member.
-	Tag string
-	// Window reports a window algorithm: burst may only be absent, 0 or
-	// equal to limit, and the capacity is limit.
-	Window bool
-	// Log reports a sorted-set state (sliding_log) rather than a string.
-	Log bool
-	// Fields is how many numbers the state string holds per limit (0 for Log).
-	Fields int
-	// TimeField is which of a limit's Fields (from 1) is a recorded time (a
-	// last refill, a window's start), which a state holds only up to
-	// TimeMax; 0 for none: gcra's TAT runs ahead of the clock by up to its
-	// burst, so any time below 2^53 can be its state. For Log, the
-	// entries' times are held to TimeMax.
-	TimeField int
-	// TimeMax is the latest time a state may hold, in the unit the script
-	// stores (microseconds; sliding_window's window start in milliseconds):
-	// 2250-01-01, past the contract's horizon (2200) with room for clocks a
-	// little past it. A later one is not state.
-	TimeMax int64
-	// MaxLimit caps limit (and burst): 10^15, or 10000 for sliding_log.
-	MaxLimit int64
-	// Range names the rule that keeps a limit's arithmetic exact, which the
-	// script enforces with an error: "continuous" (burst * period_us /
-	// gcd(limit, period_us) <= 2^52), "refill" (ceil(burst / limit) *
-	// period_us <= 2^53), "weighted" (3 * limit * period_ms <= 2^53), or ""
-	// for none.
-	Range string
 	// Summary is one line on the algorithm.
 	Summary string
 	// Source is the script, byte for byte scripts/<Name>.lua.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redisrate/redisrate/scripts"
+	"github.com/redisrate/redisrate/internal/manifest"
 	st "github.com/redisrate/redisrate/scripts/internal/scripttest"
 )
 
@@ -30,7 +30,7 @@ func keyArgs(lims [][3]string, cost, mode string) []string {
 }
 
 // evalKeys runs s on keys by EVALSHA.
-func evalKeys(b *st.Backend, s scripts.Spec, keys []string, argv ...string) st.Reply {
+func evalKeys(b *st.Backend, s manifest.Spec, keys []string, argv ...string) st.Reply {
 	return b.EvalKeys(s.Source, s.SHA1, keys, argv...)
 }
 
@@ -41,7 +41,7 @@ func TestSeveralKeysDenialWritesNothing(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			b.Rebind(t)
-			for _, s := range scripts.Specs() {
+			for _, s := range manifest.Specs() {
 				user, team, org := [3]string{"2", "60000", ""}, [3]string{"5", "60000", ""}, [3]string{"3", "60000", ""}
 				u := func(i int) string { return fmt.Sprintf("{deny:%s}:u%d", s.Name, i) }
 				tm, o := fmt.Sprintf("{deny:%s}:team", s.Name), fmt.Sprintf("{deny:%s}", s.Name)
@@ -122,7 +122,7 @@ func TestSeveralKeysShareOrg(t *testing.T) {
 			rng := rand.New(rand.NewPCG(21, 7))
 			var trace []string
 			calls := 0
-			for _, s := range scripts.Specs() {
+			for _, s := range manifest.Specs() {
 				b.SetTime(st.Epoch)
 				trace = append(trace, sharedHistory(t, b, s, rng, 300, &calls)...)
 			}
@@ -144,7 +144,7 @@ func TestSeveralKeysShareOrg(t *testing.T) {
 // organisation, in either order), three (with the team), the organisation
 // alone, a user alone; random costs, checks and clock moves (some back). It returns the
 // trace of replies and values.
-func sharedHistory(t *testing.T, b *st.Backend, s scripts.Spec, rng *rand.Rand, steps int, calls *int) []string {
+func sharedHistory(t *testing.T, b *st.Backend, s manifest.Spec, rng *rand.Rand, steps int, calls *int) []string {
 	t.Helper()
 	real, shadow := sharedKeys{"org:" + s.Name}, sharedKeys{"shadow:" + s.Name}
 	const users = 4
@@ -277,7 +277,7 @@ func sharedHistory(t *testing.T, b *st.Backend, s scripts.Spec, rng *rand.Rand, 
 	return trace
 }
 
-func mustParse(t *testing.T, s scripts.Spec, argv []string) st.Call {
+func mustParse(t *testing.T, s manifest.Spec, argv []string) st.Call {
 	t.Helper()
 	c, err := st.Parse(s, 1, argv)
 	if err != "" {
@@ -299,10 +299,10 @@ func TestSeveralKeysForeignKey(t *testing.T) {
 			if b.Real {
 				b.LoadLibrary()
 			}
-			for _, s := range scripts.Specs() {
+			for _, s := range manifest.Specs() {
 				var all []foreign
 				all = append(all, foreigners...)
-				for _, o := range scripts.Specs() {
+				for _, o := range manifest.Specs() {
 					if o.Name != s.Name {
 						all = append(all, foreign{o.Name + " state by a call", func(c *redis.Client, k string) error {
 							if r := b.Eval(o, k, "5", "60000", "", "2"); r.Err != "" {

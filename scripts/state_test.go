@@ -8,7 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/redisrate/redisrate/scripts"
+	"github.com/redisrate/redisrate/internal/manifest"
 	st "github.com/redisrate/redisrate/scripts/internal/scripttest"
 )
 
@@ -109,7 +109,7 @@ func TestStateStrict(t *testing.T) {
 		if b.Real {
 			b.LoadLibrary()
 		}
-		for _, s := range scripts.Specs() {
+		for _, s := range manifest.Specs() {
 			var all []foreign
 			all = append(all, foreigners...)
 			for name, vs := range states { // other scripts' states
@@ -118,7 +118,7 @@ func TestStateStrict(t *testing.T) {
 				}
 			}
 			// a real state of each other script, made by a call
-			for _, o := range scripts.Specs() {
+			for _, o := range manifest.Specs() {
 				if o.Name != s.Name {
 					all = append(all, foreign{o.Name + " state by a call", func(c *redis.Client, k string) error {
 						if r := b.Eval(o, k, "5", "60000", "", "2"); r.Err != "" {
@@ -188,14 +188,14 @@ func TestStateErrorTexts(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			b.Rebind(t) // the backend's helpers report to this subtest
-			gcra, _ := scripts.Lookup("gcra")
-			slog, _ := scripts.Lookup("sliding_log")
+			gcra, _ := manifest.Lookup("gcra")
+			slog, _ := manifest.Lookup("sliding_log")
 			b.Client.Set(st.Ctx, "c1", "gcra 1.0e999 0", 0)
 			b.Client.Set(st.Ctx, "tb", "tb:2 3 1795348800123456", 0)
 			b.Client.RPush(st.Ctx, "l", "x")
 			b.Client.ZAdd(st.Ctx, "z", redis.Z{Score: 1, Member: "1"})
 			for _, c := range []struct {
-				s        scripts.Spec
+				s        manifest.Spec
 				key, err string
 			}{
 				{gcra, "c1", "ERR key holds a value that is not gcra state: left untouched"},
@@ -217,7 +217,7 @@ func TestStateErrorTexts(t *testing.T) {
 // whatever every script refuses as "not state" is not deleted either.
 func TestReset(t *testing.T) {
 	for _, b := range st.Both(t) {
-		for _, s := range scripts.Specs() {
+		for _, s := range manifest.Specs() {
 			key := "reset:" + s.Name
 			for _, argv := range [][]string{a("5", "60000", "", "2"), a("5", "60000", "", "2", "", "10", "3600000", "")} {
 				prime(t, b, s, key)
@@ -244,7 +244,7 @@ func TestReset(t *testing.T) {
 			before := b.Snap(key)
 			refused := true // by every script, as not its state
 			ks := b.KeyState(key)
-			for _, s := range scripts.Specs() {
+			for _, s := range manifest.Specs() {
 				if st.ExpectedStateError(s, ks) == "" {
 					refused = false
 				}
@@ -266,7 +266,7 @@ func TestReset(t *testing.T) {
 // manifest's time_unit), checked here against the calendar.
 func TestTimeMaxIs2250(t *testing.T) {
 	y2250 := time.Date(2250, 1, 1, 0, 0, 0, 0, time.UTC)
-	for _, s := range scripts.Specs() {
+	for _, s := range manifest.Specs() {
 		want := y2250.UnixMicro()
 		if s.Name == "sliding_window" { // its window starts are in ms
 			want = y2250.UnixMilli()

@@ -18,6 +18,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/internal/manifest"
 	"github.com/redisrate/redisrate/scripts"
 )
 
@@ -211,7 +212,7 @@ type outcome struct {
 // lane is one algorithm's run.
 type lane struct {
 	algo    redisrate.Algorithm
-	spec    scripts.Spec // the script's manifest entry
+	spec    manifest.Spec // the script's manifest entry
 	lim     redisrate.Limit
 	key     string
 	note    string // why the burst differs, or why the lane was skipped
@@ -252,7 +253,7 @@ func runDemo(ctx context.Context, cfg demoCfg) (*report, error) {
 	}
 	for _, a := range cfg.algos {
 		ln := &lane{algo: a, key: prefix + a.String(), lim: cfg.limit.WithAlgorithm(a)}
-		ln.spec, _ = a.Spec()
+		ln.spec, _ = manifest.Lookup(a.String())
 		if ln.spec.Window && ln.lim.Burst != 0 && ln.lim.Burst != ln.lim.Rate {
 			// The manifest's window flag: burst may only be absent or the limit.
 			ln.note = fmt.Sprintf("%s keeps no burst apart from its limit: runs with burst %d", a, ln.lim.Rate)

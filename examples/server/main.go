@@ -115,7 +115,7 @@ type config struct {
 }
 
 // newHandler builds the API: its routes and their limits.
-func newHandler(rdb redisrate.Client, c config) (http.Handler, error) {
+func newHandler(rdb redis.Scripter, c config) (http.Handler, error) {
 	// The Limiter logs Redis failures once per burst (the first failure,
 	// then the recovery with how many decisions were degraded), never once
 	// per request. Its circuit breaker, on by default, answers at once while

@@ -15,6 +15,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redisrate/redisrate/internal/manifest"
 	"github.com/redisrate/redisrate/internal/readmetest"
 	"github.com/redisrate/redisrate/scripts"
 )
@@ -232,7 +233,7 @@ func TestDocsGoBlocks(t *testing.T) {
 // summary, burst rule, state, cap on limit.
 func TestReadmeAlgorithmTable(t *testing.T) {
 	readme := read(t, "README.md")
-	for i, s := range scripts.Specs() {
+	for i, s := range manifest.Specs() {
 		name := "`" + s.Name + "`"
 		if i == 0 {
 			name += " (default)"

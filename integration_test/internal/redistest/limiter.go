@@ -3,6 +3,8 @@ package redistest
 import (
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/redisrate/redisrate"
 )
 
@@ -16,6 +18,6 @@ const LoadTimeout = 5 * time.Second
 
 // NewLimiter is redisrate.NewLimiter with LoadTimeout (opts may set
 // another).
-func NewLimiter(rdb redisrate.Client, opts ...redisrate.Option) *redisrate.Limiter {
+func NewLimiter(rdb redis.Scripter, opts ...redisrate.Option) *redisrate.Limiter {
 	return redisrate.NewLimiter(rdb, append([]redisrate.Option{redisrate.WithDecisionTimeout(LoadTimeout)}, opts...)...)
 }

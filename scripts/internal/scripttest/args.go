@@ -10,7 +10,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
-	"github.com/redisrate/redisrate/scripts"
+	"github.com/redisrate/redisrate/internal/manifest"
 )
 
 // Limit is one limit of a call, as the script reads it.
@@ -94,7 +94,7 @@ func InRange(rule string, limit, periodMS, burst int64) bool {
 }
 
 // Parse is ParseKeys for numkeys keys that differ.
-func Parse(s scripts.Spec, numkeys int, argv []string) (Call, string) {
+func Parse(s manifest.Spec, numkeys int, argv []string) (Call, string) {
 	keys := make([]string, max(numkeys, 0))
 	for i := range keys {
 		keys[i] = fmt.Sprintf("{k}:%d", i+1)
@@ -108,7 +108,7 @@ func Parse(s scripts.Spec, numkeys int, argv []string) (Call, string) {
 // then ARGV in its order (a 9th triple is "too many limits"), then the
 // miscounts that follow the values: a last triple cut short, and a key
 // count of 2 or more other than the number of limits.
-func ParseKeys(s scripts.Spec, keys []string, argv []string) (Call, string) {
+func ParseKeys(s manifest.Spec, keys []string, argv []string) (Call, string) {
 	numkeys := len(keys)
 	if numkeys < 1 || numkeys > 8 {
 		return Call{}, fmt.Sprintf("ERR invalid numkeys '%d': must be 1 (every limit on one key) or 2 to 8 (limit i on KEYS[i])", numkeys)
@@ -220,7 +220,7 @@ func KeyAt(i int, msg string) string {
 // StateError is the error a script replies for a key that holds something
 // other than its state: other is "" for a value that is no script's state,
 // "type" for another type, or another script's name.
-func StateError(s scripts.Spec, other string) string {
+func StateError(s manifest.Spec, other string) string {
 	switch other {
 	case "":
 		return "ERR key holds a value that is not " + s.Name + " state: left untouched"
@@ -247,7 +247,7 @@ func ContractError(msg string) bool { return contractErrors.MatchString(msg) }
 var tagNames = map[string]string{}
 
 func init() {
-	for _, s := range scripts.Specs() {
+	for _, s := range manifest.Specs() {
 		if !s.Log {
 			tagNames[s.Tag] = s.Name
 		}
@@ -268,7 +268,7 @@ type KeyState struct {
 // score is a whole number <= 0, and whose newest entry is a whole number
 // of microseconds no later than TimeMax (the year 2250, as a string state's
 // time fields).
-func ExpectedStateError(s scripts.Spec, k KeyState) string {
+func ExpectedStateError(s manifest.Spec, k KeyState) string {
 	if k.Type == "none" {
 		return ""
 	}
@@ -316,7 +316,7 @@ var aheadField = map[string]int{"gcra": 1}
 // Fields whole numbers (below 2^53, no leading zeros; the time field at
 // most TimeMax, the year 2250; gcra's TAT up to 17 digits and AheadMax)
 // for each of 1 to 8 limits, separated by single spaces.
-func ValidState(s scripts.Spec, value string) bool {
+func ValidState(s manifest.Spec, value string) bool {
 	rest, ok := strings.CutPrefix(value, s.Tag)
 	if !ok || rest == "" {
 		return false

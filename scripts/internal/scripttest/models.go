@@ -5,7 +5,7 @@ import (
 	"math/big"
 	"sort"
 
-	"github.com/redisrate/redisrate/scripts"
+	"github.com/redisrate/redisrate/internal/manifest"
 )
 
 // Model is a reference model of one script on one key, written from the
@@ -17,7 +17,7 @@ import (
 // that steps back lengthens the TTL), so that the key's existence and PTTL
 // can be compared.
 type Model struct {
-	Spec scripts.Spec
+	Spec manifest.Spec
 
 	has    bool // the key exists
 	lims   []mstate
@@ -41,7 +41,7 @@ type mstate struct {
 }
 
 // NewModel is a model of s on an empty key; now is the clock.
-func NewModel(s scripts.Spec, now int64) *Model { return &Model{Spec: s, tick: now} }
+func NewModel(s manifest.Spec, now int64) *Model { return &Model{Spec: s, tick: now} }
 
 // Exists reports whether the model's key exists.
 func (m *Model) Exists() bool { return m.has }

@@ -22,6 +22,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redisrate/redisrate/internal/manifest"
 	"github.com/redisrate/redisrate/internal/redisserver"
 	"github.com/redisrate/redisrate/scripts"
 )
@@ -238,12 +239,12 @@ func (b *Backend) EvalKeys(src, sha string, keys []string, args ...string) Reply
 }
 
 // Eval runs s on key.
-func (b *Backend) Eval(s scripts.Spec, key string, args ...string) Reply {
+func (b *Backend) Eval(s manifest.Spec, key string, args ...string) Reply {
 	return b.EvalKeys(s.Source, s.SHA1, []string{key}, args...)
 }
 
 // EvalRO runs s on key with EVALSHA_RO (real Redis only).
-func (b *Backend) EvalRO(s scripts.Spec, key string, args ...string) Reply {
+func (b *Backend) EvalRO(s manifest.Spec, key string, args ...string) Reply {
 	if err := b.Client.ScriptLoad(Ctx, s.Source).Err(); err != nil {
 		return Reply{Err: err.Error()}
 	}
@@ -271,20 +272,20 @@ func (b *Backend) LoadLibrary() {
 }
 
 // FCall runs s's function of the library (LoadLibrary first).
-func (b *Backend) FCall(s scripts.Spec, keys []string, args ...string) Reply {
+func (b *Backend) FCall(s manifest.Spec, keys []string, args ...string) Reply {
 	return decode(b.Client.FCall(Ctx, s.Function, keys, anys(args)...).Result())
 }
 
 // EvalAndFCall runs s on ke by EVALSHA and its function on kf by FCALL, in
 // one MULTI, so that both read TIME within microseconds of each other
 // (real Redis only, with the library loaded).
-func (b *Backend) EvalAndFCall(s scripts.Spec, ke, kf string, args ...string) (Reply, Reply) {
+func (b *Backend) EvalAndFCall(s manifest.Spec, ke, kf string, args ...string) (Reply, Reply) {
 	return b.EvalAndFCallKeys(s, []string{ke}, []string{kf}, args...)
 }
 
 // EvalAndFCallKeys is EvalAndFCall for calls of several keys: EVALSHA on
 // ke, FCALL on kf.
-func (b *Backend) EvalAndFCallKeys(s scripts.Spec, ke, kf []string, args ...string) (Reply, Reply) {
+func (b *Backend) EvalAndFCallKeys(s manifest.Spec, ke, kf []string, args ...string) (Reply, Reply) {
 	if err := b.Client.ScriptLoad(Ctx, s.Source).Err(); err != nil {
 		return Reply{Err: err.Error()}, Reply{Err: err.Error()}
 	}
@@ -298,7 +299,7 @@ func (b *Backend) EvalAndFCallKeys(s scripts.Spec, ke, kf []string, args ...stri
 }
 
 // FCallRO runs s's read-only function with FCALL_RO.
-func (b *Backend) FCallRO(s scripts.Spec, keys []string, args ...string) Reply {
+func (b *Backend) FCallRO(s manifest.Spec, keys []string, args ...string) Reply {
 	return decode(b.Client.FCallRO(Ctx, s.Function+"_ro", keys, anys(args)...).Result())
 }
 
@@ -551,7 +552,7 @@ func (b *Backend) KeyState(key string) KeyState {
 	case "string":
 		k.Value = b.Get(key)
 	case "zset":
-		if v, err := b.Client.Do(Ctx, "ZSCORE", key, scripts.Specs()[5].Tag).Text(); err == nil {
+		if v, err := b.Client.Do(Ctx, "ZSCORE", key, manifest.Specs()[5].Tag).Text(); err == nil {
 			k.Value, k.HasMarker = v, true
 		}
 		top := b.Client.ZRevRangeByScoreWithScores(Ctx, key, &redis.ZRangeBy{Max: "+inf", Min: "(0", Count: 1}).Val()
