@@ -60,7 +60,7 @@ local NAME, TAG = 'fixed_window', 'fw:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 1, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^fw:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
-local STATE1 = '^fw:2 (%d+) (%d+)$' -- the state of exactly one limit
+local STATE1 = '^fw:2 ([1-9]%d*) (%d+)$' -- the state of exactly one limit (a recorded time from 1)
 
 -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
 -- GENERATED COPY, specialized for the most common call: the generator writes
@@ -112,7 +112,7 @@ repeat
     if #t2 > 16 then break end
     s1 = t1 + 0
     s2 = t2 + 0
-    if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX) then break end
+    if not (s1 <= TIME_MAX) then break end
     if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
   end
   local writes, i = cost > 0 and not check, 1 -- i: the one limit

@@ -61,7 +61,7 @@ local NAME, TAG = 'leaky_bucket', 'lb:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^lb:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
-local STATE1 = '^lb:2 (%d+) (%d+)$' -- the state of exactly one limit
+local STATE1 = '^lb:2 (%d+) ([1-9]%d*)$' -- the state of exactly one limit (a recorded time from 1)
 
 -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
 -- GENERATED COPY, specialized for the most common call: the generator writes
@@ -115,13 +115,13 @@ repeat
     s1 = t1 + 0
     s2 = t2 + 0
     if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991) then break end
-    if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX) then break end
+    if not (s2 <= TIME_MAX) then break end
   end
   local writes, i = cost > 0 and not check, 1 -- i: the one limit
   -- This limit's arguments and stored numbers (nil: none): the first limit's
   -- in locals, the others' in argv (as numbers by now) and in more.
   local limit, period_us, burst, stored_x, stored_t = limit1, period1 * 1000, burst1, s1, s2
-  local g, h = limit, period_us -- g: their greatest common divisor
+  local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
   while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
   local a, b = limit / g, period_us / g
   local xmax = burst * b
@@ -217,7 +217,7 @@ end
 local function out_of_range(limit, period_ms, burst)
   local period_us = period_ms * 1000
   if burst * period_us <= 4503599627370496 then return false end -- b <= period_us: no gcd needed
-  local g, h = limit, period_us -- g: their greatest common divisor
+  local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
   while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
   return burst * (period_us / g) > 4503599627370496
 end
@@ -414,7 +414,7 @@ for i = 1, n do
     limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
     stored_x, stored_t = more[2 * i - 3], more[2 * i - 2]
   end
-  local g, h = limit, period_us -- g: their greatest common divisor
+  local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
   while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
   local a, b = limit / g, period_us / g
   local xmax = burst * b

@@ -105,7 +105,7 @@ local NAME, TAG = 'gcra', 'gcra:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 0, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^gcra:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
-local STATE1 = '^gcra:2 (%d+) (%d+)$' -- the state of exactly one limit
+local STATE1 = '^gcra:2 ([1-9]%d*) (%d+)$' -- the state of exactly one limit (a recorded time from 1)
 local AHEAD_AT, AHEAD_MAX = 1, 13339554827370498 -- which field is a time ahead of the clock, and its range: TIME_MAX + 2^52, rounded up to 2 mod 4 (see state.lua)
 
 -- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
@@ -117,7 +117,7 @@ local AHEAD_AT, AHEAD_MAX = 1, 13339554827370498 -- which field is a time ahead 
 local function out_of_range(limit, period_ms, burst)
   local period_us = period_ms * 1000
   if burst * period_us <= 4503599627370496 then return false end -- b <= period_us: no gcd needed
-  local g, h = limit, period_us -- g: their greatest common divisor
+  local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
   while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
   return burst * (period_us / g) > 4503599627370496
 end
@@ -173,14 +173,14 @@ local function gcra(KEYS, ARGV)
       if #t2 > 16 then break end
       s1 = t1 + 0
       s2 = t2 + 0
-      if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= AHEAD_MAX) then break end
+      if not (s1 <= AHEAD_MAX) then break end
       if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
     end
     local writes, i = cost > 0 and not check, 1 -- i: the one limit
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, period_us, burst, stored_t, stored_r = limit1, period1 * 1000, burst1, s1, s2
-    local g, h = limit, period_us -- g: their greatest common divisor
+    local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
     while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
     local a, b = limit / g, period_us / g
     local xmax = burst * b
@@ -428,7 +428,7 @@ local function gcra(KEYS, ARGV)
       limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
       stored_t, stored_r = more[2 * i - 3], more[2 * i - 2]
     end
-    local g, h = limit, period_us -- g: their greatest common divisor
+    local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
     while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
     local a, b = limit / g, period_us / g
     local xmax = burst * b
@@ -520,7 +520,7 @@ local NAME, TAG = 'token_bucket', 'tb:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^tb:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
-local STATE1 = '^tb:2 (%d+) (%d+)$' -- the state of exactly one limit
+local STATE1 = '^tb:2 (%d+) ([1-9]%d*)$' -- the state of exactly one limit (a recorded time from 1)
 
 local function out_of_range(limit, period_ms, burst)
   -- the longest wait: refills until an empty bucket is full (at most burst of them)
@@ -580,7 +580,7 @@ local function token_bucket(KEYS, ARGV)
       s1 = t1 + 0
       s2 = t2 + 0
       if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991) then break end
-      if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX) then break end
+      if not (s2 <= TIME_MAX) then break end
     end
     local writes, i = cost > 0 and not check, 1 -- i: the one limit
     -- This limit's arguments and stored numbers (nil: none): the first limit's
@@ -880,7 +880,7 @@ local NAME, TAG = 'leaky_bucket', 'lb:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^lb:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
-local STATE1 = '^lb:2 (%d+) (%d+)$' -- the state of exactly one limit
+local STATE1 = '^lb:2 (%d+) ([1-9]%d*)$' -- the state of exactly one limit (a recorded time from 1)
 
 -- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
 -- With a/b = limit / period_us in lowest terms, a level of x stands for x / b
@@ -891,7 +891,7 @@ local STATE1 = '^lb:2 (%d+) (%d+)$' -- the state of exactly one limit
 local function out_of_range(limit, period_ms, burst)
   local period_us = period_ms * 1000
   if burst * period_us <= 4503599627370496 then return false end -- b <= period_us: no gcd needed
-  local g, h = limit, period_us -- g: their greatest common divisor
+  local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
   while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
   return burst * (period_us / g) > 4503599627370496
 end
@@ -948,13 +948,13 @@ local function leaky_bucket(KEYS, ARGV)
       s1 = t1 + 0
       s2 = t2 + 0
       if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991) then break end
-      if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX) then break end
+      if not (s2 <= TIME_MAX) then break end
     end
     local writes, i = cost > 0 and not check, 1 -- i: the one limit
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, period_us, burst, stored_x, stored_t = limit1, period1 * 1000, burst1, s1, s2
-    local g, h = limit, period_us -- g: their greatest common divisor
+    local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
     while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
     local a, b = limit / g, period_us / g
     local xmax = burst * b
@@ -1179,7 +1179,7 @@ local function leaky_bucket(KEYS, ARGV)
       limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
       stored_x, stored_t = more[2 * i - 3], more[2 * i - 2]
     end
-    local g, h = limit, period_us -- g: their greatest common divisor
+    local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
     while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
     local a, b = limit / g, period_us / g
     local xmax = burst * b
@@ -1248,7 +1248,7 @@ local NAME, TAG = 'sliding_window', 'sw:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 1, 8835955200000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 3, '^sw:2 (%d+) (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
-local STATE1 = '^sw:2 (%d+) (%d+) (%d+)$' -- the state of exactly one limit
+local STATE1 = '^sw:2 ([1-9]%d*) (%d+) (%d+)$' -- the state of exactly one limit (a recorded time from 1)
 
 local function out_of_range(limit, period_ms)
   -- the weighted count, times period_ms, must stay exact
@@ -1307,7 +1307,7 @@ local function sliding_window(KEYS, ARGV)
       s1 = t1 + 0
       s2 = t2 + 0
       s3 = t3 + 0
-      if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX) then break end
+      if not (s1 <= TIME_MAX) then break end
       if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
       if not ((#t3 == 1 or s3 >= 10 ^ (#t3 - 1)) and s3 <= 9007199254740991) then break end
     end
@@ -1648,7 +1648,7 @@ local NAME, TAG = 'fixed_window', 'fw:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 1, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^fw:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
-local STATE1 = '^fw:2 (%d+) (%d+)$' -- the state of exactly one limit
+local STATE1 = '^fw:2 ([1-9]%d*) (%d+)$' -- the state of exactly one limit (a recorded time from 1)
 
 local function fixed_window(KEYS, ARGV)
   -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
@@ -1701,7 +1701,7 @@ local function fixed_window(KEYS, ARGV)
       if #t2 > 16 then break end
       s1 = t1 + 0
       s2 = t2 + 0
-      if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX) then break end
+      if not (s1 <= TIME_MAX) then break end
       if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
     end
     local writes, i = cost > 0 and not check, 1 -- i: the one limit
@@ -2218,33 +2218,33 @@ end
 
 local function gcra_ro(KEYS, ARGV) return gcra(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_gcra', gcra)
-redis.register_function('redisrate_gcra_v68e0cf23a67b', gcra)
+redis.register_function('redisrate_gcra_v3ea54ed2ad3a', gcra)
 redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' }, callback = gcra_ro }
-redis.register_function{ function_name = 'redisrate_gcra_ro_v68e0cf23a67b', flags = { 'no-writes' }, callback = gcra_ro }
+redis.register_function{ function_name = 'redisrate_gcra_ro_v3ea54ed2ad3a', flags = { 'no-writes' }, callback = gcra_ro }
 local function token_bucket_ro(KEYS, ARGV) return token_bucket(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_token_bucket', token_bucket)
-redis.register_function('redisrate_token_bucket_v68e0cf23a67b', token_bucket)
+redis.register_function('redisrate_token_bucket_v3ea54ed2ad3a', token_bucket)
 redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' }, callback = token_bucket_ro }
-redis.register_function{ function_name = 'redisrate_token_bucket_ro_v68e0cf23a67b', flags = { 'no-writes' }, callback = token_bucket_ro }
+redis.register_function{ function_name = 'redisrate_token_bucket_ro_v3ea54ed2ad3a', flags = { 'no-writes' }, callback = token_bucket_ro }
 local function leaky_bucket_ro(KEYS, ARGV) return leaky_bucket(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_leaky_bucket', leaky_bucket)
-redis.register_function('redisrate_leaky_bucket_v68e0cf23a67b', leaky_bucket)
+redis.register_function('redisrate_leaky_bucket_v3ea54ed2ad3a', leaky_bucket)
 redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' }, callback = leaky_bucket_ro }
-redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_v68e0cf23a67b', flags = { 'no-writes' }, callback = leaky_bucket_ro }
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_v3ea54ed2ad3a', flags = { 'no-writes' }, callback = leaky_bucket_ro }
 local function sliding_window_ro(KEYS, ARGV) return sliding_window(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_sliding_window', sliding_window)
-redis.register_function('redisrate_sliding_window_v68e0cf23a67b', sliding_window)
+redis.register_function('redisrate_sliding_window_v3ea54ed2ad3a', sliding_window)
 redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' }, callback = sliding_window_ro }
-redis.register_function{ function_name = 'redisrate_sliding_window_ro_v68e0cf23a67b', flags = { 'no-writes' }, callback = sliding_window_ro }
+redis.register_function{ function_name = 'redisrate_sliding_window_ro_v3ea54ed2ad3a', flags = { 'no-writes' }, callback = sliding_window_ro }
 local function fixed_window_ro(KEYS, ARGV) return fixed_window(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_fixed_window', fixed_window)
-redis.register_function('redisrate_fixed_window_v68e0cf23a67b', fixed_window)
+redis.register_function('redisrate_fixed_window_v3ea54ed2ad3a', fixed_window)
 redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' }, callback = fixed_window_ro }
-redis.register_function{ function_name = 'redisrate_fixed_window_ro_v68e0cf23a67b', flags = { 'no-writes' }, callback = fixed_window_ro }
+redis.register_function{ function_name = 'redisrate_fixed_window_ro_v3ea54ed2ad3a', flags = { 'no-writes' }, callback = fixed_window_ro }
 local function sliding_log_ro(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_sliding_log', sliding_log)
-redis.register_function('redisrate_sliding_log_v68e0cf23a67b', sliding_log)
+redis.register_function('redisrate_sliding_log_v3ea54ed2ad3a', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' }, callback = sliding_log_ro }
-redis.register_function{ function_name = 'redisrate_sliding_log_ro_v68e0cf23a67b', flags = { 'no-writes' }, callback = sliding_log_ro }
+redis.register_function{ function_name = 'redisrate_sliding_log_ro_v3ea54ed2ad3a', flags = { 'no-writes' }, callback = sliding_log_ro }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return '68e0cf23a67b74b91b63059ab5760300e4e35bf8' end }
+  callback = function() return '3ea54ed2ad3aef060741b52c8745e6eee9a0ca3a' end }

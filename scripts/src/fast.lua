@@ -51,6 +51,6 @@ repeat
     if not t1 then break end
     if #t@k@ > @digits@ then break end --@each field
     s@k@ = t@k@ + 0 --@each field
-    if not ((#t@k@ == 1 or s@k@ >= 10 ^ (#t@k@ - 1)) and s@k@ <= @max@) then break end --@each field
+    if not (@lead@s@k@ <= @max@) then break end --@each field
   end
   local writes, i = cost > 0 and not check, 1 -- i: the one limit

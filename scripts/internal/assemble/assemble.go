@@ -483,7 +483,19 @@ func constants(b *strings.Builder, a Algorithm) {
 		fmt.Fprintf(b, "local TIME_AT, TIME_MAX = %d, %d -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250\n", a.TimeAt, a.TimeMax)
 		fmt.Fprintf(b, "local FIELDS, STATE = %d, '^%s%s(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest\n", a.Fields, a.Tag, fields)
 		if a.Fast != nil {
-			fmt.Fprintf(b, "local STATE1 = '^%s%s$' -- the state of exactly one limit\n", a.Tag, fields)
+			// A recorded time is never 0 in a state the scripts wrote: the
+			// common call's pattern takes it without a leading zero, and
+			// leaves a 0 to the general code, so that it needs no check
+			// of its own (a power of 10 per call).
+			var one strings.Builder
+			for k := 1; k <= a.Fields; k++ {
+				if k == a.TimeAt || k == a.AheadAt {
+					one.WriteString(" ([1-9]%d*)")
+				} else {
+					one.WriteString(" (%d+)")
+				}
+			}
+			fmt.Fprintf(b, "local STATE1 = '^%s%s$' -- the state of exactly one limit (a recorded time from 1)\n", a.Tag, one.String())
 		}
 		if a.AheadAt > 0 {
 			fmt.Fprintf(b, "local AHEAD_AT, AHEAD_MAX = %d, %d -- which field is a time ahead of the clock, and its range: TIME_MAX + 2^52, rounded up to 2 mod 4 (see state.lua)\n", a.AheadAt, aheadMax)
@@ -523,14 +535,14 @@ func perField(a Algorithm, lines []string) []string {
 			continue
 		}
 		for k := 1; k <= a.Fields; k++ {
-			max, digits := "9007199254740991", "16"
+			max, digits, lead := "9007199254740991", "16", fmt.Sprintf("(#t%d == 1 or s%d >= 10 ^ (#t%d - 1)) and ", k, k, k)
 			switch k {
 			case a.TimeAt:
-				max = "TIME_MAX"
+				max, lead = "TIME_MAX", ""
 			case a.AheadAt:
-				max, digits = "AHEAD_MAX", "17"
+				max, digits, lead = "AHEAD_MAX", "17", ""
 			}
-			r := strings.NewReplacer("@k@", strconv.Itoa(k), "@max@", max, "@digits@", digits)
+			r := strings.NewReplacer("@lead@", lead, "@k@", strconv.Itoa(k), "@max@", max, "@digits@", digits)
 			out = append(out, r.Replace(line))
 		}
 	}
