@@ -55,13 +55,6 @@
 -- read the globals (string, math) while it loads.
 local find, match, fmt = ('').find, ('').match, ('').format
 
--- ---- fixed_window's constants (from its manifest) ----
-local NAME, TAG = 'fixed_window', 'fw:2'
-local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local TIME_AT, TIME_MAX = 1, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
-local FIELDS, STATE = 2, '^fw:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
-local STATE1 = '^fw:2 (%d+) (%d+)$' -- the state of exactly one limit
-
 -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
 -- GENERATED COPY, specialized for the most common call: the generator writes
 -- here the sections below and the algorithm's own lines for one key and one
@@ -72,47 +65,52 @@ local STATE1 = '^fw:2 (%d+) (%d+)$' -- the state of exactly one limit
 -- a combination past the always-accepted range, a key that does not hold
 -- one limit's state. Those calls then read TIME and the key once more.
 repeat
-  local argv, key = ARGV, KEYS[1]
-  local ls, ps, bs, cs, mode = argv[1], argv[2], argv[3], argv[4], argv[5]
-  if not ps or argv[6] or not key or KEYS[2] then break end
+  -- KEYS and ARGV are globals in a script: each is read once.
+  local keys, argv = KEYS, ARGV
+  local key, ls, ps, bs = keys[1], argv[1], argv[2], argv[3]
+  if not ps or not key or keys[2] then break end
   -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
   -- y" to a local that exists); a value past its maximum falls through, so
   -- 16 digits and more need no check of their own.
   local limit1, period1 = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0, find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0
-  if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
-  local burst1 = limit1
-  if bs and bs ~= '' then
-    local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0
-    if not b or (b ~= 0 and b ~= limit1) then break end
+  if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
+  local burst1, cost, check = limit1, 1, false
+  if bs then -- the optional arguments, when there are any (the common call has none)
+    local cs, mode = argv[4], argv[5]
+    if argv[6] then break end
+    if bs ~= '' then
+      local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0
+      if not b or (b ~= 0 and b ~= limit1) then break end
+    end
+    if cs and cs ~= '' then
+      local c = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0
+      if not c or c > 1e15 then break end
+      cost = c
+    end
+    if mode and mode ~= '' then
+      if mode ~= 'check' then break end
+      check = true
+    end
   end
   if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
-  local cost, check = 1, false
-  if cs and cs ~= '' then
-    local c = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0
-    if not c or c > 1e15 then break end
-    cost = c
-  end
-  if mode and mode ~= '' then
-    if mode ~= 'check' then break end
-    check = true
-  end
   local now
   do
     local t = redis.call('TIME')
-    now = t[1] * 1000000 + t[2]
+    local secs = t[1] -- the library reads it from NUM: the seconds change once a second
+    now = secs * 1000000 + t[2]
   end
   -- The state of exactly one limit, read as state.lua reads it.
   local raw = redis.pcall('GET', key)
   local s1, s2
   if raw then
     if raw.err then break end
-    local t1, t2 = match(raw, STATE1)
+    local t1, t2 = match(raw, '^fw:2 ([1-9]%d*) (%d+)$')
     if not t1 then break end
     if #t1 > 16 then break end
     if #t2 > 16 then break end
     s1 = t1 + 0
     s2 = t2 + 0
-    if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX) then break end
+    if not (s1 <= 8835955200000000) then break end
     if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
   end
   local writes, i = cost > 0 and not check, 1 -- i: the one limit
@@ -136,14 +134,22 @@ repeat
   local rem = count < limit and limit - count or 0
   local left, per, cap = rem, 1, limit
   local reset_us = count > 0 and start + period_us - now or 0
-  local allowed, out = ok, TAG -- the one limit decides
+  local allowed, out = ok, 'fw:2' -- the one limit decides
   if allowed and writes then out = fmt('fw:2 %d %d', start, count) end
   -- The one write and the reply, for the one limit (write.lua, reply.lua).
-  if allowed and writes then
-    redis.call('PSETEX', key, (reset_us + -reset_us % 1000) / 1000, out) -- whole ms, rounded up
+  local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
+  if allowed then
+    if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
+    return { 1, rem, 0, reset_ms, cap, 1 }
   end
-  return { allowed and 1 or 0, rem, allowed and 0 or never and -1 or (retry_us + -retry_us % 1000) / 1000, (reset_us + -reset_us % 1000) / 1000, cap, 1 }
+  return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1 }
 until true
+-- ---- fixed_window's constants (from its manifest) ----
+local NAME, TAG = 'fixed_window', 'fw:2'
+local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local TIME_AT, TIME_MAX = 1, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
+local FIELDS, STATE = 2, '^fw:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
+
 -- ---- Helpers (scripts/src/helpers.lua) ----
 -- Defined once: at the top of each script, and once at FUNCTION LOAD in the
 -- library. Everything below runs the same on Redis's Lua 5.1 and on
@@ -280,7 +286,8 @@ end
 local now
 do
   local t = redis.call('TIME')
-  now = t[1] * 1000000 + t[2]
+  local secs = t[1] -- the library reads it from NUM: the seconds change once a second
+  now = secs * 1000000 + t[2]
 end
 
 -- ---- State (scripts/src/state.lua) ----
@@ -427,10 +434,10 @@ end
 -- OOM and no later one, so the first PSETEX fails before any key is written.
 if allowed and writes then
   if k > 1 then -- the other keys' records first, then the last key's
-    for i = 1, k - 1 do redis.call('PSETEX', keys[i], (records[2 * i] + -records[2 * i] % 1000) / 1000, records[2 * i - 1]) end
+    for i = 1, k - 1 do redis.call('PSETEX', keys[i], fmt('%d', (records[2 * i] + -records[2 * i] % 1000) / 1000), records[2 * i - 1]) end
     key = keys[k]
   end
-  redis.call('PSETEX', key, (ttl_us + -ttl_us % 1000) / 1000, out) -- whole ms, rounded up
+  redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
 end
 
 -- ---- The reply (scripts/src/reply.lua) ----

@@ -105,7 +105,6 @@ local NAME, TAG = 'gcra', 'gcra:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 0, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^gcra:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
-local STATE1 = '^gcra:2 (%d+) (%d+)$' -- the state of exactly one limit
 local AHEAD_AT, AHEAD_MAX = 1, 13339554827370498 -- which field is a time ahead of the clock, and its range: TIME_MAX + 2^52, rounded up to 2 mod 4 (see state.lua)
 
 -- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
@@ -117,7 +116,7 @@ local AHEAD_AT, AHEAD_MAX = 1, 13339554827370498 -- which field is a time ahead 
 local function out_of_range(limit, period_ms, burst)
   local period_us = period_ms * 1000
   if burst * period_us <= 4503599627370496 then return false end -- b <= period_us: no gcd needed
-  local g, h = limit, period_us -- g: their greatest common divisor
+  local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
   while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
   return burst * (period_us / g) > 4503599627370496
 end
@@ -132,55 +131,60 @@ local function gcra(KEYS, ARGV)
   -- a combination past the always-accepted range, a key that does not hold
   -- one limit's state. Those calls then read TIME and the key once more.
   repeat
-    local argv, key = ARGV, KEYS[1]
-    local ls, ps, bs, cs, mode = argv[1], argv[2], argv[3], argv[4], argv[5]
-    if not ps or argv[6] or not key or KEYS[2] then break end
+    -- KEYS and ARGV are globals in a script: each is read once.
+    local keys, argv = KEYS, ARGV
+    local key, ls, ps, bs = keys[1], argv[1], argv[2], argv[3]
+    if not ps or not key or keys[2] then break end
     -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
     -- y" to a local that exists); a value past its maximum falls through, so
     -- 16 digits and more need no check of their own.
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
-    if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
-    local burst1 = limit1
-    if bs and bs ~= '' then
-      local b = NUM[bs] or read(bs)
-      if not b or b > 1e15 then break end
-      if b > 0 then burst1 = b end
+    if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
+    local burst1, cost, check = limit1, 1, false
+    if bs then -- the optional arguments, when there are any (the common call has none)
+      local cs, mode = argv[4], argv[5]
+      if argv[6] then break end
+      if bs ~= '' then
+        local b = NUM[bs] or read(bs)
+        if not b or b > 1e15 then break end
+        if b > 0 then burst1 = b end
+      end
+      if cs and cs ~= '' then
+        local c = NUM[cs] or read(cs)
+        if not c or c > 1e15 then break end
+        cost = c
+      end
+      if mode and mode ~= '' then
+        if mode ~= 'check' then break end
+        check = true
+      end
     end
     if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
-    local cost, check = 1, false
-    if cs and cs ~= '' then
-      local c = NUM[cs] or read(cs)
-      if not c or c > 1e15 then break end
-      cost = c
-    end
-    if mode and mode ~= '' then
-      if mode ~= 'check' then break end
-      check = true
-    end
     local now
     do
       local t = redis.call('TIME')
-      now = t[1] * 1000000 + t[2]
+      local secs = t[1] -- the library reads it from NUM: the seconds change once a second
+      now = (NUM[secs] or read(secs)) * 1000000 + t[2]
     end
     -- The state of exactly one limit, read as state.lua reads it.
     local raw = redis.pcall('GET', key)
     local s1, s2
     if raw then
       if raw.err then break end
-      local t1, t2 = match(raw, STATE1)
+      local t1, t2 = match(raw, '^gcra:2 ([1-9]%d*) (%d+)$')
       if not t1 then break end
       if #t1 > 17 then break end
       if #t2 > 16 then break end
       s1 = t1 + 0
       s2 = t2 + 0
-      if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= AHEAD_MAX) then break end
+      if not (s1 <= 13339554827370498) then break end
       if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
     end
     local writes, i = cost > 0 and not check, 1 -- i: the one limit
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, period_us, burst, stored_t, stored_r = limit1, period1 * 1000, burst1, s1, s2
-    local g, h = limit, period_us -- g: their greatest common divisor
+    local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
     while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
     local a, b = limit / g, period_us / g
     local xmax = burst * b
@@ -201,39 +205,40 @@ local function gcra(KEYS, ARGV)
     -- The level now is x = ahead * a + r; x + cost * b must fit in xmax.
     -- Waits are written without that product, which a clock that stepped back
     -- could push past 2^53; they are then longer by the step (guarantee 9).
-    local ok, never, retry_us = false, cost > burst, 0
-    if not never then
-      local over = r + cost * b - xmax -- the level past the capacity, in 1/b units
-      retry_us = ahead + (over + -over % a) / a
-      ok = retry_us <= 0 or cost == 0
-    end
+    -- (With cost past burst, never, y and the wait are not exact, nor read.)
+    local y, never = r + cost * b, cost > burst -- y: the level past the TAT's whole microseconds, with the cost
+    local over = y - xmax -- past the capacity, in 1/b units
+    local retry_us = ahead + (over + -over % a) / a
+    local ok = not never and (retry_us <= 0 or cost == 0)
     if ok then -- the TAT moves on by the cost
-      local y = r + cost * b
       r = y % a
       ahead = ahead + (y - r) / a
     end
-    local room = 0
-    if ahead <= xmax / a then
-      room = xmax - ahead * a - r
-      if room < 0 then room = 0 end
-    end
+    -- The room left, xmax - x; none once x is past xmax, where ahead * a may
+    -- pass 2^53, but only by more than xmax (<= 2^52), so the sign holds.
+    local room = xmax - ahead * a - r
+    if room < 0 then room = 0 end
     local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
     local reset_us = ahead + (r > 0 and 1 or 0)
-    local allowed, out = ok, TAG -- the one limit decides
+    local allowed, out = ok, 'gcra:2' -- the one limit decides
     if allowed and writes then
-      if now + ahead < 9007199254740992 then
-        out = fmt('gcra:2 %d %d', now + ahead, r)
-      else -- past 2^53: whole seconds, then the microseconds, each exact
+      if now + ahead >= 9007199254740992 then -- past 2^53: whole seconds, then the microseconds, each exact
         local us = now % 1000000 + ahead % 1000000
         local sec = (now - now % 1000000) / 1000000 + (ahead - ahead % 1000000) / 1000000 + (us - us % 1000000) / 1000000
         out = fmt('gcra:2 %d%06d %d', sec, us % 1000000, r)
+      elseif r == 0 then -- always when limit divides period_us (a = 1, as 10 per second): a number fewer to format, some 800 instructions
+        out = fmt('gcra:2 %d 0', now + ahead)
+      else
+        out = fmt('gcra:2 %d %d', now + ahead, r)
       end
     end
     -- The one write and the reply, for the one limit (write.lua, reply.lua).
-    if allowed and writes then
-      redis.call('PSETEX', key, (reset_us + -reset_us % 1000) / 1000, out) -- whole ms, rounded up
+    local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
+    if allowed then
+      if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
+      return { 1, rem, 0, reset_ms, cap, 1 }
     end
-    return { allowed and 1 or 0, rem, allowed and 0 or never and -1 or (retry_us + -retry_us % 1000) / 1000, (reset_us + -reset_us % 1000) / 1000, cap, 1 }
+    return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1 }
   until true
   -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
@@ -325,7 +330,8 @@ local function gcra(KEYS, ARGV)
   local now
   do
     local t = redis.call('TIME')
-    now = t[1] * 1000000 + t[2]
+    local secs = t[1] -- the library reads it from NUM: the seconds change once a second
+    now = (NUM[secs] or read(secs)) * 1000000 + t[2]
   end
 
   -- ---- State (scripts/src/state.lua) ----
@@ -428,7 +434,7 @@ local function gcra(KEYS, ARGV)
       limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
       stored_t, stored_r = more[2 * i - 3], more[2 * i - 2]
     end
-    local g, h = limit, period_us -- g: their greatest common divisor
+    local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
     while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
     local a, b = limit / g, period_us / g
     local xmax = burst * b
@@ -449,22 +455,19 @@ local function gcra(KEYS, ARGV)
     -- The level now is x = ahead * a + r; x + cost * b must fit in xmax.
     -- Waits are written without that product, which a clock that stepped back
     -- could push past 2^53; they are then longer by the step (guarantee 9).
-    local ok, never, retry_us = false, cost > burst, 0
-    if not never then
-      local over = r + cost * b - xmax -- the level past the capacity, in 1/b units
-      retry_us = ahead + (over + -over % a) / a
-      ok = retry_us <= 0 or cost == 0
-    end
+    -- (With cost past burst, never, y and the wait are not exact, nor read.)
+    local y, never = r + cost * b, cost > burst -- y: the level past the TAT's whole microseconds, with the cost
+    local over = y - xmax -- past the capacity, in 1/b units
+    local retry_us = ahead + (over + -over % a) / a
+    local ok = not never and (retry_us <= 0 or cost == 0)
     if ok then -- the TAT moves on by the cost
-      local y = r + cost * b
       r = y % a
       ahead = ahead + (y - r) / a
     end
-    local room = 0
-    if ahead <= xmax / a then
-      room = xmax - ahead * a - r
-      if room < 0 then room = 0 end
-    end
+    -- The room left, xmax - x; none once x is past xmax, where ahead * a may
+    -- pass 2^53, but only by more than xmax (<= 2^52), so the sign holds.
+    local room = xmax - ahead * a - r
+    if room < 0 then room = 0 end
     local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
     local reset_us = ahead + (r > 0 and 1 or 0)
     -- ---- This limit's verdict (scripts/src/verdict.lua) ----
@@ -484,12 +487,14 @@ local function gcra(KEYS, ARGV)
       end
     end
     if allowed and writes then
-      if now + ahead < 9007199254740992 then
-        out = fmt('%s %d %d', out, now + ahead, r)
-      else -- past 2^53: whole seconds, then the microseconds, each exact
+      if now + ahead >= 9007199254740992 then -- past 2^53: whole seconds, then the microseconds, each exact
         local us = now % 1000000 + ahead % 1000000
         local sec = (now - now % 1000000) / 1000000 + (ahead - ahead % 1000000) / 1000000 + (us - us % 1000000) / 1000000
         out = fmt('%s %d%06d %d', out, sec, us % 1000000, r)
+      elseif r == 0 then -- always when limit divides period_us (a = 1, as 10 per second): a number fewer to format, some 800 instructions
+        out = fmt('%s %d 0', out, now + ahead)
+      else
+        out = fmt('%s %d %d', out, now + ahead, r)
       end
     end
   end
@@ -502,10 +507,10 @@ local function gcra(KEYS, ARGV)
   -- OOM and no later one, so the first PSETEX fails before any key is written.
   if allowed and writes then
     if k > 1 then -- the other keys' records first, then the last key's
-      for i = 1, k - 1 do redis.call('PSETEX', keys[i], (records[2 * i] + -records[2 * i] % 1000) / 1000, records[2 * i - 1]) end
+      for i = 1, k - 1 do redis.call('PSETEX', keys[i], fmt('%d', (records[2 * i] + -records[2 * i] % 1000) / 1000), records[2 * i - 1]) end
       key = keys[k]
     end
-    redis.call('PSETEX', key, (ttl_us + -ttl_us % 1000) / 1000, out) -- whole ms, rounded up
+    redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
   end
 
   -- ---- The reply (scripts/src/reply.lua) ----
@@ -520,7 +525,6 @@ local NAME, TAG = 'token_bucket', 'tb:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^tb:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
-local STATE1 = '^tb:2 (%d+) (%d+)$' -- the state of exactly one limit
 
 local function out_of_range(limit, period_ms, burst)
   -- the longest wait: refills until an empty bucket is full (at most burst of them)
@@ -538,49 +542,54 @@ local function token_bucket(KEYS, ARGV)
   -- a combination past the always-accepted range, a key that does not hold
   -- one limit's state. Those calls then read TIME and the key once more.
   repeat
-    local argv, key = ARGV, KEYS[1]
-    local ls, ps, bs, cs, mode = argv[1], argv[2], argv[3], argv[4], argv[5]
-    if not ps or argv[6] or not key or KEYS[2] then break end
+    -- KEYS and ARGV are globals in a script: each is read once.
+    local keys, argv = KEYS, ARGV
+    local key, ls, ps, bs = keys[1], argv[1], argv[2], argv[3]
+    if not ps or not key or keys[2] then break end
     -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
     -- y" to a local that exists); a value past its maximum falls through, so
     -- 16 digits and more need no check of their own.
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
-    if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
-    local burst1 = limit1
-    if bs and bs ~= '' then
-      local b = NUM[bs] or read(bs)
-      if not b or b > 1e15 then break end
-      if b > 0 then burst1 = b end
+    if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
+    local burst1, cost, check = limit1, 1, false
+    if bs then -- the optional arguments, when there are any (the common call has none)
+      local cs, mode = argv[4], argv[5]
+      if argv[6] then break end
+      if bs ~= '' then
+        local b = NUM[bs] or read(bs)
+        if not b or b > 1e15 then break end
+        if b > 0 then burst1 = b end
+      end
+      if cs and cs ~= '' then
+        local c = NUM[cs] or read(cs)
+        if not c or c > 1e15 then break end
+        cost = c
+      end
+      if mode and mode ~= '' then
+        if mode ~= 'check' then break end
+        check = true
+      end
     end
     if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
-    local cost, check = 1, false
-    if cs and cs ~= '' then
-      local c = NUM[cs] or read(cs)
-      if not c or c > 1e15 then break end
-      cost = c
-    end
-    if mode and mode ~= '' then
-      if mode ~= 'check' then break end
-      check = true
-    end
     local now
     do
       local t = redis.call('TIME')
-      now = t[1] * 1000000 + t[2]
+      local secs = t[1] -- the library reads it from NUM: the seconds change once a second
+      now = (NUM[secs] or read(secs)) * 1000000 + t[2]
     end
     -- The state of exactly one limit, read as state.lua reads it.
     local raw = redis.pcall('GET', key)
     local s1, s2
     if raw then
       if raw.err then break end
-      local t1, t2 = match(raw, STATE1)
+      local t1, t2 = match(raw, '^tb:2 (%d+) ([1-9]%d*)$')
       if not t1 then break end
       if #t1 > 16 then break end
       if #t2 > 16 then break end
       s1 = t1 + 0
       s2 = t2 + 0
       if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991) then break end
-      if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX) then break end
+      if not (s2 <= 8835955200000000) then break end
     end
     local writes, i = cost > 0 and not check, 1 -- i: the one limit
     -- This limit's arguments and stored numbers (nil: none): the first limit's
@@ -610,13 +619,15 @@ local function token_bucket(KEYS, ARGV)
     local missing = burst - tokens -- ceil(missing / limit) refills
     if missing > 0 then reset_us = t + (missing + -missing % limit) / limit * period_us - now end
     local rem, left, per, cap = tokens, tokens, 1, burst
-    local allowed, out = ok, TAG -- the one limit decides
+    local allowed, out = ok, 'tb:2' -- the one limit decides
     if allowed and writes then out = fmt('tb:2 %d %d', tokens, t) end
     -- The one write and the reply, for the one limit (write.lua, reply.lua).
-    if allowed and writes then
-      redis.call('PSETEX', key, (reset_us + -reset_us % 1000) / 1000, out) -- whole ms, rounded up
+    local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
+    if allowed then
+      if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
+      return { 1, rem, 0, reset_ms, cap, 1 }
     end
-    return { allowed and 1 or 0, rem, allowed and 0 or never and -1 or (retry_us + -retry_us % 1000) / 1000, (reset_us + -reset_us % 1000) / 1000, cap, 1 }
+    return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1 }
   until true
   -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
@@ -708,7 +719,8 @@ local function token_bucket(KEYS, ARGV)
   local now
   do
     local t = redis.call('TIME')
-    now = t[1] * 1000000 + t[2]
+    local secs = t[1] -- the library reads it from NUM: the seconds change once a second
+    now = (NUM[secs] or read(secs)) * 1000000 + t[2]
   end
 
   -- ---- State (scripts/src/state.lua) ----
@@ -862,10 +874,10 @@ local function token_bucket(KEYS, ARGV)
   -- OOM and no later one, so the first PSETEX fails before any key is written.
   if allowed and writes then
     if k > 1 then -- the other keys' records first, then the last key's
-      for i = 1, k - 1 do redis.call('PSETEX', keys[i], (records[2 * i] + -records[2 * i] % 1000) / 1000, records[2 * i - 1]) end
+      for i = 1, k - 1 do redis.call('PSETEX', keys[i], fmt('%d', (records[2 * i] + -records[2 * i] % 1000) / 1000), records[2 * i - 1]) end
       key = keys[k]
     end
-    redis.call('PSETEX', key, (ttl_us + -ttl_us % 1000) / 1000, out) -- whole ms, rounded up
+    redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
   end
 
   -- ---- The reply (scripts/src/reply.lua) ----
@@ -880,7 +892,6 @@ local NAME, TAG = 'leaky_bucket', 'lb:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^lb:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
-local STATE1 = '^lb:2 (%d+) (%d+)$' -- the state of exactly one limit
 
 -- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
 -- With a/b = limit / period_us in lowest terms, a level of x stands for x / b
@@ -891,7 +902,7 @@ local STATE1 = '^lb:2 (%d+) (%d+)$' -- the state of exactly one limit
 local function out_of_range(limit, period_ms, burst)
   local period_us = period_ms * 1000
   if burst * period_us <= 4503599627370496 then return false end -- b <= period_us: no gcd needed
-  local g, h = limit, period_us -- g: their greatest common divisor
+  local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
   while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
   return burst * (period_us / g) > 4503599627370496
 end
@@ -906,55 +917,60 @@ local function leaky_bucket(KEYS, ARGV)
   -- a combination past the always-accepted range, a key that does not hold
   -- one limit's state. Those calls then read TIME and the key once more.
   repeat
-    local argv, key = ARGV, KEYS[1]
-    local ls, ps, bs, cs, mode = argv[1], argv[2], argv[3], argv[4], argv[5]
-    if not ps or argv[6] or not key or KEYS[2] then break end
+    -- KEYS and ARGV are globals in a script: each is read once.
+    local keys, argv = KEYS, ARGV
+    local key, ls, ps, bs = keys[1], argv[1], argv[2], argv[3]
+    if not ps or not key or keys[2] then break end
     -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
     -- y" to a local that exists); a value past its maximum falls through, so
     -- 16 digits and more need no check of their own.
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
-    if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
-    local burst1 = limit1
-    if bs and bs ~= '' then
-      local b = NUM[bs] or read(bs)
-      if not b or b > 1e15 then break end
-      if b > 0 then burst1 = b end
+    if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
+    local burst1, cost, check = limit1, 1, false
+    if bs then -- the optional arguments, when there are any (the common call has none)
+      local cs, mode = argv[4], argv[5]
+      if argv[6] then break end
+      if bs ~= '' then
+        local b = NUM[bs] or read(bs)
+        if not b or b > 1e15 then break end
+        if b > 0 then burst1 = b end
+      end
+      if cs and cs ~= '' then
+        local c = NUM[cs] or read(cs)
+        if not c or c > 1e15 then break end
+        cost = c
+      end
+      if mode and mode ~= '' then
+        if mode ~= 'check' then break end
+        check = true
+      end
     end
     if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
-    local cost, check = 1, false
-    if cs and cs ~= '' then
-      local c = NUM[cs] or read(cs)
-      if not c or c > 1e15 then break end
-      cost = c
-    end
-    if mode and mode ~= '' then
-      if mode ~= 'check' then break end
-      check = true
-    end
     local now
     do
       local t = redis.call('TIME')
-      now = t[1] * 1000000 + t[2]
+      local secs = t[1] -- the library reads it from NUM: the seconds change once a second
+      now = (NUM[secs] or read(secs)) * 1000000 + t[2]
     end
     -- The state of exactly one limit, read as state.lua reads it.
     local raw = redis.pcall('GET', key)
     local s1, s2
     if raw then
       if raw.err then break end
-      local t1, t2 = match(raw, STATE1)
+      local t1, t2 = match(raw, '^lb:2 (%d+) ([1-9]%d*)$')
       if not t1 then break end
       if #t1 > 16 then break end
       if #t2 > 16 then break end
       s1 = t1 + 0
       s2 = t2 + 0
       if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991) then break end
-      if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX) then break end
+      if not (s2 <= 8835955200000000) then break end
     end
     local writes, i = cost > 0 and not check, 1 -- i: the one limit
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, period_us, burst, stored_x, stored_t = limit1, period1 * 1000, burst1, s1, s2
-    local g, h = limit, period_us -- g: their greatest common divisor
+    local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
     while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
     local a, b = limit / g, period_us / g
     local xmax = burst * b
@@ -978,13 +994,15 @@ local function leaky_bucket(KEYS, ARGV)
     local room = xmax > x and xmax - x or 0
     local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
     local reset_us = t - now + (x + -x % a) / a
-    local allowed, out = ok, TAG -- the one limit decides
+    local allowed, out = ok, 'lb:2' -- the one limit decides
     if allowed and writes then out = fmt('lb:2 %d %d', x, t) end
     -- The one write and the reply, for the one limit (write.lua, reply.lua).
-    if allowed and writes then
-      redis.call('PSETEX', key, (reset_us + -reset_us % 1000) / 1000, out) -- whole ms, rounded up
+    local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
+    if allowed then
+      if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
+      return { 1, rem, 0, reset_ms, cap, 1 }
     end
-    return { allowed and 1 or 0, rem, allowed and 0 or never and -1 or (retry_us + -retry_us % 1000) / 1000, (reset_us + -reset_us % 1000) / 1000, cap, 1 }
+    return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1 }
   until true
   -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
@@ -1076,7 +1094,8 @@ local function leaky_bucket(KEYS, ARGV)
   local now
   do
     local t = redis.call('TIME')
-    now = t[1] * 1000000 + t[2]
+    local secs = t[1] -- the library reads it from NUM: the seconds change once a second
+    now = (NUM[secs] or read(secs)) * 1000000 + t[2]
   end
 
   -- ---- State (scripts/src/state.lua) ----
@@ -1179,7 +1198,7 @@ local function leaky_bucket(KEYS, ARGV)
       limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
       stored_x, stored_t = more[2 * i - 3], more[2 * i - 2]
     end
-    local g, h = limit, period_us -- g: their greatest common divisor
+    local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
     while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
     local a, b = limit / g, period_us / g
     local xmax = burst * b
@@ -1230,10 +1249,10 @@ local function leaky_bucket(KEYS, ARGV)
   -- OOM and no later one, so the first PSETEX fails before any key is written.
   if allowed and writes then
     if k > 1 then -- the other keys' records first, then the last key's
-      for i = 1, k - 1 do redis.call('PSETEX', keys[i], (records[2 * i] + -records[2 * i] % 1000) / 1000, records[2 * i - 1]) end
+      for i = 1, k - 1 do redis.call('PSETEX', keys[i], fmt('%d', (records[2 * i] + -records[2 * i] % 1000) / 1000), records[2 * i - 1]) end
       key = keys[k]
     end
-    redis.call('PSETEX', key, (ttl_us + -ttl_us % 1000) / 1000, out) -- whole ms, rounded up
+    redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
   end
 
   -- ---- The reply (scripts/src/reply.lua) ----
@@ -1248,7 +1267,6 @@ local NAME, TAG = 'sliding_window', 'sw:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 1, 8835955200000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 3, '^sw:2 (%d+) (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
-local STATE1 = '^sw:2 (%d+) (%d+) (%d+)$' -- the state of exactly one limit
 
 local function out_of_range(limit, period_ms)
   -- the weighted count, times period_ms, must stay exact
@@ -1265,41 +1283,46 @@ local function sliding_window(KEYS, ARGV)
   -- a combination past the always-accepted range, a key that does not hold
   -- one limit's state. Those calls then read TIME and the key once more.
   repeat
-    local argv, key = ARGV, KEYS[1]
-    local ls, ps, bs, cs, mode = argv[1], argv[2], argv[3], argv[4], argv[5]
-    if not ps or argv[6] or not key or KEYS[2] then break end
+    -- KEYS and ARGV are globals in a script: each is read once.
+    local keys, argv = KEYS, ARGV
+    local key, ls, ps, bs = keys[1], argv[1], argv[2], argv[3]
+    if not ps or not key or keys[2] then break end
     -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
     -- y" to a local that exists); a value past its maximum falls through, so
     -- 16 digits and more need no check of their own.
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
-    if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
-    local burst1 = limit1
-    if bs and bs ~= '' then
-      local b = NUM[bs] or read(bs)
-      if not b or (b ~= 0 and b ~= limit1) then break end
+    if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
+    local burst1, cost, check = limit1, 1, false
+    if bs then -- the optional arguments, when there are any (the common call has none)
+      local cs, mode = argv[4], argv[5]
+      if argv[6] then break end
+      if bs ~= '' then
+        local b = NUM[bs] or read(bs)
+        if not b or (b ~= 0 and b ~= limit1) then break end
+      end
+      if cs and cs ~= '' then
+        local c = NUM[cs] or read(cs)
+        if not c or c > 1e15 then break end
+        cost = c
+      end
+      if mode and mode ~= '' then
+        if mode ~= 'check' then break end
+        check = true
+      end
     end
     if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
-    local cost, check = 1, false
-    if cs and cs ~= '' then
-      local c = NUM[cs] or read(cs)
-      if not c or c > 1e15 then break end
-      cost = c
-    end
-    if mode and mode ~= '' then
-      if mode ~= 'check' then break end
-      check = true
-    end
     local now
     do
       local t = redis.call('TIME')
-      now = t[1] * 1000000 + t[2]
+      local secs = t[1] -- the library reads it from NUM: the seconds change once a second
+      now = (NUM[secs] or read(secs)) * 1000000 + t[2]
     end
     -- The state of exactly one limit, read as state.lua reads it.
     local raw = redis.pcall('GET', key)
     local s1, s2, s3
     if raw then
       if raw.err then break end
-      local t1, t2, t3 = match(raw, STATE1)
+      local t1, t2, t3 = match(raw, '^sw:2 ([1-9]%d*) (%d+) (%d+)$')
       if not t1 then break end
       if #t1 > 16 then break end
       if #t2 > 16 then break end
@@ -1307,7 +1330,7 @@ local function sliding_window(KEYS, ARGV)
       s1 = t1 + 0
       s2 = t2 + 0
       s3 = t3 + 0
-      if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX) then break end
+      if not (s1 <= 8835955200000) then break end
       if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
       if not ((#t3 == 1 or s3 >= 10 ^ (#t3 - 1)) and s3 <= 9007199254740991) then break end
     end
@@ -1359,13 +1382,15 @@ local function sliding_window(KEYS, ARGV)
     elseif prev > 0 then
       reset_us = (start + p) * 1000 - now
     end
-    local allowed, out = ok, TAG -- the one limit decides
+    local allowed, out = ok, 'sw:2' -- the one limit decides
     if allowed and writes then out = fmt('sw:2 %d %d %d', start, prev, cur) end
     -- The one write and the reply, for the one limit (write.lua, reply.lua).
-    if allowed and writes then
-      redis.call('PSETEX', key, (reset_us + -reset_us % 1000) / 1000, out) -- whole ms, rounded up
+    local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
+    if allowed then
+      if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
+      return { 1, rem, 0, reset_ms, cap, 1 }
     end
-    return { allowed and 1 or 0, rem, allowed and 0 or never and -1 or (retry_us + -retry_us % 1000) / 1000, (reset_us + -reset_us % 1000) / 1000, cap, 1 }
+    return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1 }
   until true
   -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
@@ -1452,7 +1477,8 @@ local function sliding_window(KEYS, ARGV)
   local now
   do
     local t = redis.call('TIME')
-    now = t[1] * 1000000 + t[2]
+    local secs = t[1] -- the library reads it from NUM: the seconds change once a second
+    now = (NUM[secs] or read(secs)) * 1000000 + t[2]
   end
 
   -- ---- State (scripts/src/state.lua) ----
@@ -1630,10 +1656,10 @@ local function sliding_window(KEYS, ARGV)
   -- OOM and no later one, so the first PSETEX fails before any key is written.
   if allowed and writes then
     if k > 1 then -- the other keys' records first, then the last key's
-      for i = 1, k - 1 do redis.call('PSETEX', keys[i], (records[2 * i] + -records[2 * i] % 1000) / 1000, records[2 * i - 1]) end
+      for i = 1, k - 1 do redis.call('PSETEX', keys[i], fmt('%d', (records[2 * i] + -records[2 * i] % 1000) / 1000), records[2 * i - 1]) end
       key = keys[k]
     end
-    redis.call('PSETEX', key, (ttl_us + -ttl_us % 1000) / 1000, out) -- whole ms, rounded up
+    redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
   end
 
   -- ---- The reply (scripts/src/reply.lua) ----
@@ -1648,7 +1674,6 @@ local NAME, TAG = 'fixed_window', 'fw:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 1, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^fw:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
-local STATE1 = '^fw:2 (%d+) (%d+)$' -- the state of exactly one limit
 
 local function fixed_window(KEYS, ARGV)
   -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
@@ -1661,47 +1686,52 @@ local function fixed_window(KEYS, ARGV)
   -- a combination past the always-accepted range, a key that does not hold
   -- one limit's state. Those calls then read TIME and the key once more.
   repeat
-    local argv, key = ARGV, KEYS[1]
-    local ls, ps, bs, cs, mode = argv[1], argv[2], argv[3], argv[4], argv[5]
-    if not ps or argv[6] or not key or KEYS[2] then break end
+    -- KEYS and ARGV are globals in a script: each is read once.
+    local keys, argv = KEYS, ARGV
+    local key, ls, ps, bs = keys[1], argv[1], argv[2], argv[3]
+    if not ps or not key or keys[2] then break end
     -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
     -- y" to a local that exists); a value past its maximum falls through, so
     -- 16 digits and more need no check of their own.
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
-    if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
-    local burst1 = limit1
-    if bs and bs ~= '' then
-      local b = NUM[bs] or read(bs)
-      if not b or (b ~= 0 and b ~= limit1) then break end
+    if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
+    local burst1, cost, check = limit1, 1, false
+    if bs then -- the optional arguments, when there are any (the common call has none)
+      local cs, mode = argv[4], argv[5]
+      if argv[6] then break end
+      if bs ~= '' then
+        local b = NUM[bs] or read(bs)
+        if not b or (b ~= 0 and b ~= limit1) then break end
+      end
+      if cs and cs ~= '' then
+        local c = NUM[cs] or read(cs)
+        if not c or c > 1e15 then break end
+        cost = c
+      end
+      if mode and mode ~= '' then
+        if mode ~= 'check' then break end
+        check = true
+      end
     end
     if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
-    local cost, check = 1, false
-    if cs and cs ~= '' then
-      local c = NUM[cs] or read(cs)
-      if not c or c > 1e15 then break end
-      cost = c
-    end
-    if mode and mode ~= '' then
-      if mode ~= 'check' then break end
-      check = true
-    end
     local now
     do
       local t = redis.call('TIME')
-      now = t[1] * 1000000 + t[2]
+      local secs = t[1] -- the library reads it from NUM: the seconds change once a second
+      now = (NUM[secs] or read(secs)) * 1000000 + t[2]
     end
     -- The state of exactly one limit, read as state.lua reads it.
     local raw = redis.pcall('GET', key)
     local s1, s2
     if raw then
       if raw.err then break end
-      local t1, t2 = match(raw, STATE1)
+      local t1, t2 = match(raw, '^fw:2 ([1-9]%d*) (%d+)$')
       if not t1 then break end
       if #t1 > 16 then break end
       if #t2 > 16 then break end
       s1 = t1 + 0
       s2 = t2 + 0
-      if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX) then break end
+      if not (s1 <= 8835955200000000) then break end
       if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
     end
     local writes, i = cost > 0 and not check, 1 -- i: the one limit
@@ -1725,13 +1755,15 @@ local function fixed_window(KEYS, ARGV)
     local rem = count < limit and limit - count or 0
     local left, per, cap = rem, 1, limit
     local reset_us = count > 0 and start + period_us - now or 0
-    local allowed, out = ok, TAG -- the one limit decides
+    local allowed, out = ok, 'fw:2' -- the one limit decides
     if allowed and writes then out = fmt('fw:2 %d %d', start, count) end
     -- The one write and the reply, for the one limit (write.lua, reply.lua).
-    if allowed and writes then
-      redis.call('PSETEX', key, (reset_us + -reset_us % 1000) / 1000, out) -- whole ms, rounded up
+    local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
+    if allowed then
+      if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
+      return { 1, rem, 0, reset_ms, cap, 1 }
     end
-    return { allowed and 1 or 0, rem, allowed and 0 or never and -1 or (retry_us + -retry_us % 1000) / 1000, (reset_us + -reset_us % 1000) / 1000, cap, 1 }
+    return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1 }
   until true
   -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
@@ -1814,7 +1846,8 @@ local function fixed_window(KEYS, ARGV)
   local now
   do
     local t = redis.call('TIME')
-    now = t[1] * 1000000 + t[2]
+    local secs = t[1] -- the library reads it from NUM: the seconds change once a second
+    now = (NUM[secs] or read(secs)) * 1000000 + t[2]
   end
 
   -- ---- State (scripts/src/state.lua) ----
@@ -1961,10 +1994,10 @@ local function fixed_window(KEYS, ARGV)
   -- OOM and no later one, so the first PSETEX fails before any key is written.
   if allowed and writes then
     if k > 1 then -- the other keys' records first, then the last key's
-      for i = 1, k - 1 do redis.call('PSETEX', keys[i], (records[2 * i] + -records[2 * i] % 1000) / 1000, records[2 * i - 1]) end
+      for i = 1, k - 1 do redis.call('PSETEX', keys[i], fmt('%d', (records[2 * i] + -records[2 * i] % 1000) / 1000), records[2 * i - 1]) end
       key = keys[k]
     end
-    redis.call('PSETEX', key, (ttl_us + -ttl_us % 1000) / 1000, out) -- whole ms, rounded up
+    redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
   end
 
   -- ---- The reply (scripts/src/reply.lua) ----
@@ -2061,7 +2094,8 @@ local function sliding_log(KEYS, ARGV)
   local now
   do
     local t = redis.call('TIME')
-    now = t[1] * 1000000 + t[2]
+    local secs = t[1] -- the library reads it from NUM: the seconds change once a second
+    now = (NUM[secs] or read(secs)) * 1000000 + t[2]
   end
 
   -- ---- State: each key's marker, and its newest entry ----
@@ -2190,7 +2224,7 @@ local function sliding_log(KEYS, ARGV)
       end
       redis.call('ZREMRANGEBYSCORE', key, '(0', fmt('%d', at - longest))
       local keep_us = at - now + longest
-      redis.call('PEXPIRE', key, (keep_us + -keep_us % 1000) / 1000)
+      redis.call('PEXPIRE', key, fmt('%d', (keep_us + -keep_us % 1000) / 1000)) -- as text, as write.lua's TTL
       if k == 1 or i == 1 then break end
       i = i - 1
       key, last_seq, at, longest = keys[i], logs[3 * i - 2], logs[3 * i], (i > 1 and argv[3 * i + 1] or period1) * 1000
@@ -2218,33 +2252,33 @@ end
 
 local function gcra_ro(KEYS, ARGV) return gcra(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_gcra', gcra)
-redis.register_function('redisrate_gcra_v68e0cf23a67b', gcra)
+redis.register_function('redisrate_gcra_ve82d65db587a', gcra)
 redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' }, callback = gcra_ro }
-redis.register_function{ function_name = 'redisrate_gcra_ro_v68e0cf23a67b', flags = { 'no-writes' }, callback = gcra_ro }
+redis.register_function{ function_name = 'redisrate_gcra_ro_ve82d65db587a', flags = { 'no-writes' }, callback = gcra_ro }
 local function token_bucket_ro(KEYS, ARGV) return token_bucket(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_token_bucket', token_bucket)
-redis.register_function('redisrate_token_bucket_v68e0cf23a67b', token_bucket)
+redis.register_function('redisrate_token_bucket_ve82d65db587a', token_bucket)
 redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' }, callback = token_bucket_ro }
-redis.register_function{ function_name = 'redisrate_token_bucket_ro_v68e0cf23a67b', flags = { 'no-writes' }, callback = token_bucket_ro }
+redis.register_function{ function_name = 'redisrate_token_bucket_ro_ve82d65db587a', flags = { 'no-writes' }, callback = token_bucket_ro }
 local function leaky_bucket_ro(KEYS, ARGV) return leaky_bucket(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_leaky_bucket', leaky_bucket)
-redis.register_function('redisrate_leaky_bucket_v68e0cf23a67b', leaky_bucket)
+redis.register_function('redisrate_leaky_bucket_ve82d65db587a', leaky_bucket)
 redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' }, callback = leaky_bucket_ro }
-redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_v68e0cf23a67b', flags = { 'no-writes' }, callback = leaky_bucket_ro }
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_ve82d65db587a', flags = { 'no-writes' }, callback = leaky_bucket_ro }
 local function sliding_window_ro(KEYS, ARGV) return sliding_window(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_sliding_window', sliding_window)
-redis.register_function('redisrate_sliding_window_v68e0cf23a67b', sliding_window)
+redis.register_function('redisrate_sliding_window_ve82d65db587a', sliding_window)
 redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' }, callback = sliding_window_ro }
-redis.register_function{ function_name = 'redisrate_sliding_window_ro_v68e0cf23a67b', flags = { 'no-writes' }, callback = sliding_window_ro }
+redis.register_function{ function_name = 'redisrate_sliding_window_ro_ve82d65db587a', flags = { 'no-writes' }, callback = sliding_window_ro }
 local function fixed_window_ro(KEYS, ARGV) return fixed_window(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_fixed_window', fixed_window)
-redis.register_function('redisrate_fixed_window_v68e0cf23a67b', fixed_window)
+redis.register_function('redisrate_fixed_window_ve82d65db587a', fixed_window)
 redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' }, callback = fixed_window_ro }
-redis.register_function{ function_name = 'redisrate_fixed_window_ro_v68e0cf23a67b', flags = { 'no-writes' }, callback = fixed_window_ro }
+redis.register_function{ function_name = 'redisrate_fixed_window_ro_ve82d65db587a', flags = { 'no-writes' }, callback = fixed_window_ro }
 local function sliding_log_ro(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_sliding_log', sliding_log)
-redis.register_function('redisrate_sliding_log_v68e0cf23a67b', sliding_log)
+redis.register_function('redisrate_sliding_log_ve82d65db587a', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' }, callback = sliding_log_ro }
-redis.register_function{ function_name = 'redisrate_sliding_log_ro_v68e0cf23a67b', flags = { 'no-writes' }, callback = sliding_log_ro }
+redis.register_function{ function_name = 'redisrate_sliding_log_ro_ve82d65db587a', flags = { 'no-writes' }, callback = sliding_log_ro }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return '68e0cf23a67b74b91b63059ab5760300e4e35bf8' end }
+  callback = function() return 'e82d65db587a266a1a9f892261868de67413ce28' end }

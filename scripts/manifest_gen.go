@@ -9,19 +9,19 @@ const ContractVersion = "2.1"
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "68e0cf23a67b74b91b63059ab5760300e4e35bf8"
+const LibraryVersion = "e82d65db587a266a1a9f892261868de67413ce28"
 
-// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_v68e0cf23a67b runs this version of redisrate_gcra or fails with "Function not found".
-const VersionSuffix = "_v68e0cf23a67b"
+// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_ve82d65db587a runs this version of redisrate_gcra or fails with "Function not found".
+const VersionSuffix = "_ve82d65db587a"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
-	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "b15269e2bfab874d8085b0e93a517a96308bedcc", Function: "redisrate_gcra"},
-	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "e7af23b88f5b881fb702b5e7fe4af9831c1f0fe1", Function: "redisrate_token_bucket"},
-	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "842a1cd33a2bb99fbd09fb242a3df4946a69b175", Function: "redisrate_leaky_bucket"},
-	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "69a2ec15e63af602350c3ca9d88b21033e2a2b6f", Function: "redisrate_sliding_window"},
-	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "0b37fd1fead75406052d439c6234373890ed8268", Function: "redisrate_fixed_window"},
-	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "0b8a1bb324f7f2e1de62531629a59ba8bf3ad47c", Function: "redisrate_sliding_log"},
+	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "52a222d63add6d68c4691c51cdda674dec837b4e", Function: "redisrate_gcra"},
+	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "c570383642e7f1e45790b66abafad42e1b2e2b16", Function: "redisrate_token_bucket"},
+	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "a48a191bf5ee95cb0ced1a9c639ecae256221c81", Function: "redisrate_leaky_bucket"},
+	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "42e67f58e53a6414ad4c25559d0466176ec0dedc", Function: "redisrate_sliding_window"},
+	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "0b4e0011f1ad71656bf01d3de376947dec443d62", Function: "redisrate_fixed_window"},
+	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "71aef60727c82a71c4dab463a381ce2467be438c", Function: "redisrate_sliding_log"},
 }
 
 // resetSHA1 is the SHA1 of reset.lua.

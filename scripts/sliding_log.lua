@@ -199,7 +199,8 @@ end
 local now
 do
   local t = redis.call('TIME')
-  now = t[1] * 1000000 + t[2]
+  local secs = t[1] -- the library reads it from NUM: the seconds change once a second
+  now = secs * 1000000 + t[2]
 end
 
 -- ---- State: each key's marker, and its newest entry ----
@@ -328,7 +329,7 @@ if allowed and writes then
     end
     redis.call('ZREMRANGEBYSCORE', key, '(0', fmt('%d', at - longest))
     local keep_us = at - now + longest
-    redis.call('PEXPIRE', key, (keep_us + -keep_us % 1000) / 1000)
+    redis.call('PEXPIRE', key, fmt('%d', (keep_us + -keep_us % 1000) / 1000)) -- as text, as write.lua's TTL
     if k == 1 or i == 1 then break end
     i = i - 1
     key, last_seq, at, longest = keys[i], logs[3 * i - 2], logs[3 * i], (i > 1 and argv[3 * i + 1] or period1) * 1000

@@ -103,5 +103,6 @@ end
 local now
 do
   local t = redis.call('TIME')
-  now = t[1] * 1000000 + t[2]
+  local secs = t[1] -- the library reads it from NUM: the seconds change once a second
+  now = @clock(secs)@ * 1000000 + t[2]
 end

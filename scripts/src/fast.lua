@@ -8,39 +8,44 @@
 -- a combination past the always-accepted range, a key that does not hold
 -- one limit's state. Those calls then read TIME and the key once more.
 repeat
-  local argv, key = ARGV, KEYS[1]
-  local ls, ps, bs, cs, mode = argv[1], argv[2], argv[3], argv[4], argv[5]
-  if not ps or argv[6] or not key or KEYS[2] then break end
+  -- KEYS and ARGV are globals in a script: each is read once.
+  local keys, argv = KEYS, ARGV
+  local key, ls, ps, bs = keys[1], argv[1], argv[2], argv[3]
+  if not ps or not key or keys[2] then break end
   -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
   -- y" to a local that exists); a value past its maximum falls through, so
   -- 16 digits and more need no check of their own.
   local limit1, period1 = @fastread(ls)@, @fastread(ps)@
   if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
-  local burst1 = limit1
-  if bs and bs ~= '' then
-    local b = @fastread(bs)@
+  local burst1, cost, check = limit1, 1, false
+  if bs then -- the optional arguments, when there are any (the common call has none)
+    local cs, mode = argv[4], argv[5]
+    if argv[6] then break end
+    if bs ~= '' then
+      local b = @fastread(bs)@
 --@if window
-    if not b or (b ~= 0 and b ~= limit1) then break end
+      if not b or (b ~= 0 and b ~= limit1) then break end
 --@else
-    if not b or b > 1e15 then break end
-    if b > 0 then burst1 = b end
+      if not b or b > 1e15 then break end
+      if b > 0 then burst1 = b end
 --@end
+    end
+    if cs and cs ~= '' then
+      local c = @fastread(cs)@
+      if not c or c > 1e15 then break end
+      cost = c
+    end
+    if mode and mode ~= '' then
+      if mode ~= 'check' then break end
+      check = true
+    end
   end
   if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
-  local cost, check = 1, false
-  if cs and cs ~= '' then
-    local c = @fastread(cs)@
-    if not c or c > 1e15 then break end
-    cost = c
-  end
-  if mode and mode ~= '' then
-    if mode ~= 'check' then break end
-    check = true
-  end
   local now
   do
     local t = redis.call('TIME')
-    now = t[1] * 1000000 + t[2]
+    local secs = t[1] -- the library reads it from NUM: the seconds change once a second
+    now = @clock(secs)@ * 1000000 + t[2]
   end
   -- The state of exactly one limit, read as state.lua reads it.
   local raw = redis.pcall('GET', key)
@@ -51,6 +56,6 @@ repeat
     if not t1 then break end
     if #t@k@ > @digits@ then break end --@each field
     s@k@ = t@k@ + 0 --@each field
-    if not ((#t@k@ == 1 or s@k@ >= 10 ^ (#t@k@ - 1)) and s@k@ <= @max@) then break end --@each field
+    if not (@lead@s@k@ <= @max@) then break end --@each field
   end
   local writes, i = cost > 0 and not check, 1 -- i: the one limit

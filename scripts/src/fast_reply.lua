@@ -1,6 +1,8 @@
   -- The one write and the reply, for the one limit (write.lua, reply.lua).
-  if allowed and writes then
-    redis.call('PSETEX', key, (reset_us + -reset_us % 1000) / 1000, out) -- whole ms, rounded up
+  local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
+  if allowed then
+    if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
+    return { 1, rem, 0, reset_ms, cap, 1 }
   end
-  return { allowed and 1 or 0, rem, allowed and 0 or never and -1 or (retry_us + -retry_us % 1000) / 1000, (reset_us + -reset_us % 1000) / 1000, cap, 1 }
+  return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1 }
 until true

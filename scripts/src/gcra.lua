@@ -39,7 +39,7 @@ for i = 1, n do
     limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
     stored_t, stored_r = more[2 * i - 3], more[2 * i - 2]
   end
-  local g, h = limit, period_us -- g: their greatest common divisor
+  local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
   while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
   local a, b = limit / g, period_us / g
   local xmax = burst * b
@@ -60,32 +60,31 @@ for i = 1, n do
   -- The level now is x = ahead * a + r; x + cost * b must fit in xmax.
   -- Waits are written without that product, which a clock that stepped back
   -- could push past 2^53; they are then longer by the step (guarantee 9).
-  local ok, never, retry_us = false, cost > burst, 0
-  if not never then
-    local over = r + cost * b - xmax -- the level past the capacity, in 1/b units
-    retry_us = ahead + (over + -over % a) / a
-    ok = retry_us <= 0 or cost == 0
-  end
+  -- (With cost past burst, never, y and the wait are not exact, nor read.)
+  local y, never = r + cost * b, cost > burst -- y: the level past the TAT's whole microseconds, with the cost
+  local over = y - xmax -- past the capacity, in 1/b units
+  local retry_us = ahead + (over + -over % a) / a
+  local ok = not never and (retry_us <= 0 or cost == 0)
   if ok then -- the TAT moves on by the cost
-    local y = r + cost * b
     r = y % a
     ahead = ahead + (y - r) / a
   end
-  local room = 0
-  if ahead <= xmax / a then
-    room = xmax - ahead * a - r
-    if room < 0 then room = 0 end
-  end
+  -- The room left, xmax - x; none once x is past xmax, where ahead * a may
+  -- pass 2^53, but only by more than xmax (<= 2^52), so the sign holds.
+  local room = xmax - ahead * a - r
+  if room < 0 then room = 0 end
   local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
   local reset_us = ahead + (r > 0 and 1 or 0)
 --@include verdict.lua
   if allowed and writes then
-    if now + ahead < 9007199254740992 then
-      out = fmt('%s %d %d', out, now + ahead, r)
-    else -- past 2^53: whole seconds, then the microseconds, each exact
+    if now + ahead >= 9007199254740992 then -- past 2^53: whole seconds, then the microseconds, each exact
       local us = now % 1000000 + ahead % 1000000
       local sec = (now - now % 1000000) / 1000000 + (ahead - ahead % 1000000) / 1000000 + (us - us % 1000000) / 1000000
       out = fmt('%s %d%06d %d', out, sec, us % 1000000, r)
+    elseif r == 0 then -- always when limit divides period_us (a = 1, as 10 per second): a number fewer to format, some 800 instructions
+      out = fmt('%s %d 0', out, now + ahead)
+    else
+      out = fmt('%s %d %d', out, now + ahead, r)
     end
   end
 end

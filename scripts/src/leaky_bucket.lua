@@ -35,7 +35,7 @@ for i = 1, n do
     limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
     stored_x, stored_t = more[2 * i - 3], more[2 * i - 2]
   end
-  local g, h = limit, period_us -- g: their greatest common divisor
+  local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
   while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
   local a, b = limit / g, period_us / g
   local xmax = burst * b

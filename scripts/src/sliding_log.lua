@@ -131,7 +131,7 @@ if allowed and writes then
     end
     redis.call('ZREMRANGEBYSCORE', key, '(0', fmt('%d', at - longest))
     local keep_us = at - now + longest
-    redis.call('PEXPIRE', key, (keep_us + -keep_us % 1000) / 1000)
+    redis.call('PEXPIRE', key, fmt('%d', (keep_us + -keep_us % 1000) / 1000)) -- as text, as write.lua's TTL
     if k == 1 or i == 1 then break end
     i = i - 1
     key, last_seq, at, longest = keys[i], logs[3 * i - 2], logs[3 * i], (i > 1 and argv[3 * i + 1] or period1) * 1000

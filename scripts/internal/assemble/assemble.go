@@ -166,8 +166,8 @@ func generate(src fs.FS, algos []Algorithm, libName string) (Files, error) {
 		var b strings.Builder
 		header(&b, a)
 		b.WriteString(strings.TrimRight(string(stringFns), "\n") + "\n\n")
-		constants(&b, a)
 		writeLines(&b, readNumbers(readNumbers(a.Fast, scriptFastRead, fastMacro), scriptRead, readMacro))
+		constants(&b, a)
 		b.WriteString(scriptHelpers + "\n\n")
 		writeLines(&b, a.Top)
 		writeLines(&b, readNumbers(a.Body, scriptRead, readMacro))
@@ -215,7 +215,7 @@ var readMacro = regexp.MustCompile(`@read\((\w+)\)@`)
 var placeholder = regexp.MustCompile(`@[A-Za-z_]+@`)
 
 // unwritten finds a read macro the generator left in an output.
-var unwritten = regexp.MustCompile(`@(fast)?read\(`)
+var unwritten = regexp.MustCompile(`@((fast)?read|clock)\(`)
 
 // fastMacro is how the specialized copy reads a number, "@fastread(s)@": a
 // script only the plain form (any other falls to the general code, which
@@ -228,13 +228,26 @@ const (
 	scriptFastRead = "find($1, '^[1-9]%d*$') and #$1 < 16 and $1 + 0"
 )
 
+// readNumbers writes out the read macro (macro) as read, and the clock's
+// seconds, "@clock(s)@", as the library reads a number and a script reads
+// the digits of TIME: in the library NUM keeps what each string read as,
+// and the seconds of TIME change once a second (some 400 instructions saved
+// per call); a script, which keeps nothing from one call to the next,
+// converts them as it multiplies.
 func readNumbers(lines []string, read string, macro *regexp.Regexp) []string {
+	clock := "$1"
+	if read == libraryRead {
+		clock = "(" + libraryRead + ")"
+	}
 	out := make([]string, len(lines))
 	for i, l := range lines {
-		out[i] = macro.ReplaceAllString(l, read)
+		out[i] = clockMacro.ReplaceAllString(macro.ReplaceAllString(l, read), clock)
 	}
 	return out
 }
+
+// clockMacro is the seconds of TIME, read: "@clock(s)@".
+var clockMacro = regexp.MustCompile(`@clock\((\w+)\)@`)
 
 // expandText is expand for the helpers' text, trailing newlines dropped.
 // Numbers read there are read as a script reads them: the library's read()
@@ -358,7 +371,7 @@ func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
 		if a.Fast, err = expand(src, fast, flags); err != nil {
 			return a, err
 		}
-		a.Fast = perField(a, a.Fast)
+		a.Fast = inlineConstants(a, perField(a, a.Fast))
 	}
 	if !a.Log {
 		a.Body = perField(a, a.Body)
@@ -495,9 +508,6 @@ func constants(b *strings.Builder, a Algorithm) {
 		fields := strings.Repeat(" (%d+)", a.Fields)
 		fmt.Fprintf(b, "local TIME_AT, TIME_MAX = %d, %d -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250\n", a.TimeAt, a.TimeMax)
 		fmt.Fprintf(b, "local FIELDS, STATE = %d, '^%s%s(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest\n", a.Fields, a.Tag, fields)
-		if a.Fast != nil {
-			fmt.Fprintf(b, "local STATE1 = '^%s%s$' -- the state of exactly one limit\n", a.Tag, fields)
-		}
 		if a.AheadAt > 0 {
 			fmt.Fprintf(b, "local AHEAD_AT, AHEAD_MAX = %d, %d -- which field is a time ahead of the clock, and its range: TIME_MAX + 2^52, rounded up to 2 mod 4 (see state.lua)\n", a.AheadAt, aheadMax)
 		}
@@ -513,6 +523,44 @@ func timeAt(a Algorithm) int {
 	}
 	return a.TimeAt % a.Fields
 }
+
+// inlineConstants writes the constants the specialized copy reads as
+// their values: in a script the copy comes before the constants, so that
+// the common call does not set them (some 500 instructions by EVALSHA),
+// and its pattern for the state of one limit is written only there. A
+// recorded time is never 0 in a state the scripts wrote: that pattern
+// takes it without a leading zero and leaves a 0 to the general code, so
+// that it needs no check of its own (a power of 10 per call).
+func inlineConstants(a Algorithm, lines []string) []string {
+	var one strings.Builder
+	for k := 1; k <= a.Fields; k++ {
+		if k == a.TimeAt || k == a.AheadAt {
+			one.WriteString(" ([1-9]%d*)")
+		} else {
+			one.WriteString(" (%d+)")
+		}
+	}
+	values := map[string]string{
+		"TAG":       "'" + a.Tag + "'",
+		"MAX_LIMIT": strconv.FormatInt(a.MaxLimit, 10),
+		"TIME_MAX":  strconv.FormatInt(a.TimeMax, 10),
+		"AHEAD_MAX": strconv.FormatInt(aheadMax, 10),
+		"STATE1":    "'^" + a.Tag + one.String() + "$'",
+	}
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		code, comment, _ := strings.Cut(l, "--")
+		code = constantName.ReplaceAllStringFunc(code, func(name string) string { return values[name] })
+		if comment != "" || strings.HasSuffix(l, "--") {
+			code += "--" + comment
+		}
+		out[i] = code
+	}
+	return out
+}
+
+// constantName finds, in the specialized copy's code, a constant it reads.
+var constantName = regexp.MustCompile(`\b(TAG|MAX_LIMIT|TIME_MAX|AHEAD_MAX|STATE1)\b`)
 
 // perField expands the state section's per-field lines for a: "@stored@"
 // and "@texts@" become the first limit's locals (s1, s2, ... and t1, t2,
@@ -536,14 +584,14 @@ func perField(a Algorithm, lines []string) []string {
 			continue
 		}
 		for k := 1; k <= a.Fields; k++ {
-			max, digits := "9007199254740991", "16"
+			max, digits, lead := "9007199254740991", "16", fmt.Sprintf("(#t%d == 1 or s%d >= 10 ^ (#t%d - 1)) and ", k, k, k)
 			switch k {
 			case a.TimeAt:
-				max = "TIME_MAX"
+				max, lead = "TIME_MAX", ""
 			case a.AheadAt:
-				max, digits = "AHEAD_MAX", "17"
+				max, digits, lead = "AHEAD_MAX", "17", ""
 			}
-			r := strings.NewReplacer("@k@", strconv.Itoa(k), "@max@", max, "@digits@", digits)
+			r := strings.NewReplacer("@lead@", lead, "@k@", strconv.Itoa(k), "@max@", max, "@digits@", digits)
 			out = append(out, r.Replace(line))
 		}
 	}
