@@ -104,8 +104,9 @@ func (l *Limiter) detached(dctx context.Context, s *script, how access, keys []s
 		v   answer
 		err error
 	}
+	own := append([]string(nil), keys...) // the send may outlive the call: keys stay the caller's
 	r, err := within(l, dctx, func() reply {
-		v, err := l.loader.run(dctx, s, how, keys, args)
+		v, err := l.loader.run(dctx, s, how, own, args)
 		return reply{v, err}
 	})
 	if err != nil {

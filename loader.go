@@ -184,26 +184,30 @@ func (ld *loader) command(ctx context.Context, c scripter, st step, s *script, h
 		return cmd
 	}
 	ro := how == accessReplica
+	// A client that is not a processor gets its own copy of keys: the
+	// slice then never escapes here, and a one-key call's stays on its
+	// caller's stack (an allocation per decision saved).
+	own := append([]string(nil), keys...)
 	switch st {
 	case stepFCall:
 		fc := c.(functionCaller) // first chose FCALL only for a client that has it, and so its pipelines
 		switch how {
 		case accessReplica:
-			return fc.FCallRo(ctx, roFunction(s.function), keys, args...)
+			return fc.FCallRo(ctx, roFunction(s.function), own, args...)
 		case accessRead:
-			return fc.FCall(ctx, roFunction(s.function), keys, args...)
+			return fc.FCall(ctx, roFunction(s.function), own, args...)
 		}
-		return fc.FCall(ctx, s.function, keys, args...)
+		return fc.FCall(ctx, s.function, own, args...)
 	case stepEvalSha:
 		if ro {
-			return c.EvalShaRO(ctx, s.sha1, keys, args...)
+			return c.EvalShaRO(ctx, s.sha1, own, args...)
 		}
-		return c.EvalSha(ctx, s.sha1, keys, args...)
+		return c.EvalSha(ctx, s.sha1, own, args...)
 	default:
 		if ro {
-			return c.EvalRO(ctx, s.source, keys, args...)
+			return c.EvalRO(ctx, s.source, own, args...)
 		}
-		return c.Eval(ctx, s.source, keys, args...)
+		return c.Eval(ctx, s.source, own, args...)
 	}
 }
 
