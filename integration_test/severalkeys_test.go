@@ -219,9 +219,10 @@ func TestClusterSeveralKeys(t *testing.T) {
 			t.Fatalf("%d calls failed, first: %v", len(tally.errs), tally.errs[0])
 		}
 		checkOrg(t, ctx, l, "{org:7}", user, org, &tally)
-		// A batch of calls for two organisations, pipelined by slot.
+		// A batch of calls for two organisations, pipelined by slot, by a
+		// user the hammer never called: the spent organisation denies it.
 		res, err := l.AllowBatch(ctx, []redisrate.Request{
-			{Keys: orgKeys("{org:7}", 0, user, org)},
+			{Keys: orgKeys("{org:7}", orgUsers, user, org)},
 			{Keys: orgKeys("{org:9}", 0, user, org)},
 		})
 		if err != nil || res[0].Allowed || res[0].Key != "{org:7}" || !res[1].Allowed {
