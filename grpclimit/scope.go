@@ -132,24 +132,13 @@ func withScopes(limits []redisrate.Limit, names []string, defaultName string, sc
 	return limits, names, nil
 }
 
-// tagValue escapes the broadest scope's key for the hash tag, '%' and '}'
-// percent-encoded: the tag then ends where the interceptor ends it,
-// whatever a client sent, and distinct keys stay distinct.
-var tagValue = strings.NewReplacer("%", "%25", "}", "%7D")
-
 // scopedKeys returns the Redis keys of a call and their limits: the call's
-// own key first, then each scope's, in the order of r's limits. Every key
-// starts with the hash tag of the broadest (last) scope's key, so that all
-// share one Redis Cluster slot, and the broadest scope's state is the tag
-// alone: "{Name:account:42}" for the account,
-// "{Name:account:42}:segment:key" for the call's own key (segment: Name, or
-// the method of a method with limits of its own), "{Name:account:42}:scope:key"
-// for a scope in between: the layout of httplimit's, so that an HTTP API
+// own key first, then each scope's, in the order of r's limits, laid out by
+// ratefields.ScopedKeys as httplimit lays out its own (the segment: Name,
+// or the method of a method with limits of its own), so that an HTTP API
 // and a gRPC one of the same Name and scopes share an account's state.
-// Past the tag, which holds no '}' but its last, each key is a name without
-// ':' and the key a KeyFunc gave, so two keys never meet.
 func (i *Interceptor) scopedKeys(ctx context.Context, method string, r *rule, key string) ([]redisrate.KeyLimit, error) {
-	values := make([]string, len(i.scopes))
+	names, values := make([]string, len(i.scopes)), make([]string, len(i.scopes))
 	for n, s := range i.scopes {
 		v, err := s.key(ctx, method)
 		if err == nil && v == "" {
@@ -158,14 +147,12 @@ func (i *Interceptor) scopedKeys(ctx context.Context, method string, r *rule, ke
 		if err != nil {
 			return nil, fmt.Errorf("scope %q: %w", s.name, err)
 		}
-		values[n] = v
+		names[n], values[n] = s.name, v
 	}
-	last := len(i.scopes) - 1
-	tag := "{" + i.name + ":" + i.scopes[last].name + ":" + tagValue.Replace(values[last]) + "}"
-	keys := make([]redisrate.KeyLimit, 0, len(i.scopes)+1)
-	keys = append(keys, redisrate.KeyLimit{Key: tag + ":" + r.segment + ":" + key, Limit: r.fields.Limits[0]})
-	for n, s := range i.scopes[:last] {
-		keys = append(keys, redisrate.KeyLimit{Key: tag + ":" + s.name + ":" + values[n], Limit: r.fields.Limits[n+1]})
+	keys := ratefields.ScopedKeys(i.name, r.segment, key, names, values)
+	out := make([]redisrate.KeyLimit, len(keys))
+	for n, k := range keys {
+		out[n] = redisrate.KeyLimit{Key: k, Limit: r.fields.Limits[n]}
 	}
-	return append(keys, redisrate.KeyLimit{Key: tag, Limit: r.fields.Limits[last+1]}), nil
+	return out, nil
 }

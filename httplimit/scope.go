@@ -3,7 +3,6 @@ package httplimit
 import (
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/ratefields"
@@ -118,21 +117,12 @@ func scopedPlan(p Plan, scopes []Scope) (Plan, error) {
 	return p, nil
 }
 
-// tagValue escapes the broadest scope's key for the hash tag, '%' and '}'
-// percent-encoded: the tag then ends where the middleware ends it,
-// whatever a client sent, and distinct keys stay distinct.
-var tagValue = strings.NewReplacer("%", "%25", "}", "%7D")
-
 // scopedKeys returns the Redis keys of r and their limits: the request's
-// own key first, then each scope's, in the order of p's limits. Every key
-// starts with the hash tag of the broadest (last) scope's key, so that all
-// share one Redis Cluster slot, and the broadest scope's state is the tag
-// alone: "{Name:account:42}" for the account, "{Name:account:42}:plan:key"
-// for the request's own key, "{Name:account:42}:scope:key" for a scope in
-// between. Past the tag, which holds no '}' but its last, each key is a
-// name without ':' and the key a KeyFunc gave, so two keys never meet.
+// own key first, then each scope's, in the order of p's limits, laid out by
+// ratefields.ScopedKeys (the plan's name is the own key's segment), as
+// grpclimit lays out its own.
 func (m *Middleware) scopedKeys(r *http.Request, p *plan, key string) ([]redisrate.KeyLimit, error) {
-	values := make([]string, len(m.scopes))
+	names, values := make([]string, len(m.scopes)), make([]string, len(m.scopes))
 	for i, s := range m.scopes {
 		v, err := s.key(r)
 		if err == nil && v == "" {
@@ -141,14 +131,12 @@ func (m *Middleware) scopedKeys(r *http.Request, p *plan, key string) ([]redisra
 		if err != nil {
 			return nil, fmt.Errorf("scope %q: %w", s.name, err)
 		}
-		values[i] = v
+		names[i], values[i] = s.name, v
 	}
-	last := len(m.scopes) - 1
-	tag := "{" + m.name + ":" + m.scopes[last].name + ":" + tagValue.Replace(values[last]) + "}"
-	keys := make([]redisrate.KeyLimit, 0, len(m.scopes)+1)
-	keys = append(keys, redisrate.KeyLimit{Key: tag + ":" + p.name + ":" + key, Limit: p.fields.Limits[0]})
-	for i, s := range m.scopes[:last] {
-		keys = append(keys, redisrate.KeyLimit{Key: tag + ":" + s.name + ":" + values[i], Limit: p.fields.Limits[i+1]})
+	keys := ratefields.ScopedKeys(m.name, p.name, key, names, values)
+	out := make([]redisrate.KeyLimit, len(keys))
+	for i, k := range keys {
+		out[i] = redisrate.KeyLimit{Key: k, Limit: p.fields.Limits[i]}
 	}
-	return append(keys, redisrate.KeyLimit{Key: tag, Limit: p.fields.Limits[last+1]}), nil
+	return out, nil
 }

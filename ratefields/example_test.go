@@ -51,3 +51,17 @@ func Example() {
 	// 200 map[Ratelimit:["api";r=0;t=20] Ratelimit-Policy:["api";q=3;w=60]]
 	// 429 map[Ratelimit:["api";r=0;t=20] Ratelimit-Policy:["api";q=3;w=60] Retry-After:[20]]
 }
+
+// ScopedKeys lays out the keys of a request held to its API key's limit
+// and to its account's, in one call: every key in the account's hash tag.
+func ExampleScopedKeys() {
+	for _, k := range ratefields.ScopedKeys("api", "free", "key-1", []string{"account"}, []string{"42"}) {
+		fmt.Println(k)
+	}
+	// A client's value cannot end the tag early.
+	fmt.Println(ratefields.ScopedKeys("api", "free", "k", []string{"account"}, []string{"x}:free:k"}))
+	// Output:
+	// {api:account:42}:free:key-1
+	// {api:account:42}
+	// [{api:account:x%7D:free:k}:free:k {api:account:x%7D:free:k}]
+}

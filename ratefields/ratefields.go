@@ -229,3 +229,35 @@ func sfString(s string) string {
 func unquote(q string) string {
 	return strings.NewReplacer(`\\`, `\`, `\"`, `"`).Replace(q[1 : len(q)-1])
 }
+
+// ScopedKeys returns the Redis keys of a request held to its own limit and
+// to further scopes (httplimit's and grpclimit's Config.Scopes), in the
+// order of their limits: the request's own key first, then each scope's.
+// Every key starts with the hash tag of the broadest (last) scope's value,
+// so that all share one Redis Cluster slot, and the broadest scope's key is
+// the tag alone: "{name:account:42}" for the account, with scopes
+// {"account"} and values {"42"}; "{name:account:42}:segment:key" for the
+// request's own; "{name:account:42}:scope:value" for a scope in between.
+// Both middleware build their keys here, so that an HTTP API and a gRPC
+// one of the same name and scopes share an account's state.
+//
+// name, segment and the scope names are the middleware's own, checked to
+// hold no ':', '{' or '}'; key and values are a client's. In the tag, '%'
+// and '}' of the value are percent-encoded: the tag ends where this ends
+// it, whatever a client sent, and distinct values stay distinct. Past the
+// tag each key is a name without ':' and then a client's value, so the
+// keys of two requests never meet. scopes and values have the same length,
+// at least 1.
+func ScopedKeys(name, segment, key string, scopes, values []string) []string {
+	last := len(scopes) - 1
+	tag := "{" + name + ":" + scopes[last] + ":" + tagValue.Replace(values[last]) + "}"
+	keys := make([]string, 0, len(scopes)+1)
+	keys = append(keys, tag+":"+segment+":"+key)
+	for i, s := range scopes[:last] {
+		keys = append(keys, tag+":"+s+":"+values[i])
+	}
+	return append(keys, tag)
+}
+
+// tagValue percent-encodes '%' and '}' in a hash tag's value.
+var tagValue = strings.NewReplacer("%", "%25", "}", "%7D")

@@ -1,6 +1,7 @@
 package ratefields
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -108,5 +109,35 @@ func TestZeroSet(t *testing.T) {
 	}
 	if one.Name(-1) != "" || one.Name(1) != "" {
 		t.Errorf("Name out of range: %q, %q; want empty", one.Name(-1), one.Name(1))
+	}
+}
+
+// TestScopedKeys: whatever clients send, the keys of a request all start
+// with the account's hash tag, and a key names one thing only: the own key
+// one (account, key), the API key's one (account, API key), the account's
+// one account.
+func TestScopedKeys(t *testing.T) {
+	hostile := []string{"", "x", "x}", "x}:a:k", "%", "%7D", "}", "{", "{}", "a:b", "x}{y", "plan", "key"}
+	seen := map[string]string{}
+	for _, apiKey := range hostile {
+		for _, account := range hostile {
+			for _, key := range hostile {
+				keys := ScopedKeys("api", "plan", key, []string{"key", "account"}, []string{apiKey, account})
+				if len(keys) != 3 {
+					t.Fatalf("%d keys", len(keys))
+				}
+				tag := keys[2]
+				for i, names := range []string{"own " + key + " of " + account, "api key " + apiKey + " of " + account, "account " + account} {
+					k := keys[i]
+					if !strings.HasPrefix(k, "{") || k[:strings.IndexByte(k, '}')+1] != tag {
+						t.Errorf("%s is %q: its hash tag is not %q", names, k, tag)
+					}
+					if other, ok := seen[k]; ok && other != names {
+						t.Errorf("%s and %s are both %q", names, other, k)
+					}
+					seen[k] = names
+				}
+			}
+		}
 	}
 }
