@@ -138,6 +138,8 @@ local function gcra(KEYS, ARGV)
     -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
     -- y" to a local that exists); a value past its maximum falls through, so
     -- 16 digits and more need no check of their own.
+    -- (A script first compares period_ms with a second, a minute, an hour
+    -- and a day: assemble.go, periodMacro.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
     local burst1, cost, check = limit1, 1, false
@@ -281,7 +283,7 @@ local function gcra(KEYS, ARGV)
     local limit = NUM[ls] or read(ls)
     if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
     if not ps then short = true break end
-    local period_ms = NUM[ps] or read(ps)
+    local period_ms = NUM[ps] or read(ps) -- (a script compares it with a second, a minute, an hour and a day first)
     if not period_ms or period_ms < 1 or period_ms > 1e12 then
       return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
     end
@@ -549,6 +551,8 @@ local function token_bucket(KEYS, ARGV)
     -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
     -- y" to a local that exists); a value past its maximum falls through, so
     -- 16 digits and more need no check of their own.
+    -- (A script first compares period_ms with a second, a minute, an hour
+    -- and a day: assemble.go, periodMacro.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
     local burst1, cost, check = limit1, 1, false
@@ -670,7 +674,7 @@ local function token_bucket(KEYS, ARGV)
     local limit = NUM[ls] or read(ls)
     if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
     if not ps then short = true break end
-    local period_ms = NUM[ps] or read(ps)
+    local period_ms = NUM[ps] or read(ps) -- (a script compares it with a second, a minute, an hour and a day first)
     if not period_ms or period_ms < 1 or period_ms > 1e12 then
       return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
     end
@@ -924,6 +928,8 @@ local function leaky_bucket(KEYS, ARGV)
     -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
     -- y" to a local that exists); a value past its maximum falls through, so
     -- 16 digits and more need no check of their own.
+    -- (A script first compares period_ms with a second, a minute, an hour
+    -- and a day: assemble.go, periodMacro.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
     local burst1, cost, check = limit1, 1, false
@@ -1045,7 +1051,7 @@ local function leaky_bucket(KEYS, ARGV)
     local limit = NUM[ls] or read(ls)
     if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
     if not ps then short = true break end
-    local period_ms = NUM[ps] or read(ps)
+    local period_ms = NUM[ps] or read(ps) -- (a script compares it with a second, a minute, an hour and a day first)
     if not period_ms or period_ms < 1 or period_ms > 1e12 then
       return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
     end
@@ -1290,6 +1296,8 @@ local function sliding_window(KEYS, ARGV)
     -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
     -- y" to a local that exists); a value past its maximum falls through, so
     -- 16 digits and more need no check of their own.
+    -- (A script first compares period_ms with a second, a minute, an hour
+    -- and a day: assemble.go, periodMacro.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
     local burst1, cost, check = limit1, 1, false
@@ -1433,7 +1441,7 @@ local function sliding_window(KEYS, ARGV)
     local limit = NUM[ls] or read(ls)
     if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
     if not ps then short = true break end
-    local period_ms = NUM[ps] or read(ps)
+    local period_ms = NUM[ps] or read(ps) -- (a script compares it with a second, a minute, an hour and a day first)
     if not period_ms or period_ms < 1 or period_ms > 1e12 then
       return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
     end
@@ -1693,6 +1701,8 @@ local function fixed_window(KEYS, ARGV)
     -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
     -- y" to a local that exists); a value past its maximum falls through, so
     -- 16 digits and more need no check of their own.
+    -- (A script first compares period_ms with a second, a minute, an hour
+    -- and a day: assemble.go, periodMacro.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
     local burst1, cost, check = limit1, 1, false
@@ -1806,7 +1816,7 @@ local function fixed_window(KEYS, ARGV)
     local limit = NUM[ls] or read(ls)
     if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
     if not ps then short = true break end
-    local period_ms = NUM[ps] or read(ps)
+    local period_ms = NUM[ps] or read(ps) -- (a script compares it with a second, a minute, an hour and a day first)
     if not period_ms or period_ms < 1 or period_ms > 1e12 then
       return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
     end
@@ -2054,7 +2064,7 @@ local function sliding_log(KEYS, ARGV)
     local limit = NUM[ls] or read(ls)
     if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
     if not ps then short = true break end
-    local period_ms = NUM[ps] or read(ps)
+    local period_ms = NUM[ps] or read(ps) -- (a script compares it with a second, a minute, an hour and a day first)
     if not period_ms or period_ms < 1 or period_ms > 1e12 then
       return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
     end
@@ -2252,33 +2262,33 @@ end
 
 local function gcra_ro(KEYS, ARGV) return gcra(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_gcra', gcra)
-redis.register_function('redisrate_gcra_ve82d65db587a', gcra)
+redis.register_function('redisrate_gcra_vb5a34bfddeae', gcra)
 redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' }, callback = gcra_ro }
-redis.register_function{ function_name = 'redisrate_gcra_ro_ve82d65db587a', flags = { 'no-writes' }, callback = gcra_ro }
+redis.register_function{ function_name = 'redisrate_gcra_ro_vb5a34bfddeae', flags = { 'no-writes' }, callback = gcra_ro }
 local function token_bucket_ro(KEYS, ARGV) return token_bucket(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_token_bucket', token_bucket)
-redis.register_function('redisrate_token_bucket_ve82d65db587a', token_bucket)
+redis.register_function('redisrate_token_bucket_vb5a34bfddeae', token_bucket)
 redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' }, callback = token_bucket_ro }
-redis.register_function{ function_name = 'redisrate_token_bucket_ro_ve82d65db587a', flags = { 'no-writes' }, callback = token_bucket_ro }
+redis.register_function{ function_name = 'redisrate_token_bucket_ro_vb5a34bfddeae', flags = { 'no-writes' }, callback = token_bucket_ro }
 local function leaky_bucket_ro(KEYS, ARGV) return leaky_bucket(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_leaky_bucket', leaky_bucket)
-redis.register_function('redisrate_leaky_bucket_ve82d65db587a', leaky_bucket)
+redis.register_function('redisrate_leaky_bucket_vb5a34bfddeae', leaky_bucket)
 redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' }, callback = leaky_bucket_ro }
-redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_ve82d65db587a', flags = { 'no-writes' }, callback = leaky_bucket_ro }
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_vb5a34bfddeae', flags = { 'no-writes' }, callback = leaky_bucket_ro }
 local function sliding_window_ro(KEYS, ARGV) return sliding_window(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_sliding_window', sliding_window)
-redis.register_function('redisrate_sliding_window_ve82d65db587a', sliding_window)
+redis.register_function('redisrate_sliding_window_vb5a34bfddeae', sliding_window)
 redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' }, callback = sliding_window_ro }
-redis.register_function{ function_name = 'redisrate_sliding_window_ro_ve82d65db587a', flags = { 'no-writes' }, callback = sliding_window_ro }
+redis.register_function{ function_name = 'redisrate_sliding_window_ro_vb5a34bfddeae', flags = { 'no-writes' }, callback = sliding_window_ro }
 local function fixed_window_ro(KEYS, ARGV) return fixed_window(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_fixed_window', fixed_window)
-redis.register_function('redisrate_fixed_window_ve82d65db587a', fixed_window)
+redis.register_function('redisrate_fixed_window_vb5a34bfddeae', fixed_window)
 redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' }, callback = fixed_window_ro }
-redis.register_function{ function_name = 'redisrate_fixed_window_ro_ve82d65db587a', flags = { 'no-writes' }, callback = fixed_window_ro }
+redis.register_function{ function_name = 'redisrate_fixed_window_ro_vb5a34bfddeae', flags = { 'no-writes' }, callback = fixed_window_ro }
 local function sliding_log_ro(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_sliding_log', sliding_log)
-redis.register_function('redisrate_sliding_log_ve82d65db587a', sliding_log)
+redis.register_function('redisrate_sliding_log_vb5a34bfddeae', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' }, callback = sliding_log_ro }
-redis.register_function{ function_name = 'redisrate_sliding_log_ro_ve82d65db587a', flags = { 'no-writes' }, callback = sliding_log_ro }
+redis.register_function{ function_name = 'redisrate_sliding_log_ro_vb5a34bfddeae', flags = { 'no-writes' }, callback = sliding_log_ro }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return 'e82d65db587a266a1a9f892261868de67413ce28' end }
+  callback = function() return 'b5a34bfddeae92bef4fc366d5ad317a51a94c1f3' end }

@@ -9,19 +9,19 @@ const ContractVersion = "2.1"
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "e82d65db587a266a1a9f892261868de67413ce28"
+const LibraryVersion = "b5a34bfddeae92bef4fc366d5ad317a51a94c1f3"
 
-// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_ve82d65db587a runs this version of redisrate_gcra or fails with "Function not found".
-const VersionSuffix = "_ve82d65db587a"
+// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_vb5a34bfddeae runs this version of redisrate_gcra or fails with "Function not found".
+const VersionSuffix = "_vb5a34bfddeae"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
-	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "52a222d63add6d68c4691c51cdda674dec837b4e", Function: "redisrate_gcra"},
-	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "c570383642e7f1e45790b66abafad42e1b2e2b16", Function: "redisrate_token_bucket"},
-	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "a48a191bf5ee95cb0ced1a9c639ecae256221c81", Function: "redisrate_leaky_bucket"},
-	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "42e67f58e53a6414ad4c25559d0466176ec0dedc", Function: "redisrate_sliding_window"},
-	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "0b4e0011f1ad71656bf01d3de376947dec443d62", Function: "redisrate_fixed_window"},
-	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "71aef60727c82a71c4dab463a381ce2467be438c", Function: "redisrate_sliding_log"},
+	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "a9cb49ece95b7b81513b99ba7cb5a75ac286a126", Function: "redisrate_gcra"},
+	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "5a4b89be62755b7867a628f40a76ae33ebbbd177", Function: "redisrate_token_bucket"},
+	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "3576dcf5e0e8d81e71a63962fdb3e9946874b640", Function: "redisrate_leaky_bucket"},
+	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "64e909aa38a926998074e36295f68f5ea05f2c91", Function: "redisrate_sliding_window"},
+	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "2d36f10ea977d8b33fbef88fdf92b99c1eaab23d", Function: "redisrate_fixed_window"},
+	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "e185f2e6d6cc8b0a89b540541f2ddae95dee1b39", Function: "redisrate_sliding_log"},
 }
 
 // resetSHA1 is the SHA1 of reset.lua.

@@ -159,7 +159,7 @@ for i = 1, n do
   local limit = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0 or whole(ls)
   if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
   if not ps then short = true break end
-  local period_ms = find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0 or whole(ps)
+  local period_ms = ps == '1000' and 1000 or ps == '60000' and 60000 or ps == '3600000' and 3600000 or ps == '86400000' and 86400000 or find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0 or whole(ps) -- (a script compares it with a second, a minute, an hour and a day first)
   if not period_ms or period_ms < 1 or period_ms > 1e12 then
     return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
   end

@@ -75,7 +75,9 @@ repeat
   -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
   -- y" to a local that exists); a value past its maximum falls through, so
   -- 16 digits and more need no check of their own.
-  local limit1, period1 = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0, find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0
+  -- (A script first compares period_ms with a second, a minute, an hour
+  -- and a day: assemble.go, periodMacro.)
+  local limit1, period1 = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0, ps == '1000' and 1000 or ps == '60000' and 60000 or ps == '3600000' and 3600000 or ps == '86400000' and 86400000 or find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0
   if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
   local burst1, cost, check = limit1, 1, false
   if bs then -- the optional arguments, when there are any (the common call has none)
@@ -283,7 +285,7 @@ for i = 1, n do
   local limit = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0 or whole(ls)
   if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
   if not ps then short = true break end
-  local period_ms = find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0 or whole(ps)
+  local period_ms = ps == '1000' and 1000 or ps == '60000' and 60000 or ps == '3600000' and 3600000 or ps == '86400000' and 86400000 or find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0 or whole(ps) -- (a script compares it with a second, a minute, an hour and a day first)
   if not period_ms or period_ms < 1 or period_ms > 1e12 then
     return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
   end

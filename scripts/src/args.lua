@@ -39,7 +39,7 @@ for i = 1, n do
   local limit = @read(ls)@
   if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
   if not ps then short = true break end
-  local period_ms = @read(ps)@
+  local period_ms = @readperiod(ps)@ -- (a script compares it with a second, a minute, an hour and a day first)
   if not period_ms or period_ms < 1 or period_ms > 1e12 then
     return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
   end

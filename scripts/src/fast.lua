@@ -15,7 +15,9 @@ repeat
   -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
   -- y" to a local that exists); a value past its maximum falls through, so
   -- 16 digits and more need no check of their own.
-  local limit1, period1 = @fastread(ls)@, @fastread(ps)@
+  -- (A script first compares period_ms with a second, a minute, an hour
+  -- and a day: assemble.go, periodMacro.)
+  local limit1, period1 = @fastread(ls)@, @fastperiod(ps)@
   if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
   local burst1, cost, check = limit1, 1, false
   if bs then -- the optional arguments, when there are any (the common call has none)

@@ -166,11 +166,11 @@ func generate(src fs.FS, algos []Algorithm, libName string) (Files, error) {
 		var b strings.Builder
 		header(&b, a)
 		b.WriteString(strings.TrimRight(string(stringFns), "\n") + "\n\n")
-		writeLines(&b, readNumbers(readNumbers(a.Fast, scriptFastRead, fastMacro), scriptRead, readMacro))
+		writeLines(&b, scriptReads(a.Fast))
 		constants(&b, a)
 		b.WriteString(scriptHelpers + "\n\n")
 		writeLines(&b, a.Top)
-		writeLines(&b, readNumbers(a.Body, scriptRead, readMacro))
+		writeLines(&b, scriptReads(a.Body))
 		out[a.Name+".lua"] = []byte(b.String())
 	}
 	lib, err := library(src, algos, strings.TrimRight(string(stringFns), "\n")+"\n\n"+libraryHelpers, libName)
@@ -215,18 +215,50 @@ var readMacro = regexp.MustCompile(`@read\((\w+)\)@`)
 var placeholder = regexp.MustCompile(`@[A-Za-z_]+@`)
 
 // unwritten finds a read macro the generator left in an output.
-var unwritten = regexp.MustCompile(`@((fast)?read|clock)\(`)
+var unwritten = regexp.MustCompile(`@((fast)?read|(fast|read)period|clock)\(`)
 
 // fastMacro is how the specialized copy reads a number, "@fastread(s)@": a
 // script only the plain form (any other falls to the general code, which
 // reads it or names it in its error), the library as its general code does.
 var fastMacro = regexp.MustCompile(`@fastread\((\w+)\)@`)
 
+// periodMacro is how the specialized copy reads period_ms,
+// "@fastperiod(s)@": a script first compares it with the periods of a
+// second, a minute, an hour and a day, which nearly every limit has (the Go
+// client's PerSecond to PerDay, and what other clients write for them): a
+// comparison of interned strings costs some 40 instructions where find and
+// a conversion cost 1,700, and the number is the same. Any other period is
+// read as @fastread reads it; the library reads through NUM as ever. The
+// general code reads a period so too, "@readperiod(s)@".
+var periodMacro = regexp.MustCompile(`@fastperiod\((\w+)\)@`)
+
+// readPeriodMacro is the general code's read of period_ms (periodMacro).
+var readPeriodMacro = regexp.MustCompile(`@readperiod\((\w+)\)@`)
+
 const (
-	scriptRead     = "find($1, '^[1-9]%d*$') and #$1 < 16 and $1 + 0 or whole($1)"
-	libraryRead    = "NUM[$1] or read($1)"
-	scriptFastRead = "find($1, '^[1-9]%d*$') and #$1 < 16 and $1 + 0"
+	scriptRead       = "find($1, '^[1-9]%d*$') and #$1 < 16 and $1 + 0 or whole($1)"
+	libraryRead      = "NUM[$1] or read($1)"
+	scriptFastRead   = "find($1, '^[1-9]%d*$') and #$1 < 16 and $1 + 0"
+	scriptPeriod     = "$1 == '1000' and 1000 or $1 == '60000' and 60000 or $1 == '3600000' and 3600000 or $1 == '86400000' and 86400000 or " + scriptFastRead
+	scriptReadPeriod = "$1 == '1000' and 1000 or $1 == '60000' and 60000 or $1 == '3600000' and 3600000 or $1 == '86400000' and 86400000 or " + scriptRead
 )
+
+// scriptReads writes out every read macro of lines as a script reads.
+func scriptReads(lines []string) []string {
+	lines = readNumbers(lines, scriptPeriod, periodMacro)
+	lines = readNumbers(lines, scriptReadPeriod, readPeriodMacro)
+	lines = readNumbers(lines, scriptFastRead, fastMacro)
+	return readNumbers(lines, scriptRead, readMacro)
+}
+
+// libraryReads writes out every read macro of lines as the library reads:
+// each number through NUM.
+func libraryReads(lines []string) []string {
+	for _, m := range []*regexp.Regexp{periodMacro, readPeriodMacro, fastMacro, readMacro} {
+		lines = readNumbers(lines, libraryRead, m)
+	}
+	return lines
+}
 
 // readNumbers writes out the read macro (macro) as read, and the clock's
 // seconds, "@clock(s)@", as the library reads a number and a script reads
@@ -686,7 +718,7 @@ func library(src fs.FS, algos []Algorithm, helpers, name string) (string, error)
 		constants(&b, a)
 		writeLines(&b, a.Top)
 		fmt.Fprintf(&b, "local function %s(KEYS, ARGV)\n", a.Name)
-		for _, l := range readNumbers(append(readNumbers(a.Fast, libraryRead, fastMacro), a.Body...), libraryRead, readMacro) {
+		for _, l := range libraryReads(append(append([]string(nil), a.Fast...), a.Body...)) {
 			if l != "" {
 				b.WriteString("  ")
 			}
