@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redisrate/redisrate/internal/manifest"
+	"github.com/redisrate/redisrate/scripts"
 	"github.com/redisrate/redisrate/scripts/internal/assemble"
 	st "github.com/redisrate/redisrate/scripts/internal/scripttest"
 )
@@ -254,5 +255,68 @@ func TestFastCopyDecidesAsGeneral(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFastCopyTakesTheCommonCall: the specialized copy answers the calls a
+// client makes most, rather than leaving them to the general code (which
+// would decide alike, TestFastCopyDecidesAsGeneral, but cost a second TIME
+// and GET and the speed issue's instructions). The scripts and the library
+// are run with the general code cut off after the copy: a call the copy
+// leaves answers "general code". Every common call, on a fresh key and on
+// the state it left, must be answered by the copy, by EVALSHA and by FCALL;
+// a call the copy must leave (a state of two limits) shows the cut works.
+func TestFastCopyTakesTheCommonCall(t *testing.T) {
+	common := [][]string{{"1000000", "3600000"}, {"10", "1000"}, {"100", "60000", "@burst"}, {"5", "1000", "", "3"},
+		{"5", "1000", "", "", "check"}, {"7", "86400000", "", "0"}, {"1000000", "1800000"}, {"1", "3600000"}}
+	const cut = "do return 'general code' end -- (TestFastCopyTakesTheCommonCall)\n"
+	cutOff := func(src, until string) string {
+		if strings.Count(src, until) < 1 {
+			t.Fatalf("no %q in the generated code", until)
+		}
+		return strings.ReplaceAll(src, until, until+strings.Repeat(" ", strings.Index(until, "until")-1)+cut)
+	}
+	library := cutOff(scripts.Library, "\n  until true\n")
+	for _, b := range st.Both(t) {
+		if b.Real {
+			if err := b.Client.FunctionLoadReplace(st.Ctx, library).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, s := range fastSpecs(t) {
+			src := cutOff(s.Source, "\nuntil true\n")
+			sum := sha1.Sum([]byte(src))
+			sha := hex.EncodeToString(sum[:])
+			for _, fcall := range []bool{false, true} {
+				if fcall && !b.Real {
+					continue
+				}
+				call := func(key string, argv []string) st.Reply {
+					if fcall {
+						return b.FCall(s, []string{key}, argv...)
+					}
+					return b.EvalKeys(src, sha, []string{key}, argv...)
+				}
+				for i, argv := range common {
+					argv = append([]string(nil), argv...)
+					for j := range argv {
+						if argv[j] == "@burst" {
+							argv[j] = map[bool]string{true: "100", false: "200"}[s.Window]
+						}
+					}
+					key := fmt.Sprintf("common:%s:%t:%d", s.Name, fcall, i)
+					for n := range 4 { // on a fresh key, then on the state it left (but after a check)
+						if r := call(key, argv); r.Err != "" || strings.Contains(r.String(), "general code") {
+							t.Errorf("%s: %s %v (FCALL %t), call %d: %s: the specialized copy did not answer", b.Name, s.Name, argv, fcall, n+1, r)
+						}
+					}
+				}
+				key := fmt.Sprintf("common:%s:%t:two", s.Name, fcall)
+				b.Client.Set(st.Ctx, key, s.Tag+strings.Repeat(" 1", 2*s.Fields), 0)
+				if r := call(key, []string{"10", "1000"}); !strings.Contains(r.String(), "general code") {
+					t.Errorf("%s: %s on two limits' state (FCALL %t): %s, want the general code's call", b.Name, s.Name, fcall, r)
+				}
+			}
+		}
 	}
 }

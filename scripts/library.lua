@@ -152,7 +152,7 @@ local function gcra(KEYS, ARGV)
         if b > 0 then burst1 = b end
       end
       if cs and cs ~= '' then
-        local c = NUM[cs] or read(cs)
+        local c = cs == '0' and 0 or NUM[cs] or read(cs) -- (0: a peek, which the plain form leaves out)
         if not c or c > 1e15 then break end
         cost = c
       end
@@ -565,7 +565,7 @@ local function token_bucket(KEYS, ARGV)
         if b > 0 then burst1 = b end
       end
       if cs and cs ~= '' then
-        local c = NUM[cs] or read(cs)
+        local c = cs == '0' and 0 or NUM[cs] or read(cs) -- (0: a peek, which the plain form leaves out)
         if not c or c > 1e15 then break end
         cost = c
       end
@@ -942,7 +942,7 @@ local function leaky_bucket(KEYS, ARGV)
         if b > 0 then burst1 = b end
       end
       if cs and cs ~= '' then
-        local c = NUM[cs] or read(cs)
+        local c = cs == '0' and 0 or NUM[cs] or read(cs) -- (0: a peek, which the plain form leaves out)
         if not c or c > 1e15 then break end
         cost = c
       end
@@ -1309,7 +1309,7 @@ local function sliding_window(KEYS, ARGV)
         if not b or (b ~= 0 and b ~= limit1) then break end
       end
       if cs and cs ~= '' then
-        local c = NUM[cs] or read(cs)
+        local c = cs == '0' and 0 or NUM[cs] or read(cs) -- (0: a peek, which the plain form leaves out)
         if not c or c > 1e15 then break end
         cost = c
       end
@@ -1714,7 +1714,7 @@ local function fixed_window(KEYS, ARGV)
         if not b or (b ~= 0 and b ~= limit1) then break end
       end
       if cs and cs ~= '' then
-        local c = NUM[cs] or read(cs)
+        local c = cs == '0' and 0 or NUM[cs] or read(cs) -- (0: a peek, which the plain form leaves out)
         if not c or c > 1e15 then break end
         cost = c
       end
@@ -2262,33 +2262,33 @@ end
 
 local function gcra_ro(KEYS, ARGV) return gcra(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_gcra', gcra)
-redis.register_function('redisrate_gcra_vb5a34bfddeae', gcra)
+redis.register_function('redisrate_gcra_vc30217f7bb49', gcra)
 redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' }, callback = gcra_ro }
-redis.register_function{ function_name = 'redisrate_gcra_ro_vb5a34bfddeae', flags = { 'no-writes' }, callback = gcra_ro }
+redis.register_function{ function_name = 'redisrate_gcra_ro_vc30217f7bb49', flags = { 'no-writes' }, callback = gcra_ro }
 local function token_bucket_ro(KEYS, ARGV) return token_bucket(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_token_bucket', token_bucket)
-redis.register_function('redisrate_token_bucket_vb5a34bfddeae', token_bucket)
+redis.register_function('redisrate_token_bucket_vc30217f7bb49', token_bucket)
 redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' }, callback = token_bucket_ro }
-redis.register_function{ function_name = 'redisrate_token_bucket_ro_vb5a34bfddeae', flags = { 'no-writes' }, callback = token_bucket_ro }
+redis.register_function{ function_name = 'redisrate_token_bucket_ro_vc30217f7bb49', flags = { 'no-writes' }, callback = token_bucket_ro }
 local function leaky_bucket_ro(KEYS, ARGV) return leaky_bucket(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_leaky_bucket', leaky_bucket)
-redis.register_function('redisrate_leaky_bucket_vb5a34bfddeae', leaky_bucket)
+redis.register_function('redisrate_leaky_bucket_vc30217f7bb49', leaky_bucket)
 redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' }, callback = leaky_bucket_ro }
-redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_vb5a34bfddeae', flags = { 'no-writes' }, callback = leaky_bucket_ro }
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_vc30217f7bb49', flags = { 'no-writes' }, callback = leaky_bucket_ro }
 local function sliding_window_ro(KEYS, ARGV) return sliding_window(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_sliding_window', sliding_window)
-redis.register_function('redisrate_sliding_window_vb5a34bfddeae', sliding_window)
+redis.register_function('redisrate_sliding_window_vc30217f7bb49', sliding_window)
 redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' }, callback = sliding_window_ro }
-redis.register_function{ function_name = 'redisrate_sliding_window_ro_vb5a34bfddeae', flags = { 'no-writes' }, callback = sliding_window_ro }
+redis.register_function{ function_name = 'redisrate_sliding_window_ro_vc30217f7bb49', flags = { 'no-writes' }, callback = sliding_window_ro }
 local function fixed_window_ro(KEYS, ARGV) return fixed_window(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_fixed_window', fixed_window)
-redis.register_function('redisrate_fixed_window_vb5a34bfddeae', fixed_window)
+redis.register_function('redisrate_fixed_window_vc30217f7bb49', fixed_window)
 redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' }, callback = fixed_window_ro }
-redis.register_function{ function_name = 'redisrate_fixed_window_ro_vb5a34bfddeae', flags = { 'no-writes' }, callback = fixed_window_ro }
+redis.register_function{ function_name = 'redisrate_fixed_window_ro_vc30217f7bb49', flags = { 'no-writes' }, callback = fixed_window_ro }
 local function sliding_log_ro(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_sliding_log', sliding_log)
-redis.register_function('redisrate_sliding_log_vb5a34bfddeae', sliding_log)
+redis.register_function('redisrate_sliding_log_vc30217f7bb49', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' }, callback = sliding_log_ro }
-redis.register_function{ function_name = 'redisrate_sliding_log_ro_vb5a34bfddeae', flags = { 'no-writes' }, callback = sliding_log_ro }
+redis.register_function{ function_name = 'redisrate_sliding_log_ro_vc30217f7bb49', flags = { 'no-writes' }, callback = sliding_log_ro }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return 'b5a34bfddeae92bef4fc366d5ad317a51a94c1f3' end }
+  callback = function() return 'c30217f7bb49cc86732b6529e19aafab12220538' end }

@@ -9,18 +9,18 @@ const ContractVersion = "2.1"
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "b5a34bfddeae92bef4fc366d5ad317a51a94c1f3"
+const LibraryVersion = "c30217f7bb49cc86732b6529e19aafab12220538"
 
-// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_vb5a34bfddeae runs this version of redisrate_gcra or fails with "Function not found".
-const VersionSuffix = "_vb5a34bfddeae"
+// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_vc30217f7bb49 runs this version of redisrate_gcra or fails with "Function not found".
+const VersionSuffix = "_vc30217f7bb49"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
-	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "a9cb49ece95b7b81513b99ba7cb5a75ac286a126", Function: "redisrate_gcra"},
-	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "5a4b89be62755b7867a628f40a76ae33ebbbd177", Function: "redisrate_token_bucket"},
-	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "3576dcf5e0e8d81e71a63962fdb3e9946874b640", Function: "redisrate_leaky_bucket"},
-	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "64e909aa38a926998074e36295f68f5ea05f2c91", Function: "redisrate_sliding_window"},
-	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "2d36f10ea977d8b33fbef88fdf92b99c1eaab23d", Function: "redisrate_fixed_window"},
+	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "59beae221a6d20e3e09ef9a4a3304e41aaae1fb3", Function: "redisrate_gcra"},
+	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "1ab9530b65fbea99d9667b35c938e1b018aad1ef", Function: "redisrate_token_bucket"},
+	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "d0f039c085a0da95e658a1d9bcd71b809073099b", Function: "redisrate_leaky_bucket"},
+	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "61761607756cbc2499c95493d6efe70844fabe64", Function: "redisrate_sliding_window"},
+	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "ba723cdd8d07d774eec0be3e7b9310bee441e412", Function: "redisrate_fixed_window"},
 	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "e185f2e6d6cc8b0a89b540541f2ddae95dee1b39", Function: "redisrate_sliding_log"},
 }
 

@@ -403,7 +403,9 @@ func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
 		if a.Fast, err = expand(src, fast, flags); err != nil {
 			return a, err
 		}
-		a.Fast = inlineConstants(a, perField(a, a.Fast))
+		if a.Fast, err = inlineConstants(a, perField(a, a.Fast)); err != nil {
+			return a, fmt.Errorf("fast: %w", err)
+		}
 	}
 	if !a.Log {
 		a.Body = perField(a, a.Body)
@@ -563,7 +565,9 @@ func timeAt(a Algorithm) int {
 // recorded time is never 0 in a state the scripts wrote: that pattern
 // takes it without a leading zero and leaves a 0 to the general code, so
 // that it needs no check of its own (a power of 10 per call).
-func inlineConstants(a Algorithm, lines []string) []string {
+// A constant the copy reads that is not written as its value would be an
+// undefined global there: the generator fails instead.
+func inlineConstants(a Algorithm, lines []string) ([]string, error) {
 	var one strings.Builder
 	for k := 1; k <= a.Fields; k++ {
 		if k == a.TimeAt || k == a.AheadAt {
@@ -583,16 +587,22 @@ func inlineConstants(a Algorithm, lines []string) []string {
 	for i, l := range lines {
 		code, comment, _ := strings.Cut(l, "--")
 		code = constantName.ReplaceAllStringFunc(code, func(name string) string { return values[name] })
+		if name := otherConstant.FindString(code); name != "" {
+			return nil, fmt.Errorf("the specialized copy reads the constant %s, which a script declares after it: write it as a value (inlineConstants)", name)
+		}
 		if comment != "" || strings.HasSuffix(l, "--") {
 			code += "--" + comment
 		}
 		out[i] = code
 	}
-	return out
+	return out, nil
 }
 
 // constantName finds, in the specialized copy's code, a constant it reads.
 var constantName = regexp.MustCompile(`\b(TAG|MAX_LIMIT|TIME_MAX|AHEAD_MAX|STATE1)\b`)
+
+// otherConstant finds the other constants a script declares (constants).
+var otherConstant = regexp.MustCompile(`\b(NAME|LIMIT_RULE|TIME_AT|FIELDS|STATE|AHEAD_AT)\b`)
 
 // perField expands the state section's per-field lines for a: "@stored@"
 // and "@texts@" become the first limit's locals (s1, s2, ... and t1, t2,
