@@ -31,6 +31,8 @@ func requestForm(i int, r Request) error {
 		return invalidf("invalid request %d: both Keys and Key/Limits given: give Key and Limits for one key, or Keys for several", i)
 	case len(r.Keys) == 0 && len(r.Limits) == 0:
 		return invalidf("invalid request %d: neither Limits nor Keys given: give Key and Limits for one key, or Keys for several", i)
+	case r.Check && r.Peek:
+		return invalidf("invalid request %d: both Check and Peek given: a check decides a cost, a peek reads the state; give one", i)
 	}
 	return nil
 }

@@ -161,7 +161,9 @@ func (l *Limiter) probe(key string) {
 	h := l.health
 	defer h.probes.Done()
 	// A probe waits as long as a call would: a Redis that answers only
-	// after the decision timeout would fail the calls again.
+	// after the decision timeout would fail the calls again. A client that
+	// does not stop at its context's deadline is left to finish in the
+	// background (detached), as a call's is.
 	timeout := probeTimeout
 	if l.timeout > 0 {
 		timeout = l.timeout
@@ -170,7 +172,7 @@ func (l *Limiter) probe(key string) {
 	defer cancel()
 	lim := []Limit{PerSecond(1)}
 	args, _ := buildArgs(0, false, lim)
-	_, err := l.loader.run(ctx, &algoScripts[GCRA], accessRead, []string{key}, args)
+	_, err := l.detached(ctx, &algoScripts[GCRA], accessRead, []string{key}, args)
 	h.mu.Lock()
 	h.probing = false
 	h.mu.Unlock()

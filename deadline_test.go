@@ -142,3 +142,36 @@ func TestDefaultDecisionTimeoutIsDocumented(t *testing.T) {
 		t.Errorf("NewLimiter's default decision timeout is %v, DefaultDecisionTimeout says %v", initialDecisionTimeout, DefaultDecisionTimeout)
 	}
 }
+
+// TestProbeBoundedByDecisionTimeout: the breaker's probe waits no longer
+// than a call would, also on a client that does not stop at its context's
+// deadline (the probe ran to go-redis's own timeouts there: 5 s here).
+func TestProbeBoundedByDecisionTimeout(t *testing.T) {
+	addr := blackhole(t)
+	for _, honours := range []bool{true, false} {
+		rdb := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, DisableIdentity: true, ContextTimeoutEnabled: honours})
+		t.Cleanup(func() { _ = rdb.Close() })
+		const timeout = 50 * time.Millisecond
+		l := NewLimiter(rdb, WithDecisionTimeout(timeout))
+		l.health.probes.Add(1)
+		start := time.Now()
+		l.probe("k")
+		if took := time.Since(start); took > timeout+slack {
+			t.Errorf("ContextTimeoutEnabled %t: the probe took %v, want the decision timeout, %v", honours, took, timeout)
+		}
+	}
+}
+
+// TestCallerGaveUpDuringFallback: a caller whose deadline passes while the
+// fallback decides gets its context's error, not the failure policy's
+// admission (else a short deadline would buy a FailOpen admission).
+func TestCallerGaveUpDuringFallback(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: blackhole(t), Protocol: 2, DisableIdentity: true, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	l := NewLimiter(downRedis(t), WithFallback(NewLimiter(rdb, WithDecisionTimeout(0))), WithFailurePolicy(FailOpen), WithDecisionTimeout(time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if res, err := l.Allow(ctx, "k", PerMinute(1)); res.Allowed || !isCallerError(err, context.DeadlineExceeded) {
+		t.Fatalf("%+v %v: want the caller's error, no admission", res, err)
+	}
+}

@@ -555,3 +555,18 @@ func TestDenyCacheForgetsDenialsDuringReset(t *testing.T) {
 		t.Fatalf("after Reset: %+v %v, want admitted by Redis", r, err)
 	}
 }
+
+// TestDenyIdentityCollision: a cached denial of a call of several keys is
+// never the answer to a one-key call whose key a client chose to spell
+// like that call's identity.
+func TestDenyIdentityCollision(t *testing.T) {
+	ctx := context.Background()
+	_, _, l := denyLimiter(t, 100)
+	lim := PerHour(1)
+	keys := []KeyLimit{{Key: "a", Limit: lim}, {Key: "b", Limit: lim}}
+	_, _ = l.AllowKeys(ctx, 1, keys...)
+	_, _ = l.AllowKeys(ctx, 1, keys...) // denied, cached
+	if r, err := l.AllowMulti(ctx, "1:a1:b", 1, lim, lim); err != nil || !r.Allowed || r.Source != SourceRedis {
+		t.Fatalf("%+v %v: a fresh key must be Redis's admission", r, err)
+	}
+}

@@ -161,6 +161,13 @@ func (l *Limiter) startProbe(o *op) {
 // the call is refused before any round trip. The ARGV waits for the send:
 // a deny-cache hit needs none.
 func (l *Limiter) plan(o *op, limits []Limit) bool {
+	if o.ukeys == nil && o.ukey == "" {
+		// The scripts take any key; an empty one is almost always an
+		// identity that was not found, and would hold every caller
+		// without one to one shared limit.
+		o.err = invalidf("invalid key '': must not be empty")
+		return false
+	}
 	o.key = l.prefix + o.key
 	if o.ukeys != nil && !l.planKeys(o, limits) {
 		return false

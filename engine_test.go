@@ -407,3 +407,33 @@ func TestPeekResultString(t *testing.T) {
 		t.Errorf("Allow: %q", res.String())
 	}
 }
+
+// TestEmptyKeyRefused: an empty key is refused by every call kind before
+// any round trip, naming it, and nothing reaches Redis.
+func TestEmptyKeyRefused(t *testing.T) {
+	ctx := context.Background()
+	f := newFakeRedis(t)
+	cnt := countCommands(f.rdb)
+	l := NewLimiter(f.rdb, WithKeyPrefix("rate:"))
+	lim := PerMinute(5)
+	calls := map[string]func() error{
+		"Allow":     func() error { _, err := l.Allow(ctx, "", lim); return err },
+		"Check":     func() error { _, err := l.Check(ctx, "", lim); return err },
+		"Peek":      func() error { _, err := l.Peek(ctx, "", lim); return err },
+		"Wait":      func() error { _, err := l.Wait(ctx, "", lim); return err },
+		"AllowKeys": func() error { _, err := l.AllowKeys(ctx, 1, KeyLimit{Key: "", Limit: lim}); return err },
+		"Reset":     func() error { return l.Reset(ctx, "") },
+		"AllowBatch": func() error {
+			_, err := l.AllowBatch(ctx, []Request{{Key: "", Limits: []Limit{lim}}})
+			return err
+		},
+	}
+	for name, call := range calls {
+		if err := call(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "invalid key '': must not be empty") {
+			t.Errorf("%s: %v, want ErrInvalid naming the empty key", name, err)
+		}
+	}
+	if n := cnt.scriptCalls(); n != 0 {
+		t.Errorf("%d commands reached Redis", n)
+	}
+}

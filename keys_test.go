@@ -208,7 +208,8 @@ func TestAllowKeysForeignKey(t *testing.T) {
 }
 
 // TestAllowKeysInvalid: a call of several keys is refused before any round
-// trip, with words naming what is wrong and where, as the scripts word it.
+// trip, with words naming what is wrong and where, as the scripts word it
+// (an empty key is the client's own rule: the scripts take any key).
 func TestAllowKeysInvalid(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
@@ -358,8 +359,8 @@ func checkUsersRun(t *testing.T, ctx context.Context, l *Limiter, run keysRun, u
 // TestAllowBatchKeys: requests of several keys in a batch, among one-key
 // requests, answer exactly as the single calls do, each with its Key and
 // Binding; a request of one KeyLimit is a one-key request; a request that
-// gives both forms or neither is refused, naming the field, and the others
-// are decided.
+// gives both forms or neither, or both Check and Peek, is refused, naming
+// the fields, and the others are decided.
 func TestAllowBatchKeys(t *testing.T) {
 	ctx := context.Background()
 	fb, fs := newFakeRedis(t), newFakeRedis(t)
@@ -375,13 +376,14 @@ func TestAllowBatchKeys(t *testing.T) {
 		{Keys: []KeyLimit{{Key: "{org:7}:user:c", Limit: user}}}, // one key
 		{Key: "x", Limits: []Limit{user}, Keys: userOrg("a", user, org)},
 		{Key: "x"},
+		{Key: "x", Limits: []Limit{user}, Check: true, Peek: true},
 	}
 	got, err := lb.AllowBatch(ctx, reqs)
 	var be *BatchError
 	if !errors.As(err, &be) || len(be.Errs) != len(reqs) {
-		t.Fatalf("batch: %v, want a BatchError for the two malformed requests", err)
+		t.Fatalf("batch: %v, want a BatchError for the three malformed requests", err)
 	}
-	for i, want := range []string{"invalid request 6: both Keys and Key/Limits given", "invalid request 7: neither Limits nor Keys given"} {
+	for i, want := range []string{"invalid request 6: both Keys and Key/Limits given", "invalid request 7: neither Limits nor Keys given", "invalid request 8: both Check and Peek given"} {
 		if e := be.Errs[6+i]; !errors.Is(e, ErrInvalid) || !strings.Contains(e.Error(), want) {
 			t.Errorf("request %d: %v, want %q", 6+i, e, want)
 		}

@@ -120,7 +120,9 @@ func WithReadOnlyCheck() Option {
 	return func(l *Limiter) { l.readOnlyCheck = true }
 }
 
-// Allow takes one unit from key under limit.
+// Allow takes one unit from key under limit. An empty key is refused
+// (ErrInvalid), by every call: it is almost always an identity not found,
+// and would hold every caller without one to one shared limit.
 //
 // A key keeps the state of the limits it is called with, position by
 // position: call a key with the same limits each time. A call with other
