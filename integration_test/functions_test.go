@@ -342,7 +342,7 @@ func bogusLibrary() string {
 func TestFunctionsOtherVersionNeverDecides(t *testing.T) {
 	c := libraryServer(t)
 	ctx := context.Background()
-	lim := redisrate.NewLimiter(c)
+	lim := redistest.NewLimiter(c) // not about outages: a slow call on a loaded machine must not open the breaker
 	limitOf := func(a redisrate.Algorithm) redisrate.Limit { return redisrate.PerHour(3).WithAlgorithm(a) }
 	for _, a := range allAlgorithms {
 		for range 3 {
@@ -420,7 +420,7 @@ func TestFunctionsOtherVersionNeverDecides(t *testing.T) {
 func TestFunctionsOOMDecidesWhatWritesNothing(t *testing.T) {
 	c := libraryServer(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
 	ctx := context.Background()
-	open := redisrate.NewLimiter(c, redisrate.WithFailurePolicy(redisrate.FailOpen), redisrate.WithCircuitBreaker(0))
+	open := redistest.NewLimiter(c, redisrate.WithFailurePolicy(redisrate.FailOpen), redisrate.WithCircuitBreaker(0)) // a slow call must not be FailOpen's
 	limitOf := func(a redisrate.Algorithm) redisrate.Limit { return redisrate.PerHour(3).WithAlgorithm(a) }
 	for _, a := range allAlgorithms {
 		for range 3 {

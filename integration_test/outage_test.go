@@ -31,7 +31,9 @@ func (a answered) took() time.Duration { return a.end.Sub(a.start) }
 // then Redis shut down, or paused with CLIENT PAUSE 2500 ALL. With the
 // default decision timeout every request is answered (200, 429 or 503)
 // within the deadline plus scheduling slack, whether go-redis honours
-// context deadlines or not, and the median stays under 20 ms. Before the
+// context deadlines or not, and the median stays well under the deadline
+// (asserted under 100 ms; held to the deadline it would be 200 ms; the
+// 20 ms target is a FIGURE, not an assertion). Before the
 // deadline existed, the requests in flight at a shutdown waited up to
 // 950 ms (go-redis's dial retries) and a pause held them for all of its
 // 2.5 s.
