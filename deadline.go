@@ -26,8 +26,9 @@ const DefaultDecisionTimeout = 200 * time.Millisecond
 
 // WithDecisionTimeout bounds how long a call waits for Redis to decide:
 // when d passes without an answer, Redis has failed this call (its error
-// matches ErrUnavailable; it opens the circuit breaker), and the fallback
-// or the failure policy answers at once. It is DefaultDecisionTimeout
+// matches ErrUnavailable; it opens the circuit breaker), and the failure
+// policy answers at once, or the fallback decides, under its own deadline
+// (see WithFallback). It is DefaultDecisionTimeout
 // unless set; 0 leaves only the caller's context to bound a call.
 //
 // It bounds every round trip of every kind of call: Allow, Check, Peek and

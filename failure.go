@@ -94,6 +94,12 @@ func WithFailurePolicy(p FailurePolicy) Option {
 // decisions return to Redis and its state. If the fallback fails too, the
 // failure policy applies. A nil fallback removes it. Reset does not reach
 // the fallback.
+//
+// The fallback decides under its own decision deadline, after this
+// Limiter's: an in-process Redis answers in microseconds, but a fallback
+// on another server adds up to its own timeout to a call's wait (and, in
+// an AllowBatch, to each request Redis could not decide, one after the
+// other). Keep a remote fallback's timeout short, and its breaker on.
 func WithFallback(fallback *Limiter) Option {
 	return func(l *Limiter) { l.fallback = fallback }
 }

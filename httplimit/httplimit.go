@@ -217,7 +217,15 @@ type Config struct {
 	// them: the account's state is "{Name:account:42}", shared by all its
 	// API keys, and an API key's "{Name:account:42}:plan:key" (the plan's
 	// name, or Name without plans). A client's key cannot leave its tag:
-	// '%' and '}' in the broadest key are percent-encoded.
+	// '%' and '}' in the broadest key are percent-encoded.	//
+	// So the scopes must nest, and the broadest scope's key must follow
+	// from the request's own key on the server (the account that owns an
+	// API key, looked up), never from what a client sends: the own key's
+	// state is kept under the broadest key's tag, so a client that could
+	// choose that key (a header of its own), or a scope that does not
+	// hold the own key (a client address for an API key), would get a
+	// fresh own-key limit for every value it sends. For limits that do not
+	// nest (per API key and per address), use two middlewares.
 	//
 	// With Scopes the request's own key holds one limit (Limits, or each
 	// plan's): a key holds one limit in a call of several keys. Hold it to

@@ -20,8 +20,9 @@ type Scope struct {
 	Name string
 
 	// Key gives the scope's key for a request, e.g. the account that owns
-	// the request's API key. Its errors, and an empty key, are answered as
-	// Config.Key's are.
+	// the request's API key, looked up on the server: for the broadest
+	// scope never a value the client chooses (see Config.Scopes). Its
+	// errors, and an empty key, are answered as Config.Key's are.
 	Key Keyer
 
 	// Limit is the scope's limit, of the algorithm of the request's own
