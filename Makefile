@@ -2,6 +2,10 @@
 # redis-server the tests start), then every module that tests against real
 # servers, integrates, or measures. `make test` is what CI runs.
 GO ?= go
+# bash with pipefail: a go test piped into testsummary fails the target
+# when go test fails, whatever testsummary made of its output.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 STATICCHECK ?= staticcheck
 # Every Go module of the repository; nested modules keep their dependencies
 # (OpenTelemetry, gRPC, testcontainers, the peer) out of the library's go.sum.
