@@ -149,7 +149,10 @@ func (i *Interceptor) scopedKeys(ctx context.Context, method string, r *rule, ke
 		}
 		names[n], values[n] = s.name, v
 	}
-	keys := ratefields.ScopedKeys(i.name, r.segment, key, names, values)
+	keys, err := ratefields.ScopedKeys(i.name, r.segment, key, names, values)
+	if err != nil {
+		return nil, err // New checked the names: not reached
+	}
 	out := make([]redisrate.KeyLimit, len(keys))
 	for n, k := range keys {
 		out[n] = redisrate.KeyLimit{Key: k, Limit: r.fields.Limits[n]}

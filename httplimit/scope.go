@@ -134,7 +134,10 @@ func (m *Middleware) scopedKeys(r *http.Request, p *plan, key string) ([]redisra
 		}
 		names[i], values[i] = s.name, v
 	}
-	keys := ratefields.ScopedKeys(m.name, p.name, key, names, values)
+	keys, err := ratefields.ScopedKeys(m.name, p.name, key, names, values)
+	if err != nil {
+		return nil, err // New checked the names: not reached
+	}
 	out := make([]redisrate.KeyLimit, len(keys))
 	for i, k := range keys {
 		out[i] = redisrate.KeyLimit{Key: k, Limit: p.fields.Limits[i]}

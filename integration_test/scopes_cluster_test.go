@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/httplimit"
 	"github.com/redisrate/redisrate/integration_test/internal/redistest"
+	"github.com/redisrate/redisrate/ratefields"
 )
 
 // httplimit's Scopes on a real Redis Cluster: the keys of each request
@@ -47,9 +47,12 @@ func TestClusterHTTPScopes(t *testing.T) {
 		accounts = append(accounts, fmt.Sprint("acct-", i))
 	}
 	slots := map[int]bool{}
-	escape := strings.NewReplacer("%", "%25", "}", "%7D") // as httplimit escapes the tag
 	for _, a := range accounts {
-		slots[slot("{api:account:"+escape.Replace(a)+"}")] = true
+		keys, err := ratefields.ScopedKeys("api", "api", "k", []string{"account"}, []string{a}) // httplimit's layout
+		if err != nil {
+			t.Fatal(err)
+		}
+		slots[slot(keys[len(keys)-1])] = true
 	}
 	if len(slots) < 32 {
 		t.Fatalf("the accounts hash to %d slots; the test wants them spread", len(slots))

@@ -55,7 +55,11 @@ func Example() {
 // ScopedKeys lays out the keys of a request held to its API key's limit
 // and to its account's, in one call: every key in the account's hash tag.
 func ExampleScopedKeys() {
-	for _, k := range ratefields.ScopedKeys("api", "free", "key-1", []string{"account"}, []string{"42"}) {
+	keys, err := ratefields.ScopedKeys("api", "free", "key-1", []string{"account"}, []string{"42"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, k := range keys {
 		fmt.Println(k)
 	}
 	// A client's value cannot end the tag early.
@@ -63,5 +67,5 @@ func ExampleScopedKeys() {
 	// Output:
 	// {api:account:42}:free:key-1
 	// {api:account:42}
-	// [{api:account:x%7D:free:k}:free:k {api:account:x%7D:free:k}]
+	// [{api:account:x%7D:free:k}:free:k {api:account:x%7D:free:k}] <nil>
 }

@@ -241,14 +241,29 @@ func unquote(q string) string {
 // Both middleware build their keys here, so that an HTTP API and a gRPC
 // one of the same name and scopes share an account's state.
 //
-// name, segment and the scope names are the middleware's own, checked to
-// hold no ':', '{' or '}'; key and values are a client's. In the tag, '%'
-// and '}' of the value are percent-encoded: the tag ends where this ends
-// it, whatever a client sent, and distinct values stay distinct. Past the
-// tag each key is a name without ':' and then a client's value, so the
-// keys of two requests never meet. scopes and values have the same length,
-// at least 1.
-func ScopedKeys(name, segment, key string, scopes, values []string) []string {
+// name, segment and the scope names are the middleware's own: not empty,
+// without ':', '{' or '}', the scopes' all different from each other and
+// from segment, or ScopedKeys returns an error (the keys of two scopes
+// could meet); scopes and values have the same length, at least 1. key
+// and values are a client's. In the tag, '%' and '}' of the value are
+// percent-encoded: the tag ends where this ends it, whatever a client
+// sent, and distinct values stay distinct. Past the tag each key is a name
+// without ':' and then a client's value, so the keys of two requests never
+// meet.
+func ScopedKeys(name, segment, key string, scopes, values []string) ([]string, error) {
+	if len(scopes) == 0 || len(values) != len(scopes) {
+		return nil, fmt.Errorf("ratefields: %d scopes and %d values: want as many, at least 1", len(scopes), len(values))
+	}
+	seen := map[string]bool{segment: true}
+	for i, n := range append([]string{name, segment}, scopes...) {
+		if n == "" || strings.ContainsAny(n, ":{}") {
+			return nil, fmt.Errorf("ratefields: invalid name %q: must not be empty nor hold ':', '{' or '}'", n)
+		}
+		if i >= 2 && seen[n] {
+			return nil, fmt.Errorf("ratefields: the name %q is given twice among the segment and the scopes: their keys would meet", n)
+		}
+		seen[n] = true
+	}
 	last := len(scopes) - 1
 	tag := "{" + name + ":" + scopes[last] + ":" + tagValue.Replace(values[last]) + "}"
 	keys := make([]string, 0, len(scopes)+1)
@@ -256,7 +271,7 @@ func ScopedKeys(name, segment, key string, scopes, values []string) []string {
 	for i, s := range scopes[:last] {
 		keys = append(keys, tag+":"+s+":"+values[i])
 	}
-	return append(keys, tag)
+	return append(keys, tag), nil
 }
 
 // tagValue percent-encodes '%' and '}' in a hash tag's value.

@@ -122,9 +122,9 @@ func TestScopedKeys(t *testing.T) {
 	for _, apiKey := range hostile {
 		for _, account := range hostile {
 			for _, key := range hostile {
-				keys := ScopedKeys("api", "plan", key, []string{"key", "account"}, []string{apiKey, account})
-				if len(keys) != 3 {
-					t.Fatalf("%d keys", len(keys))
+				keys, err := ScopedKeys("api", "plan", key, []string{"key", "account"}, []string{apiKey, account})
+				if err != nil || len(keys) != 3 {
+					t.Fatalf("%d keys, %v", len(keys), err)
 				}
 				tag := keys[2]
 				for i, names := range []string{"own " + key + " of " + account, "api key " + apiKey + " of " + account, "account " + account} {
@@ -138,6 +138,29 @@ func TestScopedKeys(t *testing.T) {
 					seen[k] = names
 				}
 			}
+		}
+	}
+}
+
+// TestScopedKeysRefusesWhatCouldMeet: names that would let keys meet, and
+// scopes without values, are errors, not keys.
+func TestScopedKeysRefusesWhatCouldMeet(t *testing.T) {
+	for _, tc := range []struct {
+		name, segment string
+		scopes        []string
+		values        []string
+	}{
+		{"api", "plan", nil, nil},
+		{"api", "plan", []string{"account"}, []string{"1", "2"}},
+		{"a:b", "plan", []string{"account"}, []string{"1"}},
+		{"api", "pl{an", []string{"account"}, []string{"1"}},
+		{"api", "plan", []string{"acc}ount"}, []string{"1"}},
+		{"api", "", []string{"account"}, []string{"1"}},
+		{"api", "plan", []string{"plan"}, []string{"1"}},
+		{"api", "plan", []string{"key", "key", "account"}, []string{"1", "2", "3"}},
+	} {
+		if keys, err := ScopedKeys(tc.name, tc.segment, "k", tc.scopes, tc.values); err == nil {
+			t.Errorf("%q %q %q %q: %q, want an error", tc.name, tc.segment, tc.scopes, tc.values, keys)
 		}
 	}
 }
