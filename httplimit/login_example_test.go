@@ -1,9 +1,11 @@
 package httplimit_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"log"
 	"math"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/httplimit"
 	"github.com/redisrate/redisrate/internal/readmetest"
 )
 
@@ -23,8 +26,8 @@ type passwords map[string]string
 func (p passwords) Verify(user, password string) bool { return p[user] != "" && p[user] == password }
 
 // The login recipe of docs/http.md, the "penalty box": 5 failed logins per
-// account and address in any 15 minutes, then a wait; a success clears the
-// slate.
+// account and address, and 20 per account, in any 15 minutes, then a wait;
+// a success clears the slate.
 func Example_login() {
 	rdb, done := exampleRedis()
 	defer done()
@@ -34,18 +37,35 @@ func Example_login() {
 	limiter := redisrate.NewLimiter(rdb, redisrate.WithFailurePolicy(redisrate.FailClosed))
 
 	// login:start
-	// 5 failures in any 15 minutes: sliding_log counts them exactly.
-	failures := redisrate.Per(5, 15*time.Minute).WithAlgorithm(redisrate.SlidingLog).WithName("login")
-	const penalty = 1 // the units a failed login costs; more for failures that look like guessing
+	// 5 failures in any 15 minutes from one address (an IPv6 client's /64,
+	// which one client holds whole), 20 from every address together, so
+	// that many addresses cannot guess on without end: sliding_log counts
+	// them exactly, and one call decides both, all or nothing.
+	perAddress := redisrate.Per(5, 15*time.Minute).WithAlgorithm(redisrate.SlidingLog).WithName("login")
+	perAccount := redisrate.Per(20, 15*time.Minute).WithAlgorithm(redisrate.SlidingLog).WithName("login-account")
+	const penalty = 1                              // the units a failed login costs; more for failures that look like guessing
+	address, err := httplimit.ClientIP{}.KeyFunc() // behind proxies: set its TrustedProxies
+	if err != nil {
+		log.Fatal(err)
+	}
 	login := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user := r.PostFormValue("user")
-		ip, _, _ := net.SplitHostPort(r.RemoteAddr) // behind proxies: httplimit.ClientIP
-		key := "login:" + user + ":" + ip
+		ip, err := address(r)
+		if err != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		// The account's key is a hash of the name: whatever a client types
+		// there, it neither grows the key nor leaves its hash tag, which
+		// keeps both keys in one Redis Cluster slot.
+		sum := sha256.Sum256([]byte(user))
+		account := "{login:" + hex.EncodeToString(sum[:12]) + "}"
+		keys := []redisrate.KeyLimit{{Key: account + ":" + ip, Limit: perAddress}, {Key: account, Limit: perAccount}}
 		// Decided before the password is verified: a locked-out client
 		// costs no password hash. The penalty is taken now, not after a
 		// failure, so that parallel attempts cannot all pass a check
 		// before any of their failures is counted.
-		res, err := limiter.AllowN(r.Context(), key, failures, penalty)
+		res, err := limiter.AllowKeys(r.Context(), penalty, keys...)
 		switch {
 		case err != nil || res.Degraded() && !res.Allowed:
 			http.Error(w, "try again later", http.StatusServiceUnavailable)
@@ -59,14 +79,18 @@ func Example_login() {
 			http.Error(w, "wrong user or password", http.StatusUnauthorized) // the penalty stays
 			return
 		}
-		_ = limiter.Reset(r.Context(), key) // a success clears the slate
+		for _, k := range keys { // a success clears the slate
+			_ = limiter.Reset(r.Context(), k.Key)
+		}
 		fmt.Fprintln(w, "welcome,", user)
 	})
 	// login:end
 
+	from := "192.0.2.1:1234"
 	try := func(user, password string) {
 		form := url.Values{"user": {user}, "password": {password}}
 		r := httptest.NewRequest("POST", "/login", strings.NewReader(form.Encode()))
+		r.RemoteAddr = from
 		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		w := httptest.NewRecorder()
 		login.ServeHTTP(w, r)
@@ -79,6 +103,8 @@ func Example_login() {
 		try("ada", "guess "+strconv.Itoa(i+3))
 	}
 	try("ada", "correct horse") // locked out: the password is not even checked
+	from = "198.51.100.7:1234"
+	try("ada", "correct horse") // another address: its own 5, and the account's 20 not spent
 	// Output:
 	// ada guess 1 401  wrong user or password
 	// ada guess 2 401  wrong user or password
@@ -90,6 +116,7 @@ func Example_login() {
 	// ada guess 7 401  wrong user or password
 	// ada guess 8 429 900 too many failed logins
 	// ada correct horse 429 900 too many failed logins
+	// ada correct horse 200  welcome, ada
 }
 
 // TestDocsLoginIsExample keeps docs/http.md's login recipe the same code as
