@@ -27,7 +27,13 @@ measure() { # name, script file, call args... ("FCALL" as the file: the library;
   valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.%p" redis-server --port "$port" --bind 127.0.0.1 \
     --save '' --appendonly no >"$tmp/vg.log" 2>&1 &
   local vpid=$!
-  until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.2; done
+  trap 'kill "$vpid" 2>/dev/null' EXIT # measure runs in a subshell: a failure stops its server
+  local tries=0
+  until redis-cli -p "$port" ping >/dev/null 2>&1; do
+    tries=$((tries + 1))
+    [ "$tries" -lt 150 ] || { echo "redis-server under valgrind did not start: $tmp/vg.log" >&2; exit 1; }
+    sleep 0.2
+  done
   local cmd
   if [ "${file%%:*}" = FCALL ]; then
     local lib=scripts/library.lua
@@ -41,6 +47,9 @@ measure() { # name, script file, call args... ("FCALL" as the file: the library;
   callgrind_control --zero "$vpid" >/dev/null 2>&1
   redis-benchmark -p "$port" -n "$N" -c 1 -q "${cmd[@]}" "$@" >/dev/null
   local reply; reply=$(redis-cli -p "$port" "${cmd[@]}" "$@" | tr '\n' ' ')
+  case "$reply" in # a subject that errs would be counted, not measured
+    "" | *ERR* | *NOSCRIPT* | *rror*) echo "$name: the call failed: $reply" >&2; exit 1 ;;
+  esac
   callgrind_control --dump "$vpid" >/dev/null 2>&1
   local ir; ir=$(ls -t "$tmp"/cg.* | head -1 | xargs grep -h '^summary:' | awk '{print $2}')
   redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
