@@ -496,7 +496,7 @@ func (i *Interceptor) fail(ctx context.Context, method string, err error) error 
 		i.onError(ctx, method, err)
 	}
 	switch {
-	case callerGaveUp(err):
+	case ratefields.CallerGaveUp(err):
 		return status.FromContextError(err).Err()
 	case i.shadow:
 		return nil
@@ -519,12 +519,4 @@ func withRetry(c codes.Code, msg string, wait time.Duration, qf *errdetails.Quot
 		return status.Error(c, msg)
 	}
 	return st.Err()
-}
-
-// callerGaveUp reports an error of the Limiter for a call whose context
-// ended (its deadline, which the client sets, passed) before Redis
-// decided: never a reason to let it through.
-func callerGaveUp(err error) bool {
-	return !errors.Is(err, redisrate.ErrUnavailable) &&
-		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }

@@ -63,7 +63,6 @@
 package httplimit
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -514,7 +513,7 @@ func (m *Middleware) fail(w http.ResponseWriter, r *http.Request, next http.Hand
 		m.onError(r, err)
 	}
 	switch {
-	case callerGaveUp(err):
+	case ratefields.CallerGaveUp(err):
 		writeProblem(w, http.StatusServiceUnavailable, problem{
 			Type: "about:blank", Title: "Service Unavailable",
 			Detail: "The request ended before its rate limit was decided.",
@@ -600,11 +599,4 @@ func writeProblem(w http.ResponseWriter, status int, p problem) {
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(body, '\n'))
-}
-
-// callerGaveUp reports an error of the Limiter for a request whose context
-// ended before Redis decided: never a reason to serve it.
-func callerGaveUp(err error) bool {
-	return !errors.Is(err, redisrate.ErrUnavailable) &&
-		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }

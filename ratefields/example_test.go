@@ -2,6 +2,7 @@ package ratefields_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net/http"
@@ -68,4 +69,29 @@ func ExampleScopedKeys() {
 	// {api:account:42}:free:key-1
 	// {api:account:42}
 	// [{api:account:x%7D:free:k}:free:k {api:account:x%7D:free:k}] <nil>
+}
+
+// CallerGaveUp tells a request whose client went away, or whose deadline
+// passed, before Redis decided from one that Redis could not decide: the
+// first is answered as ended, never by the failure policy (an admission,
+// under FailOpen).
+func ExampleCallerGaveUp() {
+	local, err := localredis.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer local.Close()
+	limiter := local.Limiter()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the client went away
+	_, err = limiter.Allow(ctx, "client:42", redisrate.PerMinute(3))
+	fmt.Println(ratefields.CallerGaveUp(err), errors.Is(err, context.Canceled))
+
+	local.Close() // Redis is gone
+	_, err = limiter.Allow(context.Background(), "client:42", redisrate.PerMinute(3))
+	fmt.Println(ratefields.CallerGaveUp(err), errors.Is(err, redisrate.ErrUnavailable))
+	// Output:
+	// true true
+	// false true
 }

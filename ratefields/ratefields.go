@@ -20,6 +20,7 @@
 package ratefields
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -276,3 +277,14 @@ func ScopedKeys(name, segment, key string, scopes, values []string) ([]string, e
 
 // tagValue percent-encodes '%' and '}' in a hash tag's value.
 var tagValue = strings.NewReplacer("%", "%25", "}", "%7D")
+
+// CallerGaveUp reports whether err, an error of a Limiter's call, says that
+// the caller's context ended (it was cancelled, or its deadline passed)
+// before Redis decided. Answer such a request as ended, never by the
+// failure policy or shadow mode: its deadline is the client's to set (gRPC's
+// grpc-timeout), so it must not buy the client an admission. An error that
+// matches redisrate.ErrUnavailable is Redis failing, not the caller.
+func CallerGaveUp(err error) bool {
+	return !errors.Is(err, redisrate.ErrUnavailable) &&
+		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+}

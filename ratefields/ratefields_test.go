@@ -1,6 +1,9 @@
 package ratefields
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -161,6 +164,26 @@ func TestScopedKeysRefusesWhatCouldMeet(t *testing.T) {
 	} {
 		if keys, err := ScopedKeys(tc.name, tc.segment, "k", tc.scopes, tc.values); err == nil {
 			t.Errorf("%q %q %q %q: %q, want an error", tc.name, tc.segment, tc.scopes, tc.values, keys)
+		}
+	}
+}
+
+// Only the caller's context ending is the caller giving up: Redis failing
+// (ErrUnavailable), even on a deadline of its own, is not.
+func TestCallerGaveUp(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{context.Canceled, true},
+		{fmt.Errorf("gcra client:42: %w before Redis decided", context.DeadlineExceeded), true},
+		{fmt.Errorf("%w: %w", redisrate.ErrUnavailable, context.DeadlineExceeded), false},
+		{redisrate.ErrUnavailable, false},
+		{errors.New("no key"), false},
+	} {
+		if got := CallerGaveUp(tc.err); got != tc.want {
+			t.Errorf("CallerGaveUp(%v) = %v; want %v", tc.err, got, tc.want)
 		}
 	}
 }
