@@ -298,8 +298,8 @@ func New(c Config) (*Interceptor, error) {
 	}
 	// ':' ends the name in a client's key (Name:method:key): with it,
 	// Name "grpc:/a.S/M" would share the keys of Name "grpc"'s method.
-	if err := keyPart("Config.Name", name); err != nil {
-		return nil, err
+	if err := ratefields.CheckKeyName(name); err != nil {
+		return nil, fmt.Errorf("grpclimit: invalid Config.Name %q: %w", name, err)
 	}
 	scopes, err := newScopes(c, name)
 	if err != nil {

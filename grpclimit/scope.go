@@ -3,7 +3,6 @@ package grpclimit
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/ratefields"
@@ -41,20 +40,6 @@ type scope struct {
 // call's own and up to 7 scopes.
 const maxKeys = 8
 
-// keyPart refuses a name with ':', which ends each name in a client's
-// Redis key (Name:method:key), or with '{' or '}', which mark the hash tag
-// of the keys of Scopes ("{Name:account:42}"): with them, one Name could
-// share another's keys.
-func keyPart(what, name string) error {
-	if strings.Contains(name, ":") {
-		return fmt.Errorf("grpclimit: invalid %s %q: ':' separates the names in a client's Redis key, so this one could share another Interceptor's keys; use another character, such as '-'", what, name)
-	}
-	if strings.ContainsAny(name, "{}") {
-		return fmt.Errorf("grpclimit: invalid %s %q: '{' and '}' mark the Redis Cluster hash tag of the keys of Scopes, so this one could share another Interceptor's keys; use another character, such as '-'", what, name)
-	}
-	return nil
-}
-
 // newScopes checks the scopes of c; newRule checks each rule's limits
 // against them.
 func newScopes(c Config, name string) ([]scope, error) {
@@ -74,8 +59,8 @@ func newScopes(c Config, name string) ([]scope, error) {
 		if err := ratefields.CheckName(s.Name); err != nil {
 			return nil, fmt.Errorf("grpclimit: %s: invalid Name: %w", what, err)
 		}
-		if err := keyPart(what+".Name", s.Name); err != nil {
-			return nil, err
+		if err := ratefields.CheckKeyName(s.Name); err != nil {
+			return nil, fmt.Errorf("grpclimit: invalid %s.Name %q: %w", what, s.Name, err)
 		}
 		if other, ok := taken[s.Name]; ok {
 			// The name tells the scope's Redis keys apart from the

@@ -68,7 +68,6 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/ratefields"
@@ -304,8 +303,8 @@ func New(c Config) (*Middleware, error) {
 	if err := ratefields.CheckName(name); err != nil {
 		return nil, fmt.Errorf("httplimit: invalid Config.Name: %w", err)
 	}
-	if err := keyPart("Config.Name", name); err != nil {
-		return nil, err
+	if err := ratefields.CheckKeyName(name); err != nil {
+		return nil, fmt.Errorf("httplimit: invalid Config.Name %q: %w", name, err)
 	}
 	m.name = name
 	scopes, err := newScopes(c, name)
@@ -337,8 +336,8 @@ func New(c Config) (*Middleware, error) {
 			if err := ratefields.CheckName(pl.Name); err != nil {
 				return nil, fmt.Errorf("httplimit: Config.Plans[%d]: invalid Name: %w", i, err)
 			}
-			if err := keyPart(fmt.Sprintf("Config.Plans[%d].Name", i), pl.Name); err != nil {
-				return nil, err
+			if err := ratefields.CheckKeyName(pl.Name); err != nil {
+				return nil, fmt.Errorf("httplimit: invalid Config.Plans[%d].Name %q: %w", i, pl.Name, err)
 			}
 			if m.plans[pl.Name] != nil {
 				return nil, fmt.Errorf("httplimit: Config.Plans has the plan %q twice", pl.Name)
@@ -363,21 +362,6 @@ func New(c Config) (*Middleware, error) {
 	}
 	m.key = key
 	return m, nil
-}
-
-// keyPart refuses a name with ':', which ends each name in a client's
-// Redis key (Name:plan:key): with it, Name "api:free" would share the keys
-// of Name "api" with plan "free". It refuses '{' and '}' too, which mark
-// the hash tag of the keys of Scopes ("{Name:account:42}"): Name "{api"
-// would share them.
-func keyPart(what, name string) error {
-	if strings.Contains(name, ":") {
-		return fmt.Errorf("httplimit: invalid %s %q: ':' separates the names in a client's Redis key, so this one could share another Middleware's keys; use another character, such as '-'", what, name)
-	}
-	if strings.ContainsAny(name, "{}") {
-		return fmt.Errorf("httplimit: invalid %s %q: '{' and '}' mark the Redis Cluster hash tag of the keys of Scopes, so this one could share another Middleware's keys; use another character, such as '-'", what, name)
-	}
-	return nil
 }
 
 // newPlan readies p; with scopes, p's limit is one of a call of several

@@ -59,8 +59,8 @@ func newScopes(c Config, name string) ([]scope, error) {
 		if err := ratefields.CheckName(s.Name); err != nil {
 			return nil, fmt.Errorf("httplimit: %s: invalid Name: %w", what, err)
 		}
-		if err := keyPart(what+".Name", s.Name); err != nil {
-			return nil, err
+		if err := ratefields.CheckKeyName(s.Name); err != nil {
+			return nil, fmt.Errorf("httplimit: invalid %s.Name %q: %w", what, s.Name, err)
 		}
 		if other, ok := taken[s.Name]; ok {
 			// The name tells the scope's Redis keys apart from the

@@ -95,3 +95,13 @@ func ExampleCallerGaveUp() {
 	// true true
 	// false true
 }
+
+// CheckKeyName refuses the names that would let the Redis keys of two
+// names meet.
+func ExampleCheckKeyName() {
+	fmt.Println(ratefields.CheckKeyName("api-free"))
+	fmt.Println(ratefields.CheckKeyName("api:free"))
+	// Output:
+	// <nil>
+	// ':' separates the names in a client's Redis key, so with it the keys of two names could meet; use another character, such as '-'
+}

@@ -222,6 +222,22 @@ func CheckName(s string) error {
 	return nil
 }
 
+// CheckKeyName accepts a name that middleware puts in its Redis keys (its
+// own name, a plan's, a scope's) as ScopedKeys does: one without ':', which
+// separates the names in a key, and without '{' or '}', which mark the hash
+// tag of scoped keys. With them, the keys of two names could meet: Name
+// "api:free" would share the keys of Name "api" with plan "free". Check the
+// name with CheckName too.
+func CheckKeyName(name string) error {
+	if strings.Contains(name, ":") {
+		return errors.New("':' separates the names in a client's Redis key, so with it the keys of two names could meet; use another character, such as '-'")
+	}
+	if strings.ContainsAny(name, "{}") {
+		return errors.New("'{' and '}' mark the Redis Cluster hash tag of scoped keys, so with them the keys of two names could meet; use another character, such as '-'")
+	}
+	return nil
+}
+
 // sfString quotes s as a structured-field string (RFC 9651 section 3.3.3).
 func sfString(s string) string {
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
