@@ -301,7 +301,7 @@ func New(c Config) (*Interceptor, error) {
 	if err := ratefields.CheckKeyName(name); err != nil {
 		return nil, fmt.Errorf("grpclimit: invalid Config.Name %q: %w", name, err)
 	}
-	scopes, err := newScopes(c, name)
+	scopes, scopeLimits, err := newScopes(c, name)
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +314,7 @@ func New(c Config) (*Interceptor, error) {
 		i.limiter = i.limiter.With(redisrate.WithShadowMode())
 	}
 	if len(c.Limits) > 0 {
-		r, err := newRule(name, c.Limits, c.PolicyNames, 1, name+":", c.Scopes)
+		r, err := newRule(name, c.Limits, c.PolicyNames, 1, name+":", scopeLimits)
 		if err != nil {
 			return nil, fmt.Errorf("grpclimit: Config.Limits: %w", err)
 		}
@@ -345,7 +345,7 @@ func New(c Config) (*Interceptor, error) {
 			i.methods[m] = &r
 			continue
 		}
-		r, err := newRule(m, spec.Limits, spec.PolicyNames, cost, name+":"+m+":", c.Scopes)
+		r, err := newRule(m, spec.Limits, spec.PolicyNames, cost, name+":"+m+":", scopeLimits)
 		if err != nil {
 			return nil, fmt.Errorf("grpclimit: Config.Methods[%q]: %w", m, err)
 		}
@@ -367,9 +367,10 @@ func New(c Config) (*Interceptor, error) {
 }
 
 // newRule readies the limits of name (Name or a method); with scopes, its
-// limit is one of a call of several keys, with theirs (see withScopes).
-func newRule(name string, limits []redisrate.Limit, names []string, cost int64, prefix string, scopes []Scope) (*rule, error) {
-	limits, names, err := withScopes(limits, names, name, scopes)
+// limit is one of a call of several keys, with theirs
+// (ratefields.Scopes.Add).
+func newRule(name string, limits []redisrate.Limit, names []string, cost int64, prefix string, scopes ratefields.Scopes) (*rule, error) {
+	names, limits, err := scopes.Add(name, names, limits)
 	if err != nil {
 		return nil, err
 	}

@@ -307,7 +307,7 @@ func New(c Config) (*Middleware, error) {
 		return nil, fmt.Errorf("httplimit: invalid Config.Name %q: %w", name, err)
 	}
 	m.name = name
-	scopes, err := newScopes(c, name)
+	scopes, scopeLimits, err := newScopes(c, name)
 	if err != nil {
 		return nil, err
 	}
@@ -319,7 +319,7 @@ func New(c Config) (*Middleware, error) {
 		if len(c.Limits) == 0 {
 			return nil, errors.New("httplimit: Config.Limits is empty: give at least one limit, or Plans")
 		}
-		p, err := newPlan(Plan{Name: name, Limits: c.Limits, PolicyNames: c.PolicyNames}, name+":", c.Scopes)
+		p, err := newPlan(Plan{Name: name, Limits: c.Limits, PolicyNames: c.PolicyNames}, name+":", scopeLimits)
 		if err != nil {
 			return nil, fmt.Errorf("httplimit: Config.Limits: %w", err)
 		}
@@ -342,7 +342,7 @@ func New(c Config) (*Middleware, error) {
 			if m.plans[pl.Name] != nil {
 				return nil, fmt.Errorf("httplimit: Config.Plans has the plan %q twice", pl.Name)
 			}
-			p, err := newPlan(pl, name+":"+pl.Name+":", c.Scopes)
+			p, err := newPlan(pl, name+":"+pl.Name+":", scopeLimits)
 			if err != nil {
 				return nil, fmt.Errorf("httplimit: Config.Plans[%d] (%q): %w", i, pl.Name, err)
 			}
@@ -365,13 +365,13 @@ func New(c Config) (*Middleware, error) {
 }
 
 // newPlan readies p; with scopes, p's limit is one of a call of several
-// keys, with theirs (see scopedPlan).
-func newPlan(p Plan, prefix string, scopes []Scope) (*plan, error) {
+// keys, with theirs (ratefields.Scopes.Add).
+func newPlan(p Plan, prefix string, scopes ratefields.Scopes) (*plan, error) {
 	if len(p.Limits) == 0 {
 		return nil, errors.New("no limits: give at least one")
 	}
-	p, err := scopedPlan(p, scopes)
-	if err != nil {
+	var err error
+	if p.PolicyNames, p.Limits, err = scopes.Add(p.Name, p.PolicyNames, p.Limits); err != nil {
 		return nil, err
 	}
 	if _, err := redisrate.Args(1, false, p.Limits...); err != nil {
