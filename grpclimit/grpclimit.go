@@ -298,10 +298,10 @@ func New(c Config) (*Interceptor, error) {
 	}
 	// ':' ends the name in a client's key (Name:method:key): with it,
 	// Name "grpc:/a.S/M" would share the keys of Name "grpc"'s method.
-	if err := keyPart("Config.Name", name); err != nil {
-		return nil, err
+	if err := ratefields.CheckKeyName(name); err != nil {
+		return nil, fmt.Errorf("grpclimit: invalid Config.Name %q: %w", name, err)
 	}
-	scopes, err := newScopes(c, name)
+	scopes, scopeLimits, err := newScopes(c, name)
 	if err != nil {
 		return nil, err
 	}
@@ -314,7 +314,7 @@ func New(c Config) (*Interceptor, error) {
 		i.limiter = i.limiter.With(redisrate.WithShadowMode())
 	}
 	if len(c.Limits) > 0 {
-		r, err := newRule(name, c.Limits, c.PolicyNames, 1, name+":", c.Scopes)
+		r, err := newRule(name, c.Limits, c.PolicyNames, 1, name+":", scopeLimits)
 		if err != nil {
 			return nil, fmt.Errorf("grpclimit: Config.Limits: %w", err)
 		}
@@ -345,7 +345,7 @@ func New(c Config) (*Interceptor, error) {
 			i.methods[m] = &r
 			continue
 		}
-		r, err := newRule(m, spec.Limits, spec.PolicyNames, cost, name+":"+m+":", c.Scopes)
+		r, err := newRule(m, spec.Limits, spec.PolicyNames, cost, name+":"+m+":", scopeLimits)
 		if err != nil {
 			return nil, fmt.Errorf("grpclimit: Config.Methods[%q]: %w", m, err)
 		}
@@ -367,9 +367,10 @@ func New(c Config) (*Interceptor, error) {
 }
 
 // newRule readies the limits of name (Name or a method); with scopes, its
-// limit is one of a call of several keys, with theirs (see withScopes).
-func newRule(name string, limits []redisrate.Limit, names []string, cost int64, prefix string, scopes []Scope) (*rule, error) {
-	limits, names, err := withScopes(limits, names, name, scopes)
+// limit is one of a call of several keys, with theirs
+// (ratefields.Scopes.Add).
+func newRule(name string, limits []redisrate.Limit, names []string, cost int64, prefix string, scopes ratefields.Scopes) (*rule, error) {
+	names, limits, err := scopes.Add(name, names, limits)
 	if err != nil {
 		return nil, err
 	}
@@ -496,7 +497,7 @@ func (i *Interceptor) fail(ctx context.Context, method string, err error) error 
 		i.onError(ctx, method, err)
 	}
 	switch {
-	case callerGaveUp(err):
+	case ratefields.CallerGaveUp(err):
 		return status.FromContextError(err).Err()
 	case i.shadow:
 		return nil
@@ -519,12 +520,4 @@ func withRetry(c codes.Code, msg string, wait time.Duration, qf *errdetails.Quot
 		return status.Error(c, msg)
 	}
 	return st.Err()
-}
-
-// callerGaveUp reports an error of the Limiter for a call whose context
-// ended (its deadline, which the client sets, passed) before Redis
-// decided: never a reason to let it through.
-func callerGaveUp(err error) bool {
-	return !errors.Is(err, redisrate.ErrUnavailable) &&
-		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }

@@ -3,7 +3,6 @@ package grpclimit
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/ratefields"
@@ -37,99 +36,41 @@ type scope struct {
 	key  KeyFunc
 }
 
-// maxKeys is the most keys one call takes (CONTRACT.md, several keys): the
-// call's own and up to 7 scopes.
-const maxKeys = 8
-
-// keyPart refuses a name with ':', which ends each name in a client's
-// Redis key (Name:method:key), or with '{' or '}', which mark the hash tag
-// of the keys of Scopes ("{Name:account:42}"): with them, one Name could
-// share another's keys.
-func keyPart(what, name string) error {
-	if strings.Contains(name, ":") {
-		return fmt.Errorf("grpclimit: invalid %s %q: ':' separates the names in a client's Redis key, so this one could share another Interceptor's keys; use another character, such as '-'", what, name)
-	}
-	if strings.ContainsAny(name, "{}") {
-		return fmt.Errorf("grpclimit: invalid %s %q: '{' and '}' mark the Redis Cluster hash tag of the keys of Scopes, so this one could share another Interceptor's keys; use another character, such as '-'", what, name)
-	}
-	return nil
-}
-
-// newScopes checks the scopes of c; newRule checks each rule's limits
-// against them.
-func newScopes(c Config, name string) ([]scope, error) {
+// newScopes checks the scopes of c: their keys here, their names and
+// limits with ratefields.NewScopes, whose answer adds them to each rule's
+// limits (newRule).
+func newScopes(c Config, name string) ([]scope, ratefields.Scopes, error) {
 	if len(c.Scopes) == 0 {
-		return nil, nil
-	}
-	if len(c.Scopes) > maxKeys-1 {
-		return nil, fmt.Errorf("grpclimit: Config.Scopes has %d scopes: at most %d, for %d keys in one call with the call's own", len(c.Scopes), maxKeys-1, maxKeys)
+		return nil, ratefields.Scopes{}, nil
 	}
 	taken := map[string]string{name: "Config.Name"}
 	for m := range c.Methods {
 		taken[m] = fmt.Sprintf("the method %q", m)
 	}
+	names, limits := make([]string, len(c.Scopes)), make([]redisrate.Limit, len(c.Scopes))
+	for i, s := range c.Scopes {
+		names[i], limits[i] = s.Name, s.Limit
+	}
+	scopeLimits, err := ratefields.NewScopes("call", names, limits, taken)
+	if err != nil {
+		return nil, ratefields.Scopes{}, fmt.Errorf("grpclimit: %w", err)
+	}
 	out := make([]scope, len(c.Scopes))
 	for i, s := range c.Scopes {
-		what := fmt.Sprintf("Config.Scopes[%d]", i)
-		if err := ratefields.CheckName(s.Name); err != nil {
-			return nil, fmt.Errorf("grpclimit: %s: invalid Name: %w", what, err)
-		}
-		if err := keyPart(what+".Name", s.Name); err != nil {
-			return nil, err
-		}
-		if other, ok := taken[s.Name]; ok {
-			// The name tells the scope's Redis keys apart from the
-			// others' under one hash tag.
-			return nil, fmt.Errorf("grpclimit: %s has the Name %q of %s: give each scope a name of its own", what, s.Name, other)
-		}
-		taken[s.Name] = what
+		what := fmt.Sprintf("Config.Scopes[%d] (%q)", i, s.Name)
 		if s.Key == nil {
-			return nil, fmt.Errorf("grpclimit: %s (%q) has no Key", what, s.Name)
+			return nil, ratefields.Scopes{}, fmt.Errorf("grpclimit: %s has no Key", what)
 		}
 		key, err := s.Key.KeyFunc()
 		if err != nil {
-			return nil, fmt.Errorf("grpclimit: %s (%q).Key: %w", what, s.Name, err)
+			return nil, ratefields.Scopes{}, fmt.Errorf("grpclimit: %s.Key: %w", what, err)
 		}
 		if key == nil {
-			return nil, fmt.Errorf("grpclimit: %s (%q).Key gives a nil KeyFunc", what, s.Name)
-		}
-		if err := s.Limit.Validate(); err != nil {
-			return nil, fmt.Errorf("grpclimit: %s (%q): invalid Limit: %w", what, s.Name, err)
-		}
-		if s.Limit.Capacity() < 1 {
-			return nil, fmt.Errorf("grpclimit: %s (%q): Limit %v has a capacity below 1: it could never admit a call", what, s.Name, s.Limit)
+			return nil, ratefields.Scopes{}, fmt.Errorf("grpclimit: %s.Key gives a nil KeyFunc", what)
 		}
 		out[i] = scope{name: s.Name, key: key}
 	}
-	return out, nil
-}
-
-// withScopes adds the scopes' limits and names to a rule's own, which must
-// be one limit: a key holds one limit in a call of several keys.
-func withScopes(limits []redisrate.Limit, names []string, defaultName string, scopes []Scope) ([]redisrate.Limit, []string, error) {
-	if len(scopes) == 0 {
-		return limits, names, nil
-	}
-	if len(limits) != 1 {
-		return nil, nil, fmt.Errorf("%d limits with Config.Scopes: with scopes, each key holds one limit (a call of several keys, CONTRACT.md); hold the call's key to a further limit with a Scope of the same Key", len(limits))
-	}
-	if len(names) == 0 {
-		names = []string{defaultName}
-	}
-	if len(names) != 1 {
-		return nil, nil, fmt.Errorf("PolicyNames has %d names for 1 limit", len(names))
-	}
-	own := limits[0]
-	limits = []redisrate.Limit{own}
-	names = []string{names[0]}
-	for i, s := range scopes {
-		if s.Limit.Algorithm != own.Algorithm {
-			return nil, nil, fmt.Errorf("Config.Scopes[%d] (%q) has a %s limit, and the call's own is %s: the limits of one call run one algorithm's script; give every limit the same algorithm", i, s.Name, s.Limit.Algorithm, own.Algorithm)
-		}
-		limits = append(limits, s.Limit)
-		names = append(names, s.Name)
-	}
-	return limits, names, nil
+	return out, scopeLimits, nil
 }
 
 // scopedKeys returns the Redis keys of a call and their limits: the call's

@@ -63,13 +63,11 @@
 package httplimit
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/ratefields"
@@ -305,11 +303,11 @@ func New(c Config) (*Middleware, error) {
 	if err := ratefields.CheckName(name); err != nil {
 		return nil, fmt.Errorf("httplimit: invalid Config.Name: %w", err)
 	}
-	if err := keyPart("Config.Name", name); err != nil {
-		return nil, err
+	if err := ratefields.CheckKeyName(name); err != nil {
+		return nil, fmt.Errorf("httplimit: invalid Config.Name %q: %w", name, err)
 	}
 	m.name = name
-	scopes, err := newScopes(c, name)
+	scopes, scopeLimits, err := newScopes(c, name)
 	if err != nil {
 		return nil, err
 	}
@@ -321,7 +319,7 @@ func New(c Config) (*Middleware, error) {
 		if len(c.Limits) == 0 {
 			return nil, errors.New("httplimit: Config.Limits is empty: give at least one limit, or Plans")
 		}
-		p, err := newPlan(Plan{Name: name, Limits: c.Limits, PolicyNames: c.PolicyNames}, name+":", c.Scopes)
+		p, err := newPlan(Plan{Name: name, Limits: c.Limits, PolicyNames: c.PolicyNames}, name+":", scopeLimits)
 		if err != nil {
 			return nil, fmt.Errorf("httplimit: Config.Limits: %w", err)
 		}
@@ -338,13 +336,13 @@ func New(c Config) (*Middleware, error) {
 			if err := ratefields.CheckName(pl.Name); err != nil {
 				return nil, fmt.Errorf("httplimit: Config.Plans[%d]: invalid Name: %w", i, err)
 			}
-			if err := keyPart(fmt.Sprintf("Config.Plans[%d].Name", i), pl.Name); err != nil {
-				return nil, err
+			if err := ratefields.CheckKeyName(pl.Name); err != nil {
+				return nil, fmt.Errorf("httplimit: invalid Config.Plans[%d].Name %q: %w", i, pl.Name, err)
 			}
 			if m.plans[pl.Name] != nil {
 				return nil, fmt.Errorf("httplimit: Config.Plans has the plan %q twice", pl.Name)
 			}
-			p, err := newPlan(pl, name+":"+pl.Name+":", c.Scopes)
+			p, err := newPlan(pl, name+":"+pl.Name+":", scopeLimits)
 			if err != nil {
 				return nil, fmt.Errorf("httplimit: Config.Plans[%d] (%q): %w", i, pl.Name, err)
 			}
@@ -366,29 +364,14 @@ func New(c Config) (*Middleware, error) {
 	return m, nil
 }
 
-// keyPart refuses a name with ':', which ends each name in a client's
-// Redis key (Name:plan:key): with it, Name "api:free" would share the keys
-// of Name "api" with plan "free". It refuses '{' and '}' too, which mark
-// the hash tag of the keys of Scopes ("{Name:account:42}"): Name "{api"
-// would share them.
-func keyPart(what, name string) error {
-	if strings.Contains(name, ":") {
-		return fmt.Errorf("httplimit: invalid %s %q: ':' separates the names in a client's Redis key, so this one could share another Middleware's keys; use another character, such as '-'", what, name)
-	}
-	if strings.ContainsAny(name, "{}") {
-		return fmt.Errorf("httplimit: invalid %s %q: '{' and '}' mark the Redis Cluster hash tag of the keys of Scopes, so this one could share another Middleware's keys; use another character, such as '-'", what, name)
-	}
-	return nil
-}
-
 // newPlan readies p; with scopes, p's limit is one of a call of several
-// keys, with theirs (see scopedPlan).
-func newPlan(p Plan, prefix string, scopes []Scope) (*plan, error) {
+// keys, with theirs (ratefields.Scopes.Add).
+func newPlan(p Plan, prefix string, scopes ratefields.Scopes) (*plan, error) {
 	if len(p.Limits) == 0 {
 		return nil, errors.New("no limits: give at least one")
 	}
-	p, err := scopedPlan(p, scopes)
-	if err != nil {
+	var err error
+	if p.PolicyNames, p.Limits, err = scopes.Add(p.Name, p.PolicyNames, p.Limits); err != nil {
 		return nil, err
 	}
 	if _, err := redisrate.Args(1, false, p.Limits...); err != nil {
@@ -514,7 +497,7 @@ func (m *Middleware) fail(w http.ResponseWriter, r *http.Request, next http.Hand
 		m.onError(r, err)
 	}
 	switch {
-	case callerGaveUp(err):
+	case ratefields.CallerGaveUp(err):
 		writeProblem(w, http.StatusServiceUnavailable, problem{
 			Type: "about:blank", Title: "Service Unavailable",
 			Detail: "The request ended before its rate limit was decided.",
@@ -600,11 +583,4 @@ func writeProblem(w http.ResponseWriter, status int, p problem) {
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_, _ = w.Write(append(body, '\n'))
-}
-
-// callerGaveUp reports an error of the Limiter for a request whose context
-// ended before Redis decided: never a reason to serve it.
-func callerGaveUp(err error) bool {
-	return !errors.Is(err, redisrate.ErrUnavailable) &&
-		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }

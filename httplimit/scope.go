@@ -36,86 +36,41 @@ type scope struct {
 	key  KeyFunc
 }
 
-// maxKeys is the most keys one call takes (CONTRACT.md, several keys): the
-// request's own and up to 7 scopes.
-const maxKeys = 8
-
-// newScopes checks the scopes of c; the plans check their limits against
-// them (scopedPlan).
-func newScopes(c Config, name string) ([]scope, error) {
+// newScopes checks the scopes of c: their keys here, their names and
+// limits with ratefields.NewScopes, whose answer adds them to each plan's
+// limits (newPlan).
+func newScopes(c Config, name string) ([]scope, ratefields.Scopes, error) {
 	if len(c.Scopes) == 0 {
-		return nil, nil
-	}
-	if len(c.Scopes) > maxKeys-1 {
-		return nil, fmt.Errorf("httplimit: Config.Scopes has %d scopes: at most %d, for %d keys in one call with the request's own", len(c.Scopes), maxKeys-1, maxKeys)
+		return nil, ratefields.Scopes{}, nil
 	}
 	taken := map[string]string{name: "Config.Name"}
 	for _, p := range c.Plans {
 		taken[p.Name] = fmt.Sprintf("the plan %q", p.Name)
 	}
+	names, limits := make([]string, len(c.Scopes)), make([]redisrate.Limit, len(c.Scopes))
+	for i, s := range c.Scopes {
+		names[i], limits[i] = s.Name, s.Limit
+	}
+	scopeLimits, err := ratefields.NewScopes("request", names, limits, taken)
+	if err != nil {
+		return nil, ratefields.Scopes{}, fmt.Errorf("httplimit: %w", err)
+	}
 	out := make([]scope, len(c.Scopes))
 	for i, s := range c.Scopes {
-		what := fmt.Sprintf("Config.Scopes[%d]", i)
-		if err := ratefields.CheckName(s.Name); err != nil {
-			return nil, fmt.Errorf("httplimit: %s: invalid Name: %w", what, err)
-		}
-		if err := keyPart(what+".Name", s.Name); err != nil {
-			return nil, err
-		}
-		if other, ok := taken[s.Name]; ok {
-			// The name tells the scope's Redis keys apart from the
-			// others' under one hash tag.
-			return nil, fmt.Errorf("httplimit: %s has the Name %q of %s: give each scope a name of its own", what, s.Name, other)
-		}
-		taken[s.Name] = fmt.Sprintf("Config.Scopes[%d]", i)
+		what := fmt.Sprintf("Config.Scopes[%d] (%q)", i, s.Name)
 		if s.Key == nil {
-			return nil, fmt.Errorf("httplimit: %s (%q) has no Key", what, s.Name)
+			return nil, ratefields.Scopes{}, fmt.Errorf("httplimit: %s has no Key", what)
 		}
 		key, err := s.Key.KeyFunc()
 		if err != nil {
-			return nil, fmt.Errorf("httplimit: %s (%q).Key: %w", what, s.Name, err)
+			return nil, ratefields.Scopes{}, fmt.Errorf("httplimit: %s.Key: %w", what, err)
 		}
 		if key == nil {
-			return nil, fmt.Errorf("httplimit: %s (%q).Key gives a nil KeyFunc", what, s.Name)
-		}
-		if err := s.Limit.Validate(); err != nil {
-			return nil, fmt.Errorf("httplimit: %s (%q): invalid Limit: %w", what, s.Name, err)
-		}
-		if s.Limit.Capacity() < 1 {
-			return nil, fmt.Errorf("httplimit: %s (%q): Limit %v has a capacity below 1: it could never admit a request", what, s.Name, s.Limit)
+			return nil, ratefields.Scopes{}, fmt.Errorf("httplimit: %s.Key gives a nil KeyFunc", what)
 		}
 		out[i] = scope{name: s.Name, key: key}
 	}
-	return out, nil
-}
-
-// scopedPlan adds the scopes' limits to a plan's own, which must be one
-// limit: a key holds one limit in a call of several keys.
-func scopedPlan(p Plan, scopes []Scope) (Plan, error) {
-	if len(scopes) == 0 {
-		return p, nil
-	}
-	if len(p.Limits) != 1 {
-		return p, fmt.Errorf("%d limits with Config.Scopes: with scopes, each key holds one limit (a call of several keys, CONTRACT.md); hold the request's key to a further limit with a Scope of the same Key", len(p.Limits))
-	}
-	names := p.PolicyNames
-	if len(names) == 0 {
-		names = []string{p.Name}
-	}
-	if len(names) != 1 {
-		return p, fmt.Errorf("PolicyNames has %d names for 1 limit", len(names))
-	}
-	own := p.Limits[0]
-	p.Limits = []redisrate.Limit{own}
-	p.PolicyNames = append([]string(nil), names...)
-	for i, s := range scopes {
-		if s.Limit.Algorithm != own.Algorithm {
-			return p, fmt.Errorf("Config.Scopes[%d] (%q) has a %s limit, and the request's own is %s: the limits of one call run one algorithm's script; give every limit the same algorithm", i, s.Name, s.Limit.Algorithm, own.Algorithm)
-		}
-		p.Limits = append(p.Limits, s.Limit)
-		p.PolicyNames = append(p.PolicyNames, s.Name)
-	}
-	return p, nil
+	return out, scopeLimits, nil
 }
 
 // scopedKeys returns the Redis keys of r and their limits: the request's

@@ -17,12 +17,20 @@
 // whole number of periods, and q what those periods replenish. A RateLimit
 // item is the name of the binding limit with r, the units left, and t, the
 // seconds until more quota comes (absent at full capacity).
+//
+// It also holds the rules that both middleware apply alike: the Redis keys
+// (ScopedKeys) and the limits (NewScopes) of a request held to further
+// keys, the names their keys may hold (CheckKeyName), and which errors mean
+// that the caller gave up (CallerGaveUp).
 package ratefields
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/bits"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -221,6 +229,22 @@ func CheckName(s string) error {
 	return nil
 }
 
+// CheckKeyName accepts a name that middleware puts in its Redis keys (its
+// own name, a plan's, a scope's) as ScopedKeys does: one without ':', which
+// separates the names in a key, and without '{' or '}', which mark the hash
+// tag of scoped keys. With them, the keys of two names could meet: Name
+// "api:free" would share the keys of Name "api" with plan "free". Check the
+// name with CheckName too.
+func CheckKeyName(name string) error {
+	if strings.Contains(name, ":") {
+		return errors.New("':' separates the names in a client's Redis key, so with it the keys of two names could meet; use another character, such as '-'")
+	}
+	if strings.ContainsAny(name, "{}") {
+		return errors.New("'{' and '}' mark the Redis Cluster hash tag of scoped keys, so with them the keys of two names could meet; use another character, such as '-'")
+	}
+	return nil
+}
+
 // sfString quotes s as a structured-field string (RFC 9651 section 3.3.3).
 func sfString(s string) string {
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
@@ -276,3 +300,107 @@ func ScopedKeys(name, segment, key string, scopes, values []string) ([]string, e
 
 // tagValue percent-encodes '%' and '}' in a hash tag's value.
 var tagValue = strings.NewReplacer("%", "%25", "}", "%7D")
+
+// maxKeys is the most keys one call takes (CONTRACT.md, several keys): a
+// request's own and up to 7 scopes'.
+const maxKeys = 8
+
+// Scopes are the further keys that middleware holds every request to, each
+// with a limit of its own, in the same atomic call as the request's own key
+// (contract v2.1, several keys): httplimit's and grpclimit's Config.Scopes,
+// checked by NewScopes. The zero Scopes has none.
+type Scopes struct {
+	unit   string // what the middleware limits, in errors: "request", "call"
+	names  []string
+	limits []redisrate.Limit
+}
+
+// NewScopes checks the scopes of middleware: names[i] and limits[i] are the
+// name and the limit of scope i, the broadest last (see ScopedKeys). It
+// refuses more scopes than one call takes with the request's own key (7);
+// a name that CheckName or CheckKeyName refuses; a name given twice, or
+// taken already: taken maps each name the middleware's keys use to what
+// uses it, such as "Config.Name"; and a limit that is invalid or could
+// never admit a request. unit is what the middleware limits, "request"
+// (when empty) or "call", say: the errors say it, and name scope i
+// Config.Scopes[i], as httplimit's and grpclimit's do. NewScopes checks no
+// scope's key: that is the middleware's own.
+func NewScopes(unit string, names []string, limits []redisrate.Limit, taken map[string]string) (Scopes, error) {
+	if len(names) != len(limits) {
+		return Scopes{}, fmt.Errorf("%d scope names for %d limits", len(names), len(limits))
+	}
+	if len(names) == 0 {
+		return Scopes{}, nil
+	}
+	if unit == "" {
+		unit = "request"
+	}
+	if len(names) > maxKeys-1 {
+		return Scopes{}, fmt.Errorf("Config.Scopes has %d scopes: at most %d, for %d keys in one call with the %s's own", len(names), maxKeys-1, maxKeys, unit)
+	}
+	seen := maps.Clone(taken)
+	if seen == nil {
+		seen = map[string]string{}
+	}
+	for i, n := range names {
+		what := fmt.Sprintf("Config.Scopes[%d]", i)
+		if err := CheckName(n); err != nil {
+			return Scopes{}, fmt.Errorf("%s: invalid Name: %w", what, err)
+		}
+		if err := CheckKeyName(n); err != nil {
+			return Scopes{}, fmt.Errorf("invalid %s.Name %q: %w", what, n, err)
+		}
+		if other, ok := seen[n]; ok {
+			// The name tells the scope's Redis keys apart from the
+			// others' under one hash tag.
+			return Scopes{}, fmt.Errorf("%s has the Name %q of %s: give each scope a name of its own", what, n, other)
+		}
+		seen[n] = what
+		if err := limits[i].Validate(); err != nil {
+			return Scopes{}, fmt.Errorf("%s (%q): invalid Limit: %w", what, n, err)
+		}
+		if limits[i].Capacity() < 1 {
+			return Scopes{}, fmt.Errorf("%s (%q): Limit %v has a capacity below 1: it could never admit a %s", what, n, limits[i], unit)
+		}
+	}
+	return Scopes{unit: unit, names: slices.Clone(names), limits: slices.Clone(limits)}, nil
+}
+
+// Add returns the policy names and limits of a call of several keys: those
+// of a request's own key, then each scope's, in the order of ScopedKeys'
+// keys. names name limits, the own key's; when names is empty, name does.
+// With scopes the own key holds one limit, as every key of such a call
+// does, of the scopes' algorithm, as one call runs one algorithm's script.
+// The zero Scopes returns names and limits as they are.
+func (s Scopes) Add(name string, names []string, limits []redisrate.Limit) ([]string, []redisrate.Limit, error) {
+	if len(s.names) == 0 {
+		return names, limits, nil
+	}
+	if len(limits) != 1 {
+		return nil, nil, fmt.Errorf("%d limits with Config.Scopes: with scopes, each key holds one limit (a call of several keys, CONTRACT.md); hold the %s's key to a further limit with a Scope of the same Key", len(limits), s.unit)
+	}
+	if len(names) == 0 {
+		names = []string{name}
+	}
+	if len(names) != 1 {
+		return nil, nil, fmt.Errorf("PolicyNames has %d names for 1 limit", len(names))
+	}
+	own := limits[0]
+	for i, l := range s.limits {
+		if l.Algorithm != own.Algorithm {
+			return nil, nil, fmt.Errorf("Config.Scopes[%d] (%q) has a %s limit, and the %s's own is %s: the limits of one call run one algorithm's script; give every limit the same algorithm", i, s.names[i], l.Algorithm, s.unit, own.Algorithm)
+		}
+	}
+	return append([]string{names[0]}, s.names...), append([]redisrate.Limit{own}, s.limits...), nil
+}
+
+// CallerGaveUp reports whether err, an error of a Limiter's call, says that
+// the caller's context ended (it was cancelled, or its deadline passed)
+// before Redis decided. Answer such a request as ended, never by the
+// failure policy or shadow mode: its deadline is the client's to set (gRPC's
+// grpc-timeout), so it must not buy the client an admission. An error that
+// matches redisrate.ErrUnavailable is Redis failing, not the caller.
+func CallerGaveUp(err error) bool {
+	return !errors.Is(err, redisrate.ErrUnavailable) &&
+		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+}

@@ -1,6 +1,10 @@
 package ratefields
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,6 +165,96 @@ func TestScopedKeysRefusesWhatCouldMeet(t *testing.T) {
 	} {
 		if keys, err := ScopedKeys(tc.name, tc.segment, "k", tc.scopes, tc.values); err == nil {
 			t.Errorf("%q %q %q %q: %q, want an error", tc.name, tc.segment, tc.scopes, tc.values, keys)
+		}
+	}
+}
+
+// Only the caller's context ending is the caller giving up: Redis failing
+// (ErrUnavailable), even on a deadline of its own, is not.
+func TestCallerGaveUp(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{context.Canceled, true},
+		{fmt.Errorf("gcra client:42: %w before Redis decided", context.DeadlineExceeded), true},
+		{fmt.Errorf("%w: %w", redisrate.ErrUnavailable, context.DeadlineExceeded), false},
+		{redisrate.ErrUnavailable, false},
+		{errors.New("no key"), false},
+	} {
+		if got := CallerGaveUp(tc.err); got != tc.want {
+			t.Errorf("CallerGaveUp(%v) = %v; want %v", tc.err, got, tc.want)
+		}
+	}
+}
+
+// NewScopes keeps what it was given, changes nothing of its caller's, and
+// its zero value adds nothing.
+func TestScopes(t *testing.T) {
+	names, limits := []string{"account"}, []redisrate.Limit{redisrate.PerMinute(3)}
+	taken := map[string]string{"api": "Config.Name"}
+	s, err := NewScopes("call", names, limits, taken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(taken) != 1 {
+		t.Errorf("NewScopes changed taken: %v", taken)
+	}
+	names[0], limits[0] = "changed", redisrate.PerHour(1)
+	gotNames, gotLimits, err := s.Add("api", nil, []redisrate.Limit{redisrate.PerSecond(2)})
+	if err != nil || strings.Join(gotNames, ",") != "api,account" || len(gotLimits) != 2 || gotLimits[1] != redisrate.PerMinute(3) {
+		t.Errorf("Add: %q, %v, %v; want api,account with the scope's limit as given", gotNames, gotLimits, err)
+	}
+	gotNames[1] = "changed" // the caller's to change
+	if again, _, _ := s.Add("api", []string{"own"}, []redisrate.Limit{redisrate.PerSecond(2)}); strings.Join(again, ",") != "own,account" {
+		t.Errorf("Add after a change to an earlier answer: %q; want own,account", again)
+	}
+
+	own := []redisrate.Limit{redisrate.PerSecond(1), redisrate.PerHour(9)}
+	if n, l, err := (Scopes{}).Add("api", nil, own); n != nil || len(l) != 2 || err != nil {
+		t.Errorf("zero Scopes: %q, %v, %v; want the limits as they are", n, l, err)
+	}
+	if s, err := NewScopes("call", nil, nil, nil); err != nil || len(s.names) != 0 {
+		t.Errorf("no scopes: %+v, %v; want the zero Scopes", s, err)
+	}
+
+	seven := make([]string, 8)
+	for i := range seven {
+		seven[i] = fmt.Sprint("s", i)
+	}
+	for _, tc := range []struct {
+		names  []string
+		limits []redisrate.Limit
+		taken  map[string]string
+		want   string
+	}{
+		{[]string{"a", "b"}, limits[:1], nil, "2 scope names for 1 limits"},
+		{seven, slices.Repeat(limits[:1], 8), nil, "Config.Scopes has 8 scopes: at most 7, for 8 keys in one call with the call's own"},
+		{[]string{"a", "a"}, slices.Repeat(limits[:1], 2), nil, `Config.Scopes[1] has the Name "a" of Config.Scopes[0]`},
+		{[]string{"a"}, limits[:1], map[string]string{"a": `the method "a"`}, `Config.Scopes[0] has the Name "a" of the method "a"`},
+		{[]string{"a}"}, limits[:1], nil, `invalid Config.Scopes[0].Name "a}": '{' and '}'`},
+		{[]string{"é"}, limits[:1], nil, "Config.Scopes[0]: invalid Name: policy name"},
+		{[]string{"a"}, []redisrate.Limit{{Period: time.Second}}, nil, `Config.Scopes[0] ("a"): invalid Limit`},
+	} {
+		if _, err := NewScopes("call", tc.names, tc.limits, tc.taken); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("NewScopes(%q): %v; want an error with %q", tc.names, err, tc.want)
+		}
+	}
+	if _, err := NewScopes("call", seven[:7], slices.Repeat(limits[:1], 7), nil); err != nil {
+		t.Errorf("7 scopes: %v; want them taken", err)
+	}
+	for _, tc := range []struct {
+		names  []string
+		limits []redisrate.Limit
+		want   string
+	}{
+		{nil, own, "2 limits with Config.Scopes"},
+		{[]string{"a", "b"}, own[:1], "PolicyNames has 2 names for 1 limit"},
+		{nil, []redisrate.Limit{redisrate.PerSecond(1).WithAlgorithm(redisrate.SlidingLog)}, `Config.Scopes[0] ("account") has a gcra limit, and the call's own is sliding_log`},
+	} {
+		if _, _, err := s.Add("api", tc.names, tc.limits); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Add(%q, %v): %v; want an error with %q", tc.names, tc.limits, err, tc.want)
 		}
 	}
 }
