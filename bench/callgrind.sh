@@ -27,7 +27,7 @@ measure() { # name, script file, call args... ("FCALL" as the file: the library;
   valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.%p" redis-server --port "$port" --bind 127.0.0.1 \
     --save '' --appendonly no >"$tmp/vg.log" 2>&1 &
   local vpid=$!
-  trap 'kill "$vpid" 2>/dev/null' EXIT # measure runs in a subshell: a failure stops its server
+  trap 'kill "${vpid:-}" 2>/dev/null' EXIT # measure runs in a subshell: a failure stops its server (vpid is gone once measure returns)
   local tries=0
   until redis-cli -p "$port" ping >/dev/null 2>&1; do
     tries=$((tries + 1))
@@ -46,11 +46,13 @@ measure() { # name, script file, call args... ("FCALL" as the file: the library;
   for _ in 1 2 3; do redis-cli -p "$port" "${cmd[@]}" "$@" >/dev/null; done
   callgrind_control --zero "$vpid" >/dev/null 2>&1
   redis-benchmark -p "$port" -n "$N" -c 1 -q "${cmd[@]}" "$@" >/dev/null
+  callgrind_control --dump "$vpid" >/dev/null 2>&1
+  # The reply of one more call, after the count: a connection of its own
+  # and its call would add some 0.4k to each of the N calls counted.
   local reply; reply=$(redis-cli -p "$port" "${cmd[@]}" "$@" | tr '\n' ' ')
   case "$reply" in # a subject that errs would be counted, not measured
     "" | *ERR* | *NOSCRIPT* | *rror*) echo "$name: the call failed: $reply" >&2; exit 1 ;;
   esac
-  callgrind_control --dump "$vpid" >/dev/null 2>&1
   local ir; ir=$(ls -t "$tmp"/cg.* | head -1 | xargs grep -h '^summary:' | awk '{print $2}')
   redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
   wait "$vpid" 2>/dev/null || true

@@ -105,6 +105,8 @@ local NAME, TAG = 'gcra', 'gcra:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 0, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^gcra:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
+local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
+for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' (%d+)', FIELDS * n) .. '$' end
 local AHEAD_AT, AHEAD_MAX = 1, 13339554827370498 -- which field is a time ahead of the clock, and its range: TIME_MAX + 2^52, rounded up to 2 mod 4 (see state.lua)
 
 -- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
@@ -134,7 +136,7 @@ local function gcra(KEYS, ARGV)
     -- KEYS and ARGV are globals in a script: each is read once.
     local keys, argv = KEYS, ARGV
     local key, ls, ps, bs = keys[1], argv[1], argv[2], argv[3]
-    if not ps or not key or keys[2] then break end
+    if not ps or not key or keys[2] or bs and argv[6] then break end -- (argv[6]: a further limit; bs first, absent in the common call)
     -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
     -- y" to a local that exists); a value past its maximum falls through, so
     -- 16 digits and more need no check of their own.
@@ -142,10 +144,9 @@ local function gcra(KEYS, ARGV)
     -- and a day: assemble.go, periodMacro.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
-    local burst1, cost, check = limit1, 1, false
+    local burst1, cost, writes = limit1, 1, true -- writes: only an admitted request with a cost, not a check, records
     if bs then -- the optional arguments, when there are any (the common call has none)
       local cs, mode = argv[4], argv[5]
-      if argv[6] then break end
       if bs ~= '' then
         local b = NUM[bs] or read(bs)
         if not b or b > 1e15 then break end
@@ -158,8 +159,9 @@ local function gcra(KEYS, ARGV)
       end
       if mode and mode ~= '' then
         if mode ~= 'check' then break end
-        check = true
+        writes = false
       end
+      writes = writes and cost > 0
     end
     if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
     local now
@@ -182,7 +184,7 @@ local function gcra(KEYS, ARGV)
       if not (s1 <= 13339554827370498) then break end
       if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
     end
-    local writes, i = cost > 0 and not check, 1 -- i: the one limit
+    local i = 1 -- the one limit
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, period_us, burst, stored_t, stored_r = limit1, period1 * 1000, burst1, s1, s2
@@ -222,7 +224,7 @@ local function gcra(KEYS, ARGV)
     if room < 0 then room = 0 end
     local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
     local reset_us = ahead + (r > 0 and 1 or 0)
-    local allowed, out = ok, 'gcra:2' -- the one limit decides
+    local allowed, out = ok -- the one limit decides (out: its record, when it writes)
     if allowed and writes then
       if now + ahead >= 9007199254740992 then -- past 2^53: whole seconds, then the microseconds, each exact
         local us = now % 1000000 + ahead % 1000000
@@ -269,15 +271,14 @@ local function gcra(KEYS, ARGV)
   -- The first limit's arguments go into locals; a further limit's, once read,
   -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
   -- call builds a table for them.
-  local limit1, period1, burst1
+  local at, limit1, period1, burst1 = 0 -- at: limit i's arguments follow argv[at] (0 for the first, 3i - 1 for a further one)
   -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
   -- before a miscount that follows it: too many limits, a last triple cut
   -- short, a key count other than the number of limits.
   for i = 1, n do
     if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
-    local at = i == 1 and 0 or 3 * i - 1
-    local ls, ps, bs = argv[at + 1] or '', argv[at + 2], argv[at + 3]
-    if i == 1 then ps, bs = ps or '', bs or '' end -- the first limit's burst is optional
+    local ls, ps, bs = argv[at + 1], argv[at + 2], argv[at + 3]
+    if i == 1 then ls, ps, bs = ls or '', ps or '', bs or '' end -- the first limit's burst is optional (a further limit's limit is there: n counts the triples begun)
     -- Each number is read as helpers.lua's "Numbers" says: nil for anything
     -- but digits.
     local limit = NUM[ls] or read(ls)
@@ -304,21 +305,22 @@ local function gcra(KEYS, ARGV)
       end
       return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
     end
-    if i == 1 and nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
-      local cs, mode = argv[4], argv[5] or ''
-      if cs ~= '' then
-        cost = NUM[cs] or read(cs)
-        if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
-      end
-      if mode ~= '' then
-        if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
-        check = true
-      end
-    end
     if i == 1 then
-      limit1, period1, burst1 = limit, period_ms, burst
+      if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
+        local cs, mode = argv[4], argv[5] or ''
+        if cs ~= '' then
+          cost = NUM[cs] or read(cs)
+          if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
+        end
+        if mode ~= '' then
+          if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
+          check = true
+        end
+      end
+      limit1, period1, burst1, at = limit, period_ms, burst, 5
     else
       argv[at + 1], argv[at + 2], argv[at + 3] = limit, period_ms, burst
+      at = at + 3 -- (apart: gopher-lua may assign at before it indexes argv)
     end
   end
   if short then
@@ -342,13 +344,12 @@ local function gcra(KEYS, ARGV)
   -- time (TIME_AT) no later than TIME_MAX, a time ahead of the clock (AHEAD_AT,
   -- gcra's TAT) no later than AHEAD_MAX. Anything else (another type, a
   -- user's value, another script's or version's state) is refused, untouched.
-  -- The first limit's numbers are read into locals, the others' (a state of
-  -- several limits) into a table: a state of one limit builds no table.
-  -- With several keys, key i holds limit i's state alone: it is read as a
-  -- one-key call with one limit reads it (the first limit's numbers, the
-  -- rest checked too), and an error names its position (key #i).
+  -- n limits' state is read in one match into a table (limit j's field f at
+  -- FIELDS * (j - 1) + f), one limit's into locals, another number of limits'
+  -- field by field. With several keys, key i holds limit i's state, read as a
+  -- one-limit call reads it, and an error names it (key #i).
   local slots, i, s1, s2 -- with several keys, their numbers and the key read; the first limit's (nil: none)
-  local more = n > 1 and {} or nil -- the other limits' numbers, FIELDS each
+  local more -- every limit's numbers, FIELDS each, when the state holds several limits'
   while true do -- KEYS[1], then with several keys each in turn
     local raw = redis.pcall('GET', key)
     if raw then
@@ -360,35 +361,30 @@ local function gcra(KEYS, ARGV)
       -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
       -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
       -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
-      local t1, t2, rest = match(raw, STATE)
-      local good = rest ~= nil
-      if good then
-        s1 = #t1 <= 17 and t1 + 0
-        s2 = #t2 <= 16 and t2 + 0
-        good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= AHEAD_MAX
-        good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
-      end
-      if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
-        -- One match reads as many further limits as this call has, the common
-        -- case; a state of another number of limits is read field by field.
-        more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
-        if not more[1] then
+      if k == 1 and n > 1 then more = { match(raw, FULL[n]) } end -- n limits' (the library makes the patterns at load)
+      local good = more and more[1] ~= nil
+      if not good then
+        local t1, t2, rest = match(raw, STATE)
+        good = rest ~= nil
+        if good and rest == '' then -- one limit's
+          s1 = #t1 <= 17 and t1 + 0
+          s2 = #t2 <= 16 and t2 + 0
+          good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= AHEAD_MAX
+          good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
+        elseif good then -- another number of limits: " n n ..." exactly, FIELDS each, up to 8 limits
+          more = { t1, t2 }
           local read = 0
-          for f in ('').gmatch(rest, ' (%d+)') do
-            read = read + 1 + #f
-            more[#more + 1] = f
-          end
-          good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
+          for f in ('').gmatch(rest, ' (%d+)') do read = read + 1 + #f; more[#more + 1] = f end
+          good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS
         end
-        for j = 1, good and #more or 0 do
-          local f, at = more[j], (j - 1) % FIELDS + 1
-          local v = #f <= (at == AHEAD_AT and 17 or 16) and f + 0
-          if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or at == AHEAD_AT and AHEAD_MAX or 9007199254740991)) then
-            good = false
-            break
-          end
-          more[j] = v
+      end
+      if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
+        for j = 0, #more - 1, FIELDS do
+          local f = more[j + 1]; local v = #f <= 17 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= AHEAD_MAX) then good = false break end; more[j + 1] = v
+          local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 2] = v
         end
+        s1 = more[1]
+        s2 = more[2]
       end
       if not good then
         local other, which = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
@@ -400,20 +396,23 @@ local function gcra(KEYS, ARGV)
     end
     if k == 1 then break end
     -- Several keys: limit i's numbers go to slots, where the loop reads them
-    -- as more (limit 1's past the last, until every key is read).
+    -- as more, in the same places as one key's (limit i's field f at
+    -- FIELDS * (i - 1) + f).
     if not slots then slots, i = {}, 1 end
-    slots[(i - 2) % k * FIELDS + 1] = s1
-    slots[(i - 2) % k * FIELDS + 2] = s2
+    slots[(i - 1) * FIELDS + 1] = s1
+    slots[(i - 1) * FIELDS + 2] = s2
     if i == k then
-      s1 = slots[(k - 1) * FIELDS + 1]
-      s2 = slots[(k - 1) * FIELDS + 2]
+      s1 = slots[1]
+      s2 = slots[2]
       more, key = slots, keys[1]
       break
     end
     s1, s2 = nil
+    more = nil
     i = i + 1
     key = keys[i]
   end
+  if n > 1 and not more then more = {} end -- no state yet, or one limit's: the further limits have none
 
   -- ---- Decision: every limit in turn, all or nothing ----
   local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
@@ -434,7 +433,7 @@ local function gcra(KEYS, ARGV)
         out, ttl_us = TAG, 0
       end
       limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
-      stored_t, stored_r = more[2 * i - 3], more[2 * i - 2]
+      stored_t, stored_r = more[2 * i - 1], more[2 * i]
     end
     local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
     while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
@@ -478,7 +477,12 @@ local function gcra(KEYS, ARGV)
     -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if ok then
-      if not a_i or less(left, per, a_left, a_per) then
+      local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
+      if not fewer then
+        local x, y = left * a_per, a_left * per
+        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
+      end
+      if fewer then
         a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
       end
     else
@@ -492,11 +496,11 @@ local function gcra(KEYS, ARGV)
       if now + ahead >= 9007199254740992 then -- past 2^53: whole seconds, then the microseconds, each exact
         local us = now % 1000000 + ahead % 1000000
         local sec = (now - now % 1000000) / 1000000 + (ahead - ahead % 1000000) / 1000000 + (us - us % 1000000) / 1000000
-        out = fmt('%s %d%06d %d', out, sec, us % 1000000, r)
+        out = out .. fmt(' %d%06d %d', sec, us % 1000000, r)
       elseif r == 0 then -- always when limit divides period_us (a = 1, as 10 per second): a number fewer to format, some 800 instructions
-        out = fmt('%s %d 0', out, now + ahead)
+        out = out .. fmt(' %d 0', now + ahead)
       else
-        out = fmt('%s %d %d', out, now + ahead, r)
+        out = out .. fmt(' %d %d', now + ahead, r)
       end
     end
   end
@@ -527,6 +531,8 @@ local NAME, TAG = 'token_bucket', 'tb:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^tb:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
+local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
+for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' (%d+)', FIELDS * n) .. '$' end
 
 local function out_of_range(limit, period_ms, burst)
   -- the longest wait: refills until an empty bucket is full (at most burst of them)
@@ -547,7 +553,7 @@ local function token_bucket(KEYS, ARGV)
     -- KEYS and ARGV are globals in a script: each is read once.
     local keys, argv = KEYS, ARGV
     local key, ls, ps, bs = keys[1], argv[1], argv[2], argv[3]
-    if not ps or not key or keys[2] then break end
+    if not ps or not key or keys[2] or bs and argv[6] then break end -- (argv[6]: a further limit; bs first, absent in the common call)
     -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
     -- y" to a local that exists); a value past its maximum falls through, so
     -- 16 digits and more need no check of their own.
@@ -555,10 +561,9 @@ local function token_bucket(KEYS, ARGV)
     -- and a day: assemble.go, periodMacro.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
-    local burst1, cost, check = limit1, 1, false
+    local burst1, cost, writes = limit1, 1, true -- writes: only an admitted request with a cost, not a check, records
     if bs then -- the optional arguments, when there are any (the common call has none)
       local cs, mode = argv[4], argv[5]
-      if argv[6] then break end
       if bs ~= '' then
         local b = NUM[bs] or read(bs)
         if not b or b > 1e15 then break end
@@ -571,8 +576,9 @@ local function token_bucket(KEYS, ARGV)
       end
       if mode and mode ~= '' then
         if mode ~= 'check' then break end
-        check = true
+        writes = false
       end
+      writes = writes and cost > 0
     end
     if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
     local now
@@ -595,7 +601,7 @@ local function token_bucket(KEYS, ARGV)
       if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991) then break end
       if not (s2 <= 8835955200000000) then break end
     end
-    local writes, i = cost > 0 and not check, 1 -- i: the one limit
+    local i = 1 -- the one limit
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, period_us, burst, stored_tokens, stored_t = limit1, period1 * 1000, burst1, s1, s2
@@ -623,7 +629,7 @@ local function token_bucket(KEYS, ARGV)
     local missing = burst - tokens -- ceil(missing / limit) refills
     if missing > 0 then reset_us = t + (missing + -missing % limit) / limit * period_us - now end
     local rem, left, per, cap = tokens, tokens, 1, burst
-    local allowed, out = ok, 'tb:2' -- the one limit decides
+    local allowed, out = ok -- the one limit decides (out: its record, when it writes)
     if allowed and writes then out = fmt('tb:2 %d %d', tokens, t) end
     -- The one write and the reply, for the one limit (write.lua, reply.lua).
     local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
@@ -660,15 +666,14 @@ local function token_bucket(KEYS, ARGV)
   -- The first limit's arguments go into locals; a further limit's, once read,
   -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
   -- call builds a table for them.
-  local limit1, period1, burst1
+  local at, limit1, period1, burst1 = 0 -- at: limit i's arguments follow argv[at] (0 for the first, 3i - 1 for a further one)
   -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
   -- before a miscount that follows it: too many limits, a last triple cut
   -- short, a key count other than the number of limits.
   for i = 1, n do
     if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
-    local at = i == 1 and 0 or 3 * i - 1
-    local ls, ps, bs = argv[at + 1] or '', argv[at + 2], argv[at + 3]
-    if i == 1 then ps, bs = ps or '', bs or '' end -- the first limit's burst is optional
+    local ls, ps, bs = argv[at + 1], argv[at + 2], argv[at + 3]
+    if i == 1 then ls, ps, bs = ls or '', ps or '', bs or '' end -- the first limit's burst is optional (a further limit's limit is there: n counts the triples begun)
     -- Each number is read as helpers.lua's "Numbers" says: nil for anything
     -- but digits.
     local limit = NUM[ls] or read(ls)
@@ -695,21 +700,22 @@ local function token_bucket(KEYS, ARGV)
       end
       return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
     end
-    if i == 1 and nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
-      local cs, mode = argv[4], argv[5] or ''
-      if cs ~= '' then
-        cost = NUM[cs] or read(cs)
-        if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
-      end
-      if mode ~= '' then
-        if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
-        check = true
-      end
-    end
     if i == 1 then
-      limit1, period1, burst1 = limit, period_ms, burst
+      if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
+        local cs, mode = argv[4], argv[5] or ''
+        if cs ~= '' then
+          cost = NUM[cs] or read(cs)
+          if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
+        end
+        if mode ~= '' then
+          if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
+          check = true
+        end
+      end
+      limit1, period1, burst1, at = limit, period_ms, burst, 5
     else
       argv[at + 1], argv[at + 2], argv[at + 3] = limit, period_ms, burst
+      at = at + 3 -- (apart: gopher-lua may assign at before it indexes argv)
     end
   end
   if short then
@@ -733,13 +739,12 @@ local function token_bucket(KEYS, ARGV)
   -- time (TIME_AT) no later than TIME_MAX, a time ahead of the clock (AHEAD_AT,
   -- gcra's TAT) no later than AHEAD_MAX. Anything else (another type, a
   -- user's value, another script's or version's state) is refused, untouched.
-  -- The first limit's numbers are read into locals, the others' (a state of
-  -- several limits) into a table: a state of one limit builds no table.
-  -- With several keys, key i holds limit i's state alone: it is read as a
-  -- one-key call with one limit reads it (the first limit's numbers, the
-  -- rest checked too), and an error names its position (key #i).
+  -- n limits' state is read in one match into a table (limit j's field f at
+  -- FIELDS * (j - 1) + f), one limit's into locals, another number of limits'
+  -- field by field. With several keys, key i holds limit i's state, read as a
+  -- one-limit call reads it, and an error names it (key #i).
   local slots, i, s1, s2 -- with several keys, their numbers and the key read; the first limit's (nil: none)
-  local more = n > 1 and {} or nil -- the other limits' numbers, FIELDS each
+  local more -- every limit's numbers, FIELDS each, when the state holds several limits'
   while true do -- KEYS[1], then with several keys each in turn
     local raw = redis.pcall('GET', key)
     if raw then
@@ -751,35 +756,30 @@ local function token_bucket(KEYS, ARGV)
       -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
       -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
       -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
-      local t1, t2, rest = match(raw, STATE)
-      local good = rest ~= nil
-      if good then
-        s1 = #t1 <= 16 and t1 + 0
-        s2 = #t2 <= 16 and t2 + 0
-        good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991
-        good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX
-      end
-      if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
-        -- One match reads as many further limits as this call has, the common
-        -- case; a state of another number of limits is read field by field.
-        more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
-        if not more[1] then
+      if k == 1 and n > 1 then more = { match(raw, FULL[n]) } end -- n limits' (the library makes the patterns at load)
+      local good = more and more[1] ~= nil
+      if not good then
+        local t1, t2, rest = match(raw, STATE)
+        good = rest ~= nil
+        if good and rest == '' then -- one limit's
+          s1 = #t1 <= 16 and t1 + 0
+          s2 = #t2 <= 16 and t2 + 0
+          good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991
+          good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX
+        elseif good then -- another number of limits: " n n ..." exactly, FIELDS each, up to 8 limits
+          more = { t1, t2 }
           local read = 0
-          for f in ('').gmatch(rest, ' (%d+)') do
-            read = read + 1 + #f
-            more[#more + 1] = f
-          end
-          good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
+          for f in ('').gmatch(rest, ' (%d+)') do read = read + 1 + #f; more[#more + 1] = f end
+          good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS
         end
-        for j = 1, good and #more or 0 do
-          local f, at = more[j], (j - 1) % FIELDS + 1
-          local v = #f <= 16 and f + 0
-          if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or 9007199254740991)) then
-            good = false
-            break
-          end
-          more[j] = v
+      end
+      if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
+        for j = 0, #more - 1, FIELDS do
+          local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 1] = v
+          local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= TIME_MAX) then good = false break end; more[j + 2] = v
         end
+        s1 = more[1]
+        s2 = more[2]
       end
       if not good then
         local other, which = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
@@ -791,20 +791,23 @@ local function token_bucket(KEYS, ARGV)
     end
     if k == 1 then break end
     -- Several keys: limit i's numbers go to slots, where the loop reads them
-    -- as more (limit 1's past the last, until every key is read).
+    -- as more, in the same places as one key's (limit i's field f at
+    -- FIELDS * (i - 1) + f).
     if not slots then slots, i = {}, 1 end
-    slots[(i - 2) % k * FIELDS + 1] = s1
-    slots[(i - 2) % k * FIELDS + 2] = s2
+    slots[(i - 1) * FIELDS + 1] = s1
+    slots[(i - 1) * FIELDS + 2] = s2
     if i == k then
-      s1 = slots[(k - 1) * FIELDS + 1]
-      s2 = slots[(k - 1) * FIELDS + 2]
+      s1 = slots[1]
+      s2 = slots[2]
       more, key = slots, keys[1]
       break
     end
     s1, s2 = nil
+    more = nil
     i = i + 1
     key = keys[i]
   end
+  if n > 1 and not more then more = {} end -- no state yet, or one limit's: the further limits have none
 
   -- ---- Decision: every limit in turn, all or nothing ----
   local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
@@ -825,7 +828,7 @@ local function token_bucket(KEYS, ARGV)
         out, ttl_us = TAG, 0
       end
       limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
-      stored_tokens, stored_t = more[2 * i - 3], more[2 * i - 2]
+      stored_tokens, stored_t = more[2 * i - 1], more[2 * i]
     end
     -- A new bucket starts full, its refills counted from now. A clock behind
     -- the last refill (it stepped back) decides as of that refill.
@@ -857,7 +860,12 @@ local function token_bucket(KEYS, ARGV)
     -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if ok then
-      if not a_i or less(left, per, a_left, a_per) then
+      local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
+      if not fewer then
+        local x, y = left * a_per, a_left * per
+        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
+      end
+      if fewer then
         a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
       end
     else
@@ -867,7 +875,7 @@ local function token_bucket(KEYS, ARGV)
         d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
       end
     end
-    if allowed and writes then out = fmt('%s %d %d', out, tokens, t) end
+    if allowed and writes then out = out .. fmt(' %d %d', tokens, t) end
   end
 
   -- ---- The one write (scripts/src/write.lua) ----
@@ -896,6 +904,8 @@ local NAME, TAG = 'leaky_bucket', 'lb:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^lb:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
+local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
+for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' (%d+)', FIELDS * n) .. '$' end
 
 -- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
 -- With a/b = limit / period_us in lowest terms, a level of x stands for x / b
@@ -924,7 +934,7 @@ local function leaky_bucket(KEYS, ARGV)
     -- KEYS and ARGV are globals in a script: each is read once.
     local keys, argv = KEYS, ARGV
     local key, ls, ps, bs = keys[1], argv[1], argv[2], argv[3]
-    if not ps or not key or keys[2] then break end
+    if not ps or not key or keys[2] or bs and argv[6] then break end -- (argv[6]: a further limit; bs first, absent in the common call)
     -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
     -- y" to a local that exists); a value past its maximum falls through, so
     -- 16 digits and more need no check of their own.
@@ -932,10 +942,9 @@ local function leaky_bucket(KEYS, ARGV)
     -- and a day: assemble.go, periodMacro.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
-    local burst1, cost, check = limit1, 1, false
+    local burst1, cost, writes = limit1, 1, true -- writes: only an admitted request with a cost, not a check, records
     if bs then -- the optional arguments, when there are any (the common call has none)
       local cs, mode = argv[4], argv[5]
-      if argv[6] then break end
       if bs ~= '' then
         local b = NUM[bs] or read(bs)
         if not b or b > 1e15 then break end
@@ -948,8 +957,9 @@ local function leaky_bucket(KEYS, ARGV)
       end
       if mode and mode ~= '' then
         if mode ~= 'check' then break end
-        check = true
+        writes = false
       end
+      writes = writes and cost > 0
     end
     if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
     local now
@@ -972,7 +982,7 @@ local function leaky_bucket(KEYS, ARGV)
       if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991) then break end
       if not (s2 <= 8835955200000000) then break end
     end
-    local writes, i = cost > 0 and not check, 1 -- i: the one limit
+    local i = 1 -- the one limit
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, period_us, burst, stored_x, stored_t = limit1, period1 * 1000, burst1, s1, s2
@@ -1000,7 +1010,7 @@ local function leaky_bucket(KEYS, ARGV)
     local room = xmax > x and xmax - x or 0
     local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
     local reset_us = t - now + (x + -x % a) / a
-    local allowed, out = ok, 'lb:2' -- the one limit decides
+    local allowed, out = ok -- the one limit decides (out: its record, when it writes)
     if allowed and writes then out = fmt('lb:2 %d %d', x, t) end
     -- The one write and the reply, for the one limit (write.lua, reply.lua).
     local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
@@ -1037,15 +1047,14 @@ local function leaky_bucket(KEYS, ARGV)
   -- The first limit's arguments go into locals; a further limit's, once read,
   -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
   -- call builds a table for them.
-  local limit1, period1, burst1
+  local at, limit1, period1, burst1 = 0 -- at: limit i's arguments follow argv[at] (0 for the first, 3i - 1 for a further one)
   -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
   -- before a miscount that follows it: too many limits, a last triple cut
   -- short, a key count other than the number of limits.
   for i = 1, n do
     if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
-    local at = i == 1 and 0 or 3 * i - 1
-    local ls, ps, bs = argv[at + 1] or '', argv[at + 2], argv[at + 3]
-    if i == 1 then ps, bs = ps or '', bs or '' end -- the first limit's burst is optional
+    local ls, ps, bs = argv[at + 1], argv[at + 2], argv[at + 3]
+    if i == 1 then ls, ps, bs = ls or '', ps or '', bs or '' end -- the first limit's burst is optional (a further limit's limit is there: n counts the triples begun)
     -- Each number is read as helpers.lua's "Numbers" says: nil for anything
     -- but digits.
     local limit = NUM[ls] or read(ls)
@@ -1072,21 +1081,22 @@ local function leaky_bucket(KEYS, ARGV)
       end
       return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
     end
-    if i == 1 and nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
-      local cs, mode = argv[4], argv[5] or ''
-      if cs ~= '' then
-        cost = NUM[cs] or read(cs)
-        if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
-      end
-      if mode ~= '' then
-        if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
-        check = true
-      end
-    end
     if i == 1 then
-      limit1, period1, burst1 = limit, period_ms, burst
+      if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
+        local cs, mode = argv[4], argv[5] or ''
+        if cs ~= '' then
+          cost = NUM[cs] or read(cs)
+          if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
+        end
+        if mode ~= '' then
+          if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
+          check = true
+        end
+      end
+      limit1, period1, burst1, at = limit, period_ms, burst, 5
     else
       argv[at + 1], argv[at + 2], argv[at + 3] = limit, period_ms, burst
+      at = at + 3 -- (apart: gopher-lua may assign at before it indexes argv)
     end
   end
   if short then
@@ -1110,13 +1120,12 @@ local function leaky_bucket(KEYS, ARGV)
   -- time (TIME_AT) no later than TIME_MAX, a time ahead of the clock (AHEAD_AT,
   -- gcra's TAT) no later than AHEAD_MAX. Anything else (another type, a
   -- user's value, another script's or version's state) is refused, untouched.
-  -- The first limit's numbers are read into locals, the others' (a state of
-  -- several limits) into a table: a state of one limit builds no table.
-  -- With several keys, key i holds limit i's state alone: it is read as a
-  -- one-key call with one limit reads it (the first limit's numbers, the
-  -- rest checked too), and an error names its position (key #i).
+  -- n limits' state is read in one match into a table (limit j's field f at
+  -- FIELDS * (j - 1) + f), one limit's into locals, another number of limits'
+  -- field by field. With several keys, key i holds limit i's state, read as a
+  -- one-limit call reads it, and an error names it (key #i).
   local slots, i, s1, s2 -- with several keys, their numbers and the key read; the first limit's (nil: none)
-  local more = n > 1 and {} or nil -- the other limits' numbers, FIELDS each
+  local more -- every limit's numbers, FIELDS each, when the state holds several limits'
   while true do -- KEYS[1], then with several keys each in turn
     local raw = redis.pcall('GET', key)
     if raw then
@@ -1128,35 +1137,30 @@ local function leaky_bucket(KEYS, ARGV)
       -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
       -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
       -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
-      local t1, t2, rest = match(raw, STATE)
-      local good = rest ~= nil
-      if good then
-        s1 = #t1 <= 16 and t1 + 0
-        s2 = #t2 <= 16 and t2 + 0
-        good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991
-        good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX
-      end
-      if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
-        -- One match reads as many further limits as this call has, the common
-        -- case; a state of another number of limits is read field by field.
-        more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
-        if not more[1] then
+      if k == 1 and n > 1 then more = { match(raw, FULL[n]) } end -- n limits' (the library makes the patterns at load)
+      local good = more and more[1] ~= nil
+      if not good then
+        local t1, t2, rest = match(raw, STATE)
+        good = rest ~= nil
+        if good and rest == '' then -- one limit's
+          s1 = #t1 <= 16 and t1 + 0
+          s2 = #t2 <= 16 and t2 + 0
+          good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991
+          good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX
+        elseif good then -- another number of limits: " n n ..." exactly, FIELDS each, up to 8 limits
+          more = { t1, t2 }
           local read = 0
-          for f in ('').gmatch(rest, ' (%d+)') do
-            read = read + 1 + #f
-            more[#more + 1] = f
-          end
-          good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
+          for f in ('').gmatch(rest, ' (%d+)') do read = read + 1 + #f; more[#more + 1] = f end
+          good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS
         end
-        for j = 1, good and #more or 0 do
-          local f, at = more[j], (j - 1) % FIELDS + 1
-          local v = #f <= 16 and f + 0
-          if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or 9007199254740991)) then
-            good = false
-            break
-          end
-          more[j] = v
+      end
+      if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
+        for j = 0, #more - 1, FIELDS do
+          local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 1] = v
+          local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= TIME_MAX) then good = false break end; more[j + 2] = v
         end
+        s1 = more[1]
+        s2 = more[2]
       end
       if not good then
         local other, which = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
@@ -1168,20 +1172,23 @@ local function leaky_bucket(KEYS, ARGV)
     end
     if k == 1 then break end
     -- Several keys: limit i's numbers go to slots, where the loop reads them
-    -- as more (limit 1's past the last, until every key is read).
+    -- as more, in the same places as one key's (limit i's field f at
+    -- FIELDS * (i - 1) + f).
     if not slots then slots, i = {}, 1 end
-    slots[(i - 2) % k * FIELDS + 1] = s1
-    slots[(i - 2) % k * FIELDS + 2] = s2
+    slots[(i - 1) * FIELDS + 1] = s1
+    slots[(i - 1) * FIELDS + 2] = s2
     if i == k then
-      s1 = slots[(k - 1) * FIELDS + 1]
-      s2 = slots[(k - 1) * FIELDS + 2]
+      s1 = slots[1]
+      s2 = slots[2]
       more, key = slots, keys[1]
       break
     end
     s1, s2 = nil
+    more = nil
     i = i + 1
     key = keys[i]
   end
+  if n > 1 and not more then more = {} end -- no state yet, or one limit's: the further limits have none
 
   -- ---- Decision: every limit in turn, all or nothing ----
   local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
@@ -1202,7 +1209,7 @@ local function leaky_bucket(KEYS, ARGV)
         out, ttl_us = TAG, 0
       end
       limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
-      stored_x, stored_t = more[2 * i - 3], more[2 * i - 2]
+      stored_x, stored_t = more[2 * i - 1], more[2 * i]
     end
     local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
     while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
@@ -1234,7 +1241,12 @@ local function leaky_bucket(KEYS, ARGV)
     -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if ok then
-      if not a_i or less(left, per, a_left, a_per) then
+      local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
+      if not fewer then
+        local x, y = left * a_per, a_left * per
+        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
+      end
+      if fewer then
         a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
       end
     else
@@ -1244,7 +1256,7 @@ local function leaky_bucket(KEYS, ARGV)
         d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
       end
     end
-    if allowed and writes then out = fmt('%s %d %d', out, x, t) end
+    if allowed and writes then out = out .. fmt(' %d %d', x, t) end
   end
 
   -- ---- The one write (scripts/src/write.lua) ----
@@ -1273,6 +1285,8 @@ local NAME, TAG = 'sliding_window', 'sw:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 1, 8835955200000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 3, '^sw:2 (%d+) (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
+local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
+for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' (%d+)', FIELDS * n) .. '$' end
 
 local function out_of_range(limit, period_ms)
   -- the weighted count, times period_ms, must stay exact
@@ -1292,7 +1306,7 @@ local function sliding_window(KEYS, ARGV)
     -- KEYS and ARGV are globals in a script: each is read once.
     local keys, argv = KEYS, ARGV
     local key, ls, ps, bs = keys[1], argv[1], argv[2], argv[3]
-    if not ps or not key or keys[2] then break end
+    if not ps or not key or keys[2] or bs and argv[6] then break end -- (argv[6]: a further limit; bs first, absent in the common call)
     -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
     -- y" to a local that exists); a value past its maximum falls through, so
     -- 16 digits and more need no check of their own.
@@ -1300,10 +1314,9 @@ local function sliding_window(KEYS, ARGV)
     -- and a day: assemble.go, periodMacro.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
-    local burst1, cost, check = limit1, 1, false
+    local burst1, cost, writes = limit1, 1, true -- writes: only an admitted request with a cost, not a check, records
     if bs then -- the optional arguments, when there are any (the common call has none)
       local cs, mode = argv[4], argv[5]
-      if argv[6] then break end
       if bs ~= '' then
         local b = NUM[bs] or read(bs)
         if not b or (b ~= 0 and b ~= limit1) then break end
@@ -1315,8 +1328,9 @@ local function sliding_window(KEYS, ARGV)
       end
       if mode and mode ~= '' then
         if mode ~= 'check' then break end
-        check = true
+        writes = false
       end
+      writes = writes and cost > 0
     end
     if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
     local now
@@ -1342,7 +1356,7 @@ local function sliding_window(KEYS, ARGV)
       if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
       if not ((#t3 == 1 or s3 >= 10 ^ (#t3 - 1)) and s3 <= 9007199254740991) then break end
     end
-    local writes, i = cost > 0 and not check, 1 -- i: the one limit
+    local i = 1 -- the one limit
   local now_ms = (now - now % 1000) / 1000
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
@@ -1390,7 +1404,7 @@ local function sliding_window(KEYS, ARGV)
     elseif prev > 0 then
       reset_us = (start + p) * 1000 - now
     end
-    local allowed, out = ok, 'sw:2' -- the one limit decides
+    local allowed, out = ok -- the one limit decides (out: its record, when it writes)
     if allowed and writes then out = fmt('sw:2 %d %d %d', start, prev, cur) end
     -- The one write and the reply, for the one limit (write.lua, reply.lua).
     local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
@@ -1427,15 +1441,14 @@ local function sliding_window(KEYS, ARGV)
   -- The first limit's arguments go into locals; a further limit's, once read,
   -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
   -- call builds a table for them.
-  local limit1, period1, burst1
+  local at, limit1, period1, burst1 = 0 -- at: limit i's arguments follow argv[at] (0 for the first, 3i - 1 for a further one)
   -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
   -- before a miscount that follows it: too many limits, a last triple cut
   -- short, a key count other than the number of limits.
   for i = 1, n do
     if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
-    local at = i == 1 and 0 or 3 * i - 1
-    local ls, ps, bs = argv[at + 1] or '', argv[at + 2], argv[at + 3]
-    if i == 1 then ps, bs = ps or '', bs or '' end -- the first limit's burst is optional
+    local ls, ps, bs = argv[at + 1], argv[at + 2], argv[at + 3]
+    if i == 1 then ls, ps, bs = ls or '', ps or '', bs or '' end -- the first limit's burst is optional (a further limit's limit is there: n counts the triples begun)
     -- Each number is read as helpers.lua's "Numbers" says: nil for anything
     -- but digits.
     local limit = NUM[ls] or read(ls)
@@ -1457,21 +1470,22 @@ local function sliding_window(KEYS, ARGV)
     if (burst > limit and burst or limit) * period_ms > 4e12 and out_of_range(limit, period_ms, burst) then
       return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
     end
-    if i == 1 and nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
-      local cs, mode = argv[4], argv[5] or ''
-      if cs ~= '' then
-        cost = NUM[cs] or read(cs)
-        if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
-      end
-      if mode ~= '' then
-        if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
-        check = true
-      end
-    end
     if i == 1 then
-      limit1, period1, burst1 = limit, period_ms, burst
+      if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
+        local cs, mode = argv[4], argv[5] or ''
+        if cs ~= '' then
+          cost = NUM[cs] or read(cs)
+          if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
+        end
+        if mode ~= '' then
+          if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
+          check = true
+        end
+      end
+      limit1, period1, burst1, at = limit, period_ms, burst, 5
     else
       argv[at + 1], argv[at + 2], argv[at + 3] = limit, period_ms, burst
+      at = at + 3 -- (apart: gopher-lua may assign at before it indexes argv)
     end
   end
   if short then
@@ -1495,13 +1509,12 @@ local function sliding_window(KEYS, ARGV)
   -- time (TIME_AT) no later than TIME_MAX, a time ahead of the clock (AHEAD_AT,
   -- gcra's TAT) no later than AHEAD_MAX. Anything else (another type, a
   -- user's value, another script's or version's state) is refused, untouched.
-  -- The first limit's numbers are read into locals, the others' (a state of
-  -- several limits) into a table: a state of one limit builds no table.
-  -- With several keys, key i holds limit i's state alone: it is read as a
-  -- one-key call with one limit reads it (the first limit's numbers, the
-  -- rest checked too), and an error names its position (key #i).
+  -- n limits' state is read in one match into a table (limit j's field f at
+  -- FIELDS * (j - 1) + f), one limit's into locals, another number of limits'
+  -- field by field. With several keys, key i holds limit i's state, read as a
+  -- one-limit call reads it, and an error names it (key #i).
   local slots, i, s1, s2, s3 -- with several keys, their numbers and the key read; the first limit's (nil: none)
-  local more = n > 1 and {} or nil -- the other limits' numbers, FIELDS each
+  local more -- every limit's numbers, FIELDS each, when the state holds several limits'
   while true do -- KEYS[1], then with several keys each in turn
     local raw = redis.pcall('GET', key)
     if raw then
@@ -1513,37 +1526,34 @@ local function sliding_window(KEYS, ARGV)
       -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
       -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
       -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
-      local t1, t2, t3, rest = match(raw, STATE)
-      local good = rest ~= nil
-      if good then
-        s1 = #t1 <= 16 and t1 + 0
-        s2 = #t2 <= 16 and t2 + 0
-        s3 = #t3 <= 16 and t3 + 0
-        good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX
-        good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
-        good = good and s3 and (#t3 == 1 or s3 >= 10 ^ (#t3 - 1)) and s3 <= 9007199254740991
-      end
-      if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
-        -- One match reads as many further limits as this call has, the common
-        -- case; a state of another number of limits is read field by field.
-        more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
-        if not more[1] then
+      if k == 1 and n > 1 then more = { match(raw, FULL[n]) } end -- n limits' (the library makes the patterns at load)
+      local good = more and more[1] ~= nil
+      if not good then
+        local t1, t2, t3, rest = match(raw, STATE)
+        good = rest ~= nil
+        if good and rest == '' then -- one limit's
+          s1 = #t1 <= 16 and t1 + 0
+          s2 = #t2 <= 16 and t2 + 0
+          s3 = #t3 <= 16 and t3 + 0
+          good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX
+          good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
+          good = good and s3 and (#t3 == 1 or s3 >= 10 ^ (#t3 - 1)) and s3 <= 9007199254740991
+        elseif good then -- another number of limits: " n n ..." exactly, FIELDS each, up to 8 limits
+          more = { t1, t2, t3 }
           local read = 0
-          for f in ('').gmatch(rest, ' (%d+)') do
-            read = read + 1 + #f
-            more[#more + 1] = f
-          end
-          good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
+          for f in ('').gmatch(rest, ' (%d+)') do read = read + 1 + #f; more[#more + 1] = f end
+          good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS
         end
-        for j = 1, good and #more or 0 do
-          local f, at = more[j], (j - 1) % FIELDS + 1
-          local v = #f <= 16 and f + 0
-          if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or 9007199254740991)) then
-            good = false
-            break
-          end
-          more[j] = v
+      end
+      if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
+        for j = 0, #more - 1, FIELDS do
+          local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= TIME_MAX) then good = false break end; more[j + 1] = v
+          local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 2] = v
+          local f = more[j + 3]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 3] = v
         end
+        s1 = more[1]
+        s2 = more[2]
+        s3 = more[3]
       end
       if not good then
         local other, which = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
@@ -1555,22 +1565,25 @@ local function sliding_window(KEYS, ARGV)
     end
     if k == 1 then break end
     -- Several keys: limit i's numbers go to slots, where the loop reads them
-    -- as more (limit 1's past the last, until every key is read).
+    -- as more, in the same places as one key's (limit i's field f at
+    -- FIELDS * (i - 1) + f).
     if not slots then slots, i = {}, 1 end
-    slots[(i - 2) % k * FIELDS + 1] = s1
-    slots[(i - 2) % k * FIELDS + 2] = s2
-    slots[(i - 2) % k * FIELDS + 3] = s3
+    slots[(i - 1) * FIELDS + 1] = s1
+    slots[(i - 1) * FIELDS + 2] = s2
+    slots[(i - 1) * FIELDS + 3] = s3
     if i == k then
-      s1 = slots[(k - 1) * FIELDS + 1]
-      s2 = slots[(k - 1) * FIELDS + 2]
-      s3 = slots[(k - 1) * FIELDS + 3]
+      s1 = slots[1]
+      s2 = slots[2]
+      s3 = slots[3]
       more, key = slots, keys[1]
       break
     end
     s1, s2, s3 = nil
+    more = nil
     i = i + 1
     key = keys[i]
   end
+  if n > 1 and not more then more = {} end -- no state yet, or one limit's: the further limits have none
 
   -- ---- Decision: every limit in turn, all or nothing ----
   local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
@@ -1592,7 +1605,7 @@ local function sliding_window(KEYS, ARGV)
         out, ttl_us = TAG, 0
       end
       limit, p = argv[3 * i], argv[3 * i + 1]
-      stored, stored_prev, stored_cur = more[3 * i - 5], more[3 * i - 4], more[3 * i - 3]
+      stored, stored_prev, stored_cur = more[3 * i - 2], more[3 * i - 1], more[3 * i]
     end
     -- A clock behind the stored window (it stepped back) decides as of its start.
     local at_ms = now_ms
@@ -1643,7 +1656,12 @@ local function sliding_window(KEYS, ARGV)
     -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if ok then
-      if not a_i or less(left, per, a_left, a_per) then
+      local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
+      if not fewer then
+        local x, y = left * a_per, a_left * per
+        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
+      end
+      if fewer then
         a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
       end
     else
@@ -1653,7 +1671,7 @@ local function sliding_window(KEYS, ARGV)
         d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
       end
     end
-    if allowed and writes then out = fmt('%s %d %d %d', out, start, prev, cur) end
+    if allowed and writes then out = out .. fmt(' %d %d %d', start, prev, cur) end
   end
 
   -- ---- The one write (scripts/src/write.lua) ----
@@ -1682,6 +1700,8 @@ local NAME, TAG = 'fixed_window', 'fw:2'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 1, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^fw:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
+local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
+for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' (%d+)', FIELDS * n) .. '$' end
 
 local function fixed_window(KEYS, ARGV)
   -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
@@ -1697,7 +1717,7 @@ local function fixed_window(KEYS, ARGV)
     -- KEYS and ARGV are globals in a script: each is read once.
     local keys, argv = KEYS, ARGV
     local key, ls, ps, bs = keys[1], argv[1], argv[2], argv[3]
-    if not ps or not key or keys[2] then break end
+    if not ps or not key or keys[2] or bs and argv[6] then break end -- (argv[6]: a further limit; bs first, absent in the common call)
     -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
     -- y" to a local that exists); a value past its maximum falls through, so
     -- 16 digits and more need no check of their own.
@@ -1705,10 +1725,9 @@ local function fixed_window(KEYS, ARGV)
     -- and a day: assemble.go, periodMacro.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
-    local burst1, cost, check = limit1, 1, false
+    local burst1, cost, writes = limit1, 1, true -- writes: only an admitted request with a cost, not a check, records
     if bs then -- the optional arguments, when there are any (the common call has none)
       local cs, mode = argv[4], argv[5]
-      if argv[6] then break end
       if bs ~= '' then
         local b = NUM[bs] or read(bs)
         if not b or (b ~= 0 and b ~= limit1) then break end
@@ -1720,8 +1739,9 @@ local function fixed_window(KEYS, ARGV)
       end
       if mode and mode ~= '' then
         if mode ~= 'check' then break end
-        check = true
+        writes = false
       end
+      writes = writes and cost > 0
     end
     if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
     local now
@@ -1744,7 +1764,7 @@ local function fixed_window(KEYS, ARGV)
       if not (s1 <= 8835955200000000) then break end
       if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
     end
-    local writes, i = cost > 0 and not check, 1 -- i: the one limit
+    local i = 1 -- the one limit
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, period_us, stored_start, stored_count = limit1, period1 * 1000, s1, s2
@@ -1765,7 +1785,7 @@ local function fixed_window(KEYS, ARGV)
     local rem = count < limit and limit - count or 0
     local left, per, cap = rem, 1, limit
     local reset_us = count > 0 and start + period_us - now or 0
-    local allowed, out = ok, 'fw:2' -- the one limit decides
+    local allowed, out = ok -- the one limit decides (out: its record, when it writes)
     if allowed and writes then out = fmt('fw:2 %d %d', start, count) end
     -- The one write and the reply, for the one limit (write.lua, reply.lua).
     local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
@@ -1802,15 +1822,14 @@ local function fixed_window(KEYS, ARGV)
   -- The first limit's arguments go into locals; a further limit's, once read,
   -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
   -- call builds a table for them.
-  local limit1, period1, burst1
+  local at, limit1, period1, burst1 = 0 -- at: limit i's arguments follow argv[at] (0 for the first, 3i - 1 for a further one)
   -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
   -- before a miscount that follows it: too many limits, a last triple cut
   -- short, a key count other than the number of limits.
   for i = 1, n do
     if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
-    local at = i == 1 and 0 or 3 * i - 1
-    local ls, ps, bs = argv[at + 1] or '', argv[at + 2], argv[at + 3]
-    if i == 1 then ps, bs = ps or '', bs or '' end -- the first limit's burst is optional
+    local ls, ps, bs = argv[at + 1], argv[at + 2], argv[at + 3]
+    if i == 1 then ls, ps, bs = ls or '', ps or '', bs or '' end -- the first limit's burst is optional (a further limit's limit is there: n counts the triples begun)
     -- Each number is read as helpers.lua's "Numbers" says: nil for anything
     -- but digits.
     local limit = NUM[ls] or read(ls)
@@ -1828,21 +1847,22 @@ local function fixed_window(KEYS, ARGV)
         return invalid('burst', i, bs, 'must be empty, 0 or equal to limit for ' .. NAME)
       end
     end
-    if i == 1 and nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
-      local cs, mode = argv[4], argv[5] or ''
-      if cs ~= '' then
-        cost = NUM[cs] or read(cs)
-        if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
-      end
-      if mode ~= '' then
-        if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
-        check = true
-      end
-    end
     if i == 1 then
-      limit1, period1, burst1 = limit, period_ms, burst
+      if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
+        local cs, mode = argv[4], argv[5] or ''
+        if cs ~= '' then
+          cost = NUM[cs] or read(cs)
+          if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
+        end
+        if mode ~= '' then
+          if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
+          check = true
+        end
+      end
+      limit1, period1, burst1, at = limit, period_ms, burst, 5
     else
       argv[at + 1], argv[at + 2], argv[at + 3] = limit, period_ms, burst
+      at = at + 3 -- (apart: gopher-lua may assign at before it indexes argv)
     end
   end
   if short then
@@ -1866,13 +1886,12 @@ local function fixed_window(KEYS, ARGV)
   -- time (TIME_AT) no later than TIME_MAX, a time ahead of the clock (AHEAD_AT,
   -- gcra's TAT) no later than AHEAD_MAX. Anything else (another type, a
   -- user's value, another script's or version's state) is refused, untouched.
-  -- The first limit's numbers are read into locals, the others' (a state of
-  -- several limits) into a table: a state of one limit builds no table.
-  -- With several keys, key i holds limit i's state alone: it is read as a
-  -- one-key call with one limit reads it (the first limit's numbers, the
-  -- rest checked too), and an error names its position (key #i).
+  -- n limits' state is read in one match into a table (limit j's field f at
+  -- FIELDS * (j - 1) + f), one limit's into locals, another number of limits'
+  -- field by field. With several keys, key i holds limit i's state, read as a
+  -- one-limit call reads it, and an error names it (key #i).
   local slots, i, s1, s2 -- with several keys, their numbers and the key read; the first limit's (nil: none)
-  local more = n > 1 and {} or nil -- the other limits' numbers, FIELDS each
+  local more -- every limit's numbers, FIELDS each, when the state holds several limits'
   while true do -- KEYS[1], then with several keys each in turn
     local raw = redis.pcall('GET', key)
     if raw then
@@ -1884,35 +1903,30 @@ local function fixed_window(KEYS, ARGV)
       -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
       -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
       -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
-      local t1, t2, rest = match(raw, STATE)
-      local good = rest ~= nil
-      if good then
-        s1 = #t1 <= 16 and t1 + 0
-        s2 = #t2 <= 16 and t2 + 0
-        good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX
-        good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
-      end
-      if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
-        -- One match reads as many further limits as this call has, the common
-        -- case; a state of another number of limits is read field by field.
-        more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
-        if not more[1] then
+      if k == 1 and n > 1 then more = { match(raw, FULL[n]) } end -- n limits' (the library makes the patterns at load)
+      local good = more and more[1] ~= nil
+      if not good then
+        local t1, t2, rest = match(raw, STATE)
+        good = rest ~= nil
+        if good and rest == '' then -- one limit's
+          s1 = #t1 <= 16 and t1 + 0
+          s2 = #t2 <= 16 and t2 + 0
+          good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= TIME_MAX
+          good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
+        elseif good then -- another number of limits: " n n ..." exactly, FIELDS each, up to 8 limits
+          more = { t1, t2 }
           local read = 0
-          for f in ('').gmatch(rest, ' (%d+)') do
-            read = read + 1 + #f
-            more[#more + 1] = f
-          end
-          good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
+          for f in ('').gmatch(rest, ' (%d+)') do read = read + 1 + #f; more[#more + 1] = f end
+          good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS
         end
-        for j = 1, good and #more or 0 do
-          local f, at = more[j], (j - 1) % FIELDS + 1
-          local v = #f <= 16 and f + 0
-          if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or 9007199254740991)) then
-            good = false
-            break
-          end
-          more[j] = v
+      end
+      if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
+        for j = 0, #more - 1, FIELDS do
+          local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= TIME_MAX) then good = false break end; more[j + 1] = v
+          local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 2] = v
         end
+        s1 = more[1]
+        s2 = more[2]
       end
       if not good then
         local other, which = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
@@ -1924,20 +1938,23 @@ local function fixed_window(KEYS, ARGV)
     end
     if k == 1 then break end
     -- Several keys: limit i's numbers go to slots, where the loop reads them
-    -- as more (limit 1's past the last, until every key is read).
+    -- as more, in the same places as one key's (limit i's field f at
+    -- FIELDS * (i - 1) + f).
     if not slots then slots, i = {}, 1 end
-    slots[(i - 2) % k * FIELDS + 1] = s1
-    slots[(i - 2) % k * FIELDS + 2] = s2
+    slots[(i - 1) * FIELDS + 1] = s1
+    slots[(i - 1) * FIELDS + 2] = s2
     if i == k then
-      s1 = slots[(k - 1) * FIELDS + 1]
-      s2 = slots[(k - 1) * FIELDS + 2]
+      s1 = slots[1]
+      s2 = slots[2]
       more, key = slots, keys[1]
       break
     end
     s1, s2 = nil
+    more = nil
     i = i + 1
     key = keys[i]
   end
+  if n > 1 and not more then more = {} end -- no state yet, or one limit's: the further limits have none
 
   -- ---- Decision: every limit in turn, all or nothing ----
   local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
@@ -1958,7 +1975,7 @@ local function fixed_window(KEYS, ARGV)
         out, ttl_us = TAG, 0
       end
       limit, period_us = argv[3 * i], argv[3 * i + 1] * 1000
-      stored_start, stored_count = more[2 * i - 3], more[2 * i - 2]
+      stored_start, stored_count = more[2 * i - 1], more[2 * i]
     end
     -- A clock behind the window's start (it stepped back) decides within it.
     local start, count = now, 0
@@ -1983,7 +2000,12 @@ local function fixed_window(KEYS, ARGV)
     -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if ok then
-      if not a_i or less(left, per, a_left, a_per) then
+      local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
+      if not fewer then
+        local x, y = left * a_per, a_left * per
+        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
+      end
+      if fewer then
         a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
       end
     else
@@ -1993,7 +2015,7 @@ local function fixed_window(KEYS, ARGV)
         d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
       end
     end
-    if allowed and writes then out = fmt('%s %d %d', out, start, count) end
+    if allowed and writes then out = out .. fmt(' %d %d', start, count) end
   end
 
   -- ---- The one write (scripts/src/write.lua) ----
@@ -2050,15 +2072,14 @@ local function sliding_log(KEYS, ARGV)
   -- The first limit's arguments go into locals; a further limit's, once read,
   -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
   -- call builds a table for them.
-  local limit1, period1, burst1
+  local at, limit1, period1, burst1 = 0 -- at: limit i's arguments follow argv[at] (0 for the first, 3i - 1 for a further one)
   -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
   -- before a miscount that follows it: too many limits, a last triple cut
   -- short, a key count other than the number of limits.
   for i = 1, n do
     if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
-    local at = i == 1 and 0 or 3 * i - 1
-    local ls, ps, bs = argv[at + 1] or '', argv[at + 2], argv[at + 3]
-    if i == 1 then ps, bs = ps or '', bs or '' end -- the first limit's burst is optional
+    local ls, ps, bs = argv[at + 1], argv[at + 2], argv[at + 3]
+    if i == 1 then ls, ps, bs = ls or '', ps or '', bs or '' end -- the first limit's burst is optional (a further limit's limit is there: n counts the triples begun)
     -- Each number is read as helpers.lua's "Numbers" says: nil for anything
     -- but digits.
     local limit = NUM[ls] or read(ls)
@@ -2076,21 +2097,22 @@ local function sliding_log(KEYS, ARGV)
         return invalid('burst', i, bs, 'must be empty, 0 or equal to limit for ' .. NAME)
       end
     end
-    if i == 1 and nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
-      local cs, mode = argv[4], argv[5] or ''
-      if cs ~= '' then
-        cost = NUM[cs] or read(cs)
-        if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
-      end
-      if mode ~= '' then
-        if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
-        check = true
-      end
-    end
     if i == 1 then
-      limit1, period1, burst1 = limit, period_ms, burst
+      if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
+        local cs, mode = argv[4], argv[5] or ''
+        if cs ~= '' then
+          cost = NUM[cs] or read(cs)
+          if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
+        end
+        if mode ~= '' then
+          if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
+          check = true
+        end
+      end
+      limit1, period1, burst1, at = limit, period_ms, burst, 5
     else
       argv[at + 1], argv[at + 2], argv[at + 3] = limit, period_ms, burst
+      at = at + 3 -- (apart: gopher-lua may assign at before it indexes argv)
     end
   end
   if short then
@@ -2198,7 +2220,12 @@ local function sliding_log(KEYS, ARGV)
     -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if ok then
-      if not a_i or less(left, per, a_left, a_per) then
+      local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
+      if not fewer then
+        local x, y = left * a_per, a_left * per
+        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
+      end
+      if fewer then
         a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
       end
     else
@@ -2262,33 +2289,33 @@ end
 
 local function gcra_ro(KEYS, ARGV) return gcra(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_gcra', gcra)
-redis.register_function('redisrate_gcra_vc30217f7bb49', gcra)
+redis.register_function('redisrate_gcra_vc9464e5ffca6', gcra)
 redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' }, callback = gcra_ro }
-redis.register_function{ function_name = 'redisrate_gcra_ro_vc30217f7bb49', flags = { 'no-writes' }, callback = gcra_ro }
+redis.register_function{ function_name = 'redisrate_gcra_ro_vc9464e5ffca6', flags = { 'no-writes' }, callback = gcra_ro }
 local function token_bucket_ro(KEYS, ARGV) return token_bucket(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_token_bucket', token_bucket)
-redis.register_function('redisrate_token_bucket_vc30217f7bb49', token_bucket)
+redis.register_function('redisrate_token_bucket_vc9464e5ffca6', token_bucket)
 redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' }, callback = token_bucket_ro }
-redis.register_function{ function_name = 'redisrate_token_bucket_ro_vc30217f7bb49', flags = { 'no-writes' }, callback = token_bucket_ro }
+redis.register_function{ function_name = 'redisrate_token_bucket_ro_vc9464e5ffca6', flags = { 'no-writes' }, callback = token_bucket_ro }
 local function leaky_bucket_ro(KEYS, ARGV) return leaky_bucket(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_leaky_bucket', leaky_bucket)
-redis.register_function('redisrate_leaky_bucket_vc30217f7bb49', leaky_bucket)
+redis.register_function('redisrate_leaky_bucket_vc9464e5ffca6', leaky_bucket)
 redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' }, callback = leaky_bucket_ro }
-redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_vc30217f7bb49', flags = { 'no-writes' }, callback = leaky_bucket_ro }
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_vc9464e5ffca6', flags = { 'no-writes' }, callback = leaky_bucket_ro }
 local function sliding_window_ro(KEYS, ARGV) return sliding_window(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_sliding_window', sliding_window)
-redis.register_function('redisrate_sliding_window_vc30217f7bb49', sliding_window)
+redis.register_function('redisrate_sliding_window_vc9464e5ffca6', sliding_window)
 redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' }, callback = sliding_window_ro }
-redis.register_function{ function_name = 'redisrate_sliding_window_ro_vc30217f7bb49', flags = { 'no-writes' }, callback = sliding_window_ro }
+redis.register_function{ function_name = 'redisrate_sliding_window_ro_vc9464e5ffca6', flags = { 'no-writes' }, callback = sliding_window_ro }
 local function fixed_window_ro(KEYS, ARGV) return fixed_window(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_fixed_window', fixed_window)
-redis.register_function('redisrate_fixed_window_vc30217f7bb49', fixed_window)
+redis.register_function('redisrate_fixed_window_vc9464e5ffca6', fixed_window)
 redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' }, callback = fixed_window_ro }
-redis.register_function{ function_name = 'redisrate_fixed_window_ro_vc30217f7bb49', flags = { 'no-writes' }, callback = fixed_window_ro }
+redis.register_function{ function_name = 'redisrate_fixed_window_ro_vc9464e5ffca6', flags = { 'no-writes' }, callback = fixed_window_ro }
 local function sliding_log_ro(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_sliding_log', sliding_log)
-redis.register_function('redisrate_sliding_log_vc30217f7bb49', sliding_log)
+redis.register_function('redisrate_sliding_log_vc9464e5ffca6', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' }, callback = sliding_log_ro }
-redis.register_function{ function_name = 'redisrate_sliding_log_ro_vc30217f7bb49', flags = { 'no-writes' }, callback = sliding_log_ro }
+redis.register_function{ function_name = 'redisrate_sliding_log_ro_vc9464e5ffca6', flags = { 'no-writes' }, callback = sliding_log_ro }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return 'c30217f7bb49cc86732b6529e19aafab12220538' end }
+  callback = function() return 'c9464e5ffca6b729de508bfd87c5cb105d9a2485' end }

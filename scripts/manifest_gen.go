@@ -9,19 +9,19 @@ const ContractVersion = "2.1"
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "c30217f7bb49cc86732b6529e19aafab12220538"
+const LibraryVersion = "c9464e5ffca6b729de508bfd87c5cb105d9a2485"
 
-// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_vc30217f7bb49 runs this version of redisrate_gcra or fails with "Function not found".
-const VersionSuffix = "_vc30217f7bb49"
+// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_vc9464e5ffca6 runs this version of redisrate_gcra or fails with "Function not found".
+const VersionSuffix = "_vc9464e5ffca6"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
-	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "59beae221a6d20e3e09ef9a4a3304e41aaae1fb3", Function: "redisrate_gcra"},
-	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "1ab9530b65fbea99d9667b35c938e1b018aad1ef", Function: "redisrate_token_bucket"},
-	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "d0f039c085a0da95e658a1d9bcd71b809073099b", Function: "redisrate_leaky_bucket"},
-	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "61761607756cbc2499c95493d6efe70844fabe64", Function: "redisrate_sliding_window"},
-	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "ba723cdd8d07d774eec0be3e7b9310bee441e412", Function: "redisrate_fixed_window"},
-	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "e185f2e6d6cc8b0a89b540541f2ddae95dee1b39", Function: "redisrate_sliding_log"},
+	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "d5a305b63241126a98f725ac2a0adff45dee6b81", Function: "redisrate_gcra"},
+	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "53ff03e8e6abc80be884cd932e3f65ef6bfebc81", Function: "redisrate_token_bucket"},
+	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "793cc92b58b173395377b9e61307fc6bc438208e", Function: "redisrate_leaky_bucket"},
+	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "8deb63b115353ee675b4bb16ac820289ce67964e", Function: "redisrate_sliding_window"},
+	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "ab029d68e708f20dc3c397be9a6a18b62ba6b046", Function: "redisrate_fixed_window"},
+	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "7a91487b370b5163a11bd1d5021c87fbc2219768", Function: "redisrate_sliding_log"},
 }
 
 // resetSHA1 is the SHA1 of reset.lua.

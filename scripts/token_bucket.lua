@@ -68,7 +68,7 @@ repeat
   -- KEYS and ARGV are globals in a script: each is read once.
   local keys, argv = KEYS, ARGV
   local key, ls, ps, bs = keys[1], argv[1], argv[2], argv[3]
-  if not ps or not key or keys[2] then break end
+  if not ps or not key or keys[2] or bs and argv[6] then break end -- (argv[6]: a further limit; bs first, absent in the common call)
   -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
   -- y" to a local that exists); a value past its maximum falls through, so
   -- 16 digits and more need no check of their own.
@@ -76,10 +76,9 @@ repeat
   -- and a day: assemble.go, periodMacro.)
   local limit1, period1 = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0, ps == '1000' and 1000 or ps == '60000' and 60000 or ps == '3600000' and 3600000 or ps == '86400000' and 86400000 or find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0
   if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
-  local burst1, cost, check = limit1, 1, false
+  local burst1, cost, writes = limit1, 1, true -- writes: only an admitted request with a cost, not a check, records
   if bs then -- the optional arguments, when there are any (the common call has none)
     local cs, mode = argv[4], argv[5]
-    if argv[6] then break end
     if bs ~= '' then
       local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0
       if not b or b > 1e15 then break end
@@ -92,8 +91,9 @@ repeat
     end
     if mode and mode ~= '' then
       if mode ~= 'check' then break end
-      check = true
+      writes = false
     end
+    writes = writes and cost > 0
   end
   if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
   local now
@@ -116,7 +116,7 @@ repeat
     if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991) then break end
     if not (s2 <= 8835955200000000) then break end
   end
-  local writes, i = cost > 0 and not check, 1 -- i: the one limit
+  local i = 1 -- the one limit
   -- This limit's arguments and stored numbers (nil: none): the first limit's
   -- in locals, the others' in argv (as numbers by now) and in more.
   local limit, period_us, burst, stored_tokens, stored_t = limit1, period1 * 1000, burst1, s1, s2
@@ -144,7 +144,7 @@ repeat
   local missing = burst - tokens -- ceil(missing / limit) refills
   if missing > 0 then reset_us = t + (missing + -missing % limit) / limit * period_us - now end
   local rem, left, per, cap = tokens, tokens, 1, burst
-  local allowed, out = ok, 'tb:2' -- the one limit decides
+  local allowed, out = ok -- the one limit decides (out: its record, when it writes)
   if allowed and writes then out = fmt('tb:2 %d %d', tokens, t) end
   -- The one write and the reply, for the one limit (write.lua, reply.lua).
   local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
@@ -247,15 +247,14 @@ local cost, check = 1, false
 -- The first limit's arguments go into locals; a further limit's, once read,
 -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
 -- call builds a table for them.
-local limit1, period1, burst1
+local at, limit1, period1, burst1 = 0 -- at: limit i's arguments follow argv[at] (0 for the first, 3i - 1 for a further one)
 -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
 -- before a miscount that follows it: too many limits, a last triple cut
 -- short, a key count other than the number of limits.
 for i = 1, n do
   if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
-  local at = i == 1 and 0 or 3 * i - 1
-  local ls, ps, bs = argv[at + 1] or '', argv[at + 2], argv[at + 3]
-  if i == 1 then ps, bs = ps or '', bs or '' end -- the first limit's burst is optional
+  local ls, ps, bs = argv[at + 1], argv[at + 2], argv[at + 3]
+  if i == 1 then ls, ps, bs = ls or '', ps or '', bs or '' end -- the first limit's burst is optional (a further limit's limit is there: n counts the triples begun)
   -- Each number is read as helpers.lua's "Numbers" says: nil for anything
   -- but digits.
   local limit = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0 or whole(ls)
@@ -282,21 +281,22 @@ for i = 1, n do
     end
     return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
   end
-  if i == 1 and nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
-    local cs, mode = argv[4], argv[5] or ''
-    if cs ~= '' then
-      cost = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 or whole(cs)
-      if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
-    end
-    if mode ~= '' then
-      if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
-      check = true
-    end
-  end
   if i == 1 then
-    limit1, period1, burst1 = limit, period_ms, burst
+    if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
+      local cs, mode = argv[4], argv[5] or ''
+      if cs ~= '' then
+        cost = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 or whole(cs)
+        if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
+      end
+      if mode ~= '' then
+        if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
+        check = true
+      end
+    end
+    limit1, period1, burst1, at = limit, period_ms, burst, 5
   else
     argv[at + 1], argv[at + 2], argv[at + 3] = limit, period_ms, burst
+    at = at + 3 -- (apart: gopher-lua may assign at before it indexes argv)
   end
 end
 if short then
@@ -320,13 +320,12 @@ end
 -- time (TIME_AT) no later than TIME_MAX, a time ahead of the clock (AHEAD_AT,
 -- gcra's TAT) no later than AHEAD_MAX. Anything else (another type, a
 -- user's value, another script's or version's state) is refused, untouched.
--- The first limit's numbers are read into locals, the others' (a state of
--- several limits) into a table: a state of one limit builds no table.
--- With several keys, key i holds limit i's state alone: it is read as a
--- one-key call with one limit reads it (the first limit's numbers, the
--- rest checked too), and an error names its position (key #i).
+-- n limits' state is read in one match into a table (limit j's field f at
+-- FIELDS * (j - 1) + f), one limit's into locals, another number of limits'
+-- field by field. With several keys, key i holds limit i's state, read as a
+-- one-limit call reads it, and an error names it (key #i).
 local slots, i, s1, s2 -- with several keys, their numbers and the key read; the first limit's (nil: none)
-local more = n > 1 and {} or nil -- the other limits' numbers, FIELDS each
+local more -- every limit's numbers, FIELDS each, when the state holds several limits'
 while true do -- KEYS[1], then with several keys each in turn
   local raw = redis.pcall('GET', key)
   if raw then
@@ -338,35 +337,30 @@ while true do -- KEYS[1], then with several keys each in turn
     -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
     -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
     -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
-    local t1, t2, rest = match(raw, STATE)
-    local good = rest ~= nil
-    if good then
-      s1 = #t1 <= 16 and t1 + 0
-      s2 = #t2 <= 16 and t2 + 0
-      good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991
-      good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX
-    end
-    if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
-      -- One match reads as many further limits as this call has, the common
-      -- case; a state of another number of limits is read field by field.
-      more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
-      if not more[1] then
+    if k == 1 and n > 1 then more = { match(raw, '^' .. TAG .. ('').rep(' (%d+)', FIELDS * n) .. '$') } end -- n limits' (the library makes the patterns at load)
+    local good = more and more[1] ~= nil
+    if not good then
+      local t1, t2, rest = match(raw, STATE)
+      good = rest ~= nil
+      if good and rest == '' then -- one limit's
+        s1 = #t1 <= 16 and t1 + 0
+        s2 = #t2 <= 16 and t2 + 0
+        good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991
+        good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX
+      elseif good then -- another number of limits: " n n ..." exactly, FIELDS each, up to 8 limits
+        more = { t1, t2 }
         local read = 0
-        for f in ('').gmatch(rest, ' (%d+)') do
-          read = read + 1 + #f
-          more[#more + 1] = f
-        end
-        good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
+        for f in ('').gmatch(rest, ' (%d+)') do read = read + 1 + #f; more[#more + 1] = f end
+        good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS
       end
-      for j = 1, good and #more or 0 do
-        local f, at = more[j], (j - 1) % FIELDS + 1
-        local v = #f <= 16 and f + 0
-        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or 9007199254740991)) then
-          good = false
-          break
-        end
-        more[j] = v
+    end
+    if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
+      for j = 0, #more - 1, FIELDS do
+        local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 1] = v
+        local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= TIME_MAX) then good = false break end; more[j + 2] = v
       end
+      s1 = more[1]
+      s2 = more[2]
     end
     if not good then
       local other, which = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
@@ -378,20 +372,23 @@ while true do -- KEYS[1], then with several keys each in turn
   end
   if k == 1 then break end
   -- Several keys: limit i's numbers go to slots, where the loop reads them
-  -- as more (limit 1's past the last, until every key is read).
+  -- as more, in the same places as one key's (limit i's field f at
+  -- FIELDS * (i - 1) + f).
   if not slots then slots, i = {}, 1 end
-  slots[(i - 2) % k * FIELDS + 1] = s1
-  slots[(i - 2) % k * FIELDS + 2] = s2
+  slots[(i - 1) * FIELDS + 1] = s1
+  slots[(i - 1) * FIELDS + 2] = s2
   if i == k then
-    s1 = slots[(k - 1) * FIELDS + 1]
-    s2 = slots[(k - 1) * FIELDS + 2]
+    s1 = slots[1]
+    s2 = slots[2]
     more, key = slots, keys[1]
     break
   end
   s1, s2 = nil
+  more = nil
   i = i + 1
   key = keys[i]
 end
+if n > 1 and not more then more = {} end -- no state yet, or one limit's: the further limits have none
 
 -- ---- Decision: every limit in turn, all or nothing ----
 local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
@@ -412,7 +409,7 @@ for i = 1, n do
       out, ttl_us = TAG, 0
     end
     limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
-    stored_tokens, stored_t = more[2 * i - 3], more[2 * i - 2]
+    stored_tokens, stored_t = more[2 * i - 1], more[2 * i]
   end
   -- A new bucket starts full, its refills counted from now. A clock behind
   -- the last refill (it stepped back) decides as of that refill.
@@ -444,7 +441,12 @@ for i = 1, n do
   -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
   if reset_us > ttl_us then ttl_us = reset_us end
   if ok then
-    if not a_i or less(left, per, a_left, a_per) then
+    local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
+    if not fewer then
+      local x, y = left * a_per, a_left * per
+      if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
+    end
+    if fewer then
       a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
     end
   else
@@ -454,7 +456,7 @@ for i = 1, n do
       d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
     end
   end
-  if allowed and writes then out = fmt('%s %d %d', out, tokens, t) end
+  if allowed and writes then out = out .. fmt(' %d %d', tokens, t) end
 end
 
 -- ---- The one write (scripts/src/write.lua) ----

@@ -11,7 +11,7 @@ repeat
   -- KEYS and ARGV are globals in a script: each is read once.
   local keys, argv = KEYS, ARGV
   local key, ls, ps, bs = keys[1], argv[1], argv[2], argv[3]
-  if not ps or not key or keys[2] then break end
+  if not ps or not key or keys[2] or bs and argv[6] then break end -- (argv[6]: a further limit; bs first, absent in the common call)
   -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
   -- y" to a local that exists); a value past its maximum falls through, so
   -- 16 digits and more need no check of their own.
@@ -19,10 +19,9 @@ repeat
   -- and a day: assemble.go, periodMacro.)
   local limit1, period1 = @fastread(ls)@, @fastperiod(ps)@
   if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
-  local burst1, cost, check = limit1, 1, false
+  local burst1, cost, writes = limit1, 1, true -- writes: only an admitted request with a cost, not a check, records
   if bs then -- the optional arguments, when there are any (the common call has none)
     local cs, mode = argv[4], argv[5]
-    if argv[6] then break end
     if bs ~= '' then
       local b = @fastread(bs)@
 --@if window
@@ -39,8 +38,9 @@ repeat
     end
     if mode and mode ~= '' then
       if mode ~= 'check' then break end
-      check = true
+      writes = false
     end
+    writes = writes and cost > 0
   end
   if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
   local now
@@ -60,4 +60,4 @@ repeat
     s@k@ = t@k@ + 0 --@each field
     if not (@lead@s@k@ <= @max@) then break end --@each field
   end
-  local writes, i = cost > 0 and not check, 1 -- i: the one limit
+  local i = 1 -- the one limit

@@ -31,7 +31,7 @@ for i = 1, n do
   if i > 1 then
 --@include keyed.lua
     limit, period_us = argv[3 * i], argv[3 * i + 1] * 1000
-    stored_start, stored_count = more[2 * i - 3], more[2 * i - 2]
+    stored_start, stored_count = more[2 * i - 1], more[2 * i]
   end
   -- A clock behind the window's start (it stepped back) decides within it.
   local start, count = now, 0
@@ -51,7 +51,7 @@ for i = 1, n do
   local left, per, cap = rem, 1, limit
   local reset_us = count > 0 and start + period_us - now or 0
 --@include verdict.lua
-  if allowed and writes then out = fmt('%s %d %d', out, start, count) end
+  if allowed and writes then out = out .. fmt(' %d %d', start, count) end
 end
 --@include write.lua
 --@include reply.lua

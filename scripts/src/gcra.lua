@@ -37,7 +37,7 @@ for i = 1, n do
   if i > 1 then
 --@include keyed.lua
     limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
-    stored_t, stored_r = more[2 * i - 3], more[2 * i - 2]
+    stored_t, stored_r = more[2 * i - 1], more[2 * i]
   end
   local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
   while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
@@ -80,11 +80,11 @@ for i = 1, n do
     if now + ahead >= 9007199254740992 then -- past 2^53: whole seconds, then the microseconds, each exact
       local us = now % 1000000 + ahead % 1000000
       local sec = (now - now % 1000000) / 1000000 + (ahead - ahead % 1000000) / 1000000 + (us - us % 1000000) / 1000000
-      out = fmt('%s %d%06d %d', out, sec, us % 1000000, r)
+      out = out .. fmt(' %d%06d %d', sec, us % 1000000, r)
     elseif r == 0 then -- always when limit divides period_us (a = 1, as 10 per second): a number fewer to format, some 800 instructions
-      out = fmt('%s %d 0', out, now + ahead)
+      out = out .. fmt(' %d 0', now + ahead)
     else
-      out = fmt('%s %d %d', out, now + ahead, r)
+      out = out .. fmt(' %d %d', now + ahead, r)
     end
   end
 end

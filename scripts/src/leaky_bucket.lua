@@ -33,7 +33,7 @@ for i = 1, n do
   if i > 1 then
 --@include keyed.lua
     limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
-    stored_x, stored_t = more[2 * i - 3], more[2 * i - 2]
+    stored_x, stored_t = more[2 * i - 1], more[2 * i]
   end
   local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
   while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
@@ -60,7 +60,7 @@ for i = 1, n do
   local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
   local reset_us = t - now + (x + -x % a) / a
 --@include verdict.lua
-  if allowed and writes then out = fmt('%s %d %d', out, x, t) end
+  if allowed and writes then out = out .. fmt(' %d %d', x, t) end
 end
 --@include write.lua
 --@include reply.lua

@@ -39,7 +39,7 @@ for i = 1, n do
   if i > 1 then
 --@include keyed.lua
     limit, p = argv[3 * i], argv[3 * i + 1]
-    stored, stored_prev, stored_cur = more[3 * i - 5], more[3 * i - 4], more[3 * i - 3]
+    stored, stored_prev, stored_cur = more[3 * i - 2], more[3 * i - 1], more[3 * i]
   end
   -- A clock behind the stored window (it stepped back) decides as of its start.
   local at_ms = now_ms
@@ -85,7 +85,7 @@ for i = 1, n do
     reset_us = (start + p) * 1000 - now
   end
 --@include verdict.lua
-  if allowed and writes then out = fmt('%s %d %d %d', out, start, prev, cur) end
+  if allowed and writes then out = out .. fmt(' %d %d %d', start, prev, cur) end
 end
 --@include write.lua
 --@include reply.lua

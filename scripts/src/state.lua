@@ -5,13 +5,12 @@
 -- time (TIME_AT) no later than TIME_MAX, a time ahead of the clock (AHEAD_AT,
 -- gcra's TAT) no later than AHEAD_MAX. Anything else (another type, a
 -- user's value, another script's or version's state) is refused, untouched.
--- The first limit's numbers are read into locals, the others' (a state of
--- several limits) into a table: a state of one limit builds no table.
--- With several keys, key i holds limit i's state alone: it is read as a
--- one-key call with one limit reads it (the first limit's numbers, the
--- rest checked too), and an error names its position (key #i).
+-- n limits' state is read in one match into a table (limit j's field f at
+-- FIELDS * (j - 1) + f), one limit's into locals, another number of limits'
+-- field by field. With several keys, key i holds limit i's state, read as a
+-- one-limit call reads it, and an error names it (key #i).
 local slots, i, @stored@ -- with several keys, their numbers and the key read; the first limit's (nil: none)
-local more = n > 1 and {} or nil -- the other limits' numbers, FIELDS each
+local more -- every limit's numbers, FIELDS each, when the state holds several limits'
 while true do -- KEYS[1], then with several keys each in turn
   local raw = redis.pcall('GET', key)
   if raw then
@@ -23,38 +22,26 @@ while true do -- KEYS[1], then with several keys each in turn
     -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
     -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
     -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
-    local @texts@, rest = match(raw, STATE)
-    local good = rest ~= nil
-    if good then
-      s@k@ = #t@k@ <= @digits@ and t@k@ + 0 --@each field
-      good = good and s@k@ and (#t@k@ == 1 or s@k@ >= 10 ^ (#t@k@ - 1)) and s@k@ <= @max@ --@each field
-    end
-    if good and rest ~= '' then -- further limits: " n n ..." exactly, FIELDS each, up to 8 limits
-      -- One match reads as many further limits as this call has, the common
-      -- case; a state of another number of limits is read field by field.
-      more = { match(rest, '^' .. ('').rep(' (%d+)', FIELDS * (n - 1)) .. '$') }
-      if not more[1] then
+    if k == 1 and n > 1 then more = { match(raw, @FULL(n)@) } end -- n limits' (the library makes the patterns at load)
+    local good = more and more[1] ~= nil
+    if not good then
+      local @texts@, rest = match(raw, STATE)
+      good = rest ~= nil
+      if good and rest == '' then -- one limit's
+        s@k@ = #t@k@ <= @digits@ and t@k@ + 0 --@each field
+        good = good and s@k@ and (#t@k@ == 1 or s@k@ >= 10 ^ (#t@k@ - 1)) and s@k@ <= @max@ --@each field
+      elseif good then -- another number of limits: " n n ..." exactly, FIELDS each, up to 8 limits
+        more = { @texts@ }
         local read = 0
-        for f in ('').gmatch(rest, ' (%d+)') do
-          read = read + 1 + #f
-          more[#more + 1] = f
-        end
-        good = read == #rest and #more % FIELDS == 0 and #more <= 7 * FIELDS
+        for f in ('').gmatch(rest, ' (%d+)') do read = read + 1 + #f; more[#more + 1] = f end
+        good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS
       end
-      for j = 1, good and #more or 0 do
-        local f, at = more[j], (j - 1) % FIELDS + 1
---@if ahead
-        local v = #f <= (at == AHEAD_AT and 17 or 16) and f + 0
-        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or at == AHEAD_AT and AHEAD_MAX or 9007199254740991)) then
---@else
-        local v = #f <= 16 and f + 0
-        if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= (at == TIME_AT and TIME_MAX or 9007199254740991)) then
---@end
-          good = false
-          break
-        end
-        more[j] = v
+    end
+    if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
+      for j = 0, #more - 1, FIELDS do
+        local f = more[j + @k@]; local v = #f <= @digits@ and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= @max@) then good = false break end; more[j + @k@] = v --@each field
       end
+      s@k@ = more[@k@] --@each field
     end
     if not good then
       local other, which = (@OTHERS@)[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
@@ -66,15 +53,18 @@ while true do -- KEYS[1], then with several keys each in turn
   end
   if k == 1 then break end
   -- Several keys: limit i's numbers go to slots, where the loop reads them
-  -- as more (limit 1's past the last, until every key is read).
+  -- as more, in the same places as one key's (limit i's field f at
+  -- FIELDS * (i - 1) + f).
   if not slots then slots, i = {}, 1 end
-  slots[(i - 2) % k * FIELDS + @k@] = s@k@ --@each field
+  slots[(i - 1) * FIELDS + @k@] = s@k@ --@each field
   if i == k then
-    s@k@ = slots[(k - 1) * FIELDS + @k@] --@each field
+    s@k@ = slots[@k@] --@each field
     more, key = slots, keys[1]
     break
   end
   @stored@ = nil
+  more = nil
   i = i + 1
   key = keys[i]
 end
+if n > 1 and not more then more = {} end -- no state yet, or one limit's: the further limits have none

@@ -36,7 +36,7 @@ for i = 1, n do
   if i > 1 then
 --@include keyed.lua
     limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
-    stored_tokens, stored_t = more[2 * i - 3], more[2 * i - 2]
+    stored_tokens, stored_t = more[2 * i - 1], more[2 * i]
   end
   -- A new bucket starts full, its refills counted from now. A clock behind
   -- the last refill (it stepped back) decides as of that refill.
@@ -63,7 +63,7 @@ for i = 1, n do
   if missing > 0 then reset_us = t + (missing + -missing % limit) / limit * period_us - now end
   local rem, left, per, cap = tokens, tokens, 1, burst
 --@include verdict.lua
-  if allowed and writes then out = fmt('%s %d %d', out, tokens, t) end
+  if allowed and writes then out = out .. fmt(' %d %d', tokens, t) end
 end
 --@include write.lua
 --@include reply.lua

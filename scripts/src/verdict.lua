@@ -4,7 +4,12 @@
   -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
   if reset_us > ttl_us then ttl_us = reset_us end
   if ok then
-    if not a_i or less(left, per, a_left, a_per) then
+    local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
+    if not fewer then
+      local x, y = left * a_per, a_left * per
+      if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
+    end
+    if fewer then
       a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
     end
   else

@@ -167,7 +167,7 @@ func generate(src fs.FS, algos []Algorithm, libName string) (Files, error) {
 		header(&b, a)
 		b.WriteString(strings.TrimRight(string(stringFns), "\n") + "\n\n")
 		writeLines(&b, scriptReads(a.Fast))
-		constants(&b, a)
+		constants(&b, a, false)
 		b.WriteString(scriptHelpers + "\n\n")
 		writeLines(&b, a.Top)
 		writeLines(&b, scriptReads(a.Body))
@@ -215,7 +215,7 @@ var readMacro = regexp.MustCompile(`@read\((\w+)\)@`)
 var placeholder = regexp.MustCompile(`@[A-Za-z_]+@`)
 
 // unwritten finds a read macro the generator left in an output.
-var unwritten = regexp.MustCompile(`@((fast)?read|(fast|read)period|clock)\(`)
+var unwritten = regexp.MustCompile(`@((fast)?read|(fast|read)period|clock|FULL)\(`)
 
 // fastMacro is how the specialized copy reads a number, "@fastread(s)@": a
 // script only the plain form (any other falls to the general code, which
@@ -243,8 +243,29 @@ const (
 	scriptReadPeriod = "$1 == '1000' and 1000 or $1 == '60000' and 60000 or $1 == '3600000' and 3600000 or $1 == '86400000' and 86400000 or " + scriptRead
 )
 
+// fullMacro is the pattern of a state of n limits, "@FULL(n)@": built by
+// a script when it needs one, made once by the library (constants).
+var fullMacro = regexp.MustCompile(`@FULL\((\w+)\)@`)
+
+// fullPattern is the pattern of a state of n limits (n a Lua expression):
+// the tag, then FIELDS * n numbers, each captured.
+func fullPattern(n string) string {
+	return "'^' .. TAG .. ('').rep(' (%d+)', FIELDS * " + n + ") .. '$'"
+}
+
+// replaceAll is lines with macro replaced by repl, in a new slice (the
+// script and the library write out the same lines each their way).
+func replaceAll(lines []string, macro *regexp.Regexp, repl string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = macro.ReplaceAllString(l, repl)
+	}
+	return out
+}
+
 // scriptReads writes out every read macro of lines as a script reads.
 func scriptReads(lines []string) []string {
+	lines = replaceAll(lines, fullMacro, fullPattern("$1"))
 	lines = readNumbers(lines, scriptPeriod, periodMacro)
 	lines = readNumbers(lines, scriptReadPeriod, readPeriodMacro)
 	lines = readNumbers(lines, scriptFastRead, fastMacro)
@@ -254,6 +275,7 @@ func scriptReads(lines []string) []string {
 // libraryReads writes out every read macro of lines as the library reads:
 // each number through NUM.
 func libraryReads(lines []string) []string {
+	lines = replaceAll(lines, fullMacro, "FULL[$1]")
 	for _, m := range []*regexp.Regexp{periodMacro, readPeriodMacro, fastMacro, readMacro} {
 		lines = readNumbers(lines, libraryRead, m)
 	}
@@ -451,15 +473,15 @@ func oneLimit(lines []string, tag string) ([]string, error) {
 			}
 			continue
 		case inLoop && l == "--@include verdict.lua":
-			out, seen["verdict"] = append(out, "  local allowed, out = ok, TAG -- the one limit decides"), true
+			out, seen["verdict"] = append(out, "  local allowed, out = ok -- the one limit decides (out: its record, when it writes)"), true
 			continue
-		case inLoop && strings.Contains(l, "out = fmt('%s "):
+		case inLoop && strings.Contains(l, "out = "):
 			// The one limit's record: the tag is written into the format
-			// rather than added to it by %s (some 1,000 instructions).
-			if !strings.Contains(l, "', out, ") {
-				return nil, fmt.Errorf("the record line %q does not add to out", strings.TrimSpace(l))
+			// rather than joined to it (some 600 instructions).
+			if !strings.Contains(l, "out = out .. fmt(' ") {
+				return nil, fmt.Errorf("the record line %q does not add to out as out = out .. fmt(' ...', ...)", strings.TrimSpace(l))
 			}
-			l = strings.Replace(strings.Replace(l, "fmt('%s ", "fmt('"+tag+" ", 1), "', out, ", "', ", 1)
+			l = strings.Replace(l, "out = out .. fmt(' ", "out = fmt('"+tag+" ", 1)
 			seen["record"] = true
 		case inLoop && l == "end":
 			for _, shape := range []string{"for", "if", "verdict", "record", "keyed"} {
@@ -531,8 +553,11 @@ func expand(src fs.FS, lines []string, flags map[string]bool) ([]string, error) 
 	return out, nil
 }
 
-// constants declares what the shared sections read of the algorithm.
-func constants(b *strings.Builder, a Algorithm) {
+// constants declares what the shared sections read of the algorithm. The
+// library also makes, once at load, the pattern of a state of each number
+// of limits (FULL, read by "@FULL(n)@"), which a script builds when it
+// needs one (some 1,800 instructions).
+func constants(b *strings.Builder, a Algorithm, library bool) {
 	fmt.Fprintf(b, "-- ---- %s's constants (from its manifest) ----\n", a.Name)
 	fmt.Fprintf(b, "local NAME, TAG = '%s', '%s'\n", a.Name, a.Tag)
 	fmt.Fprintf(b, "local MAX_LIMIT, LIMIT_RULE = %d, 'must be a whole number from 1 to %s'\n", a.MaxLimit, power(a.MaxLimit))
@@ -542,6 +567,10 @@ func constants(b *strings.Builder, a Algorithm) {
 		fields := strings.Repeat(" (%d+)", a.Fields)
 		fmt.Fprintf(b, "local TIME_AT, TIME_MAX = %d, %d -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250\n", a.TimeAt, a.TimeMax)
 		fmt.Fprintf(b, "local FIELDS, STATE = %d, '^%s%s(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest\n", a.Fields, a.Tag, fields)
+		if library {
+			b.WriteString("local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it\n")
+			b.WriteString("for n = 1, 8 do FULL[n] = " + fullPattern("n") + " end\n")
+		}
 		if a.AheadAt > 0 {
 			fmt.Fprintf(b, "local AHEAD_AT, AHEAD_MAX = %d, %d -- which field is a time ahead of the clock, and its range: TIME_MAX + 2^52, rounded up to 2 mod 4 (see state.lua)\n", a.AheadAt, aheadMax)
 		}
@@ -725,7 +754,7 @@ func library(src fs.FS, algos []Algorithm, helpers, name string) (string, error)
 	b.WriteString(helpers + "\n\n")
 	for _, a := range algos {
 		fmt.Fprintf(&b, "-- ==== %s ====\n", a.Name)
-		constants(&b, a)
+		constants(&b, a, true)
 		writeLines(&b, a.Top)
 		fmt.Fprintf(&b, "local function %s(KEYS, ARGV)\n", a.Name)
 		for _, l := range libraryReads(append(append([]string(nil), a.Fast...), a.Body...)) {
