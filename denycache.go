@@ -31,6 +31,8 @@ import (
 // its cached waits short, so they drop the key's denials, and a denial sent
 // before such a call came back is not stored; units taken by other
 // processes go unseen, as they do for Redis's own answer once given.
+// A denial of a check that a replica may have served (WithReadOnlyCheck)
+// is not cached either: a replica may not have seen that Reset yet.
 // Denials that can never be admitted (RetryAfter is InfDuration) are not
 // cached, so a request whose cost is above a limit's capacity always goes
 // to Redis, which answers that it can never be admitted. A cached answer
@@ -102,6 +104,11 @@ func (l *Limiter) denyStore(o *op, limits []Limit) {
 		return
 	}
 	if o.res.RetryAfter <= 0 || o.res.RetryAfter == InfDuration {
+		return
+	}
+	if o.access == accessReplica {
+		// A replica may lag this Limiter's own Resets and takes, which
+		// the cache is kept true to: its denial is not kept.
 		return
 	}
 	id, several := o.denyIdentity()

@@ -449,6 +449,35 @@ func TestDenyCacheNeverAnswersPeek(t *testing.T) {
 	}
 }
 
+// A denial that a replica may have served (a check with WithReadOnlyCheck)
+// is not cached: a replica lags this Limiter's own Resets, and a cached
+// denial would outlive the lag. A denial from the primary (Allow) still is,
+// and answers checks too.
+func TestDenyCacheKeepsNoReplicaDenial(t *testing.T) {
+	ctx := context.Background()
+	f, _, fs := functionsRedis(t) // Redis 7 with the library: checks go by FCALL_RO (miniredis's EVALSHA_RO refuses TIME)
+	l := NewLimiter(f.rdb, WithDenyCache(10), WithReadOnlyCheck())
+	denyClock(t, f, l)
+	lim := PerHour(1)
+	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
+		t.Fatalf("first Allow: %+v %v", r, err)
+	}
+	for i := range 2 {
+		before := fs.calls.Load()
+		r, err := l.Check(ctx, "k", lim)
+		if err != nil || r.Allowed || r.Source != SourceRedis || fs.calls.Load() != before+1 || !strings.HasPrefix(fs.last.Load().(string), "FCALL_RO ") {
+			t.Fatalf("Check %d: %+v %v by %v, %d calls; want a denial from Redis by FCALL_RO", i, r, err, fs.last.Load(), fs.calls.Load()-before)
+		}
+	}
+	if r, err := l.Allow(ctx, "k", lim); err != nil || r.Allowed || r.Source != SourceRedis {
+		t.Fatalf("Allow: %+v %v, want a denial from Redis", r, err)
+	}
+	before := fs.calls.Load()
+	if r, err := l.Check(ctx, "k", lim); err != nil || r.Allowed || r.Source != SourceDenyCache || fs.calls.Load() != before {
+		t.Fatalf("Check after Allow's denial: %+v %v, %d calls; want the cached denial", r, err, fs.calls.Load()-before)
+	}
+}
+
 // A cost above the capacity is answered by Redis ("never"), even while a
 // denial of a smaller cost is cached for the key: the cached wait would be a
 // lie, and Wait would sleep on it before reporting ErrExceedsCapacity.
