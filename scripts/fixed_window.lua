@@ -238,8 +238,7 @@ local at, limit1, period1, burst1 = 0 -- at: limit i's arguments follow argv[at]
 -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
 -- before a miscount that follows it: too many limits, a last triple cut
 -- short, a key count other than the number of limits.
-for i = 1, n do
-  if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
+for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are read
   local ls, ps, bs = argv[at + 1], argv[at + 2], argv[at + 3]
   if i == 1 then ls, ps, bs = ls or '', ps or '', bs or '' end -- the first limit's burst is optional (a further limit's limit is there: n counts the triples begun)
   -- Each number is read as helpers.lua's "Numbers" says: nil for anything
@@ -277,6 +276,7 @@ for i = 1, n do
     at = at + 3 -- (apart: gopher-lua may assign at before it indexes argv)
   end
 end
+if n > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
 if short then
   if short == 'numkeys' then
     return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 or the number of limits (" .. n .. '), one limit per key')
@@ -315,7 +315,7 @@ while true do -- KEYS[1], then with several keys each in turn
     -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
     -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
     -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
-    if k == 1 and n > 1 then more = { match(raw, '^' .. TAG .. ('').rep(' (%d+)', FIELDS * n) .. '$') } end -- n limits' (the library makes the patterns at load)
+    if k == 1 and n > 1 then more = { match(raw, '^' .. TAG .. ('').rep(' ([1-9]%d*) (%d+)', n) .. '$') } end -- n limits' (the library makes the patterns at load)
     local good = more and more[1] ~= nil
     if not good then
       local t1, t2, rest = match(raw, STATE)
@@ -329,12 +329,12 @@ while true do -- KEYS[1], then with several keys each in turn
         more = { t1, t2 }
         local read = 0
         for f in ('').gmatch(rest, ' (%d+)') do read = read + 1 + #f; more[#more + 1] = f end
-        good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS
+        good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS and not find(raw, ' 0%d') -- no leading zero (FULL's pattern takes none in a time)
       end
     end
     if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
       for j = 0, #more - 1, FIELDS do
-        local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= TIME_MAX) then good = false break end; more[j + 1] = v
+        local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and v <= TIME_MAX) then good = false break end; more[j + 1] = v
         local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 2] = v
       end
       s1 = more[1]
@@ -445,6 +445,5 @@ if allowed and writes then
 end
 
 -- ---- The reply (scripts/src/reply.lua) ----
-local i, rem, retry, reset_us, cap = a_i, a_rem, 0, a_reset, a_cap
-if not allowed then i, rem, retry, reset_us, cap = d_i, d_rem, d_retry, d_reset, d_cap end
-return { allowed and 1 or 0, rem, retry, (reset_us + -reset_us % 1000) / 1000, cap, i }
+if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i } end
+return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i }

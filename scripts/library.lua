@@ -106,7 +106,7 @@ local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 t
 local TIME_AT, TIME_MAX = 0, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^gcra:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
-for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' (%d+)', FIELDS * n) .. '$' end
+for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' ([1-9]%d*) (%d+)', n) .. '$' end
 local AHEAD_AT, AHEAD_MAX = 1, 13339554827370498 -- which field is a time ahead of the clock, and its range: TIME_MAX + 2^52, rounded up to 2 mod 4 (see state.lua)
 
 -- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
@@ -275,8 +275,7 @@ local function gcra(KEYS, ARGV)
   -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
   -- before a miscount that follows it: too many limits, a last triple cut
   -- short, a key count other than the number of limits.
-  for i = 1, n do
-    if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
+  for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are read
     local ls, ps, bs = argv[at + 1], argv[at + 2], argv[at + 3]
     if i == 1 then ls, ps, bs = ls or '', ps or '', bs or '' end -- the first limit's burst is optional (a further limit's limit is there: n counts the triples begun)
     -- Each number is read as helpers.lua's "Numbers" says: nil for anything
@@ -323,6 +322,7 @@ local function gcra(KEYS, ARGV)
       at = at + 3 -- (apart: gopher-lua may assign at before it indexes argv)
     end
   end
+  if n > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
   if short then
     if short == 'numkeys' then
       return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 or the number of limits (" .. n .. '), one limit per key')
@@ -375,12 +375,12 @@ local function gcra(KEYS, ARGV)
           more = { t1, t2 }
           local read = 0
           for f in ('').gmatch(rest, ' (%d+)') do read = read + 1 + #f; more[#more + 1] = f end
-          good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS
+          good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS and not find(raw, ' 0%d') -- no leading zero (FULL's pattern takes none in a time)
         end
       end
       if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
         for j = 0, #more - 1, FIELDS do
-          local f = more[j + 1]; local v = #f <= 17 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= AHEAD_MAX) then good = false break end; more[j + 1] = v
+          local f = more[j + 1]; local v = #f <= 17 and f + 0; if not (v and v <= AHEAD_MAX) then good = false break end; more[j + 1] = v
           local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 2] = v
         end
         s1 = more[1]
@@ -520,9 +520,8 @@ local function gcra(KEYS, ARGV)
   end
 
   -- ---- The reply (scripts/src/reply.lua) ----
-  local i, rem, retry, reset_us, cap = a_i, a_rem, 0, a_reset, a_cap
-  if not allowed then i, rem, retry, reset_us, cap = d_i, d_rem, d_retry, d_reset, d_cap end
-  return { allowed and 1 or 0, rem, retry, (reset_us + -reset_us % 1000) / 1000, cap, i }
+  if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i } end
+  return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i }
 end
 
 -- ==== token_bucket ====
@@ -532,7 +531,7 @@ local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 t
 local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^tb:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
-for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' (%d+)', FIELDS * n) .. '$' end
+for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' (%d+) ([1-9]%d*)', n) .. '$' end
 
 local function out_of_range(limit, period_ms, burst)
   -- the longest wait: refills until an empty bucket is full (at most burst of them)
@@ -670,8 +669,7 @@ local function token_bucket(KEYS, ARGV)
   -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
   -- before a miscount that follows it: too many limits, a last triple cut
   -- short, a key count other than the number of limits.
-  for i = 1, n do
-    if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
+  for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are read
     local ls, ps, bs = argv[at + 1], argv[at + 2], argv[at + 3]
     if i == 1 then ls, ps, bs = ls or '', ps or '', bs or '' end -- the first limit's burst is optional (a further limit's limit is there: n counts the triples begun)
     -- Each number is read as helpers.lua's "Numbers" says: nil for anything
@@ -718,6 +716,7 @@ local function token_bucket(KEYS, ARGV)
       at = at + 3 -- (apart: gopher-lua may assign at before it indexes argv)
     end
   end
+  if n > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
   if short then
     if short == 'numkeys' then
       return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 or the number of limits (" .. n .. '), one limit per key')
@@ -770,13 +769,13 @@ local function token_bucket(KEYS, ARGV)
           more = { t1, t2 }
           local read = 0
           for f in ('').gmatch(rest, ' (%d+)') do read = read + 1 + #f; more[#more + 1] = f end
-          good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS
+          good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS and not find(raw, ' 0%d') -- no leading zero (FULL's pattern takes none in a time)
         end
       end
       if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
         for j = 0, #more - 1, FIELDS do
           local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 1] = v
-          local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= TIME_MAX) then good = false break end; more[j + 2] = v
+          local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and v <= TIME_MAX) then good = false break end; more[j + 2] = v
         end
         s1 = more[1]
         s2 = more[2]
@@ -893,9 +892,8 @@ local function token_bucket(KEYS, ARGV)
   end
 
   -- ---- The reply (scripts/src/reply.lua) ----
-  local i, rem, retry, reset_us, cap = a_i, a_rem, 0, a_reset, a_cap
-  if not allowed then i, rem, retry, reset_us, cap = d_i, d_rem, d_retry, d_reset, d_cap end
-  return { allowed and 1 or 0, rem, retry, (reset_us + -reset_us % 1000) / 1000, cap, i }
+  if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i } end
+  return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i }
 end
 
 -- ==== leaky_bucket ====
@@ -905,7 +903,7 @@ local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 t
 local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^lb:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
-for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' (%d+)', FIELDS * n) .. '$' end
+for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' (%d+) ([1-9]%d*)', n) .. '$' end
 
 -- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
 -- With a/b = limit / period_us in lowest terms, a level of x stands for x / b
@@ -1051,8 +1049,7 @@ local function leaky_bucket(KEYS, ARGV)
   -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
   -- before a miscount that follows it: too many limits, a last triple cut
   -- short, a key count other than the number of limits.
-  for i = 1, n do
-    if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
+  for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are read
     local ls, ps, bs = argv[at + 1], argv[at + 2], argv[at + 3]
     if i == 1 then ls, ps, bs = ls or '', ps or '', bs or '' end -- the first limit's burst is optional (a further limit's limit is there: n counts the triples begun)
     -- Each number is read as helpers.lua's "Numbers" says: nil for anything
@@ -1099,6 +1096,7 @@ local function leaky_bucket(KEYS, ARGV)
       at = at + 3 -- (apart: gopher-lua may assign at before it indexes argv)
     end
   end
+  if n > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
   if short then
     if short == 'numkeys' then
       return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 or the number of limits (" .. n .. '), one limit per key')
@@ -1151,13 +1149,13 @@ local function leaky_bucket(KEYS, ARGV)
           more = { t1, t2 }
           local read = 0
           for f in ('').gmatch(rest, ' (%d+)') do read = read + 1 + #f; more[#more + 1] = f end
-          good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS
+          good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS and not find(raw, ' 0%d') -- no leading zero (FULL's pattern takes none in a time)
         end
       end
       if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
         for j = 0, #more - 1, FIELDS do
           local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 1] = v
-          local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= TIME_MAX) then good = false break end; more[j + 2] = v
+          local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and v <= TIME_MAX) then good = false break end; more[j + 2] = v
         end
         s1 = more[1]
         s2 = more[2]
@@ -1274,9 +1272,8 @@ local function leaky_bucket(KEYS, ARGV)
   end
 
   -- ---- The reply (scripts/src/reply.lua) ----
-  local i, rem, retry, reset_us, cap = a_i, a_rem, 0, a_reset, a_cap
-  if not allowed then i, rem, retry, reset_us, cap = d_i, d_rem, d_retry, d_reset, d_cap end
-  return { allowed and 1 or 0, rem, retry, (reset_us + -reset_us % 1000) / 1000, cap, i }
+  if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i } end
+  return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i }
 end
 
 -- ==== sliding_window ====
@@ -1286,7 +1283,7 @@ local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 t
 local TIME_AT, TIME_MAX = 1, 8835955200000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 3, '^sw:2 (%d+) (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
-for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' (%d+)', FIELDS * n) .. '$' end
+for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' ([1-9]%d*) (%d+) (%d+)', n) .. '$' end
 
 local function out_of_range(limit, period_ms)
   -- the weighted count, times period_ms, must stay exact
@@ -1445,8 +1442,7 @@ local function sliding_window(KEYS, ARGV)
   -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
   -- before a miscount that follows it: too many limits, a last triple cut
   -- short, a key count other than the number of limits.
-  for i = 1, n do
-    if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
+  for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are read
     local ls, ps, bs = argv[at + 1], argv[at + 2], argv[at + 3]
     if i == 1 then ls, ps, bs = ls or '', ps or '', bs or '' end -- the first limit's burst is optional (a further limit's limit is there: n counts the triples begun)
     -- Each number is read as helpers.lua's "Numbers" says: nil for anything
@@ -1488,6 +1484,7 @@ local function sliding_window(KEYS, ARGV)
       at = at + 3 -- (apart: gopher-lua may assign at before it indexes argv)
     end
   end
+  if n > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
   if short then
     if short == 'numkeys' then
       return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 or the number of limits (" .. n .. '), one limit per key')
@@ -1542,12 +1539,12 @@ local function sliding_window(KEYS, ARGV)
           more = { t1, t2, t3 }
           local read = 0
           for f in ('').gmatch(rest, ' (%d+)') do read = read + 1 + #f; more[#more + 1] = f end
-          good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS
+          good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS and not find(raw, ' 0%d') -- no leading zero (FULL's pattern takes none in a time)
         end
       end
       if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
         for j = 0, #more - 1, FIELDS do
-          local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= TIME_MAX) then good = false break end; more[j + 1] = v
+          local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and v <= TIME_MAX) then good = false break end; more[j + 1] = v
           local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 2] = v
           local f = more[j + 3]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 3] = v
         end
@@ -1689,9 +1686,8 @@ local function sliding_window(KEYS, ARGV)
   end
 
   -- ---- The reply (scripts/src/reply.lua) ----
-  local i, rem, retry, reset_us, cap = a_i, a_rem, 0, a_reset, a_cap
-  if not allowed then i, rem, retry, reset_us, cap = d_i, d_rem, d_retry, d_reset, d_cap end
-  return { allowed and 1 or 0, rem, retry, (reset_us + -reset_us % 1000) / 1000, cap, i }
+  if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i } end
+  return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i }
 end
 
 -- ==== fixed_window ====
@@ -1701,7 +1697,7 @@ local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 t
 local TIME_AT, TIME_MAX = 1, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^fw:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
-for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' (%d+)', FIELDS * n) .. '$' end
+for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' ([1-9]%d*) (%d+)', n) .. '$' end
 
 local function fixed_window(KEYS, ARGV)
   -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
@@ -1826,8 +1822,7 @@ local function fixed_window(KEYS, ARGV)
   -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
   -- before a miscount that follows it: too many limits, a last triple cut
   -- short, a key count other than the number of limits.
-  for i = 1, n do
-    if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
+  for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are read
     local ls, ps, bs = argv[at + 1], argv[at + 2], argv[at + 3]
     if i == 1 then ls, ps, bs = ls or '', ps or '', bs or '' end -- the first limit's burst is optional (a further limit's limit is there: n counts the triples begun)
     -- Each number is read as helpers.lua's "Numbers" says: nil for anything
@@ -1865,6 +1860,7 @@ local function fixed_window(KEYS, ARGV)
       at = at + 3 -- (apart: gopher-lua may assign at before it indexes argv)
     end
   end
+  if n > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
   if short then
     if short == 'numkeys' then
       return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 or the number of limits (" .. n .. '), one limit per key')
@@ -1917,12 +1913,12 @@ local function fixed_window(KEYS, ARGV)
           more = { t1, t2 }
           local read = 0
           for f in ('').gmatch(rest, ' (%d+)') do read = read + 1 + #f; more[#more + 1] = f end
-          good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS
+          good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS and not find(raw, ' 0%d') -- no leading zero (FULL's pattern takes none in a time)
         end
       end
       if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
         for j = 0, #more - 1, FIELDS do
-          local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= TIME_MAX) then good = false break end; more[j + 1] = v
+          local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and v <= TIME_MAX) then good = false break end; more[j + 1] = v
           local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 2] = v
         end
         s1 = more[1]
@@ -2033,9 +2029,8 @@ local function fixed_window(KEYS, ARGV)
   end
 
   -- ---- The reply (scripts/src/reply.lua) ----
-  local i, rem, retry, reset_us, cap = a_i, a_rem, 0, a_reset, a_cap
-  if not allowed then i, rem, retry, reset_us, cap = d_i, d_rem, d_retry, d_reset, d_cap end
-  return { allowed and 1 or 0, rem, retry, (reset_us + -reset_us % 1000) / 1000, cap, i }
+  if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i } end
+  return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i }
 end
 
 -- ==== sliding_log ====
@@ -2076,8 +2071,7 @@ local function sliding_log(KEYS, ARGV)
   -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
   -- before a miscount that follows it: too many limits, a last triple cut
   -- short, a key count other than the number of limits.
-  for i = 1, n do
-    if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
+  for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are read
     local ls, ps, bs = argv[at + 1], argv[at + 2], argv[at + 3]
     if i == 1 then ls, ps, bs = ls or '', ps or '', bs or '' end -- the first limit's burst is optional (a further limit's limit is there: n counts the triples begun)
     -- Each number is read as helpers.lua's "Numbers" says: nil for anything
@@ -2115,6 +2109,7 @@ local function sliding_log(KEYS, ARGV)
       at = at + 3 -- (apart: gopher-lua may assign at before it indexes argv)
     end
   end
+  if n > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
   if short then
     if short == 'numkeys' then
       return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 or the number of limits (" .. n .. '), one limit per key')
@@ -2269,9 +2264,8 @@ local function sliding_log(KEYS, ARGV)
   end
 
   -- ---- The reply (scripts/src/reply.lua) ----
-  local i, rem, retry, reset_us, cap = a_i, a_rem, 0, a_reset, a_cap
-  if not allowed then i, rem, retry, reset_us, cap = d_i, d_rem, d_retry, d_reset, d_cap end
-  return { allowed and 1 or 0, rem, retry, (reset_us + -reset_us % 1000) / 1000, cap, i }
+  if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i } end
+  return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i }
 end
 
 -- as_check makes a call decide as mode "check", filling skipped optional
@@ -2289,33 +2283,33 @@ end
 
 local function gcra_ro(KEYS, ARGV) return gcra(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_gcra', gcra)
-redis.register_function('redisrate_gcra_vc9464e5ffca6', gcra)
+redis.register_function('redisrate_gcra_v46f81e336d88', gcra)
 redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' }, callback = gcra_ro }
-redis.register_function{ function_name = 'redisrate_gcra_ro_vc9464e5ffca6', flags = { 'no-writes' }, callback = gcra_ro }
+redis.register_function{ function_name = 'redisrate_gcra_ro_v46f81e336d88', flags = { 'no-writes' }, callback = gcra_ro }
 local function token_bucket_ro(KEYS, ARGV) return token_bucket(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_token_bucket', token_bucket)
-redis.register_function('redisrate_token_bucket_vc9464e5ffca6', token_bucket)
+redis.register_function('redisrate_token_bucket_v46f81e336d88', token_bucket)
 redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' }, callback = token_bucket_ro }
-redis.register_function{ function_name = 'redisrate_token_bucket_ro_vc9464e5ffca6', flags = { 'no-writes' }, callback = token_bucket_ro }
+redis.register_function{ function_name = 'redisrate_token_bucket_ro_v46f81e336d88', flags = { 'no-writes' }, callback = token_bucket_ro }
 local function leaky_bucket_ro(KEYS, ARGV) return leaky_bucket(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_leaky_bucket', leaky_bucket)
-redis.register_function('redisrate_leaky_bucket_vc9464e5ffca6', leaky_bucket)
+redis.register_function('redisrate_leaky_bucket_v46f81e336d88', leaky_bucket)
 redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' }, callback = leaky_bucket_ro }
-redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_vc9464e5ffca6', flags = { 'no-writes' }, callback = leaky_bucket_ro }
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_v46f81e336d88', flags = { 'no-writes' }, callback = leaky_bucket_ro }
 local function sliding_window_ro(KEYS, ARGV) return sliding_window(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_sliding_window', sliding_window)
-redis.register_function('redisrate_sliding_window_vc9464e5ffca6', sliding_window)
+redis.register_function('redisrate_sliding_window_v46f81e336d88', sliding_window)
 redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' }, callback = sliding_window_ro }
-redis.register_function{ function_name = 'redisrate_sliding_window_ro_vc9464e5ffca6', flags = { 'no-writes' }, callback = sliding_window_ro }
+redis.register_function{ function_name = 'redisrate_sliding_window_ro_v46f81e336d88', flags = { 'no-writes' }, callback = sliding_window_ro }
 local function fixed_window_ro(KEYS, ARGV) return fixed_window(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_fixed_window', fixed_window)
-redis.register_function('redisrate_fixed_window_vc9464e5ffca6', fixed_window)
+redis.register_function('redisrate_fixed_window_v46f81e336d88', fixed_window)
 redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' }, callback = fixed_window_ro }
-redis.register_function{ function_name = 'redisrate_fixed_window_ro_vc9464e5ffca6', flags = { 'no-writes' }, callback = fixed_window_ro }
+redis.register_function{ function_name = 'redisrate_fixed_window_ro_v46f81e336d88', flags = { 'no-writes' }, callback = fixed_window_ro }
 local function sliding_log_ro(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end
 redis.register_function('redisrate_sliding_log', sliding_log)
-redis.register_function('redisrate_sliding_log_vc9464e5ffca6', sliding_log)
+redis.register_function('redisrate_sliding_log_v46f81e336d88', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' }, callback = sliding_log_ro }
-redis.register_function{ function_name = 'redisrate_sliding_log_ro_vc9464e5ffca6', flags = { 'no-writes' }, callback = sliding_log_ro }
+redis.register_function{ function_name = 'redisrate_sliding_log_ro_v46f81e336d88', flags = { 'no-writes' }, callback = sliding_log_ro }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return 'c9464e5ffca6b729de508bfd87c5cb105d9a2485' end }
+  callback = function() return '46f81e336d887ad2ff5afd8cbe97da08746147dd' end }

@@ -9,19 +9,19 @@ const ContractVersion = "2.1"
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "c9464e5ffca6b729de508bfd87c5cb105d9a2485"
+const LibraryVersion = "46f81e336d887ad2ff5afd8cbe97da08746147dd"
 
-// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_vc9464e5ffca6 runs this version of redisrate_gcra or fails with "Function not found".
-const VersionSuffix = "_vc9464e5ffca6"
+// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_v46f81e336d88 runs this version of redisrate_gcra or fails with "Function not found".
+const VersionSuffix = "_v46f81e336d88"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
-	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "d5a305b63241126a98f725ac2a0adff45dee6b81", Function: "redisrate_gcra"},
-	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "53ff03e8e6abc80be884cd932e3f65ef6bfebc81", Function: "redisrate_token_bucket"},
-	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "793cc92b58b173395377b9e61307fc6bc438208e", Function: "redisrate_leaky_bucket"},
-	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "8deb63b115353ee675b4bb16ac820289ce67964e", Function: "redisrate_sliding_window"},
-	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "ab029d68e708f20dc3c397be9a6a18b62ba6b046", Function: "redisrate_fixed_window"},
-	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "7a91487b370b5163a11bd1d5021c87fbc2219768", Function: "redisrate_sliding_log"},
+	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "2732de0e4d72531a00c37d6feeadbf1e625ae253", Function: "redisrate_gcra"},
+	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "27b99df20ca3eac188f06d7c9a148e7c4eecb5fb", Function: "redisrate_token_bucket"},
+	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "352ac35811b7d3975c4bcf903832bbfc5fecb4b9", Function: "redisrate_leaky_bucket"},
+	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "144db2c861bdb8a0cd93fdaa2721db29b5a17657", Function: "redisrate_sliding_window"},
+	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "036713d856fbb48b744161503c615e8318f1046b", Function: "redisrate_fixed_window"},
+	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "97683196683ee65b1ce5bba769c5e48fdb39d911", Function: "redisrate_sliding_log"},
 }
 
 // resetSHA1 is the SHA1 of reset.lua.

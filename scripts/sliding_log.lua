@@ -149,8 +149,7 @@ local at, limit1, period1, burst1 = 0 -- at: limit i's arguments follow argv[at]
 -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
 -- before a miscount that follows it: too many limits, a last triple cut
 -- short, a key count other than the number of limits.
-for i = 1, n do
-  if i > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
+for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are read
   local ls, ps, bs = argv[at + 1], argv[at + 2], argv[at + 3]
   if i == 1 then ls, ps, bs = ls or '', ps or '', bs or '' end -- the first limit's burst is optional (a further limit's limit is there: n counts the triples begun)
   -- Each number is read as helpers.lua's "Numbers" says: nil for anything
@@ -188,6 +187,7 @@ for i = 1, n do
     at = at + 3 -- (apart: gopher-lua may assign at before it indexes argv)
   end
 end
+if n > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
 if short then
   if short == 'numkeys' then
     return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 or the number of limits (" .. n .. '), one limit per key')
@@ -342,6 +342,5 @@ if allowed and writes then
 end
 
 -- ---- The reply (scripts/src/reply.lua) ----
-local i, rem, retry, reset_us, cap = a_i, a_rem, 0, a_reset, a_cap
-if not allowed then i, rem, retry, reset_us, cap = d_i, d_rem, d_retry, d_reset, d_cap end
-return { allowed and 1 or 0, rem, retry, (reset_us + -reset_us % 1000) / 1000, cap, i }
+if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i } end
+return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i }

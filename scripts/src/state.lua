@@ -34,12 +34,12 @@ while true do -- KEYS[1], then with several keys each in turn
         more = { @texts@ }
         local read = 0
         for f in ('').gmatch(rest, ' (%d+)') do read = read + 1 + #f; more[#more + 1] = f end
-        good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS
+        good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS and not find(raw, ' 0%d') -- no leading zero (FULL's pattern takes none in a time)
       end
     end
     if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
       for j = 0, #more - 1, FIELDS do
-        local f = more[j + @k@]; local v = #f <= @digits@ and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= @max@) then good = false break end; more[j + @k@] = v --@each field
+        local f = more[j + @k@]; local v = #f <= @digits@ and f + 0; if not (v and @leadf@v <= @max@) then good = false break end; more[j + @k@] = v --@each field
       end
       s@k@ = more[@k@] --@each field
     end

@@ -170,7 +170,7 @@ func generate(src fs.FS, algos []Algorithm, libName string) (Files, error) {
 		constants(&b, a, false)
 		b.WriteString(scriptHelpers + "\n\n")
 		writeLines(&b, a.Top)
-		writeLines(&b, scriptReads(a.Body))
+		writeLines(&b, scriptReads(replaceAll(a.Body, fullMacro, fullPattern(a, "$1"))))
 		out[a.Name+".lua"] = []byte(b.String())
 	}
 	lib, err := library(src, algos, strings.TrimRight(string(stringFns), "\n")+"\n\n"+libraryHelpers, libName)
@@ -247,10 +247,26 @@ const (
 // a script when it needs one, made once by the library (constants).
 var fullMacro = regexp.MustCompile(`@FULL\((\w+)\)@`)
 
-// fullPattern is the pattern of a state of n limits (n a Lua expression):
-// the tag, then FIELDS * n numbers, each captured.
-func fullPattern(n string) string {
-	return "'^' .. TAG .. ('').rep(' (%d+)', FIELDS * " + n + ") .. '$'"
+// fullPattern is the pattern of a's state of n limits (n a Lua
+// expression): the tag, then each limit's numbers (limitPattern).
+func fullPattern(a Algorithm, n string) string {
+	return "'^' .. TAG .. ('').rep('" + limitPattern(a) + "', " + n + ") .. '$'"
+}
+
+// limitPattern is the pattern of one limit's numbers in a's state, each
+// captured: a recorded time, never 0 in a state the scripts wrote, without
+// a leading zero, so that it needs no check of its own (a power of 10); a
+// state it does not match is read field by field and checked whole.
+func limitPattern(a Algorithm) string {
+	var b strings.Builder
+	for k := 1; k <= a.Fields; k++ {
+		if k == a.TimeAt || k == a.AheadAt {
+			b.WriteString(" ([1-9]%d*)")
+		} else {
+			b.WriteString(" (%d+)")
+		}
+	}
+	return b.String()
 }
 
 // replaceAll is lines with macro replaced by repl, in a new slice (the
@@ -265,7 +281,6 @@ func replaceAll(lines []string, macro *regexp.Regexp, repl string) []string {
 
 // scriptReads writes out every read macro of lines as a script reads.
 func scriptReads(lines []string) []string {
-	lines = replaceAll(lines, fullMacro, fullPattern("$1"))
 	lines = readNumbers(lines, scriptPeriod, periodMacro)
 	lines = readNumbers(lines, scriptReadPeriod, readPeriodMacro)
 	lines = readNumbers(lines, scriptFastRead, fastMacro)
@@ -275,7 +290,6 @@ func scriptReads(lines []string) []string {
 // libraryReads writes out every read macro of lines as the library reads:
 // each number through NUM.
 func libraryReads(lines []string) []string {
-	lines = replaceAll(lines, fullMacro, "FULL[$1]")
 	for _, m := range []*regexp.Regexp{periodMacro, readPeriodMacro, fastMacro, readMacro} {
 		lines = readNumbers(lines, libraryRead, m)
 	}
@@ -569,7 +583,7 @@ func constants(b *strings.Builder, a Algorithm, library bool) {
 		fmt.Fprintf(b, "local FIELDS, STATE = %d, '^%s%s(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest\n", a.Fields, a.Tag, fields)
 		if library {
 			b.WriteString("local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it\n")
-			b.WriteString("for n = 1, 8 do FULL[n] = " + fullPattern("n") + " end\n")
+			b.WriteString("for n = 1, 8 do FULL[n] = " + fullPattern(a, "n") + " end\n")
 		}
 		if a.AheadAt > 0 {
 			fmt.Fprintf(b, "local AHEAD_AT, AHEAD_MAX = %d, %d -- which field is a time ahead of the clock, and its range: TIME_MAX + 2^52, rounded up to 2 mod 4 (see state.lua)\n", a.AheadAt, aheadMax)
@@ -597,20 +611,12 @@ func timeAt(a Algorithm) int {
 // A constant the copy reads that is not written as its value would be an
 // undefined global there: the generator fails instead.
 func inlineConstants(a Algorithm, lines []string) ([]string, error) {
-	var one strings.Builder
-	for k := 1; k <= a.Fields; k++ {
-		if k == a.TimeAt || k == a.AheadAt {
-			one.WriteString(" ([1-9]%d*)")
-		} else {
-			one.WriteString(" (%d+)")
-		}
-	}
 	values := map[string]string{
 		"TAG":       "'" + a.Tag + "'",
 		"MAX_LIMIT": strconv.FormatInt(a.MaxLimit, 10),
 		"TIME_MAX":  strconv.FormatInt(a.TimeMax, 10),
 		"AHEAD_MAX": strconv.FormatInt(aheadMax, 10),
-		"STATE1":    "'^" + a.Tag + one.String() + "$'",
+		"STATE1":    "'^" + a.Tag + limitPattern(a) + "$'",
 	}
 	out := make([]string, len(lines))
 	for i, l := range lines {
@@ -655,14 +661,14 @@ func perField(a Algorithm, lines []string) []string {
 			continue
 		}
 		for k := 1; k <= a.Fields; k++ {
-			max, digits, lead := "9007199254740991", "16", fmt.Sprintf("(#t%d == 1 or s%d >= 10 ^ (#t%d - 1)) and ", k, k, k)
+			max, digits, lead, leadf := "9007199254740991", "16", fmt.Sprintf("(#t%d == 1 or s%d >= 10 ^ (#t%d - 1)) and ", k, k, k), "(#f == 1 or v >= 10 ^ (#f - 1)) and "
 			switch k {
 			case a.TimeAt:
-				max, lead = "TIME_MAX", ""
+				max, lead, leadf = "TIME_MAX", "", ""
 			case a.AheadAt:
-				max, digits, lead = "AHEAD_MAX", "17", ""
+				max, digits, lead, leadf = "AHEAD_MAX", "17", "", ""
 			}
-			r := strings.NewReplacer("@lead@", lead, "@k@", strconv.Itoa(k), "@max@", max, "@digits@", digits)
+			r := strings.NewReplacer("@lead@", lead, "@leadf@", leadf, "@k@", strconv.Itoa(k), "@max@", max, "@digits@", digits)
 			out = append(out, r.Replace(line))
 		}
 	}
@@ -757,7 +763,7 @@ func library(src fs.FS, algos []Algorithm, helpers, name string) (string, error)
 		constants(&b, a, true)
 		writeLines(&b, a.Top)
 		fmt.Fprintf(&b, "local function %s(KEYS, ARGV)\n", a.Name)
-		for _, l := range libraryReads(append(append([]string(nil), a.Fast...), a.Body...)) {
+		for _, l := range libraryReads(append(append([]string(nil), a.Fast...), replaceAll(a.Body, fullMacro, "FULL[$1]")...)) {
 			if l != "" {
 				b.WriteString("  ")
 			}
