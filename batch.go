@@ -157,10 +157,13 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 		}
 		return
 	}
+	// One decision deadline for the whole batch, as for its pipeline: one
+	// by one, each request would add a timeout.
+	at := l.decisionDeadline()
 	p, ok := l.rdb.(pipeliner)
 	if !ok || len(ops) == 1 {
 		for _, o := range ops {
-			l.send(o.ctx, o, o.blimits) // the request's own observer context, as a single call's
+			l.sendBy(o.ctx, o, o.blimits, at) // the request's own observer context, as a single call's
 		}
 		return
 	}
@@ -172,7 +175,7 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 		o.sent, o.resets = sent, resets
 		o.argv(o.blimits) // built here: the pipeline may run on after the deadline
 	}
-	dctx, cancel, own := l.deadline(ctx)
+	dctx, cancel, own := l.deadline(ctx, at)
 	defer cancel()
 	cmds, err := within(l, dctx, func() []redis.Cmder { return l.pipeline(dctx, p, ops) })
 	for i, o := range ops {

@@ -31,8 +31,9 @@ const DefaultDecisionTimeout = 200 * time.Millisecond
 // (see WithFallback). It is DefaultDecisionTimeout
 // unless set; 0 leaves only the caller's context to bound a call.
 //
-// It bounds every round trip of every kind of call: Allow, Check, Peek and
-// the Multi calls, an AllowBatch's pipeline as a whole, each attempt
+// It bounds every round trip of every kind of call: Allow, Check, Peek, the
+// Multi and Keys calls, an AllowBatch as a whole (its pipeline, or its
+// requests one after another on a client without pipelines), each attempt
 // of a Wait (not its sleeps), and Reset; and so the httplimit and
 // grpclimit middleware. It holds when Redis refuses connections and when
 // it accepts them but does not answer (CLIENT PAUSE, a wedged proxy), with
@@ -64,17 +65,27 @@ func honoursDeadlines(rdb redis.Scripter) bool {
 	return false
 }
 
-// deadline returns the context a send runs under: ctx with the decision
-// deadline, unless the caller's own deadline comes first (then ctx, and own
-// is false: what happens at that deadline is the caller's).
-func (l *Limiter) deadline(ctx context.Context) (dctx context.Context, cancel context.CancelFunc, own bool) {
+// decisionDeadline is when a decision that starts now must be answered:
+// the decision timeout from now; zero without one.
+func (l *Limiter) decisionDeadline() time.Time {
 	if l.timeout <= 0 {
+		return time.Time{}
+	}
+	return time.Now().Add(l.timeout)
+}
+
+// deadline returns the context a send runs under: ctx with the decision
+// deadline at (from decisionDeadline), unless the caller's own deadline
+// comes first (then ctx, and own is false: what happens at that deadline is
+// the caller's).
+func (l *Limiter) deadline(ctx context.Context, at time.Time) (dctx context.Context, cancel context.CancelFunc, own bool) {
+	if at.IsZero() {
 		return ctx, func() {}, false
 	}
-	if d, ok := ctx.Deadline(); ok && time.Until(d) <= l.timeout {
+	if d, ok := ctx.Deadline(); ok && !d.After(at) {
 		return ctx, func() {}, false
 	}
-	dctx, cancel = context.WithTimeout(ctx, l.timeout)
+	dctx, cancel = context.WithDeadline(ctx, at)
 	return dctx, cancel, true
 }
 

@@ -3,6 +3,7 @@ package redisrate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -173,5 +174,30 @@ func TestCallerGaveUpDuringFallback(t *testing.T) {
 	defer cancel()
 	if res, err := l.Allow(ctx, "k", PerMinute(1)); res.Allowed || !isCallerError(err, context.DeadlineExceeded) {
 		t.Fatalf("%+v %v: want the caller's error, no admission", res, err)
+	}
+}
+
+// TestDecisionTimeoutBatchWithoutPipelines: a client without pipelines gets
+// an AllowBatch's requests one after another, under the batch's one
+// decision deadline, as a pipeline would be: with the breaker off, a Redis
+// that does not answer cost the batch one timeout per request.
+func TestDecisionTimeoutBatchWithoutPipelines(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: blackhole(t), Protocol: 2, DisableIdentity: true, MaxRetries: -1, PoolSize: 32})
+	t.Cleanup(func() { _ = rdb.Close() })
+	const timeout = 100 * time.Millisecond
+	l := NewLimiter(plainClient{rdb}, WithFailurePolicy(FailOpen), WithCircuitBreaker(0), WithDecisionTimeout(timeout))
+	reqs := make([]Request, 16) // 1.6 s, one timeout each
+	for i := range reqs {
+		reqs[i] = Request{Key: fmt.Sprint("k", i), Limits: []Limit{PerMinute(1)}}
+	}
+	start := time.Now()
+	res, err := l.AllowBatch(context.Background(), reqs)
+	if took := time.Since(start); took > timeout+slack {
+		t.Errorf("the batch took %v; want the decision timeout, %v", took, timeout)
+	}
+	for i, r := range res {
+		if err != nil || r.Source != SourceFailOpen || !errors.Is(r.Cause, ErrUnavailable) {
+			t.Fatalf("request %d: %+v, %v; want FailOpen's admission", i, r, err)
+		}
 	}
 }

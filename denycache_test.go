@@ -3,6 +3,7 @@ package redisrate
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -451,8 +452,9 @@ func TestDenyCacheNeverAnswersPeek(t *testing.T) {
 
 // A denial that a replica may have served (a check with WithReadOnlyCheck)
 // is not cached: a replica lags this Limiter's own Resets, and a cached
-// denial would outlive the lag. A denial from the primary (Allow) still is,
-// and answers checks too.
+// denial would outlive the lag. So for every kind of check: Check,
+// CheckKeys, and the checks of AllowBatch, alone or pipelined. A denial
+// from the primary (Allow) still is, and answers checks too.
 func TestDenyCacheKeepsNoReplicaDenial(t *testing.T) {
 	ctx := context.Background()
 	f, _, fs := functionsRedis(t) // Redis 7 with the library: checks go by FCALL_RO (miniredis's EVALSHA_RO refuses TIME)
@@ -462,12 +464,37 @@ func TestDenyCacheKeepsNoReplicaDenial(t *testing.T) {
 	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
 		t.Fatalf("first Allow: %+v %v", r, err)
 	}
-	for i := range 2 {
-		before := fs.calls.Load()
-		r, err := l.Check(ctx, "k", lim)
-		if err != nil || r.Allowed || r.Source != SourceRedis || fs.calls.Load() != before+1 || !strings.HasPrefix(fs.last.Load().(string), "FCALL_RO ") {
-			t.Fatalf("Check %d: %+v %v by %v, %d calls; want a denial from Redis by FCALL_RO", i, r, err, fs.last.Load(), fs.calls.Load()-before)
+	keys := []KeyLimit{{Key: "k", Limit: lim}, {Key: "k:org", Limit: PerHour(100)}}
+	checks := []struct {
+		name  string
+		sends int64 // script calls per check
+		call  func() (Result, error)
+	}{
+		{"Check", 1, func() (Result, error) { return l.Check(ctx, "k", lim) }},
+		{"CheckKeys", 1, func() (Result, error) { return l.CheckKeys(ctx, 1, keys...) }},
+		{"AllowBatch/Check", 1, func() (Result, error) {
+			return batchOne(ctx, l, Request{Key: "k", Limits: []Limit{lim}, Check: true})
+		}},
+		{"AllowBatch/Keys/Check", 1, func() (Result, error) { return batchOne(ctx, l, Request{Keys: keys, Check: true}) }},
+		{"AllowBatch/two", 2, func() (Result, error) { // pipelined
+			res, err := l.AllowBatch(ctx, []Request{{Key: "k", Limits: []Limit{lim}, Check: true}, {Keys: keys, Check: true}})
+			if err == nil && res[0].Source != res[1].Source {
+				return Result{}, fmt.Errorf("the two requests answered apart: %+v", res)
+			}
+			return res[1], err
+		}},
+	}
+	for _, c := range checks {
+		for i := range 2 {
+			before := fs.calls.Load()
+			r, err := c.call()
+			if err != nil || r.Allowed || r.Source != SourceRedis || fs.calls.Load() != before+c.sends || !strings.HasPrefix(fs.last.Load().(string), "FCALL_RO ") {
+				t.Fatalf("%s %d: %+v %v by %v, %d calls; want a denial from Redis by FCALL_RO", c.name, i, r, err, fs.last.Load(), fs.calls.Load()-before)
+			}
 		}
+	}
+	if n := l.deny.len(); n != 0 {
+		t.Fatalf("the cache holds %d entries after the checks, want none", n)
 	}
 	if r, err := l.Allow(ctx, "k", lim); err != nil || r.Allowed || r.Source != SourceRedis {
 		t.Fatalf("Allow: %+v %v, want a denial from Redis", r, err)

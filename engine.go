@@ -200,8 +200,15 @@ func (l *Limiter) plan(o *op, limits []Limit) bool {
 }
 
 // send asks Redis, unless the circuit breaker is open (then o.err matches
-// ErrUnavailable at once), and settles the reply.
+// ErrUnavailable at once), and settles the reply, within the decision
+// timeout from now.
 func (l *Limiter) send(ctx context.Context, o *op, limits []Limit) {
+	l.sendBy(ctx, o, limits, l.decisionDeadline())
+}
+
+// sendBy is send with the decision deadline at (see decisionDeadline): the
+// requests of an AllowBatch sent one by one share the batch's.
+func (l *Limiter) sendBy(ctx context.Context, o *op, limits []Limit, at time.Time) {
 	if err := ctx.Err(); err != nil {
 		o.err = callerGaveUp(o, err, nil) // nobody waits for the answer: do not ask
 		return
@@ -213,7 +220,7 @@ func (l *Limiter) send(ctx context.Context, o *op, limits []Limit) {
 	o.sent, o.resets = l.sentAt()
 	var one [1]string
 	keys, args := o.sentKeys(&one), o.argv(limits)
-	dctx, cancel, own := l.deadline(ctx)
+	dctx, cancel, own := l.deadline(ctx, at)
 	var v answer
 	var err error
 	if l.honoursCtx || dctx.Done() == nil {

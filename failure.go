@@ -18,9 +18,9 @@ import (
 // errors, whatever the policy.
 //
 // Every kind of call follows it alike: Allow, AllowN, AllowMulti, Check,
-// CheckN, CheckMulti, Peek and each request of AllowBatch answer the
-// policy's Result with a nil error (FailOpen, FailClosed) or the error
-// (FailError). Two calls cannot pretend: Wait, WaitN and WaitMulti return a
+// CheckN, CheckMulti, Peek, AllowKeys, CheckKeys, PeekKeys and each request
+// of AllowBatch answer the policy's Result with a nil error (FailOpen,
+// FailClosed) or the error (FailError). Two calls cannot pretend: Wait, WaitN and WaitMulti return a
 // FailOpen admission with a nil error, but end a FailClosed denial with
 // the Result and an error matching ErrUnavailable (waiting out an outage
 // is not waiting for a turn); Reset always returns the error.

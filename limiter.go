@@ -112,10 +112,13 @@ func WithKeyPrefix(prefix string) Option {
 	return func(l *Limiter) { l.prefix = prefix }
 }
 
-// WithReadOnlyCheck makes Check, CheckN, CheckMulti, Peek and the checks
-// and peeks of AllowBatch use FCALL_RO or EVALSHA_RO, so that a client set
-// up to read from replicas (ReadOnly, RouteByLatency, RouteRandomly) may
-// serve them there. It needs Redis 7 or later.
+// WithReadOnlyCheck makes Check, CheckN, CheckMulti, CheckKeys, Peek,
+// PeekKeys and the checks and peeks of AllowBatch use FCALL_RO or
+// EVALSHA_RO, so that a client set up to read from replicas (ReadOnly,
+// RouteByLatency, RouteRandomly) may serve them there. It needs Redis 7 or
+// later. A replica answers as of its replication lag: a check there may not
+// see the latest Allow or Reset yet, and the deny cache keeps none of its
+// denials (see WithDenyCache).
 func WithReadOnlyCheck() Option {
 	return func(l *Limiter) { l.readOnlyCheck = true }
 }

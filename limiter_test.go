@@ -387,21 +387,11 @@ func TestZeroLimiter(t *testing.T) {
 	ctx := context.Background()
 	var zero Limiter
 	var nilL *Limiter
-	for _, l := range []*Limiter{&zero, nilL, NewLimiter(nil)} {
-		if _, err := l.Allow(ctx, "k", PerSecond(1)); !errors.Is(err, ErrNoClient) {
-			t.Errorf("Allow: %v, want ErrNoClient", err)
-		}
-		if _, err := l.CheckMulti(ctx, "k", 1, PerSecond(1)); !errors.Is(err, ErrNoClient) {
-			t.Errorf("CheckMulti: %v, want ErrNoClient", err)
-		}
-		if _, err := l.AllowBatch(ctx, []Request{{Key: "k", Limits: []Limit{PerSecond(1)}}}); !errors.Is(err, ErrNoClient) {
-			t.Errorf("AllowBatch: %v, want ErrNoClient", err)
-		}
-		if _, err := l.Wait(ctx, "k", PerSecond(1)); !errors.Is(err, ErrNoClient) {
-			t.Errorf("Wait: %v, want ErrNoClient", err)
-		}
-		if err := l.Reset(ctx, "k"); !errors.Is(err, ErrNoClient) {
-			t.Errorf("Reset: %v, want ErrNoClient", err)
+	for i, l := range []*Limiter{&zero, nilL, NewLimiter(nil), zero.With(WithDenyCache(10), WithFailurePolicy(FailOpen))} {
+		for name, call := range callKinds(l) { // every kind of call, the Keys calls too
+			if res, err := call(ctx); !errors.Is(err, ErrNoClient) || res.Allowed {
+				t.Errorf("Limiter %d, %s: %+v, %v; want ErrNoClient", i, name, res, err)
+			}
 		}
 	}
 }
