@@ -31,6 +31,27 @@ func newBreakerRig(t *testing.T, opts ...Option) *breakerRig {
 	return &breakerRig{f: f, l: l, clk: clk, log: log}
 }
 
+// TestBreakerCauseHoldsNoOtherCallersKey: while the breaker is open, every
+// call is answered with the failure that opened it; that cause is Redis's
+// error, not the first failed call's, so no caller reads another's key (a
+// user id, an IP address) in its error.
+func TestBreakerCauseHoldsNoOtherCallersKey(t *testing.T) {
+	ctx := context.Background()
+	r := newBreakerRig(t)
+	lim := PerMinute(100)
+	r.f.mr.Close()
+	if _, err := r.l.Allow(ctx, "user-a-secret", lim); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("the failure: %v, want ErrUnavailable", err)
+	}
+	_, err := r.l.Allow(ctx, "user-b", lim)
+	if !errors.Is(err, ErrCircuitOpen) || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("breaker open: %v, want ErrCircuitOpen and ErrUnavailable", err)
+	}
+	if msg := err.Error(); strings.Contains(msg, "user-a-secret") || !strings.Contains(msg, `"user-b"`) {
+		t.Fatalf("user-b's error: %s; want its own key and not user-a-secret's", msg)
+	}
+}
+
 // TestBreakerAnswersAtOnceWhileRedisIsDown: after the first failure, calls
 // do not go to Redis until a probe finds it again; one probe at a time,
 // one per interval; decisions are Redis's again right after a probe

@@ -269,7 +269,9 @@ func (l *Limiter) settle(ctx context.Context, o *op, limits []Limit, v answer, e
 	case kind != ErrUnavailable:
 		l.health.succeeded(l) // Redis answered: the caller's mistake, not an outage
 	case !errors.Is(err, ErrBadReply) && !errors.Is(err, context.Canceled):
-		l.health.failed(l, o.err)
+		// Redis's own error, without this call's key: while the breaker is
+		// open it is the cause every other caller is answered with.
+		l.health.failed(l, err)
 	}
 }
 
