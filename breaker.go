@@ -114,8 +114,10 @@ func (h *health) probeDue() bool {
 	return true
 }
 
-// failed records a call that Redis could not decide.
-func (h *health) failed(l *Limiter, err error) {
+// failed records a call that Redis could not decide: err is Redis's error,
+// which becomes the cause of the calls the open breaker answers, and
+// logged the call's whole error, for the log line.
+func (h *health) failed(l *Limiter, err, logged error) {
 	if h.failing.Load() {
 		h.mu.Lock()
 		h.lastErr = err
@@ -133,7 +135,7 @@ func (h *health) failed(l *Limiter, err error) {
 	h.mu.Unlock()
 	if first && l.logger != nil {
 		l.logger.Warn("redisrate: Redis cannot decide; calls follow the fallback and the failure policy until it answers again",
-			slog.Any("error", err), slog.String("policy", l.policy.String()),
+			slog.Any("error", logged), slog.String("policy", l.policy.String()),
 			slog.Bool("fallback", l.fallback != nil), slog.Duration("probe_every", h.probeEvery))
 	}
 }

@@ -130,7 +130,8 @@ func TestBreakerOneProbeAtATime(t *testing.T) {
 	clk := &fakeClock{t: epoch2026}
 	h := &health{probeEvery: defaultProbeInterval, now: clk.Now}
 	l := &Limiter{}
-	h.failed(l, errors.New("down"))
+	down := errors.New("down")
+	h.failed(l, down, down)
 	if h.probeDue() {
 		t.Fatal("a probe at once after the failure, want one interval later")
 	}

@@ -269,9 +269,10 @@ func (l *Limiter) settle(ctx context.Context, o *op, limits []Limit, v answer, e
 	case kind != ErrUnavailable:
 		l.health.succeeded(l) // Redis answered: the caller's mistake, not an outage
 	case !errors.Is(err, ErrBadReply) && !errors.Is(err, context.Canceled):
-		// Redis's own error, without this call's key: while the breaker is
-		// open it is the cause every other caller is answered with.
-		l.health.failed(l, err)
+		// The cause every other caller is answered with while the breaker
+		// is open is Redis's own error, without this call's key; the log
+		// line, for the operator, has the key.
+		l.health.failed(l, err, o.err)
 	}
 }
 
