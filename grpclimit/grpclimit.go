@@ -358,12 +358,22 @@ func New(c Config) (*Interceptor, error) {
 	if keyer == nil {
 		keyer = PeerIP{}
 	}
-	key, err := keyer.KeyFunc()
-	if err != nil {
-		return nil, fmt.Errorf("grpclimit: Config.Key: %w", err)
+	if i.key, err = keyFunc(keyer, "Config.Key"); err != nil {
+		return nil, err
 	}
-	i.key = key
 	return i, nil
+}
+
+// keyFunc is k's KeyFunc, checked; what names k in errors.
+func keyFunc(k Keyer, what string) (KeyFunc, error) {
+	f, err := k.KeyFunc()
+	if err != nil {
+		return nil, fmt.Errorf("grpclimit: %s: %w", what, err)
+	}
+	if f == nil { // a Keyer of the caller's own: a nil f would panic per call
+		return nil, fmt.Errorf("grpclimit: %s gives a nil KeyFunc", what)
+	}
+	return f, nil
 }
 
 // newRule readies the limits of name (Name or a method); with scopes, its

@@ -371,6 +371,8 @@ func TestNewErrors(t *testing.T) {
 		{grpclimit.Config{Limiter: l, Limits: one, Key: grpclimit.APIKey{Secret: secret}}, "no Metadata"},
 		{grpclimit.Config{Limiter: l, Limits: one, Key: grpclimit.APIKey{Metadata: "x-api-key", Secret: []byte("short")}}, "at least 16"},
 		{grpclimit.Config{Limiter: l, Limits: one, Key: grpclimit.KeyFunc(nil)}, "nil KeyFunc"},
+		// Without the check, every call panicked on the nil function.
+		{grpclimit.Config{Limiter: l, Limits: one, Key: nilKeyer{}}, "Config.Key gives a nil KeyFunc"},
 		{grpclimit.Config{Limiter: l, PolicyNames: []string{"x"}}, "PolicyNames without"},
 		// ':' ends each name in a client's key: "grpc:/grpc.health.v1.Health/Check"
 		// would share the keys of "grpc" with Check's own limits.
@@ -382,6 +384,12 @@ func TestNewErrors(t *testing.T) {
 		}
 	}
 }
+
+// nilKeyer is a Keyer of one's own with a bug: it gives no KeyFunc and no
+// error.
+type nilKeyer struct{}
+
+func (nilKeyer) KeyFunc() (grpclimit.KeyFunc, error) { return nil, nil }
 
 // A key function that returns an empty key refuses the call: it never
 // means "no limit".

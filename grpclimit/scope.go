@@ -61,12 +61,9 @@ func newScopes(c Config, name string) ([]scope, ratefields.Scopes, error) {
 		if s.Key == nil {
 			return nil, ratefields.Scopes{}, fmt.Errorf("grpclimit: %s has no Key", what)
 		}
-		key, err := s.Key.KeyFunc()
+		key, err := keyFunc(s.Key, what+".Key")
 		if err != nil {
-			return nil, ratefields.Scopes{}, fmt.Errorf("grpclimit: %s.Key: %w", what, err)
-		}
-		if key == nil {
-			return nil, ratefields.Scopes{}, fmt.Errorf("grpclimit: %s.Key gives a nil KeyFunc", what)
+			return nil, ratefields.Scopes{}, err
 		}
 		out[i] = scope{name: s.Name, key: key}
 	}

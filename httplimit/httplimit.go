@@ -353,15 +353,22 @@ func New(c Config) (*Middleware, error) {
 	if keyer == nil {
 		keyer = ClientIP{}
 	}
-	key, err := keyer.KeyFunc()
-	if err != nil {
-		return nil, fmt.Errorf("httplimit: Config.Key: %w", err)
+	if m.key, err = keyFunc(keyer, "Config.Key"); err != nil {
+		return nil, err
 	}
-	if key == nil {
-		return nil, errors.New("httplimit: Config.Key gives a nil KeyFunc")
-	}
-	m.key = key
 	return m, nil
+}
+
+// keyFunc is k's KeyFunc, checked; what names k in errors.
+func keyFunc(k Keyer, what string) (KeyFunc, error) {
+	f, err := k.KeyFunc()
+	if err != nil {
+		return nil, fmt.Errorf("httplimit: %s: %w", what, err)
+	}
+	if f == nil { // a Keyer of the caller's own: a nil f would panic per request
+		return nil, fmt.Errorf("httplimit: %s gives a nil KeyFunc", what)
+	}
+	return f, nil
 }
 
 // newPlan readies p; with scopes, p's limit is one of a call of several
