@@ -323,8 +323,13 @@ func New(c Config) (*Interceptor, error) {
 		return nil, errors.New("grpclimit: Config.PolicyNames without Config.Limits")
 	}
 	for m, spec := range c.Methods {
-		if !strings.HasPrefix(m, "/") || strings.Count(m, "/") != 2 || strings.Contains(m, ":") {
+		if !strings.HasPrefix(m, "/") || strings.Count(m, "/") != 2 {
 			return nil, fmt.Errorf("grpclimit: Config.Methods: %q is not a full method name such as /package.Service/Method", m)
+		}
+		// The name is part of the method's keys (Name:method:key, or the
+		// segment of scoped keys).
+		if err := ratefields.CheckKeyName(m); err != nil {
+			return nil, fmt.Errorf("grpclimit: Config.Methods: %q is not a full method name such as /package.Service/Method: %w", m, err)
 		}
 		cost := spec.Cost
 		switch {

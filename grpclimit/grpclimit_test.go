@@ -378,6 +378,10 @@ func TestNewErrors(t *testing.T) {
 		// would share the keys of "grpc" with Check's own limits.
 		{grpclimit.Config{Limiter: l, Limits: one, Name: "grpc:" + check}, `invalid Config.Name "grpc:/grpc.health.v1.Health/Check": ':' separates`},
 		{grpclimit.Config{Limiter: l, Limits: one, Methods: map[string]grpclimit.Method{"/a:b.S/M": {Limits: one}}}, "not a full method name"},
+		// '{' and '}' mark the hash tag of scoped keys: with Scopes, every
+		// call of such a method failed with Internal.
+		{grpclimit.Config{Limiter: l, Limits: one, Methods: map[string]grpclimit.Method{"/a{b}.S/M": {Limits: one}},
+			Scopes: []grpclimit.Scope{{Name: "account", Key: grpclimit.PeerIP{}, Limit: redisrate.PerMinute(3)}}}, `"/a{b}.S/M" is not a full method name such as /package.Service/Method: '{' and '}'`},
 	} {
 		if _, err := grpclimit.New(tc.c); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v; want an error containing %q", tc.c, err, tc.want)
