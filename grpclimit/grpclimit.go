@@ -208,9 +208,10 @@ type Config struct {
 	Exempt func(ctx context.Context, method string) bool
 	// Name keeps the state apart in Redis: a client's key is Name + ":" +
 	// the KeyFunc's key, with the method's name in between for a method
-	// with limits of its own (with Scopes, see there). It may not hold
-	// ':', '{' or '}', so the keys of two Names never meet. Default
-	// "grpc".
+	// with limits of its own (with Scopes, see there); under Config.Limits
+	// a key that starts with '/' or '%' gets a '%' in front, so that it
+	// never reads as a method's. It may not hold ':', '{' or '}', so the
+	// keys of two Names never meet. Default "grpc".
 	Name string
 	// Scopes hold every limited call to further keys, each with a limit
 	// of its own, in the same atomic call as its own limit (Key and
@@ -264,6 +265,7 @@ type Config struct {
 
 type rule struct {
 	prefix  string
+	base    bool   // Config.Limits' rule: its keys go through baseKey
 	segment string // with Scopes: the name of its key after the hash tag
 	fields  *ratefields.Set
 	cost    int64
@@ -318,6 +320,7 @@ func New(c Config) (*Interceptor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("grpclimit: Config.Limits: %w", err)
 		}
+		r.base = true
 		i.base = r
 	} else if len(c.PolicyNames) > 0 {
 		return nil, errors.New("grpclimit: Config.PolicyNames without Config.Limits")
@@ -496,6 +499,9 @@ func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, e
 // scopes under theirs, in one call.
 func (i *Interceptor) allow(ctx context.Context, method string, r *rule, key string) (redisrate.Result, error) {
 	if len(i.scopes) == 0 {
+		if r.base {
+			key = baseKey(key)
+		}
 		return i.limiter.AllowMulti(ctx, r.prefix+key, r.cost, r.fields.Limits...)
 	}
 	keys, err := i.scopedKeys(ctx, method, r, key)
@@ -503,6 +509,19 @@ func (i *Interceptor) allow(ctx context.Context, method string, r *rule, key str
 		return redisrate.Result{}, err
 	}
 	return i.limiter.AllowKeys(ctx, r.cost, keys...)
+}
+
+// baseKey is key as the rule of Config.Limits keeps it after Name + ":".
+// The keys of a method with limits of its own continue there with the
+// method's name, which starts with '/': a key that starts with '/' (or '%',
+// the escape) gets a '%' in front, so that no client's key of one rule is
+// another client's key of the other. Keys that start otherwise (PeerIP's,
+// APIKey's) are kept as they are.
+func baseKey(key string) string {
+	if key != "" && (key[0] == '/' || key[0] == '%') {
+		return "%" + key
+	}
+	return key
 }
 
 // fail is the answer to a call whose limit could not be decided (see

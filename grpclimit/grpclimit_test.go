@@ -569,3 +569,40 @@ func TestOneSettingForHTTPAndGRPC(t *testing.T) {
 		}
 	}
 }
+
+// The keys of Config.Limits (Name:key) and those of a method with limits
+// of its own (Name:method:key) share their start: a client whose key
+// starts with a method's name cannot reach another client's keys of that
+// method. Here keys are raw metadata, as a username would be: the
+// attacker "/s.S/Own:alice" spent alice's quota of /s.S/Own with calls of
+// another method.
+func TestBaseKeysNeverMeetAMethodsKeys(t *testing.T) {
+	e := newEnv(t)
+	in, err := grpclimit.New(grpclimit.Config{
+		Limiter: redisrate.NewLimiter(e.rdb),
+		Limits:  []redisrate.Limit{redisrate.PerMinute(10)},
+		Methods: map[string]grpclimit.Method{"/s.S/Own": {Limits: []redisrate.Limit{redisrate.PerMinute(1)}}},
+		Key:     metadataKey("x-key"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unary := in.Unary()
+	callAs := func(key, method string) error {
+		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-key", key))
+		_, err := unary(ctx, nil, &grpc.UnaryServerInfo{FullMethod: method}, func(context.Context, any) (any, error) { return nil, nil })
+		return err
+	}
+	for _, key := range []string{"/s.S/Own:alice", "%/s.S/Own:alice", "/x", "%x", "%%x"} {
+		if err := callAs(key, "/s.S/Other"); err != nil {
+			t.Fatalf("%q on /s.S/Other: %v", key, err)
+		}
+	}
+	if err := callAs("alice", "/s.S/Own"); err != nil {
+		t.Errorf("alice's first call of /s.S/Own: %v; want it admitted: her quota is her own", err)
+	}
+	// The escaped keys are all different: each of the five above wrote its own.
+	if n := len(e.mr.Keys()); n != 6 {
+		t.Errorf("%d keys %q; want 6", n, e.mr.Keys())
+	}
+}
