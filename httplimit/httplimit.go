@@ -514,7 +514,9 @@ func (m *Middleware) fail(w http.ResponseWriter, r *http.Request, next http.Hand
 	case errors.Is(err, ErrNoKey):
 		writeProblem(w, http.StatusBadRequest, problem{Type: "about:blank", Title: "Bad Request", Detail: err.Error()})
 	case errors.Is(err, redisrate.ErrUnavailable):
-		w.Header().Set("Retry-After", "1")
+		if m.omit&RetryAfterHeader == 0 {
+			w.Header().Set("Retry-After", "1")
+		}
 		m.unavailable(w)
 	default:
 		writeProblem(w, http.StatusInternalServerError, problem{

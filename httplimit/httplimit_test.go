@@ -591,6 +591,14 @@ func TestRedisDown(t *testing.T) {
 		}
 		noQuota(t, w)
 	})
+	t.Run("Omit RetryAfterHeader: 503 without it, by policy or by error", func(t *testing.T) {
+		for _, policy := range []redisrate.FailurePolicy{redisrate.FailError, redisrate.FailClosed} {
+			w := do(mustNew(t, Config{Limiter: down(t), Limits: lim, FailurePolicy: policy, Omit: RetryAfterHeader}).Handler(&served{}), "")
+			if w.Code != 503 || w.Header().Get("Retry-After") != "" {
+				t.Errorf("%v: %d, Retry-After %q; want 503 without it", policy, w.Code, w.Header().Get("Retry-After"))
+			}
+		}
+	})
 	t.Run("Config.FailurePolicy FailOpen over the Limiter's FailError: served without quota", func(t *testing.T) {
 		next := &served{}
 		w := do(mustNew(t, Config{Limiter: down(t), Limits: lim, FailurePolicy: redisrate.FailOpen}).Handler(next), "")
