@@ -944,16 +944,18 @@ func TestShadow(t *testing.T) {
 }
 
 // The limit is named in metrics by its policy name: the binding one of a
-// plan's limits, each middleware its own.
+// plan's limits, whichever it is, each middleware its own.
 func TestLimitNames(t *testing.T) {
 	e := newEnv(t)
 	var obs seen
 	limiter := redisrate.NewLimiter(e.rdb, redisrate.WithObserver(&obs))
 	login := mustNew(t, Config{Limiter: limiter, Limits: []redisrate.Limit{redisrate.PerMinute(5)}, Name: "login"}).Handler(&served{})
 	api := mustNew(t, Config{Limiter: limiter, Limits: []redisrate.Limit{redisrate.PerSecond(1), redisrate.PerHour(100)}, Name: "api"}).Handler(&served{})
+	bulk := mustNew(t, Config{Limiter: limiter, Limits: []redisrate.Limit{redisrate.PerHour(100), redisrate.PerSecond(1)}, Name: "bulk"}).Handler(&served{})
 	do(login, "")
-	do(api, "") // 0 of 1 left per second: binding
-	if got := strings.Join(obs.names, " "); got != "login api-1" {
-		t.Errorf("names %q; want \"login api-1\"", got)
+	do(api, "")  // 0 of 1 left per second: binding
+	do(bulk, "") // the same, second
+	if got := strings.Join(obs.names, " "); got != "login api-1 bulk-2" {
+		t.Errorf("names %q; want \"login api-1 bulk-2\"", got)
 	}
 }
