@@ -386,35 +386,11 @@ func keyFunc(k Keyer, what string) (KeyFunc, error) {
 
 // newRule readies the limits of name (Name or a method); with scopes, its
 // limit is one of a call of several keys, with theirs
-// (ratefields.Scopes.Add).
+// (ratefields.Scopes.NewSet).
 func newRule(name string, limits []redisrate.Limit, names []string, cost int64, prefix string, scopes ratefields.Scopes) (*rule, error) {
-	names, limits, err := scopes.Add(name, names, limits)
+	f, err := scopes.NewSet(name, names, limits)
 	if err != nil {
 		return nil, err
-	}
-	if _, err := redisrate.Args(1, false, limits...); err != nil {
-		return nil, err
-	}
-	for i, l := range limits {
-		if l.Capacity() < 1 {
-			return nil, fmt.Errorf("limit %d, %v, has a capacity below 1: it could never admit a call", i, l)
-		}
-	}
-	if len(names) == 0 {
-		if len(limits) == 1 {
-			names = []string{name}
-		} else {
-			for i := range limits {
-				names = append(names, fmt.Sprintf("%s-%d", name, i+1))
-			}
-		}
-	}
-	f, err := ratefields.New(names, limits)
-	if err != nil {
-		return nil, err
-	}
-	for i := range f.Limits {
-		f.Limits[i].Name = f.Name(i) // the limit's name in metrics and traces too
 	}
 	return &rule{prefix: prefix, segment: name, fields: f, cost: cost}, nil
 }

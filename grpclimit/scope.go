@@ -38,10 +38,11 @@ type scope struct {
 
 // newScopes checks the scopes of c: their keys here, their names and
 // limits with ratefields.NewScopes, whose answer adds them to each rule's
-// limits (newRule).
+// limits (newRule, ratefields.Scopes.NewSet).
 func newScopes(c Config, name string) ([]scope, ratefields.Scopes, error) {
 	if len(c.Scopes) == 0 {
-		return nil, ratefields.Scopes{}, nil
+		s, err := ratefields.NewScopes("call", nil, nil, nil) // none, but the unit of errors
+		return nil, s, err
 	}
 	taken := map[string]string{name: "Config.Name"}
 	for m := range c.Methods {

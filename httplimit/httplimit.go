@@ -372,40 +372,11 @@ func keyFunc(k Keyer, what string) (KeyFunc, error) {
 }
 
 // newPlan readies p; with scopes, p's limit is one of a call of several
-// keys, with theirs (ratefields.Scopes.Add).
+// keys, with theirs (ratefields.Scopes.NewSet).
 func newPlan(p Plan, prefix string, scopes ratefields.Scopes) (*plan, error) {
-	if len(p.Limits) == 0 {
-		return nil, errors.New("no limits: give at least one")
-	}
-	var err error
-	if p.PolicyNames, p.Limits, err = scopes.Add(p.Name, p.PolicyNames, p.Limits); err != nil {
-		return nil, err
-	}
-	if _, err := redisrate.Args(1, false, p.Limits...); err != nil {
-		return nil, err
-	}
-	for i, l := range p.Limits {
-		if l.Capacity() < 1 {
-			return nil, fmt.Errorf("limit %d, %v, has a capacity below 1: it could never admit a request", i, l)
-		}
-	}
-	names := p.PolicyNames
-	switch {
-	case len(names) == 0 && len(p.Limits) == 1:
-		names = []string{p.Name}
-	case len(names) == 0:
-		for i := range p.Limits {
-			names = append(names, p.Name+"-"+strconv.Itoa(i+1))
-		}
-	case len(names) != len(p.Limits):
-		return nil, fmt.Errorf("PolicyNames has %d names for %d limits", len(names), len(p.Limits))
-	}
-	f, err := ratefields.New(names, p.Limits)
+	f, err := scopes.NewSet(p.Name, p.PolicyNames, p.Limits)
 	if err != nil {
-		return nil, fmt.Errorf("PolicyNames: %w", err)
-	}
-	for i := range f.Limits {
-		f.Limits[i].Name = f.Name(i) // the limit's name in metrics and traces too
+		return nil, err
 	}
 	return &plan{name: p.Name, prefix: prefix, fields: f}, nil
 }
