@@ -372,6 +372,16 @@ func New(c Config) (*Interceptor, error) {
 	return i, nil
 }
 
+// keyOf is f's key for a call. An empty key is an error (ErrNoKey): a
+// missing identity must never mean "no limit".
+func keyOf(ctx context.Context, f KeyFunc, method string) (string, error) {
+	key, err := f(ctx, method)
+	if err == nil && key == "" {
+		err = fmt.Errorf("%w: the call's key is empty (use Config.Exempt to exempt calls)", ErrNoKey)
+	}
+	return key, err
+}
+
 // keyFunc is k's KeyFunc, checked; what names k in errors.
 func keyFunc(k Keyer, what string) (KeyFunc, error) {
 	f, err := k.KeyFunc()
@@ -434,10 +444,7 @@ func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, e
 	if r == nil || (i.exempt != nil && i.exempt(ctx, method)) {
 		return nil, nil
 	}
-	key, err := i.key(ctx, method)
-	if err == nil && key == "" {
-		err = fmt.Errorf("%w: the call's key is empty (use Config.Exempt to exempt calls)", ErrNoKey)
-	}
+	key, err := keyOf(ctx, i.key, method)
 	if err != nil {
 		return nil, i.fail(ctx, method, err)
 	}

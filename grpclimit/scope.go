@@ -79,10 +79,7 @@ func newScopes(c Config, name string) ([]scope, ratefields.Scopes, error) {
 func (i *Interceptor) scopedKeys(ctx context.Context, method string, r *rule, key string) ([]redisrate.KeyLimit, error) {
 	names, values := make([]string, len(i.scopes)), make([]string, len(i.scopes))
 	for n, s := range i.scopes {
-		v, err := s.key(ctx, method)
-		if err == nil && v == "" {
-			err = fmt.Errorf("%w: the call's key is empty (use Config.Exempt to exempt calls)", ErrNoKey)
-		}
+		v, err := keyOf(ctx, s.key, method)
 		if err != nil {
 			return nil, fmt.Errorf("scope %q: %w", s.name, err)
 		}

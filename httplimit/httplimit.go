@@ -359,6 +359,16 @@ func New(c Config) (*Middleware, error) {
 	return m, nil
 }
 
+// keyOf is f's key for r. An empty key is an error (ErrNoKey): a missing
+// identity must never mean "no limit".
+func keyOf(f KeyFunc, r *http.Request) (string, error) {
+	key, err := f(r)
+	if err == nil && key == "" {
+		err = fmt.Errorf("%w: the request's key is empty (use Config.Exempt to exempt requests)", ErrNoKey)
+	}
+	return key, err
+}
+
 // keyFunc is k's KeyFunc, checked; what names k in errors.
 func keyFunc(k Keyer, what string) (KeyFunc, error) {
 	f, err := k.KeyFunc()
@@ -401,10 +411,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		key, err := m.key(r)
-		if err == nil && key == "" {
-			err = fmt.Errorf("%w: the request's key is empty (use Config.Exempt to exempt requests)", ErrNoKey)
-		}
+		key, err := keyOf(m.key, r)
 		if err != nil {
 			m.fail(w, r, next, err)
 			return

@@ -78,10 +78,7 @@ func newScopes(c Config, name string) ([]scope, ratefields.Scopes, error) {
 func (m *Middleware) scopedKeys(r *http.Request, p *plan, key string) ([]redisrate.KeyLimit, error) {
 	names, values := make([]string, len(m.scopes)), make([]string, len(m.scopes))
 	for i, s := range m.scopes {
-		v, err := s.key(r)
-		if err == nil && v == "" {
-			err = fmt.Errorf("%w: the request's key is empty (use Config.Exempt to exempt requests)", ErrNoKey)
-		}
+		v, err := keyOf(s.key, r)
 		if err != nil {
 			return nil, fmt.Errorf("scope %q: %w", s.name, err)
 		}
