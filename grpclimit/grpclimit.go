@@ -227,8 +227,9 @@ type Config struct {
 	// them: the account's state is "{Name:account:42}", shared by all its
 	// API keys and every method, and an API key's
 	// "{Name:account:42}:Name:key" (the method's name instead of the
-	// second Name for a method with limits of its own). A client's key cannot
-	// leave its tag: '%' and '}' in the broadest key are percent-encoded.
+	// second Name for a method with limits of its own). A client's key
+	// cannot leave its tag: '%' and '}' in the broadest key are
+	// percent-encoded.
 	//
 	// So the scopes must nest, and the broadest scope's key must follow
 	// from the request's own key on the server (the account that owns an

@@ -186,9 +186,9 @@ type Config struct {
 	// Name keeps the state of this Middleware apart in Redis: the key of
 	// a client is Name + ":" + the KeyFunc's key, with the plan's name in
 	// between when there are Plans (with Scopes, see there). Neither name
-	// may hold ':', '{' or '}', so the keys of two Names never meet. It is also the policy name of a
-	// single limit without Plans. Give each Middleware its own Name.
-	// Default "default".
+	// may hold ':', '{' or '}', so the keys of two Names never meet. It is
+	// also the policy name of a single limit without Plans. Give each
+	// Middleware its own Name. Default "default".
 	Name string
 
 	// Omit switches sets of headers off, e.g. LegacyHeaders.
@@ -215,7 +215,8 @@ type Config struct {
 	// them: the account's state is "{Name:account:42}", shared by all its
 	// API keys, and an API key's "{Name:account:42}:plan:key" (the plan's
 	// name, or Name without plans). A client's key cannot leave its tag:
-	// '%' and '}' in the broadest key are percent-encoded.	//
+	// '%' and '}' in the broadest key are percent-encoded.
+	//
 	// So the scopes must nest, and the broadest scope's key must follow
 	// from the request's own key on the server (the account that owns an
 	// API key, looked up), never from what a client sends: the own key's
