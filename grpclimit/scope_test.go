@@ -243,6 +243,20 @@ func TestScopesKeyErrorsAndShadow(t *testing.T) {
 		t.Errorf("OnError told %v, keys %q; want 2 errors, nothing written", told, e.mr.Keys())
 	}
 
+	// In shadow mode, a call whose scope key is missing or fails goes
+	// through too (OnError is told).
+	told = nil
+	cfg.Shadow = true
+	c = serve(t, cfg)
+	for _, kv := range [][]string{{"x-key", "k"}, {"x-key", "k", "x-account", "a"}} {
+		if md, err := call(t, c, kv...); err != nil || one(md, "ratelimit") != "" {
+			t.Errorf("shadow mode, %q: %v, %v; want through, no metadata", kv, err, md)
+		}
+	}
+	if len(told) != 2 || len(e.mr.Keys()) != 0 {
+		t.Errorf("shadow mode: OnError told %v, keys %q; want 2 errors, nothing written", told, e.mr.Keys())
+	}
+
 	shadow := accountConfig(redisrate.NewLimiter(e.rdb))
 	shadow.Shadow = true
 	c = serve(t, shadow)
