@@ -342,6 +342,10 @@ func New(c Config) (*Interceptor, error) {
 		case cost == 0:
 			cost = 1
 		}
+		if m == name {
+			// Both would be the segment of their keys under Scopes.
+			return nil, fmt.Errorf("grpclimit: Config.Methods[%q]: the method's name is Config.Name: give the interceptor another Name", m)
+		}
 		if len(spec.Limits) == 0 {
 			if i.base == nil {
 				return nil, fmt.Errorf("grpclimit: Config.Methods[%q] has no Limits, and there are no Config.Limits", m)

@@ -297,6 +297,12 @@ func TestScopesNewErrors(t *testing.T) {
 		{"a scope named as the interceptor", with(func(c *grpclimit.Config) { c.Scopes[0].Name = "api" }), `has the Name "api" of Config.Name`},
 		{"a '}' in a scope name", with(func(c *grpclimit.Config) { c.Scopes[0].Name = "acc}" }), "'{' and '}' mark the Redis Cluster hash tag"},
 		{"a '{' in Name", with(func(c *grpclimit.Config) { c.Name = "{api" }), `invalid Config.Name "{api": '{' and '}'`},
+		// The segment of Config.Limits' keys is Name, a method's its name:
+		// their keys would meet.
+		{"Name, a method's name", with(func(c *grpclimit.Config) {
+			c.Name = check
+			c.Methods = map[string]grpclimit.Method{check: {Limits: []redisrate.Limit{redisrate.PerMinute(1)}}}
+		}), `Config.Methods["/grpc.health.v1.Health/Check"]: the method's name is Config.Name`},
 		{"a scope without a key", with(func(c *grpclimit.Config) { c.Scopes[0].Key = nil }), `Config.Scopes[0] ("account") has no Key`},
 		{"a scope's limit invalid", with(func(c *grpclimit.Config) { c.Scopes[0].Limit = redisrate.Limit{Period: time.Second} }), `Config.Scopes[0] ("account"): invalid Limit`},
 	} {
