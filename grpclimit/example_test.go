@@ -136,6 +136,9 @@ func TestDocsIsExample(t *testing.T) {
 }
 
 // Key by the peer's address and the method: each method its own quota.
+// Such a key starts with '/', as the name of a method in Config.Methods
+// does after Name: it gets a '%' in front, so that it never is the key of
+// a method with limits of its own.
 func ExampleKeyFunc() {
 	rdb, done := exampleRedis()
 	defer done()
@@ -166,7 +169,7 @@ func ExampleKeyFunc() {
 	// /pkg.Svc/Get OK
 	// /pkg.Svc/Get ResourceExhausted
 	// /pkg.Svc/List OK
-	// [grpc:/pkg.Svc/Get:ip:192.0.2.1 grpc:/pkg.Svc/List:ip:192.0.2.1]
+	// [grpc:%/pkg.Svc/Get:ip:192.0.2.1 grpc:%/pkg.Svc/List:ip:192.0.2.1]
 }
 
 // Let calls through while Redis is down: the failure policy, in the

@@ -208,9 +208,10 @@ type Config struct {
 	Exempt func(ctx context.Context, method string) bool
 	// Name keeps the state apart in Redis: a client's key is Name + ":" +
 	// the KeyFunc's key, with the method's name in between for a method
-	// with limits of its own (with Scopes, see there). It may not hold
-	// ':', '{' or '}', so the keys of two Names never meet. Default
-	// "grpc".
+	// with limits of its own (with Scopes, see there); under Config.Limits
+	// a key that starts with '/' or '%' gets a '%' in front, so that it
+	// never reads as a method's. It may not hold ':', '{' or '}', so the
+	// keys of two Names never meet. Default "grpc".
 	Name string
 	// Scopes hold every limited call to further keys, each with a limit
 	// of its own, in the same atomic call as its own limit (Key and
@@ -226,8 +227,9 @@ type Config struct {
 	// them: the account's state is "{Name:account:42}", shared by all its
 	// API keys and every method, and an API key's
 	// "{Name:account:42}:Name:key" (the method's name instead of the
-	// second Name for a method with limits of its own). A client's key cannot
-	// leave its tag: '%' and '}' in the broadest key are percent-encoded.
+	// second Name for a method with limits of its own). A client's key
+	// cannot leave its tag: '%' and '}' in the broadest key are
+	// percent-encoded.
 	//
 	// So the scopes must nest, and the broadest scope's key must follow
 	// from the request's own key on the server (the account that owns an
@@ -264,6 +266,7 @@ type Config struct {
 
 type rule struct {
 	prefix  string
+	base    bool   // Config.Limits' rule: its keys go through baseKey
 	segment string // with Scopes: the name of its key after the hash tag
 	fields  *ratefields.Set
 	cost    int64
@@ -318,13 +321,19 @@ func New(c Config) (*Interceptor, error) {
 		if err != nil {
 			return nil, fmt.Errorf("grpclimit: Config.Limits: %w", err)
 		}
+		r.base = true
 		i.base = r
 	} else if len(c.PolicyNames) > 0 {
 		return nil, errors.New("grpclimit: Config.PolicyNames without Config.Limits")
 	}
 	for m, spec := range c.Methods {
-		if !strings.HasPrefix(m, "/") || strings.Count(m, "/") != 2 || strings.Contains(m, ":") {
+		if !strings.HasPrefix(m, "/") || strings.Count(m, "/") != 2 {
 			return nil, fmt.Errorf("grpclimit: Config.Methods: %q is not a full method name such as /package.Service/Method", m)
+		}
+		// The name is part of the method's keys (Name:method:key, or the
+		// segment of scoped keys).
+		if err := ratefields.CheckKeyName(m); err != nil {
+			return nil, fmt.Errorf("grpclimit: Config.Methods: %q is not a full method name such as /package.Service/Method: %w", m, err)
 		}
 		cost := spec.Cost
 		switch {
@@ -332,6 +341,10 @@ func New(c Config) (*Interceptor, error) {
 			return nil, fmt.Errorf("grpclimit: Config.Methods[%q]: negative Cost %d", m, cost)
 		case cost == 0:
 			cost = 1
+		}
+		if m == name {
+			// Both would be the segment of their keys under Scopes.
+			return nil, fmt.Errorf("grpclimit: Config.Methods[%q]: the method's name is Config.Name: give the interceptor another Name", m)
 		}
 		if len(spec.Limits) == 0 {
 			if i.base == nil {
@@ -358,45 +371,41 @@ func New(c Config) (*Interceptor, error) {
 	if keyer == nil {
 		keyer = PeerIP{}
 	}
-	key, err := keyer.KeyFunc()
-	if err != nil {
-		return nil, fmt.Errorf("grpclimit: Config.Key: %w", err)
+	if i.key, err = keyFunc(keyer, "Config.Key"); err != nil {
+		return nil, err
 	}
-	i.key = key
 	return i, nil
+}
+
+// keyOf is f's key for a call. An empty key is an error (ErrNoKey): a
+// missing identity must never mean "no limit".
+func keyOf(ctx context.Context, f KeyFunc, method string) (string, error) {
+	key, err := f(ctx, method)
+	if err == nil && key == "" {
+		err = fmt.Errorf("%w: the call's key is empty (use Config.Exempt to exempt calls)", ErrNoKey)
+	}
+	return key, err
+}
+
+// keyFunc is k's KeyFunc, checked; what names k in errors.
+func keyFunc(k Keyer, what string) (KeyFunc, error) {
+	f, err := k.KeyFunc()
+	if err != nil {
+		return nil, fmt.Errorf("grpclimit: %s: %w", what, err)
+	}
+	if f == nil { // a Keyer of the caller's own: a nil f would panic per call
+		return nil, fmt.Errorf("grpclimit: %s gives a nil KeyFunc", what)
+	}
+	return f, nil
 }
 
 // newRule readies the limits of name (Name or a method); with scopes, its
 // limit is one of a call of several keys, with theirs
-// (ratefields.Scopes.Add).
+// (ratefields.Scopes.NewSet).
 func newRule(name string, limits []redisrate.Limit, names []string, cost int64, prefix string, scopes ratefields.Scopes) (*rule, error) {
-	names, limits, err := scopes.Add(name, names, limits)
+	f, err := scopes.NewSet(name, names, limits)
 	if err != nil {
 		return nil, err
-	}
-	if _, err := redisrate.Args(1, false, limits...); err != nil {
-		return nil, err
-	}
-	for i, l := range limits {
-		if l.Capacity() < 1 {
-			return nil, fmt.Errorf("limit %d, %v, has a capacity below 1: it could never admit a call", i, l)
-		}
-	}
-	if len(names) == 0 {
-		if len(limits) == 1 {
-			names = []string{name}
-		} else {
-			for i := range limits {
-				names = append(names, fmt.Sprintf("%s-%d", name, i+1))
-			}
-		}
-	}
-	f, err := ratefields.New(names, limits)
-	if err != nil {
-		return nil, err
-	}
-	for i := range f.Limits {
-		f.Limits[i].Name = f.Name(i) // the limit's name in metrics and traces too
 	}
 	return &rule{prefix: prefix, segment: name, fields: f, cost: cost}, nil
 }
@@ -440,10 +449,7 @@ func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, e
 	if r == nil || (i.exempt != nil && i.exempt(ctx, method)) {
 		return nil, nil
 	}
-	key, err := i.key(ctx, method)
-	if err == nil && key == "" {
-		err = fmt.Errorf("%w: the call's key is empty (use Config.Exempt to exempt calls)", ErrNoKey)
-	}
+	key, err := keyOf(ctx, i.key, method)
 	if err != nil {
 		return nil, i.fail(ctx, method, err)
 	}
@@ -481,6 +487,9 @@ func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, e
 // scopes under theirs, in one call.
 func (i *Interceptor) allow(ctx context.Context, method string, r *rule, key string) (redisrate.Result, error) {
 	if len(i.scopes) == 0 {
+		if r.base {
+			key = baseKey(key)
+		}
 		return i.limiter.AllowMulti(ctx, r.prefix+key, r.cost, r.fields.Limits...)
 	}
 	keys, err := i.scopedKeys(ctx, method, r, key)
@@ -488,6 +497,19 @@ func (i *Interceptor) allow(ctx context.Context, method string, r *rule, key str
 		return redisrate.Result{}, err
 	}
 	return i.limiter.AllowKeys(ctx, r.cost, keys...)
+}
+
+// baseKey is key as the rule of Config.Limits keeps it after Name + ":".
+// The keys of a method with limits of its own continue there with the
+// method's name, which starts with '/': a key that starts with '/' (or '%',
+// the escape) gets a '%' in front, so that no client's key of one rule is
+// another client's key of the other. Keys that start otherwise (PeerIP's,
+// APIKey's) are kept as they are.
+func baseKey(key string) string {
+	if key != "" && (key[0] == '/' || key[0] == '%') {
+		return "%" + key
+	}
+	return key
 }
 
 // fail is the answer to a call whose limit could not be decided (see

@@ -3,13 +3,11 @@ package grpclimit_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -229,58 +227,49 @@ func TestMethodsAndStreams(t *testing.T) {
 
 // With the deny cache, a costlier call after a cheaper one was denied got
 // the cheaper one's RetryInfo from the cache, and a client that waited it
-// was denied again. Every client that waits its RetryInfo is now admitted.
-// Real time (the deny cache runs on the process's clock): 2 per 2 s, with
-// Watch costing 1 and Check 2 on the same key.
+// was denied again. The RetryInfo of a costlier call is now the wait Redis
+// gives its cost, and Redis admits the call once it has passed. Redis's
+// clock moves only when the test moves it, so the waits are exact and
+// nothing sleeps. Watch costs 1 and Check 2, on the same key.
 func TestDenyCacheRetryInfoIsHonestForEveryCost(t *testing.T) {
 	for a := redisrate.GCRA; a <= redisrate.SlidingLog; a++ {
 		t.Run(a.String(), func(t *testing.T) {
-			t.Parallel()
-			mr := miniredis.RunT(t) // TIME is the real time
-			rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
-			t.Cleanup(func() { _ = rdb.Close() })
+			e := newEnv(t)
+			limit := redisrate.Per(2, 2*time.Second).WithAlgorithm(a)
 			c := serve(t, grpclimit.Config{
-				Limiter: redisrate.NewLimiter(rdb, redisrate.WithDenyCache(100)),
-				Limits:  []redisrate.Limit{redisrate.Per(2, 2*time.Second).WithAlgorithm(a)},
+				Limiter: redisrate.NewLimiter(e.rdb, redisrate.WithDenyCache(100)),
+				Limits:  []redisrate.Limit{limit},
 				Methods: map[string]grpclimit.Method{check: {Cost: 2}, watch: {Cost: 1}},
-				Key:     grpclimit.APIKey{Metadata: "x-api-key", Secret: secret},
+				Key:     metadataKey("x-key"),
 			})
-			const clients = 3
-			var wg sync.WaitGroup
-			var admitted atomic.Int64
-			for i := range clients {
-				key := fmt.Sprint("client-", i)
-				watchOnce := func() error {
-					ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-api-key", key), 10*time.Second)
-					defer cancel()
-					s, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
-					if err != nil {
-						return err
-					}
-					_, err = s.Recv()
+			watchOnce := func() error {
+				ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), "x-key", "client"), 10*time.Second)
+				defer cancel()
+				s, err := c.Watch(ctx, &healthpb.HealthCheckRequest{})
+				if err != nil {
 					return err
 				}
-				wg.Go(func() {
-					for range 3 { // 2 admitted, then a denial of cost 1, cached
-						_ = watchOnce()
-					}
-					_, err := call(t, c, "x-api-key", key)
-					wait, _ := details(t, err)
-					if status.Code(err) != codes.ResourceExhausted || wait <= 0 {
-						t.Errorf("%s, Check of cost 2: %v, RetryInfo %v; want ResourceExhausted with a wait", key, err, wait)
-						return
-					}
-					time.Sleep(wait)
-					if _, err := call(t, c, "x-api-key", key); err != nil {
-						t.Errorf("%s waited the RetryInfo %v of its cost-2 call, then got %v", key, wait, err)
-						return
-					}
-					admitted.Add(1)
-				})
+				_, err = s.Recv()
+				return err
 			}
-			wg.Wait()
-			if n := admitted.Load(); n != clients {
-				t.Errorf("%d of %d clients that honoured RetryInfo admitted", n, clients)
+			for i, want := range []codes.Code{codes.OK, codes.OK, codes.ResourceExhausted} { // the denial of cost 1 is cached
+				if err := watchOnce(); status.Code(err) != want {
+					t.Fatalf("Watch %d, of cost 1: %v; want %v", i, err, want)
+				}
+			}
+			_, err := call(t, c, "x-key", "client")
+			wait, _ := details(t, err)
+			truth, cerr := redisrate.NewLimiter(e.rdb).CheckN(context.Background(), "grpc:client", limit, 2)
+			if cerr != nil || truth.Allowed {
+				t.Fatalf("Redis's answer to cost 2: %v, %v; want a denial", truth, cerr)
+			}
+			if status.Code(err) != codes.ResourceExhausted || wait != truth.RetryAfter {
+				t.Errorf("Check, of cost 2: %v, RetryInfo %v; want ResourceExhausted, Redis's wait %v", err, wait, truth.RetryAfter)
+			}
+			// A client that waits its RetryInfo is admitted.
+			e.mr.SetTime(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC).Add(wait))
+			if res, err := redisrate.NewLimiter(e.rdb).CheckN(context.Background(), "grpc:client", limit, 2); err != nil || !res.Allowed {
+				t.Errorf("cost 2 after its RetryInfo of %v: %v, %v; want admitted", wait, res, err)
 			}
 		})
 	}
@@ -371,17 +360,29 @@ func TestNewErrors(t *testing.T) {
 		{grpclimit.Config{Limiter: l, Limits: one, Key: grpclimit.APIKey{Secret: secret}}, "no Metadata"},
 		{grpclimit.Config{Limiter: l, Limits: one, Key: grpclimit.APIKey{Metadata: "x-api-key", Secret: []byte("short")}}, "at least 16"},
 		{grpclimit.Config{Limiter: l, Limits: one, Key: grpclimit.KeyFunc(nil)}, "nil KeyFunc"},
+		// Without the check, every call panicked on the nil function.
+		{grpclimit.Config{Limiter: l, Limits: one, Key: nilKeyer{}}, "Config.Key gives a nil KeyFunc"},
 		{grpclimit.Config{Limiter: l, PolicyNames: []string{"x"}}, "PolicyNames without"},
 		// ':' ends each name in a client's key: "grpc:/grpc.health.v1.Health/Check"
 		// would share the keys of "grpc" with Check's own limits.
 		{grpclimit.Config{Limiter: l, Limits: one, Name: "grpc:" + check}, `invalid Config.Name "grpc:/grpc.health.v1.Health/Check": ':' separates`},
 		{grpclimit.Config{Limiter: l, Limits: one, Methods: map[string]grpclimit.Method{"/a:b.S/M": {Limits: one}}}, "not a full method name"},
+		// '{' and '}' mark the hash tag of scoped keys: with Scopes, every
+		// call of such a method failed with Internal.
+		{grpclimit.Config{Limiter: l, Limits: one, Methods: map[string]grpclimit.Method{"/a{b}.S/M": {Limits: one}},
+			Scopes: []grpclimit.Scope{{Name: "account", Key: grpclimit.PeerIP{}, Limit: redisrate.PerMinute(3)}}}, `"/a{b}.S/M" is not a full method name such as /package.Service/Method: '{' and '}'`},
 	} {
 		if _, err := grpclimit.New(tc.c); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v; want an error containing %q", tc.c, err, tc.want)
 		}
 	}
 }
+
+// nilKeyer is a Keyer of one's own with a bug: it gives no KeyFunc and no
+// error.
+type nilKeyer struct{}
+
+func (nilKeyer) KeyFunc() (grpclimit.KeyFunc, error) { return nil, nil }
 
 // A key function that returns an empty key refuses the call: it never
 // means "no limit".
@@ -555,5 +556,42 @@ func TestOneSettingForHTTPAndGRPC(t *testing.T) {
 		if status.Code(err) != c.code || w.Code != c.status {
 			t.Errorf("Redis down: gRPC %v, HTTP %d; want %v, %d", status.Code(err), w.Code, c.code, c.status)
 		}
+	}
+}
+
+// The keys of Config.Limits (Name:key) and those of a method with limits
+// of its own (Name:method:key) share their start: a client whose key
+// starts with a method's name cannot reach another client's keys of that
+// method. Here keys are raw metadata, as a username would be: the
+// attacker "/s.S/Own:alice" spent alice's quota of /s.S/Own with calls of
+// another method.
+func TestBaseKeysNeverMeetAMethodsKeys(t *testing.T) {
+	e := newEnv(t)
+	in, err := grpclimit.New(grpclimit.Config{
+		Limiter: redisrate.NewLimiter(e.rdb),
+		Limits:  []redisrate.Limit{redisrate.PerMinute(10)},
+		Methods: map[string]grpclimit.Method{"/s.S/Own": {Limits: []redisrate.Limit{redisrate.PerMinute(1)}}},
+		Key:     metadataKey("x-key"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unary := in.Unary()
+	callAs := func(key, method string) error {
+		ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-key", key))
+		_, err := unary(ctx, nil, &grpc.UnaryServerInfo{FullMethod: method}, func(context.Context, any) (any, error) { return nil, nil })
+		return err
+	}
+	for _, key := range []string{"/s.S/Own:alice", "%/s.S/Own:alice", "/x", "%x", "%%x"} {
+		if err := callAs(key, "/s.S/Other"); err != nil {
+			t.Fatalf("%q on /s.S/Other: %v", key, err)
+		}
+	}
+	if err := callAs("alice", "/s.S/Own"); err != nil {
+		t.Errorf("alice's first call of /s.S/Own: %v; want it admitted: her quota is her own", err)
+	}
+	// The escaped keys are all different: each of the five above wrote its own.
+	if n := len(e.mr.Keys()); n != 6 {
+		t.Errorf("%d keys %q; want 6", n, e.mr.Keys())
 	}
 }

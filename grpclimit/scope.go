@@ -38,10 +38,11 @@ type scope struct {
 
 // newScopes checks the scopes of c: their keys here, their names and
 // limits with ratefields.NewScopes, whose answer adds them to each rule's
-// limits (newRule).
+// limits (newRule, ratefields.Scopes.NewSet).
 func newScopes(c Config, name string) ([]scope, ratefields.Scopes, error) {
 	if len(c.Scopes) == 0 {
-		return nil, ratefields.Scopes{}, nil
+		s, err := ratefields.NewScopes("call", nil, nil, nil) // none, but the unit of errors
+		return nil, s, err
 	}
 	taken := map[string]string{name: "Config.Name"}
 	for m := range c.Methods {
@@ -61,12 +62,9 @@ func newScopes(c Config, name string) ([]scope, ratefields.Scopes, error) {
 		if s.Key == nil {
 			return nil, ratefields.Scopes{}, fmt.Errorf("grpclimit: %s has no Key", what)
 		}
-		key, err := s.Key.KeyFunc()
+		key, err := keyFunc(s.Key, what+".Key")
 		if err != nil {
-			return nil, ratefields.Scopes{}, fmt.Errorf("grpclimit: %s.Key: %w", what, err)
-		}
-		if key == nil {
-			return nil, ratefields.Scopes{}, fmt.Errorf("grpclimit: %s.Key gives a nil KeyFunc", what)
+			return nil, ratefields.Scopes{}, err
 		}
 		out[i] = scope{name: s.Name, key: key}
 	}
@@ -81,10 +79,7 @@ func newScopes(c Config, name string) ([]scope, ratefields.Scopes, error) {
 func (i *Interceptor) scopedKeys(ctx context.Context, method string, r *rule, key string) ([]redisrate.KeyLimit, error) {
 	names, values := make([]string, len(i.scopes)), make([]string, len(i.scopes))
 	for n, s := range i.scopes {
-		v, err := s.key(ctx, method)
-		if err == nil && v == "" {
-			err = fmt.Errorf("%w: the call's key is empty (use Config.Exempt to exempt calls)", ErrNoKey)
-		}
+		v, err := keyOf(ctx, s.key, method)
 		if err != nil {
 			return nil, fmt.Errorf("scope %q: %w", s.name, err)
 		}

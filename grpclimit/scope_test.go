@@ -243,6 +243,20 @@ func TestScopesKeyErrorsAndShadow(t *testing.T) {
 		t.Errorf("OnError told %v, keys %q; want 2 errors, nothing written", told, e.mr.Keys())
 	}
 
+	// In shadow mode, a call whose scope key is missing or fails goes
+	// through too (OnError is told).
+	told = nil
+	cfg.Shadow = true
+	c = serve(t, cfg)
+	for _, kv := range [][]string{{"x-key", "k"}, {"x-key", "k", "x-account", "a"}} {
+		if md, err := call(t, c, kv...); err != nil || one(md, "ratelimit") != "" {
+			t.Errorf("shadow mode, %q: %v, %v; want through, no metadata", kv, err, md)
+		}
+	}
+	if len(told) != 2 || len(e.mr.Keys()) != 0 {
+		t.Errorf("shadow mode: OnError told %v, keys %q; want 2 errors, nothing written", told, e.mr.Keys())
+	}
+
 	shadow := accountConfig(redisrate.NewLimiter(e.rdb))
 	shadow.Shadow = true
 	c = serve(t, shadow)
@@ -283,6 +297,12 @@ func TestScopesNewErrors(t *testing.T) {
 		{"a scope named as the interceptor", with(func(c *grpclimit.Config) { c.Scopes[0].Name = "api" }), `has the Name "api" of Config.Name`},
 		{"a '}' in a scope name", with(func(c *grpclimit.Config) { c.Scopes[0].Name = "acc}" }), "'{' and '}' mark the Redis Cluster hash tag"},
 		{"a '{' in Name", with(func(c *grpclimit.Config) { c.Name = "{api" }), `invalid Config.Name "{api": '{' and '}'`},
+		// The segment of Config.Limits' keys is Name, a method's its name:
+		// their keys would meet.
+		{"Name, a method's name", with(func(c *grpclimit.Config) {
+			c.Name = check
+			c.Methods = map[string]grpclimit.Method{check: {Limits: []redisrate.Limit{redisrate.PerMinute(1)}}}
+		}), `Config.Methods["/grpc.health.v1.Health/Check"]: the method's name is Config.Name`},
 		{"a scope without a key", with(func(c *grpclimit.Config) { c.Scopes[0].Key = nil }), `Config.Scopes[0] ("account") has no Key`},
 		{"a scope's limit invalid", with(func(c *grpclimit.Config) { c.Scopes[0].Limit = redisrate.Limit{Period: time.Second} }), `Config.Scopes[0] ("account"): invalid Limit`},
 	} {

@@ -186,9 +186,9 @@ type Config struct {
 	// Name keeps the state of this Middleware apart in Redis: the key of
 	// a client is Name + ":" + the KeyFunc's key, with the plan's name in
 	// between when there are Plans (with Scopes, see there). Neither name
-	// may hold ':', '{' or '}', so the keys of two Names never meet. It is also the policy name of a
-	// single limit without Plans. Give each Middleware its own Name.
-	// Default "default".
+	// may hold ':', '{' or '}', so the keys of two Names never meet. It is
+	// also the policy name of a single limit without Plans. Give each
+	// Middleware its own Name. Default "default".
 	Name string
 
 	// Omit switches sets of headers off, e.g. LegacyHeaders.
@@ -215,7 +215,8 @@ type Config struct {
 	// them: the account's state is "{Name:account:42}", shared by all its
 	// API keys, and an API key's "{Name:account:42}:plan:key" (the plan's
 	// name, or Name without plans). A client's key cannot leave its tag:
-	// '%' and '}' in the broadest key are percent-encoded.	//
+	// '%' and '}' in the broadest key are percent-encoded.
+	//
 	// So the scopes must nest, and the broadest scope's key must follow
 	// from the request's own key on the server (the account that owns an
 	// API key, looked up), never from what a client sends: the own key's
@@ -353,52 +354,40 @@ func New(c Config) (*Middleware, error) {
 	if keyer == nil {
 		keyer = ClientIP{}
 	}
-	key, err := keyer.KeyFunc()
-	if err != nil {
-		return nil, fmt.Errorf("httplimit: Config.Key: %w", err)
+	if m.key, err = keyFunc(keyer, "Config.Key"); err != nil {
+		return nil, err
 	}
-	if key == nil {
-		return nil, errors.New("httplimit: Config.Key gives a nil KeyFunc")
-	}
-	m.key = key
 	return m, nil
 }
 
-// newPlan readies p; with scopes, p's limit is one of a call of several
-// keys, with theirs (ratefields.Scopes.Add).
-func newPlan(p Plan, prefix string, scopes ratefields.Scopes) (*plan, error) {
-	if len(p.Limits) == 0 {
-		return nil, errors.New("no limits: give at least one")
+// keyOf is f's key for r. An empty key is an error (ErrNoKey): a missing
+// identity must never mean "no limit".
+func keyOf(f KeyFunc, r *http.Request) (string, error) {
+	key, err := f(r)
+	if err == nil && key == "" {
+		err = fmt.Errorf("%w: the request's key is empty (use Config.Exempt to exempt requests)", ErrNoKey)
 	}
-	var err error
-	if p.PolicyNames, p.Limits, err = scopes.Add(p.Name, p.PolicyNames, p.Limits); err != nil {
-		return nil, err
-	}
-	if _, err := redisrate.Args(1, false, p.Limits...); err != nil {
-		return nil, err
-	}
-	for i, l := range p.Limits {
-		if l.Capacity() < 1 {
-			return nil, fmt.Errorf("limit %d, %v, has a capacity below 1: it could never admit a request", i, l)
-		}
-	}
-	names := p.PolicyNames
-	switch {
-	case len(names) == 0 && len(p.Limits) == 1:
-		names = []string{p.Name}
-	case len(names) == 0:
-		for i := range p.Limits {
-			names = append(names, p.Name+"-"+strconv.Itoa(i+1))
-		}
-	case len(names) != len(p.Limits):
-		return nil, fmt.Errorf("PolicyNames has %d names for %d limits", len(names), len(p.Limits))
-	}
-	f, err := ratefields.New(names, p.Limits)
+	return key, err
+}
+
+// keyFunc is k's KeyFunc, checked; what names k in errors.
+func keyFunc(k Keyer, what string) (KeyFunc, error) {
+	f, err := k.KeyFunc()
 	if err != nil {
-		return nil, fmt.Errorf("PolicyNames: %w", err)
+		return nil, fmt.Errorf("httplimit: %s: %w", what, err)
 	}
-	for i := range f.Limits {
-		f.Limits[i].Name = f.Name(i) // the limit's name in metrics and traces too
+	if f == nil { // a Keyer of the caller's own: a nil f would panic per request
+		return nil, fmt.Errorf("httplimit: %s gives a nil KeyFunc", what)
+	}
+	return f, nil
+}
+
+// newPlan readies p; with scopes, p's limit is one of a call of several
+// keys, with theirs (ratefields.Scopes.NewSet).
+func newPlan(p Plan, prefix string, scopes ratefields.Scopes) (*plan, error) {
+	f, err := scopes.NewSet(p.Name, p.PolicyNames, p.Limits)
+	if err != nil {
+		return nil, err
 	}
 	return &plan{name: p.Name, prefix: prefix, fields: f}, nil
 }
@@ -423,10 +412,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		key, err := m.key(r)
-		if err == nil && key == "" {
-			err = fmt.Errorf("%w: the request's key is empty (use Config.Exempt to exempt requests)", ErrNoKey)
-		}
+		key, err := keyOf(m.key, r)
 		if err != nil {
 			m.fail(w, r, next, err)
 			return
@@ -507,7 +493,9 @@ func (m *Middleware) fail(w http.ResponseWriter, r *http.Request, next http.Hand
 	case errors.Is(err, ErrNoKey):
 		writeProblem(w, http.StatusBadRequest, problem{Type: "about:blank", Title: "Bad Request", Detail: err.Error()})
 	case errors.Is(err, redisrate.ErrUnavailable):
-		w.Header().Set("Retry-After", "1")
+		if m.omit&RetryAfterHeader == 0 {
+			w.Header().Set("Retry-After", "1")
+		}
 		m.unavailable(w)
 	default:
 		writeProblem(w, http.StatusInternalServerError, problem{

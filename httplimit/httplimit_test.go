@@ -7,13 +7,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/ratefields"
 )
 
 // env is a miniredis on a clock that only moves when the test moves it.
@@ -591,6 +590,14 @@ func TestRedisDown(t *testing.T) {
 		}
 		noQuota(t, w)
 	})
+	t.Run("Omit RetryAfterHeader: 503 without it, by policy or by error", func(t *testing.T) {
+		for _, policy := range []redisrate.FailurePolicy{redisrate.FailError, redisrate.FailClosed} {
+			w := do(mustNew(t, Config{Limiter: down(t), Limits: lim, FailurePolicy: policy, Omit: RetryAfterHeader}).Handler(&served{}), "")
+			if w.Code != 503 || w.Header().Get("Retry-After") != "" {
+				t.Errorf("%v: %d, Retry-After %q; want 503 without it", policy, w.Code, w.Header().Get("Retry-After"))
+			}
+		}
+	})
 	t.Run("Config.FailurePolicy FailOpen over the Limiter's FailError: served without quota", func(t *testing.T) {
 		next := &served{}
 		w := do(mustNew(t, Config{Limiter: down(t), Limits: lim, FailurePolicy: redisrate.FailOpen}).Handler(next), "")
@@ -706,51 +713,50 @@ func TestDenyCacheHeaders(t *testing.T) {
 
 // With the deny cache, a costlier request after a cheaper one was denied
 // got the cheaper one's Retry-After, from the cache: clients that waited it
-// were denied again (gcra, leaky_bucket, sliding_window). Every client that
-// waits the Retry-After it was given is now admitted. Real time (the deny
-// cache runs on the process's clock): 2 per 2 s, so the waits are 1-2 s.
+// were denied again (gcra, leaky_bucket, sliding_window). The Retry-After
+// of each cost is now the wait Redis gives that cost, rounded up, and Redis
+// admits the request once it has passed. Redis's clock moves only when the
+// test moves it, so the waits are exact and nothing sleeps; the deny cache
+// keeps the process's clock, on which the test takes milliseconds.
 func TestDenyCacheRetryAfterIsHonestForEveryCost(t *testing.T) {
 	for a := redisrate.GCRA; a <= redisrate.SlidingLog; a++ {
 		t.Run(a.String(), func(t *testing.T) {
-			t.Parallel()
-			mr := miniredis.RunT(t) // TIME is the real time
-			rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), Protocol: 2})
-			t.Cleanup(func() { _ = rdb.Close() })
+			e := newEnv(t)
+			limit := redisrate.Per(2, 2*time.Second).WithAlgorithm(a)
 			h := mustNew(t, Config{
-				Limiter: redisrate.NewLimiter(rdb, redisrate.WithDenyCache(100)),
-				Limits:  []redisrate.Limit{redisrate.Per(2, 2*time.Second).WithAlgorithm(a)},
+				Limiter: redisrate.NewLimiter(e.rdb, redisrate.WithDenyCache(100)),
+				Limits:  []redisrate.Limit{limit},
 				Cost: func(r *http.Request) (int64, error) {
 					return strconv.ParseInt(r.Header.Get("X-Cost"), 10, 64)
 				},
-			}).Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})) // served concurrently
-			const clients = 3
-			admitted := make(chan string, clients)
-			var wg sync.WaitGroup
-			for c := range clients {
-				ip := fmt.Sprintf("192.0.2.%d:1234", c+1)
-				wg.Go(func() {
-					for range 3 { // 2 admitted, then a denial of cost 1, cached
-						do(h, ip, "X-Cost", "1")
-					}
-					w := do(h, ip, "X-Cost", "2")
-					ra, err := strconv.Atoi(w.Header().Get("Retry-After"))
-					if w.Code != 429 || err != nil {
-						t.Errorf("client %d, cost 2: %d, Retry-After %q; want 429 with a Retry-After", c, w.Code, w.Header().Get("Retry-After"))
-						return
-					}
-					time.Sleep(time.Duration(ra) * time.Second)
-					if w := do(h, ip, "X-Cost", "2"); w.Code == 200 {
-						admitted <- ip
-					} else {
-						t.Errorf("client %d waited the Retry-After %d s of its cost-2 request, then got %d (Retry-After %s)",
-							c, ra, w.Code, w.Header().Get("Retry-After"))
-					}
-				})
+			}).Handler(&served{})
+			const ip, key = "192.0.2.1:1234", "default:ip:192.0.2.1"
+			// wait is what Redis says cost waits now, without the cache.
+			wait := func(cost int64) time.Duration {
+				t.Helper()
+				res, err := e.limiter.CheckN(context.Background(), key, limit, cost)
+				if err != nil || res.Allowed {
+					t.Fatalf("cost %d: %v, %v; want a denial", cost, res, err)
+				}
+				return res.RetryAfter
 			}
-			wg.Wait()
-			close(admitted)
-			if n := len(admitted); n != clients {
-				t.Errorf("%d of %d clients that honoured Retry-After admitted", n, clients)
+			for i, want := range []int{200, 200, 429} { // the denial of cost 1 is cached
+				if w := do(h, ip, "X-Cost", "1"); w.Code != want {
+					t.Fatalf("request %d of cost 1: %d; want %d", i, w.Code, want)
+				}
+			}
+			for _, cost := range []int64{2, 1} {
+				w := do(h, ip, "X-Cost", strconv.FormatInt(cost, 10))
+				truth := wait(cost)
+				if want := strconv.FormatInt(ratefields.CeilSeconds(truth), 10); w.Code != 429 || w.Header().Get("Retry-After") != want {
+					t.Errorf("cost %d: %d, Retry-After %q; want 429, %s: Redis's wait %v, rounded up", cost, w.Code, w.Header().Get("Retry-After"), want, truth)
+				}
+			}
+			// A client of cost 2 that waits its Retry-After is admitted.
+			ra, _ := strconv.Atoi(do(h, ip, "X-Cost", "2").Header().Get("Retry-After"))
+			e.advance(time.Duration(ra) * time.Second)
+			if res, err := e.limiter.CheckN(context.Background(), key, limit, 2); err != nil || !res.Allowed {
+				t.Errorf("cost 2 after its Retry-After of %d s: %v, %v; want admitted", ra, res, err)
 			}
 		})
 	}
@@ -938,16 +944,18 @@ func TestShadow(t *testing.T) {
 }
 
 // The limit is named in metrics by its policy name: the binding one of a
-// plan's limits, each middleware its own.
+// plan's limits, whichever it is, each middleware its own.
 func TestLimitNames(t *testing.T) {
 	e := newEnv(t)
 	var obs seen
 	limiter := redisrate.NewLimiter(e.rdb, redisrate.WithObserver(&obs))
 	login := mustNew(t, Config{Limiter: limiter, Limits: []redisrate.Limit{redisrate.PerMinute(5)}, Name: "login"}).Handler(&served{})
 	api := mustNew(t, Config{Limiter: limiter, Limits: []redisrate.Limit{redisrate.PerSecond(1), redisrate.PerHour(100)}, Name: "api"}).Handler(&served{})
+	bulk := mustNew(t, Config{Limiter: limiter, Limits: []redisrate.Limit{redisrate.PerHour(100), redisrate.PerSecond(1)}, Name: "bulk"}).Handler(&served{})
 	do(login, "")
-	do(api, "") // 0 of 1 left per second: binding
-	if got := strings.Join(obs.names, " "); got != "login api-1" {
-		t.Errorf("names %q; want \"login api-1\"", got)
+	do(api, "")  // 0 of 1 left per second: binding
+	do(bulk, "") // the same, second
+	if got := strings.Join(obs.names, " "); got != "login api-1 bulk-2" {
+		t.Errorf("names %q; want \"login api-1 bulk-2\"", got)
 	}
 }

@@ -18,9 +18,10 @@ import (
 // An error that wraps ErrNoKey means that the request does not identify its
 // client (a missing API key): it is the client's fault, and the middleware
 // answers 400 Bad Request, showing the error's text to the client. Any other
-// error is the server's fault: 500, its text not shown (see Config.OnError). An empty key is an error too (it wraps
-// ErrNoKey): a missing identity must never mean "no limit". To exempt
-// requests, use Config.Exempt.
+// error is the server's fault: 500, its text not shown (see
+// Config.OnError). An empty key is an error too (it wraps ErrNoKey): a
+// missing identity must never mean "no limit". To exempt requests, use
+// Config.Exempt.
 type KeyFunc func(r *http.Request) (string, error)
 
 // KeyFunc returns f itself, so that a KeyFunc is a Keyer.

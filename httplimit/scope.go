@@ -38,10 +38,11 @@ type scope struct {
 
 // newScopes checks the scopes of c: their keys here, their names and
 // limits with ratefields.NewScopes, whose answer adds them to each plan's
-// limits (newPlan).
+// limits (newPlan, ratefields.Scopes.NewSet).
 func newScopes(c Config, name string) ([]scope, ratefields.Scopes, error) {
 	if len(c.Scopes) == 0 {
-		return nil, ratefields.Scopes{}, nil
+		s, err := ratefields.NewScopes("request", nil, nil, nil) // none, but the unit of errors
+		return nil, s, err
 	}
 	taken := map[string]string{name: "Config.Name"}
 	for _, p := range c.Plans {
@@ -61,12 +62,9 @@ func newScopes(c Config, name string) ([]scope, ratefields.Scopes, error) {
 		if s.Key == nil {
 			return nil, ratefields.Scopes{}, fmt.Errorf("httplimit: %s has no Key", what)
 		}
-		key, err := s.Key.KeyFunc()
+		key, err := keyFunc(s.Key, what+".Key")
 		if err != nil {
-			return nil, ratefields.Scopes{}, fmt.Errorf("httplimit: %s.Key: %w", what, err)
-		}
-		if key == nil {
-			return nil, ratefields.Scopes{}, fmt.Errorf("httplimit: %s.Key gives a nil KeyFunc", what)
+			return nil, ratefields.Scopes{}, err
 		}
 		out[i] = scope{name: s.Name, key: key}
 	}
@@ -80,10 +78,7 @@ func newScopes(c Config, name string) ([]scope, ratefields.Scopes, error) {
 func (m *Middleware) scopedKeys(r *http.Request, p *plan, key string) ([]redisrate.KeyLimit, error) {
 	names, values := make([]string, len(m.scopes)), make([]string, len(m.scopes))
 	for i, s := range m.scopes {
-		v, err := s.key(r)
-		if err == nil && v == "" {
-			err = fmt.Errorf("%w: the request's key is empty (use Config.Exempt to exempt requests)", ErrNoKey)
-		}
+		v, err := keyOf(s.key, r)
 		if err != nil {
 			return nil, fmt.Errorf("scope %q: %w", s.name, err)
 		}

@@ -43,13 +43,14 @@ func get(h http.Handler, n int) (codes []int) {
 	return codes
 }
 
-// Two middlewares on one Limiter are two series, named by the limit that
-// decided (issue 22: /login, /api and gRPC landed in one series); a plan
-// of two limits is counted under the binding one.
+// Middlewares on one Limiter are series of their own, named by the limit
+// that decided (issue 22: /login and /api landed in one series); a plan of
+// two limits is counted under the binding one, the first or the second.
 func TestMiddlewareSeries(t *testing.T) {
 	tel, limiter := httpRig(t)
 	get(handler(t, httplimit.Config{Limiter: limiter, Limits: []redisrate.Limit{redisrate.PerMinute(1)}, Name: "login"}), 2)
 	get(handler(t, httplimit.Config{Limiter: limiter, Limits: []redisrate.Limit{redisrate.PerSecond(1), redisrate.PerHour(100)}, Name: "api"}), 3)
+	get(handler(t, httplimit.Config{Limiter: limiter, Limits: []redisrate.Limit{redisrate.PerHour(100), redisrate.PerSecond(1)}, Name: "bulk"}), 2)
 	// A direct call names its limit itself.
 	_, _ = limiter.Allow(context.Background(), "export:u1", redisrate.PerHour(10).WithName("export"))
 
@@ -59,6 +60,8 @@ func TestMiddlewareSeries(t *testing.T) {
 		"redisrate.decisions{" + base + "redisrate.limit=login,redisrate.outcome=denied,redisrate.source=redis}":   1,
 		"redisrate.decisions{" + base + "redisrate.limit=api-1,redisrate.outcome=allowed,redisrate.source=redis}":  1,
 		"redisrate.decisions{" + base + "redisrate.limit=api-1,redisrate.outcome=denied,redisrate.source=redis}":   2,
+		"redisrate.decisions{" + base + "redisrate.limit=bulk-2,redisrate.outcome=allowed,redisrate.source=redis}": 1,
+		"redisrate.decisions{" + base + "redisrate.limit=bulk-2,redisrate.outcome=denied,redisrate.source=redis}":  1,
 		"redisrate.decisions{" + base + "redisrate.limit=export,redisrate.outcome=allowed,redisrate.source=redis}": 1,
 	})
 	for _, s := range tel.spans.GetSpans() {

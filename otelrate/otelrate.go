@@ -42,9 +42,10 @@
 // redisrate.cost, redisrate.limits (how many), and on the answer
 // redisrate.remaining, redisrate.retry_after_ms, redisrate.binding (the
 // index of the binding limit) and redisrate.binding.limit (such as
-// "10/s"), and redisrate.shadow on a decision in shadow mode. A Redis error is recorded on the span, with an error status:
-// the call's error, or the cause of a degraded decision, whose span also
-// says whether the circuit breaker answered it without asking Redis
+// "10/s"), and redisrate.shadow on a decision in shadow mode. A Redis
+// error is recorded on the span, with an error status: the call's error,
+// or the cause of a degraded decision, whose span also says whether the
+// circuit breaker answered it without asking Redis
 // (redisrate.circuit_open).
 package otelrate
 

@@ -97,8 +97,8 @@ func ExampleCallerGaveUp() {
 }
 
 // NewScopes checks, once, the scopes that middleware holds every request to;
-// Add gives each of its keys the limits and policy names of its calls: here
-// an API key's 10 per second and its account's 1000 per minute, all or
+// NewSet gives each of its rules the limits and policy names of its calls:
+// here an API key's 10 per second and its account's 1000 per minute, all or
 // nothing in one call (Limiter.AllowKeys on the keys of ScopedKeys).
 func ExampleNewScopes() {
 	scopes, err := ratefields.NewScopes("request", []string{"account"},
@@ -106,18 +106,14 @@ func ExampleNewScopes() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	names, limits, err := scopes.Add("api", nil, []redisrate.Limit{redisrate.PerSecond(10)})
-	if err != nil {
-		log.Fatal(err)
-	}
-	fields, err := ratefields.New(names, limits)
+	fields, err := scopes.NewSet("api", nil, []redisrate.Limit{redisrate.PerSecond(10)})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println(fields.Policy())
 
 	// What one call cannot hold is refused at start-up, with why.
-	_, _, err = scopes.Add("api", nil, []redisrate.Limit{redisrate.PerSecond(10), redisrate.PerDay(10000)})
+	_, err = scopes.NewSet("api", nil, []redisrate.Limit{redisrate.PerSecond(10), redisrate.PerDay(10000)})
 	fmt.Println(err)
 	_, err = ratefields.NewScopes("request", []string{"api"},
 		[]redisrate.Limit{redisrate.PerMinute(1000)}, map[string]string{"api": "Config.Name"})
@@ -126,6 +122,21 @@ func ExampleNewScopes() {
 	// "api";q=10;w=1, "account";q=1000;w=60
 	// 2 limits with Config.Scopes: with scopes, each key holds one limit (a call of several keys, CONTRACT.md); hold the request's key to a further limit with a Scope of the same Key
 	// Config.Scopes[0] has the Name "api" of Config.Name: give each scope a name of its own
+}
+
+// NewSet names the limits of a rule without scopes: by the rule's name for
+// one limit, name-1, name-2, ... for several, or by the policy names
+// given; the limits carry their names to metrics (Limit.Name).
+func ExampleScopes_NewSet() {
+	fields, err := ratefields.Scopes{}.NewSet("api", nil, []redisrate.Limit{redisrate.PerSecond(10), redisrate.PerDay(10000)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(fields.Policy())
+	fmt.Println(fields.Limits[1].Name)
+	// Output:
+	// "api-1";q=10;w=1, "api-2";q=10000;w=86400
+	// api-2
 }
 
 // CheckKeyName refuses the names that would let the Redis keys of two

@@ -18,10 +18,11 @@
 // item is the name of the binding limit with r, the units left, and t, the
 // seconds until more quota comes (absent at full capacity).
 //
-// It also holds the rules that both middleware apply alike: the Redis keys
-// (ScopedKeys) and the limits (NewScopes) of a request held to further
-// keys, the names their keys may hold (CheckKeyName), and which errors mean
-// that the caller gave up (CallerGaveUp).
+// It also holds the rules that both middleware apply alike: the limits of
+// a request and their names (Scopes.NewSet), the Redis keys (ScopedKeys)
+// and the limits (NewScopes) of a request held to further keys, the names
+// their keys may hold (CheckKeyName), and which errors mean that the caller
+// gave up (CallerGaveUp).
 package ratefields
 
 import (
@@ -308,7 +309,7 @@ const maxKeys = 8
 // Scopes are the further keys that middleware holds every request to, each
 // with a limit of its own, in the same atomic call as the request's own key
 // (contract v2.1, several keys): httplimit's and grpclimit's Config.Scopes,
-// checked by NewScopes. The zero Scopes has none.
+// checked by NewScopes. The zero Scopes has none, and says "request".
 type Scopes struct {
 	unit   string // what the middleware limits, in errors: "request", "call"
 	names  []string
@@ -320,8 +321,8 @@ type Scopes struct {
 // refuses more scopes than one call takes with the request's own key (7);
 // a name that CheckName or CheckKeyName refuses; a name given twice, or
 // taken already: taken maps each name the middleware's keys use to what
-// uses it, such as "Config.Name"; and a limit that is invalid or could
-// never admit a request. unit is what the middleware limits, "request"
+// uses it, such as "Config.Name"; and an invalid limit (Limit.Validate;
+// a valid limit has a capacity of at least 1). unit is what the middleware limits, "request"
 // (when empty) or "call", say: the errors say it, and name scope i
 // Config.Scopes[i], as httplimit's and grpclimit's do. NewScopes checks no
 // scope's key: that is the middleware's own.
@@ -329,11 +330,11 @@ func NewScopes(unit string, names []string, limits []redisrate.Limit, taken map[
 	if len(names) != len(limits) {
 		return Scopes{}, fmt.Errorf("%d scope names for %d limits", len(names), len(limits))
 	}
-	if len(names) == 0 {
-		return Scopes{}, nil
-	}
 	if unit == "" {
 		unit = "request"
+	}
+	if len(names) == 0 {
+		return Scopes{unit: unit}, nil
 	}
 	if len(names) > maxKeys-1 {
 		return Scopes{}, fmt.Errorf("Config.Scopes has %d scopes: at most %d, for %d keys in one call with the %s's own", len(names), maxKeys-1, maxKeys, unit)
@@ -359,20 +360,61 @@ func NewScopes(unit string, names []string, limits []redisrate.Limit, taken map[
 		if err := limits[i].Validate(); err != nil {
 			return Scopes{}, fmt.Errorf("%s (%q): invalid Limit: %w", what, n, err)
 		}
-		if limits[i].Capacity() < 1 {
-			return Scopes{}, fmt.Errorf("%s (%q): Limit %v has a capacity below 1: it could never admit a %s", what, n, limits[i], unit)
-		}
 	}
 	return Scopes{unit: unit, names: slices.Clone(names), limits: slices.Clone(limits)}, nil
 }
 
-// Add returns the policy names and limits of a call of several keys: those
+// NewSet returns the Set of the limits that middleware holds a request to
+// under one of its rules (httplimit's Config.Limits or a plan, grpclimit's
+// Config.Limits or a method's), followed by the scopes' limits, each
+// limit's Name set to its policy name, so that metrics name it as the
+// fields do. names are the policy names of limits; without them, name
+// names a single limit, and name-1, name-2, ... several.
+//
+// It refuses what could never serve: no limits; with scopes, several
+// limits or another algorithm than theirs (a key holds one limit in a call
+// of several keys, and one call runs one algorithm's script); limits that
+// one call cannot hold (redisrate.Args's errors, which match
+// redisrate.ErrInvalid: an invalid limit, limits of several algorithms);
+// and names that New refuses.
+func (s Scopes) NewSet(name string, names []string, limits []redisrate.Limit) (*Set, error) {
+	if len(limits) == 0 {
+		return nil, errors.New("no limits: give at least one")
+	}
+	names, limits, err := s.add(name, names, limits)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := redisrate.Args(1, false, limits...); err != nil {
+		return nil, err
+	}
+	switch {
+	case len(names) == 0 && len(limits) == 1:
+		names = []string{name}
+	case len(names) == 0:
+		for i := range limits {
+			names = append(names, name+"-"+strconv.Itoa(i+1))
+		}
+	case len(names) != len(limits):
+		return nil, fmt.Errorf("PolicyNames has %d names for %d limits", len(names), len(limits))
+	}
+	f, err := New(names, limits)
+	if err != nil {
+		return nil, fmt.Errorf("PolicyNames: %w", err)
+	}
+	for i := range f.Limits {
+		f.Limits[i].Name = f.Name(i)
+	}
+	return f, nil
+}
+
+// add returns the policy names and limits of a call of several keys: those
 // of a request's own key, then each scope's, in the order of ScopedKeys'
 // keys. names name limits, the own key's; when names is empty, name does.
 // With scopes the own key holds one limit, as every key of such a call
 // does, of the scopes' algorithm, as one call runs one algorithm's script.
-// The zero Scopes returns names and limits as they are.
-func (s Scopes) Add(name string, names []string, limits []redisrate.Limit) ([]string, []redisrate.Limit, error) {
+// Without scopes, names and limits are returned as they are.
+func (s Scopes) add(name string, names []string, limits []redisrate.Limit) ([]string, []redisrate.Limit, error) {
 	if len(s.names) == 0 {
 		return names, limits, nil
 	}

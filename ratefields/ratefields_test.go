@@ -202,21 +202,21 @@ func TestScopes(t *testing.T) {
 		t.Errorf("NewScopes changed taken: %v", taken)
 	}
 	names[0], limits[0] = "changed", redisrate.PerHour(1)
-	gotNames, gotLimits, err := s.Add("api", nil, []redisrate.Limit{redisrate.PerSecond(2)})
+	gotNames, gotLimits, err := s.add("api", nil, []redisrate.Limit{redisrate.PerSecond(2)})
 	if err != nil || strings.Join(gotNames, ",") != "api,account" || len(gotLimits) != 2 || gotLimits[1] != redisrate.PerMinute(3) {
-		t.Errorf("Add: %q, %v, %v; want api,account with the scope's limit as given", gotNames, gotLimits, err)
+		t.Errorf("add: %q, %v, %v; want api,account with the scope's limit as given", gotNames, gotLimits, err)
 	}
 	gotNames[1] = "changed" // the caller's to change
-	if again, _, _ := s.Add("api", []string{"own"}, []redisrate.Limit{redisrate.PerSecond(2)}); strings.Join(again, ",") != "own,account" {
-		t.Errorf("Add after a change to an earlier answer: %q; want own,account", again)
+	if again, _, _ := s.add("api", []string{"own"}, []redisrate.Limit{redisrate.PerSecond(2)}); strings.Join(again, ",") != "own,account" {
+		t.Errorf("add after a change to an earlier answer: %q; want own,account", again)
 	}
 
 	own := []redisrate.Limit{redisrate.PerSecond(1), redisrate.PerHour(9)}
-	if n, l, err := (Scopes{}).Add("api", nil, own); n != nil || len(l) != 2 || err != nil {
+	if n, l, err := (Scopes{}).add("api", nil, own); n != nil || len(l) != 2 || err != nil {
 		t.Errorf("zero Scopes: %q, %v, %v; want the limits as they are", n, l, err)
 	}
-	if s, err := NewScopes("call", nil, nil, nil); err != nil || len(s.names) != 0 {
-		t.Errorf("no scopes: %+v, %v; want the zero Scopes", s, err)
+	if s, err := NewScopes("call", nil, nil, nil); err != nil || len(s.names) != 0 || s.unit != "call" {
+		t.Errorf("no scopes: %+v, %v; want none, in calls", s, err)
 	}
 
 	seven := make([]string, 8)
@@ -253,8 +253,76 @@ func TestScopes(t *testing.T) {
 		{[]string{"a", "b"}, own[:1], "PolicyNames has 2 names for 1 limit"},
 		{nil, []redisrate.Limit{redisrate.PerSecond(1).WithAlgorithm(redisrate.SlidingLog)}, `Config.Scopes[0] ("account") has a gcra limit, and the call's own is sliding_log`},
 	} {
-		if _, _, err := s.Add("api", tc.names, tc.limits); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Add(%q, %v): %v; want an error with %q", tc.names, tc.limits, err, tc.want)
+		if _, _, err := s.add("api", tc.names, tc.limits); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("add(%q, %v): %v; want an error with %q", tc.names, tc.limits, err, tc.want)
 		}
+	}
+}
+
+// NewSet names a rule's limits as both middleware do, for the fields and
+// for metrics, adds the scopes' limits, and refuses what could never
+// serve.
+func TestNewSet(t *testing.T) {
+	two := []redisrate.Limit{redisrate.PerSecond(1), redisrate.PerHour(9)}
+	for _, tc := range []struct {
+		names  []string
+		limits []redisrate.Limit
+		want   string // the policy names, as the limits' Names too
+	}{
+		{nil, two[:1], "api"},
+		{nil, two, "api-1,api-2"},
+		{[]string{"burst", "hourly"}, two, "burst,hourly"},
+	} {
+		f, err := Scopes{}.NewSet("api", tc.names, tc.limits)
+		if err != nil {
+			t.Fatalf("%q: %v", tc.names, err)
+		}
+		var got []string
+		for i, l := range f.Limits {
+			if l.Name != f.Name(i) {
+				t.Errorf("%q: limit %d named %q in metrics, %q in the fields", tc.names, i, l.Name, f.Name(i))
+			}
+			got = append(got, l.Name)
+		}
+		if strings.Join(got, ",") != tc.want {
+			t.Errorf("%q: names %q; want %s", tc.names, got, tc.want)
+		}
+	}
+	if two[0].Name != "" {
+		t.Errorf("NewSet named the caller's limit: %q", two[0].Name)
+	}
+
+	scopes, err := NewScopes("call", []string{"account"}, []redisrate.Limit{redisrate.PerMinute(100)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := scopes.NewSet("api", nil, two[:1])
+	if err != nil || f.Policy() != `"api";q=1;w=1, "account";q=100;w=60` || f.Limits[1].Name != "account" {
+		t.Errorf("with a scope: %v, %v; want the own limit, then the account's", f, err)
+	}
+
+	none, err := NewScopes("call", nil, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		scopes Scopes
+		names  []string
+		limits []redisrate.Limit
+		want   string
+	}{
+		{none, nil, nil, "no limits: give at least one"},
+		{none, []string{"a"}, two, "PolicyNames has 1 names for 2 limits"},
+		{none, []string{"a", "a"}, two, `PolicyNames: policy name "a" twice`},
+		{none, nil, []redisrate.Limit{redisrate.PerSecond(1), redisrate.PerSecond(1).WithAlgorithm(redisrate.FixedWindow)}, "algorithm"},
+		{none, nil, []redisrate.Limit{redisrate.PerSecond(1).WithBurst(-1)}, "invalid burst '-1'"},
+		{scopes, nil, two, "2 limits with Config.Scopes"},
+	} {
+		if _, err := tc.scopes.NewSet("api", tc.names, tc.limits); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("NewSet(%q, %v): %v; want an error with %q", tc.names, tc.limits, err, tc.want)
+		}
+	}
+	if _, err := (Scopes{}).NewSet("api", nil, []redisrate.Limit{redisrate.PerSecond(0)}); !errors.Is(err, redisrate.ErrInvalid) {
+		t.Errorf("an invalid limit: %v; want an error matching ErrInvalid", err)
 	}
 }
