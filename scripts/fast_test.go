@@ -49,6 +49,21 @@ func generalOnly(t testing.TB) (map[string]general, string) {
 	return out, string(files["library.lua"])
 }
 
+// loadBoth loads, on a real server, the library and beside it the
+// general-only library lib, and returns the call kinds both run by: FCALL
+// (true) there, EVALSHA (false) everywhere.
+func loadBoth(t *testing.T, b *st.Backend, lib string) []bool {
+	t.Helper()
+	if !b.Real {
+		return []bool{false}
+	}
+	b.LoadLibrary()
+	if err := b.Client.FunctionLoadReplace(st.Ctx, lib).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return []bool{false, true}
+}
+
 // fastSpecs are the scripts that carry a specialized copy.
 func fastSpecs(t testing.TB) []manifest.Spec {
 	var out []manifest.Spec
@@ -208,14 +223,7 @@ func TestFastCopyDecidesAsGeneral(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			b.Rebind(t)
-			kinds := []bool{false}
-			if b.Real {
-				b.LoadLibrary()
-				if err := b.Client.FunctionLoadReplace(st.Ctx, lib).Err(); err != nil {
-					t.Fatal(err)
-				}
-				kinds = append(kinds, true)
-			}
+			kinds := loadBoth(t, b, lib)
 			for _, s := range fastSpecs(t) {
 				g := generals[s.Name]
 				if err := b.Client.ScriptLoad(st.Ctx, s.Source).Err(); err != nil {

@@ -124,14 +124,7 @@ func TestStateShapes(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			b.Rebind(t)
-			kinds := []bool{false}
-			if b.Real {
-				b.LoadLibrary()
-				if err := b.Client.FunctionLoadReplace(st.Ctx, lib).Err(); err != nil {
-					t.Fatal(err)
-				}
-				kinds = append(kinds, true)
-			}
+			kinds := loadBoth(t, b, lib)
 			// run sets keys[i] to values[i] ("": none) and calls s on them:
 			// by EVALSHA, and on a real server by FCALL on a copy of them,
 			// which must answer and write the same (sameByFCallKeys).
