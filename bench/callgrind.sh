@@ -5,7 +5,8 @@
 # the counters are zeroed, N calls are made over one connection, and the
 # instructions Redis executed are divided by N (networking included, the
 # same for every subject).
-#   bench/callgrind.sh [N] [RUNS]   (needs valgrind, redis-server, redis-cli, bc)
+#   bench/callgrind.sh [N] [RUNS]
+# (needs valgrind, redis-server, redis-cli, redis-benchmark, bc, python3, go)
 # Each subject is measured RUNS times (default 3) and its median kept; the
 # table at the end holds each against the peer and issue 20's targets.
 set -euo pipefail
@@ -16,9 +17,12 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # The peer: go-redis/redis_rate v10's GCRA script, as its module ships it.
+# go list -m gives no directory for a module not yet in the module cache (a
+# fresh machine): download it first.
 peer_src() {
-  (cd bench && go list -m -f '{{.Dir}}' github.com/go-redis/redis_rate/v10) |
-    xargs -I{} awk '/^var allowN = redis.NewScript\(`/{f=1;next} f&&/^`\)/{exit} f' {}/lua.go
+  local dir
+  dir=$(cd bench && go mod download github.com/go-redis/redis_rate/v10 && go list -m -f '{{.Dir}}' github.com/go-redis/redis_rate/v10)
+  awk '/^var allowN = redis.NewScript\(`/{f=1;next} f&&/^`\)/{exit} f' "$dir/lua.go"
 }
 
 measure() { # name, script file, call args... ("FCALL" as the file: the library; "FCALL:<file>": that library)
@@ -61,9 +65,8 @@ measure() { # name, script file, call args... ("FCALL" as the file: the library;
   printf '%-44s %8.1fk instructions/call   (reply: %s)\n' "$name" "$last" "$reply" >&2
 }
 
-printf 'return 1\n' >"$tmp/one.lua"
-printf "local t = redis.call('TIME')\nlocal v = redis.call('GET', KEYS[1])\nredis.call('PSETEX', KEYS[1], 3600000, t[1] .. t[2])\nreturn { 1, 2, 3, 4, 5, 6 }\n" >"$tmp/floor.lua"
 peer_src >"$tmp/peer.lua"
+[ -s "$tmp/peer.lua" ] || { echo "no allowN script found in go-redis/redis_rate v10's lua.go" >&2; exit 1; }
 # Floors by FCALL: what any decision costs at least (TIME, GET, PSETEX, a
 # reply of six integers), then with the state read and written as ours is.
 cat >"$tmp/floors.lua" <<'LUA'

@@ -132,4 +132,9 @@ func TestEachScriptStandsAlone(t *testing.T) {
 			t.Errorf("%s: %d lines besides its specialized copy; a Lua reader should take it in at one sitting", s.Name, n)
 		}
 	}
+	// The library holds the same copies, each marked: one per script that has one.
+	copies, marked := strings.Count(scripts.Library, "-- ---- The common call: one key, one limit"), strings.Count(scripts.Library, "GENERATED COPY")
+	if copies != 5 || marked != copies {
+		t.Errorf("the library holds %d specialized copies, %d of them marked GENERATED COPY; want the 5 of the scripts, each marked", copies, marked)
+	}
 }

@@ -7,8 +7,9 @@
 // Each algorithm's source opens with "--! key: value" lines, its manifest:
 // everything about the algorithm that anything else needs, written once.
 // "--@include file.lua" copies a shared section; "--@if flag", "--@else" and
-// "--@end" keep the lines that fit the algorithm's flags (window, range,
-// log), so no output carries a branch for another algorithm; "--@body"
+// "--@end" keep the lines that fit the algorithm's flags (window, range;
+// library in helpers.lua), so no output carries a branch for another
+// algorithm, and an unknown flag fails the generator; "--@body"
 // separates what runs once (top-level definitions) from what runs per call.
 // In the state section, a line ending in "--@each field" is written once per
 // field of the algorithm's state (see perField), so that the first limit's
@@ -423,7 +424,7 @@ func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
 	if file != a.Name+".lua" {
 		return a, fmt.Errorf("name %q does not match the file name", a.Name)
 	}
-	flags := map[string]bool{"window": a.Window, "log": a.Log, "range": a.Range != "", "ahead": a.AheadAt > 0}
+	flags := map[string]bool{"window": a.Window, "range": a.Range != ""}
 	if a.Top, err = expand(src, a.Top, flags); err != nil {
 		return a, err
 	}
