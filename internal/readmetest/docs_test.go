@@ -328,3 +328,25 @@ func TestReadmeScriptCall(t *testing.T) {
 	}
 	readmetest.Golden(t, readme, start, want.String(), *update, "go test ./internal/readmetest -run ScriptCall -update")
 }
+
+// The README's line on CONTRACT.md names its version and counts its
+// guarantees as CONTRACT.md has them (it said v2 and eleven after v2.1 added
+// guarantee 12).
+func TestReadmeNamesTheContract(t *testing.T) {
+	contract := read(t, "CONTRACT.md")
+	version := regexp.MustCompile(`^# The script contract \((v[0-9.]+)\)\n`).FindStringSubmatch(contract)
+	if version == nil {
+		t.Fatal("CONTRACT.md does not open with \"# The script contract (vN)\"")
+	}
+	_, guarantees, _ := strings.Cut(contract, "\n## Guarantees\n")
+	guarantees, _, _ = strings.Cut(guarantees, "\n## ")
+	n := len(regexp.MustCompile(`(?m)^[0-9]+\. `).FindAllString(guarantees, -1))
+	words := []string{"", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen"}
+	if n == 0 || n >= len(words) {
+		t.Fatalf("CONTRACT.md's Guarantees: %d numbered items", n)
+	}
+	want := "[CONTRACT.md](CONTRACT.md): the scripts' contract (" + version[1] + "), binding on every script: arguments, reply, errors and " + words[n] + " guarantees"
+	if readme := strings.Join(strings.Fields(read(t, "README.md")), " "); !strings.Contains(readme, want) {
+		t.Errorf("README.md does not describe CONTRACT.md as %q", want)
+	}
+}
