@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -223,9 +224,15 @@ func checkTwoPerMinute(out string, drift time.Duration) error {
 // runSnippet runs command against the Redis at addr, with env added to the
 // environment, and returns what it printed; the error shows its stderr.
 func runSnippet(addr string, command []string, env ...string) (string, error) {
+	return runSnippetIn("", addr, command, env...)
+}
+
+// runSnippetIn is runSnippet in the directory dir ("": this one).
+func runSnippetIn(dir, addr string, command []string, env ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, command[0], command[1:]...)
+	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), "REDIS_ADDR="+addr), env...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -486,5 +493,78 @@ user=43 allowed=0 remaining=0 retry_after_ms=13840 reset_after_ms=53840 capacity
 	}
 	if err := checkTwoKeys(out, "7", 6*time.Second); err == nil {
 		t.Error("a run of 6s accepted a countdown of 6.16s")
+	}
+}
+
+// appendedFieldTree is a copy of the snippets beside a scripts/gcra.lua that
+// replies as a later contract version may: the six fields, then one more
+// (a string). It returns the copy's examples directory.
+func appendedFieldTree(t *testing.T) string {
+	t.Helper()
+	tree := t.TempDir()
+	gcra, err := os.ReadFile("../scripts/gcra.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapped := "local function decide()\n" + string(gcra) + "\nend\n" +
+		"local reply = decide()\n" +
+		"if type(reply) == 'table' and not reply.err then reply[#reply + 1] = 'a later field' end\n" +
+		"return reply\n"
+	files := map[string]string{filepath.Join("scripts", "gcra.lua"): wrapped}
+	for _, s := range snippets(t) {
+		for _, f := range []string{s.file, s.twoKeys} {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[filepath.Join("examples", f)] = string(src)
+		}
+	}
+	for name, src := range files {
+		path := filepath.Join(tree, name)
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The Node snippets find ioredis where npm ci put it.
+	if modules, err := filepath.Abs("node/node_modules"); err == nil {
+		if err := os.Symlink(modules, filepath.Join(tree, "examples", "node", "node_modules")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(tree, "examples")
+}
+
+// A later contract version may append fields to the reply, and clients
+// must ignore those they do not know (CONTRACT.md, Reply): every snippet,
+// of one key and of two, prints the same on a reply with one more field.
+func TestSnippetsIgnoreAppendedFields(t *testing.T) {
+	addr := startRedis(t)
+	dir := appendedFieldTree(t)
+	for _, s := range snippets(t) {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			if err := s.probe(); err != nil {
+				missing(t, "%s is not installed (%v); install it with: %s", s.name, err, s.setup)
+			}
+			start := time.Now()
+			out, err := runSnippetIn(dir, addr, s.run, "RATE_KEY=appended:"+s.name)
+			if err != nil {
+				t.Errorf("%s, on a reply of seven fields: %v\nstdout:\n%s", s.file, err, out)
+			} else if err := checkTwoPerMinute(out, elapsedSince(start)); err != nil {
+				t.Errorf("%s, on a reply of seven fields: %v:\n%s", s.file, err, out)
+			}
+			org := "appended-" + s.name
+			start = time.Now()
+			out, err = runSnippetIn(dir, addr, append(s.runTwoKeys(), twoKeysUsers...), "ORG_ID="+org)
+			if err != nil {
+				t.Errorf("%s, on a reply of seven fields: %v\nstdout:\n%s", s.twoKeys, err, out)
+			} else if err := checkTwoKeys(out, org, elapsedSince(start)); err != nil {
+				t.Errorf("%s, on a reply of seven fields: %v:\n%s", s.twoKeys, err, out)
+			}
+		})
 	}
 }
