@@ -4,6 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -356,5 +359,99 @@ func TestReadmeNamesTheContract(t *testing.T) {
 	want := "[CONTRACT.md](CONTRACT.md): the scripts' contract (" + version[1] + "), binding on every script: arguments, reply, errors and " + words[n] + " guarantees"
 	if readme := strings.Join(strings.Fields(read(t, "README.md")), " "); !strings.Contains(readme, want) {
 		t.Errorf("README.md does not describe CONTRACT.md as %q", want)
+	}
+}
+
+// packageDirs are the packages whose exported names the pages mention as
+// pkg.Name, by the directory of each.
+var packageDirs = map[string]string{
+	"redisrate": ".", "httplimit": "httplimit", "grpclimit": "grpclimit", "otelrate": "otelrate",
+	"ratefields": "ratefields", "localredis": "localredis", "scripts": "scripts",
+}
+
+// exported returns the exported names of the package in dir: its top-level
+// names, and Type.Member for the methods and fields of its types.
+func exported(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	names := map[string]bool{}
+	fset := token.NewFileSet()
+	files, err := filepath.Glob(filepath.Join(root, dir, "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range files {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			switch d := decl.(type) {
+			case *ast.FuncDecl:
+				if d.Recv == nil {
+					names[d.Name.Name] = true
+					continue
+				}
+				recv := d.Recv.List[0].Type
+				if star, ok := recv.(*ast.StarExpr); ok {
+					recv = star.X
+				}
+				if id, ok := recv.(*ast.Ident); ok {
+					names[id.Name+"."+d.Name.Name] = true
+				}
+			case *ast.GenDecl:
+				for _, spec := range d.Specs {
+					switch s := spec.(type) {
+					case *ast.TypeSpec:
+						names[s.Name.Name] = true
+						if st, ok := s.Type.(*ast.StructType); ok {
+							for _, field := range st.Fields.List {
+								for _, n := range field.Names {
+									names[s.Name.Name+"."+n.Name] = true
+								}
+							}
+						}
+					case *ast.ValueSpec:
+						for _, n := range s.Names {
+							names[n.Name] = true
+						}
+					}
+				}
+			}
+		}
+	}
+	return names
+}
+
+var qualifiedRE = regexp.MustCompile(`\b(redisrate|httplimit|grpclimit|otelrate|ratefields|localredis|scripts)\.([A-Z]\w*)(\.[A-Z]\w*)?`)
+
+// Every name the pages give as pkg.Name or pkg.Type.Member is one the
+// package exports: a renamed or removed name cannot linger in prose, where
+// no compiler reads it. docs/design/api-surface.md, which lists removed
+// names on purpose, has its own test (internal/apisurface).
+func TestDocsNameExportedIdentifiers(t *testing.T) {
+	pkgs := map[string]map[string]bool{}
+	for pkg, dir := range packageDirs {
+		pkgs[pkg] = exported(t, dir)
+	}
+	checked := 0
+	for _, name := range docs {
+		if name == filepath.Join("docs", "design", "api-surface.md") {
+			continue
+		}
+		for _, m := range qualifiedRE.FindAllStringSubmatch(read(t, name), -1) {
+			names, first, member := pkgs[m[1]], m[2], strings.TrimPrefix(m[3], ".")
+			checked++
+			if !names[first] && !names[first+"."+member] {
+				t.Errorf("%s names %s, which package %s does not export", name, m[0], m[1])
+			} else if member != "" && names[first] && !names[first+"."+member] {
+				t.Errorf("%s names %s: %s has no exported member %s", name, m[0], first, member)
+			}
+		}
+	}
+	if checked < 50 {
+		t.Errorf("only %d qualified names found in the pages", checked)
 	}
 }
