@@ -34,6 +34,15 @@ type snippet struct {
 	setup   string // how CI installs what it needs
 }
 
+// need skips t, or fails it in CI, when the snippet's interpreter or
+// Redis library is not installed.
+func (s snippet) need(t *testing.T) {
+	t.Helper()
+	if err := s.probe(); err != nil {
+		missing(t, "%s is not installed (%v); install it with: %s", s.name, err, s.setup)
+	}
+}
+
 // runTwoKeys is the command that runs the snippet's two-key call: its
 // interpreter (s.run's first words) on the two-key file.
 func (s snippet) runTwoKeys() []string {
@@ -252,9 +261,7 @@ func TestSnippets(t *testing.T) {
 	for _, s := range snippets(t) {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel() // distinct keys; the interpreters start slowly
-			if err := s.probe(); err != nil {
-				missing(t, "%s is not installed (%v); install it with: %s", s.name, err, s.setup)
-			}
+			s.need(t)
 			run := func(key string) (string, error) {
 				return runSnippet(addr, s.run, "RATE_KEY="+key)
 			}
@@ -415,9 +422,7 @@ func TestTwoKeySnippets(t *testing.T) {
 	for _, s := range snippets(t) {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
-			if err := s.probe(); err != nil {
-				missing(t, "%s is not installed (%v); install it with: %s", s.name, err, s.setup)
-			}
+			s.need(t)
 			org := "snippet-" + s.name
 			orgKey := "{org:" + org + "}"
 			userKey := func(u string) string { return orgKey + ":user:" + u }
@@ -547,9 +552,7 @@ func TestSnippetsIgnoreAppendedFields(t *testing.T) {
 	for _, s := range snippets(t) {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
-			if err := s.probe(); err != nil {
-				missing(t, "%s is not installed (%v); install it with: %s", s.name, err, s.setup)
-			}
+			s.need(t)
 			start := time.Now()
 			out, err := runSnippetIn(dir, addr, s.run, "RATE_KEY=appended:"+s.name)
 			if err != nil {
