@@ -17,7 +17,10 @@ import (
 // start-up. go-redis logs each failed dial of each connection (dozens of
 // lines as an outage begins), which the Limiter's WithLogger reports once:
 // at level Info an outage then logs one line, and at level Debug go-redis's
-// detail is still there.
+// detail is still there. docs/observability.md shows it (checked by
+// internal/readmetest).
+//
+// goRedisLog:start
 type goRedisLog struct{ logger *slog.Logger }
 
 func (g goRedisLog) Printf(ctx context.Context, format string, v ...any) {
@@ -25,6 +28,8 @@ func (g goRedisLog) Printf(ctx context.Context, format string, v ...any) {
 		g.logger.DebugContext(ctx, fmt.Sprintf(format, v...), slog.String("source", "go-redis"))
 	}
 }
+
+// goRedisLog:end
 
 // meetOutage makes 32 calls at once, as a busy service does when Redis
 // goes away.

@@ -83,3 +83,16 @@ func BenchmarkPeerAllow(b *testing.B) {
 		}
 	}
 }
+
+// The allocation target is met only when the plain Allow meets it; a key
+// prefix's extra allocation is said apart.
+func TestAllocsMet(t *testing.T) {
+	for _, c := range []struct {
+		plain, prefixed float64
+		want            string
+	}{{12, 12, "yes"}, {12, 13, "without a key prefix"}, {14, 15, "**no**"}, {13, 12, "**no**"}} {
+		if got := allocsMet(c.plain, c.prefixed); got != c.want {
+			t.Errorf("allocsMet(%v, %v) = %q, want %q", c.plain, c.prefixed, got, c.want)
+		}
+	}
+}

@@ -220,6 +220,15 @@ func TestHelp(t *testing.T) {
 			t.Errorf("--help does not list %s with its usage line and summary:\n%s", c.name, out)
 		}
 	}
+	// scripts --help names the contract version the scripts' headers name,
+	// and both forms of the call (it said v2 and one key after v2.1).
+	gcra, _ := scripts.Lookup("gcra")
+	version := regexp.MustCompile(`Script contract (v[0-9.]+) `).FindStringSubmatch(gcra.Source)
+	_, out, _ = runCmd(t, "scripts", "--help")
+	if version == nil || !strings.Contains(out, "(script contract "+version[1]+")") ||
+		!strings.Contains(out, "EVALSHA SHA1 K KEY1 ... KEYK LIMIT PERIOD_MS") {
+		t.Errorf("scripts --help does not name contract %v and its call of K keys:\n%s", version, out)
+	}
 	_, out, _ = runCmd(t, "try", "--help")
 	for _, flag := range []string{"-redis", "-algorithm", "-limit", "-burst", "-cost", "-check", "-json"} {
 		if !strings.Contains(out, flag) {

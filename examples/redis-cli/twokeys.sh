@@ -14,10 +14,10 @@ for user in "$@"; do
   # cost, mode, then the organisation's limit period_ms burst: 2 and 3 per minute
   reply=$($cli EVALSHA "$sha" 2 "$key" "$org" 2 60000 0 1 "" 3 60000 0)
   set -- $reply
-  for x in "$@"; do
+  [ $# -ge 6 ] || { echo "not a redisrate reply: $reply" >&2; exit 1; }
+  for x in "$1" "$2" "$3" "$4" "$5" "$6"; do # fields a later version appends: ignored
     case $x in ''|*[!0-9-]*) echo "not a redisrate reply: $reply" >&2; exit 1 ;; esac
   done
-  [ $# -ge 6 ] || { echo "not a redisrate reply: $reply" >&2; exit 1; }
   case $6 in # binding i names KEYS[i], the key whose limit bound
     1) bound=$key ;;
     2) bound=$org ;;

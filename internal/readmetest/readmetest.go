@@ -62,12 +62,14 @@ func Examples(src string) []Example {
 }
 
 // Regions returns the marked regions of a Go source file, by name: the
-// lines between "\t// NAME:start" and "\t// NAME:end", unindented by one
-// tab.
+// lines between "// NAME:start" and "// NAME:end", unindented as the start
+// marker is indented (by one tab inside a function, not at all at the top
+// level).
 func Regions(src string) map[string]string {
 	out := map[string]string{}
 	lines := strings.Split(src, "\n")
 	for i := 0; i < len(lines); i++ {
+		indent := lines[i][:len(lines[i])-len(strings.TrimLeft(lines[i], " \t"))]
 		name, ok := strings.CutPrefix(strings.TrimSpace(lines[i]), "// ")
 		if !ok {
 			continue
@@ -83,7 +85,7 @@ func Regions(src string) map[string]string {
 				i = j
 				break
 			}
-			body = append(body, strings.TrimPrefix(lines[j], "\t"))
+			body = append(body, strings.TrimPrefix(lines[j], indent))
 		}
 	}
 	return out
