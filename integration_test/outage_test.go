@@ -44,7 +44,7 @@ func (a answered) took() time.Duration { return a.end.Sub(a.start) }
 // pauses 5 ms between requests, so that the test's own load does not
 // saturate the machine's 2 cores and make the figures its own.
 func TestOutageLatency(t *testing.T) {
-	needLocal(t)
+	redistest.NeedLocal(t, "stops and pauses its server")
 	for _, c := range []struct {
 		client string
 		opts   redis.Options
@@ -175,7 +175,7 @@ func TestOutageLatency(t *testing.T) {
 			if len(inFlight) > 0 {
 				maxInFlight = slices.Max(inFlight)
 			}
-			report(t, "outage "+c.outage+", "+c.client,
+			redistest.Report(t, "outage "+c.outage+", "+c.client,
 				"%d requests (%d 200, %d 429, %d 503), median %v, max %v; %d started during the outage: p99 %v, max %v, %d over 350 ms; in flight when it began: max %v",
 				len(lat), codes[200], codes[429], codes[503], lat[len(lat)/2].Round(time.Microsecond), lat[len(lat)-1].Round(time.Millisecond),
 				len(after), after[len(after)*99/100].Round(time.Millisecond), after[len(after)-1].Round(time.Millisecond), over350, maxInFlight.Round(time.Millisecond))

@@ -19,7 +19,7 @@ import (
 // by FCALL of the library, which the AOF keeps too: after each restart the
 // library is still loaded and decides.
 func TestReliabilityAOFRestart(t *testing.T) {
-	needLocal(t)
+	redistest.NeedLocal(t, "kills and restarts its server")
 	srv := redistest.StartServer(t, redistest.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -66,7 +66,7 @@ func TestReliabilityAOFRestart(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	report(t, "aof", "state of 6 algorithms, and the Functions library, survived a restart and a SIGKILL with appendfsync always, by EVALSHA and by FCALL: 0 admitted above the bound")
+	redistest.Report(t, "aof", "state of 6 algorithms, and the Functions library, survived a restart and a SIGKILL with appendfsync always, by EVALSHA and by FCALL: 0 admitted above the bound")
 }
 
 // aofRestart takes 3 of 5 units of a key per algorithm, restarts the
@@ -74,7 +74,7 @@ func TestReliabilityAOFRestart(t *testing.T) {
 func aofRestart(t *testing.T, rdb *redis.Client, lim *redisrate.Limiter, name string, do, waitUp func()) {
 	t.Helper()
 	ctx := context.Background()
-	for _, algo := range allAlgorithms {
+	for _, algo := range redistest.Algorithms {
 		key := name + ":" + algo.String()
 		limit := redisrate.PerHour(5).WithAlgorithm(algo)
 		for i := range 3 {
@@ -85,7 +85,7 @@ func aofRestart(t *testing.T, rdb *redis.Client, lim *redisrate.Limiter, name st
 	}
 	do()
 	waitUp()
-	for _, algo := range allAlgorithms {
+	for _, algo := range redistest.Algorithms {
 		key := name + ":" + algo.String()
 		limit := redisrate.PerHour(5).WithAlgorithm(algo)
 		admitted := 0

@@ -23,7 +23,7 @@ import (
 // replica decides by FCALL at once (the Cluster failover test covers
 // EVALSHA, whose scripts a promoted replica has to be sent again).
 func TestReliabilitySentinelFailover(t *testing.T) {
-	needLocal(t)
+	redistest.NeedLocal(t, "Sentinel and replication")
 	// No diskless-sync delay: Redis 7 waits 5 s by default before the first
 	// sync, and a kill within it promoted a replica that held nothing.
 	primary := redistest.StartServer(t, redistest.Options{Config: []string{"repl-diskless-sync-delay 0"}})

@@ -119,8 +119,8 @@ func TestSeveralKeysGuarantee4(t *testing.T) {
 				t.Fatalf("FUNCTION LOAD on a server of the test's own: %v", err)
 			}
 		}
-		fcalls, evalshas, attempts := commandCount(t, r.Client, "fcall"), commandCount(t, r.Client, "evalsha"), int64(0)
-		for _, a := range allAlgorithms {
+		before, attempts := redistest.ReadCommandStats(t, r.Client), int64(0)
+		for _, a := range redistest.Algorithms {
 			t.Run(fmt.Sprintf("%s/fcall=%v", a, library), func(t *testing.T) {
 				l := redistest.NewLimiter(r.Client, redisrate.WithKeyPrefix(r.Key("")))
 				user, org := redisrate.PerDay(5).WithAlgorithm(a), redisrate.PerDay(200).WithAlgorithm(a)
@@ -137,7 +137,8 @@ func TestSeveralKeysGuarantee4(t *testing.T) {
 		// With the library loaded the calls are FCALL's (but the first ones
 		// of a new Limiter, sent by EVALSHA until it finds the library),
 		// without it none.
-		f, e := commandCount(t, r.Client, "fcall")-fcalls, commandCount(t, r.Client, "evalsha")-evalshas
+		after := redistest.ReadCommandStats(t, r.Client)
+		f, e := after.Since(before, "fcall"), after.Since(before, "evalsha")
 		if library && f < attempts*9/10 || !library && (f != 0 || e < attempts) {
 			t.Errorf("library %t: %d FCALLs and %d EVALSHAs for %d calls", library, f, e, attempts)
 		}
@@ -150,7 +151,7 @@ func TestSeveralKeysGuarantee4(t *testing.T) {
 func TestSeveralKeysWriteNothingOnRealRedis(t *testing.T) {
 	r := redistest.Open(t)
 	ctx := context.Background()
-	for _, a := range allAlgorithms {
+	for _, a := range redistest.Algorithms {
 		t.Run(a.String(), func(t *testing.T) {
 			l := redistest.NewLimiter(r.Client, redisrate.WithKeyPrefix(r.Key(a.String()+":")))
 			user, org := redisrate.PerHour(2).WithAlgorithm(a), redisrate.PerHour(3).WithAlgorithm(a)
@@ -214,7 +215,6 @@ func TestSeveralKeysWriteNothingOnRealRedis(t *testing.T) {
 // cache flushed, as the resharding test does for one key). Calls of keys
 // without a common tag get ErrInvalid that says to use a hash tag.
 func TestClusterSeveralKeys(t *testing.T) {
-	needLocal(t)
 	ctx := context.Background()
 	c := redistest.StartCluster(t, redistest.ClusterOptions{Primaries: 3})
 	// TRYAGAIN (a call whose keys are split between source and target for
@@ -255,11 +255,8 @@ func TestClusterSeveralKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		to := c.Primaries[0]
-		if to == from {
-			to = c.Primaries[1]
-		}
-		asking := commandCount(t, c.Admin(to), "asking")
+		to := c.OtherPrimary(from)
+		asking := redistest.ReadCommandStats(t, c.Admin(to)).Sum("asking")
 		var tally orgTally
 		stop := make(chan struct{})
 		done := make(chan struct{})
@@ -325,7 +322,7 @@ func TestClusterSeveralKeys(t *testing.T) {
 			t.Fatalf("slot %d owned by %v (%v), want %s", slot, owner, err, to.Addr)
 		}
 		t.Logf("FIGURE cluster several keys: %d calls, %d admitted during the migration of slot %d (%d keys moved first), %d failed, %d ASKING on the target",
-			tally.attempts, during, slot, moved, len(tally.errs), commandCount(t, c.Admin(to), "asking")-asking)
+			tally.attempts, during, slot, moved, len(tally.errs), redistest.ReadCommandStats(t, c.Admin(to)).Sum("asking")-asking)
 		for _, err := range tally.errs {
 			if !errors.Is(err, redisrate.ErrUnavailable) || !strings.Contains(err.Error(), "TRYAGAIN") {
 				t.Errorf("a call failed other than by TRYAGAIN: %v", err)
@@ -335,7 +332,7 @@ func TestClusterSeveralKeys(t *testing.T) {
 		if during == 0 {
 			t.Error("nothing admitted while the slot migrated: the test did not exercise it")
 		}
-		if commandCount(t, c.Admin(to), "asking") == asking {
+		if redistest.ReadCommandStats(t, c.Admin(to)).Sum("asking") == asking {
 			t.Error("no call followed ASK to the target during the migration")
 		}
 		checkOrg(t, ctx, l, tag, user, org, &tally)

@@ -21,7 +21,7 @@ import (
 // (retries and all) and with the recommended ones. The figures are logged;
 // the assertions are generous bounds (a shared CI machine).
 func TestBreakerFastAnswers(t *testing.T) {
-	needLocal(t)
+	redistest.NeedLocal(t, "stops, pauses and restarts its server")
 	srv := redistest.StartServer(t, redistest.Options{Config: []string{"enable-debug-command yes"}})
 	admin := srv.Client(&redis.Options{MaxRetries: -1})
 	probe := srv.Client(&redis.Options{MaxRetries: -1, ContextTimeoutEnabled: true})
@@ -135,7 +135,7 @@ func TestBreakerFastAnswers(t *testing.T) {
 			}
 			slices.Sort(lat)
 			p99 := lat[len(lat)*99/100]
-			report(t, "breaker "+o.name+", "+c.name, "first failure answered after %v; then %d decisions in 1 s, p50 %v, p99 %v, max %v; Redis's decisions again %v after its return",
+			redistest.Report(t, "breaker "+o.name+", "+c.name, "first failure answered after %v; then %d decisions in 1 s, p50 %v, p99 %v, max %v; Redis's decisions again %v after its return",
 				first.Round(time.Microsecond), len(lat), lat[len(lat)/2].Round(time.Microsecond), p99.Round(time.Microsecond), lat[len(lat)-1].Round(time.Microsecond), recovered.Round(time.Millisecond))
 			// Generous bounds: the targets are 5 ms and 1 s.
 			if p99 > 50*time.Millisecond {
@@ -161,5 +161,5 @@ func TestBreakerFastAnswers(t *testing.T) {
 			t.Fatalf("no breaker, stopped: %v, %v", res, err)
 		}
 	}
-	report(t, "no breaker, stopped, go-redis defaults", "each call answered by the policy after %v", slow)
+	redistest.Report(t, "no breaker, stopped, go-redis defaults", "each call answered by the policy after %v", slow)
 }

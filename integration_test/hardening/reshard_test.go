@@ -2,7 +2,6 @@ package hardening
 
 import (
 	"context"
-	"strings"
 	"testing"
 	"time"
 
@@ -34,7 +33,7 @@ func hotLimit(algo redisrate.Algorithm) redisrate.Limit {
 // on every primary, the target's library flushed before each move (the
 // client falls back to EVALSHA on "function not found").
 func TestReshardingUnderLoad(t *testing.T) {
-	needLocal(t)
+	redistest.NeedLocal(t, "a Cluster")
 	for _, library := range []bool{false, true} {
 		t.Run(map[bool]string{false: "EVALSHA", true: "FCALL"}[library], func(t *testing.T) {
 			t.Parallel()
@@ -60,7 +59,7 @@ func reshard(t *testing.T, library bool) {
 
 	var keys []*hot
 	idle := redisrate.PerHour(3)
-	for _, algo := range algorithms {
+	for _, algo := range redistest.Algorithms {
 		h := &hot{key: "{" + algo.String() + "}:hot", lim: hotLimit(algo)}
 		keys = append(keys, h)
 		// An exhausted key in the same slot: it must stay exhausted.
@@ -74,7 +73,7 @@ func reshard(t *testing.T, library bool) {
 		return l.Allow(ctx, h.key, h.lim)
 	})
 	defer stop()
-	time.Sleep(loadFor(300 * time.Millisecond))
+	time.Sleep(redistest.LoadFor(t, 300*time.Millisecond))
 
 	// One slot at a time, as redis-cli --cluster reshard moves them.
 	var migrations, moved int
@@ -134,12 +133,12 @@ func reshard(t *testing.T, library bool) {
 			}()
 		}
 	}
-	time.Sleep(loadFor(300 * time.Millisecond))
+	time.Sleep(redistest.LoadFor(t, 300*time.Millisecond))
 	stop()
 
-	report(t, name, "%d slot migrations of hot keys (%d keys moved by MIGRATE) under load", migrations, moved)
+	redistest.Report(t, name, "%d slot migrations of hot keys (%d keys moved by MIGRATE) under load", migrations, moved)
 	checkBounds(t, name, keys, 0, false)
-	for _, algo := range algorithms {
+	for _, algo := range redistest.Algorithms {
 		res, err := l.Check(ctx, "{"+algo.String()+"}:idle", idle.WithAlgorithm(algo))
 		if err != nil || res.Allowed {
 			t.Errorf("%s: the exhausted key in the migrated slot: %v, %v; want still denied (state carried)", algo, res, err)
@@ -148,18 +147,14 @@ func reshard(t *testing.T, library bool) {
 	// The targets loaded the scripts on demand, and calls followed ASK
 	// there (ASKING is what a client sends before the command an ASK
 	// redirects).
-	fcalls, asking := 0, 0
+	fcalls, asking := 0, int64(0)
 	for _, p := range c.Primaries {
-		info, err := c.Admin(p).Info(ctx, "commandstats").Result()
-		if err != nil {
-			t.Errorf("%s: INFO commandstats: %v", p.Addr, err)
-			continue
-		}
-		t.Logf("%s: %s", p.Addr, grepStats(info, "cmdstat_evalsha:", "cmdstat_eval:", "cmdstat_fcall:", "cmdstat_asking:"))
-		if strings.Contains(info, "cmdstat_fcall:") {
+		st := redistest.ReadCommandStats(t, c.Admin(p))
+		t.Logf("%s: %d EVALSHA, %d EVAL, %d FCALL, %d ASKING", p.Addr, st["evalsha"], st["eval"], st["fcall"], st["asking"])
+		if st["fcall"] > 0 {
 			fcalls++
 		}
-		asking += statCalls(info, "cmdstat_asking")
+		asking += st["asking"]
 	}
 	if library && fcalls == 0 {
 		t.Error("no primary ran FCALL: the library path was not exercised")

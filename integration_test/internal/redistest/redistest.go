@@ -15,6 +15,11 @@
 // answers, it is a redis:7 container (testcontainers-go). Without either the
 // test is skipped with HowTo, which says how to run it (in CI, where
 // CI=true, it fails instead: CI installs redis-server).
+//
+// It also holds what the module's test packages share besides servers
+// (helpers.go, load.go): the algorithms, NeedLocal, FIGURE lines, WaitFor,
+// command statistics, the soak switch, guarantee 4's Bound and a load
+// generator that keeps score.
 package redistest
 
 import (

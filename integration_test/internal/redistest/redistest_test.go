@@ -67,9 +67,7 @@ func TestStartSeveralServers(t *testing.T) {
 }
 
 func TestStartReportsBadConfig(t *testing.T) {
-	if !Local() {
-		t.Skip("needs redis-server on PATH")
-	}
+	NeedLocal(t, "the server's own complaint in its log")
 	// A failing start must fail the test with the server's own words; run it
 	// in a fake TB to observe that without failing this test.
 	ft := &fakeTB{TB: t}
@@ -123,9 +121,7 @@ func (f *fakeTB) Fatalf(format string, args ...any) {
 }
 
 func TestRestartKeepsAOF(t *testing.T) {
-	if !Local() {
-		t.Skip("needs redis-server on PATH")
-	}
+	NeedLocal(t, "Kill and Restart")
 	ctx := context.Background()
 	s := StartServer(t, Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
 	c := client(t, s.Addr)
@@ -146,9 +142,7 @@ func TestRestartKeepsAOF(t *testing.T) {
 }
 
 func TestSentinel(t *testing.T) {
-	if !Local() {
-		t.Skip("needs redis-server on PATH")
-	}
+	NeedLocal(t, "Sentinel")
 	ctx := context.Background()
 	primary := StartServer(t, Options{})
 	s := StartServer(t, Options{Sentinel: true, Config: []string{
@@ -165,9 +159,6 @@ func TestSentinel(t *testing.T) {
 }
 
 func TestOpenSharedDeletesOnlyItsKeys(t *testing.T) {
-	if !Local() {
-		t.Skip("needs redis-server on PATH")
-	}
 	ctx := context.Background()
 	addr, _ := Start(t)
 	c := client(t, addr)
@@ -324,5 +315,24 @@ func TestServerBinRuns(t *testing.T) {
 	}
 	if !strings.Contains(info, want) {
 		t.Errorf("%s: INFO server lacks %q", ServerBin(), want)
+	}
+}
+
+// TestNeedLocal: a test that needs local servers skips, saying what to
+// install and why, where there are none; in CI it fails instead, so that
+// the Cluster, Sentinel and fault tests never quietly stop running there.
+func TestNeedLocal(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("CI", "")
+	quiet := &fakeTB{TB: t}
+	stops(func() { NeedLocal(quiet, "a Cluster") })
+	if !quiet.skipped || quiet.failed || !strings.Contains(quiet.msg, ServerBin()) || !strings.Contains(quiet.msg, "a Cluster") {
+		t.Fatalf("NeedLocal without %s: skipped=%v failed=%v %q; want a skip naming it and what for", ServerBin(), quiet.skipped, quiet.failed, quiet.msg)
+	}
+	t.Setenv("CI", "true")
+	ci := &fakeTB{TB: t}
+	stops(func() { NeedLocal(ci, "a Cluster") })
+	if !ci.failed || ci.skipped || !strings.Contains(ci.msg, "CI=true") {
+		t.Fatalf("NeedLocal without %s, CI=true: skipped=%v failed=%v %q; want a failure", ServerBin(), ci.skipped, ci.failed, ci.msg)
 	}
 }
