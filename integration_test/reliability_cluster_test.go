@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"sync"
@@ -203,7 +204,7 @@ func TestReliabilityClusterReplicaCheck(t *testing.T) {
 					}
 					if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.Capacity != want.Capacity ||
 						got.Remaining != left || redistest.AbsDur(got.ResetAfter-want.ResetAfter) > time.Second || redistest.AbsDur(got.RetryAfter-want.RetryAfter) > time.Second {
-						t.Fatalf("%s %s: replica says %v, primary %v", algo, kind, got, want)
+						t.Fatalf("%s %s: replica says %v, primary %v; the nodes: %s", algo, kind, got, want, c.whoHolds(key))
 					}
 				}
 			}
@@ -394,6 +395,29 @@ func TestReliabilityClusterFailover(t *testing.T) {
 			t.Errorf("new primary %s lacks the %s script", m.Options().Addr, algo)
 		}
 	}
+}
+
+// whoHolds says, for a failure's message, what each node answers for key
+// (a replica read as READONLY) and how far each has replicated.
+func (c *cluster) whoHolds(key string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var out []string
+	for _, s := range c.Nodes() {
+		rdb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1,
+			OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
+		n, err := rdb.Exists(ctx, key).Result()
+		repl, _ := rdb.Info(ctx, "replication").Result()
+		_ = rdb.Close()
+		var fields []string
+		for line := range strings.Lines(repl) {
+			if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && (k == "role" || strings.HasSuffix(k, "repl_offset") || k == "master_link_status") {
+				fields = append(fields, k+"="+v)
+			}
+		}
+		out = append(out, fmt.Sprintf("%s: EXISTS %d (%v), %s", s.Addr, n, err, strings.Join(fields, " ")))
+	}
+	return strings.Join(out, "; ")
 }
 
 // unhealthySlot asks a running node whether the key's slot is served by a
