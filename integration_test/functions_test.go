@@ -252,14 +252,15 @@ func TestFunctionDeleteHealed(t *testing.T) {
 			firstErrs.LoadOrStore(err.Error(), true)
 		}
 	})
-	// Half a second by FCALL, the delete, half a second after it.
-	time.Sleep(500 * time.Millisecond)
+	defer stop() // a failure below must not leave the workers running
+	// 1,000 calls by FCALL, the delete, 1,000 calls after it.
+	redistest.WaitFor(t, 30*time.Second, "1,000 calls by FCALL", func() bool { return made.Load() >= 1000 })
 	mid := redistest.ReadCommandStats(t, c)
 	atDelete := made.Load()
 	if err := c.FunctionDelete(ctx, scripts.LibraryName).Err(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	redistest.WaitFor(t, 30*time.Second, "1,000 calls after the FUNCTION DELETE", func() bool { return made.Load() >= atDelete+1000 })
 	stop()
 	after := redistest.ReadCommandStats(t, c)
 
@@ -297,7 +298,7 @@ func libraryServer(t *testing.T, args ...string) *redis.Client {
 
 // workers runs call(w, i) on n goroutines, w numbering them and i counting
 // each one's calls, until the stop it returns is called; stop returns once
-// they all have.
+// they all have, and may be called again.
 func workers(n int, call func(w, i int)) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -313,7 +314,8 @@ func workers(n int, call func(w, i int)) (stop func()) {
 			}
 		})
 	}
-	return func() { close(done); wg.Wait() }
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
 }
 
 // bogusLibrary is a library named redisrate of another version: its
@@ -382,14 +384,15 @@ func TestFunctionsOtherVersionNeverDecides(t *testing.T) {
 			}
 		}
 	})
-	time.Sleep(300 * time.Millisecond)
+	defer stop() // a failure below must not leave the workers running
+	redistest.WaitFor(t, 30*time.Second, "1,000 calls by FCALL", func() bool { return made.Load() >= 1000 })
 	mid := redistest.ReadCommandStats(t, c)
 	atLoad := made.Load()
 	if err := c.FunctionLoadReplace(ctx, bogusLibrary()).Err(); err != nil {
 		t.Fatal(err)
 	}
 	loaded := redistest.ReadCommandStats(t, c)
-	time.Sleep(500 * time.Millisecond)
+	redistest.WaitFor(t, 30*time.Second, "1,000 calls after the FUNCTION LOAD REPLACE", func() bool { return made.Load() >= atLoad+1000 })
 	stop()
 	after := redistest.ReadCommandStats(t, c)
 	t.Logf("FIGURE other-library: %d calls (%d before the FUNCTION LOAD REPLACE), %d admitted, %d failed; %d FCALL before, %d FCALL and %d EVALSHA/EVAL once it was loaded",

@@ -144,18 +144,11 @@ func TestReliabilityClusterReplicaCheck(t *testing.T) {
 						t.Fatalf("FUNCTION LOAD on %s: %v", p.Addr, err)
 					}
 				}
-				deadline := time.Now().Add(10 * time.Second)
 				for _, r := range c.Replicas {
-					for {
+					redistest.WaitFor(t, 10*time.Second, "the library on replica "+r.Addr, func() bool {
 						libs, err := c.Admin(r).FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: scripts.LibraryName}).Result()
-						if err == nil && len(libs) == 1 {
-							break
-						}
-						if time.Now().After(deadline) {
-							t.Fatalf("replica %s has no library 10s after FUNCTION LOAD on its primary: %v", r.Addr, err)
-						}
-						time.Sleep(20 * time.Millisecond)
-					}
+						return err == nil && len(libs) == 1
+					})
 				}
 			}
 			primary := redistest.NewLimiter(c.client(t, nil))

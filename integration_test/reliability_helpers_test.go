@@ -32,13 +32,7 @@ func startCluster(t *testing.T) *cluster {
 	c.addrs = c.Addrs()
 	// Every node must also know every primary's replica, or a client that
 	// asks it for the topology would send replica reads to primaries.
-	deadline := time.Now().Add(30 * time.Second)
-	for !c.replicasKnown() {
-		if time.Now().After(deadline) {
-			t.Fatal("nodes do not list a replica for every slot range within 30s")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	redistest.WaitFor(t, 30*time.Second, "every node to list a replica for every slot range", c.replicasKnown)
 	return c
 }
 

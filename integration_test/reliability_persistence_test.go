@@ -29,13 +29,7 @@ func TestReliabilityAOFRestart(t *testing.T) {
 	// may take a moment to dial again).
 	waitUp := func() {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for rdb.Ping(ctx).Err() != nil {
-			if time.Now().After(deadline) {
-				t.Fatal("server not back within 15s")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		redistest.WaitFor(t, 15*time.Second, "the server to answer again", func() bool { return rdb.Ping(ctx).Err() == nil })
 	}
 	for _, via := range []string{"evalsha", "fcall"} {
 		if via == "fcall" {
