@@ -114,6 +114,29 @@ func (s CommandStats) Since(before CommandStats, cmds ...string) int64 {
 	return s.Sum(cmds...) - before.Sum(cmds...)
 }
 
+// Writes is how many writes the server has made since it started (INFO
+// persistence rdb_changes_since_last_save; the servers this package starts
+// never save): unchanged across a call, the call wrote nothing, not even a
+// TTL. Only a server of the test's own can tell, where nobody else writes.
+func Writes(t testing.TB, c *redis.Client) int64 {
+	t.Helper()
+	info, err := c.Info(context.Background(), "persistence").Result()
+	if err != nil {
+		t.Fatalf("INFO persistence: %v", err)
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "rdb_changes_since_last_save:"); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("INFO persistence: rdb_changes_since_last_save:%s", v)
+			}
+			return n
+		}
+	}
+	t.Fatal("INFO persistence gives no rdb_changes_since_last_save")
+	return 0
+}
+
 // AbsDur is |d|.
 func AbsDur(d time.Duration) time.Duration {
 	if d < 0 {

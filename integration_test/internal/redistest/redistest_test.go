@@ -336,3 +336,34 @@ func TestNeedLocal(t *testing.T) {
 		t.Fatalf("NeedLocal without %s, CI=true: skipped=%v failed=%v %q; want a failure", ServerBin(), ci.skipped, ci.failed, ci.msg)
 	}
 }
+
+// TestWrites: reads leave the count alone; a write, even of a TTL alone,
+// or one a script makes, raises it.
+func TestWrites(t *testing.T) {
+	ctx := context.Background()
+	addr, _ := Start(t)
+	c := client(t, addr)
+	n := Writes(t, c)
+	for _, step := range []struct {
+		what  string
+		do    func() error
+		wrote bool
+	}{
+		{"SET", func() error { return c.Set(ctx, "k", "v", 0).Err() }, true},
+		{"GET", func() error { return c.Get(ctx, "k").Err() }, false},
+		{"a script that reads", func() error { return c.Eval(ctx, "return redis.call('GET', KEYS[1])", []string{"k"}).Err() }, false},
+		{"PEXPIRE", func() error { return c.PExpire(ctx, "k", time.Hour).Err() }, true},
+		{"a script that sets a TTL", func() error {
+			return c.Eval(ctx, "return redis.call('PEXPIRE', KEYS[1], 7200000)", []string{"k"}).Err()
+		}, true},
+	} {
+		if err := step.do(); err != nil {
+			t.Fatalf("%s: %v", step.what, err)
+		}
+		after := Writes(t, c)
+		if (after > n) != step.wrote {
+			t.Errorf("%s: writes %d, then %d", step.what, n, after)
+		}
+		n = after
+	}
+}
