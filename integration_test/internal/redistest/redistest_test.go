@@ -367,3 +367,58 @@ func TestWrites(t *testing.T) {
 		n = after
 	}
 }
+
+// TestOtherServerIsNotAContainer: with REDISRATE_SERVER naming a server
+// that is not on PATH, a fresh server is not a redis:7 container even
+// where a Docker engine answers: the run would test Redis under another
+// server's name. It skips saying so (fails in CI).
+func TestOtherServerIsNotAContainer(t *testing.T) {
+	dockerEngine() // the probe is done once per process: done now, then overridden
+	saved := engine
+	engine = "unix:///nonexistent/docker.sock" // as if an engine answered there
+	t.Cleanup(func() { engine = saved })
+	t.Setenv("DOCKER_HOST", engine) // where testcontainers-go would look, were it asked
+	t.Setenv(EnvServer, "no-such-server")
+	t.Setenv("CI", "")
+	quiet := &fakeTB{TB: t}
+	stops(func() { StartServer(quiet, Options{}) })
+	if !quiet.skipped || quiet.failed || !strings.Contains(quiet.msg, "no-such-server") || !strings.Contains(quiet.msg, Image) {
+		t.Fatalf("%s=no-such-server, not on PATH, with an engine: skipped=%v failed=%v %q; want a skip naming the server and saying the containers are %s", EnvServer, quiet.skipped, quiet.failed, quiet.msg, Image)
+	}
+	if src := Source(); strings.Contains(src, "container") {
+		t.Errorf("Source() = %q: fresh servers are no containers here", src)
+	}
+	t.Setenv("CI", "true")
+	ci := &fakeTB{TB: t}
+	stops(func() { StartServer(ci, Options{}) })
+	if !ci.failed || !strings.Contains(ci.msg, "no-such-server") {
+		t.Fatalf("the same with CI=true: failed=%v %q; want a failure", ci.failed, ci.msg)
+	}
+}
+
+// TestStartContainer runs the container path where a Docker engine
+// answers: the options reach redis-server's command line and Stop ends
+// it. Elsewhere it skips, saying why: it is the one test here that needs
+// Docker, and CI does not install it.
+func TestStartContainer(t *testing.T) {
+	e := dockerEngine()
+	if e == "" {
+		t.Skip("no Docker engine answers (DOCKER_HOST, /var/run/docker.sock, ~/.docker/run, ~/.docker/desktop, $XDG_RUNTIME_DIR's docker.sock or podman.sock): the " + Image + " container path is not exercised here")
+	}
+	ctx := context.Background()
+	s := startContainer(t, e, Options{Args: []string{"--maxmemory", "12mb"}, Config: []string{"hz 50"}})
+	if !s.Container || !s.Running() {
+		t.Fatalf("container=%v running=%v", s.Container, s.Running())
+	}
+	c := client(t, s.Addr)
+	for k, v := range map[string]string{"maxmemory": "12582912", "hz": "50", "save": "", "appendonly": "no"} {
+		got, err := c.ConfigGet(ctx, k).Result()
+		if err != nil || got[k] != v {
+			t.Errorf("CONFIG GET %s = %q, %v; want %q", k, got[k], err, v)
+		}
+	}
+	s.Stop()
+	if s.Running() || ping(s.Addr, nil) == nil {
+		t.Errorf("the container at %s still runs after Stop", s.Addr)
+	}
+}
