@@ -71,21 +71,12 @@ func needRedis7(t *testing.T, c *redis.Client) {
 // reports 7.2.4, the Redis it is compatible with).
 func serverMajor(t *testing.T, c *redis.Client) int {
 	t.Helper()
-	info, err := c.Info(context.Background(), "server").Result()
+	v := redistest.Info(t, c, "server", "redis_version")
+	major, err := strconv.Atoi(strings.SplitN(v, ".", 2)[0])
 	if err != nil {
-		t.Fatalf("INFO server: %v", err)
+		t.Fatalf("INFO server: redis_version:%s", v)
 	}
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-			major, err := strconv.Atoi(strings.SplitN(v, ".", 2)[0])
-			if err != nil {
-				t.Fatalf("INFO server: redis_version:%s", v)
-			}
-			return major
-		}
-	}
-	t.Fatal("INFO server gives no redis_version")
-	return 0
+	return major
 }
 
 // algoCase is one algorithm with a short limit for real-time tests: tens

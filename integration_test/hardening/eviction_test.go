@@ -58,13 +58,7 @@ func TestEvictionResetsLimits(t *testing.T) {
 				}
 			}
 		}
-		info, _ := rdb.Info(ctx, "stats").Result()
-		evicted := ""
-		for _, line := range strings.Split(info, "\r\n") {
-			if strings.HasPrefix(line, "evicted_keys:") {
-				evicted = strings.TrimPrefix(line, "evicted_keys:")
-			}
-		}
+		evicted := redistest.Info(t, rdb, "stats", "evicted_keys")
 		reset := 0
 		for algo, lim := range exhausted {
 			res, err := l.Allow(ctx, algo.String(), lim)

@@ -114,27 +114,35 @@ func (s CommandStats) Since(before CommandStats, cmds ...string) int64 {
 	return s.Sum(cmds...) - before.Sum(cmds...)
 }
 
+// Info is field of c's INFO section, e.g. Info(t, c, "server",
+// "redis_version"); it fails t when the server does not give it.
+func Info(t testing.TB, c *redis.Client, section, field string) string {
+	t.Helper()
+	info, err := c.Info(context.Background(), section).Result()
+	if err != nil {
+		t.Fatalf("INFO %s: %v", section, err)
+	}
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	t.Fatalf("INFO %s gives no %s", section, field)
+	return ""
+}
+
 // Writes is how many writes the server has made since it started (INFO
 // persistence rdb_changes_since_last_save; the servers this package starts
 // never save): unchanged across a call, the call wrote nothing, not even a
 // TTL. Only a server of the test's own can tell, where nobody else writes.
 func Writes(t testing.TB, c *redis.Client) int64 {
 	t.Helper()
-	info, err := c.Info(context.Background(), "persistence").Result()
+	v := Info(t, c, "persistence", "rdb_changes_since_last_save")
+	n, err := strconv.ParseInt(v, 10, 64)
 	if err != nil {
-		t.Fatalf("INFO persistence: %v", err)
+		t.Fatalf("INFO persistence: rdb_changes_since_last_save:%s", v)
 	}
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "rdb_changes_since_last_save:"); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				t.Fatalf("INFO persistence: rdb_changes_since_last_save:%s", v)
-			}
-			return n
-		}
-	}
-	t.Fatal("INFO persistence gives no rdb_changes_since_last_save")
-	return 0
+	return n
 }
 
 // AbsDur is |d|.
