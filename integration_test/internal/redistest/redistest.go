@@ -240,7 +240,8 @@ func StartServer(t testing.TB, opts Options) *Server {
 	if !containerServes() {
 		// The containers are redis:7: a run of another server's tests
 		// would test Redis under that server's name.
-		noRedis(t, fmt.Sprintf("%s=%s: %s is not on PATH, and the container path runs %s only", EnvServer, ServerBin(), ServerBin(), Image))
+		noRedis(t, fmt.Sprintf("%s=%s: %s is not on PATH, and the container path runs %s only: install %s, or unset %s to test redis-server",
+			EnvServer, ServerBin(), ServerBin(), Image, ServerBin(), EnvServer))
 	}
 	if opts.TLS != nil || opts.ClockShift != 0 {
 		noRedis(t, "a TLS server or a shifted clock needs redis-server on PATH, not a container: "+HowTo)

@@ -284,7 +284,7 @@ func TestSkipsWithoutRedis(t *testing.T) {
 	t.Setenv("CI", "")
 	quiet := &fakeTB{TB: t}
 	stops(func() { Open(quiet) })
-	if !quiet.skipped || quiet.failed || !strings.Contains(quiet.msg, "redis-server") {
+	if !quiet.skipped || quiet.failed || !strings.Contains(quiet.msg, "install "+ServerBin()) {
 		t.Fatalf("Open without redis-server, REDIS_ADDR or Docker: skipped=%v failed=%v %q; want a skip naming what to install", quiet.skipped, quiet.failed, quiet.msg)
 	}
 	// In CI the same situation is a failure naming what to install.
