@@ -33,7 +33,7 @@ func sameResult(a, b redisrate.Result) string {
 		if x == redisrate.InfDuration || y == redisrate.InfDuration {
 			return x == y
 		}
-		return absDur(x-y) <= sameSlack
+		return redistest.AbsDur(x-y) <= sameSlack
 	}
 	switch {
 	case a.Allowed != b.Allowed, a.Remaining != b.Remaining, a.Capacity != b.Capacity,
@@ -81,7 +81,7 @@ func TestFunctionsSameReplies(t *testing.T) {
 	loadLibrary(t, fc)
 	byFCall, byEvalSha := redistest.NewLimiter(fc), redistest.NewLimiter(ec)
 	ctx := context.Background()
-	fBefore, eBefore := commandCalls(t, fc), commandCalls(t, ec)
+	fBefore, eBefore := redistest.ReadCommandStats(t, fc), redistest.ReadCommandStats(t, ec)
 	var compared, resets int
 
 	// same makes one call through both Limiters and compares the answers.
@@ -102,12 +102,12 @@ func TestFunctionsSameReplies(t *testing.T) {
 	sameTTL := func(t *testing.T, key string) {
 		t.Helper()
 		f, e := fc.PTTL(ctx, key).Val(), ec.PTTL(ctx, key).Val()
-		if f <= 0 || absDur(f-e) > sameSlack {
+		if f <= 0 || redistest.AbsDur(f-e) > sameSlack {
 			t.Fatalf("%s: PTTL %v by FCALL, %v by EVALSHA", key, f, e)
 		}
 	}
 
-	for _, a := range allAlgorithms {
+	for _, a := range redistest.Algorithms {
 		t.Run(a.String(), func(t *testing.T) {
 			limit := redisrate.Per(5, 24*time.Hour).WithAlgorithm(a)
 			weekly := redisrate.Per(8, 7*24*time.Hour).WithAlgorithm(a)
@@ -188,25 +188,25 @@ func TestFunctionsSameReplies(t *testing.T) {
 			})
 		})
 	}
-	fAfter, eAfter := commandCalls(t, fc), commandCalls(t, ec)
+	fAfter, eAfter := redistest.ReadCommandStats(t, fc), redistest.ReadCommandStats(t, ec)
 	t.Logf("%d calls compared; with the library: %d FCALL, %d FCALL_RO, %d EVALSHA, %d EVAL; without: %d FCALL, %d EVALSHA, %d EVAL",
-		compared, calls(fBefore, fAfter, "fcall"), calls(fBefore, fAfter, "fcall_ro"), calls(fBefore, fAfter, "evalsha"),
-		calls(fBefore, fAfter, "eval"), calls(eBefore, eAfter, "fcall"), calls(eBefore, eAfter, "evalsha"), calls(eBefore, eAfter, "eval"))
+		compared, fAfter.Since(fBefore, "fcall"), fAfter.Since(fBefore, "fcall_ro"), fAfter.Since(fBefore, "evalsha"),
+		fAfter.Since(fBefore, "eval"), eAfter.Since(eBefore, "fcall"), eAfter.Since(eBefore, "evalsha"), eAfter.Since(eBefore, "eval"))
 	if t.Failed() {
 		return
 	}
 	// Every decision went by FCALL where the library is: only Reset, which
 	// the library does not hold, by EVALSHA (and EVAL once, to cache it).
-	if n := calls(fBefore, fAfter, "fcall"); n < int64(compared)-int64(resets) {
+	if n := fAfter.Since(fBefore, "fcall"); n < int64(compared)-int64(resets) {
 		t.Errorf("%d FCALLs for %d decisions", n, compared-resets)
 	}
-	if n := calls(fBefore, fAfter, "evalsha"); n != int64(resets) {
+	if n := fAfter.Since(fBefore, "evalsha"); n != int64(resets) {
 		t.Errorf("%d EVALSHAs where the library is loaded, for %d resets", n, resets)
 	}
-	if n := calls(eBefore, eAfter, "fcall"); n != 0 {
+	if n := eAfter.Since(eBefore, "fcall"); n != 0 {
 		t.Errorf("%d FCALLs where the library is not loaded", n)
 	}
-	if n := calls(eBefore, eAfter, "evalsha"); n < int64(compared) {
+	if n := eAfter.Since(eBefore, "evalsha"); n < int64(compared) {
 		t.Errorf("%d EVALSHAs for %d decisions where the library is not loaded", n, compared)
 	}
 }
@@ -222,7 +222,7 @@ func TestFunctionDeleteHealed(t *testing.T) {
 	lim := redistest.NewLimiter(c)
 	ro := redistest.NewLimiter(c, redisrate.WithReadOnlyCheck())
 	held := func(a redisrate.Algorithm) redisrate.Limit { return redisrate.PerHour(5).WithAlgorithm(a) }
-	for _, a := range allAlgorithms {
+	for _, a := range redistest.Algorithms {
 		for range 2 {
 			if _, err := lim.Allow(ctx, "held:"+a.String(), held(a)); err != nil {
 				t.Fatal(err)
@@ -230,11 +230,11 @@ func TestFunctionDeleteHealed(t *testing.T) {
 		}
 	}
 
-	before := commandCalls(t, c)
+	before := redistest.ReadCommandStats(t, c)
 	var made, failed atomic.Int64
 	var firstErrs sync.Map
 	stop := workers(4, func(w, i int) {
-		a := allAlgorithms[(w+i)%len(allAlgorithms)]
+		a := redistest.Algorithms[(w+i)%len(redistest.Algorithms)]
 		l := redisrate.PerSecond(1000).WithAlgorithm(a)
 		key := fmt.Sprintf("run:%s:%d", a, i%16)
 		var err error
@@ -252,19 +252,20 @@ func TestFunctionDeleteHealed(t *testing.T) {
 			firstErrs.LoadOrStore(err.Error(), true)
 		}
 	})
-	// Half a second by FCALL, the delete, half a second after it.
-	time.Sleep(500 * time.Millisecond)
-	mid := commandCalls(t, c)
+	defer stop() // a failure below must not leave the workers running
+	// 1,000 calls by FCALL, the delete, 1,000 calls after it.
+	redistest.WaitFor(t, 30*time.Second, "1,000 calls by FCALL", func() bool { return made.Load() >= 1000 })
+	mid := redistest.ReadCommandStats(t, c)
 	atDelete := made.Load()
 	if err := c.FunctionDelete(ctx, scripts.LibraryName).Err(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(500 * time.Millisecond)
+	redistest.WaitFor(t, 30*time.Second, "1,000 calls after the FUNCTION DELETE", func() bool { return made.Load() >= atDelete+1000 })
 	stop()
-	after := commandCalls(t, c)
+	after := redistest.ReadCommandStats(t, c)
 
-	fcallsBefore := calls(before, mid, "fcall", "fcall_ro")
-	scriptsAfter := calls(mid, after, "evalsha", "evalsha_ro", "eval", "eval_ro")
+	fcallsBefore := mid.Since(before, "fcall", "fcall_ro")
+	scriptsAfter := after.Since(mid, "evalsha", "evalsha_ro", "eval", "eval_ro")
 	t.Logf("FIGURE function-delete: %d calls (%d before the FUNCTION DELETE), %d failed; %d FCALL/FCALL_RO before, %d EVALSHA/EVAL (_RO) after",
 		made.Load(), atDelete, failed.Load(), fcallsBefore, scriptsAfter)
 	if failed.Load() != 0 {
@@ -276,7 +277,7 @@ func TestFunctionDeleteHealed(t *testing.T) {
 			fcallsBefore, scriptsAfter, made.Load()-atDelete)
 	}
 	// The state FCALL wrote carries over: 2 of 5 were taken, 1 more now.
-	for _, a := range allAlgorithms {
+	for _, a := range redistest.Algorithms {
 		res, err := lim.Allow(ctx, "held:"+a.String(), held(a))
 		if err != nil || !res.Allowed || res.Remaining != 2 {
 			t.Errorf("%s: the third call after FUNCTION DELETE: %v, %v; want 2 remaining", a, res, err)
@@ -297,7 +298,7 @@ func libraryServer(t *testing.T, args ...string) *redis.Client {
 
 // workers runs call(w, i) on n goroutines, w numbering them and i counting
 // each one's calls, until the stop it returns is called; stop returns once
-// they all have.
+// they all have, and may be called again.
 func workers(n int, call func(w, i int)) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -313,7 +314,8 @@ func workers(n int, call func(w, i int)) (stop func()) {
 			}
 		})
 	}
-	return func() { close(done); wg.Wait() }
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
 }
 
 // bogusLibrary is a library named redisrate of another version: its
@@ -323,7 +325,7 @@ func bogusLibrary() string {
 	var b strings.Builder
 	b.WriteString("#!lua name=" + scripts.LibraryName + "\n")
 	b.WriteString("local function admit() return {1, 999, 0, 0, 1000, 1} end\n")
-	for _, a := range allAlgorithms {
+	for _, a := range redistest.Algorithms {
 		s, _ := scripts.Lookup(a.String())
 		fmt.Fprintf(&b, "redis.register_function('%s', admit)\n", s.Function)
 		fmt.Fprintf(&b, "redis.register_function{function_name = '%s_ro', callback = admit, flags = {'no-writes'}}\n", s.Function)
@@ -344,18 +346,18 @@ func TestFunctionsOtherVersionNeverDecides(t *testing.T) {
 	ctx := context.Background()
 	lim := redistest.NewLimiter(c) // not about outages: a slow call on a loaded machine must not open the breaker
 	limitOf := func(a redisrate.Algorithm) redisrate.Limit { return redisrate.PerHour(3).WithAlgorithm(a) }
-	for _, a := range allAlgorithms {
+	for _, a := range redistest.Algorithms {
 		for range 3 {
 			if r, err := lim.Allow(ctx, "bogus:"+a.String(), limitOf(a)); err != nil || !r.Allowed {
 				t.Fatalf("%s: %v %v", a, r, err)
 			}
 		}
 	}
-	before := commandCalls(t, c)
+	before := redistest.ReadCommandStats(t, c)
 	var made, admitted, failed atomic.Int64
 	var firstErr sync.Once
 	stop := workers(4, func(w, i int) {
-		a := allAlgorithms[(w+i)%len(allAlgorithms)]
+		a := redistest.Algorithms[(w+i)%len(redistest.Algorithms)]
 		key := "bogus:" + a.String()
 		var rs []redisrate.Result
 		var err error
@@ -382,29 +384,30 @@ func TestFunctionsOtherVersionNeverDecides(t *testing.T) {
 			}
 		}
 	})
-	time.Sleep(300 * time.Millisecond)
-	mid := commandCalls(t, c)
+	defer stop() // a failure below must not leave the workers running
+	redistest.WaitFor(t, 30*time.Second, "1,000 calls by FCALL", func() bool { return made.Load() >= 1000 })
+	mid := redistest.ReadCommandStats(t, c)
 	atLoad := made.Load()
 	if err := c.FunctionLoadReplace(ctx, bogusLibrary()).Err(); err != nil {
 		t.Fatal(err)
 	}
-	loaded := commandCalls(t, c)
-	time.Sleep(500 * time.Millisecond)
+	loaded := redistest.ReadCommandStats(t, c)
+	redistest.WaitFor(t, 30*time.Second, "1,000 calls after the FUNCTION LOAD REPLACE", func() bool { return made.Load() >= atLoad+1000 })
 	stop()
-	after := commandCalls(t, c)
+	after := redistest.ReadCommandStats(t, c)
 	t.Logf("FIGURE other-library: %d calls (%d before the FUNCTION LOAD REPLACE), %d admitted, %d failed; %d FCALL before, %d FCALL and %d EVALSHA/EVAL once it was loaded",
-		made.Load(), atLoad, admitted.Load(), failed.Load(), calls(before, mid, "fcall"), calls(loaded, after, "fcall"), calls(loaded, after, "evalsha", "eval"))
+		made.Load(), atLoad, admitted.Load(), failed.Load(), mid.Since(before, "fcall"), after.Since(loaded, "fcall"), after.Since(loaded, "evalsha", "eval"))
 	if admitted.Load() != 0 {
 		t.Errorf("%d calls of exhausted keys admitted: decisions of the other library were used", admitted.Load())
 	}
-	if calls(before, mid, "fcall") == 0 || made.Load() == atLoad || calls(mid, after, "evalsha") == 0 {
+	if mid.Since(before, "fcall") == 0 || made.Load() == atLoad || after.Since(mid, "evalsha") == 0 {
 		t.Fatal("the test did not run by FCALL before the load and by EVALSHA after it")
 	}
 	// Once it has met the other library, the Limiter goes by EVALSHA: after
 	// the load, at most the calls each worker had in flight and the one it
 	// began before the first "Function not found" came back sent an FCALL
 	// (a batch has 2), each of which Redis refused, running nothing.
-	if n := calls(loaded, after, "fcall"); n > 16 {
+	if n := after.Since(loaded, "fcall"); n > 16 {
 		t.Errorf("%d FCALLs after the other library was loaded; want at most 2 calls of each of the 4 workers (a batch has 2)", n)
 	}
 }
@@ -422,7 +425,7 @@ func TestFunctionsOOMDecidesWhatWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	open := redistest.NewLimiter(c, redisrate.WithFailurePolicy(redisrate.FailOpen), redisrate.WithCircuitBreaker(0)) // a slow call must not be FailOpen's
 	limitOf := func(a redisrate.Algorithm) redisrate.Limit { return redisrate.PerHour(3).WithAlgorithm(a) }
-	for _, a := range allAlgorithms {
+	for _, a := range redistest.Algorithms {
 		for range 3 {
 			if r, err := open.Allow(ctx, "oom:full:"+a.String(), limitOf(a)); err != nil || !r.Allowed {
 				t.Fatalf("%s: %v %v", a, r, err)
@@ -451,8 +454,8 @@ func TestFunctionsOOMDecidesWhatWritesNothing(t *testing.T) {
 	if err := c.FCall(ctx, "redisrate_gcra", []string{"oom:full:gcra"}, 3, 3600000).Err(); err == nil || !strings.HasPrefix(err.Error(), "OOM") {
 		t.Fatalf("FCALL of a denial at maxmemory: %v; want Redis's OOM, which this test is about", err)
 	}
-	before := commandCalls(t, c)
-	for _, a := range allAlgorithms {
+	before := redistest.ReadCommandStats(t, c)
+	for _, a := range redistest.Algorithms {
 		l := limitOf(a)
 		full, room := "oom:full:"+a.String(), "oom:room:"+a.String()
 		dump := c.Dump(ctx, full).Val()
@@ -480,12 +483,12 @@ func TestFunctionsOOMDecidesWhatWritesNothing(t *testing.T) {
 			t.Errorf("%s: the exhausted key changed", a)
 		}
 	}
-	after := commandCalls(t, c)
-	t.Logf("FIGURE fcall-oom: %d FCALL, %d EVALSHA, for 6 algorithms x 7 decisions", calls(before, after, "fcall"), calls(before, after, "evalsha"))
+	after := redistest.ReadCommandStats(t, c)
+	t.Logf("FIGURE fcall-oom: %d FCALL, %d EVALSHA, for 6 algorithms x 7 decisions", after.Since(before, "fcall"), after.Since(before, "evalsha"))
 	// The Limiter kept going by FCALL: the checks and peeks ran there (the
 	// _ro functions, which Redis runs under OOM; the refused FCALLs count
 	// as rejected calls, not calls): the library is not in question.
-	if n := calls(before, after, "fcall"); n < int64(len(allAlgorithms)*3) {
+	if n := after.Since(before, "fcall"); n < int64(len(redistest.Algorithms)*3) {
 		t.Errorf("%d FCALL run for 6 algorithms x 3 checks and peeks: the Limiter stopped going by FCALL", n)
 	}
 }

@@ -62,19 +62,21 @@ func newClient(t *testing.T, addr string) *redis.Client {
 // needRedis7 skips t on a server older than 7 (EVALSHA_RO, EVAL_RO).
 func needRedis7(t *testing.T, c *redis.Client) {
 	t.Helper()
-	info, err := c.Info(context.Background(), "server").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var major int
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-			major, _ = strconv.Atoi(strings.SplitN(v, ".", 2)[0])
-		}
-	}
-	if major < 7 {
+	if major := serverMajor(t, c); major < 7 {
 		t.Skipf("needs Redis 7 or later for EVALSHA_RO; this server is %d.x", major)
 	}
+}
+
+// serverMajor is the major version of the server's redis_version (Valkey 8
+// reports 7.2.4, the Redis it is compatible with).
+func serverMajor(t *testing.T, c *redis.Client) int {
+	t.Helper()
+	v := redistest.Info(t, c, "server", "redis_version")
+	major, err := strconv.Atoi(strings.SplitN(v, ".", 2)[0])
+	if err != nil {
+		t.Fatalf("INFO server: redis_version:%s", v)
+	}
+	return major
 }
 
 // algoCase is one algorithm with a short limit for real-time tests: tens
@@ -87,7 +89,7 @@ type algoCase struct {
 // shortLimits are rate units per period with a larger burst for the buckets.
 func shortLimits(rate int64, period time.Duration, burst int64) []algoCase {
 	var out []algoCase
-	for _, a := range allAlgorithms {
+	for _, a := range redistest.Algorithms {
 		l := redisrate.Per(rate, period).WithAlgorithm(a)
 		if !isWindow(a) {
 			l = l.WithBurst(burst)
@@ -102,36 +104,6 @@ func shortLimits(rate int64, period time.Duration, burst int64) []algoCase {
 // which reads the scripts' manifest.
 func isWindow(a redisrate.Algorithm) bool {
 	return redisrate.Per(1, time.Second).WithAlgorithm(a).WithBurst(2).Validate() != nil
-}
-
-// bound is guarantee 4 of the contract: the most units the algorithm may
-// admit in a span of spanUs microseconds, for a key that starts empty.
-func bound(l redisrate.Limit, spanUs int64) float64 {
-	periodUs := l.Period.Microseconds()
-	periods := float64(spanUs) / float64(periodUs)
-	whole := float64(spanUs / periodUs)
-	rate, capacity := float64(l.Rate), float64(l.Capacity())
-	switch l.Algorithm {
-	case redisrate.GCRA, redisrate.LeakyBucket:
-		return capacity + rate*periods
-	case redisrate.TokenBucket:
-		return capacity + rate*(1+whole)
-	case redisrate.SlidingLog, redisrate.FixedWindow:
-		// At most limit in any period: the span is covered by 1+floor(t/p)
-		// consecutive periods (sliding_log), or meets at most that many
-		// windows, each opened by a request at least a period after the
-		// last one opened (fixed_window).
-		return rate * (1 + whole)
-	case redisrate.SlidingWindow:
-		// At most limit per aligned window; a span of t meets at most
-		// 1+ceil(t/p) of them.
-		ceil := whole
-		if spanUs%periodUs != 0 {
-			ceil++
-		}
-		return rate * (1 + ceil)
-	}
-	panic("unknown algorithm " + l.Algorithm.String())
 }
 
 // serverTime is the server's clock in µs.

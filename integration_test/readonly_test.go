@@ -30,15 +30,6 @@ var vias = []via{
 	{name: "fcall_ro", functions: true, ro: []string{"fcall_ro"}, notRO: []string{"evalsha_ro", "eval_ro"}, write: []string{"fcall"}},
 }
 
-// calls sums the calls of cmds between two readings of commandCalls.
-func calls(before, after map[string]int64, cmds ...string) int64 {
-	var n int64
-	for _, c := range cmds {
-		n += after[c] - before[c]
-	}
-	return n
-}
-
 // learn makes each Limiter's first call on a key of its own, so that it
 // knows whether the server has the library (one FCALL_RO redisrate_version,
 // then none for a minute) before a test counts commands. Errors are
@@ -70,11 +61,11 @@ func TestReadOnlyCheck(t *testing.T) {
 			lim := redistest.NewLimiter(c)
 			ro := redistest.NewLimiter(c, redisrate.WithReadOnlyCheck())
 			learn(ctx, lim, ro)
-			for _, a := range allAlgorithms {
+			for _, a := range redistest.Algorithms {
 				t.Run(a.String(), func(t *testing.T) {
 					l := perMinute(a)
 					key := "ro:" + a.String()
-					before := commandCalls(t, c)
+					before := redistest.ReadCommandStats(t, c)
 					res, err := ro.Check(ctx, key, l)
 					if err != nil {
 						t.Fatal(err)
@@ -124,14 +115,14 @@ func TestReadOnlyCheck(t *testing.T) {
 					if !peeked.Allowed || peeked.Remaining != 0 || peeked.ResetAfter <= 0 || peeked.ResetAfter > 2*time.Minute {
 						t.Fatalf("peek of a used-up key: %v, want 0 remaining and a reset within 2 minutes", peeked)
 					}
-					after := commandCalls(t, c)
-					if n := calls(before, after, v.ro...); n != 4 {
+					after := redistest.ReadCommandStats(t, c)
+					if n := after.Since(before, v.ro...); n != 4 {
 						t.Errorf("%d calls of %v for 2 read-only checks and 2 peeks (loaded beforehand: one each)", n, v.ro)
 					}
-					if n := calls(before, after, v.notRO...); n != 0 {
+					if n := after.Since(before, v.notRO...); n != 0 {
 						t.Errorf("%d calls of %v: read-only calls went the other way", n, v.notRO)
 					}
-					if n := calls(before, after, v.write...); n != 4 {
+					if n := after.Since(before, v.write...); n != 4 {
 						t.Errorf("%d calls of %v for 4 allows", n, v.write)
 					}
 				})
@@ -160,8 +151,8 @@ func readOnlyUser(t *testing.T, v via, addr string) {
 	t.Cleanup(func() { _ = user.Close() })
 	ro := redistest.NewLimiter(user, redisrate.WithReadOnlyCheck())
 	plain := redistest.NewLimiter(user, redisrate.WithFailurePolicy(redisrate.FailOpen))
-	before := commandCalls(t, c)
-	for _, a := range allAlgorithms {
+	before := redistest.ReadCommandStats(t, c)
+	for _, a := range redistest.Algorithms {
 		l := perMinute(a)
 		key := "acl:" + a.String()
 		if res, err := ro.Check(ctx, key, l); err != nil || !res.Allowed || res.Source != redisrate.SourceRedis {
@@ -180,8 +171,8 @@ func readOnlyUser(t *testing.T, v via, addr string) {
 			t.Errorf("%s: allow as a read-only user under FailOpen: %v, want a *redisrate.Error matching ErrPermission only", a, err)
 		}
 	}
-	after := commandCalls(t, c)
-	if n := calls(before, after, v.ro...); n < 12 {
+	after := redistest.ReadCommandStats(t, c)
+	if n := after.Since(before, v.ro...); n < 12 {
 		t.Errorf("%d calls of %v for 6 checks and 6 peeks as the read-only user", n, v.ro)
 	}
 }
@@ -192,7 +183,7 @@ func readOnlyUser(t *testing.T, v via, addr string) {
 // and are served by the replica; an Allow sent to the replica fails with
 // READONLY (ErrUnavailable) instead of deciding on stale state.
 func TestReadOnlyCheckOnReplica(t *testing.T) {
-	needLocalServer(t)
+	redistest.NeedLocal(t, "replication between two servers")
 	ctx := context.Background()
 	// No delay before a full sync: the replica is up at once.
 	paddr, _ := startRedis(t, "--repl-diskless-sync-delay", "0")
@@ -200,14 +191,14 @@ func TestReadOnlyCheckOnReplica(t *testing.T) {
 	raddr, _ := startRedis(t, "--replicaof", "127.0.0.1", pport)
 	primary, replica := newClient(t, paddr), newClient(t, raddr)
 	needRedis7(t, primary)
-	waitFor(t, 10*time.Second, "the replica to sync", func() bool {
+	redistest.WaitFor(t, 10*time.Second, "the replica to sync", func() bool {
 		return strings.Contains(replica.Info(ctx, "replication").Val(), "master_link_status:up")
 	})
 	for _, v := range vias {
 		t.Run(v.name, func(t *testing.T) {
 			if v.functions {
 				loadLibrary(t, primary)
-				waitFor(t, 10*time.Second, "the library on the replica", func() bool {
+				redistest.WaitFor(t, 10*time.Second, "the library on the replica", func() bool {
 					libs, err := replica.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: scripts.LibraryName}).Result()
 					return err == nil && len(libs) == 1
 				})
@@ -217,8 +208,8 @@ func TestReadOnlyCheckOnReplica(t *testing.T) {
 			// No breaker: every Allow below must reach the replica.
 			writer := redistest.NewLimiter(replica, redisrate.WithCircuitBreaker(0))
 			learn(ctx, onPrimary, onReplica, writer)
-			before := commandCalls(t, replica)
-			for _, a := range allAlgorithms {
+			before := redistest.ReadCommandStats(t, replica)
+			for _, a := range redistest.Algorithms {
 				l := perMinute(a)
 				key := v.name + ":replica:" + a.String()
 				for range 2 {
@@ -245,7 +236,7 @@ func TestReadOnlyCheckOnReplica(t *testing.T) {
 					}
 					if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.Remaining != int64(left) ||
 						got.Capacity != want.Capacity || got.Source != redisrate.SourceRedis ||
-						absDur(got.ResetAfter-want.ResetAfter) > time.Second {
+						redistest.AbsDur(got.ResetAfter-want.ResetAfter) > time.Second {
 						t.Fatalf("%s %s: replica says %v, primary says %v", a, kind, got, want)
 					}
 				}
@@ -254,42 +245,14 @@ func TestReadOnlyCheckOnReplica(t *testing.T) {
 					t.Fatalf("%s: Allow on a replica: %v, want ErrUnavailable with READONLY", a, err)
 				}
 			}
-			after := commandCalls(t, replica)
-			t.Logf("replica served %d %v and %d %v", calls(before, after, v.ro...), v.ro, calls(before, after, v.notRO...), v.notRO)
-			if n := calls(before, after, v.ro...); n < 12 {
+			after := redistest.ReadCommandStats(t, replica)
+			t.Logf("replica served %d %v and %d %v", after.Since(before, v.ro...), v.ro, after.Since(before, v.notRO...), v.notRO)
+			if n := after.Since(before, v.ro...); n < 12 {
 				t.Errorf("the replica ran %d of %v for 6 checks and 6 peeks", n, v.ro)
 			}
-			if n := calls(before, after, v.notRO...); n != 0 {
+			if n := after.Since(before, v.notRO...); n != 0 {
 				t.Errorf("the replica ran %d of %v: the checks went the other way", n, v.notRO)
 			}
 		})
 	}
-}
-
-// needLocalServer skips a test that starts servers of its own and
-// connects them (replication), which a container cannot do here.
-func needLocalServer(t *testing.T) {
-	t.Helper()
-	if !redistest.Local() {
-		t.Skip("replication between two servers needs redis-server on PATH")
-	}
-}
-
-// waitFor polls cond every 10 ms until it holds, failing t after within.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func absDur(d time.Duration) time.Duration {
-	if d < 0 {
-		return -d
-	}
-	return d
 }

@@ -3,8 +3,8 @@ package integration_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -16,11 +16,6 @@ import (
 	"github.com/redisrate/redisrate/integration_test/internal/redistest"
 	"github.com/redisrate/redisrate/scripts"
 )
-
-var allAlgorithms = []redisrate.Algorithm{
-	redisrate.GCRA, redisrate.TokenBucket, redisrate.LeakyBucket,
-	redisrate.SlidingWindow, redisrate.FixedWindow, redisrate.SlidingLog,
-}
 
 // scriptsCached returns, for each script, whether the node at addr has it.
 func scriptsCached(t *testing.T, addr string) []bool {
@@ -56,9 +51,9 @@ func TestReliabilityClusterAllAlgorithms(t *testing.T) {
 	ctx := context.Background()
 
 	var wg sync.WaitGroup
-	errs := make(chan error, len(allAlgorithms)*len(keys))
+	errs := make(chan error, len(redistest.Algorithms)*len(keys))
 	sem := make(chan struct{}, 8)
-	for _, algo := range allAlgorithms {
+	for _, algo := range redistest.Algorithms {
 		limit := redisrate.PerMinute(3).WithAlgorithm(algo)
 		for _, k := range keys {
 			wg.Add(1)
@@ -97,7 +92,7 @@ func TestReliabilityClusterAllAlgorithms(t *testing.T) {
 		}
 	}
 	if n > 0 {
-		t.Fatalf("%d of %d keys went wrong", n, len(allAlgorithms)*len(keys))
+		t.Fatalf("%d of %d keys went wrong", n, len(redistest.Algorithms)*len(keys))
 	}
 
 	// Each primary got keys, and loaded every script on demand.
@@ -124,7 +119,7 @@ func TestReliabilityClusterAllAlgorithms(t *testing.T) {
 	if slot("{user:42}:login") != slot("{user:42}:payment") {
 		t.Fatal("hash tags: the two keys are on different slots")
 	}
-	report(t, "cluster-keys", "%d keys x %d algorithms on 3 primaries, 0 errors", len(keys), len(allAlgorithms))
+	redistest.Report(t, "cluster-keys", "%d keys x %d algorithms on 3 primaries, 0 errors", len(keys), len(redistest.Algorithms))
 }
 
 // Check and Peek through EVALSHA_RO, and through FCALL_RO once the library
@@ -149,18 +144,11 @@ func TestReliabilityClusterReplicaCheck(t *testing.T) {
 						t.Fatalf("FUNCTION LOAD on %s: %v", p.Addr, err)
 					}
 				}
-				deadline := time.Now().Add(10 * time.Second)
 				for _, r := range c.Replicas {
-					for {
+					redistest.WaitFor(t, 10*time.Second, "the library on replica "+r.Addr, func() bool {
 						libs, err := c.Admin(r).FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: scripts.LibraryName}).Result()
-						if err == nil && len(libs) == 1 {
-							break
-						}
-						if time.Now().After(deadline) {
-							t.Fatalf("replica %s has no library 10s after FUNCTION LOAD on its primary: %v", r.Addr, err)
-						}
-						time.Sleep(20 * time.Millisecond)
-					}
+						return err == nil && len(libs) == 1
+					})
 				}
 			}
 			primary := redistest.NewLimiter(c.client(t, nil))
@@ -175,9 +163,9 @@ func TestReliabilityClusterReplicaCheck(t *testing.T) {
 			}
 			before := map[string]int64{}
 			for _, s := range c.Nodes() {
-				before[s.Addr] = commandCount(t, c.Admin(s), phase.ro...)
+				before[s.Addr] = redistest.ReadCommandStats(t, c.Admin(s)).Sum(phase.ro...)
 			}
-			for _, algo := range allAlgorithms {
+			for _, algo := range redistest.Algorithms {
 				key := phase.name + ":ro:" + algo.String()
 				limit := redisrate.PerHour(5).WithAlgorithm(algo)
 				for range 3 {
@@ -208,15 +196,15 @@ func TestReliabilityClusterReplicaCheck(t *testing.T) {
 						t.Fatalf("%s %s: primary %v, replica %v", algo, kind, errP, errR)
 					}
 					if got.Allowed != want.Allowed || got.Remaining != want.Remaining || got.Capacity != want.Capacity ||
-						got.Remaining != left || absDur(got.ResetAfter-want.ResetAfter) > time.Second || absDur(got.RetryAfter-want.RetryAfter) > time.Second {
-						t.Fatalf("%s %s: replica says %v, primary %v", algo, kind, got, want)
+						got.Remaining != left || redistest.AbsDur(got.ResetAfter-want.ResetAfter) > time.Second || redistest.AbsDur(got.RetryAfter-want.RetryAfter) > time.Second {
+						t.Fatalf("%s %s: replica says %v, primary %v; the nodes: %s", algo, kind, got, want, c.whoHolds(key))
 					}
 				}
 			}
 			// The replicas, not the primaries, ran the read-only calls.
 			var onReplicas int64
 			for _, s := range c.Nodes() {
-				n := commandCount(t, c.Admin(s), phase.ro...) - before[s.Addr]
+				n := redistest.ReadCommandStats(t, c.Admin(s)).Sum(phase.ro...) - before[s.Addr]
 				role, _ := c.Admin(s).Info(ctx, "replication").Result()
 				if n > 0 && !strings.Contains(role, "role:slave") {
 					t.Errorf("primary %s ran %d of %v: read-only calls did not go to replicas", s.Addr, n, phase.ro)
@@ -233,40 +221,12 @@ func TestReliabilityClusterReplicaCheck(t *testing.T) {
 	}
 }
 
-// commandCount sums the calls of cmds (e.g. "evalsha_ro") in the node's
-// INFO commandstats.
-func commandCount(t *testing.T, node *redis.Client, cmds ...string) int64 {
-	t.Helper()
-	stats, err := node.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	for _, cmd := range cmds {
-		if _, rest, ok := strings.Cut(stats, "cmdstat_"+cmd+":calls="); ok {
-			calls, _, _ := strings.Cut(rest, ",")
-			v, _ := strconv.ParseInt(calls, 10, 64)
-			n += v
-		}
-	}
-	return n
-}
-
-func absDur(d time.Duration) time.Duration {
-	if d < 0 {
-		return -d
-	}
-	return d
-}
-
 // hotKey is a key under load in the failover tests, with its algorithm's
-// bound on what it may admit over a run and on what it may hold after a
-// failover that kept its state.
+// bound on what it may hold after a failover that kept its state (what it
+// may admit over the run is redistest.Bound).
 type hotKey struct {
 	name  string
 	limit redisrate.Limit
-	// bound is the most units the contract lets it admit in elapsed.
-	bound func(elapsed time.Duration) float64
 	// refill is the most units that may come back during a gap of d that
 	// started at run time into the run.
 	refill func(d, at time.Duration) int64
@@ -281,16 +241,13 @@ func hotKeys(tag string) []hotKey {
 	fixed := redisrate.PerMinute(300).WithAlgorithm(redisrate.FixedWindow)
 	return []hotKey{
 		{tag + ":gcra", gcra,
-			func(e time.Duration) float64 { return float64(gcra.Capacity()) + float64(gcra.Rate)*e.Seconds() },
 			func(d, _ time.Duration) int64 { return int64(float64(gcra.Rate)*d.Seconds()) + 1 }},
 		// Entries leave the log as they age past a minute.
 		{tag + ":sliding_log", log,
-			func(e time.Duration) float64 { return float64(log.Rate) * math.Ceil(e.Seconds()/60) },
 			func(d, _ time.Duration) int64 { return int64(math.Ceil(float64(log.Rate) * d.Seconds() / 60)) }},
 		// A new window may open during a gap only in a soak run: CI runs
 		// are shorter than the first window.
 		{tag + ":fixed_window", fixed,
-			func(e time.Duration) float64 { return float64(fixed.Rate) * (1 + math.Ceil(e.Seconds()/60)) },
 			func(d, at time.Duration) int64 {
 				if at+d >= time.Minute {
 					return fixed.Rate
@@ -305,8 +262,8 @@ func hotKeys(tag string) []hotKey {
 // failing, and units admitted above each key's bound over the run.
 func failover(t *testing.T, lim *redisrate.Limiter, tag string, kill func(), healthy func()) {
 	t.Helper()
-	before := loadFor(t, 3*time.Second)
-	after := loadFor(t, 4*time.Second)
+	before := redistest.LoadFor(t, 3*time.Second)
+	after := redistest.LoadFor(t, 4*time.Second)
 	keys := hotKeys(tag)
 	var mu sync.Mutex
 	var killedAt time.Time
@@ -317,11 +274,11 @@ func failover(t *testing.T, lim *redisrate.Limiter, tag string, kill func(), hea
 	longest := make([]time.Duration, len(keys))
 	var lastDecision time.Time
 	start := time.Now()
-	var loads []*load
+	var loads []*redistest.Load
 	for i, hk := range keys {
 		maxAfter[i] = -1
 		decide := func(ctx context.Context) (redisrate.Result, error) { return lim.Allow(ctx, hk.name, hk.limit) }
-		loads = append(loads, startLoad(4, decide, func(res redisrate.Result) {
+		loads = append(loads, redistest.StartLoad(4, 0, decide, func(res redisrate.Result) {
 			mu.Lock()
 			defer mu.Unlock()
 			now := time.Now()
@@ -347,13 +304,13 @@ func failover(t *testing.T, lim *redisrate.Limiter, tag string, kill func(), hea
 	var gap time.Duration
 	var errs []error
 	for _, l := range loads {
-		l.finish()
-		failed += l.failed.Load()
-		byBreaker += l.byBreaker.Load()
-		untyped += l.untyped.Load()
-		decisions += l.admitted.Load() + l.denied.Load()
-		gap = max(gap, l.gap(killedAt))
-		errs = append(errs, l.errs()...)
+		l.Stop()
+		failed += l.Failed.Load()
+		byBreaker += l.ByBreaker.Load()
+		untyped += l.Untyped.Load()
+		decisions += l.Decisions()
+		gap = max(gap, l.Gap(killedAt))
+		errs = append(errs, l.Errs()...)
 	}
 	elapsed := lastDecision.Sub(start)
 	if lastDecision.Before(healthyAt) {
@@ -361,21 +318,21 @@ func failover(t *testing.T, lim *redisrate.Limiter, tag string, kill func(), hea
 	}
 	rate := float64(decisions) / elapsed.Seconds()
 	t.Logf("%d decisions (%.0f/s) over %v; %d failed; first errors: %v", decisions, rate, elapsed.Round(time.Millisecond), failed, errs[:min(len(errs), 3)])
-	report(t, t.Name()+" failed-calls", "%d of %d (%d of them answered at once by the open circuit breaker; %d not ErrUnavailable)",
+	redistest.Report(t, t.Name()+" failed-calls", "%d of %d (%d of them answered at once by the open circuit breaker; %d not ErrUnavailable)",
 		failed, decisions+failed, byBreaker, untyped)
 	if untyped > 0 {
 		t.Errorf("%d failed calls did not match ErrUnavailable", untyped)
 	}
-	report(t, t.Name()+" seconds-until-healthy", "%.2f (calls failing for %.2fs after the kill; topology healthy after %.2fs)",
+	redistest.Report(t, t.Name()+" seconds-until-healthy", "%.2f (calls failing for %.2fs after the kill; topology healthy after %.2fs)",
 		max(gap, healthyAt.Sub(killedAt)).Seconds(), gap.Seconds(), healthyAt.Sub(killedAt).Seconds())
-	report(t, t.Name()+" decisions-per-second", "%.0f", rate)
+	redistest.Report(t, t.Name()+" decisions-per-second", "%.0f", rate)
 	for i, hk := range keys {
-		admitted := loads[i].admitted.Load()
-		bound := hk.bound(elapsed)
+		admitted := loads[i].Admitted.Load()
+		bound := redistest.Bound(hk.limit, elapsed)
 		above := float64(admitted) - bound
 		// Half a second more for the scheduling of a shared machine.
 		refill := hk.refill(longest[i]+500*time.Millisecond, killedAt.Sub(start))
-		report(t, t.Name()+" "+hk.limit.Algorithm.String(), "admitted %d, bound %.0f, above the bound %.0f; after the failover %d of %v left (refill during the gap: up to %d)",
+		redistest.Report(t, t.Name()+" "+hk.limit.Algorithm.String(), "admitted %d, bound %.0f, above the bound %.0f; after the failover %d of %v left (refill during the gap: up to %d)",
 			admitted, bound, max(above, 0), maxAfter[i], hk.limit.Capacity(), refill)
 		// State carried over: the key did not come back full.
 		if maxAfter[i] > refill || (refill < hk.limit.Capacity()-1 && maxAfter[i] >= hk.limit.Capacity()-1) {
@@ -431,6 +388,29 @@ func TestReliabilityClusterFailover(t *testing.T) {
 			t.Errorf("new primary %s lacks the %s script", m.Options().Addr, algo)
 		}
 	}
+}
+
+// whoHolds says, for a failure's message, what each node answers for key
+// (a replica read as READONLY) and how far each has replicated.
+func (c *cluster) whoHolds(key string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	var out []string
+	for _, s := range c.Nodes() {
+		rdb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1,
+			OnConnect: func(ctx context.Context, cn *redis.Conn) error { return cn.ReadOnly(ctx).Err() }})
+		n, err := rdb.Exists(ctx, key).Result()
+		repl, _ := rdb.Info(ctx, "replication").Result()
+		_ = rdb.Close()
+		var fields []string
+		for line := range strings.Lines(repl) {
+			if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && (k == "role" || strings.HasSuffix(k, "repl_offset") || k == "master_link_status") {
+				fields = append(fields, k+"="+v)
+			}
+		}
+		out = append(out, fmt.Sprintf("%s: EXISTS %d (%v), %s", s.Addr, n, err, strings.Join(fields, " ")))
+	}
+	return strings.Join(out, "; ")
 }
 
 // unhealthySlot asks a running node whether the key's slot is served by a

@@ -36,7 +36,7 @@ func checkKeys(t *testing.T, lim *redisrate.Limiter, prefix string) {
 	t.Helper()
 	ctx := context.Background()
 	for name, key := range specialKeys() {
-		for _, algo := range allAlgorithms {
+		for _, algo := range redistest.Algorithms {
 			limit := redisrate.PerMinute(3).WithAlgorithm(algo)
 			k := prefix + algo.String() + key
 			for i := range 4 {

@@ -19,7 +19,7 @@ import (
 // by FCALL of the library, which the AOF keeps too: after each restart the
 // library is still loaded and decides.
 func TestReliabilityAOFRestart(t *testing.T) {
-	needLocal(t)
+	redistest.NeedLocal(t, "kills and restarts its server")
 	srv := redistest.StartServer(t, redistest.Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -29,13 +29,7 @@ func TestReliabilityAOFRestart(t *testing.T) {
 	// may take a moment to dial again).
 	waitUp := func() {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for rdb.Ping(ctx).Err() != nil {
-			if time.Now().After(deadline) {
-				t.Fatal("server not back within 15s")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		redistest.WaitFor(t, 15*time.Second, "the server to answer again", func() bool { return rdb.Ping(ctx).Err() == nil })
 	}
 	for _, via := range []string{"evalsha", "fcall"} {
 		if via == "fcall" {
@@ -66,7 +60,7 @@ func TestReliabilityAOFRestart(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	report(t, "aof", "state of 6 algorithms, and the Functions library, survived a restart and a SIGKILL with appendfsync always, by EVALSHA and by FCALL: 0 admitted above the bound")
+	redistest.Report(t, "aof", "state of 6 algorithms, and the Functions library, survived a restart and a SIGKILL with appendfsync always, by EVALSHA and by FCALL: 0 admitted above the bound")
 }
 
 // aofRestart takes 3 of 5 units of a key per algorithm, restarts the
@@ -74,7 +68,7 @@ func TestReliabilityAOFRestart(t *testing.T) {
 func aofRestart(t *testing.T, rdb *redis.Client, lim *redisrate.Limiter, name string, do, waitUp func()) {
 	t.Helper()
 	ctx := context.Background()
-	for _, algo := range allAlgorithms {
+	for _, algo := range redistest.Algorithms {
 		key := name + ":" + algo.String()
 		limit := redisrate.PerHour(5).WithAlgorithm(algo)
 		for i := range 3 {
@@ -85,7 +79,7 @@ func aofRestart(t *testing.T, rdb *redis.Client, lim *redisrate.Limiter, name st
 	}
 	do()
 	waitUp()
-	for _, algo := range allAlgorithms {
+	for _, algo := range redistest.Algorithms {
 		key := name + ":" + algo.String()
 		limit := redisrate.PerHour(5).WithAlgorithm(algo)
 		admitted := 0

@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -16,7 +17,8 @@ import (
 // httplimit's Scopes on a real Redis Cluster: the keys of each request
 // (an API key's and its account's) share the account's hash tag, so no
 // call gets CROSSSLOT, whatever text a client puts in its account, and
-// each account's limit holds on whichever node serves its slot.
+// each account's limit holds on whichever node serves its slot (the
+// accounts are spread over every primary).
 func TestClusterHTTPScopes(t *testing.T) {
 	c := startCluster(t)
 	lim := redistest.NewLimiter(c.client(t, nil), redisrate.WithKeyPrefix("rl:"))
@@ -54,8 +56,16 @@ func TestClusterHTTPScopes(t *testing.T) {
 		}
 		slots[slot(keys[len(keys)-1])] = true
 	}
-	if len(slots) < 32 {
-		t.Fatalf("the accounts hash to %d slots; the test wants them spread", len(slots))
+	owners := map[*redistest.Server]bool{}
+	for sl := range slots {
+		owner, err := c.Owner(context.Background(), sl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owners[owner] = true
+	}
+	if len(slots) < 32 || len(owners) != len(c.Primaries) {
+		t.Fatalf("the accounts hash to %d slots on %d of the %d primaries; the test wants them spread over all", len(slots), len(owners), len(c.Primaries))
 	}
 	var wg sync.WaitGroup
 	for _, account := range accounts {

@@ -2,8 +2,6 @@ package integration
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,29 +19,6 @@ func perMinute(a redisrate.Algorithm) redisrate.Limit {
 	return redisrate.PerMinute(3).WithAlgorithm(a)
 }
 
-var allAlgorithms = []redisrate.Algorithm{redisrate.GCRA, redisrate.TokenBucket, redisrate.LeakyBucket,
-	redisrate.SlidingWindow, redisrate.FixedWindow, redisrate.SlidingLog}
-
-// commandCalls reads INFO commandstats: calls per command, e.g. "evalsha_ro".
-func commandCalls(t *testing.T, c *redis.Client) map[string]int64 {
-	t.Helper()
-	info, err := c.Info(context.Background(), "commandstats").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]int64{}
-	for line := range strings.Lines(info) {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		name, ok2 := strings.CutPrefix(name, "cmdstat_")
-		if !ok || !ok2 {
-			continue
-		}
-		calls, _, _ := strings.Cut(strings.TrimPrefix(rest, "calls="), ",")
-		out[name], _ = strconv.ParseInt(calls, 10, 64)
-	}
-	return out
-}
-
 // TestScriptFlushHealed: after SCRIPT FLUSH the Limiter's EVALSHA gets
 // NOSCRIPT, falls back to EVAL (EVAL_RO for a read-only check) and goes on
 // with the same state, without an error reaching the caller; the script is
@@ -53,7 +28,10 @@ func TestScriptFlushHealed(t *testing.T) {
 	ctx := context.Background()
 	lim := redistest.NewLimiter(r.Client)
 	ro := redistest.NewLimiter(r.Client, redisrate.WithReadOnlyCheck())
-	readOnly := isRedis7(r.Client) // EVALSHA_RO needs Redis 7
+	readOnly := serverMajor(t, r.Client) >= 7 // EVALSHA_RO needs Redis 7
+	if !readOnly {
+		t.Log("a server older than Redis 7: the read-only check after SCRIPT FLUSH is not tried")
+	}
 	// 3 per minute: two allows take 2; a check or a cost-0 read takes none.
 	steps := []struct {
 		do   string
@@ -62,7 +40,7 @@ func TestScriptFlushHealed(t *testing.T) {
 		{"allow", 2}, {"flush", 0}, {"allow", 1}, {"flush", 0}, {"check", 0},
 		{"flush", 0}, {"peek", 1}, {"flush", 0}, {"ro-check", 0},
 	}
-	for _, a := range allAlgorithms {
+	for _, a := range redistest.Algorithms {
 		t.Run(a.String(), func(t *testing.T) {
 			l := perMinute(a)
 			s := script(t, a)
@@ -106,20 +84,6 @@ func TestScriptFlushHealed(t *testing.T) {
 	}
 }
 
-func isRedis7(c *redis.Client) bool {
-	info, err := c.Info(context.Background(), "server").Result()
-	if err != nil {
-		return false
-	}
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
-			major, _ := strconv.Atoi(strings.SplitN(v, ".", 2)[0])
-			return major >= 7
-		}
-	}
-	return false
-}
-
 // TestScriptFlushUnderLoad: 16 goroutines decide on every algorithm while
 // another flushes the script cache every 2 ms; not one error reaches a
 // caller, and the fallback to EVAL was really taken.
@@ -127,7 +91,7 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 	r := openRedis(t)
 	ctx := context.Background()
 	lim := redistest.NewLimiter(r.Client)
-	before := commandCalls(t, r.Client)
+	before := redistest.ReadCommandStats(t, r.Client)
 	stop := make(chan struct{})
 	var flushes atomic.Int64
 	var flusher sync.WaitGroup
@@ -150,7 +114,7 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 	for w := range 16 {
 		wg.Go(func() {
 			for i := range 150 {
-				a := allAlgorithms[(w+i)%len(allAlgorithms)]
+				a := redistest.Algorithms[(w+i)%len(redistest.Algorithms)]
 				l := redisrate.PerSecond(1000).WithAlgorithm(a)
 				var err error
 				if i%3 == 0 {
@@ -170,7 +134,7 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 	wg.Wait()
 	close(stop)
 	flusher.Wait()
-	after := commandCalls(t, r.Client)
+	after := redistest.ReadCommandStats(t, r.Client)
 	evals := after["eval"] - before["eval"]
 	t.Logf("%d calls, %d failed, %d SCRIPT FLUSH, %d fallbacks to EVAL", calls.Load(), failed.Load(), flushes.Load(), evals)
 	if failed.Load() > 0 {

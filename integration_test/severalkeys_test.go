@@ -37,6 +37,19 @@ type orgTally struct {
 	errs     []error
 }
 
+// calls is the calls made so far, admitted the units admitted.
+func (o *orgTally) calls() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.attempts
+}
+
+func (o *orgTally) admitted() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.total
+}
+
 func (o *orgTally) add(u int, r redisrate.Result, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -110,47 +123,50 @@ func TestSeveralKeysGuarantee4(t *testing.T) {
 	r := redistest.Open(t)
 	ctx := context.Background()
 	for _, library := range []bool{false, true} {
-		if library {
-			if !r.Own {
-				t.Log("the FCALL half loads the Functions library: it needs a server of its own, not " + redistest.EnvAddr)
-				continue
-			}
-			if err := r.Client.FunctionLoadReplace(ctx, scripts.Library).Err(); err != nil {
-				t.Fatalf("FUNCTION LOAD on a server of the test's own: %v", err)
-			}
-		}
-		fcalls, evalshas, attempts := commandCount(t, r.Client, "fcall"), commandCount(t, r.Client, "evalsha"), int64(0)
-		for _, a := range allAlgorithms {
-			t.Run(fmt.Sprintf("%s/fcall=%v", a, library), func(t *testing.T) {
-				l := redistest.NewLimiter(r.Client, redisrate.WithKeyPrefix(r.Key("")))
-				user, org := redisrate.PerDay(5).WithAlgorithm(a), redisrate.PerDay(200).WithAlgorithm(a)
-				tag := fmt.Sprintf("{org:%s:%v}", a, library)
-				var tally orgTally
-				hammerOrg(ctx, l, tag, user, org, 64*25, nil, &tally)
-				if len(tally.errs) > 0 {
-					t.Fatalf("%d calls failed, first: %v", len(tally.errs), tally.errs[0])
+		t.Run(fmt.Sprintf("fcall=%v", library), func(t *testing.T) {
+			if library {
+				if !r.Own {
+					t.Skip("the FCALL half loads the Functions library: it needs a server of its own, not " + redistest.EnvAddr)
 				}
-				checkOrg(t, ctx, l, tag, user, org, &tally)
-				attempts += tally.attempts
-			})
-		}
-		// With the library loaded the calls are FCALL's (but the first ones
-		// of a new Limiter, sent by EVALSHA until it finds the library),
-		// without it none.
-		f, e := commandCount(t, r.Client, "fcall")-fcalls, commandCount(t, r.Client, "evalsha")-evalshas
-		if library && f < attempts*9/10 || !library && (f != 0 || e < attempts) {
-			t.Errorf("library %t: %d FCALLs and %d EVALSHAs for %d calls", library, f, e, attempts)
-		}
+				if err := r.Client.FunctionLoadReplace(ctx, scripts.Library).Err(); err != nil {
+					t.Fatalf("FUNCTION LOAD on a server of the test's own: %v", err)
+				}
+			}
+			before, attempts := redistest.ReadCommandStats(t, r.Client), int64(0)
+			for _, a := range redistest.Algorithms {
+				t.Run(a.String(), func(t *testing.T) {
+					l := redistest.NewLimiter(r.Client, redisrate.WithKeyPrefix(r.Key("")))
+					user, org := redisrate.PerDay(5).WithAlgorithm(a), redisrate.PerDay(200).WithAlgorithm(a)
+					tag := fmt.Sprintf("{org:%s:%v}", a, library)
+					var tally orgTally
+					hammerOrg(ctx, l, tag, user, org, 64*25, nil, &tally)
+					if len(tally.errs) > 0 {
+						t.Fatalf("%d calls failed, first: %v", len(tally.errs), tally.errs[0])
+					}
+					checkOrg(t, ctx, l, tag, user, org, &tally)
+					attempts += tally.attempts
+				})
+			}
+			// With the library loaded the calls are FCALL's (but the first
+			// ones of a new Limiter, sent by EVALSHA until it finds the
+			// library), without it none.
+			after := redistest.ReadCommandStats(t, r.Client)
+			f, e := after.Since(before, "fcall"), after.Since(before, "evalsha")
+			if library && f < attempts*9/10 || !library && (f != 0 || e < attempts) {
+				t.Errorf("%d FCALLs and %d EVALSHAs for %d calls", f, e, attempts)
+			}
+		})
 	}
 }
 
 // TestSeveralKeysWriteNothingOnRealRedis: a denial by either key, and a
-// foreign value on key 2, leave both keys byte for byte as they were, TTL
-// included; the error names key #2.
+// foreign value on key 2, write nothing (the server's count of writes
+// stays put, on a server of the test's own) and leave both keys byte for
+// byte as they were, TTL included; the error names key #2.
 func TestSeveralKeysWriteNothingOnRealRedis(t *testing.T) {
 	r := redistest.Open(t)
 	ctx := context.Background()
-	for _, a := range allAlgorithms {
+	for _, a := range redistest.Algorithms {
 		t.Run(a.String(), func(t *testing.T) {
 			l := redistest.NewLimiter(r.Client, redisrate.WithKeyPrefix(r.Key(a.String()+":")))
 			user, org := redisrate.PerHour(2).WithAlgorithm(a), redisrate.PerHour(3).WithAlgorithm(a)
@@ -164,6 +180,38 @@ func TestSeveralKeysWriteNothingOnRealRedis(t *testing.T) {
 				return out
 			}
 			pttl := func(k string) time.Duration { return r.Client.PTTL(ctx, key(k)).Val() }
+			// unwritten fails t if call wrote: the server's count of
+			// writes tells on a server of the test's own; on a shared one
+			// (REDIS_ADDR) only the keys can, and a TTL written 5 ms on
+			// would be longer.
+			unwritten := func(what string, call func(), keys ...string) {
+				t.Helper()
+				before := snap(keys...)
+				var ttls []time.Duration
+				for _, k := range keys {
+					ttls = append(ttls, pttl(k))
+				}
+				var writes int64
+				if r.Own {
+					writes = redistest.Writes(t, r.Client)
+				} else {
+					time.Sleep(5 * time.Millisecond)
+				}
+				call()
+				if r.Own {
+					if n := redistest.Writes(t, r.Client) - writes; n != 0 {
+						t.Errorf("%s: %d writes", what, n)
+					}
+				}
+				if after := snap(keys...); fmt.Sprint(after) != fmt.Sprint(before) {
+					t.Errorf("%s changed the keys:\n  %q\n  %q", what, before, after)
+				}
+				for i, k := range keys {
+					if ttl := pttl(k); ttl > ttls[i] {
+						t.Errorf("%s raised the TTL of %s from %v to %v", what, k, ttls[i], ttl)
+					}
+				}
+			}
 			for _, u := range []int{1, 1, 2} {
 				if res, err := l.AllowKeys(ctx, 1, orgKeys("{o}", u, user, org)...); err != nil || !res.Allowed {
 					t.Fatalf("user %d: %v %v", u, res, err)
@@ -174,17 +222,12 @@ func TestSeveralKeysWriteNothingOnRealRedis(t *testing.T) {
 				binding int
 			}{{1, 0}, {3, 1}} { // user 1 spent; user 3 new, the organisation spent
 				keys := orgKeys("{o}", tc.u, user, org)
-				before := snap(keys[0].Key, keys[1].Key)
-				ttl0, ttl1 := pttl(keys[0].Key), pttl(keys[1].Key)
-				time.Sleep(5 * time.Millisecond) // a write would raise a TTL
-				res, err := l.AllowKeys(ctx, 1, keys...)
-				if err != nil || res.Allowed || res.Binding != tc.binding || res.Key != keys[tc.binding].Key {
-					t.Fatalf("user %d: %v %v, want denied by key #%d", tc.u, res, err, tc.binding+1)
-				}
-				if after := snap(keys[0].Key, keys[1].Key); fmt.Sprint(after) != fmt.Sprint(before) ||
-					pttl(keys[0].Key) > ttl0 || pttl(keys[1].Key) > ttl1 {
-					t.Errorf("user %d: the denial wrote:\n  %q\n  %q", tc.u, before, after)
-				}
+				unwritten(fmt.Sprintf("user %d's denial", tc.u), func() {
+					res, err := l.AllowKeys(ctx, 1, keys...)
+					if err != nil || res.Allowed || res.Binding != tc.binding || res.Key != keys[tc.binding].Key {
+						t.Fatalf("user %d: %v %v, want denied by key #%d", tc.u, res, err, tc.binding+1)
+					}
+				}, keys[0].Key, keys[1].Key)
 			}
 			// A foreign value on key 2: an error naming it, key 1 untouched.
 			if err := r.Client.Set(ctx, key("{f}"), "someone else's", 0).Err(); err != nil {
@@ -193,15 +236,13 @@ func TestSeveralKeysWriteNothingOnRealRedis(t *testing.T) {
 			if _, err := l.Allow(ctx, "{f}:user:1", user); err != nil {
 				t.Fatal(err)
 			}
-			before := snap("{f}:user:1")
-			_, err := l.AllowKeys(ctx, 1, orgKeys("{f}", 1, user, org)...)
-			var e *redisrate.Error
-			if !errors.Is(err, redisrate.ErrForeignKey) || !errors.As(err, &e) || e.Key != key("{f}") || !strings.Contains(err.Error(), "key #2") {
-				t.Errorf("a foreign value on key 2: %v, want ErrForeignKey naming key #2 (%s)", err, key("{f}"))
-			}
-			if after := snap("{f}:user:1"); fmt.Sprint(after) != fmt.Sprint(before) {
-				t.Errorf("key 1 written: %q, then %q", before, after)
-			}
+			unwritten("a call with a foreign value on key 2", func() {
+				_, err := l.AllowKeys(ctx, 1, orgKeys("{f}", 1, user, org)...)
+				var e *redisrate.Error
+				if !errors.Is(err, redisrate.ErrForeignKey) || !errors.As(err, &e) || e.Key != key("{f}") || !strings.Contains(err.Error(), "key #2") {
+					t.Errorf("a foreign value on key 2: %v, want ErrForeignKey naming key #2 (%s)", err, key("{f}"))
+				}
+			}, "{f}:user:1", "{f}")
 		})
 	}
 }
@@ -214,7 +255,6 @@ func TestSeveralKeysWriteNothingOnRealRedis(t *testing.T) {
 // cache flushed, as the resharding test does for one key). Calls of keys
 // without a common tag get ErrInvalid that says to use a hash tag.
 func TestClusterSeveralKeys(t *testing.T) {
-	needLocal(t)
 	ctx := context.Background()
 	c := redistest.StartCluster(t, redistest.ClusterOptions{Primaries: 3})
 	// TRYAGAIN (a call whose keys are split between source and target for
@@ -255,11 +295,8 @@ func TestClusterSeveralKeys(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		to := c.Primaries[0]
-		if to == from {
-			to = c.Primaries[1]
-		}
-		asking := commandCount(t, c.Admin(to), "asking")
+		to := c.OtherPrimary(from)
+		asking := redistest.ReadCommandStats(t, c.Admin(to)).Sum("asking")
 		var tally orgTally
 		stop := make(chan struct{})
 		done := make(chan struct{})
@@ -267,27 +304,31 @@ func TestClusterSeveralKeys(t *testing.T) {
 			defer close(done)
 			hammerOrg(ctx, l, tag, user, org, 0, stop, &tally)
 		}()
-		// The load runs a while before the slot moves, but not so long
-		// that the organisation is spent (a soak's load time would be).
-		for start := time.Now(); time.Since(start) < 100*time.Millisecond; time.Sleep(5 * time.Millisecond) {
-			tally.mu.Lock()
-			enough := tally.total >= org.Rate/4
-			tally.mu.Unlock()
-			if enough {
-				break
-			}
+		var stopOnce sync.Once
+		stopLoad := func() { stopOnce.Do(func() { close(stop); <-done }) }
+		defer stopLoad() // a failure below must not leave the callers running
+		// Each phase lasts until the callers have been through it, however
+		// fast or slow the machine: a few calls each before the slot moves
+		// (far from spending the organisation), calls that meet it
+		// MIGRATING with the keys still on the source, and a call that
+		// follows ASK to the target once the first keys are there (the
+		// rest move at once: the callers whose keys are split between
+		// the nodes get TRYAGAIN until then).
+		awaitCalls := func(n int64, what string) {
+			t.Helper()
+			want := tally.calls() + n
+			redistest.WaitFor(t, 30*time.Second, fmt.Sprintf("%d calls %s", n, what), func() bool { return tally.calls() >= want })
 		}
+		awaitCalls(4*64, "before the slot moves")
 		if err := c.Admin(to).ScriptFlush(ctx).Err(); err != nil { // calls sent there by ASK load the scripts
 			t.Fatal(err)
 		}
-		tally.mu.Lock()
-		before := tally.total
-		tally.mu.Unlock()
+		before := tally.admitted()
 		m, err := c.BeginMigration(ctx, slot, to)
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(100 * time.Millisecond) // calls meet MIGRATING with the keys still on the source
+		awaitCalls(2*64, "with the slot MIGRATING")
 		// The organisation's key and 10 users' move first: those users'
 		// calls follow ASK to the target, the others' find their keys split
 		// between the nodes and get TRYAGAIN until the rest have moved.
@@ -299,33 +340,23 @@ func TestClusterSeveralKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 		moved := len(first) - 7
-		time.Sleep(150 * time.Millisecond)
+		redistest.WaitFor(t, 30*time.Second, "a call to follow ASK to the target", func() bool {
+			return redistest.ReadCommandStats(t, c.Admin(to)).Sum("asking") > asking
+		})
 		if err := m.Finish(ctx); err != nil {
 			t.Fatal(err)
 		}
-		tally.mu.Lock()
-		during := tally.total - before
-		tally.mu.Unlock()
+		during := tally.admitted() - before
 		c.WaitHealthy(10 * time.Second)
-		// Then until the organisation is spent.
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			tally.mu.Lock()
-			total := tally.total
-			tally.mu.Unlock()
-			if total >= org.Rate || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		time.Sleep(50 * time.Millisecond) // a few more denials
-		close(stop)
-		<-done
+		// Then until the organisation is spent, and a few denials more.
+		redistest.WaitFor(t, 60*time.Second, "the organisation to be spent", func() bool { return tally.admitted() >= org.Rate })
+		awaitCalls(64, "after the organisation is spent")
+		stopLoad()
 		if owner, err := c.Owner(ctx, slot); err != nil || owner != to {
 			t.Fatalf("slot %d owned by %v (%v), want %s", slot, owner, err, to.Addr)
 		}
 		t.Logf("FIGURE cluster several keys: %d calls, %d admitted during the migration of slot %d (%d keys moved first), %d failed, %d ASKING on the target",
-			tally.attempts, during, slot, moved, len(tally.errs), commandCount(t, c.Admin(to), "asking")-asking)
+			tally.attempts, during, slot, moved, len(tally.errs), redistest.ReadCommandStats(t, c.Admin(to)).Sum("asking")-asking)
 		for _, err := range tally.errs {
 			if !errors.Is(err, redisrate.ErrUnavailable) || !strings.Contains(err.Error(), "TRYAGAIN") {
 				t.Errorf("a call failed other than by TRYAGAIN: %v", err)
@@ -334,9 +365,6 @@ func TestClusterSeveralKeys(t *testing.T) {
 		}
 		if during == 0 {
 			t.Error("nothing admitted while the slot migrated: the test did not exercise it")
-		}
-		if commandCount(t, c.Admin(to), "asking") == asking {
-			t.Error("no call followed ASK to the target during the migration")
 		}
 		checkOrg(t, ctx, l, tag, user, org, &tally)
 	})

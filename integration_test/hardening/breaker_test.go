@@ -21,7 +21,7 @@ import (
 // (retries and all) and with the recommended ones. The figures are logged;
 // the assertions are generous bounds (a shared CI machine).
 func TestBreakerFastAnswers(t *testing.T) {
-	needLocal(t)
+	redistest.NeedLocal(t, "stops, pauses and restarts its server")
 	srv := redistest.StartServer(t, redistest.Options{Config: []string{"enable-debug-command yes"}})
 	admin := srv.Client(&redis.Options{MaxRetries: -1})
 	probe := srv.Client(&redis.Options{MaxRetries: -1, ContextTimeoutEnabled: true})
@@ -80,12 +80,7 @@ func TestBreakerFastAnswers(t *testing.T) {
 			// so a pause shorter than 12 s would never be seen as a
 			// failure; the decision timeout ends each wait at 200 ms with
 			// them too.
-			for deadline := time.Now().Add(30 * time.Second); admin.Ping(ctx).Err() != nil; {
-				if time.Now().After(deadline) {
-					t.Fatal("the server did not come back within 30 s")
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			redistest.WaitFor(t, 30*time.Second, "the server to answer again", func() bool { return admin.Ping(ctx).Err() == nil })
 			rdb := srv.Client(c.opts)
 			l := redisrate.NewLimiter(rdb, redisrate.WithFailurePolicy(redisrate.FailOpen))
 			if res, err := l.Allow(ctx, "k", limit); err != nil || res.Source != redisrate.SourceRedis {
@@ -135,7 +130,7 @@ func TestBreakerFastAnswers(t *testing.T) {
 			}
 			slices.Sort(lat)
 			p99 := lat[len(lat)*99/100]
-			report(t, "breaker "+o.name+", "+c.name, "first failure answered after %v; then %d decisions in 1 s, p50 %v, p99 %v, max %v; Redis's decisions again %v after its return",
+			redistest.Report(t, "breaker "+o.name+", "+c.name, "first failure answered after %v; then %d decisions in 1 s, p50 %v, p99 %v, max %v; Redis's decisions again %v after its return",
 				first.Round(time.Microsecond), len(lat), lat[len(lat)/2].Round(time.Microsecond), p99.Round(time.Microsecond), lat[len(lat)-1].Round(time.Microsecond), recovered.Round(time.Millisecond))
 			// Generous bounds: the targets are 5 ms and 1 s.
 			if p99 > 50*time.Millisecond {
@@ -161,5 +156,5 @@ func TestBreakerFastAnswers(t *testing.T) {
 			t.Fatalf("no breaker, stopped: %v, %v", res, err)
 		}
 	}
-	report(t, "no breaker, stopped, go-redis defaults", "each call answered by the policy after %v", slow)
+	redistest.Report(t, "no breaker, stopped, go-redis defaults", "each call answered by the policy after %v", slow)
 }

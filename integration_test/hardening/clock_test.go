@@ -24,7 +24,7 @@ import (
 // honest: a key exhausted before the switch, asked after it, is admitted
 // when its RetryAfter has passed.
 func TestClocksThatDisagree(t *testing.T) {
-	needLocal(t)
+	redistest.NeedLocal(t, "a shifted clock and replication")
 	t.Logf("clock shift by %s", redistest.ClockMethod())
 	for _, shift := range []time.Duration{-2 * time.Second, 2 * time.Second} {
 		t.Run(map[bool]string{true: "replica 2s behind", false: "replica 2s ahead"}[shift < 0], func(t *testing.T) {
@@ -41,13 +41,13 @@ func clockFailover(t *testing.T, shift time.Duration) {
 		Args: []string{"--replicaof", "127.0.0.1", strconv.Itoa(primary.Port)}})
 	padmin := primary.Client(&redis.Options{MaxRetries: -1})
 	radmin := replica.Client(&redis.Options{MaxRetries: -1})
-	waitFor(t, 15*time.Second, "replica online", func() bool {
+	redistest.WaitFor(t, 15*time.Second, "replica online", func() bool {
 		info, _ := padmin.Info(ctx, "replication").Result()
 		return strings.Contains(info, "state=online")
 	})
 	pOff, _ := redistest.ClockOffset(ctx, padmin)
 	rOff, _ := redistest.ClockOffset(ctx, radmin)
-	report(t, "clocks "+shift.String(), "primary's TIME off by %v, replica's by %v", pOff.Round(time.Millisecond), rOff.Round(time.Millisecond))
+	redistest.Report(t, "clocks "+shift.String(), "primary's TIME off by %v, replica's by %v", pOff.Round(time.Millisecond), rOff.Round(time.Millisecond))
 
 	opts := &redis.Options{ContextTimeoutEnabled: true, MaxRetries: -1}
 	lp := redistest.NewLimiter(primary.Client(opts), redisrate.WithKeyPrefix("rate:"), redisrate.WithCircuitBreaker(0))
@@ -57,7 +57,7 @@ func clockFailover(t *testing.T, shift time.Duration) {
 
 	var keys []*hot
 	waitLim := map[redisrate.Algorithm]redisrate.Limit{}
-	for _, algo := range algorithms {
+	for _, algo := range redistest.Algorithms {
 		lim := redisrate.PerSecond(20).WithAlgorithm(algo)
 		if algo == redisrate.GCRA || algo == redisrate.TokenBucket || algo == redisrate.LeakyBucket {
 			lim = lim.WithBurst(40)
@@ -73,8 +73,8 @@ func clockFailover(t *testing.T, shift time.Duration) {
 		return current.Load().Allow(ctx, h.key, h.lim)
 	})
 	defer stop()
-	time.Sleep(loadFor(500 * time.Millisecond)) // a whole soak phase under -soak
-	for _, algo := range algorithms {
+	time.Sleep(redistest.LoadFor(t, 500*time.Millisecond)) // a whole soak phase under -soak
+	for _, algo := range redistest.Algorithms {
 		if _, err := lp.Allow(ctx, "wait:"+algo.String(), waitLim[algo]); err != nil {
 			t.Fatal(err)
 		}
@@ -87,16 +87,16 @@ func clockFailover(t *testing.T, shift time.Duration) {
 		t.Fatal(err)
 	}
 	switched := time.Now()
-	waitFor(t, 10*time.Second, "replica promoted", func() bool {
+	redistest.WaitFor(t, 10*time.Second, "replica promoted", func() bool {
 		info, _ := radmin.Info(ctx, "replication").Result()
 		return strings.Contains(info, "role:master")
 	})
 	current.Store(lr)
-	report(t, "clocks "+shift.String()+" failover", "the replica took over %v after FAILOVER", time.Since(switched).Round(time.Millisecond))
+	redistest.Report(t, "clocks "+shift.String()+" failover", "the replica took over %v after FAILOVER", time.Since(switched).Round(time.Millisecond))
 
 	// Honest waits across the switch, every algorithm at once.
 	var wg sync.WaitGroup
-	for _, algo := range algorithms {
+	for _, algo := range redistest.Algorithms {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -118,14 +118,14 @@ func clockFailover(t *testing.T, shift time.Duration) {
 			}
 			time.Sleep(res.RetryAfter)
 			res2, err := lr.Allow(ctx, key, lim)
-			report(t, "clocks "+shift.String()+" wait "+algo.String(), "denied with RetryAfter %v on the new primary; after it: %v", res.RetryAfter, res2)
+			redistest.Report(t, "clocks "+shift.String()+" wait "+algo.String(), "denied with RetryAfter %v on the new primary; after it: %v", res.RetryAfter, res2)
 			if err != nil || !res2.Allowed {
 				t.Errorf("%s: RetryAfter %v after the switch was not honest: %v, %v", algo, res.RetryAfter, res2, err)
 			}
 		}()
 	}
 	wg.Wait()
-	time.Sleep(loadFor(time.Second))
+	time.Sleep(redistest.LoadFor(t, time.Second))
 	stop()
 	extra := time.Duration(0)
 	if shift > 0 {
@@ -134,18 +134,7 @@ func clockFailover(t *testing.T, shift time.Duration) {
 	checkBounds(t, "clocks "+shift.String(), keys, extra, true)
 	var failed int64
 	for _, h := range keys {
-		failed += h.failed.Load()
+		failed += h.Failed.Load()
 	}
-	report(t, "clocks "+shift.String()+" failed", "%d calls failed during the switch (READONLY or paused writes; the test switches clients by hand)", failed)
-}
-
-func waitFor(t *testing.T, within time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	redistest.Report(t, "clocks "+shift.String()+" failed", "%d calls failed during the switch (READONLY or paused writes; the test switches clients by hand)", failed)
 }

@@ -20,7 +20,7 @@ import (
 func exercise(t *testing.T, what string, l *redisrate.Limiter, prefix string) {
 	t.Helper()
 	ctx := context.Background()
-	for _, algo := range algorithms {
+	for _, algo := range redistest.Algorithms {
 		lim := redisrate.PerMinute(3).WithAlgorithm(algo)
 		key := prefix + algo.String()
 		for i := range 4 {
@@ -61,7 +61,7 @@ func exercise(t *testing.T, what string, l *redisrate.Limiter, prefix string) {
 // serves every script through the Go client, by EVALSHA and by FCALL of
 // the library; a plain-text client is refused.
 func TestTLS(t *testing.T) {
-	needLocal(t)
+	redistest.NeedLocal(t, "a TLS server")
 	t.Parallel()
 	ctx := context.Background()
 	srv := redistest.StartServer(t, redistest.Options{TLS: redistest.NewCerts(t)})
@@ -113,7 +113,7 @@ const LimiterACL = "on >s3cret resetkeys ~rate:* resetchannels -@all " +
 // prefix are refused by Redis, and the client's error names the missing
 // permission.
 func TestACLLeastPrivilege(t *testing.T) {
-	needLocal(t)
+	redistest.NeedLocal(t, "an ACL user in its configuration")
 	t.Parallel()
 	ctx := context.Background()
 	srv := redistest.StartServer(t, redistest.Options{Config: []string{"user limiter " + LimiterACL}})
@@ -150,7 +150,7 @@ func TestACLLeastPrivilege(t *testing.T) {
 	// policy: a deployment mistake is never answered as "Redis is down".
 	for _, policy := range []redisrate.FailurePolicy{redisrate.FailError, redisrate.FailOpen, redisrate.FailClosed} {
 		l := redistest.NewLimiter(rdb, redisrate.WithKeyPrefix("other:"), redisrate.WithFailurePolicy(policy), redisrate.WithCircuitBreaker(0))
-		for _, algo := range algorithms {
+		for _, algo := range redistest.Algorithms {
 			res, err := l.Allow(ctx, "k", redisrate.PerMinute(3).WithAlgorithm(algo))
 			var e *redisrate.Error
 			if !errors.Is(err, redisrate.ErrPermission) || errors.Is(err, redisrate.ErrUnavailable) || !errors.As(err, &e) ||

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,12 +51,7 @@ func (c *Cluster) Nodes() []*Server {
 // every node reports it healthy with all 16384 slots served.
 func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 	t.Helper()
-	if !Local() {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("a Cluster needs redis-server on PATH (CI=true: CI must install redis-server)")
-		}
-		t.Skip("a Cluster needs redis-server on PATH (a container announces addresses the host cannot reach): " + HowTo)
-	}
+	NeedLocal(t, "a Cluster: a container announces addresses the host cannot reach")
 	if opts.Primaries < 1 {
 		opts.Primaries = 3
 	}
@@ -231,6 +225,18 @@ func primaryID(sh redis.ClusterShard) string {
 		}
 	}
 	return ""
+}
+
+// OtherPrimary is the first primary that is none of not: where to move a
+// slot away from the primaries it is and has been on.
+func (c *Cluster) OtherPrimary(not ...*Server) *Server {
+	for _, p := range c.Primaries {
+		if !slices.Contains(not, p) {
+			return p
+		}
+	}
+	c.t.Fatalf("a Cluster of %d primaries has none but the %d named", len(c.Primaries), len(not))
+	return nil
 }
 
 // KeySlot is the hash slot of key (CLUSTER KEYSLOT).

@@ -93,10 +93,7 @@ func TestClusterMigration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	to := c.Primaries[0]
-	if to == from {
-		to = c.Primaries[1]
-	}
+	to := c.OtherPrimary(from)
 	m, err := c.BeginMigration(ctx, slot, to)
 	if err != nil {
 		t.Fatal(err)

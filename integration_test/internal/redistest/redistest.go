@@ -15,6 +15,11 @@
 // answers, it is a redis:7 container (testcontainers-go). Without either the
 // test is skipped with HowTo, which says how to run it (in CI, where
 // CI=true, it fails instead: CI installs redis-server).
+//
+// It also holds what the module's test packages share besides servers
+// (helpers.go, load.go): the algorithms, NeedLocal, FIGURE lines, WaitFor,
+// command statistics, the soak switch, guarantee 4's Bound and a load
+// generator that keeps score.
 package redistest
 
 import (
@@ -232,31 +237,38 @@ func StartServer(t testing.TB, opts Options) *Server {
 	if bin, err := exec.LookPath(ServerBin()); err == nil {
 		return startLocal(t, bin, opts)
 	}
+	if !containerServes() {
+		// The containers are redis:7: a run of another server's tests
+		// would test Redis under that server's name.
+		noRedis(t, fmt.Sprintf("%s=%s: %s is not on PATH, and the container path runs %s only: install %s, or unset %s to test redis-server",
+			EnvServer, ServerBin(), ServerBin(), Image, ServerBin(), EnvServer))
+	}
 	if opts.TLS != nil || opts.ClockShift != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("a TLS server or a shifted clock needs redis-server on PATH (CI=true: CI must install redis-server)")
-		}
-		t.Skip("a TLS server or a shifted clock needs redis-server on PATH, not a container: " + HowTo)
+		noRedis(t, "a TLS server or a shifted clock needs redis-server on PATH, not a container: "+HowTo)
 	}
 	if engine := dockerEngine(); engine != "" {
 		return startContainer(t, engine, opts)
 	}
-	noRedis(t)
+	noRedis(t, HowTo)
 	return nil
 }
 
-// noRedis skips t with HowTo, except in CI (CI=true), which installs
-// redis-server: there a missing server fails the test, so that the
-// real-Redis tests never quietly stop running.
-func noRedis(t testing.TB) {
+// containerServes reports whether a container may stand in for a missing
+// ServerBin: only for redis-server, as Image is Redis.
+func containerServes() bool { return ServerBin() == "redis-server" }
+
+// noRedis skips t saying why, except in CI (CI=true), which installs the
+// servers: there a missing server fails the test, so that the real-Redis
+// tests never quietly stop running.
+func noRedis(t testing.TB, why string) {
 	t.Helper()
 	if os.Getenv("CI") == "true" {
-		t.Fatal(HowTo + " (CI=true: CI must install redis-server)")
+		t.Fatal(why + " (CI=true: CI must install it)")
 	}
-	t.Skip(HowTo)
+	t.Skip(why)
 }
 
-// Local reports whether fresh servers are local redis-server processes (as
+// Local reports whether fresh servers are local ServerBin processes (as
 // Cluster and Sentinel tests need, since a container announces addresses the
 // host cannot reach).
 func Local() bool {

@@ -67,9 +67,7 @@ func TestStartSeveralServers(t *testing.T) {
 }
 
 func TestStartReportsBadConfig(t *testing.T) {
-	if !Local() {
-		t.Skip("needs redis-server on PATH")
-	}
+	NeedLocal(t, "the server's own complaint in its log")
 	// A failing start must fail the test with the server's own words; run it
 	// in a fake TB to observe that without failing this test.
 	ft := &fakeTB{TB: t}
@@ -123,9 +121,7 @@ func (f *fakeTB) Fatalf(format string, args ...any) {
 }
 
 func TestRestartKeepsAOF(t *testing.T) {
-	if !Local() {
-		t.Skip("needs redis-server on PATH")
-	}
+	NeedLocal(t, "Kill and Restart")
 	ctx := context.Background()
 	s := StartServer(t, Options{Args: []string{"--appendonly", "yes", "--appendfsync", "always"}})
 	c := client(t, s.Addr)
@@ -146,9 +142,7 @@ func TestRestartKeepsAOF(t *testing.T) {
 }
 
 func TestSentinel(t *testing.T) {
-	if !Local() {
-		t.Skip("needs redis-server on PATH")
-	}
+	NeedLocal(t, "Sentinel")
 	ctx := context.Background()
 	primary := StartServer(t, Options{})
 	s := StartServer(t, Options{Sentinel: true, Config: []string{
@@ -165,9 +159,6 @@ func TestSentinel(t *testing.T) {
 }
 
 func TestOpenSharedDeletesOnlyItsKeys(t *testing.T) {
-	if !Local() {
-		t.Skip("needs redis-server on PATH")
-	}
 	ctx := context.Background()
 	addr, _ := Start(t)
 	c := client(t, addr)
@@ -293,7 +284,7 @@ func TestSkipsWithoutRedis(t *testing.T) {
 	t.Setenv("CI", "")
 	quiet := &fakeTB{TB: t}
 	stops(func() { Open(quiet) })
-	if !quiet.skipped || quiet.failed || !strings.Contains(quiet.msg, "redis-server") {
+	if !quiet.skipped || quiet.failed || !strings.Contains(quiet.msg, "install "+ServerBin()) {
 		t.Fatalf("Open without redis-server, REDIS_ADDR or Docker: skipped=%v failed=%v %q; want a skip naming what to install", quiet.skipped, quiet.failed, quiet.msg)
 	}
 	// In CI the same situation is a failure naming what to install.
@@ -324,5 +315,110 @@ func TestServerBinRuns(t *testing.T) {
 	}
 	if !strings.Contains(info, want) {
 		t.Errorf("%s: INFO server lacks %q", ServerBin(), want)
+	}
+}
+
+// TestNeedLocal: a test that needs local servers skips, saying what to
+// install and why, where there are none; in CI it fails instead, so that
+// the Cluster, Sentinel and fault tests never quietly stop running there.
+func TestNeedLocal(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("CI", "")
+	quiet := &fakeTB{TB: t}
+	stops(func() { NeedLocal(quiet, "a Cluster") })
+	if !quiet.skipped || quiet.failed || !strings.Contains(quiet.msg, ServerBin()) || !strings.Contains(quiet.msg, "a Cluster") {
+		t.Fatalf("NeedLocal without %s: skipped=%v failed=%v %q; want a skip naming it and what for", ServerBin(), quiet.skipped, quiet.failed, quiet.msg)
+	}
+	t.Setenv("CI", "true")
+	ci := &fakeTB{TB: t}
+	stops(func() { NeedLocal(ci, "a Cluster") })
+	if !ci.failed || ci.skipped || !strings.Contains(ci.msg, "CI=true") {
+		t.Fatalf("NeedLocal without %s, CI=true: skipped=%v failed=%v %q; want a failure", ServerBin(), ci.skipped, ci.failed, ci.msg)
+	}
+}
+
+// TestWrites: reads leave the count alone; a write, even of a TTL alone,
+// or one a script makes, raises it.
+func TestWrites(t *testing.T) {
+	ctx := context.Background()
+	addr, _ := Start(t)
+	c := client(t, addr)
+	n := Writes(t, c)
+	for _, step := range []struct {
+		what  string
+		do    func() error
+		wrote bool
+	}{
+		{"SET", func() error { return c.Set(ctx, "k", "v", 0).Err() }, true},
+		{"GET", func() error { return c.Get(ctx, "k").Err() }, false},
+		{"a script that reads", func() error { return c.Eval(ctx, "return redis.call('GET', KEYS[1])", []string{"k"}).Err() }, false},
+		{"PEXPIRE", func() error { return c.PExpire(ctx, "k", time.Hour).Err() }, true},
+		{"a script that sets a TTL", func() error {
+			return c.Eval(ctx, "return redis.call('PEXPIRE', KEYS[1], 7200000)", []string{"k"}).Err()
+		}, true},
+	} {
+		if err := step.do(); err != nil {
+			t.Fatalf("%s: %v", step.what, err)
+		}
+		after := Writes(t, c)
+		if (after > n) != step.wrote {
+			t.Errorf("%s: writes %d, then %d", step.what, n, after)
+		}
+		n = after
+	}
+}
+
+// TestOtherServerIsNotAContainer: with REDISRATE_SERVER naming a server
+// that is not on PATH, a fresh server is not a redis:7 container even
+// where a Docker engine answers: the run would test Redis under another
+// server's name. It skips saying so (fails in CI).
+func TestOtherServerIsNotAContainer(t *testing.T) {
+	dockerEngine() // the probe is done once per process: done now, then overridden
+	saved := engine
+	engine = "unix:///nonexistent/docker.sock" // as if an engine answered there
+	t.Cleanup(func() { engine = saved })
+	t.Setenv("DOCKER_HOST", engine) // where testcontainers-go would look, were it asked
+	t.Setenv(EnvServer, "no-such-server")
+	t.Setenv("CI", "")
+	quiet := &fakeTB{TB: t}
+	stops(func() { StartServer(quiet, Options{}) })
+	if !quiet.skipped || quiet.failed || !strings.Contains(quiet.msg, "no-such-server") || !strings.Contains(quiet.msg, Image) {
+		t.Fatalf("%s=no-such-server, not on PATH, with an engine: skipped=%v failed=%v %q; want a skip naming the server and saying the containers are %s", EnvServer, quiet.skipped, quiet.failed, quiet.msg, Image)
+	}
+	if src := Source(); strings.Contains(src, "container") {
+		t.Errorf("Source() = %q: fresh servers are no containers here", src)
+	}
+	t.Setenv("CI", "true")
+	ci := &fakeTB{TB: t}
+	stops(func() { StartServer(ci, Options{}) })
+	if !ci.failed || !strings.Contains(ci.msg, "no-such-server") {
+		t.Fatalf("the same with CI=true: failed=%v %q; want a failure", ci.failed, ci.msg)
+	}
+}
+
+// TestStartContainer runs the container path where a Docker engine
+// answers: the options reach redis-server's command line and Stop ends
+// it. Elsewhere it skips, saying why: it is the one test here that needs
+// Docker, and CI does not install it.
+func TestStartContainer(t *testing.T) {
+	e := dockerEngine()
+	if e == "" {
+		t.Skip("no Docker engine answers (DOCKER_HOST, /var/run/docker.sock, ~/.docker/run, ~/.docker/desktop, $XDG_RUNTIME_DIR's docker.sock or podman.sock): the " + Image + " container path is not exercised here")
+	}
+	ctx := context.Background()
+	s := startContainer(t, e, Options{Args: []string{"--maxmemory", "12mb"}, Config: []string{"hz 50"}})
+	if !s.Container || !s.Running() {
+		t.Fatalf("container=%v running=%v", s.Container, s.Running())
+	}
+	c := client(t, s.Addr)
+	for k, v := range map[string]string{"maxmemory": "12582912", "hz": "50", "save": "", "appendonly": "no"} {
+		got, err := c.ConfigGet(ctx, k).Result()
+		if err != nil || got[k] != v {
+			t.Errorf("CONFIG GET %s = %q, %v; want %q", k, got[k], err, v)
+		}
+	}
+	s.Stop()
+	if s.Running() || ping(s.Addr, nil) == nil {
+		t.Errorf("the container at %s still runs after Stop", s.Addr)
 	}
 }
