@@ -178,7 +178,7 @@ local function gcra(KEYS, ARGV)
         if b > 0 then burst1 = b end
       end
       if cs and cs ~= '' then
-        local c = cs == '0' and 0 or NUM[cs] or read(cs) -- (0: a peek, which the plain form leaves out)
+        local c = cs == '1' and 1 or cs == '0' and 0 or NUM[cs] or read(cs) -- (1, the default, and 0, a peek, by comparison, as periods)
         if not c or c > 1e15 then break end
         cost = c
       end
@@ -638,7 +638,7 @@ local function token_bucket(KEYS, ARGV)
         if b > 0 then burst1 = b end
       end
       if cs and cs ~= '' then
-        local c = cs == '0' and 0 or NUM[cs] or read(cs) -- (0: a peek, which the plain form leaves out)
+        local c = cs == '1' and 1 or cs == '0' and 0 or NUM[cs] or read(cs) -- (1, the default, and 0, a peek, by comparison, as periods)
         if not c or c > 1e15 then break end
         cost = c
       end
@@ -1117,7 +1117,7 @@ local function leaky_bucket(KEYS, ARGV)
         if b > 0 then burst1 = b end
       end
       if cs and cs ~= '' then
-        local c = cs == '0' and 0 or NUM[cs] or read(cs) -- (0: a peek, which the plain form leaves out)
+        local c = cs == '1' and 1 or cs == '0' and 0 or NUM[cs] or read(cs) -- (1, the default, and 0, a peek, by comparison, as periods)
         if not c or c > 1e15 then break end
         cost = c
       end
@@ -1576,7 +1576,7 @@ local function sliding_window(KEYS, ARGV)
         if not b or (b ~= 0 and b ~= limit1) then break end
       end
       if cs and cs ~= '' then
-        local c = cs == '0' and 0 or NUM[cs] or read(cs) -- (0: a peek, which the plain form leaves out)
+        local c = cs == '1' and 1 or cs == '0' and 0 or NUM[cs] or read(cs) -- (1, the default, and 0, a peek, by comparison, as periods)
         if not c or c > 1e15 then break end
         cost = c
       end
@@ -2082,7 +2082,7 @@ local function fixed_window(KEYS, ARGV)
         if not b or (b ~= 0 and b ~= limit1) then break end
       end
       if cs and cs ~= '' then
-        local c = cs == '0' and 0 or NUM[cs] or read(cs) -- (0: a peek, which the plain form leaves out)
+        local c = cs == '1' and 1 or cs == '0' and 0 or NUM[cs] or read(cs) -- (1, the default, and 0, a peek, by comparison, as periods)
         if not c or c > 1e15 then break end
         cost = c
       end
@@ -2818,53 +2818,53 @@ local function gcra_ro(KEYS, ARGV)
   return gcra(KEYS, args)
 end
 redis.register_function('redisrate_gcra', gcra)
-redis.register_function('redisrate_gcra_vf723f9e2d019', gcra)
+redis.register_function('redisrate_gcra_vaf6454577063', gcra)
 redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' }, callback = gcra_ro }
-redis.register_function{ function_name = 'redisrate_gcra_ro_vf723f9e2d019', flags = { 'no-writes' }, callback = gcra_ro }
+redis.register_function{ function_name = 'redisrate_gcra_ro_vaf6454577063', flags = { 'no-writes' }, callback = gcra_ro }
 local function token_bucket_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_token_bucket')
   if refused then return refused end
   return token_bucket(KEYS, args)
 end
 redis.register_function('redisrate_token_bucket', token_bucket)
-redis.register_function('redisrate_token_bucket_vf723f9e2d019', token_bucket)
+redis.register_function('redisrate_token_bucket_vaf6454577063', token_bucket)
 redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' }, callback = token_bucket_ro }
-redis.register_function{ function_name = 'redisrate_token_bucket_ro_vf723f9e2d019', flags = { 'no-writes' }, callback = token_bucket_ro }
+redis.register_function{ function_name = 'redisrate_token_bucket_ro_vaf6454577063', flags = { 'no-writes' }, callback = token_bucket_ro }
 local function leaky_bucket_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_leaky_bucket')
   if refused then return refused end
   return leaky_bucket(KEYS, args)
 end
 redis.register_function('redisrate_leaky_bucket', leaky_bucket)
-redis.register_function('redisrate_leaky_bucket_vf723f9e2d019', leaky_bucket)
+redis.register_function('redisrate_leaky_bucket_vaf6454577063', leaky_bucket)
 redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' }, callback = leaky_bucket_ro }
-redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_vf723f9e2d019', flags = { 'no-writes' }, callback = leaky_bucket_ro }
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_vaf6454577063', flags = { 'no-writes' }, callback = leaky_bucket_ro }
 local function sliding_window_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_sliding_window')
   if refused then return refused end
   return sliding_window(KEYS, args)
 end
 redis.register_function('redisrate_sliding_window', sliding_window)
-redis.register_function('redisrate_sliding_window_vf723f9e2d019', sliding_window)
+redis.register_function('redisrate_sliding_window_vaf6454577063', sliding_window)
 redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' }, callback = sliding_window_ro }
-redis.register_function{ function_name = 'redisrate_sliding_window_ro_vf723f9e2d019', flags = { 'no-writes' }, callback = sliding_window_ro }
+redis.register_function{ function_name = 'redisrate_sliding_window_ro_vaf6454577063', flags = { 'no-writes' }, callback = sliding_window_ro }
 local function fixed_window_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_fixed_window')
   if refused then return refused end
   return fixed_window(KEYS, args)
 end
 redis.register_function('redisrate_fixed_window', fixed_window)
-redis.register_function('redisrate_fixed_window_vf723f9e2d019', fixed_window)
+redis.register_function('redisrate_fixed_window_vaf6454577063', fixed_window)
 redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' }, callback = fixed_window_ro }
-redis.register_function{ function_name = 'redisrate_fixed_window_ro_vf723f9e2d019', flags = { 'no-writes' }, callback = fixed_window_ro }
+redis.register_function{ function_name = 'redisrate_fixed_window_ro_vaf6454577063', flags = { 'no-writes' }, callback = fixed_window_ro }
 local function sliding_log_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_sliding_log')
   if refused then return refused end
   return sliding_log(KEYS, args)
 end
 redis.register_function('redisrate_sliding_log', sliding_log)
-redis.register_function('redisrate_sliding_log_vf723f9e2d019', sliding_log)
+redis.register_function('redisrate_sliding_log_vaf6454577063', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' }, callback = sliding_log_ro }
-redis.register_function{ function_name = 'redisrate_sliding_log_ro_vf723f9e2d019', flags = { 'no-writes' }, callback = sliding_log_ro }
+redis.register_function{ function_name = 'redisrate_sliding_log_ro_vaf6454577063', flags = { 'no-writes' }, callback = sliding_log_ro }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return 'f723f9e2d019ff68acb0829e0cd64aa4b52220c1' end }
+  callback = function() return 'af6454577063817ba931e115ecc84a61373529ef' end }

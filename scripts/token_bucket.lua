@@ -98,7 +98,7 @@ repeat
       if b > 0 then burst1 = b end
     end
     if cs and cs ~= '' then
-      local c = cs == '0' and 0 or find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 -- (0: a peek, which the plain form leaves out)
+      local c = cs == '1' and 1 or cs == '0' and 0 or find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 -- (1, the default, and 0, a peek, by comparison, as periods)
       if not c or c > 1e15 then break end
       cost = c
     end

@@ -33,7 +33,7 @@ repeat
 --@end
     end
     if cs and cs ~= '' then
-      local c = cs == '0' and 0 or @fastread(cs)@ -- (0: a peek, which the plain form leaves out)
+      local c = cs == '1' and 1 or cs == '0' and 0 or @fastread(cs)@ -- (1, the default, and 0, a peek, by comparison, as periods)
       if not c or c > 1e15 then break end
       cost = c
     end
