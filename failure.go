@@ -116,7 +116,7 @@ func (l *Limiter) fail(ctx context.Context, o *op, limits []Limit, e *Error) {
 		return // nothing else can reset Redis's state
 	}
 	if fb := l.fallback; fb != nil && fb != l && ctx.Value(inFallback{}) == nil {
-		res, err := fb.callKeys(context.WithValue(ctx, inFallback{}, true), o.kind, o.ukey, o.ukeys, o.cost, limits)
+		res, err := fb.run(context.WithValue(ctx, inFallback{}, true), o.attemptOp(), limits)
 		if cerr := ended(ctx); err != nil && cerr != nil {
 			o.err = callerGaveUp(o, cerr, e.Err) // the caller gave up while the fallback decided
 			return
