@@ -11,7 +11,6 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-
 )
 
 // TestMain quiets go-redis's log of failed dials: the tests stop Redis on

@@ -75,7 +75,7 @@ func TestZeroCostIsRefused(t *testing.T) {
 	log.take()
 	for name, call := range map[string]func() (Result, error){
 		"AllowN": func() (Result, error) { return l.AllowN(ctx, "k", PerMinute(5), 0) },
-		"WaitN": func() (Result, error) { return l.WaitN(ctx, "k", PerMinute(5), 0) },
+		"WaitN":  func() (Result, error) { return l.WaitN(ctx, "k", PerMinute(5), 0) },
 		"refund": func() (Result, error) {
 			return l.Decide(ctx, Request{Kind: KindRefund, Key: "k", Limits: []Limit{PerMinute(5)}})
 		},

@@ -224,7 +224,7 @@ func (b *bench) allocs(ctx context.Context) ([]allocResult, error) {
 		}},
 		{"redisrate `Allow` (GCRA, 10^6 per second, key prefix)", func() error { _, err := l.Allow(ctx, "alloc", lim); return err }},
 		{"redisrate `AllowMulti` (2 limits)", func() error {
-			_, err := l.AllowMulti(ctx, "alloc2", 1, lim, redisrate.PerHour(1e9))
+			_, err := l.Decide(ctx, redisrate.Request{Key: "alloc2", Limits: []redisrate.Limit{lim, redisrate.PerHour(1e9)}})
 			return err
 		}},
 		{"peer `Allow`", func() error { _, err := b.peer.Allow(ctx, "alloc", peerLim); return err }},
@@ -262,7 +262,7 @@ func (b *bench) memory(ctx context.Context, r *strings.Builder) error {
 			{redisrate.PerSecond(10).WithAlgorithm(a), redisrate.PerHour(1000).WithAlgorithm(a)},
 		} {
 			key := a.String() + strconv.Itoa(i)
-			if _, err := l.AllowMulti(ctx, key, 1, lims...); err != nil {
+			if _, err := l.Decide(ctx, redisrate.Request{Key: key, Limits: lims}); err != nil {
 				return err
 			}
 			n, err := b.admin.MemoryUsage(ctx, "mem:"+key).Result()
@@ -567,7 +567,7 @@ func (b *bench) batch(ctx context.Context, r *strings.Builder) error {
 										return
 									}
 								}
-							} else if _, err := l.AllowBatch(ctx, reqs); err != nil {
+							} else if _, err := l.DecideBatch(ctx, reqs); err != nil {
 								firstErr.CompareAndSwap(nil, err)
 								return
 							}
