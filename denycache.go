@@ -38,7 +38,7 @@ import (
 // to Redis, which answers that it can never be admitted. A cached answer
 // has Source SourceDenyCache; it is not degraded.
 //
-// A call of several keys (AllowKeys, CheckKeys) is cached by all its keys,
+// A call of several keys (a Request with Keys) is cached by all its keys,
 // in order, with their limits and the cost, and a Reset of any one of them,
 // or units this Limiter takes on any one of them, drops it: the binding
 // key may be any of them.

@@ -133,7 +133,7 @@ func (l *Limiter) send(ctx context.Context, o *op, limits []Limit) {
 }
 
 // sendBy is send with the decision deadline at (see decisionDeadline): the
-// requests of an AllowBatch sent one by one share the batch's.
+// requests of a DecideBatch sent one by one share the batch's.
 func (l *Limiter) sendBy(ctx context.Context, o *op, limits []Limit, at time.Time) {
 	if err := ctx.Err(); err != nil {
 		o.err = callerGaveUp(o, err, nil) // nobody waits for the answer: do not ask

@@ -18,7 +18,10 @@ func ExampleLimiter_Decide_severalKeys() {
 	user, org := redisrate.PerMinute(2).WithName("user"), redisrate.PerMinute(3).WithName("org")
 
 	for _, u := range []string{"alice", "alice", "alice", "bob", "bob"} {
-		res, err := limiter.Decide(ctx, redisrate.Request{Keys: []redisrate.KeyLimit{redisrate.KeyLimit{Key: "{org:7}:user:" + u, Limit: user}, redisrate.KeyLimit{Key: "{org:7}", Limit: org}}})
+		res, err := limiter.Decide(ctx, redisrate.Request{Keys: []redisrate.KeyLimit{
+			{Key: "{org:7}:user:" + u, Limit: user},
+			{Key: "{org:7}", Limit: org},
+		}})
 		if err != nil {
 			panic(err)
 		}
@@ -32,7 +35,7 @@ func ExampleLimiter_Decide_severalKeys() {
 	// bob: denied: 0 of 3 left, retry in 20s (binding org on {org:7})
 }
 
-// CheckKeys decides as AllowKeys would, and takes nothing.
+// A check of several keys decides as an allow would, and takes nothing.
 func ExampleLimiter_Decide_checkSeveralKeys() {
 	rdb, done := exampleRedis()
 	defer done()

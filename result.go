@@ -45,15 +45,15 @@ type Result struct {
 	Capacity int64
 
 	// Binding is the index, among the limits of the call, of the limit the
-	// fields above describe: always 0 for a single limit. For AllowKeys and
-	// the like it is also the index of the binding key (Key).
+	// fields above describe: always 0 for a single limit. For a Request
+	// with Keys it is also the index of the binding key (Key).
 	Binding int
 
 	// Limit is the binding limit itself.
 	Limit Limit
 
 	// Key is the key the binding limit guards, as the caller passed it
-	// (without the Limiter's prefix): keys[Binding] of AllowKeys, and the
+	// (without the Limiter's prefix): Keys[Binding].Key of a Request with Keys, and the
 	// key of every one-key call.
 	Key string
 
@@ -74,7 +74,7 @@ type Result struct {
 	// and the rest are the denial's.
 	WouldDeny bool
 
-	peek bool // the answer to a Peek: a state, not an admission
+	peek bool // the answer to a KindPeek: a state, not an admission
 }
 
 // Never reports whether the request can never be admitted under its limits
@@ -89,7 +89,7 @@ func (r Result) Never() bool { return (!r.Allowed || r.WouldDeny) && r.RetryAfte
 func (r Result) Degraded() bool { return r.Source != SourceRedis && r.Source != SourceDenyCache }
 
 // String summarises r for logs, e.g. "denied: 0 of 10 left, retry in
-// 100ms"; the answer to a Peek, which admits nothing, reads "peek: 7 of 10
+// 100ms"; the answer to a peek (KindPeek), which admits nothing, reads "peek: 7 of 10
 // left, full in 300ms".
 func (r Result) String() string {
 	var s string
