@@ -60,12 +60,11 @@ func TestDecodeUnits(t *testing.T) {
 // TestDecideSendsTheMode: each kind goes as CONTRACT.md's mode, ARGV[5],
 // through the same plan and send; a peek is cost 0 with no mode.
 func TestDecideSendsTheMode(t *testing.T) {
-	ctx := context.Background()
-	f := newFakeRedis(t)
-	log := &argLog{}
-	f.rdb.AddHook(log)
-	l := testLimiter(f.rdb)
 	lim := []Limit{PerMinute(10)}
+	f, log := newFakeRedis(t), &argLog{}
+	l := testLimiter(f.rdb)
+	f.rdb.AddHook(log)
+	ctx := context.Background()
 	for _, c := range []struct {
 		kind Kind
 		n    int64
@@ -88,16 +87,16 @@ func TestDecideSendsTheMode(t *testing.T) {
 	}
 }
 
-// TestDecideRefusesBadRequests: a kind no request has, and the kinds that
-// cannot be batched, are refused before any round trip.
+// TestDecideRefusesBadRequests: a kind no request has, the kinds that
+// cannot be batched, and a cost of 0 where it would mean "do not limit"
+// (AllowN, WaitN) or nothing (a refund, a penalty) are refused before any
+// round trip, pointing to what to ask instead. (A Request's N of 0 means 1
+// for the kinds that take: TestRequestZeroNTakesOne.)
 func TestDecideRefusesBadRequests(t *testing.T) {
-	ctx := context.Background()
-	f := newFakeRedis(t)
-	log := &cmdLog{}
-	f.rdb.AddHook(log)
+	f, log := newFakeRedis(t), &cmdLog{}
 	l := testLimiter(f.rdb)
-	log.take()
-	lim := []Limit{PerMinute(10)}
+	f.rdb.AddHook(log)
+	ctx, lim := context.Background(), []Limit{PerMinute(10)}
 	for _, c := range []struct {
 		name string
 		call func() (Result, error)
@@ -109,6 +108,13 @@ func TestDecideRefusesBadRequests(t *testing.T) {
 		{"reset with limits", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindReset, Key: "k", Limits: lim}) }, "a reset takes a Key only"},
 		{"wait in a batch", func() (Result, error) { return batchOne(ctx, l, Request{Kind: KindWait, Key: "k", Limits: lim}) }, "cannot be batched"},
 		{"reset in a batch", func() (Result, error) { return batchOne(ctx, l, Request{Kind: KindReset, Key: "k"}) }, "cannot be batched"},
+		{"AllowN 0", func() (Result, error) { return l.AllowN(ctx, "k", lim[0], 0) }, "ask with KindPeek"},
+		{"WaitN 0", func() (Result, error) { return l.WaitN(ctx, "k", lim[0], 0) }, "ask with KindPeek"},
+		{"refund of 0", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindRefund, Key: "k", Limits: lim}) }, "invalid cost '0'"},
+		{"force of 0", func() (Result, error) {
+			return l.Decide(ctx, Request{Kind: KindForce, Keys: []KeyLimit{{"a", lim[0]}, {"b", lim[0]}}})
+		}, "invalid cost '0'"},
+		{"AllowN -1", func() (Result, error) { return l.AllowN(ctx, "k", lim[0], -1) }, "invalid cost '-1': must be a whole number from 0 to 10^15"},
 	} {
 		r, err := c.call()
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) || r != (Result{}) {
@@ -147,57 +153,36 @@ func TestDecideWaitsForSeveralLimits(t *testing.T) {
 	}
 }
 
-// TestDecideUpTo: an up-to request takes what every limit admits, at most
-// N, and says how much; a grant of 0 is a denial with the wait for one.
-func TestDecideUpTo(t *testing.T) {
-	needV3Mode(t, "upto")
-	ctx := context.Background()
-	for a := GCRA; a < numAlgorithms; a++ {
-		t.Run(a.String(), func(t *testing.T) {
-			l := testLimiter(newFakeRedis(t).rdb)
-			lim := []Limit{PerMinute(5).WithAlgorithm(a)}
-			if _, err := l.AllowN(ctx, "k", lim[0], 3); err != nil {
-				t.Fatal(err)
-			}
-			res, err := l.Decide(ctx, Request{Kind: KindUpTo, Key: "k", Limits: lim, N: 4})
-			if err != nil || !res.Allowed || res.Units != 2 || res.Remaining != 0 {
-				t.Fatalf("up to 4 of 2 left: %+v %v, want 2 taken, 0 left", res, err)
-			}
-			res, err = l.Decide(ctx, Request{Kind: KindUpTo, Key: "k", Limits: lim, N: 4})
-			if err != nil || res.Allowed || res.Units != 0 || res.RetryAfter <= 0 || res.Never() {
-				t.Fatalf("up to 4 of none left: %+v %v, want 0 taken and a wait for one", res, err)
-			}
-		})
-	}
-}
-
-// TestDecideRefund: a refund gives units back (never past full), and drops
+// TestDecideUpToAndRefund: an up-to request takes what every limit
+// admits, at most N, and says how much; a grant of 0 is a denial with the
+// wait for one. A refund gives units back (never past full), and drops
 // this Limiter's cached denials of the key, which are now too long.
-func TestDecideRefund(t *testing.T) {
-	needV3Mode(t, "refund")
+func TestDecideUpToAndRefund(t *testing.T) {
+	needV3Mode(t, "upto")
 	ctx := context.Background()
 	for a := GCRA; a < numAlgorithms; a++ {
 		t.Run(a.String(), func(t *testing.T) {
 			f := newFakeRedis(t)
 			l := testLimiterOn(newRedisClock(f), f.rdb, WithDenyCache(10))
-			lim := []Limit{PerHour(4).WithAlgorithm(a)}
-			if r, err := l.AllowN(ctx, "k", lim[0], 4); err != nil || !r.Allowed {
-				t.Fatalf("take 4 of 4: %+v %v", r, err)
+			lim := []Limit{PerHour(5).WithAlgorithm(a)}
+			step := func(what string, r Request, allowed bool, units, remaining int64) Result {
+				t.Helper()
+				r.Key, r.Limits = "k", lim
+				res, err := l.Decide(ctx, r)
+				if err != nil || res.Allowed != allowed || res.Units != units || res.Remaining != remaining || res.Source != SourceRedis {
+					t.Fatalf("%s: %+v (units %d) %v; want allowed %v, %d units, %d left, by Redis", what, res, res.Units, err, allowed, units, remaining)
+				}
+				return res
 			}
-			if r, err := l.AllowN(ctx, "k", lim[0], 2); err != nil || r.Allowed || r.Source != SourceRedis {
-				t.Fatalf("take 2 of none: %+v %v, want Redis's denial", r, err)
+			step("take 3 of 5", Request{N: 3}, true, 3, 2)
+			step("up to 4 of 2 left", Request{Kind: KindUpTo, N: 4}, true, 2, 0)
+			if res := step("up to 4 of none left", Request{Kind: KindUpTo, N: 4}, false, 0, 0); res.RetryAfter <= 0 || res.Never() {
+				t.Fatalf("up to 4 of none left: wait %v, want the wait for one", res.RetryAfter)
 			}
-			res, err := l.Decide(ctx, Request{Kind: KindRefund, Key: "k", Limits: lim, N: 3})
-			if err != nil || !res.Allowed || res.Units != 3 || res.Remaining != 3 {
-				t.Fatalf("refund 3: %+v %v, want 3 given back, 3 left", res, err)
-			}
-			if r, err := l.AllowN(ctx, "k", lim[0], 2); err != nil || !r.Allowed || r.Source != SourceRedis {
-				t.Errorf("take 2 after the refund: %+v %v, want admitted by Redis, not the cached denial", r, err)
-			}
-			res, err = l.Decide(ctx, Request{Kind: KindRefund, Key: "k", Limits: lim, N: 10})
-			if err != nil || res.Remaining != 4 || res.Units != 3 {
-				t.Errorf("refund 10 with 1 of 4 left: %+v (units %d) %v, want full (4 left), 3 given back", res, res.Units, err)
-			}
+			step("take 2 of none (a denial the deny cache keeps)", Request{N: 2}, false, 0, 0)
+			step("refund 3", Request{Kind: KindRefund, N: 3}, true, 3, 3)
+			step("take 2 after the refund: Redis, not the cached denial", Request{N: 2}, true, 2, 1)
+			step("refund 10 with 1 of 5 left: full", Request{Kind: KindRefund, N: 10}, true, 4, 5)
 		})
 	}
 }

@@ -62,40 +62,6 @@ func TestCallsDecodeReplies(t *testing.T) {
 	}
 }
 
-// TestZeroCostIsRefused: a cost of 0 never means "do not limit": AllowN
-// and WaitN refuse it, pointing to Peek, before any round trip, and so do
-// a refund and a penalty of 0 (a Request's N of 0 means 1 for the kinds
-// that take: TestRequestZeroNTakesOne).
-func TestZeroCostIsRefused(t *testing.T) {
-	ctx := context.Background()
-	f := newFakeRedis(t)
-	log := &cmdLog{}
-	f.rdb.AddHook(log)
-	l := testLimiter(f.rdb)
-	log.take()
-	for name, call := range map[string]func() (Result, error){
-		"AllowN": func() (Result, error) { return l.AllowN(ctx, "k", PerMinute(5), 0) },
-		"WaitN":  func() (Result, error) { return l.WaitN(ctx, "k", PerMinute(5), 0) },
-		"refund": func() (Result, error) {
-			return l.Decide(ctx, Request{Kind: KindRefund, Key: "k", Limits: []Limit{PerMinute(5)}})
-		},
-		"force": func() (Result, error) {
-			return l.Decide(ctx, Request{Kind: KindForce, Keys: []KeyLimit{{"a", PerMinute(5)}, {"b", PerMinute(5)}}})
-		},
-	} {
-		r, err := call()
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "Peek") || r.Allowed {
-			t.Errorf("%s with cost 0: %+v %v, want ErrInvalid pointing to Peek", name, r, err)
-		}
-	}
-	if cmds := log.take(); len(cmds) != 0 {
-		t.Errorf("refused calls sent %v", cmds)
-	}
-	if _, err := l.AllowN(ctx, "k", PerMinute(5), -1); !errors.Is(err, ErrInvalid) || err.Error() != "redisrate: invalid cost '-1': must be a whole number from 0 to 10^15" {
-		t.Errorf("cost -1: %v", err)
-	}
-}
-
 // TestRequestZeroNTakesOne: the zero Request.N takes one unit (20 requests
 // against 5 per minute: 5 pass), and Peek is asked for by name.
 func TestRequestZeroNTakesOne(t *testing.T) {
