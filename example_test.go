@@ -181,6 +181,46 @@ func ExampleLimiter_Decide_checkSeveralLimits() {
 	// Output: false bound by 3/d retry in 8h0m0s
 }
 
+// A gateway reserves a reply's max_tokens before calling a model, then
+// gives back what the reply did not use: an up-to takes what there is (at
+// most the reservation), a refund returns the rest.
+func ExampleLimiter_Decide_upToAndRefund() {
+	rdb, done := exampleRedis()
+	defer done()
+	limiter := redisrate.NewLimiter(rdb)
+	ctx := context.Background()
+	tokens := []redisrate.Limit{redisrate.PerMinute(1000)}
+
+	_, _ = limiter.AllowN(ctx, "tokens:org-7", tokens[0], 700)
+	res, _ := limiter.Decide(ctx, redisrate.Request{Kind: redisrate.KindUpTo, Key: "tokens:org-7", Limits: tokens, N: 512})
+	fmt.Println("reserved", res.Units, "of 512")
+	used := int64(120) // from the model's reply
+	res, _ = limiter.Decide(ctx, redisrate.Request{Kind: redisrate.KindRefund, Key: "tokens:org-7", Limits: tokens, N: res.Units - used})
+	fmt.Println("gave back", res.Units, "now", res.Remaining, "left")
+	// Output:
+	// reserved 300 of 512
+	// gave back 180 now 180 left
+}
+
+// A failed login costs 5, whatever the limit says: force records it, and
+// the debt holds off the next attempts.
+func ExampleLimiter_Decide_force() {
+	rdb, done := exampleRedis()
+	defer done()
+	limiter := redisrate.NewLimiter(rdb)
+	ctx := context.Background()
+	limit := redisrate.PerHour(6)
+
+	_, _ = limiter.AllowN(ctx, "login:alice", limit, 4)
+	res, _ := limiter.Decide(ctx, redisrate.Request{Kind: redisrate.KindForce, Key: "login:alice", Limits: []redisrate.Limit{limit}, N: 5})
+	fmt.Println(res.Allowed, res.Units, res.Remaining)
+	res, _ = limiter.Allow(ctx, "login:alice", limit)
+	fmt.Println(res.Allowed, res.RetryAfter)
+	// Output:
+	// false 5 0
+	// false 40m0s
+}
+
 func ExampleLimiter_Reset() {
 	rdb, done := exampleRedis()
 	defer done()

@@ -91,11 +91,11 @@ func ExampleDecision() {
 }
 
 func ExampleKind() {
-	for k := redisrate.KindAllow; k <= redisrate.KindReset; k++ {
+	for k := redisrate.KindAllow; k <= redisrate.KindForce; k++ {
 		fmt.Print(k, " ")
 	}
 	fmt.Println()
-	// Output: allow check peek wait batch reset
+	// Output: allow check peek wait batch reset upto refund force
 }
 
 func ExampleKind_String() {
