@@ -223,7 +223,7 @@ func (b *bench) allocs(ctx context.Context) ([]allocResult, error) {
 			return err
 		}},
 		{"redisrate `Allow` (GCRA, 10^6 per second, key prefix)", func() error { _, err := l.Allow(ctx, "alloc", lim); return err }},
-		{"redisrate `AllowMulti` (2 limits)", func() error {
+		{"redisrate `Decide` (2 limits)", func() error {
 			_, err := l.Decide(ctx, redisrate.Request{Key: "alloc2", Limits: []redisrate.Limit{lim, redisrate.PerHour(1e9)}})
 			return err
 		}},
@@ -529,9 +529,9 @@ func (b *bench) buildingBlocks(ctx context.Context, r *strings.Builder) error {
 	return nil
 }
 
-// batch compares 100 decisions in one AllowBatch with 100 Allow calls.
+// batch compares 100 decisions in one DecideBatch with 100 Allow calls.
 func (b *bench) batch(ctx context.Context, r *strings.Builder) error {
-	r.WriteString("\n### Batches: 100 keys per `AllowBatch` against 100 `Allow` calls (GCRA, allowed, many keys)\n\n| callers | `Allow` decisions/s | `AllowBatch` decisions/s | batch / single |\n| --- | --- | --- | --- |\n")
+	r.WriteString("\n### Batches: 100 keys per `DecideBatch` against 100 `Allow` calls (GCRA, allowed, many keys)\n\n| callers | `Allow` decisions/s | `DecideBatch` decisions/s | batch / single |\n| --- | --- | --- | --- |\n")
 	// 64 callers with a pipeline of 100 each keep some 6,400 decisions
 	// queued in Redis: a pipeline can wait there longer than the default
 	// decision deadline (200 ms, an outage's bound, not a saturated
