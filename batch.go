@@ -6,53 +6,23 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Request is one decision of a batch: N units from Key under every one of
-// Limits (all or nothing, as AllowMulti), or from every one of Keys, each
-// under its limit (all or nothing, as AllowKeys); with Check, whether they
-// would be admitted, recording nothing; with Peek, the state, taking
-// nothing. A request gives either Key and Limits or Keys, never both.
-//
-// An N of 0 means 1: a zero value never means "do not limit". Peeking is
-// asked for by name, with Peek (and N 0).
-type Request struct {
-	Key    string     // the key, as for Allow (the Limiter's prefix is added)
-	Limits []Limit    // one or more, as for AllowMulti
-	Keys   []KeyLimit // instead of Key and Limits: several keys, each with its limit, as for AllowKeys
-	N      int64      // the cost, from 1; 0 means 1
-	Check  bool       // decide as a real call would, but record nothing (as Check)
-	Peek   bool       // read the state, take nothing (as Peek); N must be 0
-}
-
-// requestForm refuses request i unless it gives exactly one of its two
-// forms: Key and Limits, or Keys.
-func requestForm(i int, r Request) error {
-	switch {
-	case len(r.Keys) > 0 && (r.Key != "" || len(r.Limits) > 0):
-		return invalidf("invalid request %d: both Keys and Key/Limits given: give Key and Limits for one key, or Keys for several", i)
-	case len(r.Keys) == 0 && len(r.Limits) == 0:
-		return invalidf("invalid request %d: neither Limits nor Keys given: give Key and Limits for one key, or Keys for several", i)
-	case r.Check && r.Peek:
-		return invalidf("invalid request %d: both Check and Peek given: a check decides a cost, a peek reads the state; give one", i)
-	}
-	return nil
-}
-
 // pipeliner is what every go-redis v9 client offers to send many commands
 // in one round trip; a ClusterClient splits them by node itself.
 type pipeliner interface {
 	Pipeline() redis.Pipeliner
 }
 
-// AllowBatch decides many requests, for any keys, algorithms and limits, in
-// one round trip: a pipeline of FCALL or EVALSHA calls. A server that does
-// not have a script (a new node, a failover, SCRIPT FLUSH) answers those
-// calls with NOSCRIPT; only they are sent again, with EVAL, in a second
-// round trip.
+// DecideBatch decides many requests, for any keys, algorithms and limits,
+// in one round trip: a pipeline of FCALL or EVALSHA calls. A server that
+// does not have a script (a new node, a failover, SCRIPT FLUSH) answers
+// those calls with NOSCRIPT; only they are sent again, with EVAL, in a
+// second round trip.
 //
-// Each request goes through the same stages as a single call (deny cache,
-// circuit breaker, fallback, failure policy), so a request answers exactly
-// as the matching Allow, Check or Peek would: with FailOpen and Redis down,
-// every request is admitted with Source SourceFailOpen and the error is nil.
+// Each request goes through the same stages as Decide (plan, deny cache,
+// circuit breaker, fallback, failure policy), so it is answered exactly as
+// Decide would answer it: with FailOpen and Redis down, every request is
+// admitted with Source SourceFailOpen and the error is nil. A request of
+// KindWait or KindReset is refused (ErrInvalid): a batch is one round trip.
 //
 // The results are in the order of reqs, always len(reqs) of them. When
 // some requests get an error (bad arguments, a foreign key, Redis down with
@@ -61,9 +31,9 @@ type pipeliner interface {
 // usual. Each request is its own atomic decision: the batch as a whole is
 // not a transaction.
 //
-// A client without pipelines (a Client that is not a go-redis client) gets
-// the requests one after another.
-func (l *Limiter) AllowBatch(ctx context.Context, reqs []Request) ([]Result, error) {
+// A client without pipelines (a Scripter that is not a go-redis client)
+// gets the requests one after another.
+func (l *Limiter) DecideBatch(ctx context.Context, reqs []Request) ([]Result, error) {
 	if l == nil || l.rdb == nil {
 		return make([]Result, len(reqs)), l.noClientErr()
 	}
@@ -72,40 +42,15 @@ func (l *Limiter) AllowBatch(ctx context.Context, reqs []Request) ([]Result, err
 
 	ops := make([]op, len(reqs))
 	pending := make([]*op, 0, len(reqs))
-	for i, r := range reqs {
-		o := &ops[i]
-		o.kind, o.ukey, o.key, o.cost, o.blimits, o.ctx = KindAllow, r.Key, r.Key, r.N, r.Limits, ctx
-		form := requestForm(i, r)
-		switch {
-		case len(r.Keys) == 1:
-			o.ukey, o.key, o.blimits = r.Keys[0].Key, r.Keys[0].Key, []Limit{r.Keys[0].Limit}
-		case len(r.Keys) > 1:
-			o.ukeys, o.blimits = splitKeys(r.Keys)
-			o.ukey, o.key = o.ukeys[0], o.ukeys[0]
-		}
-		switch {
-		case r.Peek:
-			o.kind = KindPeek
-		case r.Check:
-			o.kind = KindCheck
-		}
-		if o.cost == 0 && !r.Peek {
-			o.cost = 1
-		}
-		o.dec = Decision{Kind: o.kind, Key: o.ukey, Keys: o.ukeys, Cost: o.cost, Batch: len(reqs), Index: i}
-		if r.Peek {
-			o.dec.Cost = 0
-		}
-		if len(o.blimits) > 0 {
-			o.dec.Algorithm = o.blimits[0].Algorithm
-		}
+	for i := range reqs {
+		o, r := &ops[i], reqs[i]
+		r.N = defaultN(r)
+		o.blimits = o.shape(&r)
+		o.dec = o.decision(r.Kind, o.blimits)
+		o.dec.Batch, o.dec.Index = len(reqs), i
 		o.ctx = l.observeStart(ctx, &o.dec, o.blimits)
-		if form != nil {
-			o.err = form
-			continue
-		}
-		if r.Peek && r.N != 0 {
-			o.err = invalidf("invalid request %d: N is %d with Peek, which takes nothing: leave N 0", i, r.N)
+		if r.Kind == KindWait || r.Kind == KindReset {
+			o.err = invalidf("invalid request %d: kind %s cannot be batched: a batch is one round trip; call Decide or Reset", i, r.Kind)
 			continue
 		}
 		if l.plan(o, o.blimits) && !l.denyStage(o, o.blimits) {

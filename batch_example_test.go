@@ -10,7 +10,7 @@ import (
 
 // One round trip decides for many keys: here the limits of every item in a
 // shopping cart, and one request whose limit is invalid.
-func ExampleLimiter_AllowBatch() {
+func ExampleLimiter_DecideBatch() {
 	rdb, done := exampleRedis()
 	defer done()
 	ctx := context.Background()
@@ -23,7 +23,7 @@ func ExampleLimiter_AllowBatch() {
 		{Key: "item:2", Limits: perItem, N: 1}, // decided after the one above
 		{Key: "item:3", Limits: []redisrate.Limit{redisrate.PerMinute(-1)}, N: 1},
 	}
-	results, err := limiter.AllowBatch(ctx, reqs)
+	results, err := limiter.DecideBatch(ctx, reqs)
 	var batchErr *redisrate.BatchError
 	if err != nil && !errors.As(err, &batchErr) {
 		panic(err)
@@ -71,11 +71,11 @@ func ExampleRequest() {
 	defer done()
 	limiter := redisrate.NewLimiter(rdb)
 	perMinute := []redisrate.Limit{redisrate.PerMinute(5)}
-	results, _ := limiter.AllowBatch(context.Background(), []redisrate.Request{
-		{Key: "user:1", Limits: perMinute},              // N 0 means 1: a zero value is never "do not limit"
-		{Key: "user:1", Limits: perMinute, N: 3},        // 3 units
-		{Key: "user:1", Limits: perMinute, Check: true}, // would one more fit? records nothing
-		{Key: "user:1", Limits: perMinute, Peek: true},  // the state, nothing taken
+	results, _ := limiter.DecideBatch(context.Background(), []redisrate.Request{
+		{Key: "user:1", Limits: perMinute},                            // N 0 means 1: a zero value is never "do not limit"
+		{Key: "user:1", Limits: perMinute, N: 3},                      // 3 units
+		{Key: "user:1", Limits: perMinute, Kind: redisrate.KindCheck}, // would one more fit? records nothing
+		{Key: "user:1", Limits: perMinute, Kind: redisrate.KindPeek},  // the state, nothing taken
 	})
 	for _, r := range results {
 		fmt.Println(r.Allowed, r.Remaining)
@@ -97,11 +97,11 @@ func ExampleRequest_keys() {
 	userOrg := func(u string) []redisrate.KeyLimit {
 		return []redisrate.KeyLimit{{Key: "{org:7}:user:" + u, Limit: user}, {Key: "{org:7}", Limit: org}}
 	}
-	results, _ := limiter.AllowBatch(context.Background(), []redisrate.Request{
+	results, _ := limiter.DecideBatch(context.Background(), []redisrate.Request{
 		{Key: "{org:7}", Limits: []redisrate.Limit{org}, N: 2}, // the organisation's own work
 		{Keys: userOrg("1"), N: 3},
 		{Keys: userOrg("2"), N: 2}, // the organisation has 1 left: nothing taken from user 2
-		{Keys: userOrg("2"), Peek: true},
+		{Keys: userOrg("2"), Kind: redisrate.KindPeek},
 	})
 	for _, r := range results {
 		fmt.Println(r, "on", r.Key)
@@ -117,7 +117,7 @@ func ExampleBatchError() {
 	rdb, done := exampleRedis()
 	defer done()
 	limiter := redisrate.NewLimiter(rdb)
-	_, err := limiter.AllowBatch(context.Background(), []redisrate.Request{
+	_, err := limiter.DecideBatch(context.Background(), []redisrate.Request{
 		{Key: "ok", Limits: []redisrate.Limit{redisrate.PerSecond(1)}},
 		{Key: "bad", Limits: []redisrate.Limit{redisrate.PerSecond(0)}},
 	})
@@ -142,7 +142,7 @@ func ExampleBatchError_Unwrap() {
 	rdb, done := exampleRedis()
 	defer done()
 	limiter := redisrate.NewLimiter(rdb)
-	_, err := limiter.AllowBatch(context.Background(), []redisrate.Request{
+	_, err := limiter.DecideBatch(context.Background(), []redisrate.Request{
 		{Key: "a", Limits: []redisrate.Limit{redisrate.PerSecond(-1)}},
 		{Key: "b", Limits: []redisrate.Limit{redisrate.PerSecond(1)}, N: -2},
 	})

@@ -16,20 +16,20 @@ func TestAllowBatchMatchesSingleCalls(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
 	cnt := countCommands(f.rdb)
-	l := NewLimiter(f.rdb)
+	l := testLimiter(f.rdb)
 	var reqs []Request
 	for round := 0; round < 3; round++ {
 		for a := GCRA; a < numAlgorithms; a++ {
 			lim := PerMinute(2).WithAlgorithm(a)
 			reqs = append(reqs, Request{Key: "b:" + a.String(), Limits: []Limit{lim}, N: 1})
-			reqs = append(reqs, Request{Key: "b:" + a.String() + ":check", Limits: []Limit{lim}, N: 1, Check: true})
+			reqs = append(reqs, Request{Key: "b:" + a.String() + ":check", Limits: []Limit{lim}, N: 1, Kind: KindCheck})
 		}
 		reqs = append(reqs, Request{Key: "b:multi", Limits: []Limit{PerSecond(10), PerMinute(2)}, N: 1})
 		reqs = append(reqs, Request{Key: "b:zero", Limits: []Limit{PerMinute(2)}, N: 0})
 	}
 	// one batch holding three rounds for the same keys: each key's requests
 	// are decided in order, as single calls would be
-	got, err := l.AllowBatch(ctx, reqs)
+	got, err := l.DecideBatch(ctx, reqs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,11 +40,7 @@ func TestAllowBatchMatchesSingleCalls(t *testing.T) {
 		n := max(r.N, 1)
 		var want Result
 		var err error
-		if r.Check {
-			want, err = l.CheckMulti(ctx, "s"+r.Key[1:], n, r.Limits...)
-		} else {
-			want, err = l.AllowMulti(ctx, "s"+r.Key[1:], n, r.Limits...)
-		}
+		want, err = l.Decide(ctx, Request{Kind: r.Kind, Key: "s" + r.Key[1:], Limits: r.Limits, N: n})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,7 +49,7 @@ func TestAllowBatchMatchesSingleCalls(t *testing.T) {
 		}
 		want.Key = r.Key
 		if got[i] != want {
-			t.Errorf("request %d (%s %v n=%v check=%v): batch %+v, single %+v", i, r.Key, r.Limits, r.N, r.Check, got[i], want)
+			t.Errorf("request %d (%s %v n=%v %v): batch %+v, single %+v", i, r.Key, r.Limits, r.N, r.Kind, got[i], want)
 		}
 	}
 	// the batch went in one pipeline, plus one to load the scripts once
@@ -69,7 +65,7 @@ func TestAllowBatchHealsNoScriptPerCommand(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
 	cnt := countCommands(f.rdb)
-	l := NewLimiter(f.rdb)
+	l := testLimiter(f.rdb)
 	// only gcra is loaded: the token_bucket calls come back NOSCRIPT
 	if err := f.rdb.ScriptLoad(ctx, specs[GCRA].Source).Err(); err != nil {
 		t.Fatal(err)
@@ -80,7 +76,7 @@ func TestAllowBatchHealsNoScriptPerCommand(t *testing.T) {
 		{Key: "g2", Limits: []Limit{PerSecond(5)}, N: 1},
 		{Key: "t2", Limits: []Limit{PerSecond(5).WithAlgorithm(TokenBucket)}, N: 2},
 	}
-	res, err := l.AllowBatch(ctx, reqs)
+	res, err := l.DecideBatch(ctx, reqs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,13 +96,13 @@ func TestAllowBatchHealsNoScriptPerCommand(t *testing.T) {
 	}
 	// each key was recorded exactly once
 	for _, k := range []string{"g1", "t1", "g2"} {
-		if r, _ := l.Check(ctx, k, reqs[0].Limits[0].WithAlgorithm(map[string]Algorithm{"g": GCRA, "t": TokenBucket}[k[:1]])); r.Remaining != 3 {
+		if r, _ := l.Decide(ctx, Request{Kind: KindCheck, Key: k, Limits: []Limit{reqs[0].Limits[0].WithAlgorithm(map[string]Algorithm{"g": GCRA, "t": TokenBucket}[k[:1]])}}); r.Remaining != 3 {
 			t.Errorf("%s: remaining %d after the batch's one unit, want 3 (before this check's unit: 4)", k, r.Remaining)
 		}
 	}
 	// now both are loaded: one pipeline
 	before := len(cnt.pipes)
-	if _, err := l.AllowBatch(ctx, reqs); err != nil {
+	if _, err := l.DecideBatch(ctx, reqs); err != nil {
 		t.Fatal(err)
 	}
 	if len(cnt.pipes)-before != 1 {
@@ -118,7 +114,7 @@ func TestAllowBatchPerRequestErrors(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
 	f.rdb.Set(ctx, "users", "order 42", 0)
-	l := NewLimiter(f.rdb)
+	l := testLimiter(f.rdb)
 	reqs := []Request{
 		{Key: "ok", Limits: []Limit{PerSecond(5)}, N: 1},
 		{Key: "bad", Limits: []Limit{PerSecond(-1)}, N: 1},
@@ -126,9 +122,9 @@ func TestAllowBatchPerRequestErrors(t *testing.T) {
 		{Key: "none", N: 1},
 		{Key: "ok2", Limits: []Limit{PerSecond(5).WithAlgorithm(FixedWindow)}, N: -1},
 		{Key: "ok3", Limits: []Limit{PerSecond(5).WithAlgorithm(SlidingLog)}, N: 2},
-		{Key: "peek", Limits: []Limit{PerSecond(5)}, Peek: true, N: 1},
+		{Key: "peek", Limits: []Limit{PerSecond(5)}, Kind: KindPeek, N: 1},
 	}
-	res, err := l.AllowBatch(ctx, reqs)
+	res, err := l.DecideBatch(ctx, reqs)
 	var be *BatchError
 	if !errors.As(err, &be) {
 		t.Fatalf("error %v (%T), want a *BatchError", err, err)
@@ -162,21 +158,21 @@ func TestAllowBatchPerRequestErrors(t *testing.T) {
 
 func TestAllowBatchEdges(t *testing.T) {
 	ctx := context.Background()
-	if _, err := (&Limiter{}).AllowBatch(ctx, nil); !errors.Is(err, ErrNoClient) {
+	if _, err := (&Limiter{}).DecideBatch(ctx, nil); !errors.Is(err, ErrNoClient) {
 		t.Errorf("zero Limiter: %v, want ErrNoClient", err)
 	}
 	var nilLimiter *Limiter
 	two := []Request{{Key: "a", Limits: []Limit{PerSecond(1)}}, {Key: "b", Limits: []Limit{PerSecond(1)}}}
-	if res, err := nilLimiter.AllowBatch(ctx, two); !errors.Is(err, ErrNoClient) || len(res) != 2 {
+	if res, err := nilLimiter.DecideBatch(ctx, two); !errors.Is(err, ErrNoClient) || len(res) != 2 {
 		t.Errorf("nil Limiter: %d results, %v; want 2 results and ErrNoClient", len(res), err)
 	}
 	f := newFakeRedis(t)
-	l := NewLimiter(f.rdb, WithKeyPrefix("p:"))
-	res, err := l.AllowBatch(ctx, nil)
+	l := testLimiter(f.rdb, WithKeyPrefix("p:"))
+	res, err := l.DecideBatch(ctx, nil)
 	if err != nil || len(res) != 0 {
 		t.Errorf("empty batch: %v %v", res, err)
 	}
-	if _, err := l.AllowBatch(ctx, []Request{{Key: "k", Limits: []Limit{PerSecond(1)}, N: 1}}); err != nil {
+	if _, err := l.DecideBatch(ctx, []Request{{Key: "k", Limits: []Limit{PerSecond(1)}, N: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	if f.rdb.Exists(ctx, "p:k").Val() != 1 {
@@ -185,8 +181,8 @@ func TestAllowBatchEdges(t *testing.T) {
 	// a dead server: every request fails, with the network error
 	addr := f.mr.Addr()
 	f.mr.Close()
-	l = NewLimiter(fastClient(t, addr))
-	res, err = l.AllowBatch(ctx, []Request{{Key: "k", Limits: []Limit{PerSecond(1)}, N: 1}, {Key: "j", Limits: []Limit{PerSecond(1)}, N: 1}})
+	l = testLimiter(fastClient(t, addr))
+	res, err = l.DecideBatch(ctx, []Request{{Key: "k", Limits: []Limit{PerSecond(1)}, N: 1}, {Key: "j", Limits: []Limit{PerSecond(1)}, N: 1}})
 	var be *BatchError
 	if !errors.As(err, &be) || be.Errs[0] == nil || be.Errs[1] == nil || len(res) != 2 {
 		t.Fatalf("dead server: %v %v, want two errors", res, err)
@@ -199,13 +195,13 @@ type plainClient struct{ redis.Scripter }
 func TestAllowBatchWithoutPipelines(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
-	l := NewLimiter(plainClient{f.rdb})
+	l := testLimiter(plainClient{f.rdb})
 	reqs := []Request{
 		{Key: "a", Limits: []Limit{PerMinute(1)}, N: 1},
 		{Key: "a", Limits: []Limit{PerMinute(1)}, N: 1},
 		{Key: "b", Limits: []Limit{PerMinute(-1)}, N: 1},
 	}
-	res, err := l.AllowBatch(ctx, reqs)
+	res, err := l.DecideBatch(ctx, reqs)
 	var be *BatchError
 	if !errors.As(err, &be) || be.Errs[0] != nil || be.Errs[1] != nil || !errors.Is(be.Errs[2], ErrInvalid) {
 		t.Fatalf("errors %v", err)
@@ -226,12 +222,12 @@ func TestAllowBatchUsesDenyCache(t *testing.T) {
 	}
 	lim := []Limit{PerHour(1)}
 	reqs := []Request{{Key: "a", Limits: lim, N: 1}, {Key: "a", Limits: lim, N: 1}}
-	res, err := l.AllowBatch(ctx, reqs)
+	res, err := l.DecideBatch(ctx, reqs)
 	if err != nil || !res[0].Allowed || res[1].Allowed {
 		t.Fatalf("%+v %v", res, err)
 	}
 	before := cnt.scriptCalls()
-	res, err = l.AllowBatch(ctx, reqs)
+	res, err = l.DecideBatch(ctx, reqs)
 	if err != nil || res[0].Allowed || res[1].Allowed {
 		t.Fatalf("%+v %v", res, err)
 	}

@@ -57,14 +57,14 @@ func BenchmarkAllow(b *testing.B) {
 		{"gcra_two_limits", []Limit{PerSecond(1e9), PerHour(1e12)}, nil},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			l := NewLimiter(rdb, bc.opts...)
+			l := testLimiter(rdb, bc.opts...)
 			key := "bench:" + bc.name
-			if _, err := l.AllowMulti(ctx, key, 1, bc.limits...); err != nil {
+			if _, err := l.Decide(ctx, Request{Key: key, Limits: bc.limits}); err != nil {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := l.AllowMulti(ctx, key, 1, bc.limits...); err != nil {
+				if _, err := l.Decide(ctx, Request{Key: key, Limits: bc.limits}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -81,7 +81,7 @@ func BenchmarkAllowFCall(b *testing.B) {
 	if err := rdb.FunctionLoadReplace(ctx, scripts.Library).Err(); err != nil {
 		b.Skipf("no Functions here (miniredis, or Redis before 7): %v", err)
 	}
-	l := NewLimiter(rdb)
+	l := testLimiter(rdb)
 	limit := PerSecond(1e9)
 	if _, err := l.Allow(ctx, "bench:fcall", limit); err != nil {
 		b.Fatal(err)
@@ -117,14 +117,14 @@ func BenchmarkBareEvalSha(b *testing.B) {
 // BenchmarkAllowBatch is 100 decisions in one round trip.
 func BenchmarkAllowBatch(b *testing.B) {
 	ctx := context.Background()
-	l := NewLimiter(benchRedis(b))
+	l := testLimiter(benchRedis(b))
 	reqs := make([]Request, 100)
 	for i := range reqs {
 		reqs[i] = Request{Key: "batch:" + strconv.Itoa(i), Limits: []Limit{PerSecond(1e9)}, N: 1}
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := l.AllowBatch(ctx, reqs); err != nil {
+		if _, err := l.DecideBatch(ctx, reqs); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -136,13 +136,13 @@ func BenchmarkAllowBatch(b *testing.B) {
 // are not all or nothing): one round trip instead of two.
 func BenchmarkAllowKeys(b *testing.B) {
 	ctx := context.Background()
-	l := NewLimiter(benchRedis(b))
+	l := testLimiter(benchRedis(b))
 	user, org := PerSecond(1e9), PerSecond(1e12)
 	keys := []KeyLimit{{Key: "{bench:org}:user:1", Limit: user}, {Key: "{bench:org}", Limit: org}}
 	b.Run("two_keys", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if r, err := l.AllowKeys(ctx, 1, keys...); err != nil || !r.Allowed {
+			if r, err := l.Decide(ctx, Request{Keys: keys}); err != nil || !r.Allowed {
 				b.Fatal(r, err)
 			}
 		}
@@ -162,7 +162,7 @@ func BenchmarkAllowKeys(b *testing.B) {
 // BenchmarkDenyCacheHit is a denial answered by the deny cache, without Redis.
 func BenchmarkDenyCacheHit(b *testing.B) {
 	ctx := context.Background()
-	l := NewLimiter(benchRedis(b), WithDenyCache(100))
+	l := testLimiter(benchRedis(b), WithDenyCache(100))
 	lim := PerHour(1)
 	_, _ = l.Allow(ctx, "denied", lim)
 	if r, _ := l.Allow(ctx, "denied", lim); r.Allowed {
@@ -196,7 +196,7 @@ func BenchmarkDecisionDeadline(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: bc.honours})
 			b.Cleanup(func() { _ = rdb.Close() })
-			l := NewLimiter(rdb, WithDecisionTimeout(bc.timeout))
+			l := testLimiter(rdb, WithDecisionTimeout(bc.timeout))
 			lim := PerSecond(1e9)
 			b.ReportAllocs()
 			for b.Loop() {

@@ -36,7 +36,7 @@ const defaultProbeInterval = 200 * time.Millisecond
 // The breaker is per Limiter, so per Redis client: on a Cluster, one
 // failing node opens it for every key.
 func WithCircuitBreaker(probeEvery time.Duration) Option {
-	return func(l *Limiter) { l.health = newHealth(max(probeEvery, 0)) }
+	return func(l *Limiter) { l.health = newHealth(max(probeEvery, 0), l.clock) }
 }
 
 // WithLogger logs, through logger, what an operator must know: when Redis
@@ -76,8 +76,8 @@ type health struct {
 	probes    sync.WaitGroup // tests wait for probes
 }
 
-func newHealth(probeEvery time.Duration) *health {
-	return &health{probeEvery: probeEvery, now: time.Now}
+func newHealth(probeEvery time.Duration, clk clock) *health {
+	return &health{probeEvery: probeEvery, now: orReal(clk).Now}
 }
 
 // retryAfter is the retry hint of a denial by policy while Redis is down:
@@ -173,7 +173,7 @@ func (l *Limiter) probe(key string) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	lim := []Limit{PerSecond(1)}
-	args, _ := buildArgs(0, false, lim)
+	args, _ := buildArgs(0, "", lim)
 	_, err := l.detached(ctx, &algoScripts[GCRA], accessRead, []string{key}, args)
 	h.mu.Lock()
 	h.probing = false

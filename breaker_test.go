@@ -25,9 +25,8 @@ func newBreakerRig(t *testing.T, opts ...Option) *breakerRig {
 	rdb := fastClient(t, f.mr.Addr())
 	log := &cmdLog{}
 	rdb.AddHook(log)
-	l := NewLimiter(rdb, opts...)
 	clk := &fakeClock{t: epoch2026}
-	l.health.now = clk.Now
+	l := testLimiterOn(clk, rdb, opts...)
 	return &breakerRig{f: f, l: l, clk: clk, log: log}
 }
 
@@ -249,7 +248,7 @@ func TestLoggerOncePerBurst(t *testing.T) {
 		for range 20 {
 			_, _ = r.l.Allow(ctx, "k", PerMinute(100))
 		}
-		_, _ = r.l.AllowBatch(ctx, []Request{{Key: "a", Limits: []Limit{PerMinute(1)}}, {Key: "b", Limits: []Limit{PerMinute(1)}}})
+		_, _ = r.l.DecideBatch(ctx, []Request{{Key: "a", Limits: []Limit{PerMinute(1)}}, {Key: "b", Limits: []Limit{PerMinute(1)}}})
 		if err := r.f.mr.Restart(); err != nil {
 			t.Fatal(err)
 		}
@@ -276,7 +275,7 @@ func TestLoggerOncePerBurst(t *testing.T) {
 
 // WithCircuitBreaker's doc gives the default probe interval: 200 ms.
 func TestDefaultProbeIntervalIsDocumented(t *testing.T) {
-	if got := NewLimiter(nil).health.probeEvery; got != 200*time.Millisecond {
+	if got := testLimiter(nil).health.probeEvery; got != 200*time.Millisecond {
 		t.Errorf("NewLimiter probes every %v by default; WithCircuitBreaker's doc says 200 ms", got)
 	}
 }

@@ -34,7 +34,7 @@ func isCallerError(err, ctxErr error) bool {
 func TestCallerDeadlineIsNotAnOutage(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
-	l := NewLimiter(fastClient(t, f.mr.Addr()), WithFailurePolicy(FailOpen))
+	l := testLimiter(fastClient(t, f.mr.Addr()), WithFailurePolicy(FailOpen))
 	victim := PerMinute(1)
 	if res, err := l.Allow(ctx, "victim", victim); err != nil || !res.Allowed {
 		t.Fatalf("the victim's first call: %+v %v", res, err)
@@ -66,7 +66,7 @@ func TestCallerGaveUpEveryCallKind(t *testing.T) {
 	for _, policy := range []FailurePolicy{FailOpen, FailError, FailClosed} {
 		for how, ctx := range gaveUp(t) {
 			f := newFakeRedis(t)
-			l := NewLimiter(fastClient(t, f.mr.Addr()), WithFailurePolicy(policy))
+			l := testLimiter(fastClient(t, f.mr.Addr()), WithFailurePolicy(policy))
 			for name, call := range callKinds(l) {
 				res, err := call(ctx)
 				if res.Allowed || res.Source != SourceRedis || !isCallerError(err, ctx.Err()) {
@@ -138,7 +138,7 @@ func blackhole(t testing.TB) string {
 // fallback, and the breaker stays shut.
 func TestCallerDeadlineInFlight(t *testing.T) {
 	addr := blackhole(t)
-	fb := NewLimiter(newFakeRedis(t).rdb)
+	fb := testLimiter(newFakeRedis(t).rdb)
 	for name, opts := range map[string][]Option{
 		"FailOpen":   {WithFailurePolicy(FailOpen)},
 		"FailClosed": {WithFailurePolicy(FailClosed)},
@@ -147,7 +147,7 @@ func TestCallerDeadlineInFlight(t *testing.T) {
 	} {
 		rdb := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, DisableIdentity: true, MaxRetries: -1, ContextTimeoutEnabled: true})
 		t.Cleanup(func() { _ = rdb.Close() })
-		l := NewLimiter(rdb, opts...)
+		l := testLimiter(rdb, opts...)
 		for kind, call := range callKinds(l) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 			res, err := call(ctx)

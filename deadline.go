@@ -31,8 +31,8 @@ const DefaultDecisionTimeout = 200 * time.Millisecond
 // (see WithFallback). It is DefaultDecisionTimeout
 // unless set; 0 leaves only the caller's context to bound a call.
 //
-// It bounds every round trip of every kind of call: Allow, Check, Peek, the
-// Multi and Keys calls, an AllowBatch as a whole (its pipeline, or its
+// It bounds every round trip of every kind of call: Allow, Decide of every
+// Kind, a DecideBatch as a whole (its pipeline, or its
 // requests one after another on a client without pipelines), each attempt
 // of a Wait (not its sleeps), and Reset; and so the httplimit and
 // grpclimit middleware. It holds when Redis refuses connections and when

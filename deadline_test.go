@@ -9,23 +9,12 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/redisrate/redisrate/internal/testtimeout"
 )
 
 // slack is what a timed bound in these tests allows on top of the
 // deadline: a shared machine under the race detector. What is shown is
 // that a call does not wait for Redis (seconds) or forever.
 const slack = 750 * time.Millisecond
-
-// withDefaultTimeout returns the Limiter newLimiter makes with the
-// package's own default decision timeout (TestMain raises it).
-func withDefaultTimeout(newLimiter func() *Limiter) *Limiter {
-	saved := testtimeout.DecisionTimeout
-	testtimeout.DecisionTimeout = DefaultDecisionTimeout
-	defer func() { testtimeout.DecisionTimeout = saved }()
-	return newLimiter()
-}
 
 // TestDecisionTimeoutPausedRedis: Redis accepts the connection and never
 // answers (CLIENT PAUSE, a wedged proxy). Every kind of call returns by the
@@ -45,7 +34,7 @@ func TestDecisionTimeoutPausedRedis(t *testing.T) {
 				if timeout > 0 {
 					opts, want = append(opts, WithDecisionTimeout(timeout)), timeout
 				}
-				l := withDefaultTimeout(func() *Limiter { return NewLimiter(rdb, opts...) })
+				l := NewLimiter(rdb, opts...)
 				for kind, call := range callKinds(l) {
 					if timeout == 0 && kind != "Allow" {
 						continue
@@ -82,7 +71,7 @@ func TestDecisionTimeoutPausedRedis(t *testing.T) {
 func TestDecisionTimeoutOpensBreaker(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: blackhole(t), Protocol: 2, DisableIdentity: true})
 	t.Cleanup(func() { _ = rdb.Close() })
-	l := NewLimiter(rdb, WithFailurePolicy(FailOpen), WithDecisionTimeout(30*time.Millisecond))
+	l := testLimiter(rdb, WithFailurePolicy(FailOpen), WithDecisionTimeout(30*time.Millisecond))
 	res, err := l.Allow(context.Background(), "k", PerMinute(1))
 	if err != nil || res.Source != SourceFailOpen {
 		t.Fatalf("%+v, %v; want FailOpen's admission", res, err)
@@ -107,7 +96,7 @@ func TestDecisionTimeoutRefusedConnections(t *testing.T) {
 	for _, honours := range []bool{true, false} {
 		rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: honours})
 		t.Cleanup(func() { _ = rdb.Close() })
-		l := withDefaultTimeout(func() *Limiter { return NewLimiter(rdb, WithCircuitBreaker(0)) })
+		l := NewLimiter(rdb, WithCircuitBreaker(0))
 		for range 2 {
 			start := time.Now()
 			_, err := l.Allow(context.Background(), "k", PerMinute(1))
@@ -123,7 +112,7 @@ func TestDecisionTimeoutRefusedConnections(t *testing.T) {
 func TestDecisionTimeoutOff(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: blackhole(t), Protocol: 2, DisableIdentity: true, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
-	l := NewLimiter(rdb, WithFailurePolicy(FailOpen), WithDecisionTimeout(0))
+	l := testLimiter(rdb, WithFailurePolicy(FailOpen), WithDecisionTimeout(0))
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultDecisionTimeout+100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
@@ -133,14 +122,10 @@ func TestDecisionTimeoutOff(t *testing.T) {
 	}
 }
 
-// initialDecisionTimeout is what NewLimiter takes before TestMain raises it.
-var initialDecisionTimeout = testtimeout.DecisionTimeout
-
-// NewLimiter's default deadline is the documented DefaultDecisionTimeout
-// (internal/testtimeout holds it only so that tests can raise it).
+// NewLimiter's default deadline is the documented DefaultDecisionTimeout.
 func TestDefaultDecisionTimeoutIsDocumented(t *testing.T) {
-	if initialDecisionTimeout != DefaultDecisionTimeout {
-		t.Errorf("NewLimiter's default decision timeout is %v, DefaultDecisionTimeout says %v", initialDecisionTimeout, DefaultDecisionTimeout)
+	if got := NewLimiter(newFakeRedis(t).rdb).timeout; got != DefaultDecisionTimeout {
+		t.Errorf("NewLimiter's default decision timeout is %v, DefaultDecisionTimeout says %v", got, DefaultDecisionTimeout)
 	}
 }
 
@@ -153,7 +138,7 @@ func TestProbeBoundedByDecisionTimeout(t *testing.T) {
 		rdb := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, DisableIdentity: true, ContextTimeoutEnabled: honours})
 		t.Cleanup(func() { _ = rdb.Close() })
 		const timeout = 50 * time.Millisecond
-		l := NewLimiter(rdb, WithDecisionTimeout(timeout))
+		l := testLimiter(rdb, WithDecisionTimeout(timeout))
 		l.health.probes.Add(1)
 		start := time.Now()
 		l.probe("k")
@@ -169,7 +154,7 @@ func TestProbeBoundedByDecisionTimeout(t *testing.T) {
 func TestCallerGaveUpDuringFallback(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: blackhole(t), Protocol: 2, DisableIdentity: true, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
-	l := NewLimiter(downRedis(t), WithFallback(NewLimiter(rdb, WithDecisionTimeout(0))), WithFailurePolicy(FailOpen), WithDecisionTimeout(time.Second))
+	l := testLimiter(downRedis(t), WithFallback(testLimiter(rdb, WithDecisionTimeout(0))), WithFailurePolicy(FailOpen), WithDecisionTimeout(time.Second))
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if res, err := l.Allow(ctx, "k", PerMinute(1)); res.Allowed || !isCallerError(err, context.DeadlineExceeded) {
@@ -185,13 +170,13 @@ func TestDecisionTimeoutBatchWithoutPipelines(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: blackhole(t), Protocol: 2, DisableIdentity: true, MaxRetries: -1, PoolSize: 32})
 	t.Cleanup(func() { _ = rdb.Close() })
 	const timeout = 100 * time.Millisecond
-	l := NewLimiter(plainClient{rdb}, WithFailurePolicy(FailOpen), WithCircuitBreaker(0), WithDecisionTimeout(timeout))
+	l := testLimiter(plainClient{rdb}, WithFailurePolicy(FailOpen), WithCircuitBreaker(0), WithDecisionTimeout(timeout))
 	reqs := make([]Request, 16) // 1.6 s, one timeout each
 	for i := range reqs {
 		reqs[i] = Request{Key: fmt.Sprint("k", i), Limits: []Limit{PerMinute(1)}}
 	}
 	start := time.Now()
-	res, err := l.AllowBatch(context.Background(), reqs)
+	res, err := l.DecideBatch(context.Background(), reqs)
 	if took := time.Since(start); took > timeout+slack {
 		t.Errorf("the batch took %v; want the decision timeout, %v", took, timeout)
 	}

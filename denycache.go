@@ -38,7 +38,7 @@ import (
 // to Redis, which answers that it can never be admitted. A cached answer
 // has Source SourceDenyCache; it is not degraded.
 //
-// A call of several keys (AllowKeys, CheckKeys) is cached by all its keys,
+// A call of several keys (a Request with Keys) is cached by all its keys,
 // in order, with their limits and the cost, and a Reset of any one of them,
 // or units this Limiter takes on any one of them, drops it: the binding
 // key may be any of them.
@@ -49,7 +49,7 @@ func WithDenyCache(size int) Option {
 	return func(l *Limiter) {
 		l.deny = nil
 		if size >= 1 {
-			l.deny = newDenyCache(size)
+			l.deny = newDenyCache(size, l.clock)
 		}
 	}
 }
@@ -58,11 +58,17 @@ func WithDenyCache(size int) Option {
 // the cache answered o (o.res, Source SourceDenyCache). A Reset forgets
 // the key instead.
 func (l *Limiter) denyStage(o *op, limits []Limit) bool {
-	if l.deny == nil || o.kind == KindPeek {
+	if l.deny == nil {
 		return false
 	}
-	if o.kind == KindReset {
+	switch o.kind {
+	case KindReset:
 		l.deny.forget(o.key)
+		return false
+	case KindAllow, KindCheck:
+	default:
+		// A peek is always admitted; up-to's denial waits for one unit,
+		// not for the cost; refund and force always record.
 		return false
 	}
 	// A cost above a capacity is never cached (RetryAfter InfDuration): it
@@ -87,14 +93,18 @@ func (l *Limiter) sentAt() (time.Time, uint64) {
 }
 
 // denyStore remembers o's result if it is a denial that a wait can end,
-// and forgets the key's denials when o took units: Redis's wait for them is
-// now longer than the one cached.
+// and forgets the key's denials when o took or gave back units.
 func (l *Limiter) denyStore(o *op, limits []Limit) {
 	if l.deny == nil || o.sent.IsZero() {
 		return
 	}
-	if o.res.Allowed {
-		if o.kind == KindAllow {
+	// Units taken make the key's cached waits too short, units given back
+	// too long: either way they go, and so does a denial sent before.
+	// Up-to's, refund's and force's own answers are never stored (see
+	// denyStage): they are not allow's.
+	moved := o.kind == KindUpTo || o.kind == KindRefund || o.kind == KindForce
+	if o.res.Allowed || moved {
+		if o.kind.writes() {
 			now := l.deny.now()
 			var one [1]string
 			for _, k := range o.sentKeys(&one) {
@@ -183,12 +193,12 @@ type denyCache struct {
 	// it is not stored. (A key that shares the stripe only costs a store.)
 	tookAt [denyStripes]time.Time
 	seed   maphash.Seed
-	now    func() time.Time // time.Now; tests move it by hand
+	now    func() time.Time // the Limiter's clock
 }
 
-func newDenyCache(size int) *denyCache {
+func newDenyCache(size int, clk clock) *denyCache {
 	return &denyCache{size: size, items: make(map[denyKey]*list.Element), byKey: make(map[string][]*list.Element),
-		order: list.New(), seed: maphash.MakeSeed(), now: time.Now}
+		order: list.New(), seed: maphash.MakeSeed(), now: orReal(clk).Now}
 }
 
 func (c *denyCache) stripe(key string) int {

@@ -63,26 +63,13 @@ func (c *cmdCounter) scriptCalls() int {
 	return c.calls["evalsha"] + c.calls["eval"] + c.calls["evalsha_ro"] + c.calls["eval_ro"]
 }
 
-// denyClock drives the deny cache with the fake Redis clock, so that both
-// move together and no test sleeps.
-func denyClock(t *testing.T, f *fakeRedis, l *Limiter) {
-	t.Helper()
-	if l.deny == nil {
-		t.Fatal("WithDenyCache did not install the cache")
-	}
-	base := time.Now()
-	start := f.now
-	l.deny.now = func() time.Time { return base.Add(f.now.Sub(start)) }
-}
-
 // denyLimiter is a Limiter with a deny cache of size entries (and opts) on a
 // fake Redis whose script calls are counted, the cache on its clock.
 func denyLimiter(t *testing.T, size int, opts ...Option) (*fakeRedis, *cmdCounter, *Limiter) {
 	t.Helper()
 	f := newFakeRedis(t)
 	cnt := countCommands(f.rdb)
-	l := NewLimiter(f.rdb, append([]Option{WithDenyCache(size)}, opts...)...)
-	denyClock(t, f, l)
+	l := testLimiterOn(newRedisClock(f), f.rdb, append([]Option{WithDenyCache(size)}, opts...)...)
 	return f, cnt, l
 }
 
@@ -154,7 +141,7 @@ func TestDenyCacheCostsAndLimits(t *testing.T) {
 	if r, _ := l.AllowN(ctx, "k", lim, 5); r.Allowed || r.Source != SourceDenyCache || cnt.scriptCalls() != calls {
 		t.Fatalf("cost 5 after a denied 5: %v, %d calls, want a local denial", r, cnt.scriptCalls()-calls)
 	}
-	if r, _ := l.CheckN(ctx, "k", lim, 5); r.Allowed || r.Source != SourceDenyCache || cnt.scriptCalls() != calls {
+	if r, _ := l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim}, N: 5}); r.Allowed || r.Source != SourceDenyCache || cnt.scriptCalls() != calls {
 		t.Fatalf("check of cost 5 after a denied 5: %v, want a local denial", r)
 	}
 	// a larger cost waits longer, which only Redis can tell; a smaller
@@ -168,7 +155,7 @@ func TestDenyCacheCostsAndLimits(t *testing.T) {
 	// other limits for the same key, or another key, are not covered
 	calls = cnt.scriptCalls()
 	_, _ = l.AllowN(ctx, "k", PerMinute(20), 5)
-	_, _ = l.AllowMulti(ctx, "k", 5, lim, PerHour(100))
+	_, _ = l.Decide(ctx, Request{Key: "k", Limits: []Limit{lim, PerHour(100)}, N: 5})
 	_, _ = l.AllowN(ctx, "other", lim, 5)
 	if got := cnt.scriptCalls() - calls; got != 3 {
 		t.Fatalf("other limits or keys: %d script calls, want 3", got)
@@ -233,10 +220,10 @@ func TestDenyCacheBounded(t *testing.T) {
 		t.Error("key a is still cached beyond the size")
 	}
 	// off: a size below 1, or no client
-	if NewLimiter(f.rdb, WithDenyCache(0)).deny != nil || NewLimiter(f.rdb, WithDenyCache(5), WithDenyCache(0)).deny != nil {
+	if testLimiter(f.rdb, WithDenyCache(0)).deny != nil || testLimiter(f.rdb, WithDenyCache(5), WithDenyCache(0)).deny != nil {
 		t.Error("WithDenyCache(0) left a cache")
 	}
-	if _, err := NewLimiter(nil, WithDenyCache(10)).Allow(ctx, "k", lim); err != ErrNoClient {
+	if _, err := testLimiter(nil, WithDenyCache(10)).Allow(ctx, "k", lim); err != ErrNoClient {
 		t.Errorf("nil client with a deny cache: %v, want ErrNoClient", err)
 	}
 }
@@ -250,9 +237,8 @@ func TestDenyCacheNeverDeniesWhatRedisAdmits(t *testing.T) {
 	for a := GCRA; a < numAlgorithms; a++ {
 		t.Run(a.String(), func(t *testing.T) {
 			f := newFakeRedis(t)
-			plain := NewLimiter(f.rdb)
-			l := NewLimiter(f.rdb, WithDenyCache(16))
-			denyClock(t, f, l)
+			plain := testLimiter(f.rdb)
+			l := testLimiterOn(newRedisClock(f), f.rdb, WithDenyCache(16))
 			lim := Per(5, 10*time.Second).WithAlgorithm(a)
 			local := 0
 			for i := 0; i < 120; i++ {
@@ -268,7 +254,7 @@ func TestDenyCacheNeverDeniesWhatRedisAdmits(t *testing.T) {
 					if r.Allowed {
 						t.Fatalf("step %d: a cached denial admitted", i)
 					}
-					truth, err := plain.CheckN(ctx, "k", lim, n)
+					truth, err := plain.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim}, N: n})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -300,7 +286,7 @@ func TestDenyCacheLargerCostGetsRedisWait(t *testing.T) {
 	for a := GCRA; a < numAlgorithms; a++ {
 		t.Run(a.String(), func(t *testing.T) {
 			f, cnt, l := denyLimiter(t, 100)
-			plain := NewLimiter(f.rdb)
+			plain := testLimiter(f.rdb)
 			lim := PerMinute(2).WithAlgorithm(a)
 			for i := range 3 {
 				if _, err := l.Allow(ctx, "k", lim); err != nil {
@@ -315,7 +301,7 @@ func TestDenyCacheLargerCostGetsRedisWait(t *testing.T) {
 					t.Fatal(err)
 				}
 				fromRedis := cnt.scriptCalls() > before
-				truth, err := plain.CheckN(ctx, "k", lim, n)
+				truth, err := plain.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim}, N: n})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -336,7 +322,7 @@ func TestDenyCacheForgetsDenialsOnAdmission(t *testing.T) {
 	for a := GCRA; a < numAlgorithms; a++ {
 		t.Run(a.String(), func(t *testing.T) {
 			f, cnt, l := denyLimiter(t, 100)
-			plain := NewLimiter(f.rdb)
+			plain := testLimiter(f.rdb)
 			lim := Per(4, 4*time.Second).WithAlgorithm(a)
 			if _, err := l.AllowN(ctx, "k", lim, 3); err != nil {
 				t.Fatal(err)
@@ -352,7 +338,7 @@ func TestDenyCacheForgetsDenialsOnAdmission(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			truth, err := plain.CheckN(ctx, "k", lim, 2)
+			truth, err := plain.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim}, N: 2})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -390,7 +376,7 @@ func TestDenyCacheForgetsDenialsOnAdmission(t *testing.T) {
 func TestDenyCacheConcurrent(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
-	l := NewLimiter(f.rdb, WithDenyCache(8))
+	l := testLimiter(f.rdb, WithDenyCache(8))
 	lim := PerHour(3)
 	var allowed atomic.Int64
 	var wg sync.WaitGroup
@@ -423,7 +409,7 @@ func TestDenyCacheForwardsErrors(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
 	f.rdb.Set(ctx, "user", "order 42", 0)
-	l := NewLimiter(f.rdb, WithDenyCache(8))
+	l := testLimiter(f.rdb, WithDenyCache(8))
 	_, err := l.Allow(ctx, "user", PerSecond(1))
 	if err == nil || !strings.Contains(err.Error(), "left untouched") {
 		t.Fatalf("foreign key: %v", err)
@@ -444,7 +430,7 @@ func TestDenyCacheNeverAnswersPeek(t *testing.T) {
 		t.Fatalf("%+v", r)
 	}
 	before := cnt.scriptCalls()
-	r, err := l.Peek(ctx, "k", lim)
+	r, err := l.Decide(ctx, Request{Kind: KindPeek, Key: "k", Limits: []Limit{lim}})
 	if err != nil || !r.Allowed || r.Source != SourceRedis || cnt.scriptCalls() != before+1 {
 		t.Fatalf("Peek: %+v %v, %d script calls; want Redis's state", r, err, cnt.scriptCalls()-before)
 	}
@@ -458,8 +444,7 @@ func TestDenyCacheNeverAnswersPeek(t *testing.T) {
 func TestDenyCacheKeepsNoReplicaDenial(t *testing.T) {
 	ctx := context.Background()
 	f, _, fs := functionsRedis(t) // Redis 7 with the library: checks go by FCALL_RO (miniredis's EVALSHA_RO refuses TIME)
-	l := NewLimiter(f.rdb, WithDenyCache(10), WithReadOnlyCheck())
-	denyClock(t, f, l)
+	l := testLimiterOn(newRedisClock(f), f.rdb, WithDenyCache(10), WithReadOnlyCheck())
 	lim := PerHour(1)
 	if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
 		t.Fatalf("first Allow: %+v %v", r, err)
@@ -470,14 +455,14 @@ func TestDenyCacheKeepsNoReplicaDenial(t *testing.T) {
 		sends int64 // script calls per check
 		call  func() (Result, error)
 	}{
-		{"Check", 1, func() (Result, error) { return l.Check(ctx, "k", lim) }},
-		{"CheckKeys", 1, func() (Result, error) { return l.CheckKeys(ctx, 1, keys...) }},
+		{"Check", 1, func() (Result, error) { return l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim}}) }},
+		{"CheckKeys", 1, func() (Result, error) { return l.Decide(ctx, Request{Kind: KindCheck, Keys: keys}) }},
 		{"AllowBatch/Check", 1, func() (Result, error) {
-			return batchOne(ctx, l, Request{Key: "k", Limits: []Limit{lim}, Check: true})
+			return batchOne(ctx, l, Request{Key: "k", Limits: []Limit{lim}, Kind: KindCheck})
 		}},
-		{"AllowBatch/Keys/Check", 1, func() (Result, error) { return batchOne(ctx, l, Request{Keys: keys, Check: true}) }},
+		{"AllowBatch/Keys/Check", 1, func() (Result, error) { return batchOne(ctx, l, Request{Keys: keys, Kind: KindCheck}) }},
 		{"AllowBatch/two", 2, func() (Result, error) { // pipelined
-			res, err := l.AllowBatch(ctx, []Request{{Key: "k", Limits: []Limit{lim}, Check: true}, {Keys: keys, Check: true}})
+			res, err := l.DecideBatch(ctx, []Request{{Key: "k", Limits: []Limit{lim}, Kind: KindCheck}, {Keys: keys, Kind: KindCheck}})
 			if err == nil && res[0].Source != res[1].Source {
 				return Result{}, fmt.Errorf("the two requests answered apart: %+v", res)
 			}
@@ -500,7 +485,7 @@ func TestDenyCacheKeepsNoReplicaDenial(t *testing.T) {
 		t.Fatalf("Allow: %+v %v, want a denial from Redis", r, err)
 	}
 	before := fs.calls.Load()
-	if r, err := l.Check(ctx, "k", lim); err != nil || r.Allowed || r.Source != SourceDenyCache || fs.calls.Load() != before {
+	if r, err := l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim}}); err != nil || r.Allowed || r.Source != SourceDenyCache || fs.calls.Load() != before {
 		t.Fatalf("Check after Allow's denial: %+v %v, %d calls; want the cached denial", r, err, fs.calls.Load()-before)
 	}
 }
@@ -620,9 +605,9 @@ func TestDenyIdentityCollision(t *testing.T) {
 	_, _, l := denyLimiter(t, 100)
 	lim := PerHour(1)
 	keys := []KeyLimit{{Key: "a", Limit: lim}, {Key: "b", Limit: lim}}
-	_, _ = l.AllowKeys(ctx, 1, keys...)
-	_, _ = l.AllowKeys(ctx, 1, keys...) // denied, cached
-	if r, err := l.AllowMulti(ctx, "1:a1:b", 1, lim, lim); err != nil || !r.Allowed || r.Source != SourceRedis {
+	_, _ = l.Decide(ctx, Request{Keys: keys})
+	_, _ = l.Decide(ctx, Request{Keys: keys}) // denied, cached
+	if r, err := l.Decide(ctx, Request{Key: "1:a1:b", Limits: []Limit{lim, lim}}); err != nil || !r.Allowed || r.Source != SourceRedis {
 		t.Fatalf("%+v %v: a fresh key must be Redis's admission", r, err)
 	}
 }

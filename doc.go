@@ -8,11 +8,11 @@
 //
 // Where things are:
 //
-//	limiter.go    Limiter, NewLimiter, With, the options and the call methods
-//	keys.go       AllowKeys, CheckKeys, PeekKeys: several keys in one call
+//	limiter.go    Limiter, NewLimiter, With, Request, Allow, AllowN, Decide, Reset: where every call starts
+//	plan.go       the plan stage: a Request validated and made an op (keys, cost, mode); Args
 //	limit.go      Limit, Algorithm, ParseLimit, Validate
 //	result.go     Result, Source, InfDuration
-//	engine.go     the one path every call takes: plan, deny cache, send, settle, failure; Args
+//	engine.go     the stages of one attempt: deny cache, send, settle, failure, shadow
 //	deadline.go   the decision deadline
 //	shadow.go     shadow mode
 //	loader.go     FCALL / EVALSHA / EVAL of the embedded scripts
@@ -20,8 +20,8 @@
 //	failure.go    failure policy, fallback
 //	breaker.go    circuit breaker, probes, the log of each outage
 //	observer.go   the Observer hook (metrics, traces)
-//	batch.go      AllowBatch and its pipeline
-//	wait.go       Wait, WaitN, WaitMulti
+//	batch.go      DecideBatch and its pipeline
+//	wait.go       Wait, WaitN: a loop of attempts over one plan
 //	errors.go     the errors and how they are classified
 //	algorithm_gen.go  the Algorithm constants, generated with the scripts from their manifests
 //

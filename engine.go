@@ -4,20 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"strconv"
+	"strings"
 	"time"
 )
 
-// The engine: every call of a Limiter (Allow*, Check*, Peek, *Multi,
-// AllowBatch, Wait*, Reset) is one or more ops that go through the same
-// stages, in this order, as golang.org/x/time/rate funnels everything
+// The engine: every call of a Limiter (Allow, AllowN, Decide, Wait, WaitN,
+// Reset, and each request of DecideBatch) is one op that goes through the
+// same stages, in this order, as golang.org/x/time/rate funnels everything
 // through reserveN:
 //
-//	observer Start
-//	plan      validate, pick the script (plan)                ErrInvalid ends here
+//	observer Start (run in limiter.go, DecideBatch in batch.go)
+//	plan      validate the request and its keys, pick the script and the
+//	          mode (plan.go)                                  ErrInvalid ends here
 //	deny      answer from the deny cache (denycache.go)       a hit ends here
 //	send      build the ARGV (once per distinct call), send it alone or
-//	          pipelined for AllowBatch (send, sendBatch in batch.go) through
+//	          pipelined for DecideBatch (send, sendBatch in batch.go) through
 //	          the loader (FCALL, EVALSHA, EVAL); skipped while the circuit
 //	          breaker is open (breaker.go)
 //	settle    decode the reply, classify an error, feed the deny cache
@@ -27,17 +29,18 @@ import (
 //	shadow    in shadow mode, a denial admitted (shadowStage)
 //	observer End
 //
-// AllowBatch runs each stage over all its ops before the next; Wait repeats
-// deny..failure over one plan.
+// One attempt is deny..shadow. A decision makes one; Wait (wait.go) makes
+// attempts over one plan until one is admitted; DecideBatch runs each stage
+// over all its ops before the next. Nothing here calls back up.
 
 // op is one call to a script as it moves through the stages.
 type op struct {
 	dec     Decision        // what the observer is told, for the ops of a batch (single calls keep theirs apart)
 	ctx     context.Context // the observer's context for this op (batches)
-	kind    Kind            // KindAllow, KindCheck, KindPeek or KindReset
+	kind    Kind            // what each attempt does: a request's Kind, but KindAllow for KindWait
 	ukey    string          // the key as the caller passed it (a call of several keys: the first)
 	key     string          // as sent: prefix + key
-	ukeys   []string        // a call of several keys (AllowKeys): the caller's keys, limit i guarding ukeys[i]; nil for one key
+	ukeys   []string        // a call of several keys: the caller's keys, limit i guarding ukeys[i]; nil for one key
 	keys    []string        // ... and as sent, prefixed (keys[0] == key); nil for one key
 	denyID  string          // a call of several keys: its identity in the deny cache (denyIdentity)
 	blimits []Limit         // a batch request's limits; single calls pass theirs along, so that they never escape
@@ -52,41 +55,6 @@ type op struct {
 
 	res Result
 	err error
-}
-
-// call runs one op through every stage and reports it to the observer: the
-// engine's entry for every single call. kind is what the observer is told;
-// KindWait decides the op by Wait's loop of attempts, the others once.
-func (l *Limiter) call(ctx context.Context, kind Kind, key string, cost int64, limits []Limit) (Result, error) {
-	return l.callKeys(ctx, kind, key, nil, cost, limits)
-}
-
-// callKeys is call for one key (ukeys nil) or several: ukeys are the
-// caller's keys, key the first, and limit i guards ukeys[i].
-func (l *Limiter) callKeys(ctx context.Context, kind Kind, key string, ukeys []string, cost int64, limits []Limit) (Result, error) {
-	if l == nil || l.rdb == nil {
-		return Result{}, l.noClientErr()
-	}
-	o := op{kind: kind, ukey: key, key: key, ukeys: ukeys, cost: cost}
-	if kind == KindWait {
-		o.kind = KindAllow
-	}
-	// The decision is a variable of its own, not a field of o: what the
-	// observer is handed escapes, and o (with the caller's limits) must not.
-	dec := Decision{Kind: kind, Key: key, Keys: ukeys, Cost: cost}
-	if len(limits) > 0 {
-		dec.Algorithm = limits[0].Algorithm
-	}
-	ctx = l.observeStart(ctx, &dec, limits)
-	if l.plan(&o, limits) {
-		if kind == KindWait {
-			o.res, o.err = l.waitLoop(ctx, &o, limits)
-		} else {
-			l.attempt(ctx, &o, limits)
-		}
-	}
-	l.observeEnd(ctx, &dec, o.res, o.err)
-	return o.res, o.err
 }
 
 // attempt is the stages after plan, for one op: deny, send, settle, failure.
@@ -157,48 +125,6 @@ func (l *Limiter) startProbe(o *op) {
 	}
 }
 
-// plan validates the op and picks its script; false (with o.err set) when
-// the call is refused before any round trip. The ARGV waits for the send:
-// a deny-cache hit needs none.
-func (l *Limiter) plan(o *op, limits []Limit) bool {
-	if o.ukeys == nil && o.ukey == "" {
-		// The scripts take any key; an empty one is almost always an
-		// identity that was not found, and would hold every caller
-		// without one to one shared limit.
-		o.err = invalidf("invalid key '': must not be empty")
-		return false
-	}
-	o.key = l.prefix + o.key
-	if o.ukeys != nil && !l.planKeys(o, limits) {
-		return false
-	}
-	if o.kind == KindReset {
-		o.s = &resetScript
-		return true
-	}
-	switch {
-	case o.kind == KindPeek:
-		o.cost = 0
-	case o.cost == 0:
-		o.err = invalidf("invalid cost '0': must be at least 1 to take units; ask with Peek to read the state without taking any")
-		return false
-	}
-	if err := validateCall(o.cost, limits); err != nil {
-		o.err = err
-		return false
-	}
-	o.s = &algoScripts[limits[0].Algorithm]
-	switch {
-	case o.kind == KindAllow:
-		o.access = accessWrite
-	case l.readOnlyCheck:
-		o.access = accessReplica
-	default:
-		o.access = accessRead
-	}
-	return true
-}
-
 // send asks Redis, unless the circuit breaker is open (then o.err matches
 // ErrUnavailable at once), and settles the reply, within the decision
 // timeout from now.
@@ -207,7 +133,7 @@ func (l *Limiter) send(ctx context.Context, o *op, limits []Limit) {
 }
 
 // sendBy is send with the decision deadline at (see decisionDeadline): the
-// requests of an AllowBatch sent one by one share the batch's.
+// requests of a DecideBatch sent one by one share the batch's.
 func (l *Limiter) sendBy(ctx context.Context, o *op, limits []Limit, at time.Time) {
 	if err := ctx.Err(); err != nil {
 		o.err = callerGaveUp(o, err, nil) // nobody waits for the answer: do not ask
@@ -252,7 +178,7 @@ func (l *Limiter) settle(ctx context.Context, o *op, limits []Limit, v answer, e
 			return
 		}
 		var res Result
-		if res, err = decodeReply(v, limits); err == nil {
+		if res, err = o.decode(v, limits); err == nil {
 			o.res = res
 			l.denyStore(o, limits)
 			l.health.succeeded(l)
@@ -276,137 +202,53 @@ func (l *Limiter) settle(ctx context.Context, o *op, limits []Limit, v answer, e
 	}
 }
 
-// Args returns the ARGV the script of limits[0].Algorithm takes for a
-// request of cost units (check: record nothing; a cost of 0 reads the state
-// and takes nothing), after validating them exactly as the script would: it
-// refuses what the script refuses, with the script's words (without "ERR ",
-// matching ErrInvalid), in the script's order (the first limit, the cost,
-// then the further limits). It is how other clients of the scripts can build
-// calls that match this package's. A call of several keys (AllowKeys) takes
-// the same ARGV, limit i for KEYS[i].
-//
-// Only the arguments the call needs are returned: a default (burst equal to
-// the rate, cost 1, no mode) is left out at the end and written "" in the
-// middle. Numbers are int64, "" and "check" strings, as go-redis takes them.
-func Args(cost int64, check bool, limits ...Limit) ([]any, error) {
-	return buildArgs(cost, check, limits)
+// sentKeys are the keys o is sent with: its keys, or its one key in one,
+// which the caller keeps on its stack so that a one-key call allocates
+// nothing for them.
+func (o *op) sentKeys(one *[1]string) []string {
+	if o.keys != nil {
+		return o.keys
+	}
+	one[0] = o.key
+	return one[:]
 }
 
-// argv returns o's ARGV, built once (Wait sends it again and again) and
-// only when the op is sent: a deny-cache hit builds nothing.
-func (o *op) argv(limits []Limit) []any {
-	if o.args == nil && o.kind != KindReset {
-		o.args = cachedArgs(o.cost, o.kind == KindCheck, limits)
+// bindingKey is the caller's key that the binding limit of o's Result
+// guards: o's key for a one-key call.
+func (o *op) bindingKey() string {
+	if b := o.res.Binding; b >= 0 && b < len(o.ukeys) {
+		return o.ukeys[b]
 	}
-	return o.args
+	return o.ukey
 }
 
-// argsKey is everything an ARGV depends on, comparable so that a map
-// lookup needs no allocation.
-type argsKey struct {
-	cost   int64
-	check  bool
-	count  int
-	limits [maxLimits]Limit
+// failed is o's *Error for a call that failed with err, classified kind.
+// An error about a key's value names it (Error.Key): with several keys,
+// the key at the position the script's words give ("ERR key #2 holds
+// ..."). CROSSSLOT, Redis Cluster's refusal of keys of different slots,
+// says how to make them share one.
+func (o *op) failed(err, kind error) *Error {
+	e := &Error{Script: o.s.name, Key: o.key, Err: err, kind: kind}
+	if i := foreignKeyIndex(err.Error()); i >= 1 && i <= len(o.keys) {
+		e.Key = o.keys[i-1]
+	}
+	if strings.HasPrefix(err.Error(), "CROSSSLOT") {
+		e.Err = fmt.Errorf("keys %q: the keys of one call must hash to one Redis Cluster slot: give them a common hash tag, "+
+			"e.g. {org:7}:user:42 and {org:7} (and a key prefix must hold no '{'): %w", o.keys, err)
+	}
+	return e
 }
 
-// argsCache remembers the ARGV of recent calls: a service calls with a
-// handful of limits, and boxing each number in an interface was a good part
-// of the client's allocations per decision. The cached slices are only read
-// (go-redis copies them into its command), never handed to callers. Past
-// maxCachedArgs entries it starts over: a caller that never repeats itself
-// costs a little memory, never a leak.
-var argsCache = struct {
-	sync.RWMutex
-	m map[argsKey][]any
-}{m: make(map[argsKey][]any)}
-
-const maxCachedArgs = 1024
-
-// cachedArgs is formatArgs through argsCache, for validated calls.
-func cachedArgs(cost int64, check bool, limits []Limit) []any {
-	k := argsKey{cost: cost, check: check, count: len(limits)}
-	copy(k.limits[:], limits)
-	for i := range limits {
-		k.limits[i].Name = "" // not an argument: named limits share an ARGV
+// foreignKeyIndex is the position a script's error about the value of a
+// key of several names ("ERR key #2 holds ..."), or 0.
+func foreignKeyIndex(msg string) int {
+	if !foreignKeyAt(msg) {
+		return 0
 	}
-	argsCache.RLock()
-	args, ok := argsCache.m[k]
-	argsCache.RUnlock()
-	if ok {
-		return args
+	rest := strings.TrimPrefix(msg, "ERR key #")
+	i, err := strconv.Atoi(rest[:strings.IndexByte(rest, ' ')])
+	if err != nil {
+		return 0
 	}
-	args = formatArgs(cost, check, limits)
-	argsCache.Lock()
-	if len(argsCache.m) >= maxCachedArgs {
-		clear(argsCache.m)
-	}
-	argsCache.m[k] = args
-	argsCache.Unlock()
-	return args
-}
-
-func buildArgs(cost int64, check bool, limits []Limit) ([]any, error) {
-	if err := validateCall(cost, limits); err != nil {
-		return nil, err
-	}
-	return formatArgs(cost, check, limits), nil
-}
-
-// validateCall checks a call's cost and limits as the scripts do, in their
-// order.
-func validateCall(cost int64, limits []Limit) error {
-	if len(limits) == 0 {
-		return invalidf("invalid call: no limit given; pass at least one Limit")
-	}
-	if len(limits) > maxLimits {
-		return invalidf("too many limits (%d): must be at most %d", len(limits), maxLimits)
-	}
-	algo := limits[0].Algorithm
-	for i, lim := range limits {
-		if i == 1 {
-			// The scripts check the cost and mode after the first triple.
-			if cost < 0 || cost > maxNumber {
-				return invalidf("invalid cost '%d': must be a whole number from 0 to 10^15", cost)
-			}
-		}
-		if lim.Algorithm != algo {
-			return invalidf("invalid algorithm #%d '%s': must be the first limit's, %s; one key holds one algorithm's state", i+1, lim.Algorithm, algo)
-		}
-		if err := lim.validate(i); err != nil {
-			return err
-		}
-	}
-	if len(limits) == 1 && (cost < 0 || cost > maxNumber) {
-		return invalidf("invalid cost '%d': must be a whole number from 0 to 10^15", cost)
-	}
-	return nil
-}
-
-// formatArgs writes a validated call's ARGV, leaving out the defaults.
-func formatArgs(cost int64, check bool, limits []Limit) []any {
-	args := make([]any, 0, 5+3*(len(limits)-1))
-	for i, lim := range limits {
-		var burst any = ""
-		if lim.Burst != 0 && lim.Burst != lim.Rate {
-			burst = lim.Burst
-		}
-		args = append(args, lim.Rate, int64(lim.Period/time.Millisecond), burst)
-		if i == 0 {
-			var c, mode any = "", ""
-			if cost != 1 {
-				c = cost
-			}
-			if check {
-				mode = "check"
-			}
-			args = append(args, c, mode)
-		}
-	}
-	if len(limits) == 1 { // leave out the defaults at the end
-		for len(args) > 2 && args[len(args)-1] == "" {
-			args = args[:len(args)-1]
-		}
-	}
-	return args
+	return i
 }

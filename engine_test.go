@@ -37,27 +37,39 @@ func downRedis(t testing.TB) *redis.Client {
 func callKinds(l *Limiter) map[string]func(ctx context.Context) (Result, error) {
 	lim := PerMinute(3)
 	return map[string]func(ctx context.Context) (Result, error){
-		"Allow":      func(ctx context.Context) (Result, error) { return l.Allow(ctx, "k", lim) },
-		"AllowN":     func(ctx context.Context) (Result, error) { return l.AllowN(ctx, "k", lim, 2) },
-		"Check":      func(ctx context.Context) (Result, error) { return l.Check(ctx, "k", lim) },
-		"CheckN":     func(ctx context.Context) (Result, error) { return l.CheckN(ctx, "k", lim, 2) },
-		"Peek":       func(ctx context.Context) (Result, error) { return l.Peek(ctx, "k", lim) },
-		"AllowMulti": func(ctx context.Context) (Result, error) { return l.AllowMulti(ctx, "k", 1, lim, PerHour(100)) },
-		"CheckMulti": func(ctx context.Context) (Result, error) { return l.CheckMulti(ctx, "k", 1, lim, PerHour(100)) },
-		"Wait":       func(ctx context.Context) (Result, error) { return l.Wait(ctx, "k", lim) },
-		"WaitN":      func(ctx context.Context) (Result, error) { return l.WaitN(ctx, "k", lim, 2) },
-		"WaitMulti":  func(ctx context.Context) (Result, error) { return l.WaitMulti(ctx, "k", 1, lim, PerHour(100)) },
+		"Allow":  func(ctx context.Context) (Result, error) { return l.Allow(ctx, "k", lim) },
+		"AllowN": func(ctx context.Context) (Result, error) { return l.AllowN(ctx, "k", lim, 2) },
+		"Check": func(ctx context.Context) (Result, error) {
+			return l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim}})
+		},
+		"CheckN": func(ctx context.Context) (Result, error) {
+			return l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim}, N: 2})
+		},
+		"Peek": func(ctx context.Context) (Result, error) {
+			return l.Decide(ctx, Request{Kind: KindPeek, Key: "k", Limits: []Limit{lim}})
+		},
+		"AllowMulti": func(ctx context.Context) (Result, error) {
+			return l.Decide(ctx, Request{Key: "k", Limits: []Limit{lim, PerHour(100)}})
+		},
+		"CheckMulti": func(ctx context.Context) (Result, error) {
+			return l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim, PerHour(100)}})
+		},
+		"Wait":  func(ctx context.Context) (Result, error) { return l.Wait(ctx, "k", lim) },
+		"WaitN": func(ctx context.Context) (Result, error) { return l.WaitN(ctx, "k", lim, 2) },
+		"WaitMulti": func(ctx context.Context) (Result, error) {
+			return l.Decide(ctx, Request{Kind: KindWait, Key: "k", Limits: []Limit{lim, PerHour(100)}})
+		},
 		"AllowBatch": func(ctx context.Context) (Result, error) {
 			return batchOne(ctx, l, Request{Key: "k", Limits: []Limit{lim}})
 		},
 		"AllowBatch/Check": func(ctx context.Context) (Result, error) {
-			return batchOne(ctx, l, Request{Key: "k", Limits: []Limit{lim}, Check: true})
+			return batchOne(ctx, l, Request{Key: "k", Limits: []Limit{lim}, Kind: KindCheck})
 		},
 		"AllowBatch/Peek": func(ctx context.Context) (Result, error) {
-			return batchOne(ctx, l, Request{Key: "k", Limits: []Limit{lim}, Peek: true})
+			return batchOne(ctx, l, Request{Key: "k", Limits: []Limit{lim}, Kind: KindPeek})
 		},
 		"AllowBatch/two": func(ctx context.Context) (Result, error) { // pipelined
-			res, err := l.AllowBatch(ctx, []Request{{Key: "k", Limits: []Limit{lim}}, {Key: "k2", Limits: []Limit{lim}}})
+			res, err := l.DecideBatch(ctx, []Request{{Key: "k", Limits: []Limit{lim}}, {Key: "k2", Limits: []Limit{lim}}})
 			var be *BatchError
 			if errors.As(err, &be) {
 				if (be.Errs[0] == nil) != (be.Errs[1] == nil) || res[0] != res[1] {
@@ -70,9 +82,13 @@ func callKinds(l *Limiter) map[string]func(ctx context.Context) (Result, error) 
 			}
 			return res[0], err
 		},
-		"AllowKeys": func(ctx context.Context) (Result, error) { return l.AllowKeys(ctx, 1, keysOf(lim)...) },
-		"CheckKeys": func(ctx context.Context) (Result, error) { return l.CheckKeys(ctx, 1, keysOf(lim)...) },
-		"PeekKeys":  func(ctx context.Context) (Result, error) { return l.PeekKeys(ctx, keysOf(lim)...) },
+		"AllowKeys": func(ctx context.Context) (Result, error) { return l.Decide(ctx, Request{Keys: keysOf(lim)}) },
+		"CheckKeys": func(ctx context.Context) (Result, error) {
+			return l.Decide(ctx, Request{Kind: KindCheck, Keys: keysOf(lim)})
+		},
+		"PeekKeys": func(ctx context.Context) (Result, error) {
+			return l.Decide(ctx, Request{Kind: KindPeek, Keys: keysOf(lim)})
+		},
 		"AllowBatch/Keys": func(ctx context.Context) (Result, error) {
 			return batchOne(ctx, l, Request{Keys: keysOf(lim)})
 		},
@@ -87,7 +103,7 @@ func keysOf(lim Limit) []KeyLimit {
 }
 
 func batchOne(ctx context.Context, l *Limiter, r Request) (Result, error) {
-	res, err := l.AllowBatch(ctx, []Request{r})
+	res, err := l.DecideBatch(ctx, []Request{r})
 	if len(res) != 1 {
 		return Result{}, fmt.Errorf("%d results for 1 request", len(res))
 	}
@@ -105,7 +121,7 @@ func batchOne(ctx context.Context, l *Limiter, r Request) (Result, error) {
 // The exceptions are documented at FailurePolicy: Wait cannot pass a
 // FailClosed denial off as its turn, and nothing but Redis can Reset.
 func TestRedisDownEveryCallAlike(t *testing.T) {
-	fb := NewLimiter(newFakeRedis(t).rdb)
+	fb := testLimiter(newFakeRedis(t).rdb)
 	for _, pc := range []struct {
 		name   string
 		opts   []Option
@@ -123,7 +139,7 @@ func TestRedisDownEveryCallAlike(t *testing.T) {
 			if !breaker {
 				opts = append(opts[:len(opts):len(opts)], WithCircuitBreaker(0))
 			}
-			l := NewLimiter(downRedis(t), opts...)
+			l := testLimiter(downRedis(t), opts...)
 			for name, call := range callKinds(l) {
 				for attempt := range 2 { // the failure itself, then the open breaker
 					t.Run(fmt.Sprintf("%s/breaker=%v/%s/%d", pc.name, breaker, name, attempt), func(t *testing.T) {
@@ -163,7 +179,7 @@ func TestRedisDownEveryCallAlike(t *testing.T) {
 // TestFailureOfRedisIsTyped: the error of a call Redis could not decide is
 // an *Error naming the script and key, matching ErrUnavailable only.
 func TestFailureOfRedisIsTyped(t *testing.T) {
-	l := NewLimiter(downRedis(t), WithKeyPrefix("p:"))
+	l := testLimiter(downRedis(t), WithKeyPrefix("p:"))
 	res, err := l.Allow(context.Background(), "k", PerMinute(3))
 	var e *Error
 	if !errors.As(err, &e) || e.Key != "p:k" || e.Script != "gcra" || !errors.Is(err, ErrUnavailable) {
@@ -183,10 +199,10 @@ func TestFailureOfRedisIsTyped(t *testing.T) {
 // would hide a bug behind "Redis is down".
 func TestPolicyNeverMasksCallerErrors(t *testing.T) {
 	f := newFakeRedis(t)
-	fb := NewLimiter(newFakeRedis(t).rdb)
+	fb := testLimiter(newFakeRedis(t).rdb)
 	for _, rdb := range []*redis.Client{f.rdb, downRedis(t)} {
 		for _, p := range []FailurePolicy{FailOpen, FailClosed} {
-			l := NewLimiter(rdb, WithFailurePolicy(p), WithFallback(fb))
+			l := testLimiter(rdb, WithFailurePolicy(p), WithFallback(fb))
 			bad := Limit{Rate: -1, Period: time.Second}
 			if _, err := l.Allow(context.Background(), "k", bad); !errors.Is(err, ErrInvalid) {
 				t.Errorf("%v: bad limit gave %v, want ErrInvalid", p, err)
@@ -200,7 +216,7 @@ func TestPolicyNeverMasksCallerErrors(t *testing.T) {
 		}
 	}
 	f.mr.Set("user", "order 42")
-	l := NewLimiter(f.rdb, WithFailurePolicy(FailOpen), WithFallback(fb))
+	l := testLimiter(f.rdb, WithFailurePolicy(FailOpen), WithFallback(fb))
 	if _, err := l.Allow(context.Background(), "user", PerMinute(3)); !errors.Is(err, ErrForeignKey) {
 		t.Fatalf("foreign key gave %v, want ErrForeignKey", err)
 	}
@@ -217,8 +233,7 @@ func TestFallbackAndBack(t *testing.T) {
 	rdb := fastClient(t, f.mr.Addr())
 	fbr := newFakeRedis(t)
 	clk := &fakeClock{t: epoch2026}
-	l := NewLimiter(rdb, WithKeyPrefix("rate:"), WithFallback(NewLimiter(fbr.rdb)))
-	l.health.now = clk.Now
+	l := testLimiterOn(clk, rdb, WithKeyPrefix("rate:"), WithFallback(testLimiter(fbr.rdb)))
 	ctx := context.Background()
 	lim := PerMinute(3)
 
@@ -261,15 +276,15 @@ func TestFallbackAndBack(t *testing.T) {
 // the policy, and the error names both failures but is classed as Redis's
 // failure: not as the fallback's (here its open breaker).
 func TestFallbackFailsToo(t *testing.T) {
-	fb := NewLimiter(downRedis(t))
-	l := NewLimiter(downRedis(t), WithFallback(fb), WithCircuitBreaker(0))
+	fb := testLimiter(downRedis(t))
+	l := testLimiter(downRedis(t), WithFallback(fb), WithCircuitBreaker(0))
 	for i := range 2 { // the second time, the fallback's breaker is open
 		_, err := l.Allow(context.Background(), "k", PerMinute(3))
 		if !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrCircuitOpen) || !containsAll(err.Error(), "fallback failed") {
 			t.Fatalf("call %d: err = %v, want ErrUnavailable (not ErrCircuitOpen) naming the fallback's failure", i+1, err)
 		}
 	}
-	res, err := NewLimiter(downRedis(t), WithFallback(fb), WithFailurePolicy(FailClosed)).Allow(context.Background(), "k", PerMinute(3))
+	res, err := testLimiter(downRedis(t), WithFallback(fb), WithFailurePolicy(FailClosed)).Allow(context.Background(), "k", PerMinute(3))
 	if err != nil || res.Allowed || res.Source != SourceFailClosed || res.RetryAfter != time.Second {
 		t.Fatalf("%+v, %v: want a fail-closed denial, retry in 1s", res, err)
 	}
@@ -278,8 +293,8 @@ func TestFallbackFailsToo(t *testing.T) {
 // TestFallbackCycle: two limiters that fall back on each other, both down:
 // one hop, then the policy, not an endless loop.
 func TestFallbackCycle(t *testing.T) {
-	a := NewLimiter(downRedis(t), WithFailurePolicy(FailClosed))
-	b := NewLimiter(downRedis(t), WithFallback(a))
+	a := testLimiter(downRedis(t), WithFailurePolicy(FailClosed))
+	b := testLimiter(downRedis(t), WithFallback(a))
 	WithFallback(b)(a)
 	res, err := b.Allow(context.Background(), "k", PerMinute(3))
 	if err != nil || res.Allowed || res.Source != SourceFailClosed {
@@ -315,6 +330,15 @@ func (c *fakeClock) Now() time.Time {
 	return c.t
 }
 
+// Sleep moves the clock by d instead of sleeping.
+func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.Advance(d)
+	return nil
+}
+
 func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
@@ -328,7 +352,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 // circuit breaker is open (the default), when the call never reaches
 // Redis.
 func TestCancelledCallIsNotDecidedByPolicy(t *testing.T) {
-	fb := NewLimiter(newFakeRedis(t).rdb)
+	fb := testLimiter(newFakeRedis(t).rdb)
 	for _, c := range []struct {
 		name  string
 		opts  []Option
@@ -339,7 +363,7 @@ func TestCancelledCallIsNotDecidedByPolicy(t *testing.T) {
 		{"policy, breaker open", []Option{WithFailurePolicy(FailOpen)}, true},
 		{"fallback, breaker open", []Option{WithFallback(fb), WithFailurePolicy(FailOpen)}, true},
 	} {
-		l := NewLimiter(downRedis(t), c.opts...)
+		l := testLimiter(downRedis(t), c.opts...)
 		if c.blown {
 			if res, _ := l.Allow(context.Background(), "open", PerSecond(1)); res.Source == SourceRedis {
 				t.Fatalf("%s: the call that opens the breaker: %+v", c.name, res)
@@ -371,7 +395,7 @@ func TestFailClosedRetryHintIsTheOutage(t *testing.T) {
 		{[]Option{WithCircuitBreaker(0)}, time.Second},
 		{[]Option{WithCircuitBreaker(5 * time.Second)}, 5 * time.Second},
 	} {
-		l := NewLimiter(downRedis(t), append(c.opts, WithFailurePolicy(FailClosed))...)
+		l := testLimiter(downRedis(t), append(c.opts, WithFailurePolicy(FailClosed))...)
 		for _, lim := range []Limit{PerDay(1), PerSecond(1000), PerMinute(3)} {
 			for call := range 2 { // the failure, then the open breaker's answer
 				res, err := l.Allow(context.Background(), "k", lim)
@@ -388,18 +412,18 @@ func TestFailClosedRetryHintIsTheOutage(t *testing.T) {
 func TestPeekResultString(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
-	l := NewLimiter(f.rdb)
+	l := testLimiter(f.rdb)
 	lim := PerMinute(10)
 	_, _ = l.AllowN(ctx, "k", lim, 4)
-	res, err := l.Peek(ctx, "k", lim)
+	res, err := l.Decide(ctx, Request{Kind: KindPeek, Key: "k", Limits: []Limit{lim}})
 	if s := res.String(); err != nil || s != "peek: 6 of 10 left, full in 24s" {
 		t.Errorf("Peek: %q, %v", s, err)
 	}
-	res, err = batchOne(ctx, l, Request{Key: "k", Limits: []Limit{lim}, Peek: true})
+	res, err = batchOne(ctx, l, Request{Key: "k", Limits: []Limit{lim}, Kind: KindPeek})
 	if s := res.String(); err != nil || s != "peek: 6 of 10 left, full in 24s" {
 		t.Errorf("AllowBatch's Peek: %q, %v", s, err)
 	}
-	res, err = NewLimiter(downRedis(t), WithFailurePolicy(FailOpen)).Peek(ctx, "k", lim)
+	res, err = testLimiter(downRedis(t), WithFailurePolicy(FailOpen)).Decide(ctx, Request{Kind: KindPeek, Key: "k", Limits: []Limit{lim}})
 	if s := res.String(); err != nil || s != "peek: state unknown (fail-open)" {
 		t.Errorf("Peek by FailOpen: %q, %v", s, err)
 	}
@@ -414,17 +438,26 @@ func TestEmptyKeyRefused(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
 	cnt := countCommands(f.rdb)
-	l := NewLimiter(f.rdb, WithKeyPrefix("rate:"))
+	l := testLimiter(f.rdb, WithKeyPrefix("rate:"))
 	lim := PerMinute(5)
 	calls := map[string]func() error{
-		"Allow":     func() error { _, err := l.Allow(ctx, "", lim); return err },
-		"Check":     func() error { _, err := l.Check(ctx, "", lim); return err },
-		"Peek":      func() error { _, err := l.Peek(ctx, "", lim); return err },
-		"Wait":      func() error { _, err := l.Wait(ctx, "", lim); return err },
-		"AllowKeys": func() error { _, err := l.AllowKeys(ctx, 1, KeyLimit{Key: "", Limit: lim}); return err },
-		"Reset":     func() error { return l.Reset(ctx, "") },
+		"Allow": func() error { _, err := l.Allow(ctx, "", lim); return err },
+		"Check": func() error {
+			_, err := l.Decide(ctx, Request{Kind: KindCheck, Key: "", Limits: []Limit{lim}})
+			return err
+		},
+		"Peek": func() error {
+			_, err := l.Decide(ctx, Request{Kind: KindPeek, Key: "", Limits: []Limit{lim}})
+			return err
+		},
+		"Wait": func() error { _, err := l.Wait(ctx, "", lim); return err },
+		"AllowKeys": func() error {
+			_, err := l.Decide(ctx, Request{Keys: []KeyLimit{KeyLimit{Key: "", Limit: lim}}})
+			return err
+		},
+		"Reset": func() error { return l.Reset(ctx, "") },
 		"AllowBatch": func() error {
-			_, err := l.AllowBatch(ctx, []Request{{Key: "", Limits: []Limit{lim}}})
+			_, err := l.DecideBatch(ctx, []Request{{Key: "", Limits: []Limit{lim}}})
 			return err
 		},
 	}

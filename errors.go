@@ -53,7 +53,7 @@ var (
 	ErrNoClient = errors.New("redisrate: Limiter has no Redis client; use NewLimiter")
 
 	// ErrExceedsCapacity is matched by the error of Wait, WaitN and
-	// WaitMulti when the cost is more than the capacity of a limit: the
+	// Decide's KindWait when the cost is more than the capacity of a limit: the
 	// request can never be admitted (Result.Never), so waiting would never
 	// end.
 	ErrExceedsCapacity = errors.New("cost exceeds the capacity of the limit: it can never be admitted")
@@ -145,7 +145,7 @@ func foreignKeyAt(msg string) bool {
 	return i > 0 && strings.HasPrefix(rest[i:], " holds ")
 }
 
-// BatchError is the error of AllowBatch when some requests got an error.
+// BatchError is the error of DecideBatch when some requests got an error.
 // Errs is indexed like the requests: nil where the request was decided
 // (by Redis, the deny cache, the fallback or the failure policy). It
 // matches (errors.Is, errors.As) every error it holds.

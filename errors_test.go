@@ -41,7 +41,7 @@ func TestClassify(t *testing.T) {
 // under every policy, and does not open the breaker: Redis is up.
 func TestPolicyNeverMasksPermission(t *testing.T) {
 	for _, p := range []FailurePolicy{FailError, FailClosed, FailOpen} {
-		l := NewLimiter(noPermClient{}, WithFailurePolicy(p))
+		l := testLimiter(noPermClient{}, WithFailurePolicy(p))
 		for range 2 {
 			res, err := l.Allow(t.Context(), "k", PerSecond(1))
 			if !errors.Is(err, ErrPermission) || errors.Is(err, ErrUnavailable) || res != (Result{}) {

@@ -97,7 +97,7 @@ func ExampleLimiter_AllowN() {
 	// true
 }
 
-func ExampleLimiter_Check() {
+func ExampleLimiter_Decide_check() {
 	rdb, done := exampleRedis()
 	defer done()
 	limiter := redisrate.NewLimiter(rdb)
@@ -106,7 +106,7 @@ func ExampleLimiter_Check() {
 
 	// A check decides exactly as Allow would, and records nothing.
 	for range 2 {
-		res, _ := limiter.Check(ctx, "login:alice", limit)
+		res, _ := limiter.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: "login:alice", Limits: []redisrate.Limit{limit}})
 		fmt.Println(res.Allowed, res.Remaining)
 	}
 	// Output:
@@ -114,7 +114,7 @@ func ExampleLimiter_Check() {
 	// true 2
 }
 
-func ExampleLimiter_CheckN() {
+func ExampleLimiter_Decide_checkN() {
 	rdb, done := exampleRedis()
 	defer done()
 	limiter := redisrate.NewLimiter(rdb)
@@ -123,7 +123,7 @@ func ExampleLimiter_CheckN() {
 
 	// Would an export of 12 rows fit? Of 8? Nothing is taken either way.
 	for _, rows := range []int64{12, 8} {
-		res, _ := limiter.CheckN(ctx, "export:acct-7", limit, rows)
+		res, _ := limiter.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: "export:acct-7", Limits: []redisrate.Limit{limit}, N: rows})
 		fmt.Println(rows, res.Allowed, res.Never())
 	}
 	// Output:
@@ -131,7 +131,7 @@ func ExampleLimiter_CheckN() {
 	// 8 true false
 }
 
-func ExampleLimiter_Peek() {
+func ExampleLimiter_Decide_peek() {
 	rdb, done := exampleRedis()
 	defer done()
 	limiter := redisrate.NewLimiter(rdb)
@@ -140,7 +140,7 @@ func ExampleLimiter_Peek() {
 
 	_, _ = limiter.AllowN(ctx, "user:42", limit, 4)
 	// What is left, for a dashboard or a header, without taking anything.
-	res, _ := limiter.Peek(ctx, "user:42", limit)
+	res, _ := limiter.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: "user:42", Limits: []redisrate.Limit{limit}})
 	fmt.Println(res.Remaining, "of", res.Capacity, "left; full in", res.ResetAfter)
 	fmt.Println(res) // a state, not an admission
 	// Output:
@@ -148,7 +148,7 @@ func ExampleLimiter_Peek() {
 	// peek: 6 of 10 left, full in 24s
 }
 
-func ExampleLimiter_AllowMulti() {
+func ExampleLimiter_Decide() {
 	rdb, done := exampleRedis()
 	defer done()
 	limiter := redisrate.NewLimiter(rdb)
@@ -158,7 +158,7 @@ func ExampleLimiter_AllowMulti() {
 	// same limits every time: its state is kept position by position.
 	perSecond, perHour := redisrate.PerSecond(2), redisrate.PerHour(3)
 	for range 4 {
-		res, _ := limiter.AllowMulti(ctx, "api:key-1", 1, perSecond, perHour)
+		res, _ := limiter.Decide(ctx, redisrate.Request{Key: "api:key-1", Limits: []redisrate.Limit{perSecond, perHour}})
 		fmt.Printf("allowed=%v remaining=%d binding=%s\n", res.Allowed, res.Remaining, res.Limit)
 	}
 	// Output:
@@ -168,17 +168,57 @@ func ExampleLimiter_AllowMulti() {
 	// allowed=false remaining=0 binding=2/s
 }
 
-func ExampleLimiter_CheckMulti() {
+func ExampleLimiter_Decide_checkSeveralLimits() {
 	rdb, done := exampleRedis()
 	defer done()
 	limiter := redisrate.NewLimiter(rdb)
 	ctx := context.Background()
 	perSecond, perDay := redisrate.PerSecond(5), redisrate.PerDay(3)
 
-	_, _ = limiter.AllowMulti(ctx, "sms:+15550100", 3, perSecond, perDay)
-	res, _ := limiter.CheckMulti(ctx, "sms:+15550100", 1, perSecond, perDay)
+	_, _ = limiter.Decide(ctx, redisrate.Request{Key: "sms:+15550100", Limits: []redisrate.Limit{perSecond, perDay}, N: 3})
+	res, _ := limiter.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: "sms:+15550100", Limits: []redisrate.Limit{perSecond, perDay}})
 	fmt.Println(res.Allowed, "bound by", res.Limit, "retry in", res.RetryAfter)
 	// Output: false bound by 3/d retry in 8h0m0s
+}
+
+// A gateway reserves a reply's max_tokens before calling a model, then
+// gives back what the reply did not use: an up-to takes what there is (at
+// most the reservation), a refund returns the rest.
+func ExampleLimiter_Decide_upToAndRefund() {
+	rdb, done := exampleRedis()
+	defer done()
+	limiter := redisrate.NewLimiter(rdb)
+	ctx := context.Background()
+	tokens := []redisrate.Limit{redisrate.PerMinute(1000)}
+
+	_, _ = limiter.AllowN(ctx, "tokens:org-7", tokens[0], 700)
+	res, _ := limiter.Decide(ctx, redisrate.Request{Kind: redisrate.KindUpTo, Key: "tokens:org-7", Limits: tokens, N: 512})
+	fmt.Println("reserved", res.Units, "of 512")
+	used := int64(120) // from the model's reply
+	res, _ = limiter.Decide(ctx, redisrate.Request{Kind: redisrate.KindRefund, Key: "tokens:org-7", Limits: tokens, N: res.Units - used})
+	fmt.Println("gave back", res.Units, "now", res.Remaining, "left")
+	// Output:
+	// reserved 300 of 512
+	// gave back 180 now 180 left
+}
+
+// A failed login costs 5, whatever the limit says: force records it, and
+// the debt holds off the next attempts.
+func ExampleLimiter_Decide_force() {
+	rdb, done := exampleRedis()
+	defer done()
+	limiter := redisrate.NewLimiter(rdb)
+	ctx := context.Background()
+	limit := redisrate.PerHour(6)
+
+	_, _ = limiter.AllowN(ctx, "login:alice", limit, 4)
+	res, _ := limiter.Decide(ctx, redisrate.Request{Kind: redisrate.KindForce, Key: "login:alice", Limits: []redisrate.Limit{limit}, N: 5})
+	fmt.Println(res.Allowed, res.Units, res.Remaining)
+	res, _ = limiter.Allow(ctx, "login:alice", limit)
+	fmt.Println(res.Allowed, res.RetryAfter)
+	// Output:
+	// false 5 0
+	// false 40m0s
 }
 
 func ExampleLimiter_Reset() {
@@ -376,14 +416,18 @@ func ExampleLimit_Validate() {
 func ExampleArgs() {
 	// The ARGV for 3 units under 10/s with burst 20, for a client in another
 	// language or a pipeline of your own: EVALSHA <sha1> 1 <key> ARGV...
-	args, _ := redisrate.Args(3, false, redisrate.PerSecond(10).WithBurst(20))
+	args, _ := redisrate.Args(redisrate.KindAllow, 3, redisrate.PerSecond(10).WithBurst(20))
 	fmt.Println(args...)
 	// Only what the call needs: defaults are left out.
-	args, _ = redisrate.Args(1, false, redisrate.PerSecond(10))
+	args, _ = redisrate.Args(redisrate.KindAllow, 1, redisrate.PerSecond(10))
+	fmt.Println(args...)
+	// A mode of contract v3: take up to 50 units, as many as there are.
+	args, _ = redisrate.Args(redisrate.KindUpTo, 50, redisrate.PerSecond(10))
 	fmt.Println(args...)
 	// Output:
 	// 10 1000 20 3
 	// 10 1000
+	// 10 1000  50 upto
 }
 
 func ExampleAlgorithm() {
@@ -529,7 +573,7 @@ func ExampleResult() {
 	rdb, done := exampleRedis()
 	defer done()
 	limiter := redisrate.NewLimiter(rdb)
-	res, _ := limiter.AllowMulti(context.Background(), "user:42", 2, redisrate.PerSecond(5), redisrate.PerMinute(20))
+	res, _ := limiter.Decide(context.Background(), redisrate.Request{Key: "user:42", Limits: []redisrate.Limit{redisrate.PerSecond(5), redisrate.PerMinute(20)}, N: 2})
 	fmt.Printf("allowed=%v remaining=%d capacity=%d binding=%d (%v) reset=%v source=%s\n",
 		res.Allowed, res.Remaining, res.Capacity, res.Binding, res.Limit, res.ResetAfter, res.Source)
 	// Output: allowed=true remaining=3 capacity=5 binding=0 (5/s) reset=400ms source=redis

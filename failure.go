@@ -17,10 +17,11 @@ import (
 // (ErrPermission) are the caller's to fix and are always returned as
 // errors, whatever the policy.
 //
-// Every kind of call follows it alike: Allow, AllowN, AllowMulti, Check,
-// CheckN, CheckMulti, Peek, AllowKeys, CheckKeys, PeekKeys and each request
-// of AllowBatch answer the policy's Result with a nil error (FailOpen,
-// FailClosed) or the error (FailError). Two calls cannot pretend: Wait, WaitN and WaitMulti return a
+// Every kind of call follows it alike: Allow, AllowN, Decide of every Kind
+// but KindWait, and each request of DecideBatch answer the policy's Result
+// with a nil error (FailOpen, FailClosed) or the error (FailError); nothing
+// is recorded, and Result.Units is 0. Two calls cannot pretend: Wait, WaitN
+// and Decide's KindWait return a
 // FailOpen admission with a nil error, but end a FailClosed denial with
 // the Result and an error matching ErrUnavailable (waiting out an outage
 // is not waiting for a turn); Reset always returns the error.
@@ -98,7 +99,7 @@ func WithFailurePolicy(p FailurePolicy) Option {
 // The fallback decides under its own decision deadline, after this
 // Limiter's: an in-process Redis answers in microseconds, but a fallback
 // on another server adds up to its own timeout to a call's wait (and, in
-// an AllowBatch, to each request Redis could not decide, one after the
+// a DecideBatch, to each request Redis could not decide, one after the
 // other). Keep a remote fallback's timeout short, and its breaker on.
 func WithFallback(fallback *Limiter) Option {
 	return func(l *Limiter) { l.fallback = fallback }
@@ -116,7 +117,7 @@ func (l *Limiter) fail(ctx context.Context, o *op, limits []Limit, e *Error) {
 		return // nothing else can reset Redis's state
 	}
 	if fb := l.fallback; fb != nil && fb != l && ctx.Value(inFallback{}) == nil {
-		res, err := fb.callKeys(context.WithValue(ctx, inFallback{}, true), o.kind, o.ukey, o.ukeys, o.cost, limits)
+		res, err := fb.run(context.WithValue(ctx, inFallback{}, true), o.attemptOp(), limits)
 		if cerr := ended(ctx); err != nil && cerr != nil {
 			o.err = callerGaveUp(o, cerr, e.Err) // the caller gave up while the fallback decided
 			return

@@ -11,18 +11,12 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-
-	"github.com/redisrate/redisrate/internal/testtimeout"
 )
 
 // TestMain quiets go-redis's log of failed dials: the tests stop Redis on
-// purpose, and the failures they expect are asserted, not logged. And it
-// gives the Limiters a decision timeout that miniredis's Lua, under the
-// race detector on a busy machine, always meets: the tests of the timeout
-// set theirs.
+// purpose, and the failures they expect are asserted, not logged.
 func TestMain(m *testing.M) {
 	redis.SetLogger(quietLog{})
-	testtimeout.DecisionTimeout = 10 * time.Second
 	os.Exit(m.Run())
 }
 

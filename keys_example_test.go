@@ -10,7 +10,7 @@ import (
 // A user may make 2 requests a minute, and the users of organisation 7
 // together 3: one atomic call holds a request to both. The hash tag {org:7}
 // keeps the keys in one slot of a Redis Cluster.
-func ExampleLimiter_AllowKeys() {
+func ExampleLimiter_Decide_severalKeys() {
 	rdb, done := exampleRedis()
 	defer done()
 	limiter := redisrate.NewLimiter(rdb)
@@ -18,9 +18,10 @@ func ExampleLimiter_AllowKeys() {
 	user, org := redisrate.PerMinute(2).WithName("user"), redisrate.PerMinute(3).WithName("org")
 
 	for _, u := range []string{"alice", "alice", "alice", "bob", "bob"} {
-		res, err := limiter.AllowKeys(ctx, 1,
-			redisrate.KeyLimit{Key: "{org:7}:user:" + u, Limit: user},
-			redisrate.KeyLimit{Key: "{org:7}", Limit: org})
+		res, err := limiter.Decide(ctx, redisrate.Request{Keys: []redisrate.KeyLimit{
+			{Key: "{org:7}:user:" + u, Limit: user},
+			{Key: "{org:7}", Limit: org},
+		}})
 		if err != nil {
 			panic(err)
 		}
@@ -34,8 +35,8 @@ func ExampleLimiter_AllowKeys() {
 	// bob: denied: 0 of 3 left, retry in 20s (binding org on {org:7})
 }
 
-// CheckKeys decides as AllowKeys would, and takes nothing.
-func ExampleLimiter_CheckKeys() {
+// A check of several keys decides as an allow would, and takes nothing.
+func ExampleLimiter_Decide_checkSeveralKeys() {
 	rdb, done := exampleRedis()
 	defer done()
 	limiter := redisrate.NewLimiter(rdb)
@@ -45,13 +46,13 @@ func ExampleLimiter_CheckKeys() {
 		{Key: "{org:7}", Limit: redisrate.PerMinute(100)},
 	}
 	for range 2 {
-		res, err := limiter.CheckKeys(ctx, 10, keys...)
+		res, err := limiter.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Keys: keys, N: 10})
 		if err != nil {
 			panic(err)
 		}
 		fmt.Println(res)
 	}
-	res, _ := limiter.CheckKeys(ctx, 11, keys...)
+	res, _ := limiter.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Keys: keys, N: 11})
 	fmt.Println(res, "on", res.Key)
 	// Output:
 	// allowed: 0 of 10 left, full in 1m0s
@@ -61,7 +62,7 @@ func ExampleLimiter_CheckKeys() {
 
 // PeekKeys reads every key's state under its limit and describes the one
 // with the fewest units left.
-func ExampleLimiter_PeekKeys() {
+func ExampleLimiter_Decide_peekSeveralKeys() {
 	rdb, done := exampleRedis()
 	defer done()
 	limiter := redisrate.NewLimiter(rdb)
@@ -72,7 +73,7 @@ func ExampleLimiter_PeekKeys() {
 	if _, err := limiter.AllowN(ctx, org.Key, org.Limit, 95); err != nil { // the organisation called alone
 		panic(err)
 	}
-	res, err := limiter.PeekKeys(ctx, user, org)
+	res, err := limiter.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Keys: []redisrate.KeyLimit{user, org}})
 	if err != nil {
 		panic(err)
 	}

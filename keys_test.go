@@ -24,7 +24,7 @@ func userOrg(u string, user, org Limit) []KeyLimit {
 func TestAllowKeysBinding(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
-	l := NewLimiter(f.rdb, WithKeyPrefix("rate:"))
+	l := testLimiter(f.rdb, WithKeyPrefix("rate:"))
 	user, org := PerMinute(3).WithName("user"), PerMinute(5).WithName("org")
 	want := func(what string, r Result, err error, allowed bool, binding int, key string) {
 		t.Helper()
@@ -32,22 +32,22 @@ func TestAllowKeysBinding(t *testing.T) {
 			t.Fatalf("%s: %+v %v, want allowed %v, binding %d on %q", what, r, err, allowed, binding, key)
 		}
 	}
-	r, err := l.AllowKeys(ctx, 1, userOrg("a", user, org)...)
+	r, err := l.Decide(ctx, Request{Keys: userOrg("a", user, org)})
 	want("a's first", r, err, true, 0, "{org:7}:user:a") // 2 of 3 left for a, 4 of 5 for the org
-	r, err = l.AllowKeys(ctx, 2, userOrg("a", user, org)...)
+	r, err = l.Decide(ctx, Request{Keys: userOrg("a", user, org), N: 2})
 	want("a's two more", r, err, true, 0, "{org:7}:user:a")
-	r, err = l.AllowKeys(ctx, 1, userOrg("a", user, org)...)
+	r, err = l.Decide(ctx, Request{Keys: userOrg("a", user, org)})
 	want("a's fourth", r, err, false, 0, "{org:7}:user:a")
-	r, err = l.AllowKeys(ctx, 1, userOrg("b", user, org)...)
+	r, err = l.Decide(ctx, Request{Keys: userOrg("b", user, org)})
 	want("b's first", r, err, true, 1, "{org:7}") // 2 left for b, 1 for the org
 	if r.Remaining != 1 {
 		t.Errorf("b's first: %d left, want the organisation's 1", r.Remaining)
 	}
-	r, err = l.AllowKeys(ctx, 2, userOrg("c", user, org)...)
+	r, err = l.Decide(ctx, Request{Keys: userOrg("c", user, org), N: 2})
 	want("c's two", r, err, false, 1, "{org:7}")
-	r, err = l.CheckKeys(ctx, 1, userOrg("c", user, org)...)
+	r, err = l.Decide(ctx, Request{Kind: KindCheck, Keys: userOrg("c", user, org)})
 	want("c's check", r, err, true, 1, "{org:7}")
-	r, err = l.PeekKeys(ctx, userOrg("c", user, org)...)
+	r, err = l.Decide(ctx, Request{Kind: KindPeek, Keys: userOrg("c", user, org)})
 	want("c's peek", r, err, true, 1, "{org:7}")
 	if r.Remaining != 1 || !strings.HasPrefix(r.String(), "peek:") {
 		t.Errorf("peek: %v, want the organisation's 1 left", r)
@@ -60,7 +60,7 @@ func TestAllowKeysBinding(t *testing.T) {
 		t.Errorf("the organisation alone, past its 5: %+v %v, want denied", r, err)
 	}
 	f.advance(12 * time.Second) // one unit back for the org
-	r, err = l.AllowKeys(ctx, 1, userOrg("c", user, org)...)
+	r, err = l.Decide(ctx, Request{Keys: userOrg("c", user, org)})
 	want("c, a unit later", r, err, true, 1, "{org:7}")
 }
 
@@ -72,11 +72,11 @@ func TestAllowKeysDenialWritesNothing(t *testing.T) {
 	for a := GCRA; a < numAlgorithms; a++ {
 		t.Run(a.String(), func(t *testing.T) {
 			f := newFakeRedis(t)
-			l := NewLimiter(f.rdb)
+			l := testLimiter(f.rdb)
 			user, org := PerMinute(2).WithAlgorithm(a), PerMinute(3).WithAlgorithm(a)
 			u1, u2, o := "{org:7}:user:1", "{org:7}:user:2", "{org:7}"
 			for range 2 {
-				if r, err := l.AllowKeys(ctx, 1, userOrg("1", user, org)...); err != nil || !r.Allowed {
+				if r, err := l.Decide(ctx, Request{Keys: userOrg("1", user, org)}); err != nil || !r.Allowed {
 					t.Fatalf("u1: %+v %v, want admitted", r, err)
 				}
 			}
@@ -84,14 +84,14 @@ func TestAllowKeysDenialWritesNothing(t *testing.T) {
 			denied := func(what string, keys []KeyLimit, binding int) {
 				t.Helper()
 				before := []string{f.dump(u1), f.dump(u2), f.dump(o)}
-				r, err := l.AllowKeys(ctx, 1, keys...)
+				r, err := l.Decide(ctx, Request{Keys: keys})
 				if err != nil || r.Allowed || r.Binding != binding || r.Key != keys[binding].Key {
 					t.Fatalf("%s: %+v %v, want denied by key #%d", what, r, err, binding+1)
 				}
-				if _, err := l.CheckKeys(ctx, 1, keys...); err != nil {
+				if _, err := l.Decide(ctx, Request{Kind: KindCheck, Keys: keys}); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := l.PeekKeys(ctx, keys...); err != nil {
+				if _, err := l.Decide(ctx, Request{Kind: KindPeek, Keys: keys}); err != nil {
 					t.Fatal(err)
 				}
 				if after := []string{f.dump(u1), f.dump(u2), f.dump(o)}; fmt.Sprint(after) != fmt.Sprint(before) {
@@ -101,7 +101,7 @@ func TestAllowKeysDenialWritesNothing(t *testing.T) {
 			uo := userOrg("1", user, org)
 			denied("denied by the user's limit", uo, 0)
 			denied("denied by the user's limit, the organisation first", []KeyLimit{uo[1], uo[0]}, 1)
-			if r, err := l.AllowKeys(ctx, 1, userOrg("2", user, org)...); err != nil || !r.Allowed {
+			if r, err := l.Decide(ctx, Request{Keys: userOrg("2", user, org)}); err != nil || !r.Allowed {
 				t.Fatalf("u2 takes the organisation's last: %+v %v", r, err)
 			}
 			denied("denied by the organisation's limit, u2 has never been called before", userOrg("3", user, org), 1)
@@ -121,14 +121,14 @@ func TestAllowKeysSharedOrganisation(t *testing.T) {
 	for a := GCRA; a < numAlgorithms; a++ {
 		t.Run(a.String(), func(t *testing.T) {
 			f := newFakeRedis(t)
-			l := NewLimiter(f.rdb, WithKeyPrefix("rate:"))
+			l := testLimiter(f.rdb, WithKeyPrefix("rate:"))
 			user, org := PerHour(3).WithAlgorithm(a), PerHour(20).WithAlgorithm(a)
 			admitted := map[string]int{}
 			total := 0
 			for round := range 5 {
 				for u := range 10 {
 					name := fmt.Sprint(u)
-					r, err := l.AllowKeys(ctx, 1, userOrg(name, user, org)...)
+					r, err := l.Decide(ctx, Request{Keys: userOrg(name, user, org)})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -155,7 +155,7 @@ func TestAllowKeysSharedOrganisation(t *testing.T) {
 			}
 			for u := range 10 {
 				name := fmt.Sprint(u)
-				r, err := l.Peek(ctx, "{org:7}:user:"+name, user)
+				r, err := l.Decide(ctx, Request{Kind: KindPeek, Key: "{org:7}:user:" + name, Limits: []Limit{user}})
 				if err != nil || r.Remaining != 3-int64(admitted[name]) {
 					t.Errorf("user %s: %+v %v, want %d left after %d admitted", name, r, err, 3-admitted[name], admitted[name])
 				}
@@ -174,7 +174,7 @@ func TestAllowKeysForeignKey(t *testing.T) {
 	for a := GCRA; a < numAlgorithms; a++ {
 		t.Run(a.String(), func(t *testing.T) {
 			f := newFakeRedis(t)
-			l := NewLimiter(f.rdb, WithKeyPrefix("rate:"))
+			l := testLimiter(f.rdb, WithKeyPrefix("rate:"))
 			user, org := PerMinute(5).WithAlgorithm(a), PerMinute(50).WithAlgorithm(a)
 			if err := f.rdb.Set(ctx, "rate:{org:7}", "not a limiter's", 0).Err(); err != nil {
 				t.Fatal(err)
@@ -185,7 +185,7 @@ func TestAllowKeysForeignKey(t *testing.T) {
 			f.advance(time.Second)
 			for _, u := range []string{"new", "old"} {
 				before := f.dump("rate:{org:7}:user:" + u)
-				_, err := l.AllowKeys(ctx, 1, userOrg(u, user, org)...)
+				_, err := l.Decide(ctx, Request{Keys: userOrg(u, user, org)})
 				var e *Error
 				if !errors.Is(err, ErrForeignKey) || errors.Is(err, ErrUnavailable) || !errors.As(err, &e) || e.Key != "rate:{org:7}" ||
 					!strings.Contains(err.Error(), "key #2") {
@@ -195,7 +195,7 @@ func TestAllowKeysForeignKey(t *testing.T) {
 					t.Errorf("user %s: key 1 written: %s, then %s", u, before, after)
 				}
 			}
-			_, err := l.AllowKeys(ctx, 1, KeyLimit{"{org:7}", org}, KeyLimit{"{org:7}:user:old", user})
+			_, err := l.Decide(ctx, Request{Keys: []KeyLimit{KeyLimit{"{org:7}", org}, KeyLimit{"{org:7}:user:old", user}}})
 			var e *Error
 			if !errors.Is(err, ErrForeignKey) || !errors.As(err, &e) || e.Key != "rate:{org:7}" {
 				t.Fatalf("foreign key first: %v, want ErrForeignKey naming rate:{org:7}", err)
@@ -214,7 +214,7 @@ func TestAllowKeysInvalid(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
 	cnt := countCommands(f.rdb)
-	l := NewLimiter(f.rdb, WithKeyPrefix("rate:"))
+	l := testLimiter(f.rdb, WithKeyPrefix("rate:"))
 	lim := PerSecond(10)
 	kl := func(keys ...string) []KeyLimit {
 		out := make([]KeyLimit, len(keys))
@@ -229,20 +229,20 @@ func TestAllowKeysInvalid(t *testing.T) {
 		call func() (Result, error)
 		want string
 	}{
-		{"no key", func() (Result, error) { return l.AllowKeys(ctx, 1) }, "no key given"},
-		{"no key, peek", func() (Result, error) { return l.PeekKeys(ctx) }, "no key given"},
-		{"nine keys", func() (Result, error) { return l.AllowKeys(ctx, 1, nine...) }, "invalid numkeys '9': must be at most 8"},
-		{"empty key", func() (Result, error) { return l.AllowKeys(ctx, 1, kl("a", "b", "")...) }, "invalid key #3 '': must not be empty"},
-		{"same key", func() (Result, error) { return l.AllowKeys(ctx, 1, kl("a", "b", "a")...) }, "invalid key #3 'a': must differ from key #1"},
-		{"same key, check", func() (Result, error) { return l.CheckKeys(ctx, 1, kl("a", "b", "b")...) }, "invalid key #3 'b': must differ from key #2"},
+		{"no key", func() (Result, error) { return l.Decide(ctx, Request{N: 1}) }, "neither Limits nor Keys given"},
+		{"no key, peek", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindPeek}) }, "neither Limits nor Keys given"},
+		{"nine keys", func() (Result, error) { return l.Decide(ctx, Request{Keys: nine}) }, "invalid numkeys '9': must be at most 8"},
+		{"empty key", func() (Result, error) { return l.Decide(ctx, Request{Keys: kl("a", "b", "")}) }, "invalid key #3 '': must not be empty"},
+		{"same key", func() (Result, error) { return l.Decide(ctx, Request{Keys: kl("a", "b", "a")}) }, "invalid key #3 'a': must differ from key #1"},
+		{"same key, check", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindCheck, Keys: kl("a", "b", "b")}) }, "invalid key #3 'b': must differ from key #2"},
 		{"two algorithms", func() (Result, error) {
-			return l.AllowKeys(ctx, 1, KeyLimit{"a", lim}, KeyLimit{"b", lim.WithAlgorithm(TokenBucket)})
+			return l.Decide(ctx, Request{Keys: []KeyLimit{KeyLimit{"a", lim}, KeyLimit{"b", lim.WithAlgorithm(TokenBucket)}}})
 		}, "invalid algorithm #2 'token_bucket' (key #2 'b'): must be key #1's, gcra"},
 		{"bad limit", func() (Result, error) {
-			return l.AllowKeys(ctx, 1, KeyLimit{"a", lim}, KeyLimit{"b", Per(0, time.Second)})
+			return l.Decide(ctx, Request{Keys: []KeyLimit{KeyLimit{"a", lim}, KeyLimit{"b", Per(0, time.Second)}}})
 		}, "invalid limit #2 '0'"},
-		{"cost 0", func() (Result, error) { return l.AllowKeys(ctx, 0, kl("a", "b")...) }, "invalid cost '0'"},
-		{"negative cost", func() (Result, error) { return l.CheckKeys(ctx, -1, kl("a", "b")...) }, "invalid cost '-1'"},
+		{"refund of 0", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindRefund, Keys: kl("a", "b")}) }, "invalid cost '0'"},
+		{"negative cost", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindCheck, Keys: kl("a", "b"), N: -1}) }, "invalid cost '-1'"},
 	} {
 		r, err := tc.call()
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.want) || r != (Result{}) {
@@ -256,7 +256,7 @@ func TestAllowKeysInvalid(t *testing.T) {
 	// rule of several keys.
 	log := &argLog{}
 	f.rdb.AddHook(log)
-	if r, err := l.AllowKeys(ctx, 2, KeyLimit{"solo", lim}); err != nil || !r.Allowed || r.Key != "solo" || r.Remaining != 8 {
+	if r, err := l.Decide(ctx, Request{Keys: []KeyLimit{KeyLimit{"solo", lim}}, N: 2}); err != nil || !r.Allowed || r.Key != "solo" || r.Remaining != 8 {
 		t.Fatalf("one KeyLimit: %+v %v", r, err)
 	}
 	var sha []string
@@ -293,7 +293,7 @@ func runUsers(ctx context.Context, l *Limiter, user, org Limit, calls int) (keys
 			defer wg.Done()
 			for i := range calls / workers {
 				u := (w*7 + i*13) % users
-				r, err := l.AllowKeys(ctx, 1, userOrg(fmt.Sprint(u), user, org)...)
+				r, err := l.Decide(ctx, Request{Keys: userOrg(fmt.Sprint(u), user, org)})
 				mu.Lock()
 				run.attempts++
 				if err != nil && firstErr == nil {
@@ -323,7 +323,7 @@ func TestAllowKeysConcurrentGuarantee4(t *testing.T) {
 	for a := GCRA; a < numAlgorithms; a++ {
 		t.Run(a.String(), func(t *testing.T) {
 			f := newFakeRedis(t)
-			l := NewLimiter(f.rdb, WithKeyPrefix("rate:"))
+			l := testLimiter(f.rdb, WithKeyPrefix("rate:"))
 			user, org := PerDay(5).WithAlgorithm(a), PerDay(200).WithAlgorithm(a)
 			run, err := runUsers(ctx, l, user, org, 64*25)
 			if err != nil {
@@ -343,7 +343,7 @@ func checkUsersRun(t *testing.T, ctx context.Context, l *Limiter, run keysRun, u
 		if n > user.Rate {
 			t.Errorf("user %d admitted %d times, over its %d", u, n, user.Rate)
 		}
-		r, err := l.Peek(ctx, "{org:7}:user:"+fmt.Sprint(u), user)
+		r, err := l.Decide(ctx, Request{Kind: KindPeek, Key: "{org:7}:user:" + fmt.Sprint(u), Limits: []Limit{user}})
 		if err != nil || r.Remaining != user.Rate-n {
 			t.Errorf("user %d: %v %v, want %d left after %d admitted", u, r, err, user.Rate-n, n)
 		}
@@ -351,7 +351,7 @@ func checkUsersRun(t *testing.T, ctx context.Context, l *Limiter, run keysRun, u
 	if run.total != org.Rate || sum != run.total {
 		t.Errorf("%d attempts admitted %d in all (users' sum %d), want exactly the organisation's %d", run.attempts, run.total, sum, org.Rate)
 	}
-	if r, err := l.Peek(ctx, "{org:7}", org); err != nil || r.Remaining != 0 {
+	if r, err := l.Decide(ctx, Request{Kind: KindPeek, Key: "{org:7}", Limits: []Limit{org}}); err != nil || r.Remaining != 0 {
 		t.Errorf("the organisation: %v %v, want spent", r, err)
 	}
 }
@@ -365,25 +365,25 @@ func TestAllowBatchKeys(t *testing.T) {
 	ctx := context.Background()
 	fb, fs := newFakeRedis(t), newFakeRedis(t)
 	cnt := countCommands(fb.rdb)
-	lb, ls := NewLimiter(fb.rdb, WithKeyPrefix("p:")), NewLimiter(fs.rdb, WithKeyPrefix("p:"))
+	lb, ls := testLimiter(fb.rdb, WithKeyPrefix("p:")), testLimiter(fs.rdb, WithKeyPrefix("p:"))
 	user, org := PerMinute(2), PerMinute(3)
 	reqs := []Request{
 		{Key: "{org:7}", Limits: []Limit{org}, N: 2},             // the organisation alone: 1 left
 		{Keys: userOrg("a", user, org)},                          // a: 1 left, org 0: binds
-		{Keys: userOrg("a", user, org), Check: true},             // would be denied by the org
+		{Keys: userOrg("a", user, org), Kind: KindCheck},         // would be denied by the org
 		{Keys: userOrg("b", user, org), N: 2},                    // denied by the org
-		{Keys: userOrg("b", user, org), Peek: true},              // b is full, the org spent
+		{Keys: userOrg("b", user, org), Kind: KindPeek},          // b is full, the org spent
 		{Keys: []KeyLimit{{Key: "{org:7}:user:c", Limit: user}}}, // one key
 		{Key: "x", Limits: []Limit{user}, Keys: userOrg("a", user, org)},
 		{Key: "x"},
-		{Key: "x", Limits: []Limit{user}, Check: true, Peek: true},
+		{Key: "x", Limits: []Limit{user}, Kind: KindPeek, N: 2},
 	}
-	got, err := lb.AllowBatch(ctx, reqs)
+	got, err := lb.DecideBatch(ctx, reqs)
 	var be *BatchError
 	if !errors.As(err, &be) || len(be.Errs) != len(reqs) {
 		t.Fatalf("batch: %v, want a BatchError for the three malformed requests", err)
 	}
-	for i, want := range []string{"invalid request 6: both Keys and Key/Limits given", "invalid request 7: neither Limits nor Keys given", "invalid request 8: both Check and Peek given"} {
+	for i, want := range []string{"invalid request: both Keys and Key/Limits given", "invalid request: neither Limits nor Keys given", "invalid cost '2': a peek takes nothing"} {
 		if e := be.Errs[6+i]; !errors.Is(e, ErrInvalid) || !strings.Contains(e.Error(), want) {
 			t.Errorf("request %d: %v, want %q", 6+i, e, want)
 		}
@@ -400,13 +400,9 @@ func TestAllowBatchKeys(t *testing.T) {
 		var err error
 		switch {
 		case r.Keys == nil:
-			want, err = ls.AllowMulti(ctx, r.Key, max(r.N, 1), r.Limits...)
-		case r.Peek:
-			want, err = ls.PeekKeys(ctx, r.Keys...)
-		case r.Check:
-			want, err = ls.CheckKeys(ctx, max(r.N, 1), r.Keys...)
+			want, err = ls.Decide(ctx, Request{Key: r.Key, Limits: r.Limits, N: max(r.N, 1)})
 		default:
-			want, err = ls.AllowKeys(ctx, max(r.N, 1), r.Keys...)
+			want, err = ls.Decide(ctx, Request{Kind: r.Kind, Keys: r.Keys, N: r.N})
 		}
 		if err != nil || got[i] != want {
 			t.Errorf("request %d: batch %+v, single %+v %v", i, got[i], want, err)
@@ -456,17 +452,17 @@ func TestDenyCacheSeveralKeys(t *testing.T) {
 			f, cnt, l := denyLimiter(t, 100, WithKeyPrefix("rate:"))
 			// a takes its 2 and 2 of the organisation's 3; c takes the last
 			for _, u := range []string{"a", "a", "c"} {
-				if r, err := l.AllowKeys(ctx, 1, userOrg(u, user, org)...); err != nil || !r.Allowed {
+				if r, err := l.Decide(ctx, Request{Keys: userOrg(u, user, org)}); err != nil || !r.Allowed {
 					t.Fatalf("%s: %v %v", u, r, err)
 				}
 			}
 			keys := userOrg(tc.deniedU, user, org)
-			first, err := l.AllowKeys(ctx, 1, keys...)
+			first, err := l.Decide(ctx, Request{Keys: keys})
 			if err != nil || first.Allowed || first.Binding != tc.binding || first.Source != SourceRedis {
 				t.Fatalf("%s: %+v %v, want denied by key #%d", tc.deniedU, first, err, tc.binding+1)
 			}
 			before := cnt.scriptCalls()
-			r, err := l.AllowKeys(ctx, 1, keys...)
+			r, err := l.Decide(ctx, Request{Keys: keys})
 			if err != nil || r.Allowed || r.Source != SourceDenyCache || r.Key != keys[tc.binding].Key || r.Binding != tc.binding {
 				t.Fatalf("again: %+v %v, want the cached denial naming %q", r, err, keys[tc.binding].Key)
 			}
@@ -477,16 +473,16 @@ func TestDenyCacheSeveralKeys(t *testing.T) {
 			for _, other := range [][]KeyLimit{
 				{keys[1], keys[0]}, userOrg(tc.deniedU, user, PerHour(2)), userOrg("d", user, org),
 			} {
-				if r, _ := l.AllowKeys(ctx, 1, other...); r.Source != SourceRedis {
+				if r, _ := l.Decide(ctx, Request{Keys: other}); r.Source != SourceRedis {
 					t.Errorf("%v: %+v, want Redis's answer", other, r)
 				}
 			}
-			if r, _ := l.AllowKeys(ctx, 2, keys...); r.Source != SourceRedis {
+			if r, _ := l.Decide(ctx, Request{Keys: keys, N: 2}); r.Source != SourceRedis {
 				t.Errorf("cost 2: %+v, want Redis's answer", r)
 			}
 			tc.then(l)
 			before = cnt.scriptCalls()
-			r, err = l.AllowKeys(ctx, 1, keys...)
+			r, err = l.Decide(ctx, Request{Keys: keys})
 			if fromCache := r.Source == SourceDenyCache; err != nil || fromCache != tc.cached || fromCache != (cnt.scriptCalls() == before) {
 				t.Fatalf("after %s: %+v %v, want from the cache %v", tc.name, r, err, tc.cached)
 			}
@@ -523,13 +519,13 @@ func TestObserverSeesKeys(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
 	obs := &keysObserver{}
-	l := NewLimiter(f.rdb, WithObserver(obs), WithKeyPrefix("p:"))
+	l := testLimiter(f.rdb, WithObserver(obs), WithKeyPrefix("p:"))
 	user, org := PerHour(1).WithName("user"), PerHour(10).WithName("org")
-	_, _ = l.AllowKeys(ctx, 1, userOrg("a", user, org)...)
-	_, _ = l.CheckKeys(ctx, 1, userOrg("b", user, org)...)
-	_, _ = l.PeekKeys(ctx, userOrg("b", user, org)...)
-	_, _ = l.AllowKeys(ctx, 1, KeyLimit{"{org:7}", org})
-	_, _ = l.AllowBatch(ctx, []Request{{Keys: userOrg("a", user, org)}, {Key: "{org:7}", Limits: []Limit{org}, N: 7}})
+	_, _ = l.Decide(ctx, Request{Keys: userOrg("a", user, org)})
+	_, _ = l.Decide(ctx, Request{Kind: KindCheck, Keys: userOrg("b", user, org)})
+	_, _ = l.Decide(ctx, Request{Kind: KindPeek, Keys: userOrg("b", user, org)})
+	_, _ = l.Decide(ctx, Request{Keys: []KeyLimit{KeyLimit{"{org:7}", org}}})
+	_, _ = l.DecideBatch(ctx, []Request{{Keys: userOrg("a", user, org)}, {Key: "{org:7}", Limits: []Limit{org}, N: 7}})
 	want := []string{
 		`allow key={org:7}:user:a keys=["{org:7}:user:a" "{org:7}"] limits=2 binding=user res.key={org:7}:user:a`,
 		`check key={org:7}:user:b keys=["{org:7}:user:b" "{org:7}"] limits=2 binding=user res.key={org:7}:user:b`,
@@ -550,10 +546,10 @@ func TestObserverSeesKeys(t *testing.T) {
 func TestFallbackSeveralKeys(t *testing.T) {
 	ctx := context.Background()
 	fbr := newFakeRedis(t)
-	l := NewLimiter(downRedis(t), WithKeyPrefix("rate:"), WithFallback(NewLimiter(fbr.rdb)))
+	l := testLimiter(downRedis(t), WithKeyPrefix("rate:"), WithFallback(testLimiter(fbr.rdb)))
 	user, org := PerMinute(2), PerMinute(3)
 	for i, u := range []string{"a", "a", "a", "b", "b"} {
-		r, err := l.AllowKeys(ctx, 1, userOrg(u, user, org)...)
+		r, err := l.Decide(ctx, Request{Keys: userOrg(u, user, org)})
 		wantAllowed, wantKey := i != 2 && i != 4, "{org:7}"
 		if i < 3 {
 			wantKey = "{org:7}:user:a"
@@ -562,7 +558,7 @@ func TestFallbackSeveralKeys(t *testing.T) {
 			t.Fatalf("call %d (%s): %+v %v, want allowed %v by the fallback, binding %s", i, u, r, err, wantAllowed, wantKey)
 		}
 	}
-	if r, err := NewLimiter(fbr.rdb).Peek(ctx, "{org:7}:user:b", user); err != nil || r.Remaining != 1 {
+	if r, err := testLimiter(fbr.rdb).Decide(ctx, Request{Kind: KindPeek, Key: "{org:7}:user:b", Limits: []Limit{user}}); err != nil || r.Remaining != 1 {
 		t.Errorf("the fallback's state of b: %v %v, want 1 of 2 left", r, err)
 	}
 }

@@ -59,7 +59,7 @@ func TestValidateWordsAsScripts(t *testing.T) {
 	f := newFakeRedis(t)
 	log := &cmdLog{}
 	f.rdb.AddHook(log)
-	l := NewLimiter(f.rdb)
+	l := testLimiter(f.rdb)
 	for _, lim := range badLimits() {
 		verr := lim.Validate()
 		_, serr := f.eval(lim.Algorithm, "k", append(rawArgs(lim), "1")...)
@@ -116,7 +116,7 @@ func TestArgsWordsAsScripts(t *testing.T) {
 		{1, []Limit{ok, ok, {Rate: 3, Period: time.Second, Burst: -2}}, []any{"5", "1000", "", "1", "", "5", "1000", "", "3", "1000", "-2"}},
 		{1, []Limit{ok, ok, ok, ok, ok, ok, ok, ok, ok}, nil},
 	} {
-		_, aerr := Args(c.cost, false, c.limits...)
+		_, aerr := Args(KindAllow, c.cost, c.limits...)
 		if aerr == nil || !errors.Is(aerr, ErrInvalid) {
 			t.Errorf("Args(%d, %v): %v, want ErrInvalid", c.cost, c.limits, aerr)
 			continue
@@ -135,10 +135,10 @@ func TestArgsWordsAsScripts(t *testing.T) {
 			t.Errorf("Args(%d, %v):\n  Args   %v\n  script %v", c.cost, c.limits, aerr, serr)
 		}
 	}
-	if _, err := Args(1, false); !errors.Is(err, ErrInvalid) {
+	if _, err := Args(KindAllow, 1); !errors.Is(err, ErrInvalid) {
 		t.Errorf("no limits: %v, want ErrInvalid", err)
 	}
-	if _, err := Args(1, false, PerSecond(1), PerSecond(2).WithAlgorithm(TokenBucket)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "#2") {
+	if _, err := Args(KindAllow, 1, PerSecond(1), PerSecond(2).WithAlgorithm(TokenBucket)); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "#2") {
 		t.Errorf("two algorithms: %v, want ErrInvalid naming limit #2", err)
 	}
 }
@@ -148,27 +148,30 @@ func TestArgsWordsAsScripts(t *testing.T) {
 func TestArgsSendsOnlyWhatIsNeeded(t *testing.T) {
 	for _, c := range []struct {
 		cost   int64
-		check  bool
+		kind   Kind
 		limits []Limit
 		want   string
 	}{
-		{1, false, []Limit{PerSecond(10)}, "[10 1000]"},
-		{1, false, []Limit{PerSecond(10).WithBurst(10)}, "[10 1000]"},
-		{1, false, []Limit{PerSecond(10).WithBurst(20)}, "[10 1000 20]"},
-		{3, false, []Limit{PerSecond(10)}, "[10 1000  3]"},
-		{0, false, []Limit{PerSecond(10)}, "[10 1000  0]"},
-		{1, true, []Limit{PerSecond(10)}, "[10 1000   check]"},
-		{2, true, []Limit{PerSecond(10).WithBurst(30)}, "[10 1000 30 2 check]"},
-		{1, false, []Limit{PerSecond(10), PerHour(1000)}, "[10 1000    1000 3600000 ]"},
-		{1, false, []Limit{PerSecond(10), PerHour(1000).WithBurst(5)}, "[10 1000    1000 3600000 5]"},
-		{1, false, []Limit{PerSecond(10).WithAlgorithm(FixedWindow).WithBurst(10)}, "[10 1000]"},
+		{1, KindAllow, []Limit{PerSecond(10)}, "[10 1000]"},
+		{1, KindAllow, []Limit{PerSecond(10).WithBurst(10)}, "[10 1000]"},
+		{1, KindAllow, []Limit{PerSecond(10).WithBurst(20)}, "[10 1000 20]"},
+		{3, KindAllow, []Limit{PerSecond(10)}, "[10 1000  3]"},
+		{0, KindPeek, []Limit{PerSecond(10)}, "[10 1000  0]"},
+		{1, KindCheck, []Limit{PerSecond(10)}, "[10 1000   check]"},
+		{2, KindCheck, []Limit{PerSecond(10).WithBurst(30)}, "[10 1000 30 2 check]"},
+		{1, KindAllow, []Limit{PerSecond(10), PerHour(1000)}, "[10 1000    1000 3600000 ]"},
+		{1, KindAllow, []Limit{PerSecond(10), PerHour(1000).WithBurst(5)}, "[10 1000    1000 3600000 5]"},
+		{1, KindAllow, []Limit{PerSecond(10).WithAlgorithm(FixedWindow).WithBurst(10)}, "[10 1000]"},
+		{5, KindUpTo, []Limit{PerSecond(10)}, "[10 1000  5 upto]"},
+		{1, KindRefund, []Limit{PerSecond(10)}, "[10 1000   refund]"},
+		{4, KindForce, []Limit{PerSecond(10), PerHour(1000)}, "[10 1000  4 force 1000 3600000 ]"},
 	} {
-		args, err := Args(c.cost, c.check, c.limits...)
+		args, err := Args(c.kind, c.cost, c.limits...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := fmt.Sprint(args); got != c.want {
-			t.Errorf("Args(%d, %v, %v) = %q, want %q", c.cost, c.check, c.limits, got, c.want)
+			t.Errorf("Args(%v, %d, %v) = %q, want %q", c.kind, c.cost, c.limits, got, c.want)
 		}
 	}
 }
@@ -180,10 +183,10 @@ func TestLimiterSendsOnlyWhatIsNeeded(t *testing.T) {
 	f := newFakeRedis(t)
 	log := &argLog{}
 	f.rdb.AddHook(log)
-	l := NewLimiter(f.rdb)
+	l := testLimiter(f.rdb)
 	_, _ = l.Allow(ctx, "k", PerSecond(10))
-	_, _ = l.Check(ctx, "k", PerSecond(10))
-	_, _ = l.Peek(ctx, "k", PerSecond(10))
+	_, _ = l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{PerSecond(10)}})
+	_, _ = l.Decide(ctx, Request{Kind: KindPeek, Key: "k", Limits: []Limit{PerSecond(10)}})
 	_, _ = l.AllowN(ctx, "k", PerSecond(10), 4)
 	want := []string{
 		"evalsha " + specs[GCRA].SHA1 + " 1 k 10 1000",
@@ -311,16 +314,16 @@ func TestCapacity(t *testing.T) {
 // TestArgsCache: the Limiter's ARGV are formatted once per distinct call
 // and shared; the cache is bounded.
 func TestArgsCache(t *testing.T) {
-	a := cachedArgs(1, false, []Limit{PerSecond(10)})
-	b := cachedArgs(1, false, []Limit{PerSecond(10)})
+	a := cachedArgs(1, "", []Limit{PerSecond(10)})
+	b := cachedArgs(1, "", []Limit{PerSecond(10)})
 	if &a[0] != &b[0] {
 		t.Error("the same call formatted twice")
 	}
-	if c := cachedArgs(1, true, []Limit{PerSecond(10)}); fmt.Sprint(c) == fmt.Sprint(a) {
+	if c := cachedArgs(1, "check", []Limit{PerSecond(10)}); fmt.Sprint(c) == fmt.Sprint(a) {
 		t.Errorf("a check shares a real call's ARGV: %v", c)
 	}
 	for i := range 2 * maxCachedArgs {
-		cachedArgs(int64(i), false, []Limit{PerSecond(10)})
+		cachedArgs(int64(i), "", []Limit{PerSecond(10)})
 	}
 	argsCache.RLock()
 	n := len(argsCache.m)

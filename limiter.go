@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/redisrate/redisrate/internal/testtimeout"
 )
 
 // Limiter decides rate limits in Redis. It is safe for concurrent use; make
@@ -29,6 +27,7 @@ type Limiter struct {
 	timeout       time.Duration // the decision deadline; 0: none but the caller's
 	honoursCtx    bool          // rdb stops a command at its context's deadline
 	noClient      error         // why rdb is nil, when NewLimiter was given something unusable
+	clock         clock         // the one clock of health, loader, deny cache and Wait; tests set a fake one
 }
 
 // Option configures a Limiter.
@@ -42,7 +41,13 @@ type Option func(*Limiter)
 // nil *redis.Client in the interface) or a nil Option gives a Limiter
 // whose every call returns an error matching ErrNoClient that says which.
 func NewLimiter(rdb redis.Scripter, opts ...Option) *Limiter {
-	l := &Limiter{rdb: rdb, timeout: testtimeout.DecisionTimeout, policy: FailError, health: newHealth(defaultProbeInterval)}
+	return newLimiter(rdb, realClock{}, opts)
+}
+
+// newLimiter is NewLimiter on clk, which the parts that keep time (the
+// breaker, the loader, the deny cache, Wait) all read.
+func newLimiter(rdb redis.Scripter, clk clock, opts []Option) *Limiter {
+	l := &Limiter{rdb: rdb, timeout: DefaultDecisionTimeout, policy: FailError, clock: clk, health: newHealth(defaultProbeInterval, clk)}
 	for i, o := range opts {
 		if o == nil {
 			l.noClient = &noClientError{why: "option " + strconv.Itoa(i+1) + " of NewLimiter is nil"}
@@ -58,7 +63,7 @@ func NewLimiter(rdb redis.Scripter, opts ...Option) *Limiter {
 		return l
 	}
 	if rdb != nil {
-		l.loader = newLoader(rdb)
+		l.loader = newLoader(rdb, clk)
 		l.honoursCtx = honoursDeadlines(rdb)
 	}
 	return l
@@ -112,76 +117,97 @@ func WithKeyPrefix(prefix string) Option {
 	return func(l *Limiter) { l.prefix = prefix }
 }
 
-// WithReadOnlyCheck makes Check, CheckN, CheckMulti, CheckKeys, Peek,
-// PeekKeys and the checks and peeks of AllowBatch use FCALL_RO or
-// EVALSHA_RO, so that a client set up to read from replicas (ReadOnly,
-// RouteByLatency, RouteRandomly) may serve them there. It needs Redis 7 or
-// later. A replica answers as of its replication lag: a check there may not
-// see the latest Allow or Reset yet, and the deny cache keeps none of its
-// denials (see WithDenyCache).
+// WithReadOnlyCheck sends the calls that never write (KindCheck and
+// KindPeek, alone or in a batch) with FCALL_RO or EVALSHA_RO, so that a
+// client set up to read from replicas (ReadOnly, RouteByLatency,
+// RouteRandomly) may serve them there. It needs Redis 7 or later. A
+// replica answers as of its replication lag: a check there may not see the
+// latest Allow or Reset yet, and the deny cache keeps none of its denials
+// (see WithDenyCache).
 func WithReadOnlyCheck() Option {
 	return func(l *Limiter) { l.readOnlyCheck = true }
+}
+
+// Request is one decision for Decide and DecideBatch: what to do (Kind),
+// on which key or keys, under which limits, for how many units (N).
+//
+// A request gives either Key and Limits (one key under one to 8 limits of
+// one algorithm, all or nothing: 10 per second and 1000 per hour), or Keys
+// (2 to 8 keys, each under its own limit, the limits of one algorithm, all
+// or nothing across the keys: a user's limit and its organisation's).
+//
+// A key keeps the state of the limits it is called with, position by
+// position: pass the same limits, in the same order, every time. A call
+// with other limits reads the stored state in its own terms: a request
+// with 10/s and 1000/h, then Allow with 10/s alone, silently drops the
+// hourly count. Use another key for another set of limits.
+//
+// With Keys, each key keeps exactly the state a one-key call with its
+// limit keeps, so a key that many calls share (the organisation's) may
+// also be called alone, and reset alone. On Redis Cluster every key of one
+// call must hash to the same slot: give them a common hash tag, e.g.
+// "{org:7}:user:42" and "{org:7}" (keys of different slots get an error
+// matching ErrInvalid that says so); the Limiter's prefix (WithKeyPrefix)
+// is put in front of each key, so it must not hold '{'. A key that holds
+// anything but this algorithm's state gets an error matching
+// ErrForeignKey whose Error.Key is that key, and nothing is written on any
+// key.
+type Request struct {
+	Kind   Kind       // what to do: KindAllow (the zero value), KindCheck, KindPeek, KindUpTo, KindRefund, KindForce, or KindWait (Decide only)
+	Key    string     // the key, as for Allow (the Limiter's prefix is added)
+	Limits []Limit    // Key's limits: 1 to 8, of one algorithm
+	Keys   []KeyLimit // instead of Key and Limits: several keys, each with its limit
+	N      int64      // the units: 0 means 1, except for KindPeek (which takes 0), KindRefund and KindForce (which need N from 1)
+}
+
+// KeyLimit is one key of a Request of several keys, with the limit that
+// guards it.
+type KeyLimit struct {
+	Key   string // the key, as for Allow (the Limiter's prefix is added)
+	Limit Limit  // the limit on Key, as a one-key call of Key would pass it
 }
 
 // Allow takes one unit from key under limit. An empty key is refused
 // (ErrInvalid), by every call: it is almost always an identity not found,
 // and would hold every caller without one to one shared limit.
-//
-// A key keeps the state of the limits it is called with, position by
-// position: call a key with the same limits each time. A call with other
-// limits than last time reads the stored state in its own terms; in
-// particular Allow(key, 10/s) after AllowMulti(key, 1, 10/s, 1000/h) keeps
-// only the first limit's state, and the hourly count is lost. Use one key
-// per set of limits (e.g. "user:42" and "user:42:hourly") when calls differ.
 func (l *Limiter) Allow(ctx context.Context, key string, limit Limit) (Result, error) {
-	return l.call(ctx, KindAllow, key, 1, []Limit{limit})
+	return l.run(ctx, &op{kind: KindAllow, ukey: key, cost: 1}, []Limit{limit})
 }
 
 // AllowN takes n units from key under limit, n from 1. To read the state
-// without taking anything, use Peek: an n of 0 is refused (ErrInvalid), so
-// that a forgotten cost never means "do not limit".
+// without taking anything, use Decide with KindPeek: an n of 0 is refused
+// (ErrInvalid), so that a forgotten cost never means "do not limit".
 func (l *Limiter) AllowN(ctx context.Context, key string, limit Limit, n int64) (Result, error) {
-	return l.call(ctx, KindAllow, key, n, []Limit{limit})
+	return l.run(ctx, &op{kind: KindAllow, ukey: key, cost: n}, []Limit{limit})
 }
 
-// Check decides whether one unit would be admitted from key under limit,
-// exactly as Allow would, but records nothing.
-func (l *Limiter) Check(ctx context.Context, key string, limit Limit) (Result, error) {
-	return l.call(ctx, KindCheck, key, 1, []Limit{limit})
-}
-
-// CheckN is Check for n units, n from 1.
-func (l *Limiter) CheckN(ctx context.Context, key string, limit Limit, n int64) (Result, error) {
-	return l.call(ctx, KindCheck, key, n, []Limit{limit})
-}
-
-// Peek reads the state of key under limits, taking nothing: the Result
-// says what remains now and when the key is full again (a cost of 0, which
-// Redis always admits; a FailClosed answer while Redis is down denies). Pass
-// the limits the key is called with.
-func (l *Limiter) Peek(ctx context.Context, key string, limits ...Limit) (Result, error) {
-	return l.call(ctx, KindPeek, key, 0, limits)
-}
-
-// AllowMulti takes n units (from 1) from key under every one of limits,
-// all or nothing: the request is admitted only if every limit admits it,
-// and then it is recorded against each. Up to 8 limits, all of the same
-// algorithm, e.g. 10 per second and 1000 per hour. The Result describes the
-// binding limit (Result.Binding).
+// Decide makes the decision r asks for, in one round trip (or a wait of
+// several, for KindWait), and returns it. Every call of the Limiter is
+// one: Allow(ctx, key, lim) is Decide(ctx, Request{Key: key, Limits:
+// []Limit{lim}}).
 //
-// The key keeps the state of all the limits together, position by position:
-// pass the same limits, in the same order, every time. A call with other
-// limits reads the stored state in its own terms: AllowMulti(10/s, 1000/h)
-// then Allow(10/s) silently drops the hourly count, and AllowMulti(1000/h,
-// 10/s) reads the per-second state as hourly. Use another key for another
-// set of limits.
-func (l *Limiter) AllowMulti(ctx context.Context, key string, n int64, limits ...Limit) (Result, error) {
-	return l.call(ctx, KindAllow, key, n, limits)
-}
-
-// CheckMulti is AllowMulti without recording anything.
-func (l *Limiter) CheckMulti(ctx context.Context, key string, n int64, limits ...Limit) (Result, error) {
-	return l.call(ctx, KindCheck, key, n, limits)
+// The kinds, with what the Result says:
+//   - KindAllow: N units under every limit, all or nothing; Allowed
+//     says whether they were taken, Units how many (N or 0).
+//   - KindCheck: whether KindAllow would admit N units, recording nothing.
+//   - KindPeek: the state, taking nothing: what remains, when it is full.
+//   - KindUpTo: as many units as every limit admits now, at most N; Units
+//     is how many were taken, Allowed whether any was.
+//   - KindRefund: N units given back to every limit (what a reservation
+//     did not use); Units is how many the binding limit took back.
+//   - KindForce: N units recorded whatever the limits say, up to a debt of
+//     one capacity (what already happened: a penalty, tokens a reply
+//     used); Allowed says whether KindAllow would have admitted them.
+//   - KindWait: KindAllow, waited for as WaitN waits.
+//
+// KindUpTo, KindRefund and KindForce need the scripts of contract v3.
+// The Result describes the binding limit (Result.Binding; with several
+// keys, Result.Key is its key).
+func (l *Limiter) Decide(ctx context.Context, r Request) (Result, error) {
+	r.N = defaultN(r)
+	var o op
+	limits := o.shape(&r)
+	return l.run(ctx, &o, limits)
 }
 
 // Reset deletes the state kept under key, so that its next request finds
@@ -191,6 +217,66 @@ func (l *Limiter) CheckMulti(ctx context.Context, key string, n int64, limits ..
 // an error. When Redis cannot be reached the error matches ErrUnavailable
 // whatever the failure policy: nothing else can reset Redis's state.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
-	_, err := l.call(ctx, KindReset, key, 0, nil)
+	_, err := l.run(ctx, &op{kind: KindReset, ukey: key}, nil)
 	return err
+}
+
+// run is the one path of every call but a batch, top to bottom, for o as
+// asked (its kind, key or keys, cost) under limits: the observer's Start,
+// plan (plan.go), then one attempt (engine.go) or Wait's loop of attempts
+// (wait.go), and the observer's End. The limits travel apart from o, so
+// that a caller's slice never escapes.
+func (l *Limiter) run(ctx context.Context, o *op, limits []Limit) (Result, error) {
+	if l == nil || l.rdb == nil {
+		return Result{}, l.noClientErr()
+	}
+	asked := o.kind
+	if asked == KindWait {
+		o.kind = KindAllow // each attempt of a wait is an allow
+	}
+	// The decision is a variable of its own, not a field of o: what the
+	// observer is handed escapes, and o (with the caller's limits) must not.
+	dec := o.decision(asked, limits)
+	ctx = l.observeStart(ctx, &dec, limits)
+	if l.plan(o, limits) {
+		if asked == KindWait {
+			o.res, o.err = l.wait(ctx, o, limits)
+		} else {
+			l.attempt(ctx, o, limits)
+		}
+	}
+	l.observeEnd(ctx, &dec, o.res, o.err)
+	return o.res, o.err
+}
+
+// clock is the Limiter's time source: the breaker's probes and outage
+// log, the loader's rechecks, the deny cache's waits and Wait's sleeps.
+// Tests give a Limiter a fake one (export_test.go).
+type clock interface {
+	Now() time.Time
+	Sleep(ctx context.Context, d time.Duration) error
+}
+
+type realClock struct{}
+
+// orReal is c, or the real clock for the zero Limiter's options.
+func orReal(c clock) clock {
+	if c == nil {
+		return realClock{}
+	}
+	return c
+}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+// Sleep waits for d or until ctx is done, whichever comes first.
+func (realClock) Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -18,14 +18,14 @@ func TestCallsDecodeReplies(t *testing.T) {
 	for a := Algorithm(0); a < numAlgorithms; a++ {
 		t.Run(a.String(), func(t *testing.T) {
 			f := newFakeRedis(t)
-			l := NewLimiter(f.rdb)
+			l := testLimiter(f.rdb)
 			lim := PerSecond(4).WithAlgorithm(a)
 			r, err := l.Allow(ctx, "k", lim)
 			if err != nil {
 				t.Fatal(err)
 			}
 			raw := f.mustEval(a, "raw", "4", "1000", "", "1", "")
-			want := Result{Allowed: true, Remaining: 3, ResetAfter: time.Duration(raw[3]) * time.Millisecond, Capacity: 4, Binding: 0, Limit: lim, Key: "k"}
+			want := Result{Allowed: true, Units: 1, Remaining: 3, ResetAfter: time.Duration(raw[3]) * time.Millisecond, Capacity: 4, Binding: 0, Limit: lim, Key: "k"}
 			if r != want {
 				t.Errorf("Allow: %+v, want %+v", r, want)
 			}
@@ -33,17 +33,17 @@ func TestCallsDecodeReplies(t *testing.T) {
 				t.Errorf("AllowN 3: %+v %v, want admitted with 0 left", r, err)
 			}
 			f.mustEval(a, "raw", "4", "1000", "", "3", "")
-			r, err = l.Check(ctx, "k", lim)
+			r, err = l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim}})
 			raw = f.mustEval(a, "raw", "4", "1000", "", "1", "check")
 			want = Result{Allowed: false, Remaining: 0, RetryAfter: time.Duration(raw[2]) * time.Millisecond,
 				ResetAfter: time.Duration(raw[3]) * time.Millisecond, Capacity: 4, Limit: lim, Key: "k"}
 			if err != nil || r != want || r.RetryAfter <= 0 || r.Never() {
 				t.Errorf("Check: %+v %v, want %+v (retry later, not never)", r, err, want)
 			}
-			if r, err = l.CheckN(ctx, "k", lim, 5); err != nil || r.Allowed || !r.Never() || r.RetryAfter != InfDuration {
+			if r, err = l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim}, N: 5}); err != nil || r.Allowed || !r.Never() || r.RetryAfter != InfDuration {
 				t.Errorf("CheckN 5 of 4: %+v %v, want never (InfDuration)", r, err)
 			}
-			if r, err = l.Peek(ctx, "k", lim); err != nil || !r.Allowed || r.Remaining != 0 || r.Capacity != 4 {
+			if r, err = l.Decide(ctx, Request{Kind: KindPeek, Key: "k", Limits: []Limit{lim}}); err != nil || !r.Allowed || r.Remaining != 0 || r.Capacity != 4 {
 				t.Errorf("Peek: %+v %v, want admitted, 0 of 4 left", r, err)
 			}
 			if got := f.dump("k"); got != f.dump("raw") {
@@ -55,41 +55,10 @@ func TestCallsDecodeReplies(t *testing.T) {
 			if f.rdb.Exists(ctx, "k").Val() != 0 {
 				t.Errorf("Reset left the key")
 			}
-			if r, _ = l.Peek(ctx, "k", lim); !r.Allowed || r.Remaining != 4 {
+			if r, _ = l.Decide(ctx, Request{Kind: KindPeek, Key: "k", Limits: []Limit{lim}}); !r.Allowed || r.Remaining != 4 {
 				t.Errorf("Peek after Reset: %+v, want full", r)
 			}
 		})
-	}
-}
-
-// TestZeroCostIsRefused: a cost of 0 never means "do not limit": AllowN,
-// CheckN, AllowMulti, WaitN refuse it, pointing to Peek, before any round
-// trip.
-func TestZeroCostIsRefused(t *testing.T) {
-	ctx := context.Background()
-	f := newFakeRedis(t)
-	log := &cmdLog{}
-	f.rdb.AddHook(log)
-	l := NewLimiter(f.rdb)
-	log.take()
-	for name, call := range map[string]func() (Result, error){
-		"AllowN":     func() (Result, error) { return l.AllowN(ctx, "k", PerMinute(5), 0) },
-		"CheckN":     func() (Result, error) { return l.CheckN(ctx, "k", PerMinute(5), 0) },
-		"AllowMulti": func() (Result, error) { return l.AllowMulti(ctx, "k", 0, PerMinute(5)) },
-		"CheckMulti": func() (Result, error) { return l.CheckMulti(ctx, "k", 0, PerMinute(5)) },
-		"WaitN":      func() (Result, error) { return l.WaitN(ctx, "k", PerMinute(5), 0) },
-		"WaitMulti":  func() (Result, error) { return l.WaitMulti(ctx, "k", 0, PerMinute(5)) },
-	} {
-		r, err := call()
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "Peek") || r.Allowed {
-			t.Errorf("%s with cost 0: %+v %v, want ErrInvalid pointing to Peek", name, r, err)
-		}
-	}
-	if cmds := log.take(); len(cmds) != 0 {
-		t.Errorf("refused calls sent %v", cmds)
-	}
-	if _, err := l.AllowN(ctx, "k", PerMinute(5), -1); !errors.Is(err, ErrInvalid) || err.Error() != "redisrate: invalid cost '-1': must be a whole number from 0 to 10^15" {
-		t.Errorf("cost -1: %v", err)
 	}
 }
 
@@ -98,10 +67,10 @@ func TestZeroCostIsRefused(t *testing.T) {
 func TestRequestZeroNTakesOne(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
-	l := NewLimiter(f.rdb)
+	l := testLimiter(f.rdb)
 	passed := 0
 	for range 20 {
-		res, err := l.AllowBatch(ctx, []Request{{Key: "k", Limits: []Limit{PerMinute(5)}}})
+		res, err := l.DecideBatch(ctx, []Request{{Key: "k", Limits: []Limit{PerMinute(5)}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,11 +81,11 @@ func TestRequestZeroNTakesOne(t *testing.T) {
 	if passed != 5 {
 		t.Errorf("%d of 20 zero-N requests passed 5/min, want 5", passed)
 	}
-	res, err := l.AllowBatch(ctx, []Request{{Key: "k", Limits: []Limit{PerMinute(5)}, Peek: true}})
+	res, err := l.DecideBatch(ctx, []Request{{Key: "k", Limits: []Limit{PerMinute(5)}, Kind: KindPeek}})
 	if err != nil || !res[0].Allowed || res[0].Remaining != 0 {
 		t.Errorf("Peek request: %+v %v, want the state: 0 left", res, err)
 	}
-	_, err = l.AllowBatch(ctx, []Request{{Key: "k", Limits: []Limit{PerMinute(5)}, Peek: true, N: 2}})
+	_, err = l.DecideBatch(ctx, []Request{{Key: "k", Limits: []Limit{PerMinute(5)}, Kind: KindPeek, N: 2}})
 	var be *BatchError
 	if !errors.As(err, &be) || !errors.Is(be.Errs[0], ErrInvalid) {
 		t.Errorf("Peek with N 2: %v, want ErrInvalid", err)
@@ -126,39 +95,39 @@ func TestRequestZeroNTakesOne(t *testing.T) {
 func TestMulti(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
-	l := NewLimiter(f.rdb)
+	l := testLimiter(f.rdb)
 	perSec, perMin := PerSecond(10), PerMinute(3)
 	for i := int64(1); i <= 3; i++ {
-		r, err := l.AllowMulti(ctx, "k", 1, perSec, perMin)
+		r, err := l.Decide(ctx, Request{Key: "k", Limits: []Limit{perSec, perMin}})
 		if err != nil || !r.Allowed || r.Binding != 1 || r.Limit != perMin || r.Remaining != 3-i || r.Capacity != 3 {
 			t.Fatalf("call %d: %+v %v, want admitted, bound by 3/min", i, r, err)
 		}
 	}
 	before := f.dump("k")
-	r, err := l.AllowMulti(ctx, "k", 1, perSec, perMin)
+	r, err := l.Decide(ctx, Request{Key: "k", Limits: []Limit{perSec, perMin}})
 	if err != nil || r.Allowed || r.Binding != 1 || r.RetryAfter != 20*time.Second {
 		t.Errorf("4th: %+v %v, want denied by 3/min, retry in 20s", r, err)
 	}
-	if r, err = l.Peek(ctx, "k", perSec, perMin); err != nil || !r.Allowed || r.Binding != 1 || r.Remaining != 0 {
+	if r, err = l.Decide(ctx, Request{Kind: KindPeek, Key: "k", Limits: []Limit{perSec, perMin}}); err != nil || !r.Allowed || r.Binding != 1 || r.Remaining != 0 {
 		t.Errorf("Peek: %+v %v", r, err)
 	}
-	if r, err = l.CheckMulti(ctx, "k", 1, perSec, perMin); err != nil || r.Allowed || r.Binding != 1 {
+	if r, err = l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{perSec, perMin}}); err != nil || r.Allowed || r.Binding != 1 {
 		t.Errorf("CheckMulti: %+v %v", r, err)
 	}
 	if f.dump("k") != before {
 		t.Errorf("a denial, a peek and a check wrote %s over %s", f.dump("k"), before)
 	}
-	if _, err := l.AllowMulti(ctx, "k", 1, perSec, perMin.WithAlgorithm(TokenBucket)); !errors.Is(err, ErrInvalid) {
+	if _, err := l.Decide(ctx, Request{Key: "k", Limits: []Limit{perSec, perMin.WithAlgorithm(TokenBucket)}}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("limits of two algorithms: %v, want ErrInvalid", err)
 	}
-	if _, err := l.AllowMulti(ctx, "k", 1); !errors.Is(err, ErrInvalid) {
+	if _, err := l.Decide(ctx, Request{Key: "k"}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("no limits: %v, want ErrInvalid", err)
 	}
 	nine := make([]Limit, 9)
 	for i := range nine {
 		nine[i] = PerSecond(int64(i + 1))
 	}
-	if _, err := l.AllowMulti(ctx, "k", 1, nine...); !errors.Is(err, ErrInvalid) || err.Error() != "redisrate: too many limits (9): must be at most 8" {
+	if _, err := l.Decide(ctx, Request{Key: "k", Limits: nine}); !errors.Is(err, ErrInvalid) || err.Error() != "redisrate: too many limits (9): must be at most 8" {
 		t.Errorf("nine limits: %v, want the scripts' too many limits error", err)
 	}
 	if f.dump("k") != before {
@@ -175,15 +144,15 @@ func TestOtherLimitsThanLastTime(t *testing.T) {
 	for a := Algorithm(0); a < numAlgorithms; a++ {
 		t.Run(a.String(), func(t *testing.T) {
 			f := newFakeRedis(t)
-			l := NewLimiter(f.rdb)
+			l := testLimiter(f.rdb)
 			perSec, perHour := PerSecond(10).WithAlgorithm(a), PerHour(12).WithAlgorithm(a)
 			for range 5 {
-				if r, err := l.AllowMulti(ctx, "k", 1, perSec, perHour); err != nil || !r.Allowed {
+				if r, err := l.Decide(ctx, Request{Key: "k", Limits: []Limit{perSec, perHour}}); err != nil || !r.Allowed {
 					t.Fatalf("AllowMulti: %+v %v", r, err)
 				}
 				f.advance(time.Second) // the per-second limit is full again each time
 			}
-			r, err := l.Peek(ctx, "k", perSec, perHour)
+			r, err := l.Decide(ctx, Request{Kind: KindPeek, Key: "k", Limits: []Limit{perSec, perHour}})
 			if err != nil || r.Binding != 1 || r.Remaining != 7 {
 				t.Fatalf("after 5 calls: %+v %v, want 7 of 12 left this hour", r, err)
 			}
@@ -192,7 +161,7 @@ func TestOtherLimitsThanLastTime(t *testing.T) {
 			if r, err := l.Allow(ctx, "k", perSec); err != nil || !r.Allowed {
 				t.Fatalf("Allow(10/s): %+v %v", r, err)
 			}
-			r, err = l.Peek(ctx, "k", perSec, perHour)
+			r, err = l.Decide(ctx, Request{Kind: KindPeek, Key: "k", Limits: []Limit{perSec, perHour}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -206,7 +175,7 @@ func TestOtherLimitsThanLastTime(t *testing.T) {
 func TestKeyPrefix(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
-	l := NewLimiter(f.rdb, WithKeyPrefix("rate:"))
+	l := testLimiter(f.rdb, WithKeyPrefix("rate:"))
 	if _, err := l.Allow(ctx, "user:7", PerSecond(5)); err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +201,7 @@ func TestKeyPrefix(t *testing.T) {
 func TestForeignKeys(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
-	l := NewLimiter(f.rdb, WithFailurePolicy(FailOpen))
+	l := testLimiter(f.rdb, WithFailurePolicy(FailOpen))
 	f.rdb.RPush(ctx, "list", "a")
 	f.rdb.Set(ctx, "str", "order 42", time.Hour)
 	for a := Algorithm(0); a < numAlgorithms; a++ {
@@ -250,9 +219,9 @@ func TestForeignKeys(t *testing.T) {
 				case KindAllow:
 					r, err = l.Allow(ctx, k, PerSecond(5).WithAlgorithm(a))
 				case KindCheck:
-					r, err = l.Check(ctx, k, PerSecond(5).WithAlgorithm(a))
+					r, err = l.Decide(ctx, Request{Kind: KindCheck, Key: k, Limits: []Limit{PerSecond(5).WithAlgorithm(a)}})
 				default:
-					r, err = l.Peek(ctx, k, PerSecond(5).WithAlgorithm(a))
+					r, err = l.Decide(ctx, Request{Kind: KindPeek, Key: k, Limits: []Limit{PerSecond(5).WithAlgorithm(a)}})
 				}
 				if !errors.Is(err, ErrForeignKey) || errors.Is(err, ErrInvalid) || errors.Is(err, ErrUnavailable) || r.Allowed {
 					t.Errorf("%s %s on %s: %+v %v, want ErrForeignKey", kind, a, k, r, err)
@@ -274,11 +243,11 @@ func TestForeignKeys(t *testing.T) {
 func TestResetKnowsEveryState(t *testing.T) {
 	f := newFakeRedis(t)
 	ctx := context.Background()
-	l := NewLimiter(f.rdb, WithKeyPrefix("rr:"))
+	l := testLimiter(f.rdb, WithKeyPrefix("rr:"))
 	for a := Algorithm(0); a < numAlgorithms; a++ {
 		for _, limits := range [][]Limit{{PerMinute(5).WithAlgorithm(a)}, {PerSecond(2).WithAlgorithm(a), PerHour(9).WithAlgorithm(a)}} {
 			key := a.String()
-			if _, err := l.AllowMulti(ctx, key, 1, limits...); err != nil {
+			if _, err := l.Decide(ctx, Request{Key: key, Limits: limits}); err != nil {
 				t.Fatal(err)
 			}
 			if n := f.rdb.Exists(ctx, "rr:"+key).Val(); n != 1 {
@@ -290,7 +259,7 @@ func TestResetKnowsEveryState(t *testing.T) {
 			if n := f.rdb.Exists(ctx, "rr:"+key).Val(); n != 0 {
 				t.Fatalf("%s: Reset left the state", a)
 			}
-			res, err := l.Peek(ctx, key, limits...)
+			res, err := l.Decide(ctx, Request{Kind: KindPeek, Key: key, Limits: limits})
 			if err != nil || res.Remaining != res.Capacity {
 				t.Fatalf("%s after Reset: %v, %v; want full capacity", a, res, err)
 			}
@@ -311,7 +280,7 @@ func TestResetLeavesUsersDataAlone(t *testing.T) {
 	f.rdb.RPush(ctx, "queue", "a", "b")
 	f.rdb.ZAdd(ctx, "scores", redis.Z{Score: 1, Member: "alice"})
 	f.rdb.HSet(ctx, "profile", "name", "bob")
-	l := NewLimiter(f.rdb, WithFailurePolicy(FailOpen))
+	l := testLimiter(f.rdb, WithFailurePolicy(FailOpen))
 	for _, key := range []string{"order:42", "gcra-ish", "queue", "scores", "profile"} {
 		before := f.dump(key)
 		err := l.Reset(ctx, key)
@@ -353,12 +322,18 @@ func TestNewLimiterNilArguments(t *testing.T) {
 			}()
 			calls := map[string]func() error{
 				"Allow": func() error { _, err := l.Allow(ctx, "k", PerSecond(1)); return err },
-				"Check": func() error { _, err := l.Check(ctx, "k", PerSecond(1)); return err },
-				"Peek":  func() error { _, err := l.Peek(ctx, "k", PerSecond(1)); return err },
+				"Check": func() error {
+					_, err := l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{PerSecond(1)}})
+					return err
+				},
+				"Peek": func() error {
+					_, err := l.Decide(ctx, Request{Kind: KindPeek, Key: "k", Limits: []Limit{PerSecond(1)}})
+					return err
+				},
 				"Wait":  func() error { _, err := l.Wait(ctx, "k", PerSecond(1)); return err },
 				"Reset": func() error { return l.Reset(ctx, "k") },
 				"AllowBatch": func() error {
-					_, err := l.AllowBatch(ctx, []Request{{Key: "k", Limits: []Limit{PerSecond(1)}}})
+					_, err := l.DecideBatch(ctx, []Request{{Key: "k", Limits: []Limit{PerSecond(1)}}})
 					return err
 				},
 			}

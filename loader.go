@@ -110,8 +110,8 @@ type loader struct {
 	now      func() time.Time
 }
 
-func newLoader(rdb redis.Scripter) *loader {
-	ld := &loader{rdb: rdb, now: time.Now}
+func newLoader(rdb redis.Scripter, clk clock) *loader {
+	ld := &loader{rdb: rdb, now: clk.Now}
 	ld.fc, _ = rdb.(functionCaller)
 	return ld
 }

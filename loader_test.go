@@ -28,10 +28,10 @@ func TestNoScriptHeals(t *testing.T) {
 		if ro {
 			opts = append(opts, WithReadOnlyCheck())
 		}
-		l := NewLimiter(f.rdb, opts...)
+		l := testLimiter(f.rdb, opts...)
 		call := func() (Result, error) {
 			if ro {
-				return l.Check(ctx, "k", PerSecond(5))
+				return l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{PerSecond(5)}})
 			}
 			return l.Allow(ctx, "k", PerSecond(5))
 		}
@@ -241,8 +241,8 @@ const v = scripts.VersionSuffix
 func TestFunctionsPreferred(t *testing.T) {
 	ctx := context.Background()
 	f, log, fs := functionsRedis(t)
-	l := NewLimiter(f.rdb)
-	plain := NewLimiter(fastClient(t, f.mr.Addr()))
+	l := testLimiter(f.rdb)
+	plain := testLimiter(fastClient(t, f.mr.Addr()))
 	lim := PerMinute(3)
 	for i := range 4 {
 		got, err := l.Allow(ctx, "fn", lim)
@@ -252,10 +252,10 @@ func TestFunctionsPreferred(t *testing.T) {
 			t.Fatalf("call %d: FCALL %+v %v, EVALSHA %+v %v", i, got, err, want, werr)
 		}
 	}
-	if r, err := l.Check(ctx, "fn", lim); err != nil || r.Allowed || r.RetryAfter <= 0 || fs.last.Load() != "FCALL redisrate_gcra_ro"+v {
+	if r, err := l.Decide(ctx, Request{Kind: KindCheck, Key: "fn", Limits: []Limit{lim}}); err != nil || r.Allowed || r.RetryAfter <= 0 || fs.last.Load() != "FCALL redisrate_gcra_ro"+v {
 		t.Fatalf("Check by FCALL of the _ro function: %+v %v (%v), want a denial", r, err, fs.last.Load())
 	}
-	res, err := l.AllowBatch(ctx, []Request{{Key: "fn2", Limits: []Limit{lim}}, {Key: "fn3", Limits: []Limit{lim}, N: 3}})
+	res, err := l.DecideBatch(ctx, []Request{{Key: "fn2", Limits: []Limit{lim}}, {Key: "fn3", Limits: []Limit{lim}, N: 3}})
 	if err != nil || !res[0].Allowed || res[1].Remaining != 0 {
 		t.Fatalf("batch by FCALL: %+v %v", res, err)
 	}
@@ -263,8 +263,8 @@ func TestFunctionsPreferred(t *testing.T) {
 	if got := strings.Join(log.take(), " "); got != want {
 		t.Errorf("sent %s, want %s", got, want)
 	}
-	ro := NewLimiter(f.rdb, WithReadOnlyCheck())
-	if r, err := ro.Check(ctx, "fn", lim); err != nil || r.Allowed || fs.last.Load() != "FCALL_RO redisrate_gcra_ro"+v {
+	ro := testLimiter(f.rdb, WithReadOnlyCheck())
+	if r, err := ro.Decide(ctx, Request{Kind: KindCheck, Key: "fn", Limits: []Limit{lim}}); err != nil || r.Allowed || fs.last.Load() != "FCALL_RO redisrate_gcra_ro"+v {
 		t.Fatalf("Check with WithReadOnlyCheck: %+v %v (%v), want a denial by FCALL_RO", r, err, fs.last.Load())
 	}
 	if got, want := strings.Join(log.take(), " "), "FCALL_RO FCALL_RO"; got != want {
@@ -279,7 +279,7 @@ func TestFunctionsFirstStep(t *testing.T) {
 	cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:1"}, ReadOnly: true})
 	t.Cleanup(func() { _ = cc.Close() })
 	for _, c := range []redis.Scripter{cc, newFakeRedis(t).rdb} {
-		ld := newLoader(c)
+		ld := newLoader(c, realClock{})
 		ld.fnYes.Store(true)
 		if got := ld.first(ctx, &algoScripts[GCRA]); got != stepFCall {
 			t.Errorf("%T: first step %d, want FCALL", c, got)
@@ -298,7 +298,7 @@ func TestFunctionsChecksRunNoWrites(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
 	fs := addFunctions(t, f)
-	l := NewLimiter(f.rdb)
+	l := testLimiter(f.rdb)
 	lim := PerMinute(3)
 	for _, c := range []struct {
 		name string
@@ -306,9 +306,11 @@ func TestFunctionsChecksRunNoWrites(t *testing.T) {
 		want string
 	}{
 		{"Allow", func() (Result, error) { return l.Allow(ctx, "k", lim) }, "FCALL redisrate_gcra" + v},
-		{"Check", func() (Result, error) { return l.Check(ctx, "k", lim) }, "FCALL redisrate_gcra_ro" + v},
-		{"Peek", func() (Result, error) { return l.Peek(ctx, "k", lim) }, "FCALL redisrate_gcra_ro" + v},
-		{"CheckMulti", func() (Result, error) { return l.CheckMulti(ctx, "k", 1, lim, PerHour(10)) }, "FCALL redisrate_gcra_ro" + v},
+		{"Check", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim}}) }, "FCALL redisrate_gcra_ro" + v},
+		{"Peek", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindPeek, Key: "k", Limits: []Limit{lim}}) }, "FCALL redisrate_gcra_ro" + v},
+		{"CheckMulti", func() (Result, error) {
+			return l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim, PerHour(10)}})
+		}, "FCALL redisrate_gcra_ro" + v},
 	} {
 		if _, err := c.call(); err != nil {
 			t.Fatalf("%s: %v", c.name, err)
@@ -317,7 +319,7 @@ func TestFunctionsChecksRunNoWrites(t *testing.T) {
 			t.Errorf("%s sent %v, want %s", c.name, got, c.want)
 		}
 	}
-	if r, err := l.Peek(ctx, "k", lim); err != nil || r.Remaining != 2 {
+	if r, err := l.Decide(ctx, Request{Kind: KindPeek, Key: "k", Limits: []Limit{lim}}); err != nil || r.Remaining != 2 {
 		t.Errorf("Peek after one Allow and the checks: %+v %v, want 2 left (checks take nothing)", r, err)
 	}
 }
@@ -333,7 +335,7 @@ func TestFunctionsFallBackToEvalSha(t *testing.T) {
 		f, log, fs := functionsRedis(t)
 		fs.version.Store("0000")
 		fs.bogus.Store(true)
-		l := NewLimiter(f.rdb)
+		l := testLimiter(f.rdb)
 		for i := range 4 {
 			if r, err := l.Allow(ctx, "k", lim); err != nil || r.Allowed != (i < 3) || r.Source != SourceRedis {
 				t.Fatalf("call %d: %+v %v: want the scripts' decision", i, r, err)
@@ -345,9 +347,8 @@ func TestFunctionsFallBackToEvalSha(t *testing.T) {
 	})
 	t.Run("deleted", func(t *testing.T) {
 		f, log, fs := functionsRedis(t)
-		l := NewLimiter(f.rdb)
 		clk := &fakeClock{t: epoch2026}
-		l.loader.now = clk.Now
+		l := testLimiterOn(clk, f.rdb)
 		if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
 			t.Fatalf("%+v %v", r, err)
 		}
@@ -357,7 +358,7 @@ func TestFunctionsFallBackToEvalSha(t *testing.T) {
 		if err != nil || !r.Allowed || r.Remaining != 1 {
 			t.Fatalf("the call that finds the library gone: %+v %v, want decided (1 left)", r, err)
 		}
-		res, err := l.AllowBatch(ctx, []Request{{Key: "k", Limits: []Limit{lim}}, {Key: "j", Limits: []Limit{lim}}})
+		res, err := l.DecideBatch(ctx, []Request{{Key: "k", Limits: []Limit{lim}}, {Key: "j", Limits: []Limit{lim}}})
 		if err != nil || !res[0].Allowed || res[0].Remaining != 0 || !res[1].Allowed {
 			t.Fatalf("batch: %+v %v", res, err)
 		}
@@ -376,7 +377,7 @@ func TestFunctionsFallBackToEvalSha(t *testing.T) {
 		// Deleted while a batch goes: its FCALLs come back "function not
 		// found" and go again by EVALSHA, in the next pipeline.
 		fs.loaded.Store(false)
-		res, err = l.AllowBatch(ctx, []Request{{Key: "b1", Limits: []Limit{lim}}, {Key: "b2", Limits: []Limit{lim}}})
+		res, err = l.DecideBatch(ctx, []Request{{Key: "b1", Limits: []Limit{lim}}, {Key: "b2", Limits: []Limit{lim}}})
 		if err != nil || !res[0].Allowed || !res[1].Allowed || res[1].Remaining != 2 {
 			t.Fatalf("batch finding the library gone: %+v %v", res, err)
 		}
@@ -388,7 +389,7 @@ func TestFunctionsFallBackToEvalSha(t *testing.T) {
 		f := newFakeRedis(t) // miniredis: "unknown command"
 		log := &cmdLog{}
 		f.rdb.AddHook(log)
-		l := NewLimiter(f.rdb)
+		l := testLimiter(f.rdb)
 		for range 2 {
 			if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
 				t.Fatalf("%+v %v", r, err)
@@ -400,7 +401,7 @@ func TestFunctionsFallBackToEvalSha(t *testing.T) {
 	})
 	t.Run("client without FCALL", func(t *testing.T) {
 		f, log, _ := functionsRedis(t)
-		l := NewLimiter(plainClient{f.rdb})
+		l := testLimiter(plainClient{f.rdb})
 		if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
 			t.Fatalf("%+v %v", r, err)
 		}
@@ -419,9 +420,8 @@ func TestFunctionsFallBackToEvalSha(t *testing.T) {
 func TestFunctionsOtherVersionLoadedUnderway(t *testing.T) {
 	ctx := context.Background()
 	f, log, fs := functionsRedis(t)
-	l := NewLimiter(f.rdb)
 	clk := &fakeClock{t: epoch2026}
-	l.loader.now = clk.Now
+	l := testLimiterOn(clk, f.rdb)
 	lim := PerMinute(3)
 	for i := range 3 {
 		if r, err := l.Allow(ctx, "k", lim); err != nil || !r.Allowed {
@@ -441,7 +441,7 @@ func TestFunctionsOtherVersionLoadedUnderway(t *testing.T) {
 			admitted++
 		}
 	}
-	res, err := l.AllowBatch(ctx, []Request{{Key: "k", Limits: []Limit{lim}}, {Key: "k", Limits: []Limit{lim}, Check: true}})
+	res, err := l.DecideBatch(ctx, []Request{{Key: "k", Limits: []Limit{lim}}, {Key: "k", Limits: []Limit{lim}, Kind: KindCheck}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,7 +464,7 @@ func TestFunctionsOtherVersionLoadedUnderway(t *testing.T) {
 	}
 	fs.version.Store("another version")
 	fs.bogus.Store(true)
-	res, err = l.AllowBatch(ctx, []Request{{Key: "k", Limits: []Limit{lim}}, {Key: "j", Limits: []Limit{lim}, N: 3}})
+	res, err = l.DecideBatch(ctx, []Request{{Key: "k", Limits: []Limit{lim}}, {Key: "j", Limits: []Limit{lim}, N: 3}})
 	if err != nil || res[0].Allowed || res[1].Allowed || res[1].Remaining != 2 {
 		t.Fatalf("batch meeting another library: %+v %v; want both denied as the scripts decide", res, err)
 	}
@@ -518,7 +518,7 @@ func TestFunctionsNextStep(t *testing.T) {
 		{"network", context.DeadlineExceeded, stepDone, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ld := newLoader(newFakeRedis(t).rdb)
+			ld := newLoader(newFakeRedis(t).rdb, realClock{})
 			ld.fnYes.Store(true)
 			if got := ld.next(stepFCall, c.err); got != c.want {
 				t.Errorf("next step %d, want %d", got, c.want)
@@ -533,9 +533,8 @@ func TestFunctionsNextStep(t *testing.T) {
 // TestFunctionsVersionCheckNetworkError: a network error while asking for
 // the library says nothing of it: the loader asks again a second later.
 func TestFunctionsVersionCheckNetworkError(t *testing.T) {
-	ld := newLoader(downRedis(t))
 	clk := &fakeClock{t: epoch2026}
-	ld.now = clk.Now
+	ld := newLoader(downRedis(t), clk)
 	if ld.functions(context.Background()) {
 		t.Fatal("a down Redis has the library")
 	}

@@ -22,13 +22,12 @@ import (
 // the decision's latency as the caller saw it.
 //
 // The calls, by method of the Limiter:
-//   - Allow, AllowN, AllowMulti, Check, CheckN, CheckMulti, Peek,
-//     AllowKeys, CheckKeys, PeekKeys: one decision (Kind KindAllow,
-//     KindCheck or KindPeek).
-//   - Wait, WaitN, WaitMulti: one decision of Kind KindWait, from the call
-//     to its return, however many attempts it took; End gets the last
-//     attempt's Result.
-//   - AllowBatch: one decision of Kind KindBatch that brackets the batch
+//   - Allow, AllowN, Decide: one decision, of the Request's Kind (Allow
+//     and AllowN: KindAllow).
+//   - Wait, WaitN, and Decide with KindWait: one decision of Kind
+//     KindWait, from the call to its return, however many attempts it
+//     took; End gets the last attempt's Result.
+//   - DecideBatch: one decision of Kind KindBatch that brackets the batch
 //     (its Batch is the number of requests; its End gets a zero Result and
 //     the batch's error), and inside it one decision per request, with the
 //     request's own Kind and Index, Batch set, and the batch's context as
@@ -44,7 +43,7 @@ import (
 type Observer interface {
 	// Start is called before the decision; the context it returns is the
 	// one the Redis command runs with, and the one End gets. (The requests
-	// of an AllowBatch that share a pipeline run under the batch's
+	// of a DecideBatch that share a pipeline run under the batch's
 	// context: one pipeline carries them all.)
 	Start(ctx context.Context, d Decision) context.Context
 	// End is called with the decision's outcome: its Result and error.
@@ -53,7 +52,7 @@ type Observer interface {
 
 // Decision describes one decision for an Observer.
 type Decision struct {
-	// Kind is what was asked: allow, check, peek, wait, batch or reset.
+	// Kind is what was asked: a Request's Kind, KindBatch or KindReset.
 	Kind Kind
 
 	// Key is the key as the caller passed it, without the Limiter's key
@@ -61,8 +60,8 @@ type Decision struct {
 	// an observer should not export them raw.
 	Key string
 
-	// Keys are the keys of a call of several keys (AllowKeys, CheckKeys,
-	// PeekKeys, a Request with Keys), as the caller passed them, in order:
+	// Keys are the keys of a call of several keys (a Request with Keys),
+	// as the caller passed them, in order:
 	// Limits[i] guards Keys[i], and Key is Keys[0]. Nil for one-key calls.
 	// Read them, never modify them.
 	Keys []string
@@ -78,33 +77,42 @@ type Decision struct {
 	// call has a Result.
 	Limits []Limit
 
-	// Cost is the units asked for: 1 for Allow and Check, n for AllowN and
-	// the like, 0 for Peek, KindBatch and KindReset.
+	// Cost is the units asked for: 1 for Allow, n for AllowN, a Request's
+	// N (1 for an N of 0 that means 1), 0 for KindPeek, KindBatch and
+	// KindReset.
 	Cost int64
 
-	// Batch is the number of requests of the AllowBatch call this decision
-	// belongs to (or brackets, for KindBatch); 0 outside AllowBatch.
+	// Batch is the number of requests of the DecideBatch call this decision
+	// belongs to (or brackets, for KindBatch); 0 outside DecideBatch.
 	Batch int
 
 	// Index is the position of the request in its batch, from 0; 0
-	// outside AllowBatch.
+	// outside DecideBatch.
 	Index int
 }
 
-// Kind says what a Decision asked.
+// Kind says what a Request asks (Decide, DecideBatch) and what a Decision
+// asked. The zero Kind is KindAllow. The kinds of a Request are KindAllow,
+// KindCheck, KindPeek, KindUpTo, KindRefund, KindForce and KindWait; an
+// observer also sees KindBatch and KindReset.
 type Kind uint8
 
-// The kinds of decisions.
+// The kinds of decisions. The values of KindUpTo, KindRefund and KindForce
+// are CONTRACT.md's modes upto, refund and force, which need the scripts
+// of contract v3.
 const (
-	KindAllow Kind = iota // Allow, AllowN, AllowMulti: decide and record
-	KindCheck             // Check, CheckN, CheckMulti, Request.Check: decide, record nothing
-	KindPeek              // Peek, Request.Peek: read the state, cost 0
-	KindWait              // Wait, WaitN, WaitMulti: from the call to its return
-	KindBatch             // AllowBatch as a whole; its requests are decisions of their own
-	KindReset             // Reset
+	KindAllow  Kind = iota // Allow, AllowN: take N units if every limit admits them, all or nothing
+	KindCheck              // decide exactly as KindAllow would, record nothing
+	KindPeek               // read the state, take nothing (cost 0)
+	KindWait               // Wait, WaitN: KindAllow, retried until admitted; observers see it from the call to its return
+	KindBatch              // DecideBatch as a whole; its requests are decisions of their own
+	KindReset              // Reset
+	KindUpTo               // take as many units as every limit admits now, from 0 to N
+	KindRefund             // give N units back to every limit
+	KindForce              // record N units whatever the limits decide, up to a debt of one capacity
 )
 
-var kindNames = [...]string{"allow", "check", "peek", "wait", "batch", "reset"}
+var kindNames = [...]string{"allow", "check", "peek", "wait", "batch", "reset", "upto", "refund", "force"}
 
 // String returns the kind's name, e.g. "allow", as metrics and spans label it.
 func (k Kind) String() string {

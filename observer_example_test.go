@@ -56,9 +56,9 @@ func ExampleWithObserver() {
 	defer done()
 	obs := &countingObserver{counts: map[string]int{}}
 	limiter := redisrate.NewLimiter(rdb, redisrate.WithObserver(obs))
-	_, _ = limiter.AllowBatch(context.Background(), []redisrate.Request{
+	_, _ = limiter.DecideBatch(context.Background(), []redisrate.Request{
 		{Key: "a", Limits: []redisrate.Limit{redisrate.PerSecond(1)}},
-		{Key: "b", Limits: []redisrate.Limit{redisrate.PerSecond(1)}, Check: true},
+		{Key: "b", Limits: []redisrate.Limit{redisrate.PerSecond(1)}, Kind: redisrate.KindCheck},
 	})
 	fmt.Println(obs.counts)
 	// Output: map[gcra allow allowed redis:1 gcra check allowed redis:1]
@@ -81,7 +81,7 @@ func ExampleDecision() {
 	defer done()
 	limiter := redisrate.NewLimiter(rdb, redisrate.WithObserver(printObserver{}), redisrate.WithKeyPrefix("rate:"))
 	ctx := context.Background()
-	_, _ = limiter.AllowMulti(ctx, "user:42", 3, redisrate.PerSecond(5), redisrate.PerHour(100))
+	_, _ = limiter.Decide(ctx, redisrate.Request{Key: "user:42", Limits: []redisrate.Limit{redisrate.PerSecond(5), redisrate.PerHour(100)}, N: 3})
 	_ = limiter.Reset(ctx, "user:42")
 	// Output:
 	// start allow key=user:42 gcra limits=[5/s 100/h] cost=3
@@ -91,11 +91,11 @@ func ExampleDecision() {
 }
 
 func ExampleKind() {
-	for k := redisrate.KindAllow; k <= redisrate.KindReset; k++ {
+	for k := redisrate.KindAllow; k <= redisrate.KindForce; k++ {
 		fmt.Print(k, " ")
 	}
 	fmt.Println()
-	// Output: allow check peek wait batch reset
+	// Output: allow check peek wait batch reset upto refund force
 }
 
 func ExampleKind_String() {

@@ -107,18 +107,18 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 	hook := &ctxLog{}
 	f.rdb.AddHook(hook)
 	rec := &recorder{}
-	l := NewLimiter(f.rdb, WithObserver(rec), WithDenyCache(10), WithKeyPrefix("p:"))
+	l := testLimiter(f.rdb, WithObserver(rec), WithDenyCache(10), WithKeyPrefix("p:"))
 	_ = f.rdb.ScriptLoad(ctx, specs[GCRA].Source).Err()
 	lim := PerMinute(1)
 	_, _ = l.Allow(ctx, "a", lim)
 	_, _ = l.Allow(ctx, "a", lim)
 	_, _ = l.Allow(ctx, "a", lim) // the deny cache answers
-	_, _ = l.CheckN(ctx, "b", lim, 2)
-	_, _ = l.Peek(ctx, "b", lim, PerHour(5))
+	_, _ = l.Decide(ctx, Request{Kind: KindCheck, Key: "b", Limits: []Limit{lim}, N: 2})
+	_, _ = l.Decide(ctx, Request{Kind: KindPeek, Key: "b", Limits: []Limit{lim, PerHour(5)}})
 	_, _ = l.AllowN(ctx, "b", lim, 0)
 	_, _ = l.Wait(ctx, "c", lim)
-	_, _ = l.AllowBatch(ctx, []Request{{Key: "d", Limits: []Limit{lim}}, {Key: "e", Limits: []Limit{lim}, Check: true}})
-	_, _ = l.AllowBatch(ctx, []Request{{Key: "f", Limits: []Limit{lim}}}) // one request: no pipeline
+	_, _ = l.DecideBatch(ctx, []Request{{Key: "d", Limits: []Limit{lim}}, {Key: "e", Limits: []Limit{lim}, Kind: KindCheck}})
+	_, _ = l.DecideBatch(ctx, []Request{{Key: "f", Limits: []Limit{lim}}}) // one request: no pipeline
 	_ = l.Reset(ctx, "a")
 	want := []string{
 		"start allow a gcra [1/m] cost=1 batch=0/0",
@@ -169,7 +169,7 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 func TestObserverSeesDegradedDecisions(t *testing.T) {
 	rec := &recorder{}
 	var causes []error
-	l := NewLimiter(downRedis(t), WithObserver(observerFuncs{rec, func(res Result) { causes = append(causes, res.Cause) }}), WithFailurePolicy(FailOpen))
+	l := testLimiter(downRedis(t), WithObserver(observerFuncs{rec, func(res Result) { causes = append(causes, res.Cause) }}), WithFailurePolicy(FailOpen))
 	for range 2 {
 		if res, err := l.Allow(context.Background(), "k", PerMinute(1)); err != nil || res.Source != SourceFailOpen {
 			t.Fatalf("%+v %v", res, err)
@@ -203,10 +203,10 @@ func (o observerFuncs) End(ctx context.Context, d Decision, res Result, err erro
 func TestObserverLimitsAreACopy(t *testing.T) {
 	f := newFakeRedis(t)
 	var kept []Limit
-	l := NewLimiter(f.rdb, WithObserver(observerFuncs{&recorder{}, func(Result) {}}))
+	l := testLimiter(f.rdb, WithObserver(observerFuncs{&recorder{}, func(Result) {}}))
 	l.observer = keepLimits{&kept}
 	limits := []Limit{PerSecond(1), PerHour(5)}
-	_, _ = l.AllowMulti(context.Background(), "k", 1, limits...)
+	_, _ = l.Decide(context.Background(), Request{Key: "k", Limits: limits})
 	limits[0] = PerDay(9)
 	if len(kept) != 2 || kept[0] != PerSecond(1) {
 		t.Errorf("kept %v", kept)
@@ -232,11 +232,15 @@ func TestNoObserverNoAllocations(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
 	for _, multi := range []bool{false, true} {
-		l := NewLimiter(f.rdb, WithDenyCache(10))
+		l := testLimiter(f.rdb, WithDenyCache(10))
 		lim := PerHour(1)
+		// A Request's limits are the caller's, held as a service holds its
+		// configuration: a slice literal per call would be the caller's
+		// allocation.
+		multiReq := Request{Key: "d", Limits: []Limit{lim, PerDay(5)}}
 		call := func() (Result, error) {
 			if multi {
-				return l.AllowMulti(ctx, "d", 1, lim, PerDay(5))
+				return l.Decide(ctx, multiReq)
 			}
 			return l.Allow(ctx, "d", lim)
 		}
@@ -283,7 +287,7 @@ func BenchmarkObserver(b *testing.B) {
 		o    Observer
 	}{{"none", nil}, {"noop", nopObserver{}}} {
 		b.Run("deny_cache/"+obs.name, func(b *testing.B) {
-			l := NewLimiter(rdb, WithDenyCache(10), WithObserver(obs.o))
+			l := testLimiter(rdb, WithDenyCache(10), WithObserver(obs.o))
 			lim := PerHour(1)
 			_ = l.Reset(ctx, "bench:obs:denied")
 			_, _ = l.Allow(ctx, "bench:obs:denied", lim)
@@ -295,7 +299,7 @@ func BenchmarkObserver(b *testing.B) {
 			}
 		})
 		b.Run("redis/"+obs.name, func(b *testing.B) {
-			l := NewLimiter(rdb, WithObserver(obs.o))
+			l := testLimiter(rdb, WithObserver(obs.o))
 			lim := PerSecond(1e9)
 			b.ReportAllocs()
 			for b.Loop() {

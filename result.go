@@ -17,8 +17,15 @@ const InfDuration = time.Duration(math.MaxInt64)
 // an admission the limit with the fewest units left.
 type Result struct {
 	// Allowed reports whether the request was admitted (and, unless it was a
-	// check or a peek, recorded).
+	// check or a peek, recorded). See Limiter.Decide for each Kind.
 	Allowed bool
+
+	// Units is how many units the call recorded on the binding limit:
+	// taken (KindAllow: N or 0; KindUpTo: from 0 to N; KindForce) or given
+	// back (KindRefund); for KindCheck, what KindAllow would take. It is 0
+	// for a peek, and for an answer of the failure policy or the deny
+	// cache, which record nothing.
+	Units int64
 
 	// Remaining is the whole units still available right after this call,
 	// or, on a denial, now.
@@ -38,15 +45,15 @@ type Result struct {
 	Capacity int64
 
 	// Binding is the index, among the limits of the call, of the limit the
-	// fields above describe: always 0 for a single limit. For AllowKeys and
-	// the like it is also the index of the binding key (Key).
+	// fields above describe: always 0 for a single limit. For a Request
+	// with Keys it is also the index of the binding key (Key).
 	Binding int
 
 	// Limit is the binding limit itself.
 	Limit Limit
 
 	// Key is the key the binding limit guards, as the caller passed it
-	// (without the Limiter's prefix): keys[Binding] of AllowKeys, and the
+	// (without the Limiter's prefix): Keys[Binding].Key of a Request with Keys, and the
 	// key of every one-key call.
 	Key string
 
@@ -67,7 +74,7 @@ type Result struct {
 	// and the rest are the denial's.
 	WouldDeny bool
 
-	peek bool // the answer to a Peek: a state, not an admission
+	peek bool // the answer to a KindPeek: a state, not an admission
 }
 
 // Never reports whether the request can never be admitted under its limits
@@ -82,7 +89,7 @@ func (r Result) Never() bool { return (!r.Allowed || r.WouldDeny) && r.RetryAfte
 func (r Result) Degraded() bool { return r.Source != SourceRedis && r.Source != SourceDenyCache }
 
 // String summarises r for logs, e.g. "denied: 0 of 10 left, retry in
-// 100ms"; the answer to a Peek, which admits nothing, reads "peek: 7 of 10
+// 100ms"; the answer to a peek (KindPeek), which admits nothing, reads "peek: 7 of 10
 // left, full in 300ms".
 func (r Result) String() string {
 	var s string
@@ -137,29 +144,32 @@ func (s Source) String() string {
 	return fmt.Sprintf("Source(%d)", int(s))
 }
 
-// decodeReply reads the contract's six integers; later contract versions
-// may append fields, which are ignored.
-func decodeReply(a answer, limits []Limit) (Result, error) {
-	var n [6]int64
+// decode reads the reply to o: the contract's six integers, and the
+// seventh, units, that v3 scripts append. Later contract versions may
+// append more, which are ignored.
+func (o *op) decode(a answer, limits []Limit) (Result, error) {
+	var n [7]int64
+	got := 0
 	switch arr := a.other.(type) {
 	case nil: // as the loader reads an algorithm's reply
 		if len(a.ints) < 6 {
-			return Result{}, fmt.Errorf("%w: want an array of 6 integers, got %v", ErrBadReply, a.ints)
+			return Result{}, fmt.Errorf("%w: want an array of 6 or 7 integers, got %v", ErrBadReply, a.ints)
 		}
-		copy(n[:], a.ints)
+		got = copy(n[:], a.ints)
 	case []any:
 		if len(arr) < 6 {
-			return Result{}, fmt.Errorf("%w: want an array of 6 integers, got %T %v", ErrBadReply, arr, arr)
+			return Result{}, fmt.Errorf("%w: want an array of 6 or 7 integers, got %T %v", ErrBadReply, arr, arr)
 		}
-		for i := range n {
-			x, ok := arr[i].(int64)
+		for got < len(n) && got < len(arr) {
+			x, ok := arr[got].(int64)
 			if !ok {
-				return Result{}, fmt.Errorf("%w: field %d is %T, not an integer", ErrBadReply, i+1, arr[i])
+				return Result{}, fmt.Errorf("%w: field %d is %T, not an integer", ErrBadReply, got+1, arr[got])
 			}
-			n[i] = x
+			n[got] = x
+			got++
 		}
 	default:
-		return Result{}, fmt.Errorf("%w: want an array of 6 integers, got %T %v", ErrBadReply, arr, arr)
+		return Result{}, fmt.Errorf("%w: want an array of 6 or 7 integers, got %T %v", ErrBadReply, arr, arr)
 	}
 	if n[5] < 1 || n[5] > int64(len(limits)) {
 		return Result{}, fmt.Errorf("%w: binding limit %d out of range 1..%d", ErrBadReply, n[5], len(limits))
@@ -171,6 +181,12 @@ func decodeReply(a answer, limits []Limit) (Result, error) {
 		ResetAfter: msDuration(n[3]),
 		Capacity:   n[4],
 		Binding:    int(n[5]) - 1,
+		Units:      n[6],
+	}
+	if got < 7 && r.Allowed {
+		// A script before v3 has no field 7; it knows only allow, check
+		// and peek, whose units are the cost when admitted.
+		r.Units = o.cost
 	}
 	r.Limit = limits[r.Binding]
 	return r, nil

@@ -57,7 +57,7 @@ func ExampleLimit_WithName() {
 	perSecond := redisrate.PerSecond(10).WithName("api-burst")
 	perHour := redisrate.PerHour(1000).WithName("api-hourly")
 
-	res, _ := limiter.AllowMulti(context.Background(), "user:42", 10, perSecond, perHour)
+	res, _ := limiter.Decide(context.Background(), redisrate.Request{Key: "user:42", Limits: []redisrate.Limit{perSecond, perHour}, N: 10})
 	fmt.Println(res.Limit.Name, res.Limit)
 	// Output: api-burst 10/s
 }

@@ -24,13 +24,13 @@ func TestShadowModeEveryCallKind(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
 	var obs outcomes
-	l := NewLimiter(f.rdb, WithShadowMode(), WithObserver(&obs), WithDenyCache(10))
+	l := testLimiter(f.rdb, WithShadowMode(), WithObserver(&obs), WithDenyCache(10))
 	lim := PerMinute(3)
 	if res, err := l.AllowN(ctx, "k", lim, 3); err != nil || !res.Allowed || res.WouldDeny || !res.Shadow {
 		t.Fatalf("the key's 3 units: %+v %v", res, err)
 	}
 	// The same calls on an enforcing Limiter of the same Redis deny.
-	enforcing := NewLimiter(f.rdb)
+	enforcing := testLimiter(f.rdb)
 	before := f.dump("k")
 	for name, call := range callKinds(l) {
 		if name == "Reset" || strings.HasPrefix(name, "AllowBatch/two") {
@@ -78,7 +78,7 @@ func TestShadowModeRedisDown(t *testing.T) {
 		{FailClosed, SourceFailClosed, true},
 		{FailOpen, SourceFailOpen, false},
 	} {
-		l := NewLimiter(downRedis(t), WithShadowMode(), WithFailurePolicy(c.policy))
+		l := testLimiter(downRedis(t), WithShadowMode(), WithFailurePolicy(c.policy))
 		for name, call := range callKinds(l) {
 			res, err := call(context.Background())
 			if name == "Reset" {
@@ -99,7 +99,7 @@ func TestShadowModeRedisDown(t *testing.T) {
 // unchanged; WithCircuitBreaker gives it a breaker of its own.
 func TestWithSharesTheBreaker(t *testing.T) {
 	ctx := context.Background()
-	base := NewLimiter(downRedis(t), WithFailurePolicy(FailOpen))
+	base := testLimiter(downRedis(t), WithFailurePolicy(FailOpen))
 	strict := base.With(WithFailurePolicy(FailClosed), WithShadowMode())
 	own := base.With(WithCircuitBreaker(defaultProbeInterval))
 	if res, _ := base.Allow(ctx, "k", PerMinute(1)); res.Source != SourceFailOpen || errors.Is(res.Cause, ErrCircuitOpen) {
@@ -124,7 +124,7 @@ func TestWithSharesTheBreaker(t *testing.T) {
 // default, FailError.
 func TestFailurePolicyZero(t *testing.T) {
 	var p FailurePolicy
-	if l := NewLimiter(downRedis(t), WithFailurePolicy(FailOpen)).With(WithFailurePolicy(p)); l.policy != FailError {
+	if l := testLimiter(downRedis(t), WithFailurePolicy(FailOpen)).With(WithFailurePolicy(p)); l.policy != FailError {
 		t.Errorf("WithFailurePolicy(0): %v; want FailError", l.policy)
 	}
 	if p.String() != "default" || FailurePolicy(9).String() != "FailurePolicy(9)" {

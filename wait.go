@@ -13,12 +13,13 @@ const maxJitter = time.Second
 // Wait blocks until one unit is taken from key under limit, or until it is
 // clear that it cannot be: see WaitN.
 func (l *Limiter) Wait(ctx context.Context, key string, limit Limit) (Result, error) {
-	return l.call(ctx, KindWait, key, 1, []Limit{limit})
+	return l.run(ctx, &op{kind: KindWait, ukey: key, cost: 1}, []Limit{limit})
 }
 
 // WaitN blocks until n units are taken from key under limit. It is for
 // clients of a rate-limited service (workers calling a third-party API)
-// that would rather wait their turn than fail.
+// that would rather wait their turn than fail. Decide waits the same way
+// for a Request of KindWait: several limits, or several keys.
 //
 // Each attempt is an AllowN. On a denial WaitN sleeps for the reply's
 // RetryAfter plus a random jitter of up to a tenth of it (at most a
@@ -49,18 +50,13 @@ func (l *Limiter) Wait(ctx context.Context, key string, limit Limit) (Result, er
 // A denied attempt records nothing, so giving up leaves the key as it was.
 // An n of 0 is refused (ErrInvalid).
 func (l *Limiter) WaitN(ctx context.Context, key string, limit Limit, n int64) (Result, error) {
-	return l.call(ctx, KindWait, key, n, []Limit{limit})
+	return l.run(ctx, &op{kind: KindWait, ukey: key, cost: n}, []Limit{limit})
 }
 
-// WaitMulti is WaitN for several limits at once, all or nothing, as
-// AllowMulti: it returns when n units are taken under every one of limits.
-func (l *Limiter) WaitMulti(ctx context.Context, key string, n int64, limits ...Limit) (Result, error) {
-	return l.call(ctx, KindWait, key, n, limits)
-}
-
-// waitLoop is Wait's loop of attempts over one planned op (see engine.go).
-func (l *Limiter) waitLoop(ctx context.Context, o *op, limits []Limit) (Result, error) {
-	clk := waitClock
+// wait is Wait's loop of attempts (engine.go) over one planned op, until
+// one is admitted or waiting cannot help.
+func (l *Limiter) wait(ctx context.Context, o *op, limits []Limit) (Result, error) {
+	clk := l.clock
 	key := o.ukey
 	var res Result
 	// A context done before the first try ends the wait at once. After a
@@ -116,29 +112,4 @@ func jitter(d time.Duration) time.Duration {
 		return 0
 	}
 	return time.Duration(rand.Int64N(int64(span) + 1))
-}
-
-// clock is the time source of Wait. Tests swap waitClock for one that
-// moves miniredis's clock instead of sleeping.
-type clock interface {
-	Now() time.Time
-	Sleep(ctx context.Context, d time.Duration) error
-}
-
-var waitClock clock = realClock{}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time { return time.Now() }
-
-// Sleep waits for d or until ctx is done, whichever comes first.
-func (realClock) Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -74,7 +74,7 @@ func ExampleLimiter_WaitN() {
 // second and 3 per hour. The per-hour limit binds first: the fourth mail's
 // turn is 20 minutes away, after the context's deadline, so WaitMulti gives
 // up at once rather than sleep.
-func ExampleLimiter_WaitMulti() {
+func ExampleLimiter_Decide_wait() {
 	rdb, done := exampleRedis()
 	defer done()
 	limiter := redisrate.NewLimiter(rdb)
@@ -83,7 +83,7 @@ func ExampleLimiter_WaitMulti() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, to := range []string{"a@example.com", "b@example.com", "c@example.com", "d@example.com"} {
-		res, err := limiter.WaitMulti(ctx, "mail-provider", 1, perSecond, perHour)
+		res, err := limiter.Decide(ctx, redisrate.Request{Kind: redisrate.KindWait, Key: "mail-provider", Limits: []redisrate.Limit{perSecond, perHour}})
 		if errors.Is(err, context.DeadlineExceeded) {
 			fmt.Printf("not sending to %s: the %v limit's turn is in %v\n", to, res.Limit, res.RetryAfter)
 			return

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// redisClock is Wait's clock on miniredis's time: Sleep moves the fake
+// redisClock is a Limiter's clock on miniredis's time: Sleep moves the fake
 // clock instead of sleeping, and Now is the real time at the start of the
 // test plus the fake time that has passed since, so that a context
 // deadline (which runs on the real clock) can be compared with it.
@@ -19,12 +19,8 @@ type redisClock struct {
 	sleeps    []time.Duration
 }
 
-func useRedisClock(t *testing.T, f *fakeRedis) *redisClock {
-	c := &redisClock{f: f, realStart: time.Now(), fakeStart: f.now}
-	old := waitClock
-	waitClock = c
-	t.Cleanup(func() { waitClock = old })
-	return c
+func newRedisClock(f *fakeRedis) *redisClock {
+	return &redisClock{f: f, realStart: time.Now(), fakeStart: f.now}
 }
 
 func (c *redisClock) Now() time.Time { return c.realStart.Add(c.f.now.Sub(c.fakeStart)) }
@@ -40,8 +36,8 @@ func (c *redisClock) Sleep(ctx context.Context, d time.Duration) error {
 
 func TestWaitAdmittedAtOnce(t *testing.T) {
 	f := newFakeRedis(t)
-	c := useRedisClock(t, f)
-	l := NewLimiter(f.rdb)
+	c := newRedisClock(f)
+	l := testLimiterOn(c, f.rdb)
 	res, err := l.Wait(context.Background(), "k", PerSecond(2))
 	if err != nil || !res.Allowed || res.Remaining != 1 {
 		t.Fatalf("Wait = %v, %v; want allowed with 1 left", res, err)
@@ -57,8 +53,8 @@ func TestWaitSleepsRetryAfterWithJitter(t *testing.T) {
 	for _, algo := range []Algorithm{GCRA, TokenBucket, LeakyBucket, SlidingWindow, FixedWindow, SlidingLog} {
 		t.Run(algo.String(), func(t *testing.T) {
 			f := newFakeRedis(t)
-			c := useRedisClock(t, f)
-			l := NewLimiter(f.rdb)
+			c := newRedisClock(f)
+			l := testLimiterOn(c, f.rdb)
 			ctx := context.Background()
 			lim := Per(2, time.Second).WithAlgorithm(algo)
 			for i := range 20 {
@@ -98,8 +94,7 @@ func TestWaitSleepsRetryAfterWithJitter(t *testing.T) {
 // limit's interval, never early.
 func TestWaitPacesRequests(t *testing.T) {
 	f := newFakeRedis(t)
-	useRedisClock(t, f)
-	l := NewLimiter(f.rdb)
+	l := testLimiterOn(newRedisClock(f), f.rdb)
 	ctx := context.Background()
 	lim := PerSecond(4) // one every 250ms after a burst of 4
 	start := f.now
@@ -117,8 +112,8 @@ func TestWaitPacesRequests(t *testing.T) {
 
 func TestWaitNeverFits(t *testing.T) {
 	f := newFakeRedis(t)
-	c := useRedisClock(t, f)
-	l := NewLimiter(f.rdb)
+	c := newRedisClock(f)
+	l := testLimiterOn(c, f.rdb)
 	res, err := l.WaitN(context.Background(), "k", PerSecond(2), 3)
 	if !errors.Is(err, ErrExceedsCapacity) {
 		t.Fatalf("WaitN(3) under 2/s: err = %v; want ErrExceedsCapacity", err)
@@ -138,8 +133,8 @@ func TestWaitNeverFits(t *testing.T) {
 // without recording anything.
 func TestWaitDeadlineTooSoon(t *testing.T) {
 	f := newFakeRedis(t)
-	c := useRedisClock(t, f)
-	l := NewLimiter(f.rdb)
+	c := newRedisClock(f)
+	l := testLimiterOn(c, f.rdb)
 	lim := PerMinute(1)
 	if _, err := l.Allow(context.Background(), "k", lim); err != nil {
 		t.Fatal(err)
@@ -166,8 +161,8 @@ func TestWaitDeadlineTooSoon(t *testing.T) {
 // second does not, and the jitter never pushes a sleep past the deadline.
 func TestWaitDeadlineAfterSomeTurns(t *testing.T) {
 	f := newFakeRedis(t)
-	c := useRedisClock(t, f)
-	l := NewLimiter(f.rdb)
+	c := newRedisClock(f)
+	l := testLimiterOn(c, f.rdb)
 	lim := PerSecond(1)
 	ctx, cancel := context.WithDeadline(context.Background(), c.Now().Add(1500*time.Millisecond))
 	defer cancel()
@@ -186,8 +181,8 @@ func TestWaitDeadlineAfterSomeTurns(t *testing.T) {
 
 	// With the deadline right at the turn, the jitter is cut off.
 	f2 := newFakeRedis(t)
-	c2 := useRedisClock(t, f2)
-	l2 := NewLimiter(f2.rdb)
+	c2 := newRedisClock(f2)
+	l2 := testLimiterOn(c2, f2.rdb)
 	if _, err := l2.Allow(context.Background(), "k", lim); err != nil {
 		t.Fatal(err)
 	}
@@ -239,9 +234,8 @@ func TestWaitJitterKeepsTheTurn(t *testing.T) {
 	for a := GCRA; a < numAlgorithms; a++ {
 		t.Run(a.String(), func(t *testing.T) {
 			f := newFakeRedis(t)
-			c := useRedisClock(t, f)
-			waitClock = deadlineClock{c}
-			l := NewLimiter(f.rdb)
+			c := newRedisClock(f)
+			l := testLimiterOn(deadlineClock{c}, f.rdb)
 			lim := Per(2, 2*time.Second).WithAlgorithm(a)
 			jittered := 0
 			for i := range 40 {
@@ -276,8 +270,7 @@ func TestWaitJitterKeepsTheTurn(t *testing.T) {
 
 func TestWaitCancelled(t *testing.T) {
 	f := newFakeRedis(t)
-	useRedisClock(t, f)
-	l := NewLimiter(f.rdb)
+	l := testLimiterOn(newRedisClock(f), f.rdb)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := l.Wait(ctx, "k", PerSecond(1))
@@ -302,9 +295,8 @@ func TestWaitCancelled(t *testing.T) {
 // A cancellation while sleeping ends the wait with the context's error.
 func TestWaitCancelledWhileSleeping(t *testing.T) {
 	f := newFakeRedis(t)
-	c := &cancellingClock{redisClock: useRedisClock(t, f)}
-	waitClock = c
-	l := NewLimiter(f.rdb)
+	c := &cancellingClock{redisClock: newRedisClock(f)}
+	l := testLimiterOn(c, f.rdb)
 	lim := PerSecond(1)
 	if _, err := l.Allow(context.Background(), "k", lim); err != nil {
 		t.Fatal(err)
@@ -329,12 +321,12 @@ func (c *cancellingClock) Sleep(ctx context.Context, d time.Duration) error {
 
 func TestWaitErrors(t *testing.T) {
 	f := newFakeRedis(t)
-	c := useRedisClock(t, f)
+	c := newRedisClock(f)
 	ctx := context.Background()
 	if _, err := (&Limiter{}).Wait(ctx, "k", PerSecond(1)); !errors.Is(err, ErrNoClient) {
 		t.Errorf("zero Limiter: err = %v; want ErrNoClient", err)
 	}
-	l := NewLimiter(f.rdb)
+	l := testLimiterOn(c, f.rdb)
 	if _, err := l.WaitN(ctx, "k", PerSecond(1), -1); !errors.Is(err, ErrInvalid) {
 		t.Errorf("WaitN(-1): err = %v; want ErrInvalid", err)
 	}
@@ -355,17 +347,17 @@ func TestWaitErrors(t *testing.T) {
 
 func TestWaitMulti(t *testing.T) {
 	f := newFakeRedis(t)
-	c := useRedisClock(t, f)
-	l := NewLimiter(f.rdb)
+	c := newRedisClock(f)
+	l := testLimiterOn(c, f.rdb)
 	ctx := context.Background()
 	limits := []Limit{PerSecond(2), PerMinute(3)}
 	for i := range 3 {
-		if _, err := l.WaitMulti(ctx, "k", 1, limits...); err != nil {
+		if _, err := l.Decide(ctx, Request{Kind: KindWait, Key: "k", Limits: limits}); err != nil {
 			t.Fatalf("WaitMulti #%d: %v", i, err)
 		}
 	}
 	// The fourth unit waits for the per-minute limit, not the per-second one.
-	res, err := l.WaitMulti(ctx, "k", 1, limits...)
+	res, err := l.Decide(ctx, Request{Kind: KindWait, Key: "k", Limits: limits})
 	if err != nil || !res.Allowed {
 		t.Fatalf("fourth WaitMulti = %v, %v", res, err)
 	}
@@ -376,7 +368,7 @@ func TestWaitMulti(t *testing.T) {
 	if total < 20*time.Second {
 		t.Errorf("slept %v in all (%v); want at least the 20s the per-minute limit needs", total, c.sleeps)
 	}
-	if _, err := l.WaitMulti(ctx, "k", 3, PerSecond(2), PerMinute(3)); !errors.Is(err, ErrExceedsCapacity) {
+	if _, err := l.Decide(ctx, Request{Kind: KindWait, Key: "k", Limits: []Limit{PerSecond(2), PerMinute(3)}, N: 3}); !errors.Is(err, ErrExceedsCapacity) {
 		t.Errorf("WaitMulti(3) under 2/s: err = %v; want ErrExceedsCapacity", err)
 	}
 }

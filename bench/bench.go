@@ -54,7 +54,7 @@ func (b *bench) bare(a redisrate.Algorithm, cmd string, limits int) subject {
 			lims[i] = lim
 		}
 		var err error
-		if args[t], err = redisrate.Args(1, false, lims...); err != nil {
+		if args[t], err = redisrate.Args(redisrate.KindAllow, 1, lims...); err != nil {
 			panic(err)
 		}
 	}

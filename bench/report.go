@@ -223,8 +223,8 @@ func (b *bench) allocs(ctx context.Context) ([]allocResult, error) {
 			return err
 		}},
 		{"redisrate `Allow` (GCRA, 10^6 per second, key prefix)", func() error { _, err := l.Allow(ctx, "alloc", lim); return err }},
-		{"redisrate `AllowMulti` (2 limits)", func() error {
-			_, err := l.AllowMulti(ctx, "alloc2", 1, lim, redisrate.PerHour(1e9))
+		{"redisrate `Decide` (2 limits)", func() error {
+			_, err := l.Decide(ctx, redisrate.Request{Key: "alloc2", Limits: []redisrate.Limit{lim, redisrate.PerHour(1e9)}})
 			return err
 		}},
 		{"peer `Allow`", func() error { _, err := b.peer.Allow(ctx, "alloc", peerLim); return err }},
@@ -262,7 +262,7 @@ func (b *bench) memory(ctx context.Context, r *strings.Builder) error {
 			{redisrate.PerSecond(10).WithAlgorithm(a), redisrate.PerHour(1000).WithAlgorithm(a)},
 		} {
 			key := a.String() + strconv.Itoa(i)
-			if _, err := l.AllowMulti(ctx, key, 1, lims...); err != nil {
+			if _, err := l.Decide(ctx, redisrate.Request{Key: key, Limits: lims}); err != nil {
 				return err
 			}
 			n, err := b.admin.MemoryUsage(ctx, "mem:"+key).Result()
@@ -529,9 +529,9 @@ func (b *bench) buildingBlocks(ctx context.Context, r *strings.Builder) error {
 	return nil
 }
 
-// batch compares 100 decisions in one AllowBatch with 100 Allow calls.
+// batch compares 100 decisions in one DecideBatch with 100 Allow calls.
 func (b *bench) batch(ctx context.Context, r *strings.Builder) error {
-	r.WriteString("\n### Batches: 100 keys per `AllowBatch` against 100 `Allow` calls (GCRA, allowed, many keys)\n\n| callers | `Allow` decisions/s | `AllowBatch` decisions/s | batch / single |\n| --- | --- | --- | --- |\n")
+	r.WriteString("\n### Batches: 100 keys per `DecideBatch` against 100 `Allow` calls (GCRA, allowed, many keys)\n\n| callers | `Allow` decisions/s | `DecideBatch` decisions/s | batch / single |\n| --- | --- | --- | --- |\n")
 	// 64 callers with a pipeline of 100 each keep some 6,400 decisions
 	// queued in Redis: a pipeline can wait there longer than the default
 	// decision deadline (200 ms, an outage's bound, not a saturated
@@ -567,7 +567,7 @@ func (b *bench) batch(ctx context.Context, r *strings.Builder) error {
 										return
 									}
 								}
-							} else if _, err := l.AllowBatch(ctx, reqs); err != nil {
+							} else if _, err := l.DecideBatch(ctx, reqs); err != nil {
 								firstErr.CompareAndSwap(nil, err)
 								return
 							}

@@ -490,13 +490,13 @@ func (i *Interceptor) allow(ctx context.Context, method string, r *rule, key str
 		if r.base {
 			key = baseKey(key)
 		}
-		return i.limiter.AllowMulti(ctx, r.prefix+key, r.cost, r.fields.Limits...)
+		return i.limiter.Decide(ctx, redisrate.Request{Key: r.prefix + key, Limits: r.fields.Limits, N: r.cost})
 	}
 	keys, err := i.scopedKeys(ctx, method, r, key)
 	if err != nil {
 		return redisrate.Result{}, err
 	}
-	return i.limiter.AllowKeys(ctx, r.cost, keys...)
+	return i.limiter.Decide(ctx, redisrate.Request{Keys: keys, N: r.cost})
 }
 
 // baseKey is key as the rule of Config.Limits keeps it after Name + ":".

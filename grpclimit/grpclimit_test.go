@@ -120,7 +120,7 @@ func details(t *testing.T, err error) (time.Duration, string) {
 
 func TestUnaryLimit(t *testing.T) {
 	e := newEnv(t)
-	c := serve(t, grpclimit.Config{Limiter: redisrate.NewLimiter(e.rdb), Limits: []redisrate.Limit{redisrate.PerMinute(2)}, Name: "api"})
+	c := serve(t, grpclimit.Config{Limiter: testLimiter(e.rdb), Limits: []redisrate.Limit{redisrate.PerMinute(2)}, Name: "api"})
 	for i, want := range []string{`"api";r=1;t=30`, `"api";r=0;t=30`} {
 		md, err := call(t, c)
 		if err != nil {
@@ -156,7 +156,7 @@ func TestUnaryLimit(t *testing.T) {
 func TestMethodsAndStreams(t *testing.T) {
 	e := newEnv(t)
 	c := serve(t, grpclimit.Config{
-		Limiter: redisrate.NewLimiter(e.rdb),
+		Limiter: testLimiter(e.rdb),
 		Limits:  []redisrate.Limit{redisrate.PerMinute(10)},
 		Methods: map[string]grpclimit.Method{
 			check: {Cost: 4},
@@ -237,7 +237,7 @@ func TestDenyCacheRetryInfoIsHonestForEveryCost(t *testing.T) {
 			e := newEnv(t)
 			limit := redisrate.Per(2, 2*time.Second).WithAlgorithm(a)
 			c := serve(t, grpclimit.Config{
-				Limiter: redisrate.NewLimiter(e.rdb, redisrate.WithDenyCache(100)),
+				Limiter: testLimiter(e.rdb, redisrate.WithDenyCache(100)),
 				Limits:  []redisrate.Limit{limit},
 				Methods: map[string]grpclimit.Method{check: {Cost: 2}, watch: {Cost: 1}},
 				Key:     metadataKey("x-key"),
@@ -259,7 +259,7 @@ func TestDenyCacheRetryInfoIsHonestForEveryCost(t *testing.T) {
 			}
 			_, err := call(t, c, "x-key", "client")
 			wait, _ := details(t, err)
-			truth, cerr := redisrate.NewLimiter(e.rdb).CheckN(context.Background(), "grpc:client", limit, 2)
+			truth, cerr := testLimiter(e.rdb).Decide(context.Background(), redisrate.Request{Kind: redisrate.KindCheck, Key: "grpc:client", Limits: []redisrate.Limit{limit}, N: 2})
 			if cerr != nil || truth.Allowed {
 				t.Fatalf("Redis's answer to cost 2: %v, %v; want a denial", truth, cerr)
 			}
@@ -268,7 +268,7 @@ func TestDenyCacheRetryInfoIsHonestForEveryCost(t *testing.T) {
 			}
 			// A client that waits its RetryInfo is admitted.
 			e.mr.SetTime(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC).Add(wait))
-			if res, err := redisrate.NewLimiter(e.rdb).CheckN(context.Background(), "grpc:client", limit, 2); err != nil || !res.Allowed {
+			if res, err := testLimiter(e.rdb).Decide(context.Background(), redisrate.Request{Kind: redisrate.KindCheck, Key: "grpc:client", Limits: []redisrate.Limit{limit}, N: 2}); err != nil || !res.Allowed {
 				t.Errorf("cost 2 after its RetryInfo of %v: %v, %v; want admitted", wait, res, err)
 			}
 		})
@@ -281,7 +281,7 @@ func TestRedisDown(t *testing.T) {
 	down := func(t *testing.T, opts ...redisrate.Option) *redisrate.Limiter {
 		e := newEnv(t)
 		e.mr.SetError("ERR injected failure")
-		return redisrate.NewLimiter(e.rdb, opts...)
+		return testLimiter(e.rdb, opts...)
 	}
 	t.Run("no policy: Unavailable with RetryInfo", func(t *testing.T) {
 		md, err := call(t, serve(t, grpclimit.Config{Limiter: down(t), Limits: lim}))
@@ -336,7 +336,7 @@ func TestRedisDown(t *testing.T) {
 		}
 		var seen error
 		onError := func(ctx context.Context, method string, err error) { seen = err }
-		_, err := call(t, serve(t, grpclimit.Config{Limiter: redisrate.NewLimiter(e.rdb), Limits: lim, OnError: onError}))
+		_, err := call(t, serve(t, grpclimit.Config{Limiter: testLimiter(e.rdb), Limits: lim, OnError: onError}))
 		if status.Code(err) != codes.Internal || !errors.Is(seen, redisrate.ErrForeignKey) || seen == nil {
 			t.Errorf("%v (seen %v); want Internal and ErrForeignKey", err, seen)
 		}
@@ -344,7 +344,7 @@ func TestRedisDown(t *testing.T) {
 }
 
 func TestNewErrors(t *testing.T) {
-	l := redisrate.NewLimiter(nil)
+	l := testLimiter(nil)
 	one := []redisrate.Limit{redisrate.PerSecond(1)}
 	for _, tc := range []struct {
 		c    grpclimit.Config
@@ -389,7 +389,7 @@ func (nilKeyer) KeyFunc() (grpclimit.KeyFunc, error) { return nil, nil }
 func TestEmptyKey(t *testing.T) {
 	e := newEnv(t)
 	empty := grpclimit.KeyFunc(func(ctx context.Context, method string) (string, error) { return "", nil })
-	c := serve(t, grpclimit.Config{Limiter: redisrate.NewLimiter(e.rdb), Limits: []redisrate.Limit{redisrate.PerMinute(1)}, Key: empty})
+	c := serve(t, grpclimit.Config{Limiter: testLimiter(e.rdb), Limits: []redisrate.Limit{redisrate.PerMinute(1)}, Key: empty})
 	for range 3 {
 		if _, err := call(t, c); status.Code(err) != codes.InvalidArgument {
 			t.Fatalf("%v; want InvalidArgument", err)
@@ -405,7 +405,7 @@ func TestTinyDeadlinesBuyNothing(t *testing.T) {
 	for name, shadow := range map[string]bool{"enforcing": false, "shadow": true} {
 		e := newEnv(t)
 		in, err := grpclimit.New(grpclimit.Config{
-			Limiter: redisrate.NewLimiter(e.rdb, redisrate.WithFailurePolicy(redisrate.FailOpen)),
+			Limiter: testLimiter(e.rdb, redisrate.WithFailurePolicy(redisrate.FailOpen)),
 			Limits:  []redisrate.Limit{redisrate.PerMinute(3)},
 			Key:     grpclimit.APIKey{Metadata: "x-api-key", Secret: secret},
 			Shadow:  shadow,
@@ -496,7 +496,7 @@ func TestShadow(t *testing.T) {
 		e := newEnv(t)
 		var obs wouldDeny
 		c := serve(t, grpclimit.Config{
-			Limiter:       redisrate.NewLimiter(e.rdb, redisrate.WithObserver(&obs)),
+			Limiter:       testLimiter(e.rdb, redisrate.WithObserver(&obs)),
 			Limits:        []redisrate.Limit{redisrate.PerMinute(2)},
 			Shadow:        true,
 			ShadowHeaders: headers,
@@ -514,13 +514,13 @@ func TestShadow(t *testing.T) {
 			t.Errorf("headers %v: %d would have been denied; want 3", headers, n)
 		}
 		// Enforced, the same key: the shadow's admissions were recorded.
-		if _, err := call(t, serve(t, grpclimit.Config{Limiter: redisrate.NewLimiter(e.rdb), Limits: []redisrate.Limit{redisrate.PerMinute(2)}})); status.Code(err) != codes.ResourceExhausted {
+		if _, err := call(t, serve(t, grpclimit.Config{Limiter: testLimiter(e.rdb), Limits: []redisrate.Limit{redisrate.PerMinute(2)}})); status.Code(err) != codes.ResourceExhausted {
 			t.Errorf("enforced after the shadow's 2 admissions: %v; want ResourceExhausted", err)
 		}
 	}
 	e := newEnv(t)
 	e.mr.SetError("ERR injected failure")
-	if _, err := call(t, serve(t, grpclimit.Config{Limiter: redisrate.NewLimiter(e.rdb), Limits: []redisrate.Limit{redisrate.PerMinute(2)}, Shadow: true})); err != nil {
+	if _, err := call(t, serve(t, grpclimit.Config{Limiter: testLimiter(e.rdb), Limits: []redisrate.Limit{redisrate.PerMinute(2)}, Shadow: true})); err != nil {
 		t.Errorf("shadow mode, Redis down: %v; want the call through", err)
 	}
 }
@@ -542,7 +542,7 @@ func TestOneSettingForHTTPAndGRPC(t *testing.T) {
 	} {
 		e := newEnv(t)
 		e.mr.SetError("ERR injected failure")
-		limiter := redisrate.NewLimiter(e.rdb, c.setting)
+		limiter := testLimiter(e.rdb, c.setting)
 		_, err := call(t, serve(t, grpclimit.Config{Limiter: limiter, Limits: lim}))
 		h, herr := httplimit.New(httplimit.Config{Limiter: limiter, Limits: lim})
 		if herr != nil {
@@ -568,7 +568,7 @@ func TestOneSettingForHTTPAndGRPC(t *testing.T) {
 func TestBaseKeysNeverMeetAMethodsKeys(t *testing.T) {
 	e := newEnv(t)
 	in, err := grpclimit.New(grpclimit.Config{
-		Limiter: redisrate.NewLimiter(e.rdb),
+		Limiter: testLimiter(e.rdb),
 		Limits:  []redisrate.Limit{redisrate.PerMinute(10)},
 		Methods: map[string]grpclimit.Method{"/s.S/Own": {Limits: []redisrate.Limit{redisrate.PerMinute(1)}}},
 		Key:     metadataKey("x-key"),

@@ -76,7 +76,7 @@ func changed(before, after map[string]string) []string {
 // binding one; the QuotaFailure names it and the RetryInfo is its wait.
 func TestScopesAPIKeyAndAccount(t *testing.T) {
 	e := newEnv(t)
-	c := serve(t, accountConfig(redisrate.NewLimiter(e.rdb)))
+	c := serve(t, accountConfig(testLimiter(e.rdb)))
 	const policy = `"api";q=2;w=60, "account";q=3;w=60`
 	const keyK1, keyK2, account = "{api:account:a}:api:k1", "{api:account:a}:api:k2", "{api:account:a}"
 	for i, s := range []struct {
@@ -114,7 +114,7 @@ func TestScopesAPIKeyAndAccount(t *testing.T) {
 // shared by all.
 func TestScopesMethods(t *testing.T) {
 	e := newEnv(t)
-	cfg := accountConfig(redisrate.NewLimiter(e.rdb))
+	cfg := accountConfig(testLimiter(e.rdb))
 	cfg.Scopes[0].Limit = redisrate.PerMinute(10)
 	cfg.Methods = map[string]grpclimit.Method{
 		check: {Cost: 2},
@@ -149,7 +149,7 @@ func TestScopesMethods(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("keys %q; want %q", got, want)
 	}
-	res, err := redisrate.NewLimiter(e.rdb).Peek(context.Background(), "{api:account:a}", redisrate.PerMinute(10))
+	res, err := testLimiter(e.rdb).Decide(context.Background(), redisrate.Request{Kind: redisrate.KindPeek, Key: "{api:account:a}", Limits: []redisrate.Limit{redisrate.PerMinute(10)}})
 	if err != nil || res.Remaining != 7 {
 		t.Errorf("the account alone: %v, %v; want 7 left (2 for Check, 1 for Watch)", res, err)
 	}
@@ -159,7 +159,7 @@ func TestScopesMethods(t *testing.T) {
 // out of their hash tag, nor reach another client's keys.
 func TestScopesHostileKeysStayInTheirTag(t *testing.T) {
 	e := newEnv(t)
-	c := serve(t, accountConfig(redisrate.NewLimiter(e.rdb)))
+	c := serve(t, accountConfig(testLimiter(e.rdb)))
 	for _, account := range []string{"x}:api:k", "}", "{}", "%7D", "%"} {
 		before := e.snapshot(t)
 		if _, err := call(t, c, "x-key", "k", "x-account", account); err != nil {
@@ -189,7 +189,7 @@ func TestScopesHostileKeysStayInTheirTag(t *testing.T) {
 // account's state: the same keys.
 func TestScopesSharedWithHTTP(t *testing.T) {
 	e := newEnv(t)
-	limiter := redisrate.NewLimiter(e.rdb)
+	limiter := testLimiter(e.rdb)
 	c := serve(t, accountConfig(limiter))
 	h, err := httplimit.New(httplimit.Config{
 		Limiter: limiter,
@@ -228,7 +228,7 @@ func TestScopesSharedWithHTTP(t *testing.T) {
 func TestScopesKeyErrorsAndShadow(t *testing.T) {
 	e := newEnv(t)
 	var told []error
-	cfg := accountConfig(redisrate.NewLimiter(e.rdb))
+	cfg := accountConfig(testLimiter(e.rdb))
 	cfg.Scopes = append(cfg.Scopes, grpclimit.Scope{Name: "org", Limit: redisrate.PerMinute(9),
 		Key: grpclimit.KeyFunc(func(ctx context.Context, _ string) (string, error) { return "", errors.New("directory down") })})
 	cfg.OnError = func(_ context.Context, _ string, err error) { told = append(told, err) }
@@ -257,7 +257,7 @@ func TestScopesKeyErrorsAndShadow(t *testing.T) {
 		t.Errorf("shadow mode: OnError told %v, keys %q; want 2 errors, nothing written", told, e.mr.Keys())
 	}
 
-	shadow := accountConfig(redisrate.NewLimiter(e.rdb))
+	shadow := accountConfig(testLimiter(e.rdb))
 	shadow.Shadow = true
 	c = serve(t, shadow)
 	for i := range 4 {
@@ -265,14 +265,14 @@ func TestScopesKeyErrorsAndShadow(t *testing.T) {
 			t.Errorf("shadow call %d: %v, %v; want through, no metadata", i, err, md)
 		}
 	}
-	if _, err := call(t, serve(t, accountConfig(redisrate.NewLimiter(e.rdb))), "x-key", "k9", "x-account", "a"); status.Code(err) != codes.ResourceExhausted {
+	if _, err := call(t, serve(t, accountConfig(testLimiter(e.rdb))), "x-key", "k9", "x-account", "a"); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("enforced after the shadow's 3 admissions on the account: %v", err)
 	}
 }
 
 // New refuses what scopes cannot do, with an error that says why.
 func TestScopesNewErrors(t *testing.T) {
-	limiter := redisrate.NewLimiter(newEnv(t).rdb)
+	limiter := testLimiter(newEnv(t).rdb)
 	with := func(f func(*grpclimit.Config)) grpclimit.Config {
 		c := accountConfig(limiter)
 		f(&c)

@@ -97,7 +97,7 @@ type Plan struct {
 	Name string
 
 	// Limits are the plan's limits, all applied at once (see
-	// redisrate.Limiter.AllowMulti): 1 to 8 limits of one algorithm.
+	// redisrate.Request.Limits): 1 to 8 limits of one algorithm.
 	Limits []redisrate.Limit
 
 	// PolicyNames name each limit in RateLimit-Policy and RateLimit, in
@@ -467,13 +467,13 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 // scopes under theirs, in one call.
 func (m *Middleware) decide(r *http.Request, p *plan, key string, cost int64) (redisrate.Result, error) {
 	if len(m.scopes) == 0 {
-		return m.limiter.AllowMulti(r.Context(), p.prefix+key, cost, p.fields.Limits...)
+		return m.limiter.Decide(r.Context(), redisrate.Request{Key: p.prefix + key, Limits: p.fields.Limits, N: cost})
 	}
 	keys, err := m.scopedKeys(r, p, key)
 	if err != nil {
 		return redisrate.Result{}, err
 	}
-	return m.limiter.AllowKeys(r.Context(), cost, keys...)
+	return m.limiter.Decide(r.Context(), redisrate.Request{Keys: keys, N: cost})
 }
 
 // fail answers a request whose limit could not be decided (see

@@ -35,7 +35,7 @@ func newEnv(t *testing.T) *env {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), Protocol: 2})
 	t.Cleanup(func() { _ = rdb.Close() })
-	e := &env{mr: mr, rdb: rdb, limiter: redisrate.NewLimiter(rdb), now: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
+	e := &env{mr: mr, rdb: rdb, limiter: testLimiter(rdb), now: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)}
 	mr.SetTime(e.now)
 	return e
 }
@@ -576,7 +576,7 @@ func TestRedisDown(t *testing.T) {
 	down := func(t *testing.T, opts ...redisrate.Option) *redisrate.Limiter {
 		e := newEnv(t)
 		e.mr.SetError("ERR injected failure")
-		return redisrate.NewLimiter(e.rdb, opts...)
+		return testLimiter(e.rdb, opts...)
 	}
 
 	t.Run("no policy: 503 with Retry-After", func(t *testing.T) {
@@ -689,7 +689,7 @@ func TestRedisDown(t *testing.T) {
 		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 		t.Cleanup(func() { _ = rdb.Close() })
 		rec := httptest.NewRecorder()
-		mustNew(t, Config{Limiter: redisrate.NewLimiter(rdb), Limits: lim}).Handler(&served{}).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		mustNew(t, Config{Limiter: testLimiter(rdb), Limits: lim}).Handler(&served{}).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 		if rec.Code != 503 {
 			t.Errorf("%d; want 503", rec.Code)
 		}
@@ -699,7 +699,7 @@ func TestRedisDown(t *testing.T) {
 // A denial answered again from the deny cache is Redis's own: full headers.
 func TestDenyCacheHeaders(t *testing.T) {
 	e := newEnv(t)
-	h := mustNew(t, Config{Limiter: redisrate.NewLimiter(e.rdb, redisrate.WithDenyCache(16)), Limits: []redisrate.Limit{redisrate.PerMinute(1)}}).Handler(&served{})
+	h := mustNew(t, Config{Limiter: testLimiter(e.rdb, redisrate.WithDenyCache(16)), Limits: []redisrate.Limit{redisrate.PerMinute(1)}}).Handler(&served{})
 	do(h, "")
 	first := do(h, "")
 	second := do(h, "")
@@ -724,7 +724,7 @@ func TestDenyCacheRetryAfterIsHonestForEveryCost(t *testing.T) {
 			e := newEnv(t)
 			limit := redisrate.Per(2, 2*time.Second).WithAlgorithm(a)
 			h := mustNew(t, Config{
-				Limiter: redisrate.NewLimiter(e.rdb, redisrate.WithDenyCache(100)),
+				Limiter: testLimiter(e.rdb, redisrate.WithDenyCache(100)),
 				Limits:  []redisrate.Limit{limit},
 				Cost: func(r *http.Request) (int64, error) {
 					return strconv.ParseInt(r.Header.Get("X-Cost"), 10, 64)
@@ -734,7 +734,7 @@ func TestDenyCacheRetryAfterIsHonestForEveryCost(t *testing.T) {
 			// wait is what Redis says cost waits now, without the cache.
 			wait := func(cost int64) time.Duration {
 				t.Helper()
-				res, err := e.limiter.CheckN(context.Background(), key, limit, cost)
+				res, err := e.limiter.Decide(context.Background(), redisrate.Request{Kind: redisrate.KindCheck, Key: key, Limits: []redisrate.Limit{limit}, N: cost})
 				if err != nil || res.Allowed {
 					t.Fatalf("cost %d: %v, %v; want a denial", cost, res, err)
 				}
@@ -755,7 +755,7 @@ func TestDenyCacheRetryAfterIsHonestForEveryCost(t *testing.T) {
 			// A client of cost 2 that waits its Retry-After is admitted.
 			ra, _ := strconv.Atoi(do(h, ip, "X-Cost", "2").Header().Get("Retry-After"))
 			e.advance(time.Duration(ra) * time.Second)
-			if res, err := e.limiter.CheckN(context.Background(), key, limit, 2); err != nil || !res.Allowed {
+			if res, err := e.limiter.Decide(context.Background(), redisrate.Request{Kind: redisrate.KindCheck, Key: key, Limits: []redisrate.Limit{limit}, N: 2}); err != nil || !res.Allowed {
 				t.Errorf("cost 2 after its Retry-After of %d s: %v, %v; want admitted", ra, res, err)
 			}
 		})
@@ -783,7 +783,7 @@ func TestCustomDenied(t *testing.T) {
 // A denial that waiting cannot help has no Retry-After, and a full limit
 // no t: nothing more is to come.
 func TestNeverHeaders(t *testing.T) {
-	m := mustNew(t, Config{Limiter: redisrate.NewLimiter(nil), Limits: []redisrate.Limit{redisrate.PerSecond(2)}})
+	m := mustNew(t, Config{Limiter: testLimiter(nil), Limits: []redisrate.Limit{redisrate.PerSecond(2)}})
 	w := httptest.NewRecorder()
 	res := redisrate.Result{RetryAfter: redisrate.InfDuration, Capacity: 2, Remaining: 2}
 	m.setHeaders(w.Header(), m.single, res)
@@ -795,7 +795,7 @@ func TestNeverHeaders(t *testing.T) {
 }
 
 func TestNewErrors(t *testing.T) {
-	l := redisrate.NewLimiter(nil)
+	l := testLimiter(nil)
 	one := []redisrate.Limit{redisrate.PerSecond(1)}
 	plans := []Plan{{Name: "free", Limits: one}}
 	choose := func(*http.Request) (string, error) { return "free", nil }
@@ -845,7 +845,7 @@ func TestCallerGaveUpNotServed(t *testing.T) {
 		e := newEnv(t)
 		next := &served{}
 		h := mustNew(t, Config{
-			Limiter: redisrate.NewLimiter(e.rdb, redisrate.WithFailurePolicy(redisrate.FailOpen)),
+			Limiter: testLimiter(e.rdb, redisrate.WithFailurePolicy(redisrate.FailOpen)),
 			Limits:  []redisrate.Limit{redisrate.PerMinute(1)},
 			Key:     KeyFunc(func(r *http.Request) (string, error) { return r.Header.Get("X-Who"), nil }),
 			Shadow:  shadow,
@@ -900,7 +900,7 @@ func TestShadow(t *testing.T) {
 		var obs seen
 		next := &served{}
 		h := mustNew(t, Config{
-			Limiter:       redisrate.NewLimiter(e.rdb, redisrate.WithObserver(&obs)),
+			Limiter:       testLimiter(e.rdb, redisrate.WithObserver(&obs)),
 			Limits:        []redisrate.Limit{redisrate.PerMinute(2)},
 			Name:          "search",
 			Shadow:        true,
@@ -948,7 +948,7 @@ func TestShadow(t *testing.T) {
 func TestLimitNames(t *testing.T) {
 	e := newEnv(t)
 	var obs seen
-	limiter := redisrate.NewLimiter(e.rdb, redisrate.WithObserver(&obs))
+	limiter := testLimiter(e.rdb, redisrate.WithObserver(&obs))
 	login := mustNew(t, Config{Limiter: limiter, Limits: []redisrate.Limit{redisrate.PerMinute(5)}, Name: "login"}).Handler(&served{})
 	api := mustNew(t, Config{Limiter: limiter, Limits: []redisrate.Limit{redisrate.PerSecond(1), redisrate.PerHour(100)}, Name: "api"}).Handler(&served{})
 	bulk := mustNew(t, Config{Limiter: limiter, Limits: []redisrate.Limit{redisrate.PerHour(100), redisrate.PerSecond(1)}, Name: "bulk"}).Handler(&served{})

@@ -65,7 +65,7 @@ func Example_login() {
 		// costs no password hash. The penalty is taken now, not after a
 		// failure, so that parallel attempts cannot all pass a check
 		// before any of their failures is counted.
-		res, err := limiter.AllowKeys(r.Context(), penalty, keys...)
+		res, err := limiter.Decide(r.Context(), redisrate.Request{Keys: keys, N: penalty})
 		switch {
 		case err != nil || res.Degraded() && !res.Allowed:
 			http.Error(w, "try again later", http.StatusServiceUnavailable)

@@ -81,7 +81,7 @@ func ExampleScope() {
 	w = request("k100") // a fresh key, but the account's 1000 are taken
 	fmt.Println(w.Code, w.Header().Get("RateLimit"))
 	// The account's state is a one-key call's, under the hash tag.
-	res, err := limiter.Peek(context.Background(), "{api:account:acme}", redisrate.PerSecond(1000))
+	res, err := limiter.Decide(context.Background(), redisrate.Request{Kind: redisrate.KindPeek, Key: "{api:account:acme}", Limits: []redisrate.Limit{redisrate.PerSecond(1000)}})
 	fmt.Println(res.Remaining, err)
 	// Output:
 	// 200 "api";q=10;w=1, "account";q=1000;w=1

@@ -132,7 +132,7 @@ func TestScopesAPIKeyAndAccount(t *testing.T) {
 	}
 	// The account's key holds the state of a one-key call of its limit:
 	// the Limiter can read it alone.
-	res, err := e.limiter.Peek(context.Background(), account, redisrate.PerMinute(3))
+	res, err := e.limiter.Decide(context.Background(), redisrate.Request{Kind: redisrate.KindPeek, Key: account, Limits: []redisrate.Limit{redisrate.PerMinute(3)}})
 	if err != nil || res.Remaining != 0 {
 		t.Errorf("Peek of %s alone: %+v, %v; want 0 left", account, res, err)
 	}
@@ -177,7 +177,7 @@ func TestScopesManyKeysShareTheAccount(t *testing.T) {
 	// Every admission was recorded on its key too, and no denial was.
 	used := int64(0)
 	for g := range 40 {
-		res, err := e.limiter.Peek(context.Background(), fmt.Sprintf("{api:account:shared}:api:k%d", g), redisrate.PerMinute(2))
+		res, err := e.limiter.Decide(context.Background(), redisrate.Request{Kind: redisrate.KindPeek, Key: fmt.Sprintf("{api:account:shared}:api:k%d", g), Limits: []redisrate.Limit{redisrate.PerMinute(2)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -289,7 +289,7 @@ func TestScopesShadowFailuresAndExempt(t *testing.T) {
 	t.Run("shadow", func(t *testing.T) {
 		e := newEnv(t)
 		var obs seen
-		c := accountConfig(redisrate.NewLimiter(e.rdb, redisrate.WithObserver(&obs)))
+		c := accountConfig(testLimiter(e.rdb, redisrate.WithObserver(&obs)))
 		c.Shadow = true
 		next := &served{}
 		h := mustNew(t, c).Handler(next)

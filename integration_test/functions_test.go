@@ -117,8 +117,12 @@ func TestFunctionsSameReplies(t *testing.T) {
 			capacity := limit.Capacity()
 			one, two, three := "same:"+a.String()+":one", "same:"+a.String()+":two", "same:"+a.String()+":three"
 
-			same(t, "peek of a fresh key", func(l *redisrate.Limiter) (redisrate.Result, error) { return l.Peek(ctx, one, limit) })
-			same(t, "check of a fresh key", func(l *redisrate.Limiter) (redisrate.Result, error) { return l.Check(ctx, one, limit) })
+			same(t, "peek of a fresh key", func(l *redisrate.Limiter) (redisrate.Result, error) {
+				return l.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: one, Limits: []redisrate.Limit{limit}})
+			})
+			same(t, "check of a fresh key", func(l *redisrate.Limiter) (redisrate.Result, error) {
+				return l.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: one, Limits: []redisrate.Limit{limit}})
+			})
 			for i := range capacity + 1 {
 				res := same(t, fmt.Sprintf("allow %d", i+1), func(l *redisrate.Limiter) (redisrate.Result, error) { return l.Allow(ctx, one, limit) })
 				if res.Allowed != (i < capacity) {
@@ -126,14 +130,20 @@ func TestFunctionsSameReplies(t *testing.T) {
 				}
 			}
 			sameTTL(t, one)
-			same(t, "check of a used-up key", func(l *redisrate.Limiter) (redisrate.Result, error) { return l.Check(ctx, one, limit) })
-			same(t, "check of 2", func(l *redisrate.Limiter) (redisrate.Result, error) { return l.CheckN(ctx, one, limit, 2) })
+			same(t, "check of a used-up key", func(l *redisrate.Limiter) (redisrate.Result, error) {
+				return l.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: one, Limits: []redisrate.Limit{limit}})
+			})
+			same(t, "check of 2", func(l *redisrate.Limiter) (redisrate.Result, error) {
+				return l.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: one, Limits: []redisrate.Limit{limit}, N: 2})
+			})
 			if res := same(t, "a cost past the capacity", func(l *redisrate.Limiter) (redisrate.Result, error) {
 				return l.AllowN(ctx, one, limit, capacity+1)
 			}); !res.Never() {
 				t.Fatalf("cost %d of a capacity of %d: %v, want Never", capacity+1, capacity, res)
 			}
-			same(t, "peek of a used-up key", func(l *redisrate.Limiter) (redisrate.Result, error) { return l.Peek(ctx, one, limit) })
+			same(t, "peek of a used-up key", func(l *redisrate.Limiter) (redisrate.Result, error) {
+				return l.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: one, Limits: []redisrate.Limit{limit}})
+			})
 			same(t, "reset", func(l *redisrate.Limiter) (redisrate.Result, error) { return redisrate.Result{}, l.Reset(ctx, one) })
 			resets++
 			same(t, "allow 3 after the reset", func(l *redisrate.Limiter) (redisrate.Result, error) { return l.AllowN(ctx, one, limit, 3) })
@@ -143,24 +153,28 @@ func TestFunctionsSameReplies(t *testing.T) {
 			// one has room and it has not.
 			for i := range 4 {
 				same(t, fmt.Sprintf("multi allow %d", i+1), func(l *redisrate.Limiter) (redisrate.Result, error) {
-					return l.AllowMulti(ctx, two, 2, limit, weekly)
+					return l.Decide(ctx, redisrate.Request{Key: two, Limits: []redisrate.Limit{limit, weekly}, N: 2})
 				})
 			}
-			same(t, "multi check", func(l *redisrate.Limiter) (redisrate.Result, error) { return l.CheckMulti(ctx, two, 1, limit, weekly) })
-			same(t, "multi peek", func(l *redisrate.Limiter) (redisrate.Result, error) { return l.Peek(ctx, two, limit, weekly) })
+			same(t, "multi check", func(l *redisrate.Limiter) (redisrate.Result, error) {
+				return l.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: two, Limits: []redisrate.Limit{limit, weekly}})
+			})
+			same(t, "multi peek", func(l *redisrate.Limiter) (redisrate.Result, error) {
+				return l.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: two, Limits: []redisrate.Limit{limit, weekly}})
+			})
 			sameTTL(t, two)
 
 			// A batch: one pipeline of FCALLs against one of EVALSHAs.
 			reqs := []redisrate.Request{
 				{Key: three, Limits: []redisrate.Limit{limit}, N: 2},
-				{Key: three, Limits: []redisrate.Limit{limit}, Check: true},
-				{Key: three, Limits: []redisrate.Limit{limit}, Peek: true},
+				{Key: three, Limits: []redisrate.Limit{limit}, Kind: redisrate.KindCheck},
+				{Key: three, Limits: []redisrate.Limit{limit}, Kind: redisrate.KindPeek},
 				{Key: two, Limits: []redisrate.Limit{limit, weekly}},
 				{Key: three, Limits: []redisrate.Limit{limit}, N: capacity + 1},
 				{Key: three, Limits: []redisrate.Limit{limit}},
 			}
-			rf, errF := byFCall.AllowBatch(ctx, reqs)
-			re, errE := byEvalSha.AllowBatch(ctx, reqs)
+			rf, errF := byFCall.DecideBatch(ctx, reqs)
+			re, errE := byEvalSha.DecideBatch(ctx, reqs)
 			if why := sameError(errF, errE); why != "" || len(rf) != len(reqs) || len(re) != len(reqs) {
 				t.Fatalf("batch: %s: by FCALL %d results, %v; by EVALSHA %d results, %v", why, len(rf), errF, len(re), errE)
 			}
@@ -242,9 +256,9 @@ func TestFunctionDeleteHealed(t *testing.T) {
 		case 0, 1:
 			_, err = lim.Allow(ctx, key, l)
 		case 2:
-			_, err = ro.Check(ctx, key, l)
+			_, err = ro.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: key, Limits: []redisrate.Limit{l}})
 		default:
-			_, err = ro.Peek(ctx, key, l)
+			_, err = ro.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: key, Limits: []redisrate.Limit{l}})
 		}
 		made.Add(1)
 		if err != nil {
@@ -368,10 +382,10 @@ func TestFunctionsOtherVersionNeverDecides(t *testing.T) {
 			rs = append(rs, r)
 		case 1:
 			var r redisrate.Result
-			r, err = lim.Check(ctx, key, limitOf(a))
+			r, err = lim.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: key, Limits: []redisrate.Limit{limitOf(a)}})
 			rs = append(rs, r)
 		default:
-			rs, err = lim.AllowBatch(ctx, []redisrate.Request{{Key: key, Limits: []redisrate.Limit{limitOf(a)}}, {Key: key, Limits: []redisrate.Limit{limitOf(a)}, Check: true}})
+			rs, err = lim.DecideBatch(ctx, []redisrate.Request{{Key: key, Limits: []redisrate.Limit{limitOf(a)}}, {Key: key, Limits: []redisrate.Limit{limitOf(a)}, Kind: redisrate.KindCheck}})
 		}
 		made.Add(1)
 		if err != nil {
@@ -465,14 +479,14 @@ func TestFunctionsOOMDecidesWhatWritesNothing(t *testing.T) {
 		if r, err := open.AllowN(ctx, room, l, 4); err != nil || !r.Never() || r.Source != redisrate.SourceRedis {
 			t.Errorf("%s: a cost past the capacity at maxmemory: %v, %v; want Redis's never", a, r, err)
 		}
-		rs, err := open.AllowBatch(ctx, []redisrate.Request{{Key: full, Limits: []redisrate.Limit{l}}, {Key: room, Limits: []redisrate.Limit{l}, Check: true}})
+		rs, err := open.DecideBatch(ctx, []redisrate.Request{{Key: full, Limits: []redisrate.Limit{l}}, {Key: room, Limits: []redisrate.Limit{l}, Kind: redisrate.KindCheck}})
 		if err != nil || rs[0].Allowed || rs[0].Source != redisrate.SourceRedis || !rs[1].Allowed || rs[1].Source != redisrate.SourceRedis {
 			t.Errorf("%s: a batch at maxmemory: %v, %v; want Redis's denial and Redis's check", a, rs, err)
 		}
-		if r, err := open.Check(ctx, full, l); err != nil || r.Allowed || r.Source != redisrate.SourceRedis {
+		if r, err := open.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: full, Limits: []redisrate.Limit{l}}); err != nil || r.Allowed || r.Source != redisrate.SourceRedis {
 			t.Errorf("%s: Check at maxmemory: %v, %v", a, r, err)
 		}
-		if r, err := open.Peek(ctx, room, l); err != nil || r.Remaining != 2 || r.Source != redisrate.SourceRedis {
+		if r, err := open.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: room, Limits: []redisrate.Limit{l}}); err != nil || r.Remaining != 2 || r.Source != redisrate.SourceRedis {
 			t.Errorf("%s: Peek at maxmemory: %v, %v", a, r, err)
 		}
 		// What would write fails with OOM: the policy answers.

@@ -100,7 +100,9 @@ func hammer(t *testing.T, r *redistest.Redis, rdb *redis.Client, lim *redisrate.
 			// decisions; a cost-0 call records nothing.
 			var warm sync.WaitGroup
 			for range hammerWorkers {
-				warm.Go(func() { _, _ = lim.Peek(ctx, r.Key("warm"), c.limit) })
+				warm.Go(func() {
+					_, _ = lim.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: r.Key("warm"), Limits: []redisrate.Limit{c.limit}})
+				})
 			}
 			warm.Wait()
 

@@ -205,7 +205,14 @@ func script(t testing.TB, a redisrate.Algorithm) scripts.Spec {
 // rawArgs is the ARGV of a call as the Go client would send it.
 func rawArgs(t testing.TB, n int64, check bool, limits ...redisrate.Limit) []any {
 	t.Helper()
-	args, err := redisrate.Args(n, check, limits...)
+	kind := redisrate.KindAllow
+	switch {
+	case check:
+		kind = redisrate.KindCheck
+	case n == 0:
+		kind = redisrate.KindPeek
+	}
+	args, err := redisrate.Args(kind, n, limits...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ var vias = []via{
 // ignored: a Limiter that may only fail (Allow on a replica) learns too.
 func learn(ctx context.Context, lims ...*redisrate.Limiter) {
 	for _, l := range lims {
-		_, _ = l.Peek(ctx, "learn", redisrate.PerMinute(1))
+		_, _ = l.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: "learn", Limits: []redisrate.Limit{redisrate.PerMinute(1)}})
 	}
 }
 
@@ -66,14 +66,14 @@ func TestReadOnlyCheck(t *testing.T) {
 					l := perMinute(a)
 					key := "ro:" + a.String()
 					before := redistest.ReadCommandStats(t, c)
-					res, err := ro.Check(ctx, key, l)
+					res, err := ro.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: key, Limits: []redisrate.Limit{l}})
 					if err != nil {
 						t.Fatal(err)
 					}
 					if !res.Allowed || res.Remaining != 2 {
 						t.Fatalf("check of a fresh key: %v, want allowed with 2 remaining", res)
 					}
-					res, err = ro.Peek(ctx, key, l)
+					res, err = ro.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: key, Limits: []redisrate.Limit{l}})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -90,11 +90,11 @@ func TestReadOnlyCheck(t *testing.T) {
 					}
 					dump := c.Dump(ctx, key).Val()
 					ttl := c.PTTL(ctx, key).Val()
-					checked, err := ro.Check(ctx, key, l)
+					checked, err := ro.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: key, Limits: []redisrate.Limit{l}})
 					if err != nil {
 						t.Fatal(err)
 					}
-					peeked, err := ro.Peek(ctx, key, l)
+					peeked, err := ro.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: key, Limits: []redisrate.Limit{l}})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -155,13 +155,13 @@ func readOnlyUser(t *testing.T, v via, addr string) {
 	for _, a := range redistest.Algorithms {
 		l := perMinute(a)
 		key := "acl:" + a.String()
-		if res, err := ro.Check(ctx, key, l); err != nil || !res.Allowed || res.Source != redisrate.SourceRedis {
+		if res, err := ro.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: key, Limits: []redisrate.Limit{l}}); err != nil || !res.Allowed || res.Source != redisrate.SourceRedis {
 			t.Errorf("%s: read-only check as a read-only user: %v, %v", a, res, err)
 		}
-		if res, err := ro.Peek(ctx, key, l); err != nil || res.Remaining != 3 {
+		if res, err := ro.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: key, Limits: []redisrate.Limit{l}}); err != nil || res.Remaining != 3 {
 			t.Errorf("%s: peek as a read-only user: %v, %v", a, res, err)
 		}
-		_, err := plain.Check(ctx, key, l)
+		_, err := plain.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: key, Limits: []redisrate.Limit{l}})
 		if !errors.Is(err, redisrate.ErrPermission) || !strings.Contains(err.Error(), "NOPERM") {
 			t.Errorf("%s: a plain check as a read-only user: %v, want ErrPermission with the server's NOPERM", a, err)
 		}
@@ -225,11 +225,11 @@ func TestReadOnlyCheckOnReplica(t *testing.T) {
 					var want, got redisrate.Result
 					var errP, errR error
 					if kind == "check" {
-						want, errP = onPrimary.Check(ctx, key, l)
-						got, errR = onReplica.Check(ctx, key, l)
+						want, errP = onPrimary.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: key, Limits: []redisrate.Limit{l}})
+						got, errR = onReplica.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: key, Limits: []redisrate.Limit{l}})
 					} else {
-						want, errP = onPrimary.Peek(ctx, key, l)
-						got, errR = onReplica.Peek(ctx, key, l)
+						want, errP = onPrimary.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: key, Limits: []redisrate.Limit{l}})
+						got, errR = onReplica.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: key, Limits: []redisrate.Limit{l}})
 					}
 					if errP != nil || errR != nil {
 						t.Fatalf("%s %s: primary %v, replica %v", a, kind, errP, errR)

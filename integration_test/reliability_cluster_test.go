@@ -74,7 +74,7 @@ func TestReliabilityClusterAllAlgorithms(t *testing.T) {
 						return
 					}
 				}
-				if res, err := lim.Check(ctx, key, limit); err != nil || res.Allowed {
+				if res, err := lim.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: key, Limits: []redisrate.Limit{limit}}); err != nil || res.Allowed {
 					errs <- errors.Join(err, errors.New(key+": check after 3 of 3: "+res.String()))
 				}
 			}()
@@ -157,7 +157,7 @@ func TestReliabilityClusterReplicaCheck(t *testing.T) {
 			// Each Limiter asks once whether the library is there (a keyless
 			// FCALL_RO to any node): before the counts.
 			for _, l := range []*redisrate.Limiter{primary, replica} {
-				if _, err := l.Peek(ctx, "learn", redisrate.PerHour(1)); err != nil {
+				if _, err := l.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: "learn", Limits: []redisrate.Limit{redisrate.PerHour(1)}}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -186,11 +186,11 @@ func TestReliabilityClusterReplicaCheck(t *testing.T) {
 					var want, got redisrate.Result
 					var errP, errR error
 					if kind == "check" {
-						want, errP = primary.Check(ctx, key, limit)
-						got, errR = replica.Check(ctx, key, limit)
+						want, errP = primary.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: key, Limits: []redisrate.Limit{limit}})
+						got, errR = replica.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: key, Limits: []redisrate.Limit{limit}})
 					} else {
-						want, errP = primary.Peek(ctx, key, limit)
-						got, errR = replica.Peek(ctx, key, limit)
+						want, errP = primary.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: key, Limits: []redisrate.Limit{limit}})
+						got, errR = replica.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: key, Limits: []redisrate.Limit{limit}})
 					}
 					if errP != nil || errR != nil {
 						t.Fatalf("%s %s: primary %v, replica %v", algo, kind, errP, errR)

@@ -347,7 +347,7 @@ func TestReliabilityStateLossAndKilledConnections(t *testing.T) {
 	// The state agrees with what callers were told: a retried call whose
 	// reply was lost may have counted twice (never admitted more), so
 	// Redis may have used more units than callers saw, never fewer.
-	res, err := lim.Peek(ctx, key, limit) // cost 0: the units available now
+	res, err := lim.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: key, Limits: []redisrate.Limit{limit}}) // cost 0: the units available now
 	if err != nil {
 		t.Fatal(err)
 	}

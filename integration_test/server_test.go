@@ -60,14 +60,14 @@ func TestScriptFlushHealed(t *testing.T) {
 				case "allow":
 					res, err = lim.Allow(ctx, key, l)
 				case "check":
-					res, err = lim.Check(ctx, key, l)
+					res, err = lim.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: key, Limits: []redisrate.Limit{l}})
 				case "peek":
-					res, err = lim.Peek(ctx, key, l)
+					res, err = lim.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: key, Limits: []redisrate.Limit{l}})
 				case "ro-check":
 					if !readOnly {
 						continue
 					}
-					res, err = ro.Check(ctx, key, l)
+					res, err = ro.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: key, Limits: []redisrate.Limit{l}})
 				}
 				if err != nil {
 					t.Fatalf("step %d (%s) right after SCRIPT FLUSH: %v", i+1, step.do, err)
@@ -118,7 +118,7 @@ func TestScriptFlushUnderLoad(t *testing.T) {
 				l := redisrate.PerSecond(1000).WithAlgorithm(a)
 				var err error
 				if i%3 == 0 {
-					_, err = lim.Check(ctx, r.Key("load:"+a.String()), l)
+					_, err = lim.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: r.Key("load:" + a.String()), Limits: []redisrate.Limit{l}})
 				} else {
 					_, err = lim.Allow(ctx, r.Key("load:"+a.String()), l)
 				}

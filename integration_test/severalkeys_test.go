@@ -82,7 +82,7 @@ func hammerOrg(ctx context.Context, l *redisrate.Limiter, tag string, user, org 
 					}
 				}
 				u := (w*7 + i*13) % orgUsers
-				r, err := l.AllowKeys(ctx, 1, orgKeys(tag, u, user, org)...)
+				r, err := l.Decide(ctx, redisrate.Request{Keys: orgKeys(tag, u, user, org)})
 				tally.add(u, r, err)
 			}
 		}()
@@ -102,7 +102,7 @@ func checkOrg(t *testing.T, ctx context.Context, l *redisrate.Limiter, tag strin
 		if n > user.Rate {
 			t.Errorf("%s: user %d admitted %d times, over its %d", tag, u, n, user.Rate)
 		}
-		r, err := l.Peek(ctx, tag+":user:"+fmt.Sprint(u), user)
+		r, err := l.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: tag + ":user:" + fmt.Sprint(u), Limits: []redisrate.Limit{user}})
 		if err != nil || r.Remaining != user.Rate-n {
 			t.Errorf("%s: user %d: %v %v, want %d left after %d admitted", tag, u, r, err, user.Rate-n, n)
 		}
@@ -110,7 +110,7 @@ func checkOrg(t *testing.T, ctx context.Context, l *redisrate.Limiter, tag strin
 	if tally.total != org.Rate || sum != tally.total {
 		t.Errorf("%s: %d attempts admitted %d (users' sum %d), want exactly the organisation's %d", tag, tally.attempts, tally.total, sum, org.Rate)
 	}
-	if r, err := l.Peek(ctx, tag, org); err != nil || r.Remaining != 0 {
+	if r, err := l.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: tag, Limits: []redisrate.Limit{org}}); err != nil || r.Remaining != 0 {
 		t.Errorf("%s: the organisation: %v %v, want spent", tag, r, err)
 	}
 }
@@ -213,7 +213,7 @@ func TestSeveralKeysWriteNothingOnRealRedis(t *testing.T) {
 				}
 			}
 			for _, u := range []int{1, 1, 2} {
-				if res, err := l.AllowKeys(ctx, 1, orgKeys("{o}", u, user, org)...); err != nil || !res.Allowed {
+				if res, err := l.Decide(ctx, redisrate.Request{Keys: orgKeys("{o}", u, user, org)}); err != nil || !res.Allowed {
 					t.Fatalf("user %d: %v %v", u, res, err)
 				}
 			}
@@ -223,7 +223,7 @@ func TestSeveralKeysWriteNothingOnRealRedis(t *testing.T) {
 			}{{1, 0}, {3, 1}} { // user 1 spent; user 3 new, the organisation spent
 				keys := orgKeys("{o}", tc.u, user, org)
 				unwritten(fmt.Sprintf("user %d's denial", tc.u), func() {
-					res, err := l.AllowKeys(ctx, 1, keys...)
+					res, err := l.Decide(ctx, redisrate.Request{Keys: keys})
 					if err != nil || res.Allowed || res.Binding != tc.binding || res.Key != keys[tc.binding].Key {
 						t.Fatalf("user %d: %v %v, want denied by key #%d", tc.u, res, err, tc.binding+1)
 					}
@@ -237,7 +237,7 @@ func TestSeveralKeysWriteNothingOnRealRedis(t *testing.T) {
 				t.Fatal(err)
 			}
 			unwritten("a call with a foreign value on key 2", func() {
-				_, err := l.AllowKeys(ctx, 1, orgKeys("{f}", 1, user, org)...)
+				_, err := l.Decide(ctx, redisrate.Request{Keys: orgKeys("{f}", 1, user, org)})
 				var e *redisrate.Error
 				if !errors.Is(err, redisrate.ErrForeignKey) || !errors.As(err, &e) || e.Key != key("{f}") || !strings.Contains(err.Error(), "key #2") {
 					t.Errorf("a foreign value on key 2: %v, want ErrForeignKey naming key #2 (%s)", err, key("{f}"))
@@ -273,7 +273,7 @@ func TestClusterSeveralKeys(t *testing.T) {
 		checkOrg(t, ctx, l, "{org:7}", user, org, &tally)
 		// A batch of calls for two organisations, pipelined by slot, by a
 		// user the hammer never called: the spent organisation denies it.
-		res, err := l.AllowBatch(ctx, []redisrate.Request{
+		res, err := l.DecideBatch(ctx, []redisrate.Request{
 			{Keys: orgKeys("{org:7}", orgUsers, user, org)},
 			{Keys: orgKeys("{org:9}", 0, user, org)},
 		})
@@ -370,14 +370,14 @@ func TestClusterSeveralKeys(t *testing.T) {
 	})
 
 	t.Run("CROSSSLOT", func(t *testing.T) {
-		_, err := l.AllowKeys(ctx, 1, redisrate.KeyLimit{Key: "user:42", Limit: user}, redisrate.KeyLimit{Key: "org:7", Limit: org})
+		_, err := l.Decide(ctx, redisrate.Request{Keys: []redisrate.KeyLimit{redisrate.KeyLimit{Key: "user:42", Limit: user}, redisrate.KeyLimit{Key: "org:7", Limit: org}}})
 		if !errors.Is(err, redisrate.ErrInvalid) || errors.Is(err, redisrate.ErrUnavailable) ||
 			!strings.Contains(err.Error(), "hash tag") || !strings.Contains(err.Error(), "{org:7}:user:42 and {org:7}") {
 			t.Errorf("keys in two slots: %v, want ErrInvalid with the hash-tag advice", err)
 		}
 		// Not a Redis failure: FailOpen does not admit it.
 		open := l.With(redisrate.WithFailurePolicy(redisrate.FailOpen))
-		if res, err := open.AllowKeys(ctx, 1, redisrate.KeyLimit{Key: "user:42", Limit: user}, redisrate.KeyLimit{Key: "org:7", Limit: org}); !errors.Is(err, redisrate.ErrInvalid) || res.Allowed {
+		if res, err := open.Decide(ctx, redisrate.Request{Keys: []redisrate.KeyLimit{redisrate.KeyLimit{Key: "user:42", Limit: user}, redisrate.KeyLimit{Key: "org:7", Limit: org}}}); !errors.Is(err, redisrate.ErrInvalid) || res.Allowed {
 			t.Errorf("keys in two slots under FailOpen: %+v %v, want ErrInvalid", res, err)
 		}
 	})

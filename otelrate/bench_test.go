@@ -41,7 +41,7 @@ func BenchmarkDenyCacheHit(b *testing.B) {
 		{"otelrate metrics and spans", []redisrate.Option{redisrate.WithObserver(obs)}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			l := redisrate.NewLimiter(rdb, append(bc.opts, redisrate.WithDenyCache(16))...)
+			l := testLimiter(rdb, append(bc.opts, redisrate.WithDenyCache(16))...)
 			ctx := context.Background()
 			key := "bench:" + bc.name
 			for range 2 { // one admitted, one denial to cache

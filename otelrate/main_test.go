@@ -1,17 +1,17 @@
 package otelrate_test
 
 import (
-	"os"
-	"testing"
 	"time"
 
-	"github.com/redisrate/redisrate/internal/testtimeout"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redisrate/redisrate"
 )
 
-// TestMain gives the Limiters the tests make a decision timeout that
+// testLimiter is redisrate.NewLimiter with a decision timeout that
 // miniredis's Lua, under the race detector on a busy machine, always meets
-// (200 ms, the default, is not: a slow call would be an outage).
-func TestMain(m *testing.M) {
-	testtimeout.DecisionTimeout = 10 * time.Second
-	os.Exit(m.Run())
+// (200 ms, the default, is not: a slow call would be an outage), unless
+// opts set another.
+func testLimiter(rdb redis.Scripter, opts ...redisrate.Option) *redisrate.Limiter {
+	return redisrate.NewLimiter(rdb, append([]redisrate.Option{redisrate.WithDecisionTimeout(10 * time.Second)}, opts...)...)
 }

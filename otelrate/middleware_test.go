@@ -22,7 +22,7 @@ func httpRig(t *testing.T) (*telemetry, *redisrate.Limiter) {
 	mr.SetTime(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
-	return tel, redisrate.NewLimiter(rdb, redisrate.WithObserver(tel.observer(t)))
+	return tel, testLimiter(rdb, redisrate.WithObserver(tel.observer(t)))
 }
 
 func handler(t *testing.T, c httplimit.Config) http.Handler {

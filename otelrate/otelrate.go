@@ -29,7 +29,7 @@
 // unavailable, invalid, foreign_key, bad_reply, canceled,
 // deadline_exceeded, other). The degraded counter carries the algorithm,
 // limit, source and outcome; the deny-cache counter the algorithm and
-// limit. A batch (AllowBatch) counts as its requests; a Reset is traced,
+// limit. A batch (DecideBatch) counts as its requests; a Reset is traced,
 // not counted.
 //
 // # Traces

@@ -263,7 +263,7 @@ func TestLimiter(t *testing.T) {
 	if err := redisotel.InstrumentTracing(rdb, redisotel.WithTracerProvider(tel.tp)); err != nil {
 		t.Fatal(err)
 	}
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithObserver(tel.observer(t)), redisrate.WithDenyCache(16),
+	limiter := testLimiter(rdb, redisrate.WithObserver(tel.observer(t)), redisrate.WithDenyCache(16),
 		redisrate.WithFailurePolicy(redisrate.FailOpen))
 	ctx := context.Background()
 	limit := redisrate.PerMinute(1)

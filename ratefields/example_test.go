@@ -28,7 +28,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	for range 4 {
-		res, err := limiter.AllowMulti(context.Background(), "client:42", 1, fields.Limits...)
+		res, err := limiter.Decide(context.Background(), redisrate.Request{Key: "client:42", Limits: fields.Limits})
 		if err != nil {
 			log.Fatal(err)
 		}

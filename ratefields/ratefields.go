@@ -385,7 +385,7 @@ func (s Scopes) NewSet(name string, names []string, limits []redisrate.Limit) (*
 	if err != nil {
 		return nil, err
 	}
-	if _, err := redisrate.Args(1, false, limits...); err != nil {
+	if _, err := redisrate.Args(redisrate.KindAllow, 1, limits...); err != nil {
 		return nil, err
 	}
 	switch {

@@ -48,7 +48,14 @@ Example:
 				return err
 			}
 			n := cost.v
-			if _, err := redisrate.Args(n, *check, lim); err != nil {
+			kind := redisrate.KindAllow
+			switch {
+			case n == 0:
+				kind = redisrate.KindPeek
+			case *check:
+				kind = redisrate.KindCheck
+			}
+			if _, err := redisrate.Args(kind, n, lim); err != nil {
 				return usageErr("%s", trimPrefix(err))
 			}
 			rdb, err := connect(ctx, *addr, *ca)
@@ -57,15 +64,7 @@ Example:
 			}
 			defer rdb.Close()
 			l := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(cliDecisionTimeout))
-			var res redisrate.Result
-			switch {
-			case n == 0:
-				res, err = l.Peek(ctx, key, lim)
-			case *check:
-				res, err = l.CheckN(ctx, key, lim, n)
-			default:
-				res, err = l.AllowN(ctx, key, lim, n)
-			}
+			res, err := l.Decide(ctx, redisrate.Request{Kind: kind, Key: key, Limits: []redisrate.Limit{lim}, N: n})
 			if err != nil {
 				return err
 			}

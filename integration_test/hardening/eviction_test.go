@@ -145,7 +145,7 @@ func TestNoevictionOOM(t *testing.T) {
 				t.Errorf("%s %s FailClosed: %v, %v", algo, key, res, err)
 			}
 			// A check writes nothing: Redis still answers it.
-			res, err := plain.Check(ctx, key, lim)
+			res, err := plain.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: key, Limits: []redisrate.Limit{lim}})
 			if err != nil || res.Source != redisrate.SourceRedis || !res.Allowed {
 				t.Errorf("%s %s Check at maxmemory: %v, %v", algo, key, res, err)
 			}

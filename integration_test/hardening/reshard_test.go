@@ -135,7 +135,7 @@ func reshard(t *testing.T, library bool) {
 	redistest.Report(t, name, "%d slot migrations of hot keys (%d keys moved by MIGRATE) under load", migrations, moved)
 	checkBounds(t, name, keys, 0, false)
 	for _, algo := range redistest.Algorithms {
-		res, err := l.Check(ctx, "{"+algo.String()+"}:idle", idle.WithAlgorithm(algo))
+		res, err := l.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: "{" + algo.String() + "}:idle", Limits: []redisrate.Limit{idle.WithAlgorithm(algo)}})
 		if err != nil || res.Allowed {
 			t.Errorf("%s: the exhausted key in the migrated slot: %v, %v; want still denied (state carried)", algo, res, err)
 		}

@@ -29,16 +29,16 @@ func exercise(t *testing.T, what string, l *redisrate.Limiter, prefix string) {
 				t.Fatalf("%s: %s Allow %d: %v, %v", what, algo, i+1, res, err)
 			}
 		}
-		if res, err := l.Check(ctx, key, lim); err != nil || res.Allowed {
+		if res, err := l.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: key, Limits: []redisrate.Limit{lim}}); err != nil || res.Allowed {
 			t.Fatalf("%s: %s Check after 3 of 3: %v, %v", what, algo, res, err)
 		}
-		if res, err := l.Peek(ctx, key, lim); err != nil || res.Remaining != 0 {
+		if res, err := l.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: key, Limits: []redisrate.Limit{lim}}); err != nil || res.Remaining != 0 {
 			t.Fatalf("%s: %s Peek: %v, %v", what, algo, res, err)
 		}
-		if res, err := l.AllowMulti(ctx, key+":multi", 1, lim, redisrate.PerHour(10).WithAlgorithm(algo)); err != nil || !res.Allowed {
+		if res, err := l.Decide(ctx, redisrate.Request{Key: key + ":multi", Limits: []redisrate.Limit{lim, redisrate.PerHour(10).WithAlgorithm(algo)}}); err != nil || !res.Allowed {
 			t.Fatalf("%s: %s AllowMulti: %v, %v", what, algo, res, err)
 		}
-		rs, err := l.AllowBatch(ctx, []redisrate.Request{{Key: key + ":b1", Limits: []redisrate.Limit{lim}}, {Key: key + ":b2", Limits: []redisrate.Limit{lim}, Check: true}})
+		rs, err := l.DecideBatch(ctx, []redisrate.Request{{Key: key + ":b1", Limits: []redisrate.Limit{lim}}, {Key: key + ":b2", Limits: []redisrate.Limit{lim}, Kind: redisrate.KindCheck}})
 		if err != nil || !rs[0].Allowed || !rs[1].Allowed {
 			t.Fatalf("%s: %s AllowBatch: %v, %v", what, algo, rs, err)
 		}

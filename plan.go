@@ -1,0 +1,331 @@
+package redisrate
+
+import (
+	"sync"
+	"time"
+)
+
+// The plan stage: a Request becomes an op, validated as the scripts would
+// validate it (with their words), with its keys prefixed and its script,
+// its access (write, read, read anywhere) and its ARGV's mode chosen. A
+// call refused here never reaches Redis: its error matches ErrInvalid.
+
+// shape reads r into o, before anything is validated, so that the observer
+// sees the call as it was asked: its kind, key or keys, and cost; a request
+// of no known kind or form gets its error here, for plan to return. It
+// returns the call's limits: r.Limits, or those of r.Keys.
+func (o *op) shape(r *Request) []Limit {
+	o.kind, o.ukey, o.cost = r.Kind, r.Key, r.N
+	o.err = requestForm(r)
+	switch {
+	case len(r.Keys) == 1 && r.Key == "" && len(r.Limits) == 0:
+		// One KeyLimit is a one-key call, which runs the one-key script's fast path.
+		o.ukey = r.Keys[0].Key
+		return []Limit{r.Keys[0].Limit}
+	case len(r.Keys) > 0:
+		// The Limiter's own slices: the caller may reuse r.Keys.
+		o.ukeys = make([]string, len(r.Keys))
+		limits := make([]Limit, len(r.Keys))
+		for i, kl := range r.Keys {
+			o.ukeys[i], limits[i] = kl.Key, kl.Limit
+		}
+		o.ukey = o.ukeys[0]
+		return limits
+	}
+	return r.Limits
+}
+
+// decision is what the observer is told of o, asked as kind.
+func (o *op) decision(kind Kind, limits []Limit) Decision {
+	d := Decision{Kind: kind, Key: o.ukey, Keys: o.ukeys, Cost: o.cost}
+	if len(limits) > 0 {
+		d.Algorithm = limits[0].Algorithm
+	}
+	return d
+}
+
+// attemptOp is a new op for one attempt of o, as asked of another Limiter
+// (the fallback): a wait's attempt is an allow.
+func (o *op) attemptOp() *op {
+	return &op{kind: o.kind, ukey: o.ukey, ukeys: o.ukeys, cost: o.cost}
+}
+
+// defaultN is r's cost: an N of 0 is 1 for the kinds that take units, so
+// that a zero value never means "do not limit".
+func defaultN(r Request) int64 {
+	switch r.Kind {
+	case KindAllow, KindCheck, KindUpTo, KindWait:
+		if r.N == 0 {
+			return 1
+		}
+	}
+	return r.N
+}
+
+// plan validates o, shaped from a request, and picks its script; false
+// (with o.err set) when the call is refused before any round trip. The ARGV
+// waits for the send: a deny-cache hit needs none.
+func (l *Limiter) plan(o *op, limits []Limit) bool {
+	if o.err == nil {
+		o.err = l.planKeys(o, limits)
+	}
+	if o.err == nil && o.kind != KindReset {
+		o.err = planCost(o.kind, o.cost)
+		if o.err == nil {
+			o.err = validateCall(o.cost, limits)
+		}
+	}
+	if o.err != nil {
+		return false
+	}
+	switch {
+	case o.kind == KindReset:
+		o.s = &resetScript
+		return true
+	case o.kind.writes():
+		o.access = accessWrite
+	case l.readOnlyCheck:
+		o.access = accessReplica
+	default:
+		o.access = accessRead
+	}
+	o.s = &algoScripts[limits[0].Algorithm]
+	return true
+}
+
+// planKeys checks o's key or keys as the scripts would (the count, then
+// each key, then their limits' common algorithm), and prefixes them.
+func (l *Limiter) planKeys(o *op, limits []Limit) error {
+	if o.ukeys == nil {
+		if o.ukey == "" {
+			// The scripts take any key; an empty one is almost always an
+			// identity that was not found, and would hold every caller
+			// without one to one shared limit.
+			return invalidf("invalid key '': must not be empty")
+		}
+		o.key = l.prefix + o.ukey
+		return nil
+	}
+	if len(o.ukeys) > maxLimits {
+		return invalidf("invalid numkeys '%d': must be at most %d keys, one limit each", len(o.ukeys), maxLimits)
+	}
+	o.keys = make([]string, len(o.ukeys))
+	for i, k := range o.ukeys {
+		if k == "" {
+			return invalidf("invalid key #%d '': must not be empty", i+1)
+		}
+		for j := range i {
+			if o.ukeys[j] == k { // the same after the prefix, too
+				return invalidf("invalid key #%d '%s': must differ from key #%d", i+1, k, j+1)
+			}
+		}
+		o.keys[i] = l.prefix + k
+	}
+	for i, lim := range limits[1:] {
+		if lim.Algorithm != limits[0].Algorithm {
+			return invalidf("invalid algorithm #%d '%s' (key #%d '%s'): must be key #1's, %s: one call runs one algorithm's script",
+				i+2, lim.Algorithm, i+2, o.ukeys[i+1], limits[0].Algorithm)
+		}
+	}
+	o.key = o.keys[0]
+	if l.deny != nil {
+		o.denyID = denyIdentity(o.keys)
+	}
+	return nil
+}
+
+// requestForm refuses a request of no known kind, or that does not give
+// exactly one of its two forms: Key and Limits, or Keys.
+func requestForm(r *Request) error {
+	switch {
+	case r.Kind > KindForce:
+		return invalidf("invalid kind %d: must be one of KindAllow to KindForce", int(r.Kind))
+	case r.Kind == KindBatch:
+		return invalidf("invalid kind batch: a request is one decision; give DecideBatch the requests")
+	case r.Kind == KindReset && (len(r.Keys) > 0 || len(r.Limits) > 0):
+		return invalidf("invalid request: a reset takes a Key only, no Limits or Keys")
+	case r.Kind == KindReset:
+		return nil
+	case len(r.Keys) > 0 && (r.Key != "" || len(r.Limits) > 0):
+		return invalidf("invalid request: both Keys and Key/Limits given: give Key and Limits for one key, or Keys for several")
+	case len(r.Keys) == 0 && len(r.Limits) == 0:
+		return invalidf("invalid request: neither Limits nor Keys given: give Key and Limits for one key, or Keys for several")
+	}
+	return nil
+}
+
+// planCost checks a cost for its kind: a peek takes nothing, the others
+// move at least one unit (a refund or a penalty of 0 is a mistake, and a
+// cost of 0 is never "do not limit").
+func planCost(kind Kind, cost int64) error {
+	switch {
+	case kind == KindPeek && cost != 0:
+		return invalidf("invalid cost '%d': a peek takes nothing; leave N 0", cost)
+	case kind != KindPeek && cost == 0:
+		return invalidf("invalid cost '0': must be at least 1 to take units; ask with KindPeek to read the state without taking any")
+	}
+	return nil
+}
+
+// writes reports whether a decision of kind k records anything.
+func (k Kind) writes() bool {
+	switch k {
+	case KindAllow, KindWait, KindUpTo, KindRefund, KindForce:
+		return true
+	}
+	return false
+}
+
+// mode is ARGV[5] for kind k (CONTRACT.md, "Modes"); a peek is an allow of
+// cost 0.
+func (k Kind) mode() string {
+	switch k {
+	case KindCheck:
+		return "check"
+	case KindUpTo:
+		return "upto"
+	case KindRefund:
+		return "refund"
+	case KindForce:
+		return "force"
+	}
+	return ""
+}
+
+// Args returns the ARGV the script of limits[0].Algorithm takes for a
+// request of kind and cost units (KindPeek: a cost of 0), after
+// validating them exactly as the script would: it refuses what the script
+// refuses, with the script's words (without "ERR ", matching ErrInvalid),
+// in the script's order (the first limit, the cost, then the further
+// limits). It is how other clients of the scripts can build calls that
+// match this package's. A call of several keys takes the same ARGV, limit
+// i for KEYS[i].
+//
+// Only the arguments the call needs are returned: a default (burst equal to
+// the rate, cost 1, no mode) is left out at the end and written "" in the
+// middle. Numbers are int64, "" and the mode strings, as go-redis takes them.
+func Args(kind Kind, cost int64, limits ...Limit) ([]any, error) {
+	if kind == KindBatch || kind == KindReset || kind > KindForce {
+		return nil, invalidf("invalid kind %s: it has no ARGV of its own", kind)
+	}
+	if err := planCost(kind, cost); err != nil {
+		return nil, err
+	}
+	return buildArgs(cost, kind.mode(), limits)
+}
+
+// argv returns o's ARGV, built once (Wait sends it again and again) and
+// only when the op is sent: a deny-cache hit builds nothing.
+func (o *op) argv(limits []Limit) []any {
+	if o.args == nil && o.kind != KindReset {
+		o.args = cachedArgs(o.cost, o.kind.mode(), limits)
+	}
+	return o.args
+}
+
+// argsKey is everything an ARGV depends on, comparable so that a map
+// lookup needs no allocation.
+type argsKey struct {
+	cost   int64
+	mode   string
+	count  int
+	limits [maxLimits]Limit
+}
+
+// argsCache remembers the ARGV of recent calls: a service calls with a
+// handful of limits, and boxing each number in an interface was a good part
+// of the client's allocations per decision. The cached slices are only read
+// (go-redis copies them into its command), never handed to callers. Past
+// maxCachedArgs entries it starts over: a caller that never repeats itself
+// costs a little memory, never a leak.
+var argsCache = struct {
+	sync.RWMutex
+	m map[argsKey][]any
+}{m: make(map[argsKey][]any)}
+
+const maxCachedArgs = 1024
+
+// cachedArgs is formatArgs through argsCache, for validated calls.
+func cachedArgs(cost int64, mode string, limits []Limit) []any {
+	k := argsKey{cost: cost, mode: mode, count: len(limits)}
+	copy(k.limits[:], limits)
+	for i := range limits {
+		k.limits[i].Name = "" // not an argument: named limits share an ARGV
+	}
+	argsCache.RLock()
+	args, ok := argsCache.m[k]
+	argsCache.RUnlock()
+	if ok {
+		return args
+	}
+	args = formatArgs(cost, mode, limits)
+	argsCache.Lock()
+	if len(argsCache.m) >= maxCachedArgs {
+		clear(argsCache.m)
+	}
+	argsCache.m[k] = args
+	argsCache.Unlock()
+	return args
+}
+
+func buildArgs(cost int64, mode string, limits []Limit) ([]any, error) {
+	if err := validateCall(cost, limits); err != nil {
+		return nil, err
+	}
+	return formatArgs(cost, mode, limits), nil
+}
+
+// validateCall checks a call's cost and limits as the scripts do, in their
+// order.
+func validateCall(cost int64, limits []Limit) error {
+	if len(limits) == 0 {
+		return invalidf("invalid call: no limit given; pass at least one Limit")
+	}
+	if len(limits) > maxLimits {
+		return invalidf("too many limits (%d): must be at most %d", len(limits), maxLimits)
+	}
+	algo := limits[0].Algorithm
+	for i, lim := range limits {
+		if i == 1 {
+			// The scripts check the cost and mode after the first triple.
+			if cost < 0 || cost > maxNumber {
+				return invalidf("invalid cost '%d': must be a whole number from 0 to 10^15", cost)
+			}
+		}
+		if lim.Algorithm != algo {
+			return invalidf("invalid algorithm #%d '%s': must be the first limit's, %s; one key holds one algorithm's state", i+1, lim.Algorithm, algo)
+		}
+		if err := lim.validate(i); err != nil {
+			return err
+		}
+	}
+	if len(limits) == 1 && (cost < 0 || cost > maxNumber) {
+		return invalidf("invalid cost '%d': must be a whole number from 0 to 10^15", cost)
+	}
+	return nil
+}
+
+// formatArgs writes a validated call's ARGV, leaving out the defaults.
+func formatArgs(cost int64, mode string, limits []Limit) []any {
+	args := make([]any, 0, 5+3*(len(limits)-1))
+	for i, lim := range limits {
+		var burst any = ""
+		if lim.Burst != 0 && lim.Burst != lim.Rate {
+			burst = lim.Burst
+		}
+		args = append(args, lim.Rate, int64(lim.Period/time.Millisecond), burst)
+		if i == 0 {
+			var c any = ""
+			if cost != 1 {
+				c = cost
+			}
+			args = append(args, c, mode)
+		}
+	}
+	if len(limits) == 1 { // leave out the defaults at the end
+		for len(args) > 2 && args[len(args)-1] == "" {
+			args = args[:len(args)-1]
+		}
+	}
+	return args
+}
