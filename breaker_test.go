@@ -128,10 +128,10 @@ func TestBreakerAnswersAtOnceWhileRedisIsDown(t *testing.T) {
 // TestBreakerOneProbeAtATime: while a probe is in flight no other starts.
 func TestBreakerOneProbeAtATime(t *testing.T) {
 	clk := &fakeClock{t: epoch2026}
-	h := &health{probeEvery: defaultProbeInterval, now: clk.Now}
+	h := newHealth(defaultProbeInterval)
+	h.now = clk.Now
 	l := &Limiter{}
-	down := errors.New("down")
-	h.failed(l, down, down)
+	h.failed(l, errors.New("down"), "gcra", "k")
 	if h.probeDue() {
 		t.Fatal("a probe at once after the failure, want one interval later")
 	}
