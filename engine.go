@@ -106,16 +106,15 @@ func (l *Limiter) attempt(ctx context.Context, o *op, limits []Limit) {
 // shadow mode fails no call for the limiter's sake). Then the probe the
 // breaker asked the op to start.
 func (l *Limiter) finish(ctx context.Context, o *op, limits []Limit) {
-	// An *Error of no class is callerGaveUp's.
-	if e, ok := o.err.(*Error); ok && (e.unavailable() || e.kind == nil) {
-		switch err := ended(ctx); {
-		case err != nil && l.shadow && o.kind != KindReset:
-			l.answerByPolicy(o, limits, e)
-		case err != nil && e.unavailable():
+	if e, ok := o.err.(*Error); ok && e.unavailable() {
+		if err := ended(ctx); err != nil {
 			o.err = callerGaveUp(o, err, e.Err)
-		case e.unavailable():
+		} else {
 			l.fail(ctx, o, limits, e)
 		}
+	}
+	if e, ok := o.err.(*Error); ok && e.kind == nil && l.shadow && o.kind != KindReset {
+		l.answerByPolicy(o, limits, e) // an *Error of no class is callerGaveUp's
 	}
 	if o.err == nil {
 		o.res.Key = o.bindingKey()

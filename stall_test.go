@@ -150,3 +150,34 @@ func TestProbeDeadlineBacksOff(t *testing.T) {
 		t.Errorf("an answered probe: breaker open %v, next probe's deadline %v; want shut and the decision timeout", up.health.skip(), up.health.probeWait)
 	}
 }
+
+// TestShadowCallerGaveUp: in shadow mode a call whose caller's context
+// ends before Redis decides is admitted, whether it ended before the call,
+// while Redis was asked, or while the fallback decided: shadow mode fails
+// no call for the limiter's sake, and admits every call anyway.
+func TestShadowCallerGaveUp(t *testing.T) {
+	hole := redis.NewClient(&redis.Options{Addr: blackhole(t), Protocol: 2, DisableIdentity: true, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = hole.Close() })
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Millisecond))
+	defer cancel()
+	for name, c := range map[string]struct {
+		l       *Limiter
+		timeout time.Duration
+	}{
+		"before the call":       {NewLimiter(fastClient(t, newFakeRedis(t).mr.Addr()), WithShadowMode()), -1},
+		"while Redis was asked": {NewLimiter(hole, WithShadowMode(), WithDecisionTimeout(time.Second)), 50 * time.Millisecond},
+		"during the fallback": {NewLimiter(downRedis(t), WithFallback(NewLimiter(hole, WithDecisionTimeout(0))),
+			WithShadowMode(), WithDecisionTimeout(time.Second)), 100 * time.Millisecond},
+	} {
+		ctx := context.Context(expired)
+		if c.timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(context.Background(), c.timeout)
+			defer cancel()
+		}
+		res, err := c.l.Allow(ctx, "k", PerMinute(1))
+		if err != nil || !res.Allowed || !res.Shadow || !res.Degraded() {
+			t.Errorf("%s: %+v, %v; want shadow mode's admission", name, res, err)
+		}
+	}
+}
