@@ -96,10 +96,7 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 		}
 		return
 	}
-	if l.health.skip() {
-		for _, o := range ops {
-			l.skipped(o)
-		}
+	if ops = l.toSend(ops); len(ops) == 0 {
 		return
 	}
 	// One decision deadline for the whole batch, as for its pipeline: one

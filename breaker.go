@@ -2,11 +2,15 @@ package redisrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // The circuit breaker: after a call fails because Redis cannot decide, it
@@ -33,15 +37,28 @@ const defaultProbeInterval = 200 * time.Millisecond
 // decisions are Redis's again within about one interval of its return, and
 // a Redis that is down costs a caller no wait after the first failure.
 //
-// The breaker is per Limiter, so per Redis client: on a Cluster, one
-// failing node opens it for every key.
+// A call whose context ends while it waits for Redis (a deadline shorter
+// than the decision timeout, as gRPC clients send) is not a failure of
+// Redis, but it may hide one: it starts a probe under the decision
+// timeout (one at a time, at most one per interval), and a probe that gets
+// no answer opens the breaker. So a stalled Redis opens it within about
+// two decision timeouts whatever the callers' deadlines, and a caller's
+// deadline alone never does. After a probe has timed out, the next one
+// waits twice as long, up to 2 s or the decision timeout if that is longer
+// (a probe may need a lookup, a dial and a handshake on a starved machine).
+//
+// The breaker is per Limiter, so per Redis client, and on a Cluster
+// (*redis.ClusterClient) per primary: each node's calls open and close its
+// own, so that one dead shard does not degrade the others.
 func WithCircuitBreaker(probeEvery time.Duration) Option {
 	return func(l *Limiter) { l.health = newHealth(max(probeEvery, 0), l.clock) }
 }
 
 // WithLogger logs, through logger, what an operator must know: when Redis
-// starts failing (the first failure of a burst, with its error, at level
-// Warn) and when it answers again (at level Info, with how long it was
+// starts failing (the first failure of a burst, at level Warn, with the
+// error, its cause, e.g. "connection refused", the script, the node on a
+// Cluster, and the key's name without who is limited: "ip:…", never the
+// address) and when it answers again (at level Info, with how long it was
 // away and how many calls it did not decide meanwhile: degraded, answered
 // by the fallback or the failure policy, and errors, returned with an
 // error matching ErrUnavailable, which the middleware answer with 503 or
@@ -59,10 +76,14 @@ func WithLogger(logger *slog.Logger) Option {
 const minOutageRetry = time.Second
 
 // health follows Redis's failures: the circuit breaker and the bursts that
-// WithLogger reports.
+// WithLogger reports; one for a Limiter's client, and on a Cluster one
+// more for each primary (of).
 type health struct {
 	probeEvery time.Duration // 0: no breaker
 	now        func() time.Time
+	node       string          // the Cluster primary it follows; "": the client as a whole
+	nodes      *sync.Map       // address -> *health of a Cluster's primaries, shared by them
+	probes     *sync.WaitGroup // probes and log lines in flight, shared: tests wait for them
 
 	failing  atomic.Bool  // from a burst's first failure to the next success
 	degraded atomic.Int64 // degraded decisions in the current burst
@@ -73,11 +94,63 @@ type health struct {
 	lastErr   error
 	lastProbe time.Time
 	probing   bool
-	probes    sync.WaitGroup // tests wait for probes
+	probeWait time.Duration // a probe's deadline after one timed out; 0: the decision timeout
 }
 
 func newHealth(probeEvery time.Duration, clk clock) *health {
-	return &health{probeEvery: probeEvery, now: orReal(clk).Now}
+	return &health{probeEvery: probeEvery, now: orReal(clk).Now, nodes: new(sync.Map), probes: new(sync.WaitGroup)}
+}
+
+// of returns the health of the Cluster primary at addr, made on first use.
+func (h *health) of(addr string) *health {
+	if v, ok := h.nodes.Load(addr); ok {
+		return v.(*health)
+	}
+	v, _ := h.nodes.LoadOrStore(addr, &health{probeEvery: h.probeEvery, now: h.now, node: addr, nodes: h.nodes, probes: h.probes})
+	return v.(*health)
+}
+
+// noIO is a context that has ended: go-redis's lookup of a key's node
+// under it reads the Cluster state it has, and fails at once while it has
+// none, rather than ask the network.
+var noIO = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
+
+// healthOf returns the health that answers for a call on key: on a
+// Cluster, its primary's (by address), once go-redis knows the slots;
+// otherwise the Limiter's.
+func (l *Limiter) healthOf(key string) *health {
+	if c, ok := l.rdb.(*redis.ClusterClient); ok {
+		if m, err := c.MasterForKey(noIO, key); err == nil {
+			return l.health.of(m.Options().Addr)
+		}
+	}
+	return l.health
+}
+
+// healthFor is the health of a sent op (see healthOf), or the Limiter's.
+func (l *Limiter) healthFor(o *op) *health {
+	if o.node != nil {
+		return o.node
+	}
+	return l.health
+}
+
+// toSend sets the health of each of a batch's ops, answers those whose
+// breaker is open (skipped), and returns the others, reusing ops.
+func (l *Limiter) toSend(ops []*op) []*op {
+	send := ops[:0]
+	for _, o := range ops {
+		if o.node = l.healthOf(o.key); o.node.skip() {
+			l.skipped(o)
+		} else {
+			send = append(send, o)
+		}
+	}
+	return send
 }
 
 // retryAfter is the retry hint of a denial by policy while Redis is down:
@@ -101,12 +174,26 @@ func (h *health) openErr() error {
 }
 
 // probeDue reports whether the caller should start a probe now (and, if
-// so, marks one in flight).
-func (h *health) probeDue() bool {
+// so, marks one in flight): while the breaker is open, one per interval.
+func (h *health) probeDue() bool { return h.startProbe(true) }
+
+// suspect is told that a caller's context ended while its call waited for
+// Redis: not a failure of Redis (the deadline may be a microsecond), but
+// Redis may be stalled. It reports whether the caller should start a probe
+// under the decision timeout, whose outcome says which: at most one at a
+// time and one per interval, so that callers cannot make it a load.
+func (h *health) suspect() bool { return h.startProbe(false) }
+
+// startProbe reports whether a probe is due, the breaker open (failing)
+// or shut, and marks one in flight if so.
+func (h *health) startProbe(failing bool) bool {
+	if h.probeEvery <= 0 || h.failing.Load() != failing {
+		return false
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	now := h.now()
-	if !h.failing.Load() || h.probing || now.Sub(h.lastProbe) < h.probeEvery {
+	if h.failing.Load() != failing || h.probing || now.Sub(h.lastProbe) < h.probeEvery {
 		return false
 	}
 	h.probing, h.lastProbe = true, now
@@ -115,9 +202,9 @@ func (h *health) probeDue() bool {
 }
 
 // failed records a call that Redis could not decide: err is Redis's error,
-// which becomes the cause of the calls the open breaker answers, and
-// logged the call's whole error, for the log line.
-func (h *health) failed(l *Limiter, err, logged error) {
+// without the call's key, which becomes the cause of the calls the open
+// breaker answers; script and key are the call's, for the log line.
+func (h *health) failed(l *Limiter, err error, script, key string) {
 	if h.failing.Load() {
 		h.mu.Lock()
 		h.lastErr = err
@@ -134,10 +221,116 @@ func (h *health) failed(l *Limiter, err, logged error) {
 	}
 	h.mu.Unlock()
 	if first && l.logger != nil {
-		l.logger.Warn("redisrate: Redis cannot decide; calls follow the fallback and the failure policy until it answers again",
-			slog.Any("error", logged), slog.String("policy", l.policy.String()),
-			slog.Bool("fallback", l.fallback != nil), slog.Duration("probe_every", h.probeEvery))
+		l.warn(h, err, script, key)
 	}
+}
+
+// outageMsg is the message of the log line at a burst's first failure.
+const outageMsg = "redisrate: Redis cannot decide; calls follow the fallback and the failure policy until it answers again"
+
+// warn logs the first failure of a burst, err, of a call of script on key.
+// When err says only that no answer came in time, the cause is found by a
+// dial of the node, in the background (go-redis keeps "connection
+// refused" to itself while it retries its dials until the deadline).
+func (l *Limiter) warn(h *health, err error, script, key string) {
+	log := func(cause string) {
+		attrs := []any{slog.String("error", err.Error()), slog.String("cause", cause),
+			slog.String("script", script), slog.String("key", keyName(l.prefix, key))}
+		if h.node != "" {
+			attrs = append(attrs, slog.String("node", h.node))
+		}
+		l.logger.Warn(outageMsg, append(attrs, slog.String("policy", l.policy.String()),
+			slog.Bool("fallback", l.fallback != nil), slog.Duration("probe_every", h.probeEvery))...)
+	}
+	opts := l.nodeOptions(key)
+	if !isTimeout(err) || opts == nil {
+		log(causeOf(err))
+		return
+	}
+	h.probes.Add(1)
+	go func() {
+		defer h.probes.Done()
+		log(l.diagnose(opts))
+	}()
+}
+
+// nodeOptions are the options of the go-redis client that sends key's
+// calls (on a Cluster, its primary's), for a diagnostic dial; nil for
+// other clients.
+func (l *Limiter) nodeOptions(key string) *redis.Options {
+	switch c := l.rdb.(type) {
+	case *redis.Client:
+		return c.Options()
+	case *redis.ClusterClient:
+		if m, err := c.MasterForKey(noIO, key); err == nil {
+			return m.Options()
+		}
+	}
+	return nil
+}
+
+// diagnose dials the node as go-redis does (its Dialer: TLS, a Sentinel's
+// lookup of the primary) and says what stops it from answering.
+func (l *Limiter) diagnose(opts *redis.Options) string {
+	wait := probeTimeout
+	if l.timeout > 0 {
+		wait = l.timeout
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	conn, err := opts.Dialer(ctx, opts.Network, opts.Addr)
+	if err != nil {
+		return causeOf(err)
+	}
+	_ = conn.Close()
+	return "no answer: the server accepts connections but did not answer in time (paused, busy, or a proxy that does not forward)"
+}
+
+// isTimeout reports an error that says only that no answer came in time.
+func isTimeout(err error) bool {
+	var te *timeoutError
+	return errors.As(err, &te) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// causeOf is the innermost error of err's chain, e.g. "connection refused"
+// or "i/o timeout" of a network error, or a Redis error reply.
+func causeOf(err error) string {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err.Error()
+		}
+		err = next
+	}
+}
+
+// keyName is what a log line says of a key: the Limiter's prefix and the
+// key's first ':'-separated segment if it is a name ("ip", "login", a
+// middleware's Name), never the rest, which says who is limited (an
+// address, a user's id): logs, like spans, do not carry it.
+func keyName(prefix, key string) string {
+	name, _, ok := strings.Cut(strings.TrimPrefix(key, prefix), ":")
+	name = strings.TrimPrefix(name, "{")
+	if !ok || !isName(name) {
+		return prefix + "…"
+	}
+	return prefix + name + ":…"
+}
+
+// isName reports a segment made of letters, digits, '_', '-' and '.', up
+// to 32, with a letter past 'f': no number, address or hex id is a name.
+func isName(s string) bool {
+	named := false
+	for _, c := range []byte(s) {
+		switch {
+		case c >= 'g' && c <= 'z', c >= 'G' && c <= 'Z':
+			named = true
+		case c >= 'a' && c <= 'f', c >= 'A' && c <= 'F', c >= '0' && c <= '9', c == '_', c == '-', c == '.':
+		default:
+			return false
+		}
+	}
+	return named && len(s) <= 32
 }
 
 // succeeded records an answer from Redis: the end of a burst, if any.
@@ -148,42 +341,64 @@ func (h *health) succeeded(l *Limiter) {
 	h.mu.Lock()
 	was := h.failing.Swap(false)
 	since := h.since
+	h.probeWait = 0
 	h.mu.Unlock()
 	if was && l.logger != nil {
-		l.logger.Info("redisrate: Redis answers again",
-			slog.Duration("after", h.now().Sub(since)),
-			slog.Int64("degraded", h.degraded.Load()), slog.Int64("errors", h.errors.Load()))
+		attrs := []any{slog.Duration("after", h.now().Sub(since)),
+			slog.Int64("degraded", h.degraded.Load()), slog.Int64("errors", h.errors.Load())}
+		if h.node != "" {
+			attrs = append(attrs, slog.String("node", h.node))
+		}
+		l.logger.Info("redisrate: Redis answers again", attrs...)
 	}
 }
 
-// probe asks Redis, in the background, whether it answers again: a cost-0
-// read of key, which writes nothing. Any answer closes the breaker, even an
-// error reply (a foreign key): Redis is up.
-func (l *Limiter) probe(key string) {
-	h := l.health
+// probe asks Redis, in the background, whether it answers: a cost-0 read
+// of key, which writes nothing, for h (key's node). Any answer closes the
+// breaker, even an error reply (a foreign key): Redis is up. No answer
+// within the probe's deadline opens it (a probe of suspect), and makes the
+// next probe's deadline longer.
+func (l *Limiter) probe(h *health, key string) {
 	defer h.probes.Done()
-	// A probe waits as long as a call would: a Redis that answers only
-	// after the decision timeout would fail the calls again. A client that
-	// does not stop at its context's deadline is left to finish in the
-	// background (detached), as a call's is.
-	timeout := probeTimeout
+	// A probe waits as long as a call would, at first: a Redis that
+	// answers only after the decision timeout would fail the calls again.
+	// A client that does not stop at its context's deadline is left to
+	// finish in the background (detached), as a call's is.
+	base := probeTimeout
 	if l.timeout > 0 {
-		timeout = l.timeout
+		base = l.timeout
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	h.mu.Lock()
+	wait := max(h.probeWait, base)
+	h.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	lim := []Limit{PerSecond(1)}
-	args, _ := buildArgs(0, "", lim)
+	args, _ := buildArgs(0, "", []Limit{PerSecond(1)})
 	_, err := l.detached(ctx, &algoScripts[GCRA], accessRead, []string{key}, args)
+	timedOut := err != nil && !isRedisError(err) && ended(ctx) != nil
 	h.mu.Lock()
 	h.probing = false
+	if timedOut {
+		err = &timeoutError{after: wait, err: err, probe: true}
+		h.probeWait = nextProbeWait(wait, base)
+	}
 	h.mu.Unlock()
 	if err == nil || classify(err) != ErrUnavailable {
 		h.succeeded(l)
+	} else if !errors.Is(err, ErrBadReply) {
+		h.failed(l, err, algoScripts[GCRA].name, key)
 	}
 }
 
-// probeTimeout bounds one probe of a Limiter without a decision timeout.
+// nextProbeWait is a probe's deadline after a probe that waited wait
+// timed out: twice as long, up to probeTimeout or the decision timeout
+// (base) if that is longer.
+func nextProbeWait(wait, base time.Duration) time.Duration {
+	return min(2*wait, max(probeTimeout, base))
+}
+
+// probeTimeout bounds one probe of a Limiter without a decision timeout,
+// and the longest a probe's deadline grows to after probes timed out.
 const probeTimeout = 2 * time.Second
 
 // breakerError is the cause of a call the open breaker answered.

@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 )
 
 // breakerRig is a Limiter on a miniredis that a test stops and restarts,
@@ -127,10 +131,9 @@ func TestBreakerAnswersAtOnceWhileRedisIsDown(t *testing.T) {
 // TestBreakerOneProbeAtATime: while a probe is in flight no other starts.
 func TestBreakerOneProbeAtATime(t *testing.T) {
 	clk := &fakeClock{t: epoch2026}
-	h := &health{probeEvery: defaultProbeInterval, now: clk.Now}
+	h := newHealth(defaultProbeInterval, clk)
 	l := &Limiter{}
-	down := errors.New("down")
-	h.failed(l, down, down)
+	h.failed(l, errors.New("down"), "gcra", "k")
 	if h.probeDue() {
 		t.Fatal("a probe at once after the failure, want one interval later")
 	}
@@ -277,5 +280,135 @@ func TestLoggerOncePerBurst(t *testing.T) {
 func TestDefaultProbeIntervalIsDocumented(t *testing.T) {
 	if got := testLimiter(nil).health.probeEvery; got != 200*time.Millisecond {
 		t.Errorf("NewLimiter probes every %v by default; WithCircuitBreaker's doc says 200 ms", got)
+	}
+}
+
+// twoNodeCluster is a ClusterClient over two miniredis servers, the first
+// holding slots 0-8191 and the second the rest (miniredis answers any key:
+// the client routes by these slots), and a key on each.
+func twoNodeCluster(t *testing.T) (rdb *redis.ClusterClient, nodes [2]*fakeRedis, keys [2]string) {
+	nodes = [2]*fakeRedis{newFakeRedis(t), newFakeRedis(t)}
+	slots := []redis.ClusterSlot{
+		{Start: 0, End: 8191, Nodes: []redis.ClusterNode{{Addr: nodes[0].mr.Addr()}}},
+		{Start: 8192, End: 16383, Nodes: []redis.ClusterNode{{Addr: nodes[1].mr.Addr()}}},
+	}
+	rdb = redis.NewClusterClient(&redis.ClusterOptions{
+		ClusterSlots: func(context.Context) ([]redis.ClusterSlot, error) { return slots, nil },
+		Protocol:     2, DisableIdentity: true, MaxRetries: -1, DialerRetries: 1, PoolSize: 100,
+	})
+	t.Cleanup(func() { _ = rdb.Close() })
+	for i := 0; keys[0] == "" || keys[1] == ""; i++ {
+		k := fmt.Sprint("user:", i)
+		m, err := rdb.MasterForKey(context.Background(), k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n := range nodes {
+			if strings.HasSuffix(m.Options().Addr, ":"+nodes[n].mr.Port()) && keys[n] == "" { // go-redis drops a loopback host
+				keys[n] = k
+			}
+		}
+	}
+	return rdb, nodes, keys
+}
+
+// TestBreakerPerClusterNode is issue 31's second finding: one dead shard
+// of a Cluster opened the breaker for every key, and the next call to it
+// opened it again after a probe on a healthy key closed it. Each primary
+// now has its own: the live shard's calls are Redis's, the dead shard's
+// are answered at once, and neither's probe closes the other's breaker.
+func TestBreakerPerClusterNode(t *testing.T) {
+	ctx := context.Background()
+	rdb, nodes, keys := twoNodeCluster(t)
+	l := NewLimiter(rdb, WithFailurePolicy(FailClosed))
+	clk := &fakeClock{t: epoch2026}
+	l.health.now = clk.Now
+	lim := PerMinute(1000)
+	for _, k := range keys {
+		if res, err := l.Allow(ctx, k, lim); err != nil || res.Source != SourceRedis {
+			t.Fatalf("%s before the outage: %+v %v", k, res, err)
+		}
+	}
+	nodes[0].mr.Close()
+	if res, _ := l.Allow(ctx, keys[0], lim); res.Source != SourceFailClosed {
+		t.Fatalf("the dead shard's key: %+v; want FailClosed's denial", res)
+	}
+	for round := range 3 {
+		for range 20 {
+			if res, err := l.Allow(ctx, keys[1], lim); err != nil || res.Source != SourceRedis {
+				t.Fatalf("round %d, the live shard's key: %+v %v; want Redis's decision", round, res, err)
+			}
+			res, _ := l.Allow(ctx, keys[0], lim)
+			if !errors.Is(res.Cause, ErrCircuitOpen) {
+				t.Fatalf("round %d, the dead shard's key: %+v; want the open breaker's answer", round, res)
+			}
+		}
+		clk.Advance(defaultProbeInterval) // the dead shard's next call probes it, and fails
+		_, _ = l.Allow(ctx, keys[0], lim)
+		l.health.probes.Wait()
+	}
+	if l.health.skip() {
+		t.Error("the Limiter's own breaker opened: a Cluster's are per primary")
+	}
+	if err := nodes[0].mr.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(defaultProbeInterval)
+	_, _ = l.Allow(ctx, keys[0], lim)
+	l.health.probes.Wait()
+	if res, err := l.Allow(ctx, keys[0], lim); err != nil || res.Source != SourceRedis {
+		t.Fatalf("the shard back: %+v %v; want Redis's decision", res, err)
+	}
+}
+
+// TestOutageLogLine is issue 33's: the outage's log line printed the raw
+// key (a client's address, which spans never carry), and with go-redis's
+// default options hid the cause behind "context deadline exceeded" (the
+// "connection refused" was in go-redis's own log only). It now names the
+// key's name only, and the cause, found by a dial when the error does not
+// say it.
+func TestOutageLogLine(t *testing.T) {
+	mr := miniredis.RunT(t)
+	refused := mr.Addr()
+	mr.Close()
+	for _, c := range []struct{ name, addr, cause string }{
+		{"refused", refused, `cause="connection refused"`},
+		{"black hole", blackhole(t), "accepts connections but did not answer"},
+	} {
+		for _, honours := range []bool{true, false} {
+			var buf syncBuffer
+			rdb := redis.NewClient(&redis.Options{Addr: c.addr, ContextTimeoutEnabled: honours}) // go-redis's defaults
+			t.Cleanup(func() { _ = rdb.Close() })
+			l := NewLimiter(rdb, WithKeyPrefix("rate:"), WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+			_, err := l.Allow(context.Background(), "api:ip:192.0.2.7", PerMinute(1))
+			l.health.probes.Wait()
+			line := buf.String()
+			if !errors.Is(err, ErrUnavailable) || !strings.Contains(line, "level=WARN") || !strings.Contains(line, c.cause) ||
+				strings.Contains(line, "192.0.2") || !strings.Contains(line, "key=rate:api:…") {
+				t.Errorf("%s, ContextTimeoutEnabled %v: %v; log %q: want the cause (%s) and the key's name, not the address", c.name, honours, err, line, c.cause)
+			}
+		}
+	}
+}
+
+// keyName keeps a key's name and drops who is limited.
+func TestKeyName(t *testing.T) {
+	for key, want := range map[string]string{
+		"ip:192.0.2.1":           "ip:…",
+		"api:ip:2001:db8::/64":   "api:…",
+		"{login:org:7}:x:1":      "login:…",
+		"192.0.2.1":              "…",
+		"2001:db8::1":            "…",
+		"fe80::1":                "…",
+		"user42":                 "…",
+		"alice@example.com:mail": "…",
+		"":                       "…",
+	} {
+		if got := keyName("", key); got != want {
+			t.Errorf("keyName(%q) = %q, want %q", key, got, want)
+		}
+	}
+	if got := keyName("rate:", "rate:login:bob"); got != "rate:login:…" {
+		t.Errorf("with a prefix: %q", got)
 	}
 }

@@ -135,7 +135,9 @@ func blackhole(t testing.TB) string {
 // TestCallerDeadlineInFlight: the caller's deadline passes while the call
 // waits for a Redis that does not answer. That is the caller's deadline,
 // not an outage: the context's error, whatever the policy and with a
-// fallback, and the breaker stays shut.
+// fallback, and the breaker stays shut (until the probe that the first
+// call started gets no answer within the decision timeout, 10 s here: see
+// TestShortDeadlinesDuringStall).
 func TestCallerDeadlineInFlight(t *testing.T) {
 	addr := blackhole(t)
 	fb := testLimiter(newFakeRedis(t).rdb)

@@ -45,7 +45,10 @@ const DefaultDecisionTimeout = 200 * time.Millisecond
 //
 // A context deadline of the caller's that comes first is the caller's: a
 // call that reaches it returns the context's error, and no policy answers
-// it (see WithFailurePolicy).
+// it (see WithFailurePolicy; in shadow mode it is admitted). It does start
+// a probe under the decision timeout, which opens the circuit breaker if
+// Redis does not answer it (see WithCircuitBreaker): then the following
+// calls get the policy's answer at once, whatever their deadlines.
 func WithDecisionTimeout(d time.Duration) Option {
 	return func(l *Limiter) { l.timeout = max(d, 0) }
 }
@@ -144,8 +147,12 @@ func (l *Limiter) timedOut(ctx, dctx context.Context, own bool, err error) error
 type timeoutError struct {
 	after time.Duration
 	err   error
+	probe bool // a probe's deadline (see health.probeWait), not a call's
 }
 
 func (e *timeoutError) Error() string {
+	if e.probe {
+		return fmt.Sprintf("no answer from Redis to a probe within %v (%v)", e.after, e.err)
+	}
 	return fmt.Sprintf("no answer from Redis within the decision timeout of %v (%v)", e.after, e.err)
 }

@@ -141,7 +141,7 @@ func TestProbeBoundedByDecisionTimeout(t *testing.T) {
 		l := testLimiter(rdb, WithDecisionTimeout(timeout))
 		l.health.probes.Add(1)
 		start := time.Now()
-		l.probe("k")
+		l.probe(l.health, "k")
 		if took := time.Since(start); took > timeout+slack {
 			t.Errorf("ContextTimeoutEnabled %t: the probe took %v, want the decision timeout, %v", honours, took, timeout)
 		}

@@ -52,6 +52,7 @@ type op struct {
 	sent   time.Time // when it was sent, for the deny cache
 	resets uint64    // the deny cache's count of Resets when it was sent
 	probe  bool      // the breaker chose this op to start a probe, after its failure stage
+	node   *health   // the health of the Redis node it was sent to (healthOf)
 
 	res Result
 	err error
@@ -67,8 +68,11 @@ func (l *Limiter) attempt(ctx context.Context, o *op, limits []Limit) {
 }
 
 // finish is the stages after the send, for every op: the failure stage
-// for an op Redis could not decide (unless its caller gave up meanwhile),
-// then the probe the breaker asked the op to start.
+// for an op Redis could not decide, unless its caller gave up meanwhile:
+// then the context's error, or in shadow mode the policy's answer (an
+// admission is what the call gets anyway, so a deadline buys nothing, and
+// shadow mode fails no call for the limiter's sake). Then the probe the
+// breaker asked the op to start.
 func (l *Limiter) finish(ctx context.Context, o *op, limits []Limit) {
 	if e, ok := o.err.(*Error); ok && e.unavailable() {
 		if err := ended(ctx); err != nil {
@@ -76,6 +80,9 @@ func (l *Limiter) finish(ctx context.Context, o *op, limits []Limit) {
 		} else {
 			l.fail(ctx, o, limits, e)
 		}
+	}
+	if e, ok := o.err.(*Error); ok && e.kind == nil && l.shadow && o.kind != KindReset {
+		l.answerByPolicy(o, limits, e) // an *Error of no class is callerGaveUp's
 	}
 	if o.err == nil {
 		o.res.Key = o.bindingKey()
@@ -121,7 +128,7 @@ func callerGaveUp(o *op, ctxErr, cause error) *Error {
 func (l *Limiter) startProbe(o *op) {
 	if o.probe {
 		o.probe = false
-		go l.probe(o.key)
+		go l.probe(l.healthFor(o), o.key)
 	}
 }
 
@@ -139,7 +146,7 @@ func (l *Limiter) sendBy(ctx context.Context, o *op, limits []Limit, at time.Tim
 		o.err = callerGaveUp(o, err, nil) // nobody waits for the answer: do not ask
 		return
 	}
-	if l.health.skip() {
+	if o.node = l.healthOf(o.key); o.node.skip() {
 		l.skipped(o)
 		return
 	}
@@ -162,43 +169,44 @@ func (l *Limiter) sendBy(ctx context.Context, o *op, limits []Limit, at time.Tim
 // skipped answers an op the breaker kept from Redis, and marks it to start
 // a probe if one is due.
 func (l *Limiter) skipped(o *op) {
-	o.err = &Error{Script: o.s.name, Key: o.key, Err: l.health.openErr(), kind: ErrUnavailable}
-	o.probe = l.health.probeDue()
+	h := l.healthFor(o)
+	o.err = &Error{Script: o.s.name, Key: o.key, Err: h.openErr(), kind: ErrUnavailable}
+	o.probe = h.probeDue()
 }
 
 // settle decodes a reply into o.res, or classifies the error into o.err,
 // and feeds the deny cache and the breaker. ctx is the context the call was
 // sent with: when it ended before Redis answered, the failure is the
-// caller's, and the breaker is not told.
+// caller's (finish returns the context's error), and the breaker is not
+// told; a probe is started instead (suspect), which tells it whether Redis
+// answers within the decision timeout.
 func (l *Limiter) settle(ctx context.Context, o *op, limits []Limit, v answer, err error) {
+	h := l.healthFor(o)
 	if err == nil {
 		if o.kind == KindReset {
 			l.denyReset(o)
-			l.health.succeeded(l)
+			h.succeeded(l)
 			return
 		}
 		var res Result
 		if res, err = o.decode(v, limits); err == nil {
 			o.res = res
 			l.denyStore(o, limits)
-			l.health.succeeded(l)
+			h.succeeded(l)
 			return
 		}
 	}
 	kind := classify(err)
-	if cerr := ended(ctx); cerr != nil && kind == ErrUnavailable {
-		o.err = callerGaveUp(o, cerr, err)
-		return
-	}
 	o.err = o.failed(err, kind)
 	switch {
 	case kind != ErrUnavailable:
-		l.health.succeeded(l) // Redis answered: the caller's mistake, not an outage
+		h.succeeded(l) // Redis answered: the caller's mistake, not an outage
+	case ended(ctx) != nil:
+		o.probe = h.suspect()
 	case !errors.Is(err, ErrBadReply) && !errors.Is(err, context.Canceled):
 		// The cause every other caller is answered with while the breaker
-		// is open is Redis's own error, without this call's key; the log
-		// line, for the operator, has the key.
-		l.health.failed(l, err, o.err)
+		// is open is Redis's own error, without this call's key.
+		h.failed(l, err, o.s.name, o.key)
 	}
 }
 

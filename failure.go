@@ -113,7 +113,7 @@ type inFallback struct{}
 // ErrUnavailable. The fallback decides, or else the policy.
 func (l *Limiter) fail(ctx context.Context, o *op, limits []Limit, e *Error) {
 	if o.kind == KindReset {
-		l.health.errors.Add(1)
+		l.healthFor(o).errors.Add(1)
 		return // nothing else can reset Redis's state
 	}
 	if fb := l.fallback; fb != nil && fb != l && ctx.Value(inFallback{}) == nil {
@@ -129,7 +129,7 @@ func (l *Limiter) fail(ctx context.Context, o *op, limits []Limit, e *Error) {
 				res.Source, res.Cause = SourceFallback, e
 			}
 			o.res, o.err = res, nil
-			l.health.degraded.Add(1)
+			l.healthFor(o).degraded.Add(1)
 			return
 		}
 		// The fallback's error is told, not wrapped: the call failed as Redis
@@ -138,6 +138,13 @@ func (l *Limiter) fail(ctx context.Context, o *op, limits []Limit, e *Error) {
 		e = &Error{Script: e.Script, Key: e.Key, Err: fmt.Errorf("%w (and the fallback failed: %v)", e.Err, err), kind: e.kind}
 		o.err = e
 	}
+	l.answerByPolicy(o, limits, e)
+}
+
+// answerByPolicy is the failure policy's answer to o, which Redis did not
+// decide (e): a Result and no error, or, under FailError, o.err as it is.
+func (l *Limiter) answerByPolicy(o *op, limits []Limit, e *Error) {
+	h := l.healthFor(o)
 	lim := limits[0]
 	policy := l.policy
 	if l.shadow && policy != FailOpen {
@@ -145,13 +152,13 @@ func (l *Limiter) fail(ctx context.Context, o *op, limits []Limit, e *Error) {
 	}
 	switch policy {
 	case FailClosed:
-		o.res = Result{RetryAfter: l.health.retryAfter(), Capacity: lim.Capacity(), Limit: lim, Source: SourceFailClosed, Cause: e}
+		o.res = Result{RetryAfter: h.retryAfter(), Capacity: lim.Capacity(), Limit: lim, Source: SourceFailClosed, Cause: e}
 	case FailOpen:
 		o.res = Result{Allowed: true, Capacity: lim.Capacity(), Limit: lim, Source: SourceFailOpen, Cause: e}
 	default:
-		l.health.errors.Add(1)
+		h.errors.Add(1)
 		return
 	}
 	o.err = nil
-	l.health.degraded.Add(1)
+	h.degraded.Add(1)
 }

@@ -112,7 +112,7 @@ func ExampleWithLogger() {
 		_, _ = limiter.Allow(context.Background(), "user:42", redisrate.PerSecond(5))
 	}
 	// Output:
-	// level=WARN msg="redisrate: Redis cannot decide; calls follow the fallback and the failure policy until it answers again" error="redisrate: gcra on key \"user:42\": dial tcp 127.0.0.1:1: connect: connection refused" policy=fail-closed fallback=false probe_every=200ms
+	// level=WARN msg="redisrate: Redis cannot decide; calls follow the fallback and the failure policy until it answers again" error="dial tcp 127.0.0.1:1: connect: connection refused" cause="connection refused" script=gcra key=user:… policy=fail-closed fallback=false probe_every=200ms
 }
 
 func ExampleFailurePolicy() {

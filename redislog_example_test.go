@@ -62,5 +62,5 @@ func Example_goRedisLog() {
 	defer rdb.Close()
 	meetOutage(redisrate.NewLimiter(rdb, redisrate.WithLogger(logger)))
 	// Output:
-	// level=WARN msg="redisrate: Redis cannot decide; calls follow the fallback and the failure policy until it answers again" error="redisrate: gcra on key \"user:42\": dial tcp 127.0.0.1:1: connect: connection refused" policy=fail-error fallback=false probe_every=200ms
+	// level=WARN msg="redisrate: Redis cannot decide; calls follow the fallback and the failure policy until it answers again" error="dial tcp 127.0.0.1:1: connect: connection refused" cause="connection refused" script=gcra key=user:… policy=fail-error fallback=false probe_every=200ms
 }

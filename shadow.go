@@ -10,9 +10,11 @@ package redisrate
 // and WouldDeny true, keeping Redis's RetryAfter and Remaining; every
 // Result has Shadow true. A call Redis cannot decide is admitted too:
 // FailOpen's admission as usual; under FailClosed and FailError (which
-// would refuse it) FailClosed's denial, admitted, with WouldDeny. Argument
-// errors, foreign keys, ACL refusals and a caller's cancelled context are
-// still errors, and Reset still resets.
+// would refuse it) FailClosed's denial, admitted, with WouldDeny; and so
+// is a call whose context ends before Redis decides (a deadline shorter
+// than Redis's stall): shadow mode fails no call for the limiter's sake.
+// Argument errors, foreign keys and ACL refusals are still errors, and
+// Reset still resets.
 //
 // Observers see the Result the caller gets, so metrics and spans say what
 // would have been denied (otelrate: outcome would_deny). For one part of a
