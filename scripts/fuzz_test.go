@@ -248,7 +248,7 @@ func checkCall(t testing.TB, b *st.Backend, in fuzzInput, key string) st.Reply {
 	if shadows != nil {
 		sameAsOneKeyCalls(t, b, in, keys, shadows, call, v[0] == 1, fail)
 	}
-	if v[0] == 0 || call.Check || call.Cost == 0 {
+	if v[0] == 0 || call.Mode == "check" || call.Cost == 0 {
 		b.UnchangedAll("denial, check or cost 0", before)
 		return r
 	}
@@ -303,7 +303,7 @@ func sameAsOneKeyCalls(t testing.TB, b *st.Backend, in fuzzInput, keys, shadows 
 	if all != admitted {
 		fail("admitted %t, but the keys alone with their limits admit: %t", admitted, all)
 	}
-	if !admitted || call.Cost == 0 || call.Check {
+	if !admitted || call.Cost == 0 || call.Mode == "check" {
 		return
 	}
 	for i, sh := range shadows {
