@@ -314,7 +314,7 @@ func retryAndResetHonest(t *testing.T, b *st.Backend) {
 
 // TestClockStepBack (guarantee 9): a clock that steps back decides as of
 // the time the state records, and its waits are longer by the step (issue
-// 9 reproduction 6 is TestIssue9Repro6StepBackAcrossWindow).
+// 9 reproduction 6 is TestStepBackAcrossWindow).
 func TestClockStepBack(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {

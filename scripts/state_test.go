@@ -40,7 +40,7 @@ var foreigners = []foreign{
 	{"v1 lb (repro 7)", str("lb 1 2")},
 	{"v1 sw (repro 7)", str("sw 1 2 3")},
 	{"v1 tb 1.0e999 (repro 7)", str("tb 1.0e999 1.0e999")},
-	{"other version", str("gcra:3 1 2")},
+	{"other version", str("gcra:4 1 2")},
 	{"tag in capitals", str("GCRA:2 1 2")},
 	{"tag alone", str("gcra:2")},
 	{"tag and space", str("gcra:2 ")},
