@@ -91,7 +91,7 @@ func randStep(rng *rand.Rand, call st.Call, back bool) int64 {
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
 // TestDifferential runs random call sequences (1 to 3 limits, random
-// costs, checks, clock moves, some steps back) through every script on
+// costs, every mode, clock moves, some steps back) through every script on
 // miniredis and through the Go reference model, and compares every reply
 // and, after each call, the key's existence and TTL.
 func TestDifferential(t *testing.T) {
@@ -114,7 +114,7 @@ func TestDifferential(t *testing.T) {
 					capacity := first.Limits[0].Burst
 					var trail []string
 					for i := range steps {
-						argv := randCall(rng, lims, capacity)
+						argv := randModeCall(rng, lims, capacity)
 						call, perr := st.Parse(s, 1, argv)
 						if perr != "" {
 							t.Fatalf("%s %v: %s", s.Name, argv, perr)

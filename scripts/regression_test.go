@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redisrate/redisrate/internal/manifest"
+	"github.com/redisrate/redisrate/scripts"
 	st "github.com/redisrate/redisrate/scripts/internal/scripttest"
 )
 
@@ -162,6 +163,23 @@ func TestSlidingLogCap(t *testing.T) {
 		}
 		if n := b.Client.ZCard(st.Ctx, "log").Val(); n != 10001 {
 			t.Errorf("%s: the log holds %d members, want 10000 entries and the marker", b.Name, n)
+		}
+	}
+}
+
+// TestResetNumkeys: reset.lua called without its key (numkeys 0) answers
+// the contract's error, not a raw Lua error, by EVAL and EVALSHA.
+func TestResetNumkeys(t *testing.T) {
+	for _, b := range st.Both(t) {
+		want := "ERR invalid numkeys '0': must be 1 (the key to reset)"
+		if err := b.Client.Eval(st.Ctx, scripts.ResetSource, nil).Err(); err == nil || err.Error() != want {
+			t.Errorf("%s: reset.lua by EVAL with numkeys 0: %v, want %q", b.Name, err, want)
+		}
+		if err := b.Client.EvalSha(st.Ctx, scripts.ResetSHA1, nil).Err(); err == nil || err.Error() != want {
+			t.Errorf("%s: reset.lua by EVALSHA with numkeys 0: %v, want %q", b.Name, err, want)
+		}
+		if !st.ContractError(want) {
+			t.Errorf("%q is not among the contract's errors", want)
 		}
 	}
 }
