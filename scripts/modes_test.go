@@ -420,4 +420,3 @@ func randModeCall(rng *rand.Rand, lims [][3]string, capacity int64) []string {
 	}
 	return argv
 }
-
