@@ -4,7 +4,7 @@ package redisrate
 
 // The algorithms, one per script, in the order of scripts.Specs. The zero Algorithm is GCRA.
 const (
-	// GCRA is gcra.lua. Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact.
+	// GCRA is gcra.lua. Generic Cell Rate Algorithm: units spaced period_ms / limit apart, up to burst at once; smooth and exact.
 	GCRA Algorithm = iota
 	// TokenBucket is token_bucket.lua. Token bucket with discrete refills: limit tokens every period_ms, up to burst.
 	TokenBucket

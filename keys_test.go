@@ -475,7 +475,7 @@ func TestDenyCacheSeveralKeys(t *testing.T) {
 			}
 			// Other keys, limits or cost: to Redis.
 			for _, other := range [][]KeyLimit{
-				{keys[1], keys[0]}, userOrg(tc.deniedU, user, PerHour(4)), userOrg("d", user, org),
+				{keys[1], keys[0]}, userOrg(tc.deniedU, user, PerHour(2)), userOrg("d", user, org),
 			} {
 				if r, _ := l.AllowKeys(ctx, 1, other...); r.Source != SourceRedis {
 					t.Errorf("%v: %+v, want Redis's answer", other, r)

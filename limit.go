@@ -353,12 +353,12 @@ func (l Limit) inRange(rule string) bool {
 	periodUs := periodMs * 1000
 	limit, burst := uint64(l.Rate), uint64(l.Capacity())
 	switch rule {
-	case "continuous": // burst * period_us / gcd(limit, period_us) <= 2^52
-		return fitsProduct(burst, periodUs/uint64(gcd(int64(limit), int64(periodUs))), 1<<52)
-	case "refill": // ceil(burst / limit) * period_us <= 2^53
-		return fitsProduct((burst+limit-1)/limit, periodUs, 1<<53)
-	case "weighted": // 3 * limit * period_ms <= 2^53
-		return fitsProduct(3*limit, periodMs, 1<<53)
+	case "continuous": // 2 * burst * period_us <= 2^53: a level of up to twice the capacity
+		return fitsProduct(2*burst, periodUs, 1<<53)
+	case "refill": // ceil(2 * burst / limit) * period_us <= 2^53: from a debt of -burst to full
+		return fitsProduct((2*burst+limit-1)/limit, periodUs, 1<<53)
+	case "weighted": // 4 * limit * period_ms <= 2^53: a current window of up to twice the limit
+		return fitsProduct(4*limit, periodMs, 1<<53)
 	}
 	return true
 }

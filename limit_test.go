@@ -85,7 +85,7 @@ func TestValidateWordsAsScripts(t *testing.T) {
 		t.Errorf("refused calls created the key")
 	}
 	for _, good := range []Limit{
-		PerSecond(3), PerMinute(7), PerHour(1), PerDay(1e6), Per(5, 250*time.Millisecond).WithBurst(4),
+		PerSecond(3), PerMinute(7), PerHour(1), PerDay(46_000), PerDay(1e6).WithAlgorithm(TokenBucket), Per(5, 250*time.Millisecond).WithBurst(4),
 		PerSecond(10).WithBurst(10).WithAlgorithm(SlidingWindow), PerSecond(10000).WithAlgorithm(SlidingLog),
 		Per(3, 1e12*time.Millisecond), PerHour(1_000_000).WithAlgorithm(TokenBucket), PerDay(46_000).WithAlgorithm(SlidingWindow),
 	} {
@@ -204,20 +204,20 @@ func TestLimiterSendsOnlyWhatIsNeeded(t *testing.T) {
 
 func TestParseLimitExact(t *testing.T) {
 	for s, want := range map[string]Limit{
-		"10/s":                          PerSecond(10),
-		"100/minute":                    PerMinute(100),
-		"5/250ms burst 10 token_bucket": Per(5, 250*time.Millisecond).WithBurst(10).WithAlgorithm(TokenBucket),
-		"3/1h30m":                       Per(3, 90*time.Minute),
-		"2/2d":                          Per(2, 48*time.Hour),
-		"2.5/s":                         Per(5, 2*time.Second),
-		"0.1/s":                         Per(1, 10*time.Second),
-		"1.5/m":                         Per(3, 2*time.Minute),
-		"0.25/s":                        Per(1, 4*time.Second),
-		"2.50/s burst 7":                Per(5, 2*time.Second).WithBurst(7),
-		"1.000/h":                       PerHour(1),
-		"0.001/ms":                      Per(1, time.Second),
-		"010/s":                         PerSecond(10),
-		"1000000000000000/s":            PerSecond(1e15),
+		"10/s":                            PerSecond(10),
+		"100/minute":                      PerMinute(100),
+		"5/250ms burst 10 token_bucket":   Per(5, 250*time.Millisecond).WithBurst(10).WithAlgorithm(TokenBucket),
+		"3/1h30m":                         Per(3, 90*time.Minute),
+		"2/2d":                            Per(2, 48*time.Hour),
+		"2.5/s":                           Per(5, 2*time.Second),
+		"0.1/s":                           Per(1, 10*time.Second),
+		"1.5/m":                           Per(3, 2*time.Minute),
+		"0.25/s":                          Per(1, 4*time.Second),
+		"2.50/s burst 7":                  Per(5, 2*time.Second).WithBurst(7),
+		"1.000/h":                         PerHour(1),
+		"0.001/ms":                        Per(1, time.Second),
+		"010/s":                           PerSecond(10),
+		"1000000000000000/s token_bucket": PerSecond(1e15).WithAlgorithm(TokenBucket),
 	} {
 		got, err := ParseLimit(s)
 		if err != nil || got != want {
@@ -263,7 +263,7 @@ func TestParseLimitRoundTrip(t *testing.T) {
 		Per(5, 2*time.Second).WithBurst(4), PerSecond(10).WithBurst(20).WithAlgorithm(TokenBucket),
 		PerMinute(7).WithAlgorithm(SlidingWindow), PerHour(3).WithAlgorithm(SlidingLog),
 		Per(1, 4*time.Second).WithAlgorithm(LeakyBucket), Per(1, 1500*time.Millisecond).WithAlgorithm(FixedWindow),
-		PerSecond(1e15), Per(1, 1e12*time.Millisecond),
+		PerSecond(1e15).WithAlgorithm(FixedWindow), Per(1, 1e12*time.Millisecond),
 	} {
 		s := l.String()
 		got, err := ParseLimit(s)

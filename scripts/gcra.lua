@@ -1,5 +1,5 @@
--- redisrate gcra.lua: Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact.
--- Script contract v2.1 (CONTRACT.md in the redisrate repository). This file
+-- redisrate gcra.lua: Generic Cell Rate Algorithm: units spaced period_ms / limit apart, up to burst at once; smooth and exact.
+-- Script contract v3 (CONTRACT.md in the redisrate repository). This file
 -- stands alone: copy it, SCRIPT LOAD it, EVALSHA it from any Redis client.
 --
 -- Call:
@@ -16,18 +16,26 @@
 --   2 period_ms  the period in milliseconds, from 1 to 10^12
 --   3 burst      capacity: the most units available at once; 0 or absent means limit
 --   4 cost       units this request takes, default 1; 0 reads the state and takes nothing
---   5 mode       "" decides and records; "check" decides exactly so but records nothing
+--   5 mode       "" decides and records, all or nothing; "check" decides exactly so but
+--                records nothing; "upto" takes as many units as every limit admits, at
+--                most cost; "refund" gives cost units back; "force" records cost units
+--                whatever the limits decide, as far as a debt of one capacity
 --   6..          further "limit period_ms burst" triples, up to 8 limits in all:
 --                admitted only if every limit admits, then recorded against each
 --                (on every key); otherwise nothing is written (on any key)
 --
--- Reply: six integers
+-- Reply: seven integers (a client ignores any it does not know)
 --   1 allowed         1 admitted, 0 denied
 --   2 remaining       whole units left after this call (on a denial: now)
 --   3 retry_after_ms  0 when allowed; else ms until the same request would be admitted; -1 never
 --   4 reset_after_ms  ms until the key is back to full capacity
 --   5 capacity        the binding limit's capacity (burst)
 --   6 binding         which limit (1, 2, ...) fields 2 to 5 describe; with k keys, KEYS[binding]'s
+--   7 units           units this call recorded on the binding limit (given back, for refund)
+-- For upto, a grant of 0 is a denial whose retry_after_ms is the wait for one
+-- unit. refund and force describe the key after the call: retry_after_ms is
+-- the wait until one unit would be admitted; force is allowed (1) when the
+-- empty mode would have admitted it.
 --
 -- Errors: "ERR invalid <argument> '<value>': <rule>", naming the first fault in
 -- this order: numkeys not 1 to 8, a key the same as an earlier one ("key #i"),
@@ -41,16 +49,19 @@
 -- Algorithm: GCRA, the Generic Cell Rate Algorithm. Units are spaced
 -- period_ms / limit apart on a theoretical arrival time (TAT); a request is
 -- admitted when its cost fits before the TAT runs more than burst units ahead
--- of now. It decides as leaky_bucket.lua does, with less state, while the
--- clock runs forward; a clock that steps back finds the TAT further ahead
--- and decides on the clock it read (never more permissive than later on).
--- State: "gcra:2 t r" for each limit: TAT = t + r / a microseconds, 0 <= r < a,
--- where a/b is limit / period_us in lowest terms; t may pass 2^53 (by at
--- most 2^52) late this century, and is then read and written from its text.
--- Under other limits the TAT is kept, and the level it stands for is read
--- at the new rate (an r of another limit as the next microsecond): a changed
--- burst keeps guarantee 12, but a higher limit reads a fuller bucket, since
--- the state does not say which limit wrote it.
+-- of now. The TAT's distance ahead of now is a level that drains at limit
+-- per period_ms, which is what the state keeps, so gcra decides exactly as
+-- leaky_bucket.lua does (level.lua, written once for both).
+-- State: "gcra:3 x t" for each limit: a level of x / period_us units at time
+-- t microseconds (the TAT is t + x / limit). No limit or burst changes what
+-- x means: raised limits never deny what the old admit, lowered never admit
+-- what they deny (guarantee 12); a state is read as at most twice the
+-- capacity, so a debt of other limits is forgiven past that. A clock that
+-- steps back decides as of t.
+-- Modes: upto takes what every limit grants; refund lowers the level, never
+-- below empty; force raises it as far as twice the capacity (a debt).
+-- Reads v2's "gcra:2 t r" (a TAT of t + r / a microseconds, a/b = limit /
+-- period_us in lowest terms) as v2.1 read it, and writes gcra:3.
 -- Never more admitted in any span of t ms than burst + limit * t / period_ms.
 
 -- ---- String functions (scripts/src/strings.lua) ----
@@ -65,7 +76,8 @@ local find, match, fmt = ('').find, ('').match, ('').format
 -- limit, without the loop over limits and the choice of a binding limit. It
 -- decides exactly as the general code below (scripts/fast_test.go holds the
 -- two to the same replies, writes and TTLs), and leaves to it every call it
--- does not take: several keys or limits, an argument not in its plain form,
+-- does not take: several keys or limits, the modes upto, refund and force,
+-- an argument not in its plain form,
 -- a combination past the always-accepted range, a key that does not hold
 -- one limit's state. Those calls then read TIME and the key once more.
 repeat
@@ -94,7 +106,7 @@ repeat
       cost = c
     end
     if mode and mode ~= '' then
-      if mode ~= 'check' then break end
+      if mode ~= 'check' then break end -- upto, refund and force: the general code's
       writes = false
     end
     writes = writes and cost > 0
@@ -111,81 +123,61 @@ repeat
   local s1, s2
   if raw then
     if raw.err then break end
-    local t1, t2 = match(raw, '^gcra:2 ([1-9]%d*) (%d+)$')
+    local t1, t2 = match(raw, '^gcra:3 (%d+) ([1-9]%d*)$')
     if not t1 then break end
-    if #t1 > 17 then break end
+    if #t1 > 16 then break end
     if #t2 > 16 then break end
     s1 = t1 + 0
     s2 = t2 + 0
-    if not (s1 <= 13339554827370498) then break end
-    if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
+    if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991) then break end
+    if not (s2 <= 8835955200000000) then break end
   end
   local i = 1 -- the one limit
-  -- This limit's arguments and stored numbers (nil: none): the first limit's
-  -- in locals, the others' in argv (as numbers by now) and in more.
-  local limit, period_us, burst, stored_t, stored_r = limit1, period1 * 1000, burst1, s1, s2
-  local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
-  while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
-  local a, b = limit / g, period_us / g
+  -- This limit's arguments and its state, x at time t (nil: none): the
+  -- first limit's in locals, the others' in argv (as numbers by now) and in
+  -- more.
+  local limit, b, burst, x, t = limit1, period1 * 1000, burst1, s1, s2
   local xmax = burst * b
-  -- The TAT is now + ahead + r / a microseconds, or now when it has passed
-  -- (an empty bucket). Offsets from now stay exact where the TAT itself,
-  -- late this century, may pass 2^53 (by at most 2^52).
-  local ahead, r = 0, 0
-  if stored_r then
-    local d = stored_t - now
-    if stored_t > 9007199254740991 then -- read exactly from its text: KEYS[i]'s first limit's, or with one key KEYS[1]'s i-th
-      local x = match(redis.call('GET', KEYS[i] or KEYS[1]), '^%S+' .. ('').rep(' %d+', KEYS[i] and 0 or 2 * i - 2) .. ' (%d+)')
-      d = (('').sub(x, 1, #x - 6) * 1000000 - now) + (('1' .. ('').sub(x, -6)) - 1000000)
+  -- Drained to now. A clock behind t (it stepped back) decides as of t, and
+  -- its waits are longer by t - now (guarantee 9).
+  if not t then
+    x, t = 0, now
+  else
+    if x > 2 * xmax then x = 2 * xmax end
+    if now > t then
+      local drained = (now - t) * limit -- (past 2^53 only when it is past x)
+      if drained >= x then x = 0 else x = x - drained end
+      t = now
     end
-    local r0 = stored_r
-    if r0 >= a then r0, d = 0, d + 1 end -- another limit's state: no earlier than it held
-    if d > 0 or (d == 0 and r0 > 0) then ahead, r = d, r0 end
   end
-  -- The level now is x = ahead * a + r; x + cost * b must fit in xmax.
-  -- Waits are written without that product, which a clock that stepped back
-  -- could push past 2^53; they are then longer by the step (guarantee 9).
-  -- (With cost past burst, never, y and the wait are not exact, nor read.)
-  local y, never = r + cost * b, cost > burst -- y: the level past the TAT's whole microseconds, with the cost
-  local over = y - xmax -- past the capacity, in 1/b units
-  local retry_us = ahead + (over + -over % a) / a
-  local ok = not never and (retry_us <= 0 or cost == 0)
-  if ok then -- the TAT moves on by the cost
-    r = y % a
-    ahead = ahead + (y - r) / a
+  local ok, never, retry_us, units = false, cost > burst, 0, 0
+  if not never then
+    local over = x - (xmax - cost * b) -- x + cost * b - xmax, without the sum, which could pass 2^53
+    if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % limit) / limit end
   end
-  -- The room left, xmax - x; none once x is past xmax, where ahead * a may
-  -- pass 2^53, but only by more than xmax (<= 2^52), so the sign holds.
-  local room = xmax - ahead * a - r
+  if ok then
+    x, units = x + cost * b, cost
+  end
+  local room = xmax - x
   if room < 0 then room = 0 end
   local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
-  local reset_us = ahead + (r > 0 and 1 or 0)
-  local allowed, out = ok -- the one limit decides (out: its record, when it writes)
-  if allowed and writes then
-    if now + ahead >= 9007199254740992 then -- past 2^53: whole seconds, then the microseconds, each exact
-      local us = now % 1000000 + ahead % 1000000
-      local sec = (now - now % 1000000) / 1000000 + (ahead - ahead % 1000000) / 1000000 + (us - us % 1000000) / 1000000
-      out = fmt('gcra:2 %d%06d %d', sec, us % 1000000, r)
-    elseif r == 0 then -- always when limit divides period_us (a = 1, as 10 per second): a number fewer to format, some 800 instructions
-      out = fmt('gcra:2 %d 0', now + ahead)
-    else
-      out = fmt('gcra:2 %d %d', now + ahead, r)
-    end
-  end
+  local reset_us = x > 0 and t - now + (x + -x % limit) / limit or 0
+  local allowed, out = ok
+  if ok and writes then out = fmt('gcra:3 %d %d', x, t) end
   -- The one write and the reply, for the one limit (write.lua, reply.lua).
   local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
   if allowed then
     if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
-    return { 1, rem, 0, reset_ms, cap, 1 }
+    return { 1, rem, 0, reset_ms, cap, 1, cost }
   end
-  return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1 }
+  return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, 0 }
 until true
 -- ---- gcra's constants (from its manifest) ----
-local NAME, TAG = 'gcra', 'gcra:2'
+local NAME, TAG = 'gcra', 'gcra:3'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local TIME_AT, TIME_MAX = 0, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
-local FIELDS, STATE = 2, '^gcra:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
-local AHEAD_AT, AHEAD_MAX = 1, 13339554827370498 -- which field is a time ahead of the clock, and its range: TIME_MAX + 2^52, rounded up to 2 mod 4 (see state.lua)
+local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
+local FIELDS, STATE = 2, '^gcra:3 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
+local OLD = '^gcra:2 ' -- an older state, which upgrade reads
 
 -- ---- Helpers (scripts/src/helpers.lua) ----
 -- Defined once: at the top of each script, and once at FUNCTION LOAD in the
@@ -242,18 +234,41 @@ local function invalid(name, i, s, rule)
   return redis.error_reply('ERR invalid ' .. name .. " '" .. s .. "': " .. rule)
 end
 
--- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
--- With a/b = limit / period_us in lowest terms, a level of x stands for x / b
--- units: a cost adds cost * b, the capacity is burst * b, and x drains by a
--- each microsecond, so every quantity is a whole number and every decision
--- exact (3 per second is a = 3, b = 1000000). The capacity is kept at most
--- 2^52, so that a level and a cost add up exactly.
+-- ---- The level's range (scripts/src/continuous.lua) ----
+-- A level is at most twice the capacity, burst * period_us, and stays a
+-- whole number below 2^53 (level.lua).
 local function out_of_range(limit, period_ms, burst)
-  local period_us = period_ms * 1000
-  if burst * period_us <= 4503599627370496 then return false end -- b <= period_us: no gcd needed
-  local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
-  while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
-  return burst * (period_us / g) > 4503599627370496
+  return burst * period_ms * 2000 > 9007199254740992
+end
+-- upgrade is a v2 state (raw) as gcra:3, read as v2.1 read it: at now, each
+-- TAT in the terms of the limit at its position (with several keys, key
+-- i's), the level x = (TAT - now) * limit; nil when raw is not v2 state.
+local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
+  local body = match(raw, '^gcra:2(( %d+ %d+)+)$')
+  if not body or find(body, ' 0%d') then return nil end
+  local out, j = TAG, 0
+  for ts, rs in ('').gmatch(body, ' (%d+) (%d+)') do
+    j = j + 1
+    local p = key_i or j -- the limit at this position
+    if j > 8 or #ts > 17 or #rs > 16 or ts + 0 > AHEAD_MAX then return nil end
+    local x = 0
+    if p <= n then
+      local limit, period_us, burst = limit1, period1 * 1000, burst1
+      if p > 1 then limit, period_us, burst = argv[3 * p], argv[3 * p + 1] * 1000, argv[3 * p + 2] end
+      local g, h = limit, period_us % limit -- their greatest common divisor
+      while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
+      local d, r = ts - now, rs + 0 -- the TAT's whole microseconds ahead of now, and r / a more
+      if ts + 0 > 9007199254740991 then -- read exactly from its text
+        d = (('').sub(ts, 1, #ts - 6) * 1000000 - now) + (('1' .. ('').sub(ts, -6)) - 1000000)
+      end
+      if r >= limit / g then r, d = 0, d + 1 end -- another limit's state: no earlier than it held
+      local top = 2 * burst * period_us -- at most twice the capacity
+      if d > 0 or (d == 0 and r > 0) then x = d < top / limit and d * limit + r * g or top end
+      if x > top then x = top end
+    end
+    out = out .. fmt(' %d %d', x, now)
+  end
+  return out
 end
 -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
 local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
@@ -278,7 +293,7 @@ if k ~= 1 then
   if k ~= n then short = 'numkeys' end
 end
 local key = keys[1]
-local cost, check = 1, false
+local cost, mode = 1, '' -- mode: '', 'check', 'upto', 'refund' or 'force'
 -- The first limit's arguments go into locals; a further limit's, once read,
 -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
 -- call builds a table for them.
@@ -317,14 +332,14 @@ for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are 
   end
   if i == 1 then
     if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
-      local cs, mode = argv[4], argv[5] or ''
+      local cs = argv[4]
+      mode = argv[5] or ''
       if cs ~= '' then
         cost = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 or whole(cs)
         if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
       end
-      if mode ~= '' then
-        if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
-        check = true
+      if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
+        return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
       end
     end
     limit1, period1, burst1, at = limit, period_ms, burst, 5
@@ -372,16 +387,17 @@ while true do -- KEYS[1], then with several keys each in turn
     -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
     -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
     -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
-    if k == 1 and n > 1 then more = { match(raw, '^' .. TAG .. ('').rep(' ([1-9]%d*) (%d+)', n) .. '$') } end -- n limits' (the library makes the patterns at load)
+    if k == 1 and n > 1 then more = { match(raw, '^' .. TAG .. ('').rep(' (%d+) ([1-9]%d*)', n) .. '$') } end -- n limits' (the library makes the patterns at load)
     local good = more and more[1] ~= nil
     if not good then
+      if find(raw, OLD) then raw = upgrade(raw, k > 1 and (i or 1) or nil, now, argv, n, limit1, period1, burst1) or '' end -- a v2 state, as v2.1 read it (the algorithm's upgrade)
       local t1, t2, rest = match(raw, STATE)
       good = rest ~= nil
       if good and rest == '' then -- one limit's
-        s1 = #t1 <= 17 and t1 + 0
+        s1 = #t1 <= 16 and t1 + 0
         s2 = #t2 <= 16 and t2 + 0
-        good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= AHEAD_MAX
-        good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
+        good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991
+        good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX
       elseif good then -- another number of limits: " n n ..." exactly, FIELDS each, up to 8 limits
         more = { t1, t2 }
         local read = 0
@@ -391,14 +407,14 @@ while true do -- KEYS[1], then with several keys each in turn
     end
     if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
       for j = 0, #more - 1, FIELDS do
-        local f = more[j + 1]; local v = #f <= 17 and f + 0; if not (v and v <= AHEAD_MAX) then good = false break end; more[j + 1] = v
-        local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 2] = v
+        local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 1] = v
+        local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and v <= TIME_MAX) then good = false break end; more[j + 2] = v
       end
       s1 = more[1]
       s2 = more[2]
     end
     if not good then
-      local other, which = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
+      local other, which = ({ ['gcra:3'] = 'gcra', ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:3'] = 'leaky_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
       if other and other ~= NAME then
         return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
       end
@@ -424,17 +440,33 @@ while true do -- KEYS[1], then with several keys each in turn
   key = keys[i]
 end
 if n > 1 and not more then more = {} end -- no state yet, or one limit's: the further limits have none
-
--- ---- Decision: every limit in turn, all or nothing ----
-local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
-local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
-local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
+-- ---- Decision: every limit in turn (scripts/src/loop.lua) ----
+-- The empty mode, check and upto are all or nothing; refund and force
+-- (settle) act on every limit whatever it decides. upto takes two passes:
+-- the first, at cost 0, measures the whole units every limit has left; the
+-- second takes the least of them as a call of that cost would (upto.lua).
+local settle = mode == 'refund' or mode == 'force'
+local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
+if mode == 'upto' then cost = 0 end
+local writes, allowed, ttl_us, out, changed, short -- changed: settle altered a limit; short: force past what the empty mode admits
+local a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
 local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
 local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
+repeat
+  writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
+  allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
+-- ---- The level (scripts/src/level.lua): gcra's and leaky_bucket's decision ----
+-- A level of x stands for x / period_us units: a unit is period_us of x, x
+-- drains by limit each microsecond, and no limit or burst changes what it
+-- means, so raised limits read the same level and only admit more
+-- (guarantee 12). The capacity is burst * period_us; a state is read as at
+-- most twice it (the debt force may leave), so no wait passes twice the
+-- time these limits take to drain their capacity.
 for i = 1, n do
-  -- This limit's arguments and stored numbers (nil: none): the first limit's
-  -- in locals, the others' in argv (as numbers by now) and in more.
-  local limit, period_us, burst, stored_t, stored_r = limit1, period1 * 1000, burst1, s1, s2
+  -- This limit's arguments and its state, x at time t (nil: none): the
+  -- first limit's in locals, the others' in argv (as numbers by now) and in
+  -- more.
+  local limit, b, burst, x, t = limit1, period1 * 1000, burst1, s1, s2
   if i > 1 then
     -- (keyed.lua) With several keys, the limit before is KEYS[i - 1]'s, and
     -- its record that key's whole state, kept with its own TTL (write.lua).
@@ -443,58 +475,64 @@ for i = 1, n do
       records[2 * i - 3], records[2 * i - 2] = out, ttl_us
       out, ttl_us = TAG, 0
     end
-    limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
-    stored_t, stored_r = more[2 * i - 1], more[2 * i]
+    limit, b, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
+    x, t = more[2 * i - 1], more[2 * i]
   end
-  local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
-  while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
-  local a, b = limit / g, period_us / g
   local xmax = burst * b
-  -- The TAT is now + ahead + r / a microseconds, or now when it has passed
-  -- (an empty bucket). Offsets from now stay exact where the TAT itself,
-  -- late this century, may pass 2^53 (by at most 2^52).
-  local ahead, r = 0, 0
-  if stored_r then
-    local d = stored_t - now
-    if stored_t > 9007199254740991 then -- read exactly from its text: KEYS[i]'s first limit's, or with one key KEYS[1]'s i-th
-      local x = match(redis.call('GET', KEYS[i] or KEYS[1]), '^%S+' .. ('').rep(' %d+', KEYS[i] and 0 or 2 * i - 2) .. ' (%d+)')
-      d = (('').sub(x, 1, #x - 6) * 1000000 - now) + (('1' .. ('').sub(x, -6)) - 1000000)
+  -- Drained to now. A clock behind t (it stepped back) decides as of t, and
+  -- its waits are longer by t - now (guarantee 9).
+  if not t then
+    x, t = 0, now
+  else
+    if x > 2 * xmax then x = 2 * xmax end
+    if now > t then
+      local drained = (now - t) * limit -- (past 2^53 only when it is past x)
+      if drained >= x then x = 0 else x = x - drained end
+      t = now
     end
-    local r0 = stored_r
-    if r0 >= a then r0, d = 0, d + 1 end -- another limit's state: no earlier than it held
-    if d > 0 or (d == 0 and r0 > 0) then ahead, r = d, r0 end
   end
-  -- The level now is x = ahead * a + r; x + cost * b must fit in xmax.
-  -- Waits are written without that product, which a clock that stepped back
-  -- could push past 2^53; they are then longer by the step (guarantee 9).
-  -- (With cost past burst, never, y and the wait are not exact, nor read.)
-  local y, never = r + cost * b, cost > burst -- y: the level past the TAT's whole microseconds, with the cost
-  local over = y - xmax -- past the capacity, in 1/b units
-  local retry_us = ahead + (over + -over % a) / a
-  local ok = not never and (retry_us <= 0 or cost == 0)
-  if ok then -- the TAT moves on by the cost
-    r = y % a
-    ahead = ahead + (y - r) / a
+  local ok, never, retry_us, units = false, cost > burst, 0, 0
+  if not never then
+    local over = x - (xmax - cost * b) -- x + cost * b - xmax, without the sum, which could pass 2^53
+    if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % limit) / limit end
   end
-  -- The room left, xmax - x; none once x is past xmax, where ahead * a may
-  -- pass 2^53, but only by more than xmax (<= 2^52), so the sign holds.
-  local room = xmax - ahead * a - r
+  if settle then
+    if mode == 'refund' then -- up to cost units back, never below empty; a unit partly drained counts as one
+      local give = x
+      if cost <= 2 * burst and cost * b < x then give = cost * b end
+      units, x = (give + -give % b) / b, x - give
+    else -- force: cost units, as far as twice the capacity
+      local room = 2 * xmax - x
+      units = (room - room % b) / b
+      if cost < units then units = cost end
+      x = x + units * b
+    end
+    local over = x - (xmax - b) -- the wait for one unit, after
+    retry_us = over > 0 and t - now + (over + -over % limit) / limit or 0
+  elseif ok then
+    x, units = x + cost * b, cost
+  end
+  local room = xmax - x
   if room < 0 then room = 0 end
   local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
-  local reset_us = ahead + (r > 0 and 1 or 0)
+  local reset_us = x > 0 and t - now + (x + -x % limit) / limit or 0
   -- ---- This limit's verdict (scripts/src/verdict.lua) ----
-  -- The reply describes the binding limit: on an admission the one with the
-  -- fewest units left (left / per, exactly), on a denial the denying one with the longest
-  -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
+  -- The reply describes the binding limit: on an admission (and for refund
+  -- and force) the one with the fewest units left (left / per, exactly), on a
+  -- denial the denying one with the longest retry_after_ms (-1, never,
+  -- counts as longest); ties go to the earlier.
   if reset_us > ttl_us then ttl_us = reset_us end
-  if ok then
+  if not least or rem < least then least = rem end
+  if ok or settle then
+    if not ok then short = true end
+    if units > 0 then changed = true end
     local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
     if not fewer then
       local x, y = left * a_per, a_left * per
       if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
     end
     if fewer then
-      a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
+      a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
     end
   else
     allowed = false
@@ -503,33 +541,44 @@ for i = 1, n do
       d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
     end
   end
-  if allowed and writes then
-    if now + ahead >= 9007199254740992 then -- past 2^53: whole seconds, then the microseconds, each exact
-      local us = now % 1000000 + ahead % 1000000
-      local sec = (now - now % 1000000) / 1000000 + (ahead - ahead % 1000000) / 1000000 + (us - us % 1000000) / 1000000
-      out = out .. fmt(' %d%06d %d', sec, us % 1000000, r)
-    elseif r == 0 then -- always when limit divides period_us (a = 1, as 10 per second): a number fewer to format, some 800 instructions
-      out = out .. fmt(' %d 0', now + ahead)
-    else
-      out = out .. fmt(' %d %d', now + ahead, r)
-    end
-  end
+  if allowed and writes then out = out .. fmt(' %d %d', x, t) end
 end
+  -- ---- upto's passes (scripts/src/upto.lua) ----
+  -- After the measuring pass, the grant is the fewest whole units a limit
+  -- has left, at most the units asked for; a grant of none is decided as a
+  -- check of one unit: a denial, whose wait is the wait for one unit.
+  if mode ~= 'upto' or cost > 0 or want == 0 then break end
+  cost = least < want and least or want
+  if cost == 0 then cost, mode = 1, 'check' end
+until false
 
 -- ---- The one write (scripts/src/write.lua) ----
--- Only an admitted request with a cost, not a check, records. PSETEX is
--- refused under maxmemory (OOM) before it writes; the key expires when every
--- limit is back to empty, so no cleanup job is needed. With several keys,
--- each gets its state and TTL: Redis refuses a script's first write under
--- OOM and no later one, so the first PSETEX fails before any key is written.
-if allowed and writes then
+-- An admitted request with a cost records, and so does a refund or a force
+-- that changed a limit; a check never does. PSETEX is refused under
+-- maxmemory (OOM) before it writes; the key expires when every limit is back
+-- to empty, so no cleanup job is needed, and a key a refund left empty is
+-- deleted. With several keys, each gets its state and TTL: Redis refuses a
+-- script's first write under OOM and no later one, so the first PSETEX fails
+-- before any key is written.
+if allowed and writes and changed then
   if k > 1 then -- the other keys' records first, then the last key's
-    for i = 1, k - 1 do redis.call('PSETEX', keys[i], fmt('%d', (records[2 * i] + -records[2 * i] % 1000) / 1000), records[2 * i - 1]) end
+    for i = 1, k - 1 do
+      local ttl = records[2 * i]
+      if ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) else redis.call('DEL', keys[i]) end
+    end
     key = keys[k]
   end
-  redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
+  if ttl_us > 0 then
+    redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
+  else
+    redis.call('DEL', key)
+  end
 end
 
 -- ---- The reply (scripts/src/reply.lua) ----
-if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i } end
-return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i }
+-- Field 7 is the units recorded on the binding limit (what a check would).
+-- refund and force describe the key after the call, with the wait until
+-- one unit would be admitted; force is allowed when the empty mode would be.
+if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }

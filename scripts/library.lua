@@ -1,5 +1,5 @@
 #!lua name=redisrate
--- redisrate Functions library, script contract v2.1 (CONTRACT.md in the
+-- redisrate Functions library, script contract v3 (CONTRACT.md in the
 -- redisrate repository). Redis 7 or later: FUNCTION LOAD REPLACE this file.
 --
 --   FCALL    redisrate_<algorithm>    1 <key> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
@@ -10,7 +10,8 @@
 -- <algorithm>: gcra, token_bucket, leaky_bucket, sliding_window, fixed_window, sliding_log. Each function takes
 -- the arguments of <algorithm>.lua and gives its reply; the code below is that
 -- script's, with what runs once defined once. The _ro variants are flagged
--- no-writes (FCALL_RO, replicas) and always decide as mode "check".
+-- no-writes (FCALL_RO, replicas) and always decide as mode "check" (they
+-- refuse upto, refund and force).
 -- redisrate_version returns the SHA1 of this library's code, for clients to
 -- tell whether the library they find is the one they bundle; every function
 -- is also registered under a name bound to that version, <function>_v and
@@ -101,26 +102,49 @@ end
 
 -- ==== gcra ====
 -- ---- gcra's constants (from its manifest) ----
-local NAME, TAG = 'gcra', 'gcra:2'
+local NAME, TAG = 'gcra', 'gcra:3'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local TIME_AT, TIME_MAX = 0, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
-local FIELDS, STATE = 2, '^gcra:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
+local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
+local FIELDS, STATE = 2, '^gcra:3 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
-for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' ([1-9]%d*) (%d+)', n) .. '$' end
-local AHEAD_AT, AHEAD_MAX = 1, 13339554827370498 -- which field is a time ahead of the clock, and its range: TIME_MAX + 2^52, rounded up to 2 mod 4 (see state.lua)
+for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' (%d+) ([1-9]%d*)', n) .. '$' end
+local OLD = '^gcra:2 ' -- an older state, which upgrade reads
 
--- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
--- With a/b = limit / period_us in lowest terms, a level of x stands for x / b
--- units: a cost adds cost * b, the capacity is burst * b, and x drains by a
--- each microsecond, so every quantity is a whole number and every decision
--- exact (3 per second is a = 3, b = 1000000). The capacity is kept at most
--- 2^52, so that a level and a cost add up exactly.
+-- ---- The level's range (scripts/src/continuous.lua) ----
+-- A level is at most twice the capacity, burst * period_us, and stays a
+-- whole number below 2^53 (level.lua).
 local function out_of_range(limit, period_ms, burst)
-  local period_us = period_ms * 1000
-  if burst * period_us <= 4503599627370496 then return false end -- b <= period_us: no gcd needed
-  local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
-  while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
-  return burst * (period_us / g) > 4503599627370496
+  return burst * period_ms * 2000 > 9007199254740992
+end
+-- upgrade is a v2 state (raw) as gcra:3, read as v2.1 read it: at now, each
+-- TAT in the terms of the limit at its position (with several keys, key
+-- i's), the level x = (TAT - now) * limit; nil when raw is not v2 state.
+local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
+  local body = match(raw, '^gcra:2(( %d+ %d+)+)$')
+  if not body or find(body, ' 0%d') then return nil end
+  local out, j = TAG, 0
+  for ts, rs in ('').gmatch(body, ' (%d+) (%d+)') do
+    j = j + 1
+    local p = key_i or j -- the limit at this position
+    if j > 8 or #ts > 17 or #rs > 16 or ts + 0 > AHEAD_MAX then return nil end
+    local x = 0
+    if p <= n then
+      local limit, period_us, burst = limit1, period1 * 1000, burst1
+      if p > 1 then limit, period_us, burst = argv[3 * p], argv[3 * p + 1] * 1000, argv[3 * p + 2] end
+      local g, h = limit, period_us % limit -- their greatest common divisor
+      while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
+      local d, r = ts - now, rs + 0 -- the TAT's whole microseconds ahead of now, and r / a more
+      if ts + 0 > 9007199254740991 then -- read exactly from its text
+        d = (('').sub(ts, 1, #ts - 6) * 1000000 - now) + (('1' .. ('').sub(ts, -6)) - 1000000)
+      end
+      if r >= limit / g then r, d = 0, d + 1 end -- another limit's state: no earlier than it held
+      local top = 2 * burst * period_us -- at most twice the capacity
+      if d > 0 or (d == 0 and r > 0) then x = d < top / limit and d * limit + r * g or top end
+      if x > top then x = top end
+    end
+    out = out .. fmt(' %d %d', x, now)
+  end
+  return out
 end
 local function gcra(KEYS, ARGV)
   -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
@@ -129,7 +153,8 @@ local function gcra(KEYS, ARGV)
   -- limit, without the loop over limits and the choice of a binding limit. It
   -- decides exactly as the general code below (scripts/fast_test.go holds the
   -- two to the same replies, writes and TTLs), and leaves to it every call it
-  -- does not take: several keys or limits, an argument not in its plain form,
+  -- does not take: several keys or limits, the modes upto, refund and force,
+  -- an argument not in its plain form,
   -- a combination past the always-accepted range, a key that does not hold
   -- one limit's state. Those calls then read TIME and the key once more.
   repeat
@@ -158,7 +183,7 @@ local function gcra(KEYS, ARGV)
         cost = c
       end
       if mode and mode ~= '' then
-        if mode ~= 'check' then break end
+        if mode ~= 'check' then break end -- upto, refund and force: the general code's
         writes = false
       end
       writes = writes and cost > 0
@@ -175,74 +200,54 @@ local function gcra(KEYS, ARGV)
     local s1, s2
     if raw then
       if raw.err then break end
-      local t1, t2 = match(raw, '^gcra:2 ([1-9]%d*) (%d+)$')
+      local t1, t2 = match(raw, '^gcra:3 (%d+) ([1-9]%d*)$')
       if not t1 then break end
-      if #t1 > 17 then break end
+      if #t1 > 16 then break end
       if #t2 > 16 then break end
       s1 = t1 + 0
       s2 = t2 + 0
-      if not (s1 <= 13339554827370498) then break end
-      if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
+      if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991) then break end
+      if not (s2 <= 8835955200000000) then break end
     end
     local i = 1 -- the one limit
-    -- This limit's arguments and stored numbers (nil: none): the first limit's
-    -- in locals, the others' in argv (as numbers by now) and in more.
-    local limit, period_us, burst, stored_t, stored_r = limit1, period1 * 1000, burst1, s1, s2
-    local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
-    while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
-    local a, b = limit / g, period_us / g
+    -- This limit's arguments and its state, x at time t (nil: none): the
+    -- first limit's in locals, the others' in argv (as numbers by now) and in
+    -- more.
+    local limit, b, burst, x, t = limit1, period1 * 1000, burst1, s1, s2
     local xmax = burst * b
-    -- The TAT is now + ahead + r / a microseconds, or now when it has passed
-    -- (an empty bucket). Offsets from now stay exact where the TAT itself,
-    -- late this century, may pass 2^53 (by at most 2^52).
-    local ahead, r = 0, 0
-    if stored_r then
-      local d = stored_t - now
-      if stored_t > 9007199254740991 then -- read exactly from its text: KEYS[i]'s first limit's, or with one key KEYS[1]'s i-th
-        local x = match(redis.call('GET', KEYS[i] or KEYS[1]), '^%S+' .. ('').rep(' %d+', KEYS[i] and 0 or 2 * i - 2) .. ' (%d+)')
-        d = (('').sub(x, 1, #x - 6) * 1000000 - now) + (('1' .. ('').sub(x, -6)) - 1000000)
+    -- Drained to now. A clock behind t (it stepped back) decides as of t, and
+    -- its waits are longer by t - now (guarantee 9).
+    if not t then
+      x, t = 0, now
+    else
+      if x > 2 * xmax then x = 2 * xmax end
+      if now > t then
+        local drained = (now - t) * limit -- (past 2^53 only when it is past x)
+        if drained >= x then x = 0 else x = x - drained end
+        t = now
       end
-      local r0 = stored_r
-      if r0 >= a then r0, d = 0, d + 1 end -- another limit's state: no earlier than it held
-      if d > 0 or (d == 0 and r0 > 0) then ahead, r = d, r0 end
     end
-    -- The level now is x = ahead * a + r; x + cost * b must fit in xmax.
-    -- Waits are written without that product, which a clock that stepped back
-    -- could push past 2^53; they are then longer by the step (guarantee 9).
-    -- (With cost past burst, never, y and the wait are not exact, nor read.)
-    local y, never = r + cost * b, cost > burst -- y: the level past the TAT's whole microseconds, with the cost
-    local over = y - xmax -- past the capacity, in 1/b units
-    local retry_us = ahead + (over + -over % a) / a
-    local ok = not never and (retry_us <= 0 or cost == 0)
-    if ok then -- the TAT moves on by the cost
-      r = y % a
-      ahead = ahead + (y - r) / a
+    local ok, never, retry_us, units = false, cost > burst, 0, 0
+    if not never then
+      local over = x - (xmax - cost * b) -- x + cost * b - xmax, without the sum, which could pass 2^53
+      if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % limit) / limit end
     end
-    -- The room left, xmax - x; none once x is past xmax, where ahead * a may
-    -- pass 2^53, but only by more than xmax (<= 2^52), so the sign holds.
-    local room = xmax - ahead * a - r
+    if ok then
+      x, units = x + cost * b, cost
+    end
+    local room = xmax - x
     if room < 0 then room = 0 end
     local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
-    local reset_us = ahead + (r > 0 and 1 or 0)
-    local allowed, out = ok -- the one limit decides (out: its record, when it writes)
-    if allowed and writes then
-      if now + ahead >= 9007199254740992 then -- past 2^53: whole seconds, then the microseconds, each exact
-        local us = now % 1000000 + ahead % 1000000
-        local sec = (now - now % 1000000) / 1000000 + (ahead - ahead % 1000000) / 1000000 + (us - us % 1000000) / 1000000
-        out = fmt('gcra:2 %d%06d %d', sec, us % 1000000, r)
-      elseif r == 0 then -- always when limit divides period_us (a = 1, as 10 per second): a number fewer to format, some 800 instructions
-        out = fmt('gcra:2 %d 0', now + ahead)
-      else
-        out = fmt('gcra:2 %d %d', now + ahead, r)
-      end
-    end
+    local reset_us = x > 0 and t - now + (x + -x % limit) / limit or 0
+    local allowed, out = ok
+    if ok and writes then out = fmt('gcra:3 %d %d', x, t) end
     -- The one write and the reply, for the one limit (write.lua, reply.lua).
     local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
     if allowed then
       if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
-      return { 1, rem, 0, reset_ms, cap, 1 }
+      return { 1, rem, 0, reset_ms, cap, 1, cost }
     end
-    return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1 }
+    return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, 0 }
   until true
   -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
@@ -267,7 +272,7 @@ local function gcra(KEYS, ARGV)
     if k ~= n then short = 'numkeys' end
   end
   local key = keys[1]
-  local cost, check = 1, false
+  local cost, mode = 1, '' -- mode: '', 'check', 'upto', 'refund' or 'force'
   -- The first limit's arguments go into locals; a further limit's, once read,
   -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
   -- call builds a table for them.
@@ -306,14 +311,446 @@ local function gcra(KEYS, ARGV)
     end
     if i == 1 then
       if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
-        local cs, mode = argv[4], argv[5] or ''
+        local cs = argv[4]
+        mode = argv[5] or ''
         if cs ~= '' then
           cost = NUM[cs] or read(cs)
           if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
         end
-        if mode ~= '' then
-          if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
-          check = true
+        if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
+          return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
+        end
+      end
+      limit1, period1, burst1, at = limit, period_ms, burst, 5
+    else
+      argv[at + 1], argv[at + 2], argv[at + 3] = limit, period_ms, burst
+      at = at + 3 -- (apart: gopher-lua may assign at before it indexes argv)
+    end
+  end
+  if n > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
+  if short then
+    if short == 'numkeys' then
+      return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 or the number of limits (" .. n .. '), one limit per key')
+    end
+    return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
+  end
+
+  -- ---- The clock: Redis TIME, in whole microseconds (exact in a double) ----
+  local now
+  do
+    local t = redis.call('TIME')
+    local secs = t[1] -- the library reads it from NUM: the seconds change once a second
+    now = (NUM[secs] or read(secs)) * 1000000 + t[2]
+  end
+
+  -- ---- State (scripts/src/state.lua) ----
+  -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
+  -- separated by single spaces: no leading zeros, each below 2^53, a recorded
+  -- time (TIME_AT) no later than TIME_MAX, a time ahead of the clock (AHEAD_AT,
+  -- gcra's TAT) no later than AHEAD_MAX. Anything else (another type, a
+  -- user's value, another script's or version's state) is refused, untouched.
+  -- n limits' state is read in one match into a table (limit j's field f at
+  -- FIELDS * (j - 1) + f), one limit's into locals, another number of limits'
+  -- field by field. With several keys, key i holds limit i's state, read as a
+  -- one-limit call reads it, and an error names it (key #i).
+  local slots, i, s1, s2 -- with several keys, their numbers and the key read; the first limit's (nil: none)
+  local more -- every limit's numbers, FIELDS each, when the state holds several limits'
+  while true do -- KEYS[1], then with several keys each in turn
+    local raw = redis.pcall('GET', key)
+    if raw then
+      if raw.err then -- pcall's error reply: another type (a string's .err is nil)
+        return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value of another type, not ' .. NAME .. ' state: left untouched')
+      end
+      -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
+      -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
+      -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
+      -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
+      -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
+      if k == 1 and n > 1 then more = { match(raw, FULL[n]) } end -- n limits' (the library makes the patterns at load)
+      local good = more and more[1] ~= nil
+      if not good then
+        if find(raw, OLD) then raw = upgrade(raw, k > 1 and (i or 1) or nil, now, argv, n, limit1, period1, burst1) or '' end -- a v2 state, as v2.1 read it (the algorithm's upgrade)
+        local t1, t2, rest = match(raw, STATE)
+        good = rest ~= nil
+        if good and rest == '' then -- one limit's
+          s1 = #t1 <= 16 and t1 + 0
+          s2 = #t2 <= 16 and t2 + 0
+          good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991
+          good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX
+        elseif good then -- another number of limits: " n n ..." exactly, FIELDS each, up to 8 limits
+          more = { t1, t2 }
+          local read = 0
+          for f in ('').gmatch(rest, ' (%d+)') do read = read + 1 + #f; more[#more + 1] = f end
+          good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS and not find(raw, ' 0%d') -- no leading zero (FULL's pattern takes none in a time)
+        end
+      end
+      if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
+        for j = 0, #more - 1, FIELDS do
+          local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 1] = v
+          local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and v <= TIME_MAX) then good = false break end; more[j + 2] = v
+        end
+        s1 = more[1]
+        s2 = more[2]
+      end
+      if not good then
+        local other, which = ({ ['gcra:3'] = 'gcra', ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:3'] = 'leaky_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
+        if other and other ~= NAME then
+          return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
+        end
+        return redis.error_reply('ERR key' .. which .. ' holds a value that is not ' .. NAME .. ' state: left untouched')
+      end
+    end
+    if k == 1 then break end
+    -- Several keys: limit i's numbers go to slots, where the loop reads them
+    -- as more, in the same places as one key's (limit i's field f at
+    -- FIELDS * (i - 1) + f).
+    if not slots then slots, i = {}, 1 end
+    slots[(i - 1) * FIELDS + 1] = s1
+    slots[(i - 1) * FIELDS + 2] = s2
+    if i == k then
+      s1 = slots[1]
+      s2 = slots[2]
+      more, key = slots, keys[1]
+      break
+    end
+    s1, s2 = nil
+    more = nil
+    i = i + 1
+    key = keys[i]
+  end
+  if n > 1 and not more then more = {} end -- no state yet, or one limit's: the further limits have none
+  -- ---- Decision: every limit in turn (scripts/src/loop.lua) ----
+  -- The empty mode, check and upto are all or nothing; refund and force
+  -- (settle) act on every limit whatever it decides. upto takes two passes:
+  -- the first, at cost 0, measures the whole units every limit has left; the
+  -- second takes the least of them as a call of that cost would (upto.lua).
+  local settle = mode == 'refund' or mode == 'force'
+  local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
+  if mode == 'upto' then cost = 0 end
+  local writes, allowed, ttl_us, out, changed, short -- changed: settle altered a limit; short: force past what the empty mode admits
+  local a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
+  local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
+  local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
+  repeat
+    writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
+    allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
+  -- ---- The level (scripts/src/level.lua): gcra's and leaky_bucket's decision ----
+  -- A level of x stands for x / period_us units: a unit is period_us of x, x
+  -- drains by limit each microsecond, and no limit or burst changes what it
+  -- means, so raised limits read the same level and only admit more
+  -- (guarantee 12). The capacity is burst * period_us; a state is read as at
+  -- most twice it (the debt force may leave), so no wait passes twice the
+  -- time these limits take to drain their capacity.
+  for i = 1, n do
+    -- This limit's arguments and its state, x at time t (nil: none): the
+    -- first limit's in locals, the others' in argv (as numbers by now) and in
+    -- more.
+    local limit, b, burst, x, t = limit1, period1 * 1000, burst1, s1, s2
+    if i > 1 then
+      -- (keyed.lua) With several keys, the limit before is KEYS[i - 1]'s, and
+      -- its record that key's whole state, kept with its own TTL (write.lua).
+      if k > 1 and allowed and writes then
+        if not records then records = {} end
+        records[2 * i - 3], records[2 * i - 2] = out, ttl_us
+        out, ttl_us = TAG, 0
+      end
+      limit, b, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
+      x, t = more[2 * i - 1], more[2 * i]
+    end
+    local xmax = burst * b
+    -- Drained to now. A clock behind t (it stepped back) decides as of t, and
+    -- its waits are longer by t - now (guarantee 9).
+    if not t then
+      x, t = 0, now
+    else
+      if x > 2 * xmax then x = 2 * xmax end
+      if now > t then
+        local drained = (now - t) * limit -- (past 2^53 only when it is past x)
+        if drained >= x then x = 0 else x = x - drained end
+        t = now
+      end
+    end
+    local ok, never, retry_us, units = false, cost > burst, 0, 0
+    if not never then
+      local over = x - (xmax - cost * b) -- x + cost * b - xmax, without the sum, which could pass 2^53
+      if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % limit) / limit end
+    end
+    if settle then
+      if mode == 'refund' then -- up to cost units back, never below empty; a unit partly drained counts as one
+        local give = x
+        if cost <= 2 * burst and cost * b < x then give = cost * b end
+        units, x = (give + -give % b) / b, x - give
+      else -- force: cost units, as far as twice the capacity
+        local room = 2 * xmax - x
+        units = (room - room % b) / b
+        if cost < units then units = cost end
+        x = x + units * b
+      end
+      local over = x - (xmax - b) -- the wait for one unit, after
+      retry_us = over > 0 and t - now + (over + -over % limit) / limit or 0
+    elseif ok then
+      x, units = x + cost * b, cost
+    end
+    local room = xmax - x
+    if room < 0 then room = 0 end
+    local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
+    local reset_us = x > 0 and t - now + (x + -x % limit) / limit or 0
+    -- ---- This limit's verdict (scripts/src/verdict.lua) ----
+    -- The reply describes the binding limit: on an admission (and for refund
+    -- and force) the one with the fewest units left (left / per, exactly), on a
+    -- denial the denying one with the longest retry_after_ms (-1, never,
+    -- counts as longest); ties go to the earlier.
+    if reset_us > ttl_us then ttl_us = reset_us end
+    if not least or rem < least then least = rem end
+    if ok or settle then
+      if not ok then short = true end
+      if units > 0 then changed = true end
+      local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
+      if not fewer then
+        local x, y = left * a_per, a_left * per
+        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
+      end
+      if fewer then
+        a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
+      end
+    else
+      allowed = false
+      local retry = never and -1 or (retry_us + -retry_us % 1000) / 1000 -- whole ms, rounded up
+      if not d_i or (d_retry ~= -1 and (retry == -1 or retry > d_retry)) then
+        d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
+      end
+    end
+    if allowed and writes then out = out .. fmt(' %d %d', x, t) end
+  end
+    -- ---- upto's passes (scripts/src/upto.lua) ----
+    -- After the measuring pass, the grant is the fewest whole units a limit
+    -- has left, at most the units asked for; a grant of none is decided as a
+    -- check of one unit: a denial, whose wait is the wait for one unit.
+    if mode ~= 'upto' or cost > 0 or want == 0 then break end
+    cost = least < want and least or want
+    if cost == 0 then cost, mode = 1, 'check' end
+  until false
+
+  -- ---- The one write (scripts/src/write.lua) ----
+  -- An admitted request with a cost records, and so does a refund or a force
+  -- that changed a limit; a check never does. PSETEX is refused under
+  -- maxmemory (OOM) before it writes; the key expires when every limit is back
+  -- to empty, so no cleanup job is needed, and a key a refund left empty is
+  -- deleted. With several keys, each gets its state and TTL: Redis refuses a
+  -- script's first write under OOM and no later one, so the first PSETEX fails
+  -- before any key is written.
+  if allowed and writes and changed then
+    if k > 1 then -- the other keys' records first, then the last key's
+      for i = 1, k - 1 do
+        local ttl = records[2 * i]
+        if ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) else redis.call('DEL', keys[i]) end
+      end
+      key = keys[k]
+    end
+    if ttl_us > 0 then
+      redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
+    else
+      redis.call('DEL', key)
+    end
+  end
+
+  -- ---- The reply (scripts/src/reply.lua) ----
+  -- Field 7 is the units recorded on the binding limit (what a check would).
+  -- refund and force describe the key after the call, with the wait until
+  -- one unit would be admitted; force is allowed when the empty mode would be.
+  if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+  if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+  return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }
+end
+
+-- ==== token_bucket ====
+-- ---- token_bucket's constants (from its manifest) ----
+local NAME, TAG = 'token_bucket', 'tb:2'
+local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
+local FIELDS, STATE = 2, '^tb:2 (%-?%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
+local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
+for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' (%-?%d+) ([1-9]%d*)', n) .. '$' end
+
+local function out_of_range(limit, period_ms, burst)
+  -- the longest wait: refills until a bucket in debt (-burst) is full
+  if 2 * burst * period_ms * 1000 <= 9007199254740992 then return false end
+  return (2 * burst + -(2 * burst) % limit) / limit * period_ms * 1000 > 9007199254740992
+end
+local function token_bucket(KEYS, ARGV)
+  -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
+  -- GENERATED COPY, specialized for the most common call: the generator writes
+  -- here the sections below and the algorithm's own lines for one key and one
+  -- limit, without the loop over limits and the choice of a binding limit. It
+  -- decides exactly as the general code below (scripts/fast_test.go holds the
+  -- two to the same replies, writes and TTLs), and leaves to it every call it
+  -- does not take: several keys or limits, the modes upto, refund and force,
+  -- an argument not in its plain form,
+  -- a combination past the always-accepted range, a key that does not hold
+  -- one limit's state. Those calls then read TIME and the key once more.
+  repeat
+    -- KEYS and ARGV are globals in a script: each is read once.
+    local keys, argv = KEYS, ARGV
+    local key, ls, ps, bs = keys[1], argv[1], argv[2], argv[3]
+    if not ps or not key or keys[2] or bs and argv[6] then break end -- (argv[6]: a further limit; bs first, absent in the common call)
+    -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
+    -- y" to a local that exists); a value past its maximum falls through, so
+    -- 16 digits and more need no check of their own.
+    -- (A script first compares period_ms with a second, a minute, an hour
+    -- and a day: assemble.go, periodMacro.)
+    local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
+    if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
+    local burst1, cost, writes = limit1, 1, true -- writes: only an admitted request with a cost, not a check, records
+    if bs then -- the optional arguments, when there are any (the common call has none)
+      local cs, mode = argv[4], argv[5]
+      if bs ~= '' then
+        local b = NUM[bs] or read(bs)
+        if not b or b > 1e15 then break end
+        if b > 0 then burst1 = b end
+      end
+      if cs and cs ~= '' then
+        local c = cs == '0' and 0 or NUM[cs] or read(cs) -- (0: a peek, which the plain form leaves out)
+        if not c or c > 1e15 then break end
+        cost = c
+      end
+      if mode and mode ~= '' then
+        if mode ~= 'check' then break end -- upto, refund and force: the general code's
+        writes = false
+      end
+      writes = writes and cost > 0
+    end
+    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+    local now
+    do
+      local t = redis.call('TIME')
+      local secs = t[1] -- the library reads it from NUM: the seconds change once a second
+      now = (NUM[secs] or read(secs)) * 1000000 + t[2]
+    end
+    -- The state of exactly one limit, read as state.lua reads it.
+    local raw = redis.pcall('GET', key)
+    local s1, s2
+    if raw then
+      if raw.err then break end
+      local t1, t2 = match(raw, '^tb:2 (%-?%d+) ([1-9]%d*)$')
+      if not t1 then break end
+      if #t1 > 17 then break end
+      if #t2 > 16 then break end
+      s1 = t1 + 0
+      s2 = t2 + 0
+      if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1) or -s1 >= 10 ^ (#t1 - 2)) and -s1 <= 9007199254740991 and s1 <= 9007199254740991) then break end
+      if not (s2 <= 8835955200000000) then break end
+    end
+    local i = 1 -- the one limit
+    -- This limit's arguments and stored numbers (nil: none): the first limit's
+    -- in locals, the others' in argv (as numbers by now) and in more.
+    local limit, period_us, burst, stored_tokens, stored_t = limit1, period1 * 1000, burst1, s1, s2
+    -- A new bucket starts full, its refills counted from now. A clock behind
+    -- the last refill (it stepped back) decides as of that refill.
+    local tokens, t = burst, now
+    if stored_t then
+      tokens, t = stored_tokens, stored_t
+      if tokens > burst then tokens = burst elseif tokens < -burst then tokens = -burst end -- state of other limits, in these terms
+      if now > t then
+        local refills = (now - t - (now - t) % period_us) / period_us
+        if refills > 0 then
+          t = t + refills * period_us
+          if refills * limit >= burst - tokens then tokens = burst else tokens = tokens + refills * limit end
+        end
+      end
+    end
+    local ok, never, retry_us, units = false, cost > burst, 0, 0
+    if not never then
+      local short = cost - tokens -- ceil(short / limit) refills
+      if short <= 0 then ok = true else retry_us = t + (short + -short % limit) / limit * period_us - now end
+    end
+    if ok then
+      tokens, units = tokens - cost, cost
+    end
+    local reset_us = 0
+    local missing = burst - tokens -- ceil(missing / limit) refills
+    if missing > 0 then reset_us = t + (missing + -missing % limit) / limit * period_us - now end
+    local rem = tokens > 0 and tokens or 0
+    local left, per, cap = rem, 1, burst
+    local allowed, out = ok
+    if ok and writes then out = fmt('tb:2 %d %d', tokens, t) end
+    -- The one write and the reply, for the one limit (write.lua, reply.lua).
+    local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
+    if allowed then
+      if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
+      return { 1, rem, 0, reset_ms, cap, 1, cost }
+    end
+    return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, 0 }
+  until true
+  -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
+  local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
+  -- One key holds every limit; with k keys (2 to 8), limit i guards KEYS[i].
+  -- The key count and the keys come before ARGV and are checked first; that
+  -- k is the number of limits, last (guarantee 8: a miscount after values).
+  local k, nargs = #keys, #argv
+  -- Limits in this call: the first, and one for each further triple begun.
+  local n = nargs > 5 and 1 + (nargs - 5 + -(nargs - 5) % 3) / 3 or 1
+  -- A miscount named once every value is read: true for a last triple cut
+  -- short (it comes first), 'numkeys' for k keys other than n limits.
+  local short = false
+  if k ~= 1 then
+    if k < 1 or k > 8 then
+      return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 (every limit on one key) or 2 to 8 (limit i on KEYS[i])")
+    end
+    for i = 2, k do
+      for j = 1, i - 1 do
+        if keys[i] == keys[j] then return invalid('key', i, keys[i], 'must differ from key #' .. j) end
+      end
+    end
+    if k ~= n then short = 'numkeys' end
+  end
+  local key = keys[1]
+  local cost, mode = 1, '' -- mode: '', 'check', 'upto', 'refund' or 'force'
+  -- The first limit's arguments go into locals; a further limit's, once read,
+  -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
+  -- call builds a table for them.
+  local at, limit1, period1, burst1 = 0 -- at: limit i's arguments follow argv[at] (0 for the first, 3i - 1 for a further one)
+  -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
+  -- before a miscount that follows it: too many limits, a last triple cut
+  -- short, a key count other than the number of limits.
+  for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are read
+    local ls, ps, bs = argv[at + 1], argv[at + 2], argv[at + 3]
+    if i == 1 then ls, ps, bs = ls or '', ps or '', bs or '' end -- the first limit's burst is optional (a further limit's limit is there: n counts the triples begun)
+    -- Each number is read as helpers.lua's "Numbers" says: nil for anything
+    -- but digits.
+    local limit = NUM[ls] or read(ls)
+    if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
+    if not ps then short = true break end
+    local period_ms = NUM[ps] or read(ps) -- (a script compares it with a second, a minute, an hour and a day first)
+    if not period_ms or period_ms < 1 or period_ms > 1e12 then
+      return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
+    end
+    if not bs then short = true break end
+    local burst = limit
+    local given = false -- a burst of its own, named when the range is exceeded
+    if bs ~= '' then
+      local b = NUM[bs] or read(bs)
+      if not b or b > 1e15 then
+        return invalid('burst', i, bs, 'must be a whole number up to 10^15, or 0 or empty for limit')
+      end
+      if b > 0 then burst, given = b, true end
+    end
+    -- Every script accepts max(limit, burst) * period_ms <= 4 * 10^12.
+    if (burst > limit and burst or limit) * period_ms > 4e12 and out_of_range(limit, period_ms, burst) then
+      if given then
+        return invalid('burst', i, bs, fmt('too large for exact arithmetic with limit %d and period_ms %d', limit, period_ms))
+      end
+      return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
+    end
+    if i == 1 then
+      if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
+        local cs = argv[4]
+        mode = argv[5] or ''
+        if cs ~= '' then
+          cost = NUM[cs] or read(cs)
+          if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
+        end
+        if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
+          return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
         end
       end
       limit1, period1, burst1, at = limit, period_ms, burst, 5
@@ -369,419 +806,25 @@ local function gcra(KEYS, ARGV)
         if good and rest == '' then -- one limit's
           s1 = #t1 <= 17 and t1 + 0
           s2 = #t2 <= 16 and t2 + 0
-          good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= AHEAD_MAX
-          good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
-        elseif good then -- another number of limits: " n n ..." exactly, FIELDS each, up to 8 limits
-          more = { t1, t2 }
-          local read = 0
-          for f in ('').gmatch(rest, ' (%d+)') do read = read + 1 + #f; more[#more + 1] = f end
-          good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS and not find(raw, ' 0%d') -- no leading zero (FULL's pattern takes none in a time)
-        end
-      end
-      if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
-        for j = 0, #more - 1, FIELDS do
-          local f = more[j + 1]; local v = #f <= 17 and f + 0; if not (v and v <= AHEAD_MAX) then good = false break end; more[j + 1] = v
-          local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 2] = v
-        end
-        s1 = more[1]
-        s2 = more[2]
-      end
-      if not good then
-        local other, which = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
-        if other and other ~= NAME then
-          return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
-        end
-        return redis.error_reply('ERR key' .. which .. ' holds a value that is not ' .. NAME .. ' state: left untouched')
-      end
-    end
-    if k == 1 then break end
-    -- Several keys: limit i's numbers go to slots, where the loop reads them
-    -- as more, in the same places as one key's (limit i's field f at
-    -- FIELDS * (i - 1) + f).
-    if not slots then slots, i = {}, 1 end
-    slots[(i - 1) * FIELDS + 1] = s1
-    slots[(i - 1) * FIELDS + 2] = s2
-    if i == k then
-      s1 = slots[1]
-      s2 = slots[2]
-      more, key = slots, keys[1]
-      break
-    end
-    s1, s2 = nil
-    more = nil
-    i = i + 1
-    key = keys[i]
-  end
-  if n > 1 and not more then more = {} end -- no state yet, or one limit's: the further limits have none
-
-  -- ---- Decision: every limit in turn, all or nothing ----
-  local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
-  local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
-  local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
-  local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
-  local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
-  for i = 1, n do
-    -- This limit's arguments and stored numbers (nil: none): the first limit's
-    -- in locals, the others' in argv (as numbers by now) and in more.
-    local limit, period_us, burst, stored_t, stored_r = limit1, period1 * 1000, burst1, s1, s2
-    if i > 1 then
-      -- (keyed.lua) With several keys, the limit before is KEYS[i - 1]'s, and
-      -- its record that key's whole state, kept with its own TTL (write.lua).
-      if k > 1 and allowed and writes then
-        if not records then records = {} end
-        records[2 * i - 3], records[2 * i - 2] = out, ttl_us
-        out, ttl_us = TAG, 0
-      end
-      limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
-      stored_t, stored_r = more[2 * i - 1], more[2 * i]
-    end
-    local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
-    while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
-    local a, b = limit / g, period_us / g
-    local xmax = burst * b
-    -- The TAT is now + ahead + r / a microseconds, or now when it has passed
-    -- (an empty bucket). Offsets from now stay exact where the TAT itself,
-    -- late this century, may pass 2^53 (by at most 2^52).
-    local ahead, r = 0, 0
-    if stored_r then
-      local d = stored_t - now
-      if stored_t > 9007199254740991 then -- read exactly from its text: KEYS[i]'s first limit's, or with one key KEYS[1]'s i-th
-        local x = match(redis.call('GET', KEYS[i] or KEYS[1]), '^%S+' .. ('').rep(' %d+', KEYS[i] and 0 or 2 * i - 2) .. ' (%d+)')
-        d = (('').sub(x, 1, #x - 6) * 1000000 - now) + (('1' .. ('').sub(x, -6)) - 1000000)
-      end
-      local r0 = stored_r
-      if r0 >= a then r0, d = 0, d + 1 end -- another limit's state: no earlier than it held
-      if d > 0 or (d == 0 and r0 > 0) then ahead, r = d, r0 end
-    end
-    -- The level now is x = ahead * a + r; x + cost * b must fit in xmax.
-    -- Waits are written without that product, which a clock that stepped back
-    -- could push past 2^53; they are then longer by the step (guarantee 9).
-    -- (With cost past burst, never, y and the wait are not exact, nor read.)
-    local y, never = r + cost * b, cost > burst -- y: the level past the TAT's whole microseconds, with the cost
-    local over = y - xmax -- past the capacity, in 1/b units
-    local retry_us = ahead + (over + -over % a) / a
-    local ok = not never and (retry_us <= 0 or cost == 0)
-    if ok then -- the TAT moves on by the cost
-      r = y % a
-      ahead = ahead + (y - r) / a
-    end
-    -- The room left, xmax - x; none once x is past xmax, where ahead * a may
-    -- pass 2^53, but only by more than xmax (<= 2^52), so the sign holds.
-    local room = xmax - ahead * a - r
-    if room < 0 then room = 0 end
-    local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
-    local reset_us = ahead + (r > 0 and 1 or 0)
-    -- ---- This limit's verdict (scripts/src/verdict.lua) ----
-    -- The reply describes the binding limit: on an admission the one with the
-    -- fewest units left (left / per, exactly), on a denial the denying one with the longest
-    -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
-    if reset_us > ttl_us then ttl_us = reset_us end
-    if ok then
-      local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
-      if not fewer then
-        local x, y = left * a_per, a_left * per
-        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
-      end
-      if fewer then
-        a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
-      end
-    else
-      allowed = false
-      local retry = never and -1 or (retry_us + -retry_us % 1000) / 1000 -- whole ms, rounded up
-      if not d_i or (d_retry ~= -1 and (retry == -1 or retry > d_retry)) then
-        d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
-      end
-    end
-    if allowed and writes then
-      if now + ahead >= 9007199254740992 then -- past 2^53: whole seconds, then the microseconds, each exact
-        local us = now % 1000000 + ahead % 1000000
-        local sec = (now - now % 1000000) / 1000000 + (ahead - ahead % 1000000) / 1000000 + (us - us % 1000000) / 1000000
-        out = out .. fmt(' %d%06d %d', sec, us % 1000000, r)
-      elseif r == 0 then -- always when limit divides period_us (a = 1, as 10 per second): a number fewer to format, some 800 instructions
-        out = out .. fmt(' %d 0', now + ahead)
-      else
-        out = out .. fmt(' %d %d', now + ahead, r)
-      end
-    end
-  end
-
-  -- ---- The one write (scripts/src/write.lua) ----
-  -- Only an admitted request with a cost, not a check, records. PSETEX is
-  -- refused under maxmemory (OOM) before it writes; the key expires when every
-  -- limit is back to empty, so no cleanup job is needed. With several keys,
-  -- each gets its state and TTL: Redis refuses a script's first write under
-  -- OOM and no later one, so the first PSETEX fails before any key is written.
-  if allowed and writes then
-    if k > 1 then -- the other keys' records first, then the last key's
-      for i = 1, k - 1 do redis.call('PSETEX', keys[i], fmt('%d', (records[2 * i] + -records[2 * i] % 1000) / 1000), records[2 * i - 1]) end
-      key = keys[k]
-    end
-    redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
-  end
-
-  -- ---- The reply (scripts/src/reply.lua) ----
-  if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i } end
-  return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i }
-end
-
--- ==== token_bucket ====
--- ---- token_bucket's constants (from its manifest) ----
-local NAME, TAG = 'token_bucket', 'tb:2'
-local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
-local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
-local FIELDS, STATE = 2, '^tb:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
-local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
-for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' (%d+) ([1-9]%d*)', n) .. '$' end
-
-local function out_of_range(limit, period_ms, burst)
-  -- the longest wait: refills until an empty bucket is full (at most burst of them)
-  if burst * period_ms * 1000 <= 9007199254740992 then return false end
-  return (burst + -burst % limit) / limit * period_ms * 1000 > 9007199254740992
-end
-local function token_bucket(KEYS, ARGV)
-  -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
-  -- GENERATED COPY, specialized for the most common call: the generator writes
-  -- here the sections below and the algorithm's own lines for one key and one
-  -- limit, without the loop over limits and the choice of a binding limit. It
-  -- decides exactly as the general code below (scripts/fast_test.go holds the
-  -- two to the same replies, writes and TTLs), and leaves to it every call it
-  -- does not take: several keys or limits, an argument not in its plain form,
-  -- a combination past the always-accepted range, a key that does not hold
-  -- one limit's state. Those calls then read TIME and the key once more.
-  repeat
-    -- KEYS and ARGV are globals in a script: each is read once.
-    local keys, argv = KEYS, ARGV
-    local key, ls, ps, bs = keys[1], argv[1], argv[2], argv[3]
-    if not ps or not key or keys[2] or bs and argv[6] then break end -- (argv[6]: a further limit; bs first, absent in the common call)
-    -- Each number read fresh into a local (gopher-lua mis-assigns "x = f() and
-    -- y" to a local that exists); a value past its maximum falls through, so
-    -- 16 digits and more need no check of their own.
-    -- (A script first compares period_ms with a second, a minute, an hour
-    -- and a day: assemble.go, periodMacro.)
-    local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
-    if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
-    local burst1, cost, writes = limit1, 1, true -- writes: only an admitted request with a cost, not a check, records
-    if bs then -- the optional arguments, when there are any (the common call has none)
-      local cs, mode = argv[4], argv[5]
-      if bs ~= '' then
-        local b = NUM[bs] or read(bs)
-        if not b or b > 1e15 then break end
-        if b > 0 then burst1 = b end
-      end
-      if cs and cs ~= '' then
-        local c = cs == '0' and 0 or NUM[cs] or read(cs) -- (0: a peek, which the plain form leaves out)
-        if not c or c > 1e15 then break end
-        cost = c
-      end
-      if mode and mode ~= '' then
-        if mode ~= 'check' then break end
-        writes = false
-      end
-      writes = writes and cost > 0
-    end
-    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
-    local now
-    do
-      local t = redis.call('TIME')
-      local secs = t[1] -- the library reads it from NUM: the seconds change once a second
-      now = (NUM[secs] or read(secs)) * 1000000 + t[2]
-    end
-    -- The state of exactly one limit, read as state.lua reads it.
-    local raw = redis.pcall('GET', key)
-    local s1, s2
-    if raw then
-      if raw.err then break end
-      local t1, t2 = match(raw, '^tb:2 (%d+) ([1-9]%d*)$')
-      if not t1 then break end
-      if #t1 > 16 then break end
-      if #t2 > 16 then break end
-      s1 = t1 + 0
-      s2 = t2 + 0
-      if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991) then break end
-      if not (s2 <= 8835955200000000) then break end
-    end
-    local i = 1 -- the one limit
-    -- This limit's arguments and stored numbers (nil: none): the first limit's
-    -- in locals, the others' in argv (as numbers by now) and in more.
-    local limit, period_us, burst, stored_tokens, stored_t = limit1, period1 * 1000, burst1, s1, s2
-    -- A new bucket starts full, its refills counted from now. A clock behind
-    -- the last refill (it stepped back) decides as of that refill.
-    local tokens, t = burst, now
-    if stored_t then
-      tokens, t = stored_tokens, stored_t
-      if tokens > burst then tokens = burst end -- state of other limits, in these terms
-      if now > t then
-        local refills = (now - t - (now - t) % period_us) / period_us
-        if refills > 0 then
-          t = t + refills * period_us
-          if refills * limit >= burst - tokens then tokens = burst else tokens = tokens + refills * limit end
-        end
-      end
-    end
-    local ok, never, retry_us = false, cost > burst, 0
-    if not never then
-      local short = cost - tokens -- ceil(short / limit) refills
-      if short <= 0 then ok = true else retry_us = t + (short + -short % limit) / limit * period_us - now end
-    end
-    if ok then tokens = tokens - cost end
-    local reset_us = 0
-    local missing = burst - tokens -- ceil(missing / limit) refills
-    if missing > 0 then reset_us = t + (missing + -missing % limit) / limit * period_us - now end
-    local rem, left, per, cap = tokens, tokens, 1, burst
-    local allowed, out = ok -- the one limit decides (out: its record, when it writes)
-    if allowed and writes then out = fmt('tb:2 %d %d', tokens, t) end
-    -- The one write and the reply, for the one limit (write.lua, reply.lua).
-    local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
-    if allowed then
-      if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
-      return { 1, rem, 0, reset_ms, cap, 1 }
-    end
-    return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1 }
-  until true
-  -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
-  local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
-  -- One key holds every limit; with k keys (2 to 8), limit i guards KEYS[i].
-  -- The key count and the keys come before ARGV and are checked first; that
-  -- k is the number of limits, last (guarantee 8: a miscount after values).
-  local k, nargs = #keys, #argv
-  -- Limits in this call: the first, and one for each further triple begun.
-  local n = nargs > 5 and 1 + (nargs - 5 + -(nargs - 5) % 3) / 3 or 1
-  -- A miscount named once every value is read: true for a last triple cut
-  -- short (it comes first), 'numkeys' for k keys other than n limits.
-  local short = false
-  if k ~= 1 then
-    if k < 1 or k > 8 then
-      return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 (every limit on one key) or 2 to 8 (limit i on KEYS[i])")
-    end
-    for i = 2, k do
-      for j = 1, i - 1 do
-        if keys[i] == keys[j] then return invalid('key', i, keys[i], 'must differ from key #' .. j) end
-      end
-    end
-    if k ~= n then short = 'numkeys' end
-  end
-  local key = keys[1]
-  local cost, check = 1, false
-  -- The first limit's arguments go into locals; a further limit's, once read,
-  -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
-  -- call builds a table for them.
-  local at, limit1, period1, burst1 = 0 -- at: limit i's arguments follow argv[at] (0 for the first, 3i - 1 for a further one)
-  -- Arguments are checked in ARGV order (guarantee 8), so a bad value is named
-  -- before a miscount that follows it: too many limits, a last triple cut
-  -- short, a key count other than the number of limits.
-  for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are read
-    local ls, ps, bs = argv[at + 1], argv[at + 2], argv[at + 3]
-    if i == 1 then ls, ps, bs = ls or '', ps or '', bs or '' end -- the first limit's burst is optional (a further limit's limit is there: n counts the triples begun)
-    -- Each number is read as helpers.lua's "Numbers" says: nil for anything
-    -- but digits.
-    local limit = NUM[ls] or read(ls)
-    if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
-    if not ps then short = true break end
-    local period_ms = NUM[ps] or read(ps) -- (a script compares it with a second, a minute, an hour and a day first)
-    if not period_ms or period_ms < 1 or period_ms > 1e12 then
-      return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
-    end
-    if not bs then short = true break end
-    local burst = limit
-    local given = false -- a burst of its own, named when the range is exceeded
-    if bs ~= '' then
-      local b = NUM[bs] or read(bs)
-      if not b or b > 1e15 then
-        return invalid('burst', i, bs, 'must be a whole number up to 10^15, or 0 or empty for limit')
-      end
-      if b > 0 then burst, given = b, true end
-    end
-    -- Every script accepts max(limit, burst) * period_ms <= 4 * 10^12.
-    if (burst > limit and burst or limit) * period_ms > 4e12 and out_of_range(limit, period_ms, burst) then
-      if given then
-        return invalid('burst', i, bs, fmt('too large for exact arithmetic with limit %d and period_ms %d', limit, period_ms))
-      end
-      return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
-    end
-    if i == 1 then
-      if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
-        local cs, mode = argv[4], argv[5] or ''
-        if cs ~= '' then
-          cost = NUM[cs] or read(cs)
-          if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
-        end
-        if mode ~= '' then
-          if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
-          check = true
-        end
-      end
-      limit1, period1, burst1, at = limit, period_ms, burst, 5
-    else
-      argv[at + 1], argv[at + 2], argv[at + 3] = limit, period_ms, burst
-      at = at + 3 -- (apart: gopher-lua may assign at before it indexes argv)
-    end
-  end
-  if n > 8 then return redis.error_reply('ERR too many limits (' .. n .. '): must be at most 8') end
-  if short then
-    if short == 'numkeys' then
-      return redis.error_reply("ERR invalid numkeys '" .. k .. "': must be 1 or the number of limits (" .. n .. '), one limit per key')
-    end
-    return redis.error_reply('ERR incomplete limit #' .. n .. ': each further limit is the triple limit period_ms burst')
-  end
-
-  -- ---- The clock: Redis TIME, in whole microseconds (exact in a double) ----
-  local now
-  do
-    local t = redis.call('TIME')
-    local secs = t[1] -- the library reads it from NUM: the seconds change once a second
-    now = (NUM[secs] or read(secs)) * 1000000 + t[2]
-  end
-
-  -- ---- State (scripts/src/state.lua) ----
-  -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
-  -- separated by single spaces: no leading zeros, each below 2^53, a recorded
-  -- time (TIME_AT) no later than TIME_MAX, a time ahead of the clock (AHEAD_AT,
-  -- gcra's TAT) no later than AHEAD_MAX. Anything else (another type, a
-  -- user's value, another script's or version's state) is refused, untouched.
-  -- n limits' state is read in one match into a table (limit j's field f at
-  -- FIELDS * (j - 1) + f), one limit's into locals, another number of limits'
-  -- field by field. With several keys, key i holds limit i's state, read as a
-  -- one-limit call reads it, and an error names it (key #i).
-  local slots, i, s1, s2 -- with several keys, their numbers and the key read; the first limit's (nil: none)
-  local more -- every limit's numbers, FIELDS each, when the state holds several limits'
-  while true do -- KEYS[1], then with several keys each in turn
-    local raw = redis.pcall('GET', key)
-    if raw then
-      if raw.err then -- pcall's error reply: another type (a string's .err is nil)
-        return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value of another type, not ' .. NAME .. ' state: left untouched')
-      end
-      -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
-      -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
-      -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
-      -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
-      -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
-      if k == 1 and n > 1 then more = { match(raw, FULL[n]) } end -- n limits' (the library makes the patterns at load)
-      local good = more and more[1] ~= nil
-      if not good then
-        local t1, t2, rest = match(raw, STATE)
-        good = rest ~= nil
-        if good and rest == '' then -- one limit's
-          s1 = #t1 <= 16 and t1 + 0
-          s2 = #t2 <= 16 and t2 + 0
-          good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991
+          good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1) or -s1 >= 10 ^ (#t1 - 2)) and -s1 <= 9007199254740991 and s1 <= 9007199254740991
           good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX
         elseif good then -- another number of limits: " n n ..." exactly, FIELDS each, up to 8 limits
           more = { t1, t2 }
           local read = 0
-          for f in ('').gmatch(rest, ' (%d+)') do read = read + 1 + #f; more[#more + 1] = f end
+          for f in ('').gmatch(rest, ' (%-?%d+)') do read = read + 1 + #f; more[#more + 1] = f end
           good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS and not find(raw, ' 0%d') -- no leading zero (FULL's pattern takes none in a time)
         end
       end
       if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
         for j = 0, #more - 1, FIELDS do
-          local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 1] = v
+          local f = more[j + 1]; local v = #f <= 17 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1) or -v >= 10 ^ (#f - 2)) and -v <= 9007199254740991 and v <= 9007199254740991) then good = false break end; more[j + 1] = v
           local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and v <= TIME_MAX) then good = false break end; more[j + 2] = v
         end
         s1 = more[1]
         s2 = more[2]
       end
       if not good then
-        local other, which = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
+        local other, which = ({ ['gcra:3'] = 'gcra', ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:3'] = 'leaky_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
         if other and other ~= NAME then
           return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
         end
@@ -807,13 +850,21 @@ local function token_bucket(KEYS, ARGV)
     key = keys[i]
   end
   if n > 1 and not more then more = {} end -- no state yet, or one limit's: the further limits have none
-
-  -- ---- Decision: every limit in turn, all or nothing ----
-  local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
-  local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
-  local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
+  -- ---- Decision: every limit in turn (scripts/src/loop.lua) ----
+  -- The empty mode, check and upto are all or nothing; refund and force
+  -- (settle) act on every limit whatever it decides. upto takes two passes:
+  -- the first, at cost 0, measures the whole units every limit has left; the
+  -- second takes the least of them as a call of that cost would (upto.lua).
+  local settle = mode == 'refund' or mode == 'force'
+  local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
+  if mode == 'upto' then cost = 0 end
+  local writes, allowed, ttl_us, out, changed, short -- changed: settle altered a limit; short: force past what the empty mode admits
+  local a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
+  repeat
+    writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
+    allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
   for i = 1, n do
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
@@ -834,7 +885,7 @@ local function token_bucket(KEYS, ARGV)
     local tokens, t = burst, now
     if stored_t then
       tokens, t = stored_tokens, stored_t
-      if tokens > burst then tokens = burst end -- state of other limits, in these terms
+      if tokens > burst then tokens = burst elseif tokens < -burst then tokens = -burst end -- state of other limits, in these terms
       if now > t then
         local refills = (now - t - (now - t) % period_us) / period_us
         if refills > 0 then
@@ -843,29 +894,48 @@ local function token_bucket(KEYS, ARGV)
         end
       end
     end
-    local ok, never, retry_us = false, cost > burst, 0
+    local ok, never, retry_us, units = false, cost > burst, 0, 0
     if not never then
       local short = cost - tokens -- ceil(short / limit) refills
       if short <= 0 then ok = true else retry_us = t + (short + -short % limit) / limit * period_us - now end
     end
-    if ok then tokens = tokens - cost end
+    if settle then
+      if mode == 'refund' then -- up to cost tokens back, never past burst
+        units = burst - tokens
+        if cost < units then units = cost end
+        tokens = tokens + units
+      else -- force: cost tokens, as far as -burst
+        units = tokens + burst
+        if cost < units then units = cost end
+        tokens = tokens - units
+      end
+      local short = 1 - tokens -- the wait for one token, after
+      retry_us = short > 0 and t + (short + -short % limit) / limit * period_us - now or 0
+    elseif ok then
+      tokens, units = tokens - cost, cost
+    end
     local reset_us = 0
     local missing = burst - tokens -- ceil(missing / limit) refills
     if missing > 0 then reset_us = t + (missing + -missing % limit) / limit * period_us - now end
-    local rem, left, per, cap = tokens, tokens, 1, burst
+    local rem = tokens > 0 and tokens or 0
+    local left, per, cap = rem, 1, burst
     -- ---- This limit's verdict (scripts/src/verdict.lua) ----
-    -- The reply describes the binding limit: on an admission the one with the
-    -- fewest units left (left / per, exactly), on a denial the denying one with the longest
-    -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
+    -- The reply describes the binding limit: on an admission (and for refund
+    -- and force) the one with the fewest units left (left / per, exactly), on a
+    -- denial the denying one with the longest retry_after_ms (-1, never,
+    -- counts as longest); ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
-    if ok then
+    if not least or rem < least then least = rem end
+    if ok or settle then
+      if not ok then short = true end
+      if units > 0 then changed = true end
       local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
       if not fewer then
         local x, y = left * a_per, a_left * per
         if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
       end
       if fewer then
-        a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
+        a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
       end
     else
       allowed = false
@@ -876,47 +946,87 @@ local function token_bucket(KEYS, ARGV)
     end
     if allowed and writes then out = out .. fmt(' %d %d', tokens, t) end
   end
+    -- ---- upto's passes (scripts/src/upto.lua) ----
+    -- After the measuring pass, the grant is the fewest whole units a limit
+    -- has left, at most the units asked for; a grant of none is decided as a
+    -- check of one unit: a denial, whose wait is the wait for one unit.
+    if mode ~= 'upto' or cost > 0 or want == 0 then break end
+    cost = least < want and least or want
+    if cost == 0 then cost, mode = 1, 'check' end
+  until false
 
   -- ---- The one write (scripts/src/write.lua) ----
-  -- Only an admitted request with a cost, not a check, records. PSETEX is
-  -- refused under maxmemory (OOM) before it writes; the key expires when every
-  -- limit is back to empty, so no cleanup job is needed. With several keys,
-  -- each gets its state and TTL: Redis refuses a script's first write under
-  -- OOM and no later one, so the first PSETEX fails before any key is written.
-  if allowed and writes then
+  -- An admitted request with a cost records, and so does a refund or a force
+  -- that changed a limit; a check never does. PSETEX is refused under
+  -- maxmemory (OOM) before it writes; the key expires when every limit is back
+  -- to empty, so no cleanup job is needed, and a key a refund left empty is
+  -- deleted. With several keys, each gets its state and TTL: Redis refuses a
+  -- script's first write under OOM and no later one, so the first PSETEX fails
+  -- before any key is written.
+  if allowed and writes and changed then
     if k > 1 then -- the other keys' records first, then the last key's
-      for i = 1, k - 1 do redis.call('PSETEX', keys[i], fmt('%d', (records[2 * i] + -records[2 * i] % 1000) / 1000), records[2 * i - 1]) end
+      for i = 1, k - 1 do
+        local ttl = records[2 * i]
+        if ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) else redis.call('DEL', keys[i]) end
+      end
       key = keys[k]
     end
-    redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
+    if ttl_us > 0 then
+      redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
+    else
+      redis.call('DEL', key)
+    end
   end
 
   -- ---- The reply (scripts/src/reply.lua) ----
-  if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i } end
-  return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i }
+  -- Field 7 is the units recorded on the binding limit (what a check would).
+  -- refund and force describe the key after the call, with the wait until
+  -- one unit would be admitted; force is allowed when the empty mode would be.
+  if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+  if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+  return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }
 end
 
 -- ==== leaky_bucket ====
 -- ---- leaky_bucket's constants (from its manifest) ----
-local NAME, TAG = 'leaky_bucket', 'lb:2'
+local NAME, TAG = 'leaky_bucket', 'lb:3'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
-local FIELDS, STATE = 2, '^lb:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
+local FIELDS, STATE = 2, '^lb:3 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
 for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' (%d+) ([1-9]%d*)', n) .. '$' end
+local OLD = '^lb:2 ' -- an older state, which upgrade reads
 
--- ---- Continuous bucket arithmetic (scripts/src/continuous.lua) ----
--- With a/b = limit / period_us in lowest terms, a level of x stands for x / b
--- units: a cost adds cost * b, the capacity is burst * b, and x drains by a
--- each microsecond, so every quantity is a whole number and every decision
--- exact (3 per second is a = 3, b = 1000000). The capacity is kept at most
--- 2^52, so that a level and a cost add up exactly.
+-- ---- The level's range (scripts/src/continuous.lua) ----
+-- A level is at most twice the capacity, burst * period_us, and stays a
+-- whole number below 2^53 (level.lua).
 local function out_of_range(limit, period_ms, burst)
-  local period_us = period_ms * 1000
-  if burst * period_us <= 4503599627370496 then return false end -- b <= period_us: no gcd needed
-  local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
-  while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
-  return burst * (period_us / g) > 4503599627370496
+  return burst * period_ms * 2000 > 9007199254740992
+end
+-- upgrade is a v2 state (raw) as lb:3, read as v2.1 read it: each level in
+-- the units of the limit at its position (with several keys, key i's), at
+-- most full; nil when raw is not v2 state.
+local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
+  local body = match(raw, '^lb:2(( %d+ [1-9]%d*)+)$')
+  if not body or find(body, ' 0%d') then return nil end
+  local out, j = TAG, 0
+  for xs, ts in ('').gmatch(body, ' (%d+) (%d+)') do
+    j = j + 1
+    local p = key_i or j -- the limit at this position
+    if j > 8 or #xs > 16 or #ts > 16 or xs + 0 > 9007199254740991 or ts + 0 > TIME_MAX then return nil end
+    local x = 0
+    if p <= n then
+      local limit, period_us, burst = limit1, period1 * 1000, burst1
+      if p > 1 then limit, period_us, burst = argv[3 * p], argv[3 * p + 1] * 1000, argv[3 * p + 2] end
+      local g, h = limit, period_us % limit -- their greatest common divisor
+      while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
+      x = xs + 0
+      if x > burst * (period_us / g) then x = burst * (period_us / g) end -- at most full
+      x = x * g
+    end
+    out = out .. fmt(' %d %s', x, ts)
+  end
+  return out
 end
 local function leaky_bucket(KEYS, ARGV)
   -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
@@ -925,7 +1035,8 @@ local function leaky_bucket(KEYS, ARGV)
   -- limit, without the loop over limits and the choice of a binding limit. It
   -- decides exactly as the general code below (scripts/fast_test.go holds the
   -- two to the same replies, writes and TTLs), and leaves to it every call it
-  -- does not take: several keys or limits, an argument not in its plain form,
+  -- does not take: several keys or limits, the modes upto, refund and force,
+  -- an argument not in its plain form,
   -- a combination past the always-accepted range, a key that does not hold
   -- one limit's state. Those calls then read TIME and the key once more.
   repeat
@@ -954,7 +1065,7 @@ local function leaky_bucket(KEYS, ARGV)
         cost = c
       end
       if mode and mode ~= '' then
-        if mode ~= 'check' then break end
+        if mode ~= 'check' then break end -- upto, refund and force: the general code's
         writes = false
       end
       writes = writes and cost > 0
@@ -971,7 +1082,7 @@ local function leaky_bucket(KEYS, ARGV)
     local s1, s2
     if raw then
       if raw.err then break end
-      local t1, t2 = match(raw, '^lb:2 (%d+) ([1-9]%d*)$')
+      local t1, t2 = match(raw, '^lb:3 (%d+) ([1-9]%d*)$')
       if not t1 then break end
       if #t1 > 16 then break end
       if #t2 > 16 then break end
@@ -981,42 +1092,44 @@ local function leaky_bucket(KEYS, ARGV)
       if not (s2 <= 8835955200000000) then break end
     end
     local i = 1 -- the one limit
-    -- This limit's arguments and stored numbers (nil: none): the first limit's
-    -- in locals, the others' in argv (as numbers by now) and in more.
-    local limit, period_us, burst, stored_x, stored_t = limit1, period1 * 1000, burst1, s1, s2
-    local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
-    while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
-    local a, b = limit / g, period_us / g
+    -- This limit's arguments and its state, x at time t (nil: none): the
+    -- first limit's in locals, the others' in argv (as numbers by now) and in
+    -- more.
+    local limit, b, burst, x, t = limit1, period1 * 1000, burst1, s1, s2
     local xmax = burst * b
-    -- The level x at time t, drained to now. A clock behind t (it stepped
-    -- back) decides as of t, and its waits are longer by t - now.
-    local x, t = 0, now
-    if stored_t then
-      x, t = stored_x, stored_t
-      if x > xmax then x = xmax end -- another limit's level: at most full
+    -- Drained to now. A clock behind t (it stepped back) decides as of t, and
+    -- its waits are longer by t - now (guarantee 9).
+    if not t then
+      x, t = 0, now
+    else
+      if x > 2 * xmax then x = 2 * xmax end
       if now > t then
-        if now - t >= x / a then x = 0 else x = x - (now - t) * a end
+        local drained = (now - t) * limit -- (past 2^53 only when it is past x)
+        if drained >= x then x = 0 else x = x - drained end
         t = now
       end
     end
-    local ok, never, retry_us = false, cost > burst, 0
+    local ok, never, retry_us, units = false, cost > burst, 0, 0
     if not never then
-      local over = x + cost * b - xmax
-      if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % a) / a end
+      local over = x - (xmax - cost * b) -- x + cost * b - xmax, without the sum, which could pass 2^53
+      if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % limit) / limit end
     end
-    if ok then x = x + cost * b end
-    local room = xmax > x and xmax - x or 0
+    if ok then
+      x, units = x + cost * b, cost
+    end
+    local room = xmax - x
+    if room < 0 then room = 0 end
     local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
-    local reset_us = t - now + (x + -x % a) / a
-    local allowed, out = ok -- the one limit decides (out: its record, when it writes)
-    if allowed and writes then out = fmt('lb:2 %d %d', x, t) end
+    local reset_us = x > 0 and t - now + (x + -x % limit) / limit or 0
+    local allowed, out = ok
+    if ok and writes then out = fmt('lb:3 %d %d', x, t) end
     -- The one write and the reply, for the one limit (write.lua, reply.lua).
     local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
     if allowed then
       if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
-      return { 1, rem, 0, reset_ms, cap, 1 }
+      return { 1, rem, 0, reset_ms, cap, 1, cost }
     end
-    return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1 }
+    return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, 0 }
   until true
   -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
@@ -1041,7 +1154,7 @@ local function leaky_bucket(KEYS, ARGV)
     if k ~= n then short = 'numkeys' end
   end
   local key = keys[1]
-  local cost, check = 1, false
+  local cost, mode = 1, '' -- mode: '', 'check', 'upto', 'refund' or 'force'
   -- The first limit's arguments go into locals; a further limit's, once read,
   -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
   -- call builds a table for them.
@@ -1080,14 +1193,14 @@ local function leaky_bucket(KEYS, ARGV)
     end
     if i == 1 then
       if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
-        local cs, mode = argv[4], argv[5] or ''
+        local cs = argv[4]
+        mode = argv[5] or ''
         if cs ~= '' then
           cost = NUM[cs] or read(cs)
           if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
         end
-        if mode ~= '' then
-          if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
-          check = true
+        if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
+          return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
         end
       end
       limit1, period1, burst1, at = limit, period_ms, burst, 5
@@ -1138,6 +1251,7 @@ local function leaky_bucket(KEYS, ARGV)
       if k == 1 and n > 1 then more = { match(raw, FULL[n]) } end -- n limits' (the library makes the patterns at load)
       local good = more and more[1] ~= nil
       if not good then
+        if find(raw, OLD) then raw = upgrade(raw, k > 1 and (i or 1) or nil, now, argv, n, limit1, period1, burst1) or '' end -- a v2 state, as v2.1 read it (the algorithm's upgrade)
         local t1, t2, rest = match(raw, STATE)
         good = rest ~= nil
         if good and rest == '' then -- one limit's
@@ -1161,7 +1275,7 @@ local function leaky_bucket(KEYS, ARGV)
         s2 = more[2]
       end
       if not good then
-        local other, which = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
+        local other, which = ({ ['gcra:3'] = 'gcra', ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:3'] = 'leaky_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
         if other and other ~= NAME then
           return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
         end
@@ -1187,17 +1301,33 @@ local function leaky_bucket(KEYS, ARGV)
     key = keys[i]
   end
   if n > 1 and not more then more = {} end -- no state yet, or one limit's: the further limits have none
-
-  -- ---- Decision: every limit in turn, all or nothing ----
-  local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
-  local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
-  local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
+  -- ---- Decision: every limit in turn (scripts/src/loop.lua) ----
+  -- The empty mode, check and upto are all or nothing; refund and force
+  -- (settle) act on every limit whatever it decides. upto takes two passes:
+  -- the first, at cost 0, measures the whole units every limit has left; the
+  -- second takes the least of them as a call of that cost would (upto.lua).
+  local settle = mode == 'refund' or mode == 'force'
+  local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
+  if mode == 'upto' then cost = 0 end
+  local writes, allowed, ttl_us, out, changed, short -- changed: settle altered a limit; short: force past what the empty mode admits
+  local a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
+  repeat
+    writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
+    allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
+  -- ---- The level (scripts/src/level.lua): gcra's and leaky_bucket's decision ----
+  -- A level of x stands for x / period_us units: a unit is period_us of x, x
+  -- drains by limit each microsecond, and no limit or burst changes what it
+  -- means, so raised limits read the same level and only admit more
+  -- (guarantee 12). The capacity is burst * period_us; a state is read as at
+  -- most twice it (the debt force may leave), so no wait passes twice the
+  -- time these limits take to drain their capacity.
   for i = 1, n do
-    -- This limit's arguments and stored numbers (nil: none): the first limit's
-    -- in locals, the others' in argv (as numbers by now) and in more.
-    local limit, period_us, burst, stored_x, stored_t = limit1, period1 * 1000, burst1, s1, s2
+    -- This limit's arguments and its state, x at time t (nil: none): the
+    -- first limit's in locals, the others' in argv (as numbers by now) and in
+    -- more.
+    local limit, b, burst, x, t = limit1, period1 * 1000, burst1, s1, s2
     if i > 1 then
       -- (keyed.lua) With several keys, the limit before is KEYS[i - 1]'s, and
       -- its record that key's whole state, kept with its own TTL (write.lua).
@@ -1206,46 +1336,64 @@ local function leaky_bucket(KEYS, ARGV)
         records[2 * i - 3], records[2 * i - 2] = out, ttl_us
         out, ttl_us = TAG, 0
       end
-      limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
-      stored_x, stored_t = more[2 * i - 1], more[2 * i]
+      limit, b, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
+      x, t = more[2 * i - 1], more[2 * i]
     end
-    local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
-    while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
-    local a, b = limit / g, period_us / g
     local xmax = burst * b
-    -- The level x at time t, drained to now. A clock behind t (it stepped
-    -- back) decides as of t, and its waits are longer by t - now.
-    local x, t = 0, now
-    if stored_t then
-      x, t = stored_x, stored_t
-      if x > xmax then x = xmax end -- another limit's level: at most full
+    -- Drained to now. A clock behind t (it stepped back) decides as of t, and
+    -- its waits are longer by t - now (guarantee 9).
+    if not t then
+      x, t = 0, now
+    else
+      if x > 2 * xmax then x = 2 * xmax end
       if now > t then
-        if now - t >= x / a then x = 0 else x = x - (now - t) * a end
+        local drained = (now - t) * limit -- (past 2^53 only when it is past x)
+        if drained >= x then x = 0 else x = x - drained end
         t = now
       end
     end
-    local ok, never, retry_us = false, cost > burst, 0
+    local ok, never, retry_us, units = false, cost > burst, 0, 0
     if not never then
-      local over = x + cost * b - xmax
-      if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % a) / a end
+      local over = x - (xmax - cost * b) -- x + cost * b - xmax, without the sum, which could pass 2^53
+      if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % limit) / limit end
     end
-    if ok then x = x + cost * b end
-    local room = xmax > x and xmax - x or 0
+    if settle then
+      if mode == 'refund' then -- up to cost units back, never below empty; a unit partly drained counts as one
+        local give = x
+        if cost <= 2 * burst and cost * b < x then give = cost * b end
+        units, x = (give + -give % b) / b, x - give
+      else -- force: cost units, as far as twice the capacity
+        local room = 2 * xmax - x
+        units = (room - room % b) / b
+        if cost < units then units = cost end
+        x = x + units * b
+      end
+      local over = x - (xmax - b) -- the wait for one unit, after
+      retry_us = over > 0 and t - now + (over + -over % limit) / limit or 0
+    elseif ok then
+      x, units = x + cost * b, cost
+    end
+    local room = xmax - x
+    if room < 0 then room = 0 end
     local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
-    local reset_us = t - now + (x + -x % a) / a
+    local reset_us = x > 0 and t - now + (x + -x % limit) / limit or 0
     -- ---- This limit's verdict (scripts/src/verdict.lua) ----
-    -- The reply describes the binding limit: on an admission the one with the
-    -- fewest units left (left / per, exactly), on a denial the denying one with the longest
-    -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
+    -- The reply describes the binding limit: on an admission (and for refund
+    -- and force) the one with the fewest units left (left / per, exactly), on a
+    -- denial the denying one with the longest retry_after_ms (-1, never,
+    -- counts as longest); ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
-    if ok then
+    if not least or rem < least then least = rem end
+    if ok or settle then
+      if not ok then short = true end
+      if units > 0 then changed = true end
       local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
       if not fewer then
         local x, y = left * a_per, a_left * per
         if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
       end
       if fewer then
-        a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
+        a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
       end
     else
       allowed = false
@@ -1256,24 +1404,45 @@ local function leaky_bucket(KEYS, ARGV)
     end
     if allowed and writes then out = out .. fmt(' %d %d', x, t) end
   end
+    -- ---- upto's passes (scripts/src/upto.lua) ----
+    -- After the measuring pass, the grant is the fewest whole units a limit
+    -- has left, at most the units asked for; a grant of none is decided as a
+    -- check of one unit: a denial, whose wait is the wait for one unit.
+    if mode ~= 'upto' or cost > 0 or want == 0 then break end
+    cost = least < want and least or want
+    if cost == 0 then cost, mode = 1, 'check' end
+  until false
 
   -- ---- The one write (scripts/src/write.lua) ----
-  -- Only an admitted request with a cost, not a check, records. PSETEX is
-  -- refused under maxmemory (OOM) before it writes; the key expires when every
-  -- limit is back to empty, so no cleanup job is needed. With several keys,
-  -- each gets its state and TTL: Redis refuses a script's first write under
-  -- OOM and no later one, so the first PSETEX fails before any key is written.
-  if allowed and writes then
+  -- An admitted request with a cost records, and so does a refund or a force
+  -- that changed a limit; a check never does. PSETEX is refused under
+  -- maxmemory (OOM) before it writes; the key expires when every limit is back
+  -- to empty, so no cleanup job is needed, and a key a refund left empty is
+  -- deleted. With several keys, each gets its state and TTL: Redis refuses a
+  -- script's first write under OOM and no later one, so the first PSETEX fails
+  -- before any key is written.
+  if allowed and writes and changed then
     if k > 1 then -- the other keys' records first, then the last key's
-      for i = 1, k - 1 do redis.call('PSETEX', keys[i], fmt('%d', (records[2 * i] + -records[2 * i] % 1000) / 1000), records[2 * i - 1]) end
+      for i = 1, k - 1 do
+        local ttl = records[2 * i]
+        if ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) else redis.call('DEL', keys[i]) end
+      end
       key = keys[k]
     end
-    redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
+    if ttl_us > 0 then
+      redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
+    else
+      redis.call('DEL', key)
+    end
   end
 
   -- ---- The reply (scripts/src/reply.lua) ----
-  if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i } end
-  return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i }
+  -- Field 7 is the units recorded on the binding limit (what a check would).
+  -- refund and force describe the key after the call, with the wait until
+  -- one unit would be admitted; force is allowed when the empty mode would be.
+  if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+  if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+  return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }
 end
 
 -- ==== sliding_window ====
@@ -1286,8 +1455,9 @@ local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
 for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' ([1-9]%d*) (%d+) (%d+)', n) .. '$' end
 
 local function out_of_range(limit, period_ms)
-  -- the weighted count, times period_ms, must stay exact
-  return limit * period_ms > 3002399751580330 -- 3 * limit * period_ms <= 2^53, exactly: this product stays below 2^53 or errs upward
+  -- the weighted count, times period_ms, must stay exact, with a current
+  -- window of up to twice the limit (force)
+  return limit * period_ms > 2251799813685248 -- 4 * limit * period_ms <= 2^53, exactly: this product stays below 2^53 or errs upward
 end
 local function sliding_window(KEYS, ARGV)
   -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
@@ -1296,7 +1466,8 @@ local function sliding_window(KEYS, ARGV)
   -- limit, without the loop over limits and the choice of a binding limit. It
   -- decides exactly as the general code below (scripts/fast_test.go holds the
   -- two to the same replies, writes and TTLs), and leaves to it every call it
-  -- does not take: several keys or limits, an argument not in its plain form,
+  -- does not take: several keys or limits, the modes upto, refund and force,
+  -- an argument not in its plain form,
   -- a combination past the always-accepted range, a key that does not hold
   -- one limit's state. Those calls then read TIME and the key once more.
   repeat
@@ -1324,7 +1495,7 @@ local function sliding_window(KEYS, ARGV)
         cost = c
       end
       if mode and mode ~= '' then
-        if mode ~= 'check' then break end
+        if mode ~= 'check' then break end -- upto, refund and force: the general code's
         writes = false
       end
       writes = writes and cost > 0
@@ -1368,9 +1539,12 @@ local function sliding_window(KEYS, ARGV)
     elseif stored == start - p then
       prev = stored_cur
     end
+    if cur > 2 * limit then cur = 2 * limit end -- (another limit's count: the weighted sums stay exact)
+    if prev > 2 * limit then prev = 2 * limit end
     -- used is the weighted count times p: prev * (p - into) / p + cur
-    local used = prev * (p - (at_ms - start)) + cur * p
-    local ok, never, retry_us = false, cost > limit, 0
+    local into = at_ms - start
+    local used = prev * (p - into) + cur * p
+    local ok, never, retry_us, units = false, cost > limit, 0, 0
     if not never then
       if cost == 0 or used + cost * p <= limit * p then
         ok = true
@@ -1389,7 +1563,7 @@ local function sliding_window(KEYS, ARGV)
       end
     end
     if ok then
-      cur = cur + cost
+      cur, units = cur + cost, cost
       used = used + cost * p
     end
     local room = limit * p - used
@@ -1401,15 +1575,15 @@ local function sliding_window(KEYS, ARGV)
     elseif prev > 0 then
       reset_us = (start + p) * 1000 - now
     end
-    local allowed, out = ok -- the one limit decides (out: its record, when it writes)
-    if allowed and writes then out = fmt('sw:2 %d %d %d', start, prev, cur) end
+    local allowed, out = ok
+    if ok and writes then out = fmt('sw:2 %d %d %d', start, prev, cur) end
     -- The one write and the reply, for the one limit (write.lua, reply.lua).
     local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
     if allowed then
       if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
-      return { 1, rem, 0, reset_ms, cap, 1 }
+      return { 1, rem, 0, reset_ms, cap, 1, cost }
     end
-    return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1 }
+    return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, 0 }
   until true
   -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
@@ -1434,7 +1608,7 @@ local function sliding_window(KEYS, ARGV)
     if k ~= n then short = 'numkeys' end
   end
   local key = keys[1]
-  local cost, check = 1, false
+  local cost, mode = 1, '' -- mode: '', 'check', 'upto', 'refund' or 'force'
   -- The first limit's arguments go into locals; a further limit's, once read,
   -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
   -- call builds a table for them.
@@ -1468,14 +1642,14 @@ local function sliding_window(KEYS, ARGV)
     end
     if i == 1 then
       if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
-        local cs, mode = argv[4], argv[5] or ''
+        local cs = argv[4]
+        mode = argv[5] or ''
         if cs ~= '' then
           cost = NUM[cs] or read(cs)
           if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
         end
-        if mode ~= '' then
-          if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
-          check = true
+        if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
+          return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
         end
       end
       limit1, period1, burst1, at = limit, period_ms, burst, 5
@@ -1553,7 +1727,7 @@ local function sliding_window(KEYS, ARGV)
         s3 = more[3]
       end
       if not good then
-        local other, which = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
+        local other, which = ({ ['gcra:3'] = 'gcra', ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:3'] = 'leaky_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
         if other and other ~= NAME then
           return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
         end
@@ -1581,13 +1755,21 @@ local function sliding_window(KEYS, ARGV)
     key = keys[i]
   end
   if n > 1 and not more then more = {} end -- no state yet, or one limit's: the further limits have none
-
-  -- ---- Decision: every limit in turn, all or nothing ----
-  local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
-  local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
-  local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
+  -- ---- Decision: every limit in turn (scripts/src/loop.lua) ----
+  -- The empty mode, check and upto are all or nothing; refund and force
+  -- (settle) act on every limit whatever it decides. upto takes two passes:
+  -- the first, at cost 0, measures the whole units every limit has left; the
+  -- second takes the least of them as a call of that cost would (upto.lua).
+  local settle = mode == 'refund' or mode == 'force'
+  local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
+  if mode == 'upto' then cost = 0 end
+  local writes, allowed, ttl_us, out, changed, short -- changed: settle altered a limit; short: force past what the empty mode admits
+  local a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
+  repeat
+    writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
+    allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
   local now_ms = (now - now % 1000) / 1000
   for i = 1, n do
     -- This limit's arguments and stored numbers (nil: none): the first limit's
@@ -1614,9 +1796,12 @@ local function sliding_window(KEYS, ARGV)
     elseif stored == start - p then
       prev = stored_cur
     end
+    if cur > 2 * limit then cur = 2 * limit end -- (another limit's count: the weighted sums stay exact)
+    if prev > 2 * limit then prev = 2 * limit end
     -- used is the weighted count times p: prev * (p - into) / p + cur
-    local used = prev * (p - (at_ms - start)) + cur * p
-    local ok, never, retry_us = false, cost > limit, 0
+    local into = at_ms - start
+    local used = prev * (p - into) + cur * p
+    local ok, never, retry_us, units = false, cost > limit, 0, 0
     if not never then
       if cost == 0 or used + cost * p <= limit * p then
         ok = true
@@ -1634,8 +1819,28 @@ local function sliding_window(KEYS, ARGV)
         retry_us = target_ms * 1000 - now
       end
     end
-    if ok then
-      cur = cur + cost
+    if settle then
+      if mode == 'refund' then -- up to cost units back: the current window's first, then the previous one's
+        units = cur < cost and cur or cost
+        cur = cur - units
+        local more_back = cost - units
+        if more_back > prev then more_back = prev end
+        prev, units = prev - more_back, units + more_back
+      else -- force: cost units in the current window, as far as twice the limit
+        units = 2 * limit - cur
+        if cost < units then units = cost end
+        cur = cur + units
+      end
+      used = prev * (p - into) + cur * p
+      retry_us = 0 -- the wait for one unit, after
+      if used + p > limit * p then
+        local room = limit - 1 - cur
+        local target_ms = room >= 0 and start + p - (room * p - room * p % prev) / prev
+          or start + p + p - ((limit - 1) * p - (limit - 1) * p % cur) / cur
+        retry_us = target_ms * 1000 - now
+      end
+    elseif ok then
+      cur, units = cur + cost, cost
       used = used + cost * p
     end
     local room = limit * p - used
@@ -1648,18 +1853,22 @@ local function sliding_window(KEYS, ARGV)
       reset_us = (start + p) * 1000 - now
     end
     -- ---- This limit's verdict (scripts/src/verdict.lua) ----
-    -- The reply describes the binding limit: on an admission the one with the
-    -- fewest units left (left / per, exactly), on a denial the denying one with the longest
-    -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
+    -- The reply describes the binding limit: on an admission (and for refund
+    -- and force) the one with the fewest units left (left / per, exactly), on a
+    -- denial the denying one with the longest retry_after_ms (-1, never,
+    -- counts as longest); ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
-    if ok then
+    if not least or rem < least then least = rem end
+    if ok or settle then
+      if not ok then short = true end
+      if units > 0 then changed = true end
       local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
       if not fewer then
         local x, y = left * a_per, a_left * per
         if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
       end
       if fewer then
-        a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
+        a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
       end
     else
       allowed = false
@@ -1670,24 +1879,45 @@ local function sliding_window(KEYS, ARGV)
     end
     if allowed and writes then out = out .. fmt(' %d %d %d', start, prev, cur) end
   end
+    -- ---- upto's passes (scripts/src/upto.lua) ----
+    -- After the measuring pass, the grant is the fewest whole units a limit
+    -- has left, at most the units asked for; a grant of none is decided as a
+    -- check of one unit: a denial, whose wait is the wait for one unit.
+    if mode ~= 'upto' or cost > 0 or want == 0 then break end
+    cost = least < want and least or want
+    if cost == 0 then cost, mode = 1, 'check' end
+  until false
 
   -- ---- The one write (scripts/src/write.lua) ----
-  -- Only an admitted request with a cost, not a check, records. PSETEX is
-  -- refused under maxmemory (OOM) before it writes; the key expires when every
-  -- limit is back to empty, so no cleanup job is needed. With several keys,
-  -- each gets its state and TTL: Redis refuses a script's first write under
-  -- OOM and no later one, so the first PSETEX fails before any key is written.
-  if allowed and writes then
+  -- An admitted request with a cost records, and so does a refund or a force
+  -- that changed a limit; a check never does. PSETEX is refused under
+  -- maxmemory (OOM) before it writes; the key expires when every limit is back
+  -- to empty, so no cleanup job is needed, and a key a refund left empty is
+  -- deleted. With several keys, each gets its state and TTL: Redis refuses a
+  -- script's first write under OOM and no later one, so the first PSETEX fails
+  -- before any key is written.
+  if allowed and writes and changed then
     if k > 1 then -- the other keys' records first, then the last key's
-      for i = 1, k - 1 do redis.call('PSETEX', keys[i], fmt('%d', (records[2 * i] + -records[2 * i] % 1000) / 1000), records[2 * i - 1]) end
+      for i = 1, k - 1 do
+        local ttl = records[2 * i]
+        if ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) else redis.call('DEL', keys[i]) end
+      end
       key = keys[k]
     end
-    redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
+    if ttl_us > 0 then
+      redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
+    else
+      redis.call('DEL', key)
+    end
   end
 
   -- ---- The reply (scripts/src/reply.lua) ----
-  if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i } end
-  return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i }
+  -- Field 7 is the units recorded on the binding limit (what a check would).
+  -- refund and force describe the key after the call, with the wait until
+  -- one unit would be admitted; force is allowed when the empty mode would be.
+  if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+  if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+  return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }
 end
 
 -- ==== fixed_window ====
@@ -1706,7 +1936,8 @@ local function fixed_window(KEYS, ARGV)
   -- limit, without the loop over limits and the choice of a binding limit. It
   -- decides exactly as the general code below (scripts/fast_test.go holds the
   -- two to the same replies, writes and TTLs), and leaves to it every call it
-  -- does not take: several keys or limits, an argument not in its plain form,
+  -- does not take: several keys or limits, the modes upto, refund and force,
+  -- an argument not in its plain form,
   -- a combination past the always-accepted range, a key that does not hold
   -- one limit's state. Those calls then read TIME and the key once more.
   repeat
@@ -1734,7 +1965,7 @@ local function fixed_window(KEYS, ARGV)
         cost = c
       end
       if mode and mode ~= '' then
-        if mode ~= 'check' then break end
+        if mode ~= 'check' then break end -- upto, refund and force: the general code's
         writes = false
       end
       writes = writes and cost > 0
@@ -1773,23 +2004,25 @@ local function fixed_window(KEYS, ARGV)
         count = 0
       end
     end
-    local ok, never, retry_us = false, cost > limit, 0
+    local ok, never, retry_us, units = false, cost > limit, 0, 0
     if not never then
       if cost == 0 or count + cost <= limit then ok = true else retry_us = start + period_us - now end
     end
-    if ok then count = count + cost end
+    if ok then
+      count, units = count + cost, cost
+    end
     local rem = count < limit and limit - count or 0
     local left, per, cap = rem, 1, limit
     local reset_us = count > 0 and start + period_us - now or 0
-    local allowed, out = ok -- the one limit decides (out: its record, when it writes)
-    if allowed and writes then out = fmt('fw:2 %d %d', start, count) end
+    local allowed, out = ok
+    if ok and writes then out = fmt('fw:2 %d %d', start, count) end
     -- The one write and the reply, for the one limit (write.lua, reply.lua).
     local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
     if allowed then
       if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
-      return { 1, rem, 0, reset_ms, cap, 1 }
+      return { 1, rem, 0, reset_ms, cap, 1, cost }
     end
-    return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1 }
+    return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, 0 }
   until true
   -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
@@ -1814,7 +2047,7 @@ local function fixed_window(KEYS, ARGV)
     if k ~= n then short = 'numkeys' end
   end
   local key = keys[1]
-  local cost, check = 1, false
+  local cost, mode = 1, '' -- mode: '', 'check', 'upto', 'refund' or 'force'
   -- The first limit's arguments go into locals; a further limit's, once read,
   -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
   -- call builds a table for them.
@@ -1844,14 +2077,14 @@ local function fixed_window(KEYS, ARGV)
     end
     if i == 1 then
       if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
-        local cs, mode = argv[4], argv[5] or ''
+        local cs = argv[4]
+        mode = argv[5] or ''
         if cs ~= '' then
           cost = NUM[cs] or read(cs)
           if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
         end
-        if mode ~= '' then
-          if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
-          check = true
+        if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
+          return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
         end
       end
       limit1, period1, burst1, at = limit, period_ms, burst, 5
@@ -1925,7 +2158,7 @@ local function fixed_window(KEYS, ARGV)
         s2 = more[2]
       end
       if not good then
-        local other, which = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
+        local other, which = ({ ['gcra:3'] = 'gcra', ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:3'] = 'leaky_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
         if other and other ~= NAME then
           return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
         end
@@ -1951,13 +2184,21 @@ local function fixed_window(KEYS, ARGV)
     key = keys[i]
   end
   if n > 1 and not more then more = {} end -- no state yet, or one limit's: the further limits have none
-
-  -- ---- Decision: every limit in turn, all or nothing ----
-  local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
-  local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
-  local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
+  -- ---- Decision: every limit in turn (scripts/src/loop.lua) ----
+  -- The empty mode, check and upto are all or nothing; refund and force
+  -- (settle) act on every limit whatever it decides. upto takes two passes:
+  -- the first, at cost 0, measures the whole units every limit has left; the
+  -- second takes the least of them as a call of that cost would (upto.lua).
+  local settle = mode == 'refund' or mode == 'force'
+  local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
+  if mode == 'upto' then cost = 0 end
+  local writes, allowed, ttl_us, out, changed, short -- changed: settle altered a limit; short: force past what the empty mode admits
+  local a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
+  repeat
+    writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
+    allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
   for i = 1, n do
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
@@ -1982,27 +2223,43 @@ local function fixed_window(KEYS, ARGV)
         count = 0
       end
     end
-    local ok, never, retry_us = false, cost > limit, 0
+    local ok, never, retry_us, units = false, cost > limit, 0, 0
     if not never then
       if cost == 0 or count + cost <= limit then ok = true else retry_us = start + period_us - now end
     end
-    if ok then count = count + cost end
+    if settle then
+      if mode == 'refund' then -- up to cost units back, never below 0
+        units = count < cost and count or cost
+        count = count - units
+      else -- force: cost units, as far as twice the limit
+        units = 2 * limit - count
+        if cost < units then units = cost end
+        count = count + units
+      end
+      retry_us = count < limit and 0 or start + period_us - now -- the wait for one unit, after
+    elseif ok then
+      count, units = count + cost, cost
+    end
     local rem = count < limit and limit - count or 0
     local left, per, cap = rem, 1, limit
     local reset_us = count > 0 and start + period_us - now or 0
     -- ---- This limit's verdict (scripts/src/verdict.lua) ----
-    -- The reply describes the binding limit: on an admission the one with the
-    -- fewest units left (left / per, exactly), on a denial the denying one with the longest
-    -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
+    -- The reply describes the binding limit: on an admission (and for refund
+    -- and force) the one with the fewest units left (left / per, exactly), on a
+    -- denial the denying one with the longest retry_after_ms (-1, never,
+    -- counts as longest); ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
-    if ok then
+    if not least or rem < least then least = rem end
+    if ok or settle then
+      if not ok then short = true end
+      if units > 0 then changed = true end
       local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
       if not fewer then
         local x, y = left * a_per, a_left * per
         if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
       end
       if fewer then
-        a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
+        a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
       end
     else
       allowed = false
@@ -2013,24 +2270,45 @@ local function fixed_window(KEYS, ARGV)
     end
     if allowed and writes then out = out .. fmt(' %d %d', start, count) end
   end
+    -- ---- upto's passes (scripts/src/upto.lua) ----
+    -- After the measuring pass, the grant is the fewest whole units a limit
+    -- has left, at most the units asked for; a grant of none is decided as a
+    -- check of one unit: a denial, whose wait is the wait for one unit.
+    if mode ~= 'upto' or cost > 0 or want == 0 then break end
+    cost = least < want and least or want
+    if cost == 0 then cost, mode = 1, 'check' end
+  until false
 
   -- ---- The one write (scripts/src/write.lua) ----
-  -- Only an admitted request with a cost, not a check, records. PSETEX is
-  -- refused under maxmemory (OOM) before it writes; the key expires when every
-  -- limit is back to empty, so no cleanup job is needed. With several keys,
-  -- each gets its state and TTL: Redis refuses a script's first write under
-  -- OOM and no later one, so the first PSETEX fails before any key is written.
-  if allowed and writes then
+  -- An admitted request with a cost records, and so does a refund or a force
+  -- that changed a limit; a check never does. PSETEX is refused under
+  -- maxmemory (OOM) before it writes; the key expires when every limit is back
+  -- to empty, so no cleanup job is needed, and a key a refund left empty is
+  -- deleted. With several keys, each gets its state and TTL: Redis refuses a
+  -- script's first write under OOM and no later one, so the first PSETEX fails
+  -- before any key is written.
+  if allowed and writes and changed then
     if k > 1 then -- the other keys' records first, then the last key's
-      for i = 1, k - 1 do redis.call('PSETEX', keys[i], fmt('%d', (records[2 * i] + -records[2 * i] % 1000) / 1000), records[2 * i - 1]) end
+      for i = 1, k - 1 do
+        local ttl = records[2 * i]
+        if ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) else redis.call('DEL', keys[i]) end
+      end
       key = keys[k]
     end
-    redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
+    if ttl_us > 0 then
+      redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
+    else
+      redis.call('DEL', key)
+    end
   end
 
   -- ---- The reply (scripts/src/reply.lua) ----
-  if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i } end
-  return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i }
+  -- Field 7 is the units recorded on the binding limit (what a check would).
+  -- refund and force describe the key after the call, with the wait until
+  -- one unit would be admitted; force is allowed when the empty mode would be.
+  if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+  if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+  return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }
 end
 
 -- ==== sliding_log ====
@@ -2063,7 +2341,7 @@ local function sliding_log(KEYS, ARGV)
     if k ~= n then short = 'numkeys' end
   end
   local key = keys[1]
-  local cost, check = 1, false
+  local cost, mode = 1, '' -- mode: '', 'check', 'upto', 'refund' or 'force'
   -- The first limit's arguments go into locals; a further limit's, once read,
   -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
   -- call builds a table for them.
@@ -2093,14 +2371,14 @@ local function sliding_log(KEYS, ARGV)
     end
     if i == 1 then
       if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
-        local cs, mode = argv[4], argv[5] or ''
+        local cs = argv[4]
+        mode = argv[5] or ''
         if cs ~= '' then
           cost = NUM[cs] or read(cs)
           if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
         end
-        if mode ~= '' then
-          if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
-          check = true
+        if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
+          return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
         end
       end
       limit1, period1, burst1, at = limit, period_ms, burst, 5
@@ -2123,6 +2401,9 @@ local function sliding_log(KEYS, ARGV)
     local t = redis.call('TIME')
     local secs = t[1] -- the library reads it from NUM: the seconds change once a second
     now = (NUM[secs] or read(secs)) * 1000000 + t[2]
+  end
+  if k > 1 and cost * k > 10000 then
+    return invalid('cost', 1, argv[4], fmt('with %d keys must be at most %d (guarantee 11: cost * keys <= 10000)', k, (10000 - 10000 % k) / k))
   end
 
   -- ---- State: each key's marker, and its newest entry ----
@@ -2168,16 +2449,43 @@ local function sliding_log(KEYS, ARGV)
     last_seq, newest, i = 0, nil, i + 1
     key = keys[i]
   end
-
-  -- ---- Decision: every limit in turn, all or nothing ----
-  local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
-  local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
-  local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
+  -- force with one key and several limits: the log they share takes the
+  -- fewest units any of them has room for (twice its limit in its period).
+  local grant
+  if mode == 'force' and k == 1 and n > 1 then
+    grant = cost
+    for i = 1, n do
+      local limit, period_us = limit1, period1 * 1000
+      if i > 1 then limit, period_us = argv[3 * i], argv[3 * i + 1] * 1000 end
+      local lo = at - period_us
+      if lo < 0 then lo = 0 end
+      local count = 0
+      if newest and newest > lo then count = redis.call('ZCOUNT', key, '(' .. fmt('%d', lo), '+inf') end
+      if 2 * limit - count < grant then grant = 2 * limit - count end
+    end
+    if grant < 0 then grant = 0 end
+  end
+  local longest, give -- the longest period: what the log must keep; refund: the entries to remove (one key)
+  local backs = k > 1 and {} or nil -- with several keys, what refund or force does to key i
+  -- ---- Decision: every limit in turn (scripts/src/loop.lua) ----
+  -- The empty mode, check and upto are all or nothing; refund and force
+  -- (settle) act on every limit whatever it decides. upto takes two passes:
+  -- the first, at cost 0, measures the whole units every limit has left; the
+  -- second takes the least of them as a call of that cost would (upto.lua).
+  local settle = mode == 'refund' or mode == 'force'
+  local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
+  if mode == 'upto' then cost = 0 end
+  local writes, allowed, ttl_us, out, changed, short -- changed: settle altered a limit; short: force past what the empty mode admits
+  local a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
-  local longest = 0 -- the longest period: what the log must keep
+  repeat
+    writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
+    allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
+  longest, give = 0, 0
   for i = 1, n do
     local limit, period_us = limit1, period1 * 1000
+    if k > 1 and i == 1 then key, last_seq, newest, at = keys[1], logs[1], logs[2], logs[3] end -- (upto's second pass starts again from KEYS[1])
     if i > 1 then
       limit, period_us = argv[3 * i], argv[3 * i + 1] * 1000
       if k > 1 then -- several keys: KEYS[i]'s log, kept for its limit's period
@@ -2190,38 +2498,67 @@ local function sliding_log(KEYS, ARGV)
     if lo < 0 then lo = 0 end
     local count = 0
     if newest and newest > lo then count = redis.call('ZCOUNT', key, '(' .. fmt('%d', lo), '+inf') end
-    local ok, never, retry_us = false, cost > limit, 0
+    local ok, never, retry_us, units = false, cost > limit, 0, 0
     if not never then
-      if cost == 0 or count + cost <= limit then
-        ok = true
-      else
-        -- wait until the oldest count + cost - limit entries have left the window
-        local nth = redis.call('ZRANGEBYSCORE', key, '(' .. fmt('%d', lo), '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
-        retry_us = nth[2] + period_us - now
-      end
+      if cost == 0 or count + cost <= limit then ok = true end
     end
-    local after = ok and count + cost or count
+    local after = count -- the entries in the window after the call
+    if settle then
+      if mode == 'refund' then -- the newest entries go first
+        units = count < cost and count or cost
+        if units > give then give = units end
+      else -- force: as far as twice the limit in its period (with one key, the least of its limits: grant)
+        units = grant or 2 * limit - count
+        if cost < units then units = cost end
+        if units < 0 then units = 0 end
+        if k == 1 then grant = units end
+      end
+      if k > 1 then backs[i] = units end
+      after = mode == 'refund' and count - units or count + units
+      if after >= limit then -- the wait for one unit: until the (after - limit + 1)th oldest has left
+        if after - limit >= count then
+          retry_us = at + period_us - now -- one of force's new entries
+        else
+          local nth = redis.call('ZRANGEBYSCORE', key, '(' .. fmt('%d', lo), '+inf', 'WITHSCORES', 'LIMIT', after - limit, 1)
+          retry_us = nth[2] + period_us - now
+        end
+      end
+    elseif ok then
+      after, units = count + cost, cost
+    elseif not never then
+      -- wait until the oldest count + cost - limit entries have left the window
+      local nth = redis.call('ZRANGEBYSCORE', key, '(' .. fmt('%d', lo), '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
+      retry_us = nth[2] + period_us - now
+    end
     local rem = after < limit and limit - after or 0
     local left, per, cap = rem, 1, limit
     local reset_us = 0
-    if ok and cost > 0 then
-      reset_us = at + period_us - now
-    elseif count > 0 then
-      reset_us = newest + period_us - now
+    if after > 0 then
+      if mode == 'refund' then -- the newest entry left
+        reset_us = (units > 0 and redis.call('ZRANGEBYSCORE', key, '(' .. fmt('%d', lo), '+inf', 'WITHSCORES', 'LIMIT', after - 1, 1)[2] or newest) + period_us - now
+      elseif units > 0 then
+        reset_us = at + period_us - now
+      else
+        reset_us = newest + period_us - now
+      end
     end
     -- ---- This limit's verdict (scripts/src/verdict.lua) ----
-    -- The reply describes the binding limit: on an admission the one with the
-    -- fewest units left (left / per, exactly), on a denial the denying one with the longest
-    -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
+    -- The reply describes the binding limit: on an admission (and for refund
+    -- and force) the one with the fewest units left (left / per, exactly), on a
+    -- denial the denying one with the longest retry_after_ms (-1, never,
+    -- counts as longest); ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
-    if ok then
+    if not least or rem < least then least = rem end
+    if ok or settle then
+      if not ok then short = true end
+      if units > 0 then changed = true end
       local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
       if not fewer then
         local x, y = left * a_per, a_left * per
         if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
       end
       if fewer then
-        a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
+        a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
       end
     else
       allowed = false
@@ -2231,32 +2568,70 @@ local function sliding_log(KEYS, ARGV)
       end
     end
   end
+    -- ---- upto's passes (scripts/src/upto.lua) ----
+    -- After the measuring pass, the grant is the fewest whole units a limit
+    -- has left, at most the units asked for; a grant of none is decided as a
+    -- check of one unit: a denial, whose wait is the wait for one unit.
+    if mode ~= 'upto' or cost > 0 or want == 0 then break end
+    cost = least < want and least or want
+    if cost == 0 then cost, mode = 1, 'check' end
+  until false
 
-  -- ---- The one write step: add, trim, expire ----
+  -- ---- The one write step: add (or remove), trim, expire ----
   -- ZADD comes first: under maxmemory (OOM) Redis refuses a script's first
   -- write before anything is written, and checks no later command of the
   -- script. With several keys, each key in turn, from the last (the loop
   -- above left its log in the locals) to KEYS[1], as a one-key call with
   -- its limit: its entries at its time, kept for its limit's period.
-  if allowed and writes then
+  if allowed and writes and changed then
+    local add = mode == 'force' and grant or cost
     while true do
       local at_s = fmt('%d', at)
-      -- Past 2^53 - 1 the sequence starts again from 0: the entries still kept
-      -- (at most 10,000, by the cap) hold the last numbers, far from the first.
-      if last_seq + cost > 9007199254740991 then last_seq = 0 end
-      local batch, j = { -(last_seq + cost), TAG }, 2
-      for e = 1, cost do
-        batch[j + 1] = at_s
-        batch[j + 2] = last_seq + e
-        j = j + 2
-        if j >= 4000 or e == cost then -- unpack() has a stack of about 8000
-          redis.call('ZADD', key, unpack(batch, 1, j))
-          j = 0
+      if mode == 'refund' then
+        local back = k > 1 and backs[i] or give
+        if back > 0 then redis.call('ZREMRANGEBYRANK', key, -back, -1) end -- the newest entries (the marker, <= 0, ranks first)
+      else
+        if mode == 'force' and k > 1 then add = backs[i] end
+        if last_seq + add > 9007199254740991 then
+          -- The sequence starts again from 1: the entries still held are
+          -- numbered anew first, oldest first, so that none is replaced.
+          local held = redis.call('ZRANGEBYSCORE', key, '(0', '+inf', 'WITHSCORES')
+          redis.call('ZREMRANGEBYSCORE', key, '(0', '+inf')
+          last_seq = 0
+          for e = 1, #held, 2 do
+            last_seq = last_seq + 1
+            redis.call('ZADD', key, held[e + 1], last_seq)
+          end
         end
+        local batch, j = { -(last_seq + add), TAG }, 2
+        for e = 1, add do
+          batch[j + 1] = at_s
+          batch[j + 2] = last_seq + e
+          j = j + 2
+          if j >= 4000 or e == add then -- unpack() has a stack of about 8000
+            redis.call('ZADD', key, unpack(batch, 1, j))
+            j = 0
+          end
+        end
+        if add == 0 then redis.call('ZADD', key, -last_seq, TAG) end
       end
-      redis.call('ZREMRANGEBYSCORE', key, '(0', fmt('%d', at - longest))
-      local keep_us = at - now + longest
-      redis.call('PEXPIRE', key, fmt('%d', (keep_us + -keep_us % 1000) / 1000)) -- as text, as write.lua's TTL
+      -- Trim what every window has left: all of it with one key; with k
+      -- keys at most 10000 / k entries a key (the oldest; the rest later).
+      local lo_s = fmt('%d', at - longest)
+      if k == 1 then
+        redis.call('ZREMRANGEBYSCORE', key, '(0', lo_s)
+      else
+        local expired = redis.call('ZCOUNT', key, '(0', lo_s)
+        local most = (10000 - 10000 % k) / k
+        if expired > 0 then redis.call('ZREMRANGEBYRANK', key, 1, expired < most and expired or most) end
+      end
+      local top = mode ~= 'refund' and add > 0 and { at_s, at } or redis.call('ZREVRANGEBYSCORE', key, '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
+      if top[2] then
+        local keep_us = top[2] + longest - now
+        redis.call('PEXPIRE', key, fmt('%d', (keep_us + -keep_us % 1000) / 1000)) -- as text, as write.lua's TTL
+      else
+        redis.call('DEL', key) -- no entry left: equal to no state
+      end
       if k == 1 or i == 1 then break end
       i = i - 1
       key, last_seq, at, longest = keys[i], logs[3 * i - 2], logs[3 * i], (i > 1 and argv[3 * i + 1] or period1) * 1000
@@ -2264,52 +2639,84 @@ local function sliding_log(KEYS, ARGV)
   end
 
   -- ---- The reply (scripts/src/reply.lua) ----
-  if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i } end
-  return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i }
+  -- Field 7 is the units recorded on the binding limit (what a check would).
+  -- refund and force describe the key after the call, with the wait until
+  -- one unit would be admitted; force is allowed when the empty mode would be.
+  if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+  if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+  return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }
 end
 
 -- as_check makes a call decide as mode "check", filling skipped optional
--- positions with "" (their default). Any other mode is left for the
--- script's own "ERR invalid mode" error.
-local function as_check(ARGV)
-  if ARGV[5] == nil then
+-- positions with "" (their default); it refuses the modes that write
+-- (nil and the error). Any other mode is left for the script's own "ERR
+-- invalid mode" error.
+local function as_check(ARGV, fn)
+  local mode = ARGV[5]
+  if mode == nil then
     for i = #ARGV + 1, 4 do ARGV[i] = '' end
     ARGV[5] = 'check'
-  elseif ARGV[5] == '' then
+  elseif mode == '' then
     ARGV[5] = 'check'
+  elseif mode == 'upto' or mode == 'refund' or mode == 'force' then
+    return nil, redis.error_reply("ERR invalid mode '" .. mode .. "': " .. fn .. "_ro only checks (empty or 'check'); call " .. fn)
   end
   return ARGV
 end
 
-local function gcra_ro(KEYS, ARGV) return gcra(KEYS, as_check(ARGV)) end
+local function gcra_ro(KEYS, ARGV)
+  local args, refused = as_check(ARGV, 'redisrate_gcra')
+  if refused then return refused end
+  return gcra(KEYS, args)
+end
 redis.register_function('redisrate_gcra', gcra)
-redis.register_function('redisrate_gcra_v46f81e336d88', gcra)
+redis.register_function('redisrate_gcra_v039076374ae8', gcra)
 redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' }, callback = gcra_ro }
-redis.register_function{ function_name = 'redisrate_gcra_ro_v46f81e336d88', flags = { 'no-writes' }, callback = gcra_ro }
-local function token_bucket_ro(KEYS, ARGV) return token_bucket(KEYS, as_check(ARGV)) end
+redis.register_function{ function_name = 'redisrate_gcra_ro_v039076374ae8', flags = { 'no-writes' }, callback = gcra_ro }
+local function token_bucket_ro(KEYS, ARGV)
+  local args, refused = as_check(ARGV, 'redisrate_token_bucket')
+  if refused then return refused end
+  return token_bucket(KEYS, args)
+end
 redis.register_function('redisrate_token_bucket', token_bucket)
-redis.register_function('redisrate_token_bucket_v46f81e336d88', token_bucket)
+redis.register_function('redisrate_token_bucket_v039076374ae8', token_bucket)
 redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' }, callback = token_bucket_ro }
-redis.register_function{ function_name = 'redisrate_token_bucket_ro_v46f81e336d88', flags = { 'no-writes' }, callback = token_bucket_ro }
-local function leaky_bucket_ro(KEYS, ARGV) return leaky_bucket(KEYS, as_check(ARGV)) end
+redis.register_function{ function_name = 'redisrate_token_bucket_ro_v039076374ae8', flags = { 'no-writes' }, callback = token_bucket_ro }
+local function leaky_bucket_ro(KEYS, ARGV)
+  local args, refused = as_check(ARGV, 'redisrate_leaky_bucket')
+  if refused then return refused end
+  return leaky_bucket(KEYS, args)
+end
 redis.register_function('redisrate_leaky_bucket', leaky_bucket)
-redis.register_function('redisrate_leaky_bucket_v46f81e336d88', leaky_bucket)
+redis.register_function('redisrate_leaky_bucket_v039076374ae8', leaky_bucket)
 redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' }, callback = leaky_bucket_ro }
-redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_v46f81e336d88', flags = { 'no-writes' }, callback = leaky_bucket_ro }
-local function sliding_window_ro(KEYS, ARGV) return sliding_window(KEYS, as_check(ARGV)) end
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_v039076374ae8', flags = { 'no-writes' }, callback = leaky_bucket_ro }
+local function sliding_window_ro(KEYS, ARGV)
+  local args, refused = as_check(ARGV, 'redisrate_sliding_window')
+  if refused then return refused end
+  return sliding_window(KEYS, args)
+end
 redis.register_function('redisrate_sliding_window', sliding_window)
-redis.register_function('redisrate_sliding_window_v46f81e336d88', sliding_window)
+redis.register_function('redisrate_sliding_window_v039076374ae8', sliding_window)
 redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' }, callback = sliding_window_ro }
-redis.register_function{ function_name = 'redisrate_sliding_window_ro_v46f81e336d88', flags = { 'no-writes' }, callback = sliding_window_ro }
-local function fixed_window_ro(KEYS, ARGV) return fixed_window(KEYS, as_check(ARGV)) end
+redis.register_function{ function_name = 'redisrate_sliding_window_ro_v039076374ae8', flags = { 'no-writes' }, callback = sliding_window_ro }
+local function fixed_window_ro(KEYS, ARGV)
+  local args, refused = as_check(ARGV, 'redisrate_fixed_window')
+  if refused then return refused end
+  return fixed_window(KEYS, args)
+end
 redis.register_function('redisrate_fixed_window', fixed_window)
-redis.register_function('redisrate_fixed_window_v46f81e336d88', fixed_window)
+redis.register_function('redisrate_fixed_window_v039076374ae8', fixed_window)
 redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' }, callback = fixed_window_ro }
-redis.register_function{ function_name = 'redisrate_fixed_window_ro_v46f81e336d88', flags = { 'no-writes' }, callback = fixed_window_ro }
-local function sliding_log_ro(KEYS, ARGV) return sliding_log(KEYS, as_check(ARGV)) end
+redis.register_function{ function_name = 'redisrate_fixed_window_ro_v039076374ae8', flags = { 'no-writes' }, callback = fixed_window_ro }
+local function sliding_log_ro(KEYS, ARGV)
+  local args, refused = as_check(ARGV, 'redisrate_sliding_log')
+  if refused then return refused end
+  return sliding_log(KEYS, args)
+end
 redis.register_function('redisrate_sliding_log', sliding_log)
-redis.register_function('redisrate_sliding_log_v46f81e336d88', sliding_log)
+redis.register_function('redisrate_sliding_log_v039076374ae8', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' }, callback = sliding_log_ro }
-redis.register_function{ function_name = 'redisrate_sliding_log_ro_v46f81e336d88', flags = { 'no-writes' }, callback = sliding_log_ro }
+redis.register_function{ function_name = 'redisrate_sliding_log_ro_v039076374ae8', flags = { 'no-writes' }, callback = sliding_log_ro }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return '46f81e336d887ad2ff5afd8cbe97da08746147dd' end }
+  callback = function() return '039076374ae845779e663636def6240d51ad6cb6' end }

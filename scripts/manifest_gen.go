@@ -3,26 +3,26 @@
 package scripts
 
 // ContractVersion is the version of the script contract (CONTRACT.md) the scripts implement.
-const ContractVersion = "2.1"
+const ContractVersion = "3"
 
 // LibraryName is the name of the Functions library (FUNCTION LOAD, FUNCTION DELETE).
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "46f81e336d887ad2ff5afd8cbe97da08746147dd"
+const LibraryVersion = "039076374ae845779e663636def6240d51ad6cb6"
 
-// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_v46f81e336d88 runs this version of redisrate_gcra or fails with "Function not found".
-const VersionSuffix = "_v46f81e336d88"
+// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_v039076374ae8 runs this version of redisrate_gcra or fails with "Function not found".
+const VersionSuffix = "_v039076374ae8"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
-	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: a theoretical arrival time per limit; smooth and exact", SHA1: "2732de0e4d72531a00c37d6feeadbf1e625ae253", Function: "redisrate_gcra"},
-	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "27b99df20ca3eac188f06d7c9a148e7c4eecb5fb", Function: "redisrate_token_bucket"},
-	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "352ac35811b7d3975c4bcf903832bbfc5fecb4b9", Function: "redisrate_leaky_bucket"},
-	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "144db2c861bdb8a0cd93fdaa2721db29b5a17657", Function: "redisrate_sliding_window"},
-	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "036713d856fbb48b744161503c615e8318f1046b", Function: "redisrate_fixed_window"},
-	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "97683196683ee65b1ce5bba769c5e48fdb39d911", Function: "redisrate_sliding_log"},
+	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: units spaced period_ms / limit apart, up to burst at once; smooth and exact", SHA1: "ff4993799b1572407bd1dd7b3d45069225118f1d", Function: "redisrate_gcra"},
+	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "655c94fd040531557a085d06cf45b4920e9644fd", Function: "redisrate_token_bucket"},
+	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "7c9fee79e84a27fb1c3c5532f9e1368ed4e7f87b", Function: "redisrate_leaky_bucket"},
+	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "58dce6e150553f8d4f094e84ce2d03192bc92419", Function: "redisrate_sliding_window"},
+	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "fe05ba0e05ab1dce53555ff60f518f85eb7512fa", Function: "redisrate_fixed_window"},
+	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "b218371b1fba0a1af0cbc58f2d88bd24092084ca", Function: "redisrate_sliding_log"},
 }
 
 // resetSHA1 is the SHA1 of reset.lua.
-const resetSHA1 = "11e0ec765fd24cf15a09fce97ca6f175be49bc5a"
+const resetSHA1 = "9ec3dafeaa3f5bf42b2da57443a051b2327081ed"

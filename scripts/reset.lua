@@ -1,34 +1,38 @@
--- redisrate reset.lua, script contract v2.1 (CONTRACT.md in the redisrate
+-- redisrate reset.lua, script contract v3 (CONTRACT.md in the redisrate
 -- repository): deletes KEYS[1] only when it holds the state of one of the
 -- redisrate scripts, so that the next call finds every limit at full
 -- capacity. A key that holds anything else gets an error and is left
 -- untouched; a key that does not exist replies 0.
 --
 --   EVALSHA <sha1> 1 <key>   -> 1 deleted, 0 no such key
+if #KEYS ~= 1 then return redis.error_reply("ERR invalid numkeys '" .. #KEYS .. "': must be 1 (the key to reset)") end
 local key = KEYS[1]
 local kind = redis.call('TYPE', key).ok
 if kind == 'none' then return 0 end
-local find, byte = string.find, string.byte
--- field: a stored number, at most 16 digits (17 for a time ahead of the
--- clock), no leading zero, at most max
+local find, byte, sub = string.find, string.byte, string.sub
+-- field: a stored number, digits only, at most 16 of them (17 for a time
+-- ahead of the clock), no leading zero, at most max
 local function field(f, digits, max)
-  return #f <= digits and (#f == 1 or byte(f) ~= 48) and f + 0 <= max
+  return find(f, '^%d+$') and #f <= digits and (#f == 1 or byte(f) ~= 48) and f + 0 <= max
 end
 if kind == 'string' then
-  local tag, body = string.match(redis.call('GET', key), '^(%S+)( [ %d]*%d)$')
+  local tag, body = string.match(redis.call('GET', key), '^(%S+)( [ %d%-]*%d)$')
   -- A key is state when some script reads it as its own: the same strict
   -- shape the scripts check (scripts/src/state.lua). Per script: numbers
   -- per limit; which of them is a recorded time (mod per, -1 for none) and
-  -- its range; which is a time ahead of the clock (-1 for none) and its range.
-  local shape = ({ ['gcra:2'] = { 2, -1, 8835955200000000, 1, 13339554827370498 }, ['tb:2'] = { 2, 0, 8835955200000000, -1, 13339554827370498 }, ['lb:2'] = { 2, 0, 8835955200000000, -1, 13339554827370498 }, ['sw:2'] = { 3, 1, 8835955200000, -1, 13339554827370498 }, ['fw:2'] = { 2, 1, 8835955200000000, -1, 13339554827370498 } })[tag or '']
+  -- its range; which is a time ahead of the clock (-1 for none) and its
+  -- range; which may be negative (-1 for none).
+  local shape = ({ ['gcra:3'] = { 2, 0, 8835955200000000, -1, 13339554827370498, -1 }, ['gcra:2'] = { 2, -1, 8835955200000000, 1, 13339554827370498, -1 }, ['tb:2'] = { 2, 0, 8835955200000000, -1, 13339554827370498, 1 }, ['lb:3'] = { 2, 0, 8835955200000000, -1, 13339554827370498, -1 }, ['lb:2'] = { 2, 0, 8835955200000000, -1, 13339554827370498, -1 }, ['sw:2'] = { 3, 1, 8835955200000, -1, 13339554827370498, -1 }, ['fw:2'] = { 2, 1, 8835955200000000, -1, 13339554827370498, -1 } })[tag or '']
   if shape and not find(body, '  ') then
     local per, n, ok = shape[1], 0, true
-    for f in string.gmatch(body, '%d+') do
+    for f in string.gmatch(body, '%S+') do
       n = n + 1
       if n % per == shape[2] then
         ok = ok and field(f, 16, shape[3])
       elseif n % per == shape[4] then
         ok = ok and field(f, 17, shape[5])
+      elseif n % per == shape[6] and byte(f) == 45 then -- '-'
+        ok = ok and f ~= '-0' and field(sub(f, 2), 16, 9007199254740991)
       else
         ok = ok and field(f, 16, 9007199254740991)
       end

@@ -1,5 +1,5 @@
 -- redisrate sliding_log.lua: sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits.
--- Script contract v2.1 (CONTRACT.md in the redisrate repository). This file
+-- Script contract v3 (CONTRACT.md in the redisrate repository). This file
 -- stands alone: copy it, SCRIPT LOAD it, EVALSHA it from any Redis client.
 --
 -- Call:
@@ -16,18 +16,26 @@
 --   2 period_ms  the period in milliseconds, from 1 to 10^12
 --   3 burst      absent, 0 or equal to limit (a window has no burst of its own)
 --   4 cost       units this request takes, default 1; 0 reads the state and takes nothing
---   5 mode       "" decides and records; "check" decides exactly so but records nothing
+--   5 mode       "" decides and records, all or nothing; "check" decides exactly so but
+--                records nothing; "upto" takes as many units as every limit admits, at
+--                most cost; "refund" gives cost units back; "force" records cost units
+--                whatever the limits decide, as far as a debt of one capacity
 --   6..          further "limit period_ms burst" triples, up to 8 limits in all:
 --                admitted only if every limit admits, then recorded against each
 --                (on every key); otherwise nothing is written (on any key)
 --
--- Reply: six integers
+-- Reply: seven integers (a client ignores any it does not know)
 --   1 allowed         1 admitted, 0 denied
 --   2 remaining       whole units left after this call (on a denial: now)
 --   3 retry_after_ms  0 when allowed; else ms until the same request would be admitted; -1 never
 --   4 reset_after_ms  ms until the key is back to full capacity
 --   5 capacity        the binding limit's capacity (limit)
 --   6 binding         which limit (1, 2, ...) fields 2 to 5 describe; with k keys, KEYS[binding]'s
+--   7 units           units this call recorded on the binding limit (given back, for refund)
+-- For upto, a grant of 0 is a denial whose retry_after_ms is the wait for one
+-- unit. refund and force describe the key after the call: retry_after_ms is
+-- the wait until one unit would be admitted; force is allowed (1) when the
+-- empty mode would have admitted it.
 --
 -- Errors: "ERR invalid <argument> '<value>': <rule>", naming the first fault in
 -- this order: numkeys not 1 to 8, a key the same as an earlier one ("key #i"),
@@ -50,6 +58,11 @@
 -- Under other limits the entries are whole units, counted in the new
 -- window: raised limits never deny what the old admit, lowered never admit
 -- what they deny (guarantee 12).
+-- Modes: upto takes what every limit grants; refund removes the newest
+-- entries; force adds entries as far as twice each limit within its period.
+-- Bounded work (guarantee 11): with k keys, cost * k is at most 10000, and
+-- each key trims at most 10000 / k expired entries a call (the rest later;
+-- counts and waits read only the window, so the decision stays exact).
 -- Never more admitted than limit in any span of period_ms.
 
 -- ---- String functions (scripts/src/strings.lua) ----
@@ -141,7 +154,7 @@ if k ~= 1 then
   if k ~= n then short = 'numkeys' end
 end
 local key = keys[1]
-local cost, check = 1, false
+local cost, mode = 1, '' -- mode: '', 'check', 'upto', 'refund' or 'force'
 -- The first limit's arguments go into locals; a further limit's, once read,
 -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
 -- call builds a table for them.
@@ -171,14 +184,14 @@ for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are 
   end
   if i == 1 then
     if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
-      local cs, mode = argv[4], argv[5] or ''
+      local cs = argv[4]
+      mode = argv[5] or ''
       if cs ~= '' then
         cost = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 or whole(cs)
         if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
       end
-      if mode ~= '' then
-        if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
-        check = true
+      if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
+        return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
       end
     end
     limit1, period1, burst1, at = limit, period_ms, burst, 5
@@ -201,6 +214,9 @@ do
   local t = redis.call('TIME')
   local secs = t[1] -- the library reads it from NUM: the seconds change once a second
   now = secs * 1000000 + t[2]
+end
+if k > 1 and cost * k > 10000 then
+  return invalid('cost', 1, argv[4], fmt('with %d keys must be at most %d (guarantee 11: cost * keys <= 10000)', k, (10000 - 10000 % k) / k))
 end
 
 -- ---- State: each key's marker, and its newest entry ----
@@ -246,16 +262,43 @@ while true do -- KEYS[1], then with several keys each in turn
   last_seq, newest, i = 0, nil, i + 1
   key = keys[i]
 end
-
--- ---- Decision: every limit in turn, all or nothing ----
-local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
-local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
-local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
+-- force with one key and several limits: the log they share takes the
+-- fewest units any of them has room for (twice its limit in its period).
+local grant
+if mode == 'force' and k == 1 and n > 1 then
+  grant = cost
+  for i = 1, n do
+    local limit, period_us = limit1, period1 * 1000
+    if i > 1 then limit, period_us = argv[3 * i], argv[3 * i + 1] * 1000 end
+    local lo = at - period_us
+    if lo < 0 then lo = 0 end
+    local count = 0
+    if newest and newest > lo then count = redis.call('ZCOUNT', key, '(' .. fmt('%d', lo), '+inf') end
+    if 2 * limit - count < grant then grant = 2 * limit - count end
+  end
+  if grant < 0 then grant = 0 end
+end
+local longest, give -- the longest period: what the log must keep; refund: the entries to remove (one key)
+local backs = k > 1 and {} or nil -- with several keys, what refund or force does to key i
+-- ---- Decision: every limit in turn (scripts/src/loop.lua) ----
+-- The empty mode, check and upto are all or nothing; refund and force
+-- (settle) act on every limit whatever it decides. upto takes two passes:
+-- the first, at cost 0, measures the whole units every limit has left; the
+-- second takes the least of them as a call of that cost would (upto.lua).
+local settle = mode == 'refund' or mode == 'force'
+local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
+if mode == 'upto' then cost = 0 end
+local writes, allowed, ttl_us, out, changed, short -- changed: settle altered a limit; short: force past what the empty mode admits
+local a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
 local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
 local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
-local longest = 0 -- the longest period: what the log must keep
+repeat
+  writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
+  allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
+longest, give = 0, 0
 for i = 1, n do
   local limit, period_us = limit1, period1 * 1000
+  if k > 1 and i == 1 then key, last_seq, newest, at = keys[1], logs[1], logs[2], logs[3] end -- (upto's second pass starts again from KEYS[1])
   if i > 1 then
     limit, period_us = argv[3 * i], argv[3 * i + 1] * 1000
     if k > 1 then -- several keys: KEYS[i]'s log, kept for its limit's period
@@ -268,38 +311,67 @@ for i = 1, n do
   if lo < 0 then lo = 0 end
   local count = 0
   if newest and newest > lo then count = redis.call('ZCOUNT', key, '(' .. fmt('%d', lo), '+inf') end
-  local ok, never, retry_us = false, cost > limit, 0
+  local ok, never, retry_us, units = false, cost > limit, 0, 0
   if not never then
-    if cost == 0 or count + cost <= limit then
-      ok = true
-    else
-      -- wait until the oldest count + cost - limit entries have left the window
-      local nth = redis.call('ZRANGEBYSCORE', key, '(' .. fmt('%d', lo), '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
-      retry_us = nth[2] + period_us - now
-    end
+    if cost == 0 or count + cost <= limit then ok = true end
   end
-  local after = ok and count + cost or count
+  local after = count -- the entries in the window after the call
+  if settle then
+    if mode == 'refund' then -- the newest entries go first
+      units = count < cost and count or cost
+      if units > give then give = units end
+    else -- force: as far as twice the limit in its period (with one key, the least of its limits: grant)
+      units = grant or 2 * limit - count
+      if cost < units then units = cost end
+      if units < 0 then units = 0 end
+      if k == 1 then grant = units end
+    end
+    if k > 1 then backs[i] = units end
+    after = mode == 'refund' and count - units or count + units
+    if after >= limit then -- the wait for one unit: until the (after - limit + 1)th oldest has left
+      if after - limit >= count then
+        retry_us = at + period_us - now -- one of force's new entries
+      else
+        local nth = redis.call('ZRANGEBYSCORE', key, '(' .. fmt('%d', lo), '+inf', 'WITHSCORES', 'LIMIT', after - limit, 1)
+        retry_us = nth[2] + period_us - now
+      end
+    end
+  elseif ok then
+    after, units = count + cost, cost
+  elseif not never then
+    -- wait until the oldest count + cost - limit entries have left the window
+    local nth = redis.call('ZRANGEBYSCORE', key, '(' .. fmt('%d', lo), '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
+    retry_us = nth[2] + period_us - now
+  end
   local rem = after < limit and limit - after or 0
   local left, per, cap = rem, 1, limit
   local reset_us = 0
-  if ok and cost > 0 then
-    reset_us = at + period_us - now
-  elseif count > 0 then
-    reset_us = newest + period_us - now
+  if after > 0 then
+    if mode == 'refund' then -- the newest entry left
+      reset_us = (units > 0 and redis.call('ZRANGEBYSCORE', key, '(' .. fmt('%d', lo), '+inf', 'WITHSCORES', 'LIMIT', after - 1, 1)[2] or newest) + period_us - now
+    elseif units > 0 then
+      reset_us = at + period_us - now
+    else
+      reset_us = newest + period_us - now
+    end
   end
   -- ---- This limit's verdict (scripts/src/verdict.lua) ----
-  -- The reply describes the binding limit: on an admission the one with the
-  -- fewest units left (left / per, exactly), on a denial the denying one with the longest
-  -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
+  -- The reply describes the binding limit: on an admission (and for refund
+  -- and force) the one with the fewest units left (left / per, exactly), on a
+  -- denial the denying one with the longest retry_after_ms (-1, never,
+  -- counts as longest); ties go to the earlier.
   if reset_us > ttl_us then ttl_us = reset_us end
-  if ok then
+  if not least or rem < least then least = rem end
+  if ok or settle then
+    if not ok then short = true end
+    if units > 0 then changed = true end
     local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
     if not fewer then
       local x, y = left * a_per, a_left * per
       if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
     end
     if fewer then
-      a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
+      a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
     end
   else
     allowed = false
@@ -309,32 +381,70 @@ for i = 1, n do
     end
   end
 end
+  -- ---- upto's passes (scripts/src/upto.lua) ----
+  -- After the measuring pass, the grant is the fewest whole units a limit
+  -- has left, at most the units asked for; a grant of none is decided as a
+  -- check of one unit: a denial, whose wait is the wait for one unit.
+  if mode ~= 'upto' or cost > 0 or want == 0 then break end
+  cost = least < want and least or want
+  if cost == 0 then cost, mode = 1, 'check' end
+until false
 
--- ---- The one write step: add, trim, expire ----
+-- ---- The one write step: add (or remove), trim, expire ----
 -- ZADD comes first: under maxmemory (OOM) Redis refuses a script's first
 -- write before anything is written, and checks no later command of the
 -- script. With several keys, each key in turn, from the last (the loop
 -- above left its log in the locals) to KEYS[1], as a one-key call with
 -- its limit: its entries at its time, kept for its limit's period.
-if allowed and writes then
+if allowed and writes and changed then
+  local add = mode == 'force' and grant or cost
   while true do
     local at_s = fmt('%d', at)
-    -- Past 2^53 - 1 the sequence starts again from 0: the entries still kept
-    -- (at most 10,000, by the cap) hold the last numbers, far from the first.
-    if last_seq + cost > 9007199254740991 then last_seq = 0 end
-    local batch, j = { -(last_seq + cost), TAG }, 2
-    for e = 1, cost do
-      batch[j + 1] = at_s
-      batch[j + 2] = last_seq + e
-      j = j + 2
-      if j >= 4000 or e == cost then -- unpack() has a stack of about 8000
-        redis.call('ZADD', key, unpack(batch, 1, j))
-        j = 0
+    if mode == 'refund' then
+      local back = k > 1 and backs[i] or give
+      if back > 0 then redis.call('ZREMRANGEBYRANK', key, -back, -1) end -- the newest entries (the marker, <= 0, ranks first)
+    else
+      if mode == 'force' and k > 1 then add = backs[i] end
+      if last_seq + add > 9007199254740991 then
+        -- The sequence starts again from 1: the entries still held are
+        -- numbered anew first, oldest first, so that none is replaced.
+        local held = redis.call('ZRANGEBYSCORE', key, '(0', '+inf', 'WITHSCORES')
+        redis.call('ZREMRANGEBYSCORE', key, '(0', '+inf')
+        last_seq = 0
+        for e = 1, #held, 2 do
+          last_seq = last_seq + 1
+          redis.call('ZADD', key, held[e + 1], last_seq)
+        end
       end
+      local batch, j = { -(last_seq + add), TAG }, 2
+      for e = 1, add do
+        batch[j + 1] = at_s
+        batch[j + 2] = last_seq + e
+        j = j + 2
+        if j >= 4000 or e == add then -- unpack() has a stack of about 8000
+          redis.call('ZADD', key, unpack(batch, 1, j))
+          j = 0
+        end
+      end
+      if add == 0 then redis.call('ZADD', key, -last_seq, TAG) end
     end
-    redis.call('ZREMRANGEBYSCORE', key, '(0', fmt('%d', at - longest))
-    local keep_us = at - now + longest
-    redis.call('PEXPIRE', key, fmt('%d', (keep_us + -keep_us % 1000) / 1000)) -- as text, as write.lua's TTL
+    -- Trim what every window has left: all of it with one key; with k
+    -- keys at most 10000 / k entries a key (the oldest; the rest later).
+    local lo_s = fmt('%d', at - longest)
+    if k == 1 then
+      redis.call('ZREMRANGEBYSCORE', key, '(0', lo_s)
+    else
+      local expired = redis.call('ZCOUNT', key, '(0', lo_s)
+      local most = (10000 - 10000 % k) / k
+      if expired > 0 then redis.call('ZREMRANGEBYRANK', key, 1, expired < most and expired or most) end
+    end
+    local top = mode ~= 'refund' and add > 0 and { at_s, at } or redis.call('ZREVRANGEBYSCORE', key, '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
+    if top[2] then
+      local keep_us = top[2] + longest - now
+      redis.call('PEXPIRE', key, fmt('%d', (keep_us + -keep_us % 1000) / 1000)) -- as text, as write.lua's TTL
+    else
+      redis.call('DEL', key) -- no entry left: equal to no state
+    end
     if k == 1 or i == 1 then break end
     i = i - 1
     key, last_seq, at, longest = keys[i], logs[3 * i - 2], logs[3 * i], (i > 1 and argv[3 * i + 1] or period1) * 1000
@@ -342,5 +452,9 @@ if allowed and writes then
 end
 
 -- ---- The reply (scripts/src/reply.lua) ----
-if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i } end
-return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i }
+-- Field 7 is the units recorded on the binding limit (what a check would).
+-- refund and force describe the key after the call, with the wait until
+-- one unit would be admitted; force is allowed when the empty mode would be.
+if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }

@@ -1,5 +1,5 @@
 -- redisrate sliding_window.lua: sliding window counter: aligned windows, the previous one weighted by its overlap.
--- Script contract v2.1 (CONTRACT.md in the redisrate repository). This file
+-- Script contract v3 (CONTRACT.md in the redisrate repository). This file
 -- stands alone: copy it, SCRIPT LOAD it, EVALSHA it from any Redis client.
 --
 -- Call:
@@ -16,18 +16,26 @@
 --   2 period_ms  the period in milliseconds, from 1 to 10^12
 --   3 burst      absent, 0 or equal to limit (a window has no burst of its own)
 --   4 cost       units this request takes, default 1; 0 reads the state and takes nothing
---   5 mode       "" decides and records; "check" decides exactly so but records nothing
+--   5 mode       "" decides and records, all or nothing; "check" decides exactly so but
+--                records nothing; "upto" takes as many units as every limit admits, at
+--                most cost; "refund" gives cost units back; "force" records cost units
+--                whatever the limits decide, as far as a debt of one capacity
 --   6..          further "limit period_ms burst" triples, up to 8 limits in all:
 --                admitted only if every limit admits, then recorded against each
 --                (on every key); otherwise nothing is written (on any key)
 --
--- Reply: six integers
+-- Reply: seven integers (a client ignores any it does not know)
 --   1 allowed         1 admitted, 0 denied
 --   2 remaining       whole units left after this call (on a denial: now)
 --   3 retry_after_ms  0 when allowed; else ms until the same request would be admitted; -1 never
 --   4 reset_after_ms  ms until the key is back to full capacity
 --   5 capacity        the binding limit's capacity (limit)
 --   6 binding         which limit (1, 2, ...) fields 2 to 5 describe; with k keys, KEYS[binding]'s
+--   7 units           units this call recorded on the binding limit (given back, for refund)
+-- For upto, a grant of 0 is a denial whose retry_after_ms is the wait for one
+-- unit. refund and force describe the key after the call: retry_after_ms is
+-- the wait until one unit would be admitted; force is allowed (1) when the
+-- empty mode would have admitted it.
 --
 -- Errors: "ERR invalid <argument> '<value>': <rule>", naming the first fault in
 -- this order: numkeys not 1 to 8, a key the same as an earlier one ("key #i"),
@@ -49,7 +57,10 @@
 -- start in milliseconds since the epoch and the two windows' counts.
 -- Under other limits the counts are whole units against the new limit:
 -- raised limits never deny what the old admit, lowered never admit what
--- they deny (guarantee 12).
+-- they deny (guarantee 12); the windows end on their own period.
+-- Modes: upto takes what every limit grants; refund lowers the current
+-- window's count, then the previous one's, never below 0; force raises the
+-- current window's count as far as twice the limit.
 -- Never more admitted than limit per aligned window.
 
 -- ---- String functions (scripts/src/strings.lua) ----
@@ -64,7 +75,8 @@ local find, match, fmt = ('').find, ('').match, ('').format
 -- limit, without the loop over limits and the choice of a binding limit. It
 -- decides exactly as the general code below (scripts/fast_test.go holds the
 -- two to the same replies, writes and TTLs), and leaves to it every call it
--- does not take: several keys or limits, an argument not in its plain form,
+-- does not take: several keys or limits, the modes upto, refund and force,
+-- an argument not in its plain form,
 -- a combination past the always-accepted range, a key that does not hold
 -- one limit's state. Those calls then read TIME and the key once more.
 repeat
@@ -92,7 +104,7 @@ repeat
       cost = c
     end
     if mode and mode ~= '' then
-      if mode ~= 'check' then break end
+      if mode ~= 'check' then break end -- upto, refund and force: the general code's
       writes = false
     end
     writes = writes and cost > 0
@@ -136,9 +148,12 @@ local now_ms = (now - now % 1000) / 1000
   elseif stored == start - p then
     prev = stored_cur
   end
+  if cur > 2 * limit then cur = 2 * limit end -- (another limit's count: the weighted sums stay exact)
+  if prev > 2 * limit then prev = 2 * limit end
   -- used is the weighted count times p: prev * (p - into) / p + cur
-  local used = prev * (p - (at_ms - start)) + cur * p
-  local ok, never, retry_us = false, cost > limit, 0
+  local into = at_ms - start
+  local used = prev * (p - into) + cur * p
+  local ok, never, retry_us, units = false, cost > limit, 0, 0
   if not never then
     if cost == 0 or used + cost * p <= limit * p then
       ok = true
@@ -157,7 +172,7 @@ local now_ms = (now - now % 1000) / 1000
     end
   end
   if ok then
-    cur = cur + cost
+    cur, units = cur + cost, cost
     used = used + cost * p
   end
   local room = limit * p - used
@@ -169,15 +184,15 @@ local now_ms = (now - now % 1000) / 1000
   elseif prev > 0 then
     reset_us = (start + p) * 1000 - now
   end
-  local allowed, out = ok -- the one limit decides (out: its record, when it writes)
-  if allowed and writes then out = fmt('sw:2 %d %d %d', start, prev, cur) end
+  local allowed, out = ok
+  if ok and writes then out = fmt('sw:2 %d %d %d', start, prev, cur) end
   -- The one write and the reply, for the one limit (write.lua, reply.lua).
   local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
   if allowed then
     if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
-    return { 1, rem, 0, reset_ms, cap, 1 }
+    return { 1, rem, 0, reset_ms, cap, 1, cost }
   end
-  return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1 }
+  return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, 0 }
 until true
 -- ---- sliding_window's constants (from its manifest) ----
 local NAME, TAG = 'sliding_window', 'sw:2'
@@ -241,8 +256,9 @@ local function invalid(name, i, s, rule)
 end
 
 local function out_of_range(limit, period_ms)
-  -- the weighted count, times period_ms, must stay exact
-  return limit * period_ms > 3002399751580330 -- 3 * limit * period_ms <= 2^53, exactly: this product stays below 2^53 or errs upward
+  -- the weighted count, times period_ms, must stay exact, with a current
+  -- window of up to twice the limit (force)
+  return limit * period_ms > 2251799813685248 -- 4 * limit * period_ms <= 2^53, exactly: this product stays below 2^53 or errs upward
 end
 -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
 local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
@@ -267,7 +283,7 @@ if k ~= 1 then
   if k ~= n then short = 'numkeys' end
 end
 local key = keys[1]
-local cost, check = 1, false
+local cost, mode = 1, '' -- mode: '', 'check', 'upto', 'refund' or 'force'
 -- The first limit's arguments go into locals; a further limit's, once read,
 -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
 -- call builds a table for them.
@@ -301,14 +317,14 @@ for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are 
   end
   if i == 1 then
     if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
-      local cs, mode = argv[4], argv[5] or ''
+      local cs = argv[4]
+      mode = argv[5] or ''
       if cs ~= '' then
         cost = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 or whole(cs)
         if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
       end
-      if mode ~= '' then
-        if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
-        check = true
+      if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
+        return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
       end
     end
     limit1, period1, burst1, at = limit, period_ms, burst, 5
@@ -386,7 +402,7 @@ while true do -- KEYS[1], then with several keys each in turn
       s3 = more[3]
     end
     if not good then
-      local other, which = ({ ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
+      local other, which = ({ ['gcra:3'] = 'gcra', ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:3'] = 'leaky_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
       if other and other ~= NAME then
         return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
       end
@@ -414,13 +430,21 @@ while true do -- KEYS[1], then with several keys each in turn
   key = keys[i]
 end
 if n > 1 and not more then more = {} end -- no state yet, or one limit's: the further limits have none
-
--- ---- Decision: every limit in turn, all or nothing ----
-local writes = cost > 0 and not check -- only an admitted request with a cost, not a check, records
-local allowed, ttl_us, out = true, 0, TAG -- out: the state to write, built while every limit admits
-local a_i, a_left, a_per, a_rem, a_reset, a_cap -- the binding limit if admitted
+-- ---- Decision: every limit in turn (scripts/src/loop.lua) ----
+-- The empty mode, check and upto are all or nothing; refund and force
+-- (settle) act on every limit whatever it decides. upto takes two passes:
+-- the first, at cost 0, measures the whole units every limit has left; the
+-- second takes the least of them as a call of that cost would (upto.lua).
+local settle = mode == 'refund' or mode == 'force'
+local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
+if mode == 'upto' then cost = 0 end
+local writes, allowed, ttl_us, out, changed, short -- changed: settle altered a limit; short: force past what the empty mode admits
+local a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
 local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
 local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
+repeat
+  writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
+  allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
 local now_ms = (now - now % 1000) / 1000
 for i = 1, n do
   -- This limit's arguments and stored numbers (nil: none): the first limit's
@@ -447,9 +471,12 @@ for i = 1, n do
   elseif stored == start - p then
     prev = stored_cur
   end
+  if cur > 2 * limit then cur = 2 * limit end -- (another limit's count: the weighted sums stay exact)
+  if prev > 2 * limit then prev = 2 * limit end
   -- used is the weighted count times p: prev * (p - into) / p + cur
-  local used = prev * (p - (at_ms - start)) + cur * p
-  local ok, never, retry_us = false, cost > limit, 0
+  local into = at_ms - start
+  local used = prev * (p - into) + cur * p
+  local ok, never, retry_us, units = false, cost > limit, 0, 0
   if not never then
     if cost == 0 or used + cost * p <= limit * p then
       ok = true
@@ -467,8 +494,28 @@ for i = 1, n do
       retry_us = target_ms * 1000 - now
     end
   end
-  if ok then
-    cur = cur + cost
+  if settle then
+    if mode == 'refund' then -- up to cost units back: the current window's first, then the previous one's
+      units = cur < cost and cur or cost
+      cur = cur - units
+      local more_back = cost - units
+      if more_back > prev then more_back = prev end
+      prev, units = prev - more_back, units + more_back
+    else -- force: cost units in the current window, as far as twice the limit
+      units = 2 * limit - cur
+      if cost < units then units = cost end
+      cur = cur + units
+    end
+    used = prev * (p - into) + cur * p
+    retry_us = 0 -- the wait for one unit, after
+    if used + p > limit * p then
+      local room = limit - 1 - cur
+      local target_ms = room >= 0 and start + p - (room * p - room * p % prev) / prev
+        or start + p + p - ((limit - 1) * p - (limit - 1) * p % cur) / cur
+      retry_us = target_ms * 1000 - now
+    end
+  elseif ok then
+    cur, units = cur + cost, cost
     used = used + cost * p
   end
   local room = limit * p - used
@@ -481,18 +528,22 @@ for i = 1, n do
     reset_us = (start + p) * 1000 - now
   end
   -- ---- This limit's verdict (scripts/src/verdict.lua) ----
-  -- The reply describes the binding limit: on an admission the one with the
-  -- fewest units left (left / per, exactly), on a denial the denying one with the longest
-  -- retry_after_ms (-1, never, counts as longest); ties go to the earlier.
+  -- The reply describes the binding limit: on an admission (and for refund
+  -- and force) the one with the fewest units left (left / per, exactly), on a
+  -- denial the denying one with the longest retry_after_ms (-1, never,
+  -- counts as longest); ties go to the earlier.
   if reset_us > ttl_us then ttl_us = reset_us end
-  if ok then
+  if not least or rem < least then least = rem end
+  if ok or settle then
+    if not ok then short = true end
+    if units > 0 then changed = true end
     local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
     if not fewer then
       local x, y = left * a_per, a_left * per
       if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
     end
     if fewer then
-      a_i, a_left, a_per, a_rem, a_reset, a_cap = i, left, per, rem, reset_us, cap
+      a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
     end
   else
     allowed = false
@@ -503,21 +554,42 @@ for i = 1, n do
   end
   if allowed and writes then out = out .. fmt(' %d %d %d', start, prev, cur) end
 end
+  -- ---- upto's passes (scripts/src/upto.lua) ----
+  -- After the measuring pass, the grant is the fewest whole units a limit
+  -- has left, at most the units asked for; a grant of none is decided as a
+  -- check of one unit: a denial, whose wait is the wait for one unit.
+  if mode ~= 'upto' or cost > 0 or want == 0 then break end
+  cost = least < want and least or want
+  if cost == 0 then cost, mode = 1, 'check' end
+until false
 
 -- ---- The one write (scripts/src/write.lua) ----
--- Only an admitted request with a cost, not a check, records. PSETEX is
--- refused under maxmemory (OOM) before it writes; the key expires when every
--- limit is back to empty, so no cleanup job is needed. With several keys,
--- each gets its state and TTL: Redis refuses a script's first write under
--- OOM and no later one, so the first PSETEX fails before any key is written.
-if allowed and writes then
+-- An admitted request with a cost records, and so does a refund or a force
+-- that changed a limit; a check never does. PSETEX is refused under
+-- maxmemory (OOM) before it writes; the key expires when every limit is back
+-- to empty, so no cleanup job is needed, and a key a refund left empty is
+-- deleted. With several keys, each gets its state and TTL: Redis refuses a
+-- script's first write under OOM and no later one, so the first PSETEX fails
+-- before any key is written.
+if allowed and writes and changed then
   if k > 1 then -- the other keys' records first, then the last key's
-    for i = 1, k - 1 do redis.call('PSETEX', keys[i], fmt('%d', (records[2 * i] + -records[2 * i] % 1000) / 1000), records[2 * i - 1]) end
+    for i = 1, k - 1 do
+      local ttl = records[2 * i]
+      if ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) else redis.call('DEL', keys[i]) end
+    end
     key = keys[k]
   end
-  redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
+  if ttl_us > 0 then
+    redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
+  else
+    redis.call('DEL', key)
+  end
 end
 
 -- ---- The reply (scripts/src/reply.lua) ----
-if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i } end
-return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i }
+-- Field 7 is the units recorded on the binding limit (what a check would).
+-- refund and force describe the key after the call, with the wait until
+-- one unit would be admitted; force is allowed when the empty mode would be.
+if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }

@@ -45,10 +45,9 @@ type Spec struct {
 	// MaxLimit caps limit (and burst): 10^15, or 10000 for sliding_log.
 	MaxLimit int64
 	// Range names the rule that keeps a limit's arithmetic exact, which the
-	// script enforces with an error: "continuous" (burst * period_us /
-	// gcd(limit, period_us) <= 2^52), "refill" (ceil(burst / limit) *
-	// period_us <= 2^53), "weighted" (3 * limit * period_ms <= 2^53), or ""
-	// for none.
+	// script enforces with an error: "continuous" (2 * burst * period_us <=
+	// 2^53), "refill" (ceil(2 * burst / limit) * period_us <= 2^53),
+	// "weighted" (4 * limit * period_ms <= 2^53), or "" for none.
 	Range string
 }
 

@@ -21,7 +21,7 @@ if k ~= 1 then
   if k ~= n then short = 'numkeys' end
 end
 local key = keys[1]
-local cost, check = 1, false
+local cost, mode = 1, '' -- mode: '', 'check', 'upto', 'refund' or 'force'
 -- The first limit's arguments go into locals; a further limit's, once read,
 -- replace their strings in argv (limit i at 3i, 3i + 1, 3i + 2), so that no
 -- call builds a table for them.
@@ -75,14 +75,14 @@ for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are 
 --@end
   if i == 1 then
     if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
-      local cs, mode = argv[4], argv[5] or ''
+      local cs = argv[4]
+      mode = argv[5] or ''
       if cs ~= '' then
         cost = @read(cs)@
         if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
       end
-      if mode ~= '' then
-        if mode ~= 'check' then return invalid('mode', 1, mode, "must be empty or 'check'") end
-        check = true
+      if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
+        return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
       end
     end
     limit1, period1, burst1, at = limit, period_ms, burst, 5

@@ -4,7 +4,8 @@
 -- limit, without the loop over limits and the choice of a binding limit. It
 -- decides exactly as the general code below (scripts/fast_test.go holds the
 -- two to the same replies, writes and TTLs), and leaves to it every call it
--- does not take: several keys or limits, an argument not in its plain form,
+-- does not take: several keys or limits, the modes upto, refund and force,
+-- an argument not in its plain form,
 -- a combination past the always-accepted range, a key that does not hold
 -- one limit's state. Those calls then read TIME and the key once more.
 repeat
@@ -37,7 +38,7 @@ repeat
       cost = c
     end
     if mode and mode ~= '' then
-      if mode ~= 'check' then break end
+      if mode ~= 'check' then break end -- upto, refund and force: the general code's
       writes = false
     end
     writes = writes and cost > 0

@@ -1,7 +1,8 @@
 --! id: 2
 --! go: LeakyBucket
 --! name: leaky_bucket
---! tag: lb:2
+--! tag: lb:3
+--! old_tag: lb:2
 --! fields: 2
 --! window: false
 --! time_field: 2
@@ -12,55 +13,49 @@
 --! summary: leaky bucket as a meter: the level drains continuously at limit per period_ms
 -- Algorithm: leaky bucket as a meter. Each request pours its cost into a
 -- bucket of capacity burst that leaks continuously at limit per period_ms; a
--- request is admitted when it fits. It decides as gcra.lua does while the
--- clock runs forward, and keeps the level itself, readable as a meter; a
--- clock that steps back decides as of the level's time.
--- State: "lb:2 x t" for each limit: a level of x / b units at time t
--- microseconds, where a/b is limit per microsecond in lowest terms.
--- Under other limits x is read in the new b's units, and a level past the
--- new capacity as a full bucket: limits with the same b keep guarantee 12,
--- others read another level, since the state does not say which b wrote it.
+-- request is admitted when it fits. It decides exactly as gcra.lua does
+-- (level.lua, written once for both) and its state reads as a meter.
+-- State: "lb:3 x t" for each limit: a level of x / period_us units at time t
+-- microseconds. No limit or burst changes what x means: raised limits never
+-- deny what the old admit, lowered never admit what they deny (guarantee
+-- 12); a state is read as at most twice the capacity, so a debt of other
+-- limits is forgiven past that. A clock that steps back decides as of t.
+-- Modes: upto takes what every limit grants; refund lowers the level, never
+-- below empty; force raises it as far as twice the capacity (a debt).
+-- Reads v2's "lb:2 x t" (a level of x / b units, a/b = limit / period_us in
+-- lowest terms) as v2.1 read it, and writes lb:3.
 -- Never more admitted in any span of t ms than burst + limit * t / period_ms.
 --@include continuous.lua
+-- upgrade is a v2 state (raw) as lb:3, read as v2.1 read it: each level in
+-- the units of the limit at its position (with several keys, key i's), at
+-- most full; nil when raw is not v2 state.
+local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
+  local body = match(raw, '^lb:2(( %d+ [1-9]%d*)+)$')
+  if not body or find(body, ' 0%d') then return nil end
+  local out, j = TAG, 0
+  for xs, ts in ('').gmatch(body, ' (%d+) (%d+)') do
+    j = j + 1
+    local p = key_i or j -- the limit at this position
+    if j > 8 or #xs > 16 or #ts > 16 or xs + 0 > 9007199254740991 or ts + 0 > TIME_MAX then return nil end
+    local x = 0
+    if p <= n then
+      local limit, period_us, burst = limit1, period1 * 1000, burst1
+      if p > 1 then limit, period_us, burst = argv[3 * p], argv[3 * p + 1] * 1000, argv[3 * p + 2] end
+      local g, h = limit, period_us % limit -- their greatest common divisor
+      while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
+      x = xs + 0
+      if x > burst * (period_us / g) then x = burst * (period_us / g) end -- at most full
+      x = x * g
+    end
+    out = out .. fmt(' %d %s', x, ts)
+  end
+  return out
+end
 --@body
 --@include args.lua
 --@include state.lua
 --@include loop.lua
-for i = 1, n do
-  -- This limit's arguments and stored numbers (nil: none): the first limit's
-  -- in locals, the others' in argv (as numbers by now) and in more.
-  local limit, period_us, burst, stored_x, stored_t = limit1, period1 * 1000, burst1, s1, s2
-  if i > 1 then
---@include keyed.lua
-    limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
-    stored_x, stored_t = more[2 * i - 1], more[2 * i]
-  end
-  local g, h = limit, period_us % limit -- g: their greatest common divisor (none left to find when limit divides period_us)
-  while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
-  local a, b = limit / g, period_us / g
-  local xmax = burst * b
-  -- The level x at time t, drained to now. A clock behind t (it stepped
-  -- back) decides as of t, and its waits are longer by t - now.
-  local x, t = 0, now
-  if stored_t then
-    x, t = stored_x, stored_t
-    if x > xmax then x = xmax end -- another limit's level: at most full
-    if now > t then
-      if now - t >= x / a then x = 0 else x = x - (now - t) * a end
-      t = now
-    end
-  end
-  local ok, never, retry_us = false, cost > burst, 0
-  if not never then
-    local over = x + cost * b - xmax
-    if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % a) / a end
-  end
-  if ok then x = x + cost * b end
-  local room = xmax > x and xmax - x or 0
-  local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
-  local reset_us = t - now + (x + -x % a) / a
---@include verdict.lua
-  if allowed and writes then out = out .. fmt(' %d %d', x, t) end
-end
+--@include level.lua
+--@include upto.lua
 --@include write.lua
 --@include reply.lua

@@ -10,7 +10,8 @@
 -- <algorithm>: @ALGORITHMS@. Each function takes
 -- the arguments of <algorithm>.lua and gives its reply; the code below is that
 -- script's, with what runs once defined once. The _ro variants are flagged
--- no-writes (FCALL_RO, replicas) and always decide as mode "check".
+-- no-writes (FCALL_RO, replicas) and always decide as mode "check" (they
+-- refuse upto, refund and force).
 -- redisrate_version returns the SHA1 of this library's code, for clients to
 -- tell whether the library they find is the one they bundle; every function
 -- is also registered under a name bound to that version, <function>_v and
@@ -21,20 +22,28 @@
 --@helpers
 --@algorithms
 -- as_check makes a call decide as mode "check", filling skipped optional
--- positions with "" (their default). Any other mode is left for the
--- script's own "ERR invalid mode" error.
-local function as_check(ARGV)
-  if ARGV[5] == nil then
+-- positions with "" (their default); it refuses the modes that write
+-- (nil and the error). Any other mode is left for the script's own "ERR
+-- invalid mode" error.
+local function as_check(ARGV, fn)
+  local mode = ARGV[5]
+  if mode == nil then
     for i = #ARGV + 1, 4 do ARGV[i] = '' end
     ARGV[5] = 'check'
-  elseif ARGV[5] == '' then
+  elseif mode == '' then
     ARGV[5] = 'check'
+  elseif mode == 'upto' or mode == 'refund' or mode == 'force' then
+    return nil, redis.error_reply("ERR invalid mode '" .. mode .. "': " .. fn .. "_ro only checks (empty or 'check'); call " .. fn)
   end
   return ARGV
 end
 
 --@register each algorithm: its contract names, and the names bound to this version
-local function @name@_ro(KEYS, ARGV) return @name@(KEYS, as_check(ARGV)) end
+local function @name@_ro(KEYS, ARGV)
+  local args, refused = as_check(ARGV, '@function@')
+  if refused then return refused end
+  return @name@(KEYS, args)
+end
 redis.register_function('@function@', @name@)
 redis.register_function('@function_v@', @name@)
 redis.register_function{ function_name = '@function@_ro', flags = { 'no-writes' }, callback = @name@_ro }

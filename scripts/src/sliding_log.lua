@@ -22,9 +22,17 @@
 -- Under other limits the entries are whole units, counted in the new
 -- window: raised limits never deny what the old admit, lowered never admit
 -- what they deny (guarantee 12).
+-- Modes: upto takes what every limit grants; refund removes the newest
+-- entries; force adds entries as far as twice each limit within its period.
+-- Bounded work (guarantee 11): with k keys, cost * k is at most 10000, and
+-- each key trims at most 10000 / k expired entries a call (the rest later;
+-- counts and waits read only the window, so the decision stays exact).
 -- Never more admitted than limit in any span of period_ms.
 --@body
 --@include args.lua
+if k > 1 and cost * k > 10000 then
+  return invalid('cost', 1, argv[4], fmt('with %d keys must be at most %d (guarantee 11: cost * keys <= 10000)', k, (10000 - 10000 % k) / k))
+end
 
 -- ---- State: each key's marker, and its newest entry ----
 -- With one key, it holds every limit's entries; with several, key i holds
@@ -69,10 +77,29 @@ while true do -- KEYS[1], then with several keys each in turn
   last_seq, newest, i = 0, nil, i + 1
   key = keys[i]
 end
+-- force with one key and several limits: the log they share takes the
+-- fewest units any of them has room for (twice its limit in its period).
+local grant
+if mode == 'force' and k == 1 and n > 1 then
+  grant = cost
+  for i = 1, n do
+    local limit, period_us = limit1, period1 * 1000
+    if i > 1 then limit, period_us = argv[3 * i], argv[3 * i + 1] * 1000 end
+    local lo = at - period_us
+    if lo < 0 then lo = 0 end
+    local count = 0
+    if newest and newest > lo then count = redis.call('ZCOUNT', key, '(' .. fmt('%d', lo), '+inf') end
+    if 2 * limit - count < grant then grant = 2 * limit - count end
+  end
+  if grant < 0 then grant = 0 end
+end
+local longest, give -- the longest period: what the log must keep; refund: the entries to remove (one key)
+local backs = k > 1 and {} or nil -- with several keys, what refund or force does to key i
 --@include loop.lua
-local longest = 0 -- the longest period: what the log must keep
+longest, give = 0, 0
 for i = 1, n do
   local limit, period_us = limit1, period1 * 1000
+  if k > 1 and i == 1 then key, last_seq, newest, at = keys[1], logs[1], logs[2], logs[3] end -- (upto's second pass starts again from KEYS[1])
   if i > 1 then
     limit, period_us = argv[3 * i], argv[3 * i + 1] * 1000
     if k > 1 then -- several keys: KEYS[i]'s log, kept for its limit's period
@@ -85,53 +112,109 @@ for i = 1, n do
   if lo < 0 then lo = 0 end
   local count = 0
   if newest and newest > lo then count = redis.call('ZCOUNT', key, '(' .. fmt('%d', lo), '+inf') end
-  local ok, never, retry_us = false, cost > limit, 0
+  local ok, never, retry_us, units = false, cost > limit, 0, 0
   if not never then
-    if cost == 0 or count + cost <= limit then
-      ok = true
-    else
-      -- wait until the oldest count + cost - limit entries have left the window
-      local nth = redis.call('ZRANGEBYSCORE', key, '(' .. fmt('%d', lo), '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
-      retry_us = nth[2] + period_us - now
-    end
+    if cost == 0 or count + cost <= limit then ok = true end
   end
-  local after = ok and count + cost or count
+  local after = count -- the entries in the window after the call
+  if settle then
+    if mode == 'refund' then -- the newest entries go first
+      units = count < cost and count or cost
+      if units > give then give = units end
+    else -- force: as far as twice the limit in its period (with one key, the least of its limits: grant)
+      units = grant or 2 * limit - count
+      if cost < units then units = cost end
+      if units < 0 then units = 0 end
+      if k == 1 then grant = units end
+    end
+    if k > 1 then backs[i] = units end
+    after = mode == 'refund' and count - units or count + units
+    if after >= limit then -- the wait for one unit: until the (after - limit + 1)th oldest has left
+      if after - limit >= count then
+        retry_us = at + period_us - now -- one of force's new entries
+      else
+        local nth = redis.call('ZRANGEBYSCORE', key, '(' .. fmt('%d', lo), '+inf', 'WITHSCORES', 'LIMIT', after - limit, 1)
+        retry_us = nth[2] + period_us - now
+      end
+    end
+  elseif ok then
+    after, units = count + cost, cost
+  elseif not never then
+    -- wait until the oldest count + cost - limit entries have left the window
+    local nth = redis.call('ZRANGEBYSCORE', key, '(' .. fmt('%d', lo), '+inf', 'WITHSCORES', 'LIMIT', count + cost - limit - 1, 1)
+    retry_us = nth[2] + period_us - now
+  end
   local rem = after < limit and limit - after or 0
   local left, per, cap = rem, 1, limit
   local reset_us = 0
-  if ok and cost > 0 then
-    reset_us = at + period_us - now
-  elseif count > 0 then
-    reset_us = newest + period_us - now
+  if after > 0 then
+    if mode == 'refund' then -- the newest entry left
+      reset_us = (units > 0 and redis.call('ZRANGEBYSCORE', key, '(' .. fmt('%d', lo), '+inf', 'WITHSCORES', 'LIMIT', after - 1, 1)[2] or newest) + period_us - now
+    elseif units > 0 then
+      reset_us = at + period_us - now
+    else
+      reset_us = newest + period_us - now
+    end
   end
 --@include verdict.lua
 end
+--@include upto.lua
 
--- ---- The one write step: add, trim, expire ----
+-- ---- The one write step: add (or remove), trim, expire ----
 -- ZADD comes first: under maxmemory (OOM) Redis refuses a script's first
 -- write before anything is written, and checks no later command of the
 -- script. With several keys, each key in turn, from the last (the loop
 -- above left its log in the locals) to KEYS[1], as a one-key call with
 -- its limit: its entries at its time, kept for its limit's period.
-if allowed and writes then
+if allowed and writes and changed then
+  local add = mode == 'force' and grant or cost
   while true do
     local at_s = fmt('%d', at)
-    -- Past 2^53 - 1 the sequence starts again from 0: the entries still kept
-    -- (at most 10,000, by the cap) hold the last numbers, far from the first.
-    if last_seq + cost > 9007199254740991 then last_seq = 0 end
-    local batch, j = { -(last_seq + cost), TAG }, 2
-    for e = 1, cost do
-      batch[j + 1] = at_s
-      batch[j + 2] = last_seq + e
-      j = j + 2
-      if j >= 4000 or e == cost then -- unpack() has a stack of about 8000
-        redis.call('ZADD', key, unpack(batch, 1, j))
-        j = 0
+    if mode == 'refund' then
+      local back = k > 1 and backs[i] or give
+      if back > 0 then redis.call('ZREMRANGEBYRANK', key, -back, -1) end -- the newest entries (the marker, <= 0, ranks first)
+    else
+      if mode == 'force' and k > 1 then add = backs[i] end
+      if last_seq + add > 9007199254740991 then
+        -- The sequence starts again from 1: the entries still held are
+        -- numbered anew first, oldest first, so that none is replaced.
+        local held = redis.call('ZRANGEBYSCORE', key, '(0', '+inf', 'WITHSCORES')
+        redis.call('ZREMRANGEBYSCORE', key, '(0', '+inf')
+        last_seq = 0
+        for e = 1, #held, 2 do
+          last_seq = last_seq + 1
+          redis.call('ZADD', key, held[e + 1], last_seq)
+        end
       end
+      local batch, j = { -(last_seq + add), TAG }, 2
+      for e = 1, add do
+        batch[j + 1] = at_s
+        batch[j + 2] = last_seq + e
+        j = j + 2
+        if j >= 4000 or e == add then -- unpack() has a stack of about 8000
+          redis.call('ZADD', key, unpack(batch, 1, j))
+          j = 0
+        end
+      end
+      if add == 0 then redis.call('ZADD', key, -last_seq, TAG) end
     end
-    redis.call('ZREMRANGEBYSCORE', key, '(0', fmt('%d', at - longest))
-    local keep_us = at - now + longest
-    redis.call('PEXPIRE', key, fmt('%d', (keep_us + -keep_us % 1000) / 1000)) -- as text, as write.lua's TTL
+    -- Trim what every window has left: all of it with one key; with k
+    -- keys at most 10000 / k entries a key (the oldest; the rest later).
+    local lo_s = fmt('%d', at - longest)
+    if k == 1 then
+      redis.call('ZREMRANGEBYSCORE', key, '(0', lo_s)
+    else
+      local expired = redis.call('ZCOUNT', key, '(0', lo_s)
+      local most = (10000 - 10000 % k) / k
+      if expired > 0 then redis.call('ZREMRANGEBYRANK', key, 1, expired < most and expired or most) end
+    end
+    local top = mode ~= 'refund' and add > 0 and { at_s, at } or redis.call('ZREVRANGEBYSCORE', key, '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
+    if top[2] then
+      local keep_us = top[2] + longest - now
+      redis.call('PEXPIRE', key, fmt('%d', (keep_us + -keep_us % 1000) / 1000)) -- as text, as write.lua's TTL
+    else
+      redis.call('DEL', key) -- no entry left: equal to no state
+    end
     if k == 1 or i == 1 then break end
     i = i - 1
     key, last_seq, at, longest = keys[i], logs[3 * i - 2], logs[3 * i], (i > 1 and argv[3 * i + 1] or period1) * 1000

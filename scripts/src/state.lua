@@ -25,15 +25,18 @@ while true do -- KEYS[1], then with several keys each in turn
     if k == 1 and n > 1 then more = { match(raw, @FULL(n)@) } end -- n limits' (the library makes the patterns at load)
     local good = more and more[1] ~= nil
     if not good then
+--@if upgrade
+      if find(raw, OLD) then raw = upgrade(raw, k > 1 and (i or 1) or nil, now, argv, n, limit1, period1, burst1) or '' end -- a v2 state, as v2.1 read it (the algorithm's upgrade)
+--@end
       local @texts@, rest = match(raw, STATE)
       good = rest ~= nil
       if good and rest == '' then -- one limit's
         s@k@ = #t@k@ <= @digits@ and t@k@ + 0 --@each field
-        good = good and s@k@ and (#t@k@ == 1 or s@k@ >= 10 ^ (#t@k@ - 1)) and s@k@ <= @max@ --@each field
+        good = good and s@k@ and @zero@s@k@ <= @max@ --@each field
       elseif good then -- another number of limits: " n n ..." exactly, FIELDS each, up to 8 limits
         more = { @texts@ }
         local read = 0
-        for f in ('').gmatch(rest, ' (%d+)') do read = read + 1 + #f; more[#more + 1] = f end
+        for f in ('').gmatch(rest, ' (@num@)') do read = read + 1 + #f; more[#more + 1] = f end
         good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS and not find(raw, ' 0%d') -- no leading zero (FULL's pattern takes none in a time)
       end
     end

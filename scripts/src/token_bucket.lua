@@ -5,6 +5,7 @@
 --! fields: 2
 --! window: false
 --! time_field: 2
+--! signed_field: 1
 --! time_unit: us
 --! range: refill
 --! max_limit: 1000000000000000
@@ -15,35 +16,44 @@
 -- that created the state, up to burst. A request is admitted when the bucket
 -- holds its cost. Simple to explain; a refill arrives all at once.
 -- State: "tb:2 tokens t" for each limit: the tokens left after the last
--- refill, which happened at t microseconds.
--- Under other limits the tokens are whole units, kept up to the new burst,
--- and refills go on from t at the new limit: raised limits never deny what
--- the old admit, lowered never admit what they deny (guarantee 12).
+-- refill, which happened at t microseconds; below 0 ("-5") after force, a
+-- debt the next refills pay first.
+-- Under other limits the tokens are whole units, read between -burst and
+-- burst of the new limits, and refills go on from t at the new limit:
+-- raised limits never deny what the old admit, lowered never admit what
+-- they deny (guarantee 12), and a debt past one capacity is forgiven.
+-- Modes: upto takes what every limit grants; refund adds tokens up to
+-- burst; force takes tokens down to -burst (a debt).
 -- Never more admitted in any span of t ms than burst + limit * (1 + floor(t / period_ms)).
 local function out_of_range(limit, period_ms, burst)
-  -- the longest wait: refills until an empty bucket is full (at most burst of them)
-  if burst * period_ms * 1000 <= 9007199254740992 then return false end
-  return (burst + -burst % limit) / limit * period_ms * 1000 > 9007199254740992
+  -- the longest wait: refills until a bucket in debt (-burst) is full
+  if 2 * burst * period_ms * 1000 <= 9007199254740992 then return false end
+  return (2 * burst + -(2 * burst) % limit) / limit * period_ms * 1000 > 9007199254740992
 end
 --@body
 --@include args.lua
 --@include state.lua
 --@include loop.lua
+--@fast begin
+--@if general
 for i = 1, n do
+--@end
   -- This limit's arguments and stored numbers (nil: none): the first limit's
   -- in locals, the others' in argv (as numbers by now) and in more.
   local limit, period_us, burst, stored_tokens, stored_t = limit1, period1 * 1000, burst1, s1, s2
+--@if general
   if i > 1 then
 --@include keyed.lua
     limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
     stored_tokens, stored_t = more[2 * i - 1], more[2 * i]
   end
+--@end
   -- A new bucket starts full, its refills counted from now. A clock behind
   -- the last refill (it stepped back) decides as of that refill.
   local tokens, t = burst, now
   if stored_t then
     tokens, t = stored_tokens, stored_t
-    if tokens > burst then tokens = burst end -- state of other limits, in these terms
+    if tokens > burst then tokens = burst elseif tokens < -burst then tokens = -burst end -- state of other limits, in these terms
     if now > t then
       local refills = (now - t - (now - t) % period_us) / period_us
       if refills > 0 then
@@ -52,18 +62,44 @@ for i = 1, n do
       end
     end
   end
-  local ok, never, retry_us = false, cost > burst, 0
+  local ok, never, retry_us, units = false, cost > burst, 0, 0
   if not never then
     local short = cost - tokens -- ceil(short / limit) refills
     if short <= 0 then ok = true else retry_us = t + (short + -short % limit) / limit * period_us - now end
   end
-  if ok then tokens = tokens - cost end
+--@if general
+  if settle then
+    if mode == 'refund' then -- up to cost tokens back, never past burst
+      units = burst - tokens
+      if cost < units then units = cost end
+      tokens = tokens + units
+    else -- force: cost tokens, as far as -burst
+      units = tokens + burst
+      if cost < units then units = cost end
+      tokens = tokens - units
+    end
+    local short = 1 - tokens -- the wait for one token, after
+    retry_us = short > 0 and t + (short + -short % limit) / limit * period_us - now or 0
+  elseif ok then
+--@else
+  if ok then
+--@end
+    tokens, units = tokens - cost, cost
+  end
   local reset_us = 0
   local missing = burst - tokens -- ceil(missing / limit) refills
   if missing > 0 then reset_us = t + (missing + -missing % limit) / limit * period_us - now end
-  local rem, left, per, cap = tokens, tokens, 1, burst
+  local rem = tokens > 0 and tokens or 0
+  local left, per, cap = rem, 1, burst
+--@if general
 --@include verdict.lua
   if allowed and writes then out = out .. fmt(' %d %d', tokens, t) end
 end
+--@else
+  local allowed, out = ok
+  if ok and writes then out = fmt('@TAG@ %d %d', tokens, t) end
+--@end
+--@fast end
+--@include upto.lua
 --@include write.lua
 --@include reply.lua

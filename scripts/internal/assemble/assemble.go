@@ -8,9 +8,16 @@
 // everything about the algorithm that anything else needs, written once.
 // "--@include file.lua" copies a shared section; "--@if flag", "--@else" and
 // "--@end" keep the lines that fit the algorithm's flags (window, range;
-// library in helpers.lua), so no output carries a branch for another
-// algorithm, and an unknown flag fails the generator; "--@body"
+// library in helpers.lua; upgrade for an algorithm that reads an older
+// state; general and fast, below), so no output carries a branch for
+// another algorithm, and an unknown flag fails the generator; "--@body"
 // separates what runs once (top-level definitions) from what runs per call.
+// The lines between "--@fast begin" and "--@fast end" are also written as
+// the copy specialized for one key and one limit (manifest "fast: true"),
+// with the flag fast set and general unset: the source says there, with
+// "--@if general" and "--@if fast", what the copy leaves out (the loop
+// over limits, the binding limit's choice, the modes it hands to the
+// general code) and what it has instead ("@TAG@" is the state's tag).
 // In the state section, a line ending in "--@each field" is written once per
 // field of the algorithm's state (see perField), so that the first limit's
 // state is read into locals whatever the number of fields.
@@ -31,7 +38,7 @@ import (
 )
 
 // ContractVersion is the version of CONTRACT.md the scripts implement.
-const ContractVersion = "2.1"
+const ContractVersion = "3"
 
 // latestTime is 2250-01-01 in seconds since the epoch: the latest time a
 // state may hold. The contract's horizon is 2200 (guarantee 6); the margin
@@ -57,6 +64,8 @@ type Algorithm struct {
 	Go       string // the Go constant's name, e.g. TokenBucket
 	Name     string // the file name without .lua
 	Tag      string // the state's tag; for a log, its marker member
+	OldTag   string // the tag of an older state the algorithm reads (its Lua function upgrade converts it), or ""
+	Signed   int    // which of a limit's fields may be negative (1-based; 0: none)
 	Fields   int    // numbers per limit in the state string
 	TimeAt   int    // which of a limit's fields is a recorded time (1-based; 0: none, or the log's entries)
 	AheadAt  int    // which of a limit's fields is a time ahead of the clock (gcra's TAT), up to aheadMax; 0: none
@@ -136,6 +145,9 @@ func generate(src fs.FS, algos []Algorithm, libName string) (Files, error) {
 	for _, o := range algos {
 		if !o.Log {
 			others = append(others, fmt.Sprintf("['%s'] = '%s'", o.Tag, o.Name))
+			if o.OldTag != "" {
+				others = append(others, fmt.Sprintf("['%s'] = '%s'", o.OldTag, o.Name))
+			}
 		}
 	}
 	for i := range algos {
@@ -261,9 +273,12 @@ func fullPattern(a Algorithm, n string) string {
 func limitPattern(a Algorithm) string {
 	var b strings.Builder
 	for k := 1; k <= a.Fields; k++ {
-		if k == a.TimeAt || k == a.AheadAt {
+		switch {
+		case k == a.TimeAt || k == a.AheadAt:
 			b.WriteString(" ([1-9]%d*)")
-		} else {
+		case k == a.Signed:
+			b.WriteString(" (%-?%d+)")
+		default:
 			b.WriteString(" (%d+)")
 		}
 	}
@@ -407,6 +422,12 @@ func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
 	if a.TimeAt, err = strconv.Atoi(meta["time_field"]); err != nil {
 		return a, err
 	}
+	if v, ok := meta["signed_field"]; ok {
+		if a.Signed, err = strconv.Atoi(v); err != nil || a.Signed < 1 || a.Signed > a.Fields || a.Signed == a.TimeAt {
+			return a, fmt.Errorf("signed_field %q: want a field other than time_field", v)
+		}
+	}
+	a.OldTag = meta["old_tag"]
 	if v, ok := meta["ahead_field"]; ok {
 		if a.AheadAt, err = strconv.Atoi(v); err != nil || a.AheadAt < 1 || a.AheadAt > a.Fields || a.AheadAt == a.TimeAt {
 			return a, fmt.Errorf("ahead_field %q: want a field other than time_field", v)
@@ -424,23 +445,41 @@ func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
 	if file != a.Name+".lua" {
 		return a, fmt.Errorf("name %q does not match the file name", a.Name)
 	}
-	flags := map[string]bool{"window": a.Window, "range": a.Range != ""}
+	flags := map[string]bool{"window": a.Window, "range": a.Range != "", "upgrade": a.OldTag != "", "general": true, "fast": false}
 	if a.Top, err = expand(src, a.Top, flags); err != nil {
 		return a, err
 	}
 	if a.Body, err = expand(src, lines, flags); err != nil {
 		return a, err
 	}
+	region, general, err := fastRegion(a.Body)
+	if err != nil {
+		return a, err
+	}
+	a.Body = general
 	if meta["fast"] == "true" {
-		region, err := oneLimit(lines, a.Tag)
-		if err != nil {
-			return a, fmt.Errorf("fast: %w", err)
+		if region < 0 {
+			return a, fmt.Errorf("fast: true, but no --@fast begin ... --@fast end")
 		}
-		fast := append(append([]string{"--@include fast.lua"}, region...), "--@include fast_reply.lua")
-		if a.Fast, err = expand(src, fast, flags); err != nil {
+		flags["general"], flags["fast"] = false, true
+		all, err := expand(src, lines, flags)
+		if err != nil {
 			return a, err
 		}
-		if a.Fast, err = inlineConstants(a, perField(a, a.Fast)); err != nil {
+		copied, _, err := fastRegion(all)
+		if err != nil || copied < 0 {
+			return a, fmt.Errorf("fast: the region is not whole with the flag fast set")
+		}
+		fast, err := expand(src, []string{"--@include fast.lua"}, flags)
+		if err != nil {
+			return a, err
+		}
+		fast = append(fast, regionLines(all)...)
+		tail, err := expand(src, []string{"--@include fast_reply.lua"}, flags)
+		if err != nil {
+			return a, err
+		}
+		if a.Fast, err = inlineConstants(a, perField(a, append(fast, tail...))); err != nil {
 			return a, fmt.Errorf("fast: %w", err)
 		}
 	}
@@ -450,65 +489,54 @@ func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
 	return a, nil
 }
 
-// oneLimit is the specialization of an algorithm's source for one key and
-// one limit, written from the same lines: what follows "--@include
-// loop.lua" up to the end of the loop "for i = 1, n do", without the loop's
-// first and last lines and without the block "if i > 1 then" that reads a
-// further limit (where the step that keeps each key's record apart in a
-// call of several keys, "--@include keyed.lua", must stand), and with the
-// verdict (the binding limit's choice) replaced by this one limit's
-// outcome, its record written with the tag in the format. It fails on a
-// source not of that shape, so that the specialized copy is never silently
-// wrong.
-func oneLimit(lines []string, tag string) ([]string, error) {
-	start := -1
-	for i, l := range lines {
-		if l == "--@include loop.lua" {
-			start = i + 1
-			break
-		}
-	}
-	if start < 0 {
-		return nil, fmt.Errorf("no --@include loop.lua")
-	}
+// fastRegion finds the lines between "--@fast begin" and "--@fast end"
+// in lines, expanded: it returns the index of the first (-1 when there are
+// none) and lines without the two markers. A second region, or a begin
+// without an end, fails, so that the specialized copy is never silently
+// cut short.
+func fastRegion(lines []string) (int, []string, error) {
+	start, end := -1, -1
 	var out []string
-	inLoop, inFurther, seen := false, false, map[string]bool{}
-	for _, l := range lines[start:] {
-		switch {
-		case !inLoop && l == "for i = 1, n do":
-			inLoop, seen["for"] = true, true
-			continue
-		case inLoop && l == "  if i > 1 then":
-			inFurther, seen["if"] = true, true
-			continue
-		case inFurther:
-			inFurther = l != "  end"
-			if l == "--@include keyed.lua" {
-				seen["keyed"] = true
+	for i, l := range lines {
+		switch strings.TrimSpace(l) {
+		case "--@fast begin":
+			if start >= 0 {
+				return -1, nil, fmt.Errorf("a second --@fast begin")
 			}
+			start = i
 			continue
-		case inLoop && l == "--@include verdict.lua":
-			out, seen["verdict"] = append(out, "  local allowed, out = ok -- the one limit decides (out: its record, when it writes)"), true
+		case "--@fast end":
+			if start < 0 || end >= 0 {
+				return -1, nil, fmt.Errorf("--@fast end without --@fast begin")
+			}
+			end = i
 			continue
-		case inLoop && strings.Contains(l, "out = "):
-			// The one limit's record: the tag is written into the format
-			// rather than joined to it (some 600 instructions).
-			if !strings.Contains(l, "out = out .. fmt(' ") {
-				return nil, fmt.Errorf("the record line %q does not add to out as out = out .. fmt(' ...', ...)", strings.TrimSpace(l))
-			}
-			l = strings.Replace(l, "out = out .. fmt(' ", "out = fmt('"+tag+" ", 1)
-			seen["record"] = true
-		case inLoop && l == "end":
-			for _, shape := range []string{"for", "if", "verdict", "record", "keyed"} {
-				if !seen[shape] {
-					return nil, fmt.Errorf("the loop has no %q line of the expected shape", shape)
-				}
-			}
-			return out, nil
 		}
 		out = append(out, l)
 	}
-	return nil, fmt.Errorf("no end of the loop over limits")
+	if start >= 0 && end < 0 {
+		return -1, nil, fmt.Errorf("--@fast begin without --@fast end")
+	}
+	return start, out, nil
+}
+
+// regionLines is the lines between the markers of lines' fast region.
+func regionLines(lines []string) []string {
+	var out []string
+	in := false
+	for _, l := range lines {
+		switch strings.TrimSpace(l) {
+		case "--@fast begin":
+			in = true
+		case "--@fast end":
+			return out
+		default:
+			if in {
+				out = append(out, l)
+			}
+		}
+	}
+	return out
 }
 
 // expand resolves --@include lines (recursively) and --@if blocks.
@@ -580,11 +608,17 @@ func constants(b *strings.Builder, a Algorithm, library bool) {
 		fmt.Fprintf(b, "local TIME_MAX = %d -- the latest entry: the year 2250, in microseconds\n", a.TimeMax)
 	} else {
 		fields := strings.Repeat(" (%d+)", a.Fields)
+		if a.Signed > 0 {
+			fields = strings.Repeat(" (%d+)", a.Signed-1) + " (%-?%d+)" + strings.Repeat(" (%d+)", a.Fields-a.Signed)
+		}
 		fmt.Fprintf(b, "local TIME_AT, TIME_MAX = %d, %d -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250\n", a.TimeAt, a.TimeMax)
 		fmt.Fprintf(b, "local FIELDS, STATE = %d, '^%s%s(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest\n", a.Fields, a.Tag, fields)
 		if library {
 			b.WriteString("local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it\n")
 			b.WriteString("for n = 1, 8 do FULL[n] = " + fullPattern(a, "n") + " end\n")
+		}
+		if a.OldTag != "" {
+			fmt.Fprintf(b, "local OLD = '^%s ' -- an older state, which upgrade reads\n", a.OldTag)
 		}
 		if a.AheadAt > 0 {
 			fmt.Fprintf(b, "local AHEAD_AT, AHEAD_MAX = %d, %d -- which field is a time ahead of the clock, and its range: TIME_MAX + 2^52, rounded up to 2 mod 4 (see state.lua)\n", a.AheadAt, aheadMax)
@@ -621,6 +655,7 @@ func inlineConstants(a Algorithm, lines []string) ([]string, error) {
 	}
 	out := make([]string, len(lines))
 	for i, l := range lines {
+		l = strings.ReplaceAll(l, "@TAG@", a.Tag)
 		code, comment, _ := strings.Cut(l, "--")
 		code = constantName.ReplaceAllStringFunc(code, func(name string) string { return values[name] })
 		if name := otherConstant.FindString(code); name != "" {
@@ -644,7 +679,10 @@ var otherConstant = regexp.MustCompile(`\b(NAME|LIMIT_RULE|TIME_AT|FIELDS|STATE|
 // and "@texts@" become the first limit's locals (s1, s2, ... and t1, t2,
 // ...), and a line that ends in "--@each field" is written once for each
 // field k, with "@k@" as k and "@max@" as the field's maximum (TIME_MAX for
-// the recorded time, else 2^53 - 1). So a state of one limit is read into
+// the recorded time, else 2^53 - 1), "@zero@" as the check that field k has
+// no leading zero (and, for a signed field, a sign only before a digit
+// other than 0), "@lead@" and "@leadf@" as that check where the pattern
+// does not already make it. So a state of one limit is read into
 // locals, without a table, in every algorithm whatever its number of fields.
 func perField(a Algorithm, lines []string) []string {
 	var stored, texts []string
@@ -656,6 +694,11 @@ func perField(a Algorithm, lines []string) []string {
 	for _, l := range lines {
 		l = strings.ReplaceAll(l, "@stored@", strings.Join(stored, ", "))
 		l = strings.ReplaceAll(l, "@texts@", strings.Join(texts, ", "))
+		num := "%d+"
+		if a.Signed > 0 {
+			num = "%-?%d+"
+		}
+		l = strings.ReplaceAll(l, "@num@", num)
 		line, each := strings.CutSuffix(l, " --@each field")
 		if !each {
 			out = append(out, l)
@@ -668,8 +711,18 @@ func perField(a Algorithm, lines []string) []string {
 				max, lead, leadf = "TIME_MAX", "", ""
 			case a.AheadAt:
 				max, digits, lead, leadf = "AHEAD_MAX", "17", "", ""
+			case a.Signed:
+				// "-5": no leading zero after the sign, no "-0", and at
+				// least -(2^53 - 1)
+				digits = "17"
+				lead = fmt.Sprintf("(#t%d == 1 or s%d >= 10 ^ (#t%d - 1) or -s%d >= 10 ^ (#t%d - 2)) and -s%d <= 9007199254740991 and ", k, k, k, k, k, k)
+				leadf = "(#f == 1 or v >= 10 ^ (#f - 1) or -v >= 10 ^ (#f - 2)) and -v <= 9007199254740991 and "
 			}
-			r := strings.NewReplacer("@lead@", lead, "@leadf@", leadf, "@k@", strconv.Itoa(k), "@max@", max, "@digits@", digits)
+			zero := fmt.Sprintf("(#t%d == 1 or s%d >= 10 ^ (#t%d - 1)) and ", k, k, k) // no leading zero, whatever the field
+			if k == a.Signed {
+				zero = lead
+			}
+			r := strings.NewReplacer("@lead@", lead, "@leadf@", leadf, "@zero@", zero, "@k@", strconv.Itoa(k), "@max@", max, "@digits@", digits)
 			out = append(out, r.Replace(line))
 		}
 	}
@@ -709,18 +762,26 @@ func header(b *strings.Builder, a Algorithm) {
 --   2 period_ms  the period in milliseconds, from 1 to 10^12
 --   3 burst      %s
 --   4 cost       units this request takes, default 1; 0 reads the state and takes nothing
---   5 mode       "" decides and records; "check" decides exactly so but records nothing
+--   5 mode       "" decides and records, all or nothing; "check" decides exactly so but
+--                records nothing; "upto" takes as many units as every limit admits, at
+--                most cost; "refund" gives cost units back; "force" records cost units
+--                whatever the limits decide, as far as a debt of one capacity
 --   6..          further "limit period_ms burst" triples, up to 8 limits in all:
 --                admitted only if every limit admits, then recorded against each
 --                (on every key); otherwise nothing is written (on any key)
 --
--- Reply: six integers
+-- Reply: seven integers (a client ignores any it does not know)
 --   1 allowed         1 admitted, 0 denied
 --   2 remaining       whole units left after this call (on a denial: now)
 --   3 retry_after_ms  0 when allowed; else ms until the same request would be admitted; -1 never
 --   4 reset_after_ms  ms until the key is back to full capacity
 --   5 capacity        the binding limit's capacity (%s)
 --   6 binding         which limit (1, 2, ...) fields 2 to 5 describe; with k keys, KEYS[binding]'s
+--   7 units           units this call recorded on the binding limit (given back, for refund)
+-- For upto, a grant of 0 is a denial whose retry_after_ms is the wait for one
+-- unit. refund and force describe the key after the call: retry_after_ms is
+-- the wait until one unit would be admitted; force is allowed (1) when the
+-- empty mode would have admitted it.
 --
 -- Errors: "ERR invalid <argument> '<value>': <rule>", naming the first fault in
 -- this order: numkeys not 1 to 8, a key the same as an earlier one ("key #i"),
@@ -819,6 +880,15 @@ func LibraryVersion(lib string) string {
 	return m[1]
 }
 
+// oldShapes is the shape, as reset.lua reads it (numbers per limit, the
+// recorded time's index mod per, its range, the index of a time ahead of
+// the clock; -1 for none), of each older state a script still reads: v2's
+// gcra ("t r", t a TAT) and leaky_bucket ("x t"), so that reset deletes them.
+var oldShapes = map[string][3]int{
+	"gcra:2": {2, -1, 1},
+	"lb:2":   {2, 0, -1},
+}
+
 // reset fills scripts/src/reset.lua's placeholders from the manifests: the
 // shape of every string state and the sliding log's marker and range.
 func reset(src fs.FS, algos []Algorithm) (string, error) {
@@ -837,7 +907,16 @@ func reset(src fs.FS, algos []Algorithm) (string, error) {
 		if a.AheadAt > 0 {
 			ahead = a.AheadAt % a.Fields
 		}
-		shapes = append(shapes, fmt.Sprintf("['%s'] = { %d, %d, %d, %d, %d }", a.Tag, a.Fields, timeAt(a), a.TimeMax, ahead, int64(aheadMax)))
+		signed := -1
+		if a.Signed > 0 {
+			signed = a.Signed % a.Fields
+		}
+		shapes = append(shapes, fmt.Sprintf("['%s'] = { %d, %d, %d, %d, %d, %d }", a.Tag, a.Fields, timeAt(a), a.TimeMax, ahead, int64(aheadMax), signed))
+		if old, ok := oldShapes[a.OldTag]; ok {
+			shapes = append(shapes, fmt.Sprintf("['%s'] = { %d, %d, %d, %d, %d, -1 }", a.OldTag, old[0], old[1], a.TimeMax, old[2], int64(aheadMax)))
+		} else if a.OldTag != "" {
+			return "", fmt.Errorf("reset.lua: no shape for %s's older state %s (oldShapes)", a.Name, a.OldTag)
+		}
 	}
 	out := strings.NewReplacer("@VERSION@", ContractVersion, "@SHAPES@", "{ "+strings.Join(shapes, ", ")+" }",
 		"@MARKER@", marker, "@LOG_MAX@", strconv.FormatInt(logMax, 10)).Replace(string(text))
