@@ -129,8 +129,9 @@ func TestDifferential(t *testing.T) {
 						calls++
 						trail = append(trail, fmt.Sprintf("  t=%d %v -> %v (model %v) ttl %d", now, argv, got, want, ttl))
 						if got.Err != "" || fmt.Sprint(got.Ints) != fmt.Sprint(want) || ttl != m.TTL() {
-							t.Fatalf("%s sequence %d, call %d: got %v ttl %d, model %v ttl %d\nmodel state: %v\nsequence:\n%s",
+							t.Errorf("%s sequence %d, call %d: got %v ttl %d, model %v ttl %d\nmodel state: %v\nsequence:\n%s",
 								s.Name, q, i, got, ttl, want, m.TTL(), m, joinLast(trail, 12))
+							break // the next sequence, on a key of its own
 						}
 					}
 				}

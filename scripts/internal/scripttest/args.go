@@ -78,8 +78,8 @@ func InRange(rule string, limit, periodMS, burst int64) bool {
 	case "continuous": // 2 * burst * period_us <= 2^53: twice the capacity, as a level times period_us
 		v := new(big.Int).Mul(big.NewInt(2), new(big.Int).Mul(B, Pus))
 		return v.Cmp(two53) <= 0
-	case "refill": // ceil(burst/limit) * period_us <= 2^53
-		q := (burst + limit - 1) / limit
+	case "refill": // ceil(2*burst/limit) * period_us <= 2^53: the refills from a debt of -burst back to burst
+		q := (2*burst + limit - 1) / limit
 		v := new(big.Int).Mul(big.NewInt(q), Pus)
 		return v.Cmp(two53) <= 0
 	case "weighted": // 3 * limit * period_ms <= 2^53

@@ -388,6 +388,9 @@ func (v *lim) resetUS() int64 {
 	P := v.p()
 	switch v.alg {
 	case "gcra", "leaky_bucket":
+		if v.x == 0 { // empty now, also as of a time ahead of the clock
+			return 0
+		}
 		return v.t - v.now + CeilDiv(v.x, v.l.Limit)
 	case "token_bucket":
 		if v.n < v.l.Burst {
