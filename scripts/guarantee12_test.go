@@ -111,6 +111,31 @@ func g12Case(rng *rand.Rand, s manifest.Spec, key string) g12Key {
 	return k
 }
 
+// g12Forgiven reports guarantee 12's one exception to its lowered half: a
+// state that holds, at some position, a debt past twice the lowered
+// capacity (a continuous bucket's level, a token bucket's tokens below
+// -burst), which the lowered limits read capped, as of the state's time.
+func g12Forgiven(s manifest.Spec, state string, down []g12Limit) bool {
+	f := strings.Fields(state)
+	for i, l := range down {
+		if len(f) < 1+2*(i+1) {
+			return false
+		}
+		v, _ := strconv.ParseInt(f[1+2*i], 10, 64)
+		switch s.Name {
+		case "gcra", "leaky_bucket": // "x t": x = level * period_us
+			if v > 2*l.burst*l.period*1000 {
+				return true
+			}
+		case "token_bucket": // "tokens t"
+			if v < -l.burst {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func g12InRange(s manifest.Spec, l g12Limit) bool {
 	_, bad := st.Parse(s, 1, []string{strconv.FormatInt(l.limit, 10), strconv.FormatInt(l.period, 10), strconv.FormatInt(l.burst, 10)})
 	return bad == ""
@@ -148,7 +173,7 @@ func g12Pairs(t *testing.T, b *st.Backend, s manifest.Spec, pairs int, rng *rand
 		return p.EvalSha(st.Ctx, s.SHA1, []string{k.key}, g12Argv(s, ls, cost, mode)...)
 	}
 	at := st.Epoch
-	done, batch := 0, 0
+	done, batch, forgiven := 0, 0, 0
 	for done < pairs {
 		keys := make([]g12Key, min(1000, (pairs-done+1)/2))
 		for i := range keys {
@@ -179,10 +204,14 @@ func g12Pairs(t *testing.T, b *st.Backend, s manifest.Spec, pairs int, rng *rand
 				ok[j] = v[0].(int64)
 			}
 			if ok[0] == 1 && ok[1] == 0 {
-				t.Errorf("%s: %s: raised limits %v deny cost %d that the old %v admit (%s, %s)", b.Name, s.Name, k.up, k.cost, k.old, k.key, b.Client.Get(st.Ctx, k.key).Val())
+				t.Errorf("%s: %s: raised limits %v deny cost %d that the old %v admit (%s: %q, written by %d then %d %q; FCALL %t)", b.Name, s.Name, k.up, k.cost, k.old, k.key, b.Client.Get(st.Ctx, k.key).Val(), k.write1, k.write2, k.mode2, fcall)
+			}
+			if ok[0] == 0 && ok[2] == 1 && g12Forgiven(s, b.Client.Get(st.Ctx, k.key).Val(), k.down) {
+				forgiven++
+				continue
 			}
 			if ok[0] == 0 && ok[2] == 1 {
-				t.Errorf("%s: %s: lowered limits %v admit cost %d that the old %v deny (%s)", b.Name, s.Name, k.down, k.cost, k.old, k.key)
+				t.Errorf("%s: %s: lowered limits %v admit cost %d that the old %v deny (%s: %q, written by %d then %d %q; FCALL %t)", b.Name, s.Name, k.down, k.cost, k.old, k.key, b.Client.Get(st.Ctx, k.key).Val(), k.write1, k.write2, k.mode2, fcall)
 			}
 		}
 		if t.Failed() {
@@ -193,7 +222,7 @@ func g12Pairs(t *testing.T, b *st.Backend, s manifest.Spec, pairs int, rng *rand
 		batch++
 		fcall = b.Real && batch%2 == 1
 	}
-	t.Logf("%s: %s: %d pairs", b.Name, s.Name, done)
+	t.Logf("%s: %s: %d pairs (%d lowered ones where a debt past twice the new capacity is forgiven)", b.Name, s.Name, done, forgiven)
 }
 
 // TestGuarantee12 draws 100,000 pairs per algorithm on Redis, 20,000 on

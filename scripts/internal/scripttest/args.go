@@ -335,7 +335,7 @@ func tags(s manifest.Spec) []string {
 // (tags), then two or three whole numbers (no leading zeros) for each of 1
 // to 8 limits, separated by single spaces, each in its range: a time at
 // most TimeMax (the year 2250); gcra's :2 TAT up to 17 digits and
-// AheadMax; a :3 level at most 2^53 (twice the largest capacity); a token
+// AheadMax; a :3 level below 2^53 (twice the largest capacity); a token
 // bucket's tokens may be negative ("-5"; not "-0"); other fields below
 // 2^53.
 func ValidState(s manifest.Spec, value string) bool {
@@ -364,7 +364,7 @@ func validField(s manifest.Spec, tag string, j int, x string) bool {
 	max, width := int64(1<<53-1), 16
 	switch {
 	case strings.HasSuffix(tag, ":3"): // "x t": a level times period_us, its time
-		max = map[int]int64{1: 1 << 53, 2: s.TimeMax}[j]
+		max = map[int]int64{1: 1<<53 - 1, 2: s.TimeMax}[j] // x < 2 * burst * period_us <= 2^53: 1000 never divides 2^53
 	case s.Name == "gcra" && j == 1: // "t r": the TAT's µs
 		max, width = AheadMax, 17
 	case s.TimeField == j:

@@ -380,9 +380,6 @@ func (v *lim) left() *big.Rat {
 	return l
 }
 
-// avail is the whole units an empty-mode call admits now.
-func (v *lim) avail() int64 { return floorRat(v.left()) }
-
 // resetUS is the µs until the limit is back to no state.
 func (v *lim) resetUS() int64 {
 	P := v.p()
@@ -566,6 +563,7 @@ func (g *group) left(i int) *big.Rat {
 	return rat(max(0, g.ls[i].Limit-int64(len(g.inWindow(i)))))
 }
 
+// avail is the whole units an empty-mode call admits now on limit i.
 func (g *group) avail(i int) int64 { return floorRat(g.left(i)) }
 
 func (g *group) resetUS(i int) int64 {
