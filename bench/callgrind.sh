@@ -8,7 +8,7 @@
 #   bench/callgrind.sh [N] [RUNS]
 # (needs valgrind, redis-server, redis-cli, redis-benchmark, bc, python3, go)
 # Each subject is measured RUNS times (default 3) and its median kept; the
-# table at the end holds each against the peer and issue 20's targets.
+# table at the end holds each against the peer and its target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${1:-2000}
@@ -47,6 +47,7 @@ measure() { # name, script file, call args... ("FCALL" as the file: the library;
   else
     cmd=(EVALSHA "$(redis-cli -p "$port" -x SCRIPT LOAD <"$file")")
   fi
+  if [ -n "${PRE:-}" ]; then "$PRE" "$port"; fi # a subject's state before the calls
   for _ in 1 2 3; do redis-cli -p "$port" "${cmd[@]}" "$@" >/dev/null; done
   callgrind_control --zero "$vpid" >/dev/null 2>&1
   redis-benchmark -p "$port" -n "$N" -c 1 -q "${cmd[@]}" "$@" >/dev/null
@@ -99,7 +100,7 @@ median() {
 declare -A k
 allowed=(1 k 1000000 3600000)      # 1,000,000 per hour: every call admitted, state present
 denied=(1 k 1 3600000)             # 1 per hour: every call after the first denied
-three=(1 k 1000000 3600000 '' '' '' 1000000 3600000 '' 1000000 3600000 '')
+three=(1 k 1000000 3600000 '' '' '' 1000000 60000 '' 46000 86400000 '')
 k[floor]=$(median "FCALL floor: TIME GET PSETEX, 6 integers" "FCALL:$tmp/floors.lua" floor "${allowed[@]}")
 k[floor_state]=$(median "FCALL floor: + the state read and written" "FCALL:$tmp/floors.lua" floor_state "${allowed[@]}")
 k[peer]=$(median "peer: redis_rate v10 GCRA, admitted" "$tmp/peer.lua" 1 k 1000000 1000000 3600 1)
@@ -116,6 +117,18 @@ for s in token_bucket leaky_bucket sliding_window fixed_window; do
 done
 k[sliding_log]=$(median "EVALSHA sliding_log.lua, 1 limit" scripts/sliding_log.lua 1 k 10000 3600000)
 k[gcra_fcall3]=$(median "FCALL redisrate_gcra, 3 limits" FCALL redisrate_gcra "${three[@]}")
+# Contract v3's modes by EVALSHA, each writing on every call: upto takes a
+# unit; force takes one (1,000,000 per hour: the level grows each call);
+# refund gives one back from a full bucket of 1,000,000 (PRE sets it).
+full_bucket() { # port: k holds a full gcra:3 bucket of 1,000,000 per hour, as of now
+  local secs; secs=$(redis-cli -p "$1" TIME | head -1)
+  redis-cli -p "$1" SET k "gcra:3 3600000000000000 ${secs}000000" >/dev/null
+}
+k[upto]=$(median "EVALSHA gcra.lua, upto 1" scripts/gcra.lua 1 k 1000000 3600000 '' 1 upto)
+k[force]=$(median "EVALSHA gcra.lua, force 1 (a debt)" scripts/gcra.lua 1 k 1000000 3600000 '' 1 force)
+k[refund]=$(PRE=full_bucket median "EVALSHA gcra.lua, refund 1" scripts/gcra.lua 1 k 1000000 3600000 '' 1 refund)
+# Each further limit on one key (3 limits: 1,000,000 per hour and per
+# minute, 46,000 per day, the most a day the always-accepted range holds).
 k[gcra_eval3]=$(median "EVALSHA gcra.lua, 3 limits" scripts/gcra.lua "${three[@]}")
 # Several keys (a user's limit and its organisation's, all or nothing),
 # next to the two one-key calls they stand for.
@@ -143,6 +156,10 @@ for s in token_bucket leaky_bucket sliding_window fixed_window; do
   row "$s by EVALSHA" "${k[$s]}" "${k[peer]}" "the peer" 1.00
 done
 row "3 limits by FCALL" "${k[gcra_fcall3]}" "${k[gcra_fcall]}" "1 limit" 1.75
+row "each further limit on one key, by FCALL" "$(echo "(${k[gcra_fcall3]} - ${k[gcra_fcall]}) / 2" | bc -l)" "${k[peer]}" "the peer" 0.30
+row "upto by EVALSHA" "${k[upto]}" "${k[peer]}" "the peer" 1.00
+row "refund by EVALSHA" "${k[refund]}" "${k[peer]}" "the peer" 1.00
+row "force by EVALSHA" "${k[force]}" "${k[peer]}" "the peer" 1.00
 echo
 printf 'Beside them: the peer %.1fk admitted, %.1fk denied; floors by FCALL %.1fk and %.1fk with the state; gcra by EVALSHA with a period of half an hour (read with find: not a second, a minute, an hour or a day) %.1fk (%.2fx the peer); sliding_log by EVALSHA %.1fk; 3 limits by EVALSHA %.1fk (%.2fx 1 limit).\n' \
   "${k[peer]}" "${k[peer_denied]}" "${k[floor]}" "${k[floor_state]}" "${k[gcra_eval_other]}" "$(echo "${k[gcra_eval_other]} / ${k[peer]}" | bc -l)" "${k[sliding_log]}" "${k[gcra_eval3]}" "$(echo "${k[gcra_eval3]} / ${k[gcra_eval]}" | bc -l)"

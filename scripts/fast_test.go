@@ -184,7 +184,7 @@ func fastCall(rng *rand.Rand) []string {
 	if len(argv) == 3 && rng.IntN(2) == 0 {
 		argv = append(argv, fastArg(rng, rng.Int64N(limit+2)))
 		if rng.IntN(3) == 0 {
-			argv = append(argv, []string{"", "check", "check", "peek"}[rng.IntN(4)])
+			argv = append(argv, []string{"", "check", "check", "peek", "upto", "upto", "refund", "force"}[rng.IntN(8)])
 		}
 	}
 	if len(argv) == 5 && rng.IntN(4) == 0 { // a second limit: the general code's

@@ -76,8 +76,7 @@ local find, match, fmt = ('').find, ('').match, ('').format
 -- limit, without the loop over limits and the choice of a binding limit. It
 -- decides exactly as the general code below (scripts/fast_test.go holds the
 -- two to the same replies, writes and TTLs), and leaves to it every call it
--- does not take: several keys or limits, the modes upto, refund and force,
--- an argument not in its plain form,
+-- does not take: several keys or limits, an argument not in its plain form,
 -- a combination past the always-accepted range, a key that does not hold
 -- one limit's state. Those calls then read TIME and the key once more.
 repeat
@@ -92,9 +91,10 @@ repeat
   -- and a day: assemble.go, periodMacro.)
   local limit1, period1 = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0, ps == '1000' and 1000 or ps == '60000' and 60000 or ps == '3600000' and 3600000 or ps == '86400000' and 86400000 or find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0
   if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
-  local burst1, cost, writes = limit1, 1, true -- writes: only an admitted request with a cost, not a check, records
+  local burst1, cost, mode = limit1, 1, ''
   if bs then -- the optional arguments, when there are any (the common call has none)
-    local cs, mode = argv[4], argv[5]
+    local cs = argv[4]
+    mode = argv[5] or ''
     if bs ~= '' then
       local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0
       if not b or b > 1e15 then break end
@@ -105,11 +105,7 @@ repeat
       if not c or c > 1e15 then break end
       cost = c
     end
-    if mode and mode ~= '' then
-      if mode ~= 'check' then break end -- upto, refund and force: the general code's
-      writes = false
-    end
-    writes = writes and cost > 0
+    if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then break end
   end
   if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
   local now
@@ -123,16 +119,23 @@ repeat
   local s1, s2
   if raw then
     if raw.err then break end
-    local t1, t2 = match(raw, '^gcra:3 (%d+) ([1-9]%d*)$')
+    local t1, t2 = match(raw, '^gcra:3 ([1-9]%d*) ([1-9]%d*)$')
     if not t1 then break end
     if #t1 > 16 then break end
     if #t2 > 16 then break end
     s1 = t1 + 0
     s2 = t2 + 0
-    if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991) then break end
+    if not (s1 <= 9007199254740991) then break end
     if not (s2 <= 8835955200000000) then break end
   end
   local i = 1 -- the one limit
+  -- The modes as the general code takes them (loop.lua, upto.lua): refund
+  -- and force act whatever the limit decides; upto runs the limit twice,
+  -- at cost 0 to measure what it grants, then taking that.
+  local settle, want = mode == 'refund' or mode == 'force', cost
+  if mode == 'upto' then cost = 0 end
+  repeat -- upto's passes
+  local writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
   -- This limit's arguments and its state, x at time t (nil: none): the
   -- first limit's in locals, the others' in argv (as numbers by now) and in
   -- more.
@@ -155,7 +158,20 @@ repeat
     local over = x - (xmax - cost * b) -- x + cost * b - xmax, without the sum, which could pass 2^53
     if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % limit) / limit end
   end
-  if ok then
+  if settle then
+    if mode == 'refund' then -- up to cost units back, never below empty; a unit partly drained counts as one
+      local give = x
+      if cost <= 2 * burst and cost * b < x then give = cost * b end
+      units, x = (give + -give % b) / b, x - give
+    else -- force: cost units, as far as twice the capacity
+      local room = 2 * xmax - x
+      units = (room - room % b) / b
+      if cost < units then units = cost end
+      x = x + units * b
+    end
+    local over = x - (xmax - b) -- the wait for one unit, after
+    retry_us = over > 0 and t - now + (over + -over % limit) / limit or 0
+  elseif ok then
     x, units = x + cost * b, cost
   end
   local room = xmax - x
@@ -163,14 +179,27 @@ repeat
   local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
   local reset_us = x > 0 and t - now + (x + -x % limit) / limit or 0
   local allowed, out = ok
-  if ok and writes then out = fmt('gcra:3 %d %d', x, t) end
-  -- The one write and the reply, for the one limit (write.lua, reply.lua).
-  local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
-  if allowed then
-    if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
-    return { 1, rem, 0, reset_ms, cap, 1, cost }
+  if (ok or settle) and writes then out = fmt('gcra:3 %d %d', x, t) end
+  -- upto's grant after the measuring pass (upto.lua): then the pass again.
+  if mode == 'upto' and cost == 0 and want > 0 then
+    cost = rem < want and rem or want
+    if cost == 0 then cost, mode = 1, 'check' end
+  else
+    -- The one write and the reply, for the one limit (write.lua, reply.lua).
+    local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
+    if settle then
+      if units > 0 and writes then
+        if reset_ms > 0 then redis.call('PSETEX', key, fmt('%d', reset_ms), out) else redis.call('DEL', key) end
+      end
+      return { (ok or mode == 'refund') and 1 or 0, rem, (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, units }
+    end
+    if allowed then
+      if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
+      return { 1, rem, 0, reset_ms, cap, 1, cost }
+    end
+    return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, 0 }
   end
-  return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, 0 }
+  until false
 until true
 -- ---- gcra's constants (from its manifest) ----
 local NAME, TAG = 'gcra', 'gcra:3'

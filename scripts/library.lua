@@ -153,8 +153,7 @@ local function gcra(KEYS, ARGV)
   -- limit, without the loop over limits and the choice of a binding limit. It
   -- decides exactly as the general code below (scripts/fast_test.go holds the
   -- two to the same replies, writes and TTLs), and leaves to it every call it
-  -- does not take: several keys or limits, the modes upto, refund and force,
-  -- an argument not in its plain form,
+  -- does not take: several keys or limits, an argument not in its plain form,
   -- a combination past the always-accepted range, a key that does not hold
   -- one limit's state. Those calls then read TIME and the key once more.
   repeat
@@ -169,9 +168,10 @@ local function gcra(KEYS, ARGV)
     -- and a day: assemble.go, periodMacro.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
-    local burst1, cost, writes = limit1, 1, true -- writes: only an admitted request with a cost, not a check, records
+    local burst1, cost, mode = limit1, 1, ''
     if bs then -- the optional arguments, when there are any (the common call has none)
-      local cs, mode = argv[4], argv[5]
+      local cs = argv[4]
+      mode = argv[5] or ''
       if bs ~= '' then
         local b = NUM[bs] or read(bs)
         if not b or b > 1e15 then break end
@@ -182,11 +182,7 @@ local function gcra(KEYS, ARGV)
         if not c or c > 1e15 then break end
         cost = c
       end
-      if mode and mode ~= '' then
-        if mode ~= 'check' then break end -- upto, refund and force: the general code's
-        writes = false
-      end
-      writes = writes and cost > 0
+      if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then break end
     end
     if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
     local now
@@ -200,16 +196,23 @@ local function gcra(KEYS, ARGV)
     local s1, s2
     if raw then
       if raw.err then break end
-      local t1, t2 = match(raw, '^gcra:3 (%d+) ([1-9]%d*)$')
+      local t1, t2 = match(raw, '^gcra:3 ([1-9]%d*) ([1-9]%d*)$')
       if not t1 then break end
       if #t1 > 16 then break end
       if #t2 > 16 then break end
       s1 = t1 + 0
       s2 = t2 + 0
-      if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991) then break end
+      if not (s1 <= 9007199254740991) then break end
       if not (s2 <= 8835955200000000) then break end
     end
     local i = 1 -- the one limit
+    -- The modes as the general code takes them (loop.lua, upto.lua): refund
+    -- and force act whatever the limit decides; upto runs the limit twice,
+    -- at cost 0 to measure what it grants, then taking that.
+    local settle, want = mode == 'refund' or mode == 'force', cost
+    if mode == 'upto' then cost = 0 end
+    repeat -- upto's passes
+    local writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
     -- This limit's arguments and its state, x at time t (nil: none): the
     -- first limit's in locals, the others' in argv (as numbers by now) and in
     -- more.
@@ -232,7 +235,20 @@ local function gcra(KEYS, ARGV)
       local over = x - (xmax - cost * b) -- x + cost * b - xmax, without the sum, which could pass 2^53
       if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % limit) / limit end
     end
-    if ok then
+    if settle then
+      if mode == 'refund' then -- up to cost units back, never below empty; a unit partly drained counts as one
+        local give = x
+        if cost <= 2 * burst and cost * b < x then give = cost * b end
+        units, x = (give + -give % b) / b, x - give
+      else -- force: cost units, as far as twice the capacity
+        local room = 2 * xmax - x
+        units = (room - room % b) / b
+        if cost < units then units = cost end
+        x = x + units * b
+      end
+      local over = x - (xmax - b) -- the wait for one unit, after
+      retry_us = over > 0 and t - now + (over + -over % limit) / limit or 0
+    elseif ok then
       x, units = x + cost * b, cost
     end
     local room = xmax - x
@@ -240,14 +256,27 @@ local function gcra(KEYS, ARGV)
     local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
     local reset_us = x > 0 and t - now + (x + -x % limit) / limit or 0
     local allowed, out = ok
-    if ok and writes then out = fmt('gcra:3 %d %d', x, t) end
-    -- The one write and the reply, for the one limit (write.lua, reply.lua).
-    local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
-    if allowed then
-      if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
-      return { 1, rem, 0, reset_ms, cap, 1, cost }
+    if (ok or settle) and writes then out = fmt('gcra:3 %d %d', x, t) end
+    -- upto's grant after the measuring pass (upto.lua): then the pass again.
+    if mode == 'upto' and cost == 0 and want > 0 then
+      cost = rem < want and rem or want
+      if cost == 0 then cost, mode = 1, 'check' end
+    else
+      -- The one write and the reply, for the one limit (write.lua, reply.lua).
+      local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
+      if settle then
+        if units > 0 and writes then
+          if reset_ms > 0 then redis.call('PSETEX', key, fmt('%d', reset_ms), out) else redis.call('DEL', key) end
+        end
+        return { (ok or mode == 'refund') and 1 or 0, rem, (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, units }
+      end
+      if allowed then
+        if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
+        return { 1, rem, 0, reset_ms, cap, 1, cost }
+      end
+      return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, 0 }
     end
-    return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, 0 }
+    until false
   until true
   -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
@@ -584,8 +613,7 @@ local function token_bucket(KEYS, ARGV)
   -- limit, without the loop over limits and the choice of a binding limit. It
   -- decides exactly as the general code below (scripts/fast_test.go holds the
   -- two to the same replies, writes and TTLs), and leaves to it every call it
-  -- does not take: several keys or limits, the modes upto, refund and force,
-  -- an argument not in its plain form,
+  -- does not take: several keys or limits, an argument not in its plain form,
   -- a combination past the always-accepted range, a key that does not hold
   -- one limit's state. Those calls then read TIME and the key once more.
   repeat
@@ -600,9 +628,10 @@ local function token_bucket(KEYS, ARGV)
     -- and a day: assemble.go, periodMacro.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
-    local burst1, cost, writes = limit1, 1, true -- writes: only an admitted request with a cost, not a check, records
+    local burst1, cost, mode = limit1, 1, ''
     if bs then -- the optional arguments, when there are any (the common call has none)
-      local cs, mode = argv[4], argv[5]
+      local cs = argv[4]
+      mode = argv[5] or ''
       if bs ~= '' then
         local b = NUM[bs] or read(bs)
         if not b or b > 1e15 then break end
@@ -613,11 +642,7 @@ local function token_bucket(KEYS, ARGV)
         if not c or c > 1e15 then break end
         cost = c
       end
-      if mode and mode ~= '' then
-        if mode ~= 'check' then break end -- upto, refund and force: the general code's
-        writes = false
-      end
-      writes = writes and cost > 0
+      if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then break end
     end
     if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
     local now
@@ -641,6 +666,13 @@ local function token_bucket(KEYS, ARGV)
       if not (s2 <= 8835955200000000) then break end
     end
     local i = 1 -- the one limit
+    -- The modes as the general code takes them (loop.lua, upto.lua): refund
+    -- and force act whatever the limit decides; upto runs the limit twice,
+    -- at cost 0 to measure what it grants, then taking that.
+    local settle, want = mode == 'refund' or mode == 'force', cost
+    if mode == 'upto' then cost = 0 end
+    repeat -- upto's passes
+    local writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, period_us, burst, stored_tokens, stored_t = limit1, period1 * 1000, burst1, s1, s2
@@ -663,7 +695,19 @@ local function token_bucket(KEYS, ARGV)
       local short = cost - tokens -- ceil(short / limit) refills
       if short <= 0 then ok = true else retry_us = t + (short + -short % limit) / limit * period_us - now end
     end
-    if ok then
+    if settle then
+      if mode == 'refund' then -- up to cost tokens back, never past burst
+        units = burst - tokens
+        if cost < units then units = cost end
+        tokens = tokens + units
+      else -- force: cost tokens, as far as -burst
+        units = tokens + burst
+        if cost < units then units = cost end
+        tokens = tokens - units
+      end
+      local short = 1 - tokens -- the wait for one token, after
+      retry_us = short > 0 and t + (short + -short % limit) / limit * period_us - now or 0
+    elseif ok then
       tokens, units = tokens - cost, cost
     end
     local reset_us = 0
@@ -672,14 +716,27 @@ local function token_bucket(KEYS, ARGV)
     local rem = tokens > 0 and tokens or 0
     local left, per, cap = rem, 1, burst
     local allowed, out = ok
-    if ok and writes then out = fmt('tb:2 %d %d', tokens, t) end
-    -- The one write and the reply, for the one limit (write.lua, reply.lua).
-    local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
-    if allowed then
-      if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
-      return { 1, rem, 0, reset_ms, cap, 1, cost }
+    if (ok or settle) and writes then out = fmt('tb:2 %d %d', tokens, t) end
+    -- upto's grant after the measuring pass (upto.lua): then the pass again.
+    if mode == 'upto' and cost == 0 and want > 0 then
+      cost = rem < want and rem or want
+      if cost == 0 then cost, mode = 1, 'check' end
+    else
+      -- The one write and the reply, for the one limit (write.lua, reply.lua).
+      local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
+      if settle then
+        if units > 0 and writes then
+          if reset_ms > 0 then redis.call('PSETEX', key, fmt('%d', reset_ms), out) else redis.call('DEL', key) end
+        end
+        return { (ok or mode == 'refund') and 1 or 0, rem, (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, units }
+      end
+      if allowed then
+        if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
+        return { 1, rem, 0, reset_ms, cap, 1, cost }
+      end
+      return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, 0 }
     end
-    return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, 0 }
+    until false
   until true
   -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
@@ -1035,8 +1092,7 @@ local function leaky_bucket(KEYS, ARGV)
   -- limit, without the loop over limits and the choice of a binding limit. It
   -- decides exactly as the general code below (scripts/fast_test.go holds the
   -- two to the same replies, writes and TTLs), and leaves to it every call it
-  -- does not take: several keys or limits, the modes upto, refund and force,
-  -- an argument not in its plain form,
+  -- does not take: several keys or limits, an argument not in its plain form,
   -- a combination past the always-accepted range, a key that does not hold
   -- one limit's state. Those calls then read TIME and the key once more.
   repeat
@@ -1051,9 +1107,10 @@ local function leaky_bucket(KEYS, ARGV)
     -- and a day: assemble.go, periodMacro.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
-    local burst1, cost, writes = limit1, 1, true -- writes: only an admitted request with a cost, not a check, records
+    local burst1, cost, mode = limit1, 1, ''
     if bs then -- the optional arguments, when there are any (the common call has none)
-      local cs, mode = argv[4], argv[5]
+      local cs = argv[4]
+      mode = argv[5] or ''
       if bs ~= '' then
         local b = NUM[bs] or read(bs)
         if not b or b > 1e15 then break end
@@ -1064,11 +1121,7 @@ local function leaky_bucket(KEYS, ARGV)
         if not c or c > 1e15 then break end
         cost = c
       end
-      if mode and mode ~= '' then
-        if mode ~= 'check' then break end -- upto, refund and force: the general code's
-        writes = false
-      end
-      writes = writes and cost > 0
+      if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then break end
     end
     if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
     local now
@@ -1082,16 +1135,23 @@ local function leaky_bucket(KEYS, ARGV)
     local s1, s2
     if raw then
       if raw.err then break end
-      local t1, t2 = match(raw, '^lb:3 (%d+) ([1-9]%d*)$')
+      local t1, t2 = match(raw, '^lb:3 ([1-9]%d*) ([1-9]%d*)$')
       if not t1 then break end
       if #t1 > 16 then break end
       if #t2 > 16 then break end
       s1 = t1 + 0
       s2 = t2 + 0
-      if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991) then break end
+      if not (s1 <= 9007199254740991) then break end
       if not (s2 <= 8835955200000000) then break end
     end
     local i = 1 -- the one limit
+    -- The modes as the general code takes them (loop.lua, upto.lua): refund
+    -- and force act whatever the limit decides; upto runs the limit twice,
+    -- at cost 0 to measure what it grants, then taking that.
+    local settle, want = mode == 'refund' or mode == 'force', cost
+    if mode == 'upto' then cost = 0 end
+    repeat -- upto's passes
+    local writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
     -- This limit's arguments and its state, x at time t (nil: none): the
     -- first limit's in locals, the others' in argv (as numbers by now) and in
     -- more.
@@ -1114,7 +1174,20 @@ local function leaky_bucket(KEYS, ARGV)
       local over = x - (xmax - cost * b) -- x + cost * b - xmax, without the sum, which could pass 2^53
       if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % limit) / limit end
     end
-    if ok then
+    if settle then
+      if mode == 'refund' then -- up to cost units back, never below empty; a unit partly drained counts as one
+        local give = x
+        if cost <= 2 * burst and cost * b < x then give = cost * b end
+        units, x = (give + -give % b) / b, x - give
+      else -- force: cost units, as far as twice the capacity
+        local room = 2 * xmax - x
+        units = (room - room % b) / b
+        if cost < units then units = cost end
+        x = x + units * b
+      end
+      local over = x - (xmax - b) -- the wait for one unit, after
+      retry_us = over > 0 and t - now + (over + -over % limit) / limit or 0
+    elseif ok then
       x, units = x + cost * b, cost
     end
     local room = xmax - x
@@ -1122,14 +1195,27 @@ local function leaky_bucket(KEYS, ARGV)
     local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
     local reset_us = x > 0 and t - now + (x + -x % limit) / limit or 0
     local allowed, out = ok
-    if ok and writes then out = fmt('lb:3 %d %d', x, t) end
-    -- The one write and the reply, for the one limit (write.lua, reply.lua).
-    local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
-    if allowed then
-      if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
-      return { 1, rem, 0, reset_ms, cap, 1, cost }
+    if (ok or settle) and writes then out = fmt('lb:3 %d %d', x, t) end
+    -- upto's grant after the measuring pass (upto.lua): then the pass again.
+    if mode == 'upto' and cost == 0 and want > 0 then
+      cost = rem < want and rem or want
+      if cost == 0 then cost, mode = 1, 'check' end
+    else
+      -- The one write and the reply, for the one limit (write.lua, reply.lua).
+      local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
+      if settle then
+        if units > 0 and writes then
+          if reset_ms > 0 then redis.call('PSETEX', key, fmt('%d', reset_ms), out) else redis.call('DEL', key) end
+        end
+        return { (ok or mode == 'refund') and 1 or 0, rem, (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, units }
+      end
+      if allowed then
+        if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
+        return { 1, rem, 0, reset_ms, cap, 1, cost }
+      end
+      return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, 0 }
     end
-    return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, 0 }
+    until false
   until true
   -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
@@ -1466,8 +1552,7 @@ local function sliding_window(KEYS, ARGV)
   -- limit, without the loop over limits and the choice of a binding limit. It
   -- decides exactly as the general code below (scripts/fast_test.go holds the
   -- two to the same replies, writes and TTLs), and leaves to it every call it
-  -- does not take: several keys or limits, the modes upto, refund and force,
-  -- an argument not in its plain form,
+  -- does not take: several keys or limits, an argument not in its plain form,
   -- a combination past the always-accepted range, a key that does not hold
   -- one limit's state. Those calls then read TIME and the key once more.
   repeat
@@ -1482,9 +1567,10 @@ local function sliding_window(KEYS, ARGV)
     -- and a day: assemble.go, periodMacro.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
-    local burst1, cost, writes = limit1, 1, true -- writes: only an admitted request with a cost, not a check, records
+    local burst1, cost, mode = limit1, 1, ''
     if bs then -- the optional arguments, when there are any (the common call has none)
-      local cs, mode = argv[4], argv[5]
+      local cs = argv[4]
+      mode = argv[5] or ''
       if bs ~= '' then
         local b = NUM[bs] or read(bs)
         if not b or (b ~= 0 and b ~= limit1) then break end
@@ -1494,11 +1580,7 @@ local function sliding_window(KEYS, ARGV)
         if not c or c > 1e15 then break end
         cost = c
       end
-      if mode and mode ~= '' then
-        if mode ~= 'check' then break end -- upto, refund and force: the general code's
-        writes = false
-      end
-      writes = writes and cost > 0
+      if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then break end
     end
     if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
     local now
@@ -1525,6 +1607,13 @@ local function sliding_window(KEYS, ARGV)
       if not ((#t3 == 1 or s3 >= 10 ^ (#t3 - 1)) and s3 <= 9007199254740991) then break end
     end
     local i = 1 -- the one limit
+    -- The modes as the general code takes them (loop.lua, upto.lua): refund
+    -- and force act whatever the limit decides; upto runs the limit twice,
+    -- at cost 0 to measure what it grants, then taking that.
+    local settle, want = mode == 'refund' or mode == 'force', cost
+    if mode == 'upto' then cost = 0 end
+    repeat -- upto's passes
+    local writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
   local now_ms = (now - now % 1000) / 1000
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
@@ -1562,7 +1651,27 @@ local function sliding_window(KEYS, ARGV)
         retry_us = target_ms * 1000 - now
       end
     end
-    if ok then
+    if settle then
+      if mode == 'refund' then -- up to cost units back: the current window's first, then the previous one's
+        units = cur < cost and cur or cost
+        cur = cur - units
+        local more_back = cost - units
+        if more_back > prev then more_back = prev end
+        prev, units = prev - more_back, units + more_back
+      else -- force: cost units in the current window, as far as twice the limit
+        units = 2 * limit - cur
+        if cost < units then units = cost end
+        cur = cur + units
+      end
+      used = prev * (p - into) + cur * p
+      retry_us = 0 -- the wait for one unit, after
+      if used + p > limit * p then
+        local room = limit - 1 - cur
+        local target_ms = room >= 0 and start + p - (room * p - room * p % prev) / prev
+          or start + p + p - ((limit - 1) * p - (limit - 1) * p % cur) / cur
+        retry_us = target_ms * 1000 - now
+      end
+    elseif ok then
       cur, units = cur + cost, cost
       used = used + cost * p
     end
@@ -1576,14 +1685,27 @@ local function sliding_window(KEYS, ARGV)
       reset_us = (start + p) * 1000 - now
     end
     local allowed, out = ok
-    if ok and writes then out = fmt('sw:2 %d %d %d', start, prev, cur) end
-    -- The one write and the reply, for the one limit (write.lua, reply.lua).
-    local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
-    if allowed then
-      if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
-      return { 1, rem, 0, reset_ms, cap, 1, cost }
+    if (ok or settle) and writes then out = fmt('sw:2 %d %d %d', start, prev, cur) end
+    -- upto's grant after the measuring pass (upto.lua): then the pass again.
+    if mode == 'upto' and cost == 0 and want > 0 then
+      cost = rem < want and rem or want
+      if cost == 0 then cost, mode = 1, 'check' end
+    else
+      -- The one write and the reply, for the one limit (write.lua, reply.lua).
+      local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
+      if settle then
+        if units > 0 and writes then
+          if reset_ms > 0 then redis.call('PSETEX', key, fmt('%d', reset_ms), out) else redis.call('DEL', key) end
+        end
+        return { (ok or mode == 'refund') and 1 or 0, rem, (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, units }
+      end
+      if allowed then
+        if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
+        return { 1, rem, 0, reset_ms, cap, 1, cost }
+      end
+      return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, 0 }
     end
-    return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, 0 }
+    until false
   until true
   -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
@@ -1936,8 +2058,7 @@ local function fixed_window(KEYS, ARGV)
   -- limit, without the loop over limits and the choice of a binding limit. It
   -- decides exactly as the general code below (scripts/fast_test.go holds the
   -- two to the same replies, writes and TTLs), and leaves to it every call it
-  -- does not take: several keys or limits, the modes upto, refund and force,
-  -- an argument not in its plain form,
+  -- does not take: several keys or limits, an argument not in its plain form,
   -- a combination past the always-accepted range, a key that does not hold
   -- one limit's state. Those calls then read TIME and the key once more.
   repeat
@@ -1952,9 +2073,10 @@ local function fixed_window(KEYS, ARGV)
     -- and a day: assemble.go, periodMacro.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
-    local burst1, cost, writes = limit1, 1, true -- writes: only an admitted request with a cost, not a check, records
+    local burst1, cost, mode = limit1, 1, ''
     if bs then -- the optional arguments, when there are any (the common call has none)
-      local cs, mode = argv[4], argv[5]
+      local cs = argv[4]
+      mode = argv[5] or ''
       if bs ~= '' then
         local b = NUM[bs] or read(bs)
         if not b or (b ~= 0 and b ~= limit1) then break end
@@ -1964,11 +2086,7 @@ local function fixed_window(KEYS, ARGV)
         if not c or c > 1e15 then break end
         cost = c
       end
-      if mode and mode ~= '' then
-        if mode ~= 'check' then break end -- upto, refund and force: the general code's
-        writes = false
-      end
-      writes = writes and cost > 0
+      if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then break end
     end
     if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
     local now
@@ -1982,16 +2100,23 @@ local function fixed_window(KEYS, ARGV)
     local s1, s2
     if raw then
       if raw.err then break end
-      local t1, t2 = match(raw, '^fw:2 ([1-9]%d*) (%d+)$')
+      local t1, t2 = match(raw, '^fw:2 ([1-9]%d*) ([1-9]%d*)$')
       if not t1 then break end
       if #t1 > 16 then break end
       if #t2 > 16 then break end
       s1 = t1 + 0
       s2 = t2 + 0
       if not (s1 <= 8835955200000000) then break end
-      if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
+      if not (s2 <= 9007199254740991) then break end
     end
     local i = 1 -- the one limit
+    -- The modes as the general code takes them (loop.lua, upto.lua): refund
+    -- and force act whatever the limit decides; upto runs the limit twice,
+    -- at cost 0 to measure what it grants, then taking that.
+    local settle, want = mode == 'refund' or mode == 'force', cost
+    if mode == 'upto' then cost = 0 end
+    repeat -- upto's passes
+    local writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, period_us, stored_start, stored_count = limit1, period1 * 1000, s1, s2
@@ -2008,21 +2133,44 @@ local function fixed_window(KEYS, ARGV)
     if not never then
       if cost == 0 or count + cost <= limit then ok = true else retry_us = start + period_us - now end
     end
-    if ok then
+    if settle then
+      if mode == 'refund' then -- up to cost units back, never below 0
+        units = count < cost and count or cost
+        count = count - units
+      else -- force: cost units, as far as twice the limit
+        units = 2 * limit - count
+        if cost < units then units = cost end
+        count = count + units
+      end
+      retry_us = count < limit and 0 or start + period_us - now -- the wait for one unit, after
+    elseif ok then
       count, units = count + cost, cost
     end
     local rem = count < limit and limit - count or 0
     local left, per, cap = rem, 1, limit
     local reset_us = count > 0 and start + period_us - now or 0
     local allowed, out = ok
-    if ok and writes then out = fmt('fw:2 %d %d', start, count) end
-    -- The one write and the reply, for the one limit (write.lua, reply.lua).
-    local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
-    if allowed then
-      if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
-      return { 1, rem, 0, reset_ms, cap, 1, cost }
+    if (ok or settle) and writes then out = fmt('fw:2 %d %d', start, count) end
+    -- upto's grant after the measuring pass (upto.lua): then the pass again.
+    if mode == 'upto' and cost == 0 and want > 0 then
+      cost = rem < want and rem or want
+      if cost == 0 then cost, mode = 1, 'check' end
+    else
+      -- The one write and the reply, for the one limit (write.lua, reply.lua).
+      local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
+      if settle then
+        if units > 0 and writes then
+          if reset_ms > 0 then redis.call('PSETEX', key, fmt('%d', reset_ms), out) else redis.call('DEL', key) end
+        end
+        return { (ok or mode == 'refund') and 1 or 0, rem, (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, units }
+      end
+      if allowed then
+        if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
+        return { 1, rem, 0, reset_ms, cap, 1, cost }
+      end
+      return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, 0 }
     end
-    return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, 0 }
+    until false
   until true
   -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
   local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
@@ -2670,53 +2818,53 @@ local function gcra_ro(KEYS, ARGV)
   return gcra(KEYS, args)
 end
 redis.register_function('redisrate_gcra', gcra)
-redis.register_function('redisrate_gcra_v039076374ae8', gcra)
+redis.register_function('redisrate_gcra_vf723f9e2d019', gcra)
 redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' }, callback = gcra_ro }
-redis.register_function{ function_name = 'redisrate_gcra_ro_v039076374ae8', flags = { 'no-writes' }, callback = gcra_ro }
+redis.register_function{ function_name = 'redisrate_gcra_ro_vf723f9e2d019', flags = { 'no-writes' }, callback = gcra_ro }
 local function token_bucket_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_token_bucket')
   if refused then return refused end
   return token_bucket(KEYS, args)
 end
 redis.register_function('redisrate_token_bucket', token_bucket)
-redis.register_function('redisrate_token_bucket_v039076374ae8', token_bucket)
+redis.register_function('redisrate_token_bucket_vf723f9e2d019', token_bucket)
 redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' }, callback = token_bucket_ro }
-redis.register_function{ function_name = 'redisrate_token_bucket_ro_v039076374ae8', flags = { 'no-writes' }, callback = token_bucket_ro }
+redis.register_function{ function_name = 'redisrate_token_bucket_ro_vf723f9e2d019', flags = { 'no-writes' }, callback = token_bucket_ro }
 local function leaky_bucket_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_leaky_bucket')
   if refused then return refused end
   return leaky_bucket(KEYS, args)
 end
 redis.register_function('redisrate_leaky_bucket', leaky_bucket)
-redis.register_function('redisrate_leaky_bucket_v039076374ae8', leaky_bucket)
+redis.register_function('redisrate_leaky_bucket_vf723f9e2d019', leaky_bucket)
 redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' }, callback = leaky_bucket_ro }
-redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_v039076374ae8', flags = { 'no-writes' }, callback = leaky_bucket_ro }
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_vf723f9e2d019', flags = { 'no-writes' }, callback = leaky_bucket_ro }
 local function sliding_window_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_sliding_window')
   if refused then return refused end
   return sliding_window(KEYS, args)
 end
 redis.register_function('redisrate_sliding_window', sliding_window)
-redis.register_function('redisrate_sliding_window_v039076374ae8', sliding_window)
+redis.register_function('redisrate_sliding_window_vf723f9e2d019', sliding_window)
 redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' }, callback = sliding_window_ro }
-redis.register_function{ function_name = 'redisrate_sliding_window_ro_v039076374ae8', flags = { 'no-writes' }, callback = sliding_window_ro }
+redis.register_function{ function_name = 'redisrate_sliding_window_ro_vf723f9e2d019', flags = { 'no-writes' }, callback = sliding_window_ro }
 local function fixed_window_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_fixed_window')
   if refused then return refused end
   return fixed_window(KEYS, args)
 end
 redis.register_function('redisrate_fixed_window', fixed_window)
-redis.register_function('redisrate_fixed_window_v039076374ae8', fixed_window)
+redis.register_function('redisrate_fixed_window_vf723f9e2d019', fixed_window)
 redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' }, callback = fixed_window_ro }
-redis.register_function{ function_name = 'redisrate_fixed_window_ro_v039076374ae8', flags = { 'no-writes' }, callback = fixed_window_ro }
+redis.register_function{ function_name = 'redisrate_fixed_window_ro_vf723f9e2d019', flags = { 'no-writes' }, callback = fixed_window_ro }
 local function sliding_log_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_sliding_log')
   if refused then return refused end
   return sliding_log(KEYS, args)
 end
 redis.register_function('redisrate_sliding_log', sliding_log)
-redis.register_function('redisrate_sliding_log_v039076374ae8', sliding_log)
+redis.register_function('redisrate_sliding_log_vf723f9e2d019', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' }, callback = sliding_log_ro }
-redis.register_function{ function_name = 'redisrate_sliding_log_ro_v039076374ae8', flags = { 'no-writes' }, callback = sliding_log_ro }
+redis.register_function{ function_name = 'redisrate_sliding_log_ro_vf723f9e2d019', flags = { 'no-writes' }, callback = sliding_log_ro }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return '039076374ae845779e663636def6240d51ad6cb6' end }
+  callback = function() return 'f723f9e2d019ff68acb0829e0cd64aa4b52220c1' end }

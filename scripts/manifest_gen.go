@@ -9,18 +9,18 @@ const ContractVersion = "3"
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "039076374ae845779e663636def6240d51ad6cb6"
+const LibraryVersion = "f723f9e2d019ff68acb0829e0cd64aa4b52220c1"
 
-// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_v039076374ae8 runs this version of redisrate_gcra or fails with "Function not found".
-const VersionSuffix = "_v039076374ae8"
+// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_vf723f9e2d019 runs this version of redisrate_gcra or fails with "Function not found".
+const VersionSuffix = "_vf723f9e2d019"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
-	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: units spaced period_ms / limit apart, up to burst at once; smooth and exact", SHA1: "ff4993799b1572407bd1dd7b3d45069225118f1d", Function: "redisrate_gcra"},
-	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "655c94fd040531557a085d06cf45b4920e9644fd", Function: "redisrate_token_bucket"},
-	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "7c9fee79e84a27fb1c3c5532f9e1368ed4e7f87b", Function: "redisrate_leaky_bucket"},
-	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "58dce6e150553f8d4f094e84ce2d03192bc92419", Function: "redisrate_sliding_window"},
-	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "fe05ba0e05ab1dce53555ff60f518f85eb7512fa", Function: "redisrate_fixed_window"},
+	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: units spaced period_ms / limit apart, up to burst at once; smooth and exact", SHA1: "9ac49ab01b9c76fd99344963f1a744bac749ac83", Function: "redisrate_gcra"},
+	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "7ec2e1f4589319318971c54c0b99f94e6f1c5a8b", Function: "redisrate_token_bucket"},
+	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "3e3bf3fd51b3d8b3ce4974de2c23035d81f59c22", Function: "redisrate_leaky_bucket"},
+	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "71bd9a05c07009ed511643adfd6635c8f05ac89f", Function: "redisrate_sliding_window"},
+	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "c7e510ef5f9bda2510e6410508f80a1adcc3b4c9", Function: "redisrate_fixed_window"},
 	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "b218371b1fba0a1af0cbc58f2d88bd24092084ca", Function: "redisrate_sliding_log"},
 }
 

@@ -75,8 +75,7 @@ local find, match, fmt = ('').find, ('').match, ('').format
 -- limit, without the loop over limits and the choice of a binding limit. It
 -- decides exactly as the general code below (scripts/fast_test.go holds the
 -- two to the same replies, writes and TTLs), and leaves to it every call it
--- does not take: several keys or limits, the modes upto, refund and force,
--- an argument not in its plain form,
+-- does not take: several keys or limits, an argument not in its plain form,
 -- a combination past the always-accepted range, a key that does not hold
 -- one limit's state. Those calls then read TIME and the key once more.
 repeat
@@ -91,9 +90,10 @@ repeat
   -- and a day: assemble.go, periodMacro.)
   local limit1, period1 = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0, ps == '1000' and 1000 or ps == '60000' and 60000 or ps == '3600000' and 3600000 or ps == '86400000' and 86400000 or find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0
   if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
-  local burst1, cost, writes = limit1, 1, true -- writes: only an admitted request with a cost, not a check, records
+  local burst1, cost, mode = limit1, 1, ''
   if bs then -- the optional arguments, when there are any (the common call has none)
-    local cs, mode = argv[4], argv[5]
+    local cs = argv[4]
+    mode = argv[5] or ''
     if bs ~= '' then
       local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0
       if not b or (b ~= 0 and b ~= limit1) then break end
@@ -103,11 +103,7 @@ repeat
       if not c or c > 1e15 then break end
       cost = c
     end
-    if mode and mode ~= '' then
-      if mode ~= 'check' then break end -- upto, refund and force: the general code's
-      writes = false
-    end
-    writes = writes and cost > 0
+    if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then break end
   end
   if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
   local now
@@ -134,6 +130,13 @@ repeat
     if not ((#t3 == 1 or s3 >= 10 ^ (#t3 - 1)) and s3 <= 9007199254740991) then break end
   end
   local i = 1 -- the one limit
+  -- The modes as the general code takes them (loop.lua, upto.lua): refund
+  -- and force act whatever the limit decides; upto runs the limit twice,
+  -- at cost 0 to measure what it grants, then taking that.
+  local settle, want = mode == 'refund' or mode == 'force', cost
+  if mode == 'upto' then cost = 0 end
+  repeat -- upto's passes
+  local writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
 local now_ms = (now - now % 1000) / 1000
   -- This limit's arguments and stored numbers (nil: none): the first limit's
   -- in locals, the others' in argv (as numbers by now) and in more.
@@ -171,7 +174,27 @@ local now_ms = (now - now % 1000) / 1000
       retry_us = target_ms * 1000 - now
     end
   end
-  if ok then
+  if settle then
+    if mode == 'refund' then -- up to cost units back: the current window's first, then the previous one's
+      units = cur < cost and cur or cost
+      cur = cur - units
+      local more_back = cost - units
+      if more_back > prev then more_back = prev end
+      prev, units = prev - more_back, units + more_back
+    else -- force: cost units in the current window, as far as twice the limit
+      units = 2 * limit - cur
+      if cost < units then units = cost end
+      cur = cur + units
+    end
+    used = prev * (p - into) + cur * p
+    retry_us = 0 -- the wait for one unit, after
+    if used + p > limit * p then
+      local room = limit - 1 - cur
+      local target_ms = room >= 0 and start + p - (room * p - room * p % prev) / prev
+        or start + p + p - ((limit - 1) * p - (limit - 1) * p % cur) / cur
+      retry_us = target_ms * 1000 - now
+    end
+  elseif ok then
     cur, units = cur + cost, cost
     used = used + cost * p
   end
@@ -185,14 +208,27 @@ local now_ms = (now - now % 1000) / 1000
     reset_us = (start + p) * 1000 - now
   end
   local allowed, out = ok
-  if ok and writes then out = fmt('sw:2 %d %d %d', start, prev, cur) end
-  -- The one write and the reply, for the one limit (write.lua, reply.lua).
-  local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
-  if allowed then
-    if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
-    return { 1, rem, 0, reset_ms, cap, 1, cost }
+  if (ok or settle) and writes then out = fmt('sw:2 %d %d %d', start, prev, cur) end
+  -- upto's grant after the measuring pass (upto.lua): then the pass again.
+  if mode == 'upto' and cost == 0 and want > 0 then
+    cost = rem < want and rem or want
+    if cost == 0 then cost, mode = 1, 'check' end
+  else
+    -- The one write and the reply, for the one limit (write.lua, reply.lua).
+    local reset_ms = (reset_us + -reset_us % 1000) / 1000 -- whole ms, rounded up
+    if settle then
+      if units > 0 and writes then
+        if reset_ms > 0 then redis.call('PSETEX', key, fmt('%d', reset_ms), out) else redis.call('DEL', key) end
+      end
+      return { (ok or mode == 'refund') and 1 or 0, rem, (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, units }
+    end
+    if allowed then
+      if writes then redis.call('PSETEX', key, fmt('%d', reset_ms), out) end -- the TTL as text (write.lua)
+      return { 1, rem, 0, reset_ms, cap, 1, cost }
+    end
+    return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, 0 }
   end
-  return { 0, rem, never and -1 or (retry_us + -retry_us % 1000) / 1000, reset_ms, cap, 1, 0 }
+  until false
 until true
 -- ---- sliding_window's constants (from its manifest) ----
 local NAME, TAG = 'sliding_window', 'sw:2'

@@ -4,8 +4,7 @@
 -- limit, without the loop over limits and the choice of a binding limit. It
 -- decides exactly as the general code below (scripts/fast_test.go holds the
 -- two to the same replies, writes and TTLs), and leaves to it every call it
--- does not take: several keys or limits, the modes upto, refund and force,
--- an argument not in its plain form,
+-- does not take: several keys or limits, an argument not in its plain form,
 -- a combination past the always-accepted range, a key that does not hold
 -- one limit's state. Those calls then read TIME and the key once more.
 repeat
@@ -20,9 +19,10 @@ repeat
   -- and a day: assemble.go, periodMacro.)
   local limit1, period1 = @fastread(ls)@, @fastperiod(ps)@
   if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
-  local burst1, cost, writes = limit1, 1, true -- writes: only an admitted request with a cost, not a check, records
+  local burst1, cost, mode = limit1, 1, ''
   if bs then -- the optional arguments, when there are any (the common call has none)
-    local cs, mode = argv[4], argv[5]
+    local cs = argv[4]
+    mode = argv[5] or ''
     if bs ~= '' then
       local b = @fastread(bs)@
 --@if window
@@ -37,11 +37,7 @@ repeat
       if not c or c > 1e15 then break end
       cost = c
     end
-    if mode and mode ~= '' then
-      if mode ~= 'check' then break end -- upto, refund and force: the general code's
-      writes = false
-    end
-    writes = writes and cost > 0
+    if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then break end
   end
   if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
   local now
@@ -62,3 +58,10 @@ repeat
     if not (@lead@s@k@ <= @max@) then break end --@each field
   end
   local i = 1 -- the one limit
+  -- The modes as the general code takes them (loop.lua, upto.lua): refund
+  -- and force act whatever the limit decides; upto runs the limit twice,
+  -- at cost 0 to measure what it grants, then taking that.
+  local settle, want = mode == 'refund' or mode == 'force', cost
+  if mode == 'upto' then cost = 0 end
+  repeat -- upto's passes
+  local writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records

@@ -5,6 +5,7 @@
 --! fields: 2
 --! window: true
 --! time_field: 1
+--! positive_field: 2
 --! time_unit: us
 --! range:
 --! max_limit: 1000000000000000
@@ -53,7 +54,6 @@ for i = 1, n do
   if not never then
     if cost == 0 or count + cost <= limit then ok = true else retry_us = start + period_us - now end
   end
---@if general
   if settle then
     if mode == 'refund' then -- up to cost units back, never below 0
       units = count < cost and count or cost
@@ -65,9 +65,6 @@ for i = 1, n do
     end
     retry_us = count < limit and 0 or start + period_us - now -- the wait for one unit, after
   elseif ok then
---@else
-  if ok then
---@end
     count, units = count + cost, cost
   end
   local rem = count < limit and limit - count or 0
@@ -79,7 +76,7 @@ for i = 1, n do
 end
 --@else
   local allowed, out = ok
-  if ok and writes then out = fmt('@TAG@ %d %d', start, count) end
+  if (ok or settle) and writes then out = fmt('@TAG@ %d %d', start, count) end
 --@end
 --@fast end
 --@include upto.lua

@@ -3,6 +3,7 @@
 --! name: gcra
 --! tag: gcra:3
 --! old_tag: gcra:2
+--! positive_field: 1
 --! fields: 2
 --! window: false
 --! time_field: 2

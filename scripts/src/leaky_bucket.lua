@@ -3,6 +3,7 @@
 --! name: leaky_bucket
 --! tag: lb:3
 --! old_tag: lb:2
+--! positive_field: 1
 --! fields: 2
 --! window: false
 --! time_field: 2

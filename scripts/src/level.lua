@@ -38,7 +38,6 @@ for i = 1, n do
     local over = x - (xmax - cost * b) -- x + cost * b - xmax, without the sum, which could pass 2^53
     if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % limit) / limit end
   end
---@if general
   if settle then
     if mode == 'refund' then -- up to cost units back, never below empty; a unit partly drained counts as one
       local give = x
@@ -53,9 +52,6 @@ for i = 1, n do
     local over = x - (xmax - b) -- the wait for one unit, after
     retry_us = over > 0 and t - now + (over + -over % limit) / limit or 0
   elseif ok then
---@else
-  if ok then
---@end
     x, units = x + cost * b, cost
   end
   local room = xmax - x
@@ -68,6 +64,6 @@ for i = 1, n do
 end
 --@else
   local allowed, out = ok
-  if ok and writes then out = fmt('@TAG@ %d %d', x, t) end
+  if (ok or settle) and writes then out = fmt('@TAG@ %d %d', x, t) end
 --@end
 --@fast end

@@ -83,7 +83,6 @@ for i = 1, n do
       retry_us = target_ms * 1000 - now
     end
   end
---@if general
   if settle then
     if mode == 'refund' then -- up to cost units back: the current window's first, then the previous one's
       units = cur < cost and cur or cost
@@ -105,9 +104,6 @@ for i = 1, n do
       retry_us = target_ms * 1000 - now
     end
   elseif ok then
---@else
-  if ok then
---@end
     cur, units = cur + cost, cost
     used = used + cost * p
   end
@@ -126,7 +122,7 @@ for i = 1, n do
 end
 --@else
   local allowed, out = ok
-  if ok and writes then out = fmt('@TAG@ %d %d %d', start, prev, cur) end
+  if (ok or settle) and writes then out = fmt('@TAG@ %d %d %d', start, prev, cur) end
 --@end
 --@fast end
 --@include upto.lua

@@ -67,7 +67,6 @@ for i = 1, n do
     local short = cost - tokens -- ceil(short / limit) refills
     if short <= 0 then ok = true else retry_us = t + (short + -short % limit) / limit * period_us - now end
   end
---@if general
   if settle then
     if mode == 'refund' then -- up to cost tokens back, never past burst
       units = burst - tokens
@@ -81,9 +80,6 @@ for i = 1, n do
     local short = 1 - tokens -- the wait for one token, after
     retry_us = short > 0 and t + (short + -short % limit) / limit * period_us - now or 0
   elseif ok then
---@else
-  if ok then
---@end
     tokens, units = tokens - cost, cost
   end
   local reset_us = 0
@@ -97,7 +93,7 @@ for i = 1, n do
 end
 --@else
   local allowed, out = ok
-  if ok and writes then out = fmt('@TAG@ %d %d', tokens, t) end
+  if (ok or settle) and writes then out = fmt('@TAG@ %d %d', tokens, t) end
 --@end
 --@fast end
 --@include upto.lua

@@ -66,6 +66,7 @@ type Algorithm struct {
 	Tag      string // the state's tag; for a log, its marker member
 	OldTag   string // the tag of an older state the algorithm reads (its Lua function upgrade converts it), or ""
 	Signed   int    // which of a limit's fields may be negative (1-based; 0: none)
+	Positive int    // which of a limit's fields is never 0 in a state of one limit the scripts wrote (1-based; 0: none)
 	Fields   int    // numbers per limit in the state string
 	TimeAt   int    // which of a limit's fields is a recorded time (1-based; 0: none, or the log's entries)
 	AheadAt  int    // which of a limit's fields is a time ahead of the clock (gcra's TAT), up to aheadMax; 0: none
@@ -285,6 +286,22 @@ func limitPattern(a Algorithm) string {
 	return b.String()
 }
 
+// onePattern is limitPattern for the specialized copy's state of one
+// limit: a field never 0 there (Positive) is taken, like a recorded time,
+// without a leading zero, so that it needs no check of its own; a 0, which
+// only a state of several limits holds, is left to the general code.
+func onePattern(a Algorithm) string {
+	if a.Positive == 0 {
+		return limitPattern(a)
+	}
+	b := a
+	b.Positive, b.AheadAt = 0, a.Positive
+	if a.AheadAt != 0 {
+		return limitPattern(a) // (no algorithm has both)
+	}
+	return limitPattern(b)
+}
+
 // replaceAll is lines with macro replaced by repl, in a new slice (the
 // script and the library write out the same lines each their way).
 func replaceAll(lines []string, macro *regexp.Regexp, repl string) []string {
@@ -428,6 +445,11 @@ func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
 		}
 	}
 	a.OldTag = meta["old_tag"]
+	if v, ok := meta["positive_field"]; ok {
+		if a.Positive, err = strconv.Atoi(v); err != nil || a.Positive < 1 || a.Positive > a.Fields || a.Positive == a.Signed {
+			return a, fmt.Errorf("positive_field %q: want a field that is not signed", v)
+		}
+	}
 	if v, ok := meta["ahead_field"]; ok {
 		if a.AheadAt, err = strconv.Atoi(v); err != nil || a.AheadAt < 1 || a.AheadAt > a.Fields || a.AheadAt == a.TimeAt {
 			return a, fmt.Errorf("ahead_field %q: want a field other than time_field", v)
@@ -651,7 +673,7 @@ func inlineConstants(a Algorithm, lines []string) ([]string, error) {
 		"MAX_LIMIT": strconv.FormatInt(a.MaxLimit, 10),
 		"TIME_MAX":  strconv.FormatInt(a.TimeMax, 10),
 		"AHEAD_MAX": strconv.FormatInt(aheadMax, 10),
-		"STATE1":    "'^" + a.Tag + limitPattern(a) + "$'",
+		"STATE1":    "'^" + a.Tag + onePattern(a) + "$'",
 	}
 	out := make([]string, len(lines))
 	for i, l := range lines {
@@ -711,6 +733,8 @@ func perField(a Algorithm, lines []string) []string {
 				max, lead, leadf = "TIME_MAX", "", ""
 			case a.AheadAt:
 				max, digits, lead, leadf = "AHEAD_MAX", "17", "", ""
+			case a.Positive:
+				lead = "" // the specialized copy's pattern takes no leading zero (onePattern)
 			case a.Signed:
 				// "-5": no leading zero after the sign, no "-0", and at
 				// least -(2^53 - 1)
