@@ -31,7 +31,7 @@ const (
 	costRule   = "must be a whole number from 0 to 10^15"
 	burstRule  = "must be a whole number up to 10^15, or 0 or empty for limit"
 	windowRule = "must be empty, 0 or equal to limit for NAME"
-	modeRule   = "must be empty or 'check'"
+	modeRule   = st.ModeRule
 )
 
 // argCases are the card's error list, each error at least once, with the
@@ -133,6 +133,9 @@ var argCases = []argCase{
 	{name: "mode CHECK", argv: a("10", "1000", "", "", "CHECK"), want: "ERR invalid mode 'CHECK': " + modeRule},
 	{name: "mode peek", argv: a("10", "1000", "", "", "peek"), want: "ERR invalid mode 'peek': " + modeRule},
 	{name: "mode check", argv: a("10", "1000", "", "", "check")},
+	{name: "mode UPTO", argv: a("10", "1000", "", "", "UPTO"), want: "ERR invalid mode 'UPTO': " + modeRule},
+	{name: "mode refund with a space", argv: a("10", "1000", "", "", "refund "), want: "ERR invalid mode 'refund ': " + modeRule},
+	{name: "bad mode before incomplete limit #2", argv: a("10", "1000", "", "", "forced", "5"), want: "ERR invalid mode 'forced': " + modeRule},
 	{name: "bad cost before bad mode", argv: a("10", "1000", "", "x", "y"), want: "ERR invalid cost 'x': " + costRule},
 	{name: "bad mode before bad limit #2", argv: a("10", "1000", "", "", "y", "0", "1000", ""), want: "ERR invalid mode 'y': " + modeRule},
 	// further limits
@@ -143,6 +146,14 @@ var argCases = []argCase{
 	{name: "empty limit #2", argv: a("10", "1000", "", "", "", "", "60000", ""), want: "ERR invalid limit #2 '': LIMITRULE"},
 	{name: "bad limit #2 before bad cost? no: cost first", argv: a("10", "1000", "", "x", "", "0", "60000", ""), want: "ERR invalid cost 'x': " + costRule},
 	{name: "two limits, skipped positions", argv: a("10", "1000", "", "", "", "100", "60000", "")},
+	// sliding_log with several keys: cost times the keys at most 10,000
+	// (guarantee 11), named at the cost, before what follows it
+	{name: "log, 2 keys, cost 5001", numkeys: 2, argv: a("10", "1000", "", "5001", "", "5", "1000", ""), want: "ERR invalid cost '5001': with 2 keys must be at most 5000", only: "log"},
+	{name: "log, 3 keys, cost 3334", numkeys: 3, argv: a("10", "1000", "", "3334", "", "5", "1000", "", "7", "1000", ""), want: "ERR invalid cost '3334': with 3 keys must be at most 3333", only: "log"},
+	{name: "log, 8 keys, cost 1251, bad mode", numkeys: 8, argv: append(a("1", "1000", "", "1251", "x"), strings.Split(strings.Repeat("1 1000 0 ", 7), " ")[:21]...), want: "ERR invalid cost '1251': with 8 keys must be at most 1250", only: "log"},
+	{name: "log, 8 keys, cost 1250", numkeys: 8, argv: append(a("1", "1000", "", "1250", ""), strings.Split(strings.Repeat("1 1000 0 ", 7), " ")[:21]...), only: "log"},
+	{name: "log, 1 key, cost 10001, 2 limits", argv: a("10", "1000", "", "10001", "", "5", "1000", ""), only: "log"},
+	{name: "2 keys, cost 5001", numkeys: 2, argv: a("10", "1000", "", "5001", "", "5", "1000", ""), only: "notlog"},
 }
 
 func applies(c argCase, s manifest.Spec) bool {
@@ -153,6 +164,8 @@ func applies(c argCase, s manifest.Spec) bool {
 		return s.Window
 	case "notlog":
 		return !s.Log
+	case "log":
+		return s.Log
 	}
 	return true
 }

@@ -91,7 +91,7 @@ func randStep(rng *rand.Rand, call st.Call, back bool) int64 {
 func micros(t time.Time) int64 { return t.UnixMicro() }
 
 // TestDifferential runs random call sequences (1 to 3 limits, random
-// costs, checks, clock moves, some steps back) through every script on
+// costs, every mode, clock moves, some steps back) through every script on
 // miniredis and through the Go reference model, and compares every reply
 // and, after each call, the key's existence and TTL.
 func TestDifferential(t *testing.T) {
@@ -114,7 +114,7 @@ func TestDifferential(t *testing.T) {
 					capacity := first.Limits[0].Burst
 					var trail []string
 					for i := range steps {
-						argv := randCall(rng, lims, capacity)
+						argv := randModeCall(rng, lims, capacity)
 						call, perr := st.Parse(s, 1, argv)
 						if perr != "" {
 							t.Fatalf("%s %v: %s", s.Name, argv, perr)
@@ -129,8 +129,9 @@ func TestDifferential(t *testing.T) {
 						calls++
 						trail = append(trail, fmt.Sprintf("  t=%d %v -> %v (model %v) ttl %d", now, argv, got, want, ttl))
 						if got.Err != "" || fmt.Sprint(got.Ints) != fmt.Sprint(want) || ttl != m.TTL() {
-							t.Fatalf("%s sequence %d, call %d: got %v ttl %d, model %v ttl %d\nmodel state: %v\nsequence:\n%s",
+							t.Errorf("%s sequence %d, call %d: got %v ttl %d, model %v ttl %d\nmodel state: %v\nsequence:\n%s",
 								s.Name, q, i, got, ttl, want, m.TTL(), m, joinLast(trail, 12))
+							break // the next sequence, on a key of its own
 						}
 					}
 				}
@@ -151,8 +152,9 @@ func joinLast(lines []string, n int) string {
 	return out
 }
 
-// TestGCRAEqualsLeakyBucket: on a clock that only moves forward, gcra and
-// leaky_bucket give the same replies and TTLs, call for call.
+// TestGCRAEqualsLeakyBucket: under their :3 state gcra and leaky_bucket
+// give the same replies and TTLs, call for call, also when the clock steps
+// back (both decide as of the time the state records).
 func TestGCRAEqualsLeakyBucket(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
@@ -168,7 +170,7 @@ func TestGCRAEqualsLeakyBucket(t *testing.T) {
 					argv := randCall(rng, lims, first.Limits[0].Burst)
 					call, _ := st.Parse(gcra, 1, argv)
 					if i > 0 {
-						b.Advance(time.Duration(randStep(rng, call, false)) * time.Microsecond)
+						b.Advance(time.Duration(randStep(rng, call, true)) * time.Microsecond)
 					}
 					kg, kl := fmt.Sprintf("eq:g:%d", q), fmt.Sprintf("eq:l:%d", q)
 					g, l := b.Eval(gcra, kg, argv...), b.Eval(lb, kl, argv...)
@@ -254,7 +256,7 @@ func TestBindingExact(t *testing.T) {
 			argv := a("1048576", "100000", "", "0", "", "1048576", "100003", "")
 			// limit 2: 1048575 units left (rounded down), its previous window
 			// weighs until its end, 100003 - 66669 = 33334 ms away
-			want := []int64{1, 1048575, 0, 33334, 1048576, 2}
+			want := []int64{1, 1048575, 0, 33334, 1048576, 2, 0}
 			if r := b.Eval(sw, "bind", argv...); r.Err != "" || fmt.Sprint(r.Ints) != fmt.Sprint(want) {
 				t.Errorf("%v on %q: %v, want %v (limit 2 has fewer units left, exactly)", argv, b.Get("bind"), r, want)
 			}
@@ -271,13 +273,18 @@ func TestBindingExactBuckets(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			b.Rebind(t) // the backend's helpers report to this subtest
 			now := micros(b.Now())
-			states := map[string]string{
-				"gcra":         fmt.Sprintf("gcra:2 %d 0 %d 0", now+3000, now+3001),
-				"leaky_bucket": fmt.Sprintf("lb:2 3000 %d 3001 %d", now, now),
+			// the :2 states v2.1 wrote, and the :3 that v3 writes for them
+			// (a level times period_us: 3000 us at 1 per 3001 ms is 3000)
+			states := [][2]string{
+				{"gcra", fmt.Sprintf("gcra:2 %d 0 %d 0", now+3000, now+3001)},
+				{"leaky_bucket", fmt.Sprintf("lb:2 3000 %d 3001 %d", now, now)},
+				{"gcra", fmt.Sprintf("gcra:3 3000 %d 3001 %d", now, now)},
+				{"leaky_bucket", fmt.Sprintf("lb:3 3000 %d 3001 %d", now, now)},
 			}
 			argv := a("1", "3001", "1073741824", "0", "", "1", "3002", "1073741824")
-			want := []int64{1, 1073741823, 0, 4, 1073741824, 2}
-			for name, state := range states {
+			want := []int64{1, 1073741823, 0, 4, 1073741824, 2, 0}
+			for _, c := range states {
+				name, state := c[0], c[1]
 				b.Client.Set(st.Ctx, "bind:"+name, state, 0)
 				if r := b.Eval(spec(name), "bind:"+name, argv...); r.Err != "" || fmt.Sprint(r.Ints) != fmt.Sprint(want) {
 					t.Errorf("%s %v on %q: %v, want %v (limit 2 has fewer units left, exactly)", name, argv, state, r, want)

@@ -19,12 +19,12 @@ import (
 // fuzzKinds names what the key holds before the fuzzed call, by kind.
 var fuzzKinds = []string{
 	"none", "string", "list", "set", "hash", "zset", "stream",
-	"state",  // genuine state, made by calls of the script data[0] names, with limits from data
-	"tagged", // a string that starts with a state tag (v2 or v1): tag + " " + data
+	"state",  // genuine state, made by calls of the script data[0] names, with limits (and modes) from data
+	"tagged", // a string that starts with a state tag (v3, v2 or v1): tag + " " + data
 	"zlog",   // a sorted set from data: member NUL score NUL ..., maybe with the marker
 }
 
-var fuzzTags = []string{"gcra:2", "tb:2", "lb:2", "sw:2", "fw:2", "gcra", "tb", "lb", "sw", "fw", "sliding_log:2"}
+var fuzzTags = []string{"gcra:2", "tb:2", "lb:2", "sw:2", "fw:2", "gcra", "tb", "lb", "sw", "fw", "sliding_log:2", "gcra:3", "lb:3", "tb:3", "gcra:4"}
 
 // fuzzInput is one fuzzed call.
 type fuzzInput struct {
@@ -155,9 +155,11 @@ func (in fuzzInput) setup(t testing.TB, b *st.Backend, i int, key string) {
 
 // checkCall runs in on b and holds the outcome to the contract: the exact
 // argument error (ParseKeys) or state error (ExpectedStateError, for the
-// first key at fault), else a reply of six integers within their ranges;
-// nothing written on any key on an error, a denial, a check or a cost of 0;
-// valid state with a TTL on every key after a write. A call of several keys
+// first key at fault), else a reply of seven integers within their ranges
+// and the rules of its mode; nothing written on any key on an error, a
+// denial, a check, a cost of 0 or an upto that grants nothing; valid state
+// with a TTL on every key after a write (a refund may delete a key it
+// empties). A call of several keys in the empty mode or check
 // is also held to the same history of one-key calls, on copies of its keys
 // (each decided alone with its limit; if all admit, each recorded): the
 // same admission, the same states and TTLs.
@@ -181,7 +183,7 @@ func checkCall(t testing.TB, b *st.Backend, in fuzzInput, key string) st.Reply {
 		changedLimits(t, b, in, key, call)
 	}
 	var shadows []string
-	if argErr == "" && stateErr == "" && len(keys) > 1 {
+	if argErr == "" && stateErr == "" && len(keys) > 1 && (call.Mode == "" || call.Mode == "check") {
 		for _, k := range keys {
 			shadows = append(shadows, k+":shadow")
 			copyKey(t, b, k, k+":shadow")
@@ -215,8 +217,8 @@ func checkCall(t testing.TB, b *st.Backend, in fuzzInput, key string) st.Reply {
 		fail("want state error %q", stateErr)
 	}
 	v := r.Ints
-	if len(v) != 6 {
-		fail("not six integers")
+	if len(v) != 7 {
+		fail("not seven integers")
 	}
 	n := int64(len(call.Limits))
 	if v[5] < 1 || v[5] > n {
@@ -236,20 +238,34 @@ func checkCall(t testing.TB, b *st.Backend, in fuzzInput, key string) st.Reply {
 		fail("capacity is not the binding limit's %d", capacity)
 	case v[3] < 0:
 		fail("negative reset_after")
+	case call.Cost == 0 && v[0] != 1:
+		fail("a cost of 0 denied")
+	case v[6] < 0 || v[6] > call.Cost:
+		fail("units out of 0..cost")
+	}
+	settles := call.Mode == "refund" || call.Mode == "force"
+	switch {
+	case settles && v[2] < 0:
+		fail("%s with retry_after %d: the wait for one unit is never -1", call.Mode, v[2])
+	case call.Mode == "refund" && v[0] != 1:
+		fail("a refund not allowed")
+	case settles:
 	case v[0] == 1 && v[2] != 0:
 		fail("admitted with a retry_after")
 	case v[0] == 0 && v[2] != -1 && v[2] < 1:
 		fail("denied with retry_after %d", v[2])
-	case v[2] == -1 && call.Cost <= capacity:
-		fail("never, yet the cost fits the capacity")
-	case call.Cost == 0 && v[0] != 1:
-		fail("a cost of 0 denied")
+	case v[2] == -1 && (call.Cost <= capacity || call.Mode == "upto"):
+		fail("never, yet the cost fits the capacity (or upto)")
+	case call.Mode == "upto" && v[0] != 1 && v[6] != 0, call.Mode == "upto" && call.Cost > 0 && (v[0] == 1) != (v[6] > 0):
+		fail("upto: allowed exactly when it grants a unit")
+	case call.Mode != "upto" && v[6] != call.Cost*v[0]:
+		fail("units: the cost when admitted, else 0")
 	}
 	if shadows != nil {
 		sameAsOneKeyCalls(t, b, in, keys, shadows, call, v[0] == 1, fail)
 	}
-	if v[0] == 0 || call.Check || call.Cost == 0 {
-		b.UnchangedAll("denial, check or cost 0", before)
+	if call.Cost == 0 || call.Mode == "check" || (!settles && v[0] == 0) {
+		b.UnchangedAll("denial, check, cost 0 or an upto of nothing", before)
 		return r
 	}
 	for i, k := range keys {
@@ -264,6 +280,9 @@ func checkCall(t testing.TB, b *st.Backend, in fuzzInput, key string) st.Reply {
 			return (p == -2 || p == 0) && (len(keys) > 1 || v[3] <= time.Since(t0).Milliseconds()+1)
 		}
 		after := b.Snap(k)
+		if settles && (after.Type == "none" || st.Same(before[k], after, 0)) {
+			continue // a refund that emptied it, or a key the call left alone
+		}
 		if after.PTTL <= 0 && !gone() {
 			fail("admitted, but key %d has no TTL", i+1)
 		}
@@ -303,7 +322,7 @@ func sameAsOneKeyCalls(t testing.TB, b *st.Backend, in fuzzInput, keys, shadows 
 	if all != admitted {
 		fail("admitted %t, but the keys alone with their limits admit: %t", admitted, all)
 	}
-	if !admitted || call.Cost == 0 || call.Check {
+	if !admitted || call.Cost == 0 || call.Mode == "check" {
 		return
 	}
 	for i, sh := range shadows {
@@ -341,9 +360,8 @@ func copyKey(t testing.TB, b *st.Backend, from, to string) {
 // changedLimits holds a valid call on existing state to guarantee 12: at
 // the same moment, from the same state, the call's limits raised never
 // deny what they admit, and lowered never admit what they deny. Raised
-// doubles each burst and, where the algorithm's state keeps its meaning
-// under another limit, each limit; lowered halves them, rounded up (see
-// guarantee12_test.go for what gcra's and leaky_bucket's states keep).
+// doubles each limit and burst, lowered halves them, rounded up: every
+// script, gcra and leaky_bucket included (contract v3).
 func changedLimits(t testing.TB, b *st.Backend, in fuzzInput, key string, call st.Call) {
 	t.Helper()
 	s := in.spec()
@@ -351,20 +369,10 @@ func changedLimits(t testing.TB, b *st.Backend, in fuzzInput, key string, call s
 		var argv []string
 		for i, l := range call.Limits {
 			limit, burst := l.Limit, l.Burst
-			if s.Name != "gcra" && s.Name != "leaky_bucket" || s.Name == "leaky_bucket" && up {
-				switch {
-				case s.Name == "leaky_bucket": // the same gcd with period_us: the same units
-					limit += l.PeriodMS * 1000
-				case up:
-					limit *= 2
-				default:
-					limit = (limit + 1) / 2
-				}
-			}
 			if up {
-				burst *= 2
+				limit, burst = 2*limit, 2*burst
 			} else {
-				burst = (burst + 1) / 2
+				limit, burst = (limit+1)/2, (burst+1)/2
 			}
 			if s.Window {
 				burst = limit
@@ -464,6 +472,23 @@ var fuzzSeeds = []fuzzInput{
 	{4, 7, "\x04", 3, "5\x001000\x00\x00\x00\x005\x001000\x00\x005\x001000\x00", 0},
 	{0, 0, "", 9, "1\x001000", 0},
 	{0, 0, "", 3, "1\x001000\x00\x00\x00\x001\x001000\x00", 0},
+	// contract v3: the modes, on fresh keys, on state they made, and on :3,
+	// :2 and token-debt states typed in
+	{0, 7, "\x005 1000 10 3;5 1000 10 30 force", 1, "5\x001000\x0010\x004\x00upto", 300},
+	{2, 7, "\x025 1000 10 8;5 1000 10 2 refund", 1, "5\x001000\x0010\x009\x00refund", 0},
+	{1, 7, "\x015 1000 10 30 force", 1, "5\x001000\x0010\x001\x00force", -700},
+	{3, 7, "\x035 1000 5 3", 1, "5\x001000\x00\x009\x00force", 1500},
+	{4, 7, "\x045 1000 5 4", 1, "5\x001000\x00\x005\x00refund\x007\x0060000\x00", 0},
+	{5, 7, "\x055 1000 5 5;5 1000 5 9 force", 1, "5\x001000\x00\x003\x00refund", 200},
+	{5, 0, "", 1, "5\x001000\x00\x0012\x00force\x004\x0060000\x00", 0},
+	{0, 8, "\x0b7000 1795348800123456", 1, "2\x001000\x005\x003\x00upto", 0},
+	{2, 8, "\x0c3000000 1795348800123456 0 1795348800123456", 1, "3\x001000\x00\x001\x00refund\x001\x001000\x000", 0},
+	{1, 8, "\x01-5 1795348800123456", 1, "5\x001000\x00\x002\x00upto", 0},
+	{1, 8, "\x01-0 1795348800123456", 1, "5\x001000", 0},
+	{0, 0, "", 1, "5\x001000\x00\x00\x00UPTO", 0},
+	{5, 147, "\x053 1000 3 2", 2, "3\x001000\x00\x005001\x00\x003\x001000\x00", 0},
+	{0, 147, "\x005 1000 10 3;5 1000 10 3", 2, "5\x001000\x0010\x009\x00upto\x0010\x001000\x00", 0},
+	{3, 147, "\x035 1000 5 2", 2, "5\x001000\x00\x004\x00force\x008\x001000\x00", 0},
 }
 
 // runFuzzInput sets the key up on an empty database, moves the clock

@@ -290,7 +290,7 @@ func retryAndResetHonest(t *testing.T, b *st.Backend) {
 					// 1 ms earlier: denied whenever the model says so
 					mc := *m
 					c2 := call
-					c2.Check = true
+					c2.Mode = "check"
 					want := mc.Call(micros(b.Now())+(r.Ints[2]-1)*1000, c2)
 					if p := probe(r.Ints[2] - 1); p.Err != "" || fmt.Sprint(p.Ints) != fmt.Sprint(want) {
 						t.Errorf("%s %v: a check 1 ms before retry_after: %v, model %v (reply %v, pttl %d, model %v)", s.Name, argv, p, want, r, b.PTTL(key), m)
@@ -314,7 +314,7 @@ func retryAndResetHonest(t *testing.T, b *st.Backend) {
 
 // TestClockStepBack (guarantee 9): a clock that steps back decides as of
 // the time the state records, and its waits are longer by the step (issue
-// 9 reproduction 6 is TestIssue9Repro6StepBackAcrossWindow).
+// 9 reproduction 6 is TestStepBackAcrossWindow).
 func TestClockStepBack(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {

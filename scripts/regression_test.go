@@ -6,12 +6,15 @@ import (
 	"time"
 
 	"github.com/redisrate/redisrate/internal/manifest"
+	"github.com/redisrate/redisrate/scripts"
 	st "github.com/redisrate/redisrate/scripts/internal/scripttest"
 )
 
-// The nine reproductions of issue 9, each a regression test. 5 (OOM) is
-// TestOOM and 9's time bound is TestBoundedWork, on real Redis; the rest run
-// on both backends.
+// Inputs that once got wrong answers (exponents, long mantissas, values
+// past a maximum, NaN, hand-typed state, a step back across a window, the
+// range error's naming, the log's cap), each a regression test on both
+// backends. OOM is TestOOM and the time bound is TestBoundedWork, on real
+// Redis.
 
 // onServers runs f on each real server that start starts (Redis, Valkey),
 // each in a subtest named for it.
@@ -47,7 +50,7 @@ func repro(t *testing.T, b *st.Backend, s manifest.Spec, key, want string, argv 
 
 // 1. An exponent of 7+ digits was misread: cost 1e-0000000 admitted every
 // time without being recorded; 1e+0000001 as a limit refused as past 1e15.
-func TestIssue9Repro1Exponent(t *testing.T) {
+func TestExponentRefused(t *testing.T) {
 	for _, b := range st.Both(t) {
 		repro(t, b, spec("token_bucket"), "a1", "ERR invalid cost '1e-0000000': must be a whole number from 0 to 10^15", "1", "60000", "", "1e-0000000")
 		repro(t, b, spec("token_bucket"), "a1", "ERR invalid limit '1e+0000001': must be a whole number from 1 to 10^15", "1e+0000001", "60000")
@@ -64,7 +67,7 @@ func TestIssue9Repro1Exponent(t *testing.T) {
 
 // 2. A 17-digit mantissa rounded: cost 100.00000000000001 admitted against
 // a capacity of 100.
-func TestIssue9Repro2Mantissa(t *testing.T) {
+func TestLongMantissaRefused(t *testing.T) {
 	for _, b := range st.Both(t) {
 		repro(t, b, spec("gcra"), "a3", "ERR invalid cost '100.00000000000001': must be a whole number from 0 to 10^15", "100", "1000", "", "100.00000000000001")
 		if r := b.Eval(spec("gcra"), "a3w", "100", "1000", "", "101"); r.Err != "" || r.Ints[0] != 0 || r.Ints[2] != -1 {
@@ -73,17 +76,19 @@ func TestIssue9Repro2Mantissa(t *testing.T) {
 	}
 }
 
-// 3. A cost past 1e15 was accepted.
-func TestIssue9Repro3PastMax(t *testing.T) {
+// A cost past 1e15 was accepted. (gcra's range under v3, 2 * burst *
+// period_us <= 2^53, keeps a burst of 10^15 out: its limit is named first.)
+func TestPastMaxRefused(t *testing.T) {
 	for _, b := range st.Both(t) {
-		repro(t, b, spec("gcra"), "a4", "ERR invalid cost '1000000000000000.1': must be a whole number from 0 to 10^15", "1000000000000000", "1", "", "1000000000000000.1")
-		repro(t, b, spec("gcra"), "a4", "ERR invalid cost '1000000000000001': must be a whole number from 0 to 10^15", "1000000000000000", "1", "", "1000000000000001")
+		repro(t, b, spec("token_bucket"), "a4", "ERR invalid cost '1000000000000000.1': must be a whole number from 0 to 10^15", "1000000000000000", "1", "", "1000000000000000.1")
+		repro(t, b, spec("gcra"), "a4", "ERR invalid cost '1000000000000001': must be a whole number from 0 to 10^15", "1000", "1", "", "1000000000000001")
+		repro(t, b, spec("gcra"), "a4", "ERR invalid limit '1000000000000000': too large for exact arithmetic with period_ms 1", "1000000000000000", "1", "", "1000000000000001")
 	}
 }
 
 // 4. A 400-digit fraction became NaN: as a cost, admitted without being
 // recorded; as a burst, silently the default.
-func TestIssue9Repro4NaN(t *testing.T) {
+func TestNaNRefused(t *testing.T) {
 	frac := "0." + strings.Repeat("1", 400)
 	cut := frac[:40] + "..."
 	for _, b := range st.Both(t) {
@@ -99,7 +104,7 @@ func TestIssue9Repro4NaN(t *testing.T) {
 // window boundary: 10 per 1000 ms, 20 calls at S+0.5 ms, 1 at S-0.5 ms, 20
 // at S+0.6 ms admitted 19 in window S. (The waits after a step back, of
 // every script, are TestClockStepBack.)
-func TestIssue9Repro6StepBackAcrossWindow(t *testing.T) {
+func TestStepBackAcrossWindow(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			b.Rebind(t) // the backend's helpers report to this subtest
@@ -127,7 +132,7 @@ func TestIssue9Repro6StepBackAcrossWindow(t *testing.T) {
 }
 
 // 7. Hand-typed values that looked like state were taken as state.
-func TestIssue9Repro7HandTyped(t *testing.T) {
+func TestHandTypedStateRefused(t *testing.T) {
 	for _, b := range st.Both(t) {
 		for _, c := range []struct{ script, value string }{
 			{"gcra", "gcra 1.0e999 0"}, {"fixed_window", "fw 10 20"}, {"leaky_bucket", "lb 1 2"},
@@ -142,7 +147,7 @@ func TestIssue9Repro7HandTyped(t *testing.T) {
 
 // 8. Errors named the wrong argument: burst was at fault, limit was named;
 // burst was named though it was not passed.
-func TestIssue9Repro8Naming(t *testing.T) {
+func TestRangeErrorNaming(t *testing.T) {
 	for _, b := range st.Both(t) {
 		repro(t, b, spec("gcra"), "e", "ERR invalid burst '1000000000000000.1': must be a whole number up to 10^15, or 0 or empty for limit", "10", "1000", "1000000000000000.1")
 		repro(t, b, spec("gcra"), "e", "ERR invalid limit '3003': too large for exact arithmetic with period_ms 1000000000000", "3003", "1000000000000")
@@ -151,7 +156,7 @@ func TestIssue9Repro8Naming(t *testing.T) {
 
 // 9. A sliding_log of 1e6 entries blocked Redis 353 ms: limit is capped at
 // 10000 (the time bound at the cap is TestBoundedWork).
-func TestIssue9Repro9LogCap(t *testing.T) {
+func TestSlidingLogCap(t *testing.T) {
 	for _, b := range st.Both(t) {
 		repro(t, b, spec("sliding_log"), "log", "ERR invalid limit '1000000': must be a whole number from 1 to 10000", "1000000", "60000")
 		repro(t, b, spec("sliding_log"), "log", "ERR invalid limit '10001': must be a whole number from 1 to 10000", "10001", "60000")
@@ -160,6 +165,23 @@ func TestIssue9Repro9LogCap(t *testing.T) {
 		}
 		if n := b.Client.ZCard(st.Ctx, "log").Val(); n != 10001 {
 			t.Errorf("%s: the log holds %d members, want 10000 entries and the marker", b.Name, n)
+		}
+	}
+}
+
+// TestResetNumkeys: reset.lua called without its key (numkeys 0) answers
+// the contract's error, not a raw Lua error, by EVAL and EVALSHA.
+func TestResetNumkeys(t *testing.T) {
+	for _, b := range st.Both(t) {
+		want := "ERR invalid numkeys '0': must be 1 (the key to reset)"
+		if err := b.Client.Eval(st.Ctx, scripts.ResetSource, nil).Err(); err == nil || err.Error() != want {
+			t.Errorf("%s: reset.lua by EVAL with numkeys 0: %v, want %q", b.Name, err, want)
+		}
+		if err := b.Client.EvalSha(st.Ctx, scripts.ResetSHA1, nil).Err(); err == nil || err.Error() != want {
+			t.Errorf("%s: reset.lua by EVALSHA with numkeys 0: %v, want %q", b.Name, err, want)
+		}
+		if !st.ContractError(want) {
+			t.Errorf("%q is not among the contract's errors", want)
 		}
 	}
 }

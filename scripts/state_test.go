@@ -40,7 +40,11 @@ var foreigners = []foreign{
 	{"v1 lb (repro 7)", str("lb 1 2")},
 	{"v1 sw (repro 7)", str("sw 1 2 3")},
 	{"v1 tb 1.0e999 (repro 7)", str("tb 1.0e999 1.0e999")},
-	{"other version", str("gcra:3 1 2")},
+	{"other version", str("gcra:4 1 2")},
+	{"a token debt of -0", str("tb:2 -0 1795348800123456")},
+	{"a token debt with a leading zero", str("tb:2 -05 1795348800123456")},
+	{"a minus sign in a level", str("lb:3 -5 1795348800123456")},
+	{"a :3 level of 2^53", str("gcra:3 9007199254740992 1795348800123456")},
 	{"tag in capitals", str("GCRA:2 1 2")},
 	{"tag alone", str("gcra:2")},
 	{"tag and space", str("gcra:2 ")},
@@ -91,9 +95,9 @@ var foreigners = []foreign{
 
 // states are valid states of each script, written by hand.
 var states = map[string][]string{
-	"gcra":           {"gcra:2 0 0", "gcra:2 1795348800123456 1", "gcra:2" + strings.Repeat(" 1 0", 8), "gcra:2 9007199254740991 0"},
-	"token_bucket":   {"tb:2 0 0", "tb:2 3 1795348800123456", "tb:2" + strings.Repeat(" 5 1795348800123456", 3), "tb:2 1 8835955200000000"},
-	"leaky_bucket":   {"lb:2 0 0", "lb:2 1000000 1795348800123456", "lb:2 0 8835955200000000"},
+	"gcra":           {"gcra:2 0 0", "gcra:2 1795348800123456 1", "gcra:2" + strings.Repeat(" 1 0", 8), "gcra:2 9007199254740991 0", "gcra:3 0 0", "gcra:3 5000000 1795348800123456", "gcra:3" + strings.Repeat(" 1 0", 8), "gcra:3 9007199254740991 8835955200000000"},
+	"token_bucket":   {"tb:2 0 0", "tb:2 3 1795348800123456", "tb:2" + strings.Repeat(" 5 1795348800123456", 3), "tb:2 1 8835955200000000", "tb:2 -5 1795348800123456", "tb:2 -1 0 3 1795348800123456"},
+	"leaky_bucket":   {"lb:2 0 0", "lb:2 1000000 1795348800123456", "lb:2 0 8835955200000000", "lb:3 0 0", "lb:3 9007199254740991 1795348800123456", "lb:3" + strings.Repeat(" 7 1795348800123456", 3)},
 	"sliding_window": {"sw:2 0 0 0", "sw:2 1795348800000 5 5", "sw:2 1795348800000 5 5 1795348800000 5 5", "sw:2 8835955200000 5 5"},
 	"fixed_window":   {"fw:2 0 0", "fw:2 1795348800123456 3", "fw:2 8835955200000000 3"},
 }

@@ -22,7 +22,9 @@ type Limit struct {
 type Call struct {
 	Limits []Limit
 	Cost   int64
-	Check  bool
+	// Mode is ARGV[5]: "" (decide and record), "check", "upto", "refund"
+	// or "force".
+	Mode string
 	// Keys is the call's number of keys: 1 (every limit on KEYS[1]) or,
 	// from 2 to 8, one per limit (limit i on KEYS[i]).
 	Keys int
@@ -66,22 +68,18 @@ func invalid(name string, i int, s, rule string) string {
 	return "ERR invalid " + name + " " + quote(s) + ": " + rule
 }
 
-var (
-	two52 = new(big.Int).Lsh(big.NewInt(1), 52)
-	two53 = new(big.Int).Lsh(big.NewInt(1), 53)
-)
+var two53 = new(big.Int).Lsh(big.NewInt(1), 53)
 
 // InRange applies a Spec's range rule, exactly, with integers.
 func InRange(rule string, limit, periodMS, burst int64) bool {
-	L, B := big.NewInt(limit), big.NewInt(burst)
+	B := big.NewInt(burst)
 	Pus := new(big.Int).Mul(big.NewInt(periodMS), big.NewInt(1000))
 	switch rule {
-	case "continuous": // burst * period_us / gcd(limit, period_us) <= 2^52
-		g := new(big.Int).GCD(nil, nil, L, Pus)
-		v := new(big.Int).Mul(B, new(big.Int).Quo(Pus, g))
-		return v.Cmp(two52) <= 0
-	case "refill": // ceil(burst/limit) * period_us <= 2^53
-		q := (burst + limit - 1) / limit
+	case "continuous": // 2 * burst * period_us <= 2^53: twice the capacity, as a level times period_us
+		v := new(big.Int).Mul(big.NewInt(2), new(big.Int).Mul(B, Pus))
+		return v.Cmp(two53) <= 0
+	case "refill": // ceil(2*burst/limit) * period_us <= 2^53: the refills from a debt of -burst back to burst
+		q := (2*burst + limit - 1) / limit
 		v := new(big.Int).Mul(big.NewInt(q), Pus)
 		return v.Cmp(two53) <= 0
 	case "weighted": // 3 * limit * period_ms <= 2^53
@@ -92,6 +90,12 @@ func InRange(rule string, limit, periodMS, burst int64) bool {
 	}
 	panic("unknown range rule " + rule)
 }
+
+// ModeRule is what the mode error says a mode must be.
+const ModeRule = "must be empty, 'check', 'upto', 'refund' or 'force'"
+
+// Writes reports whether c may write: a mode other than check.
+func (c Call) Writes() bool { return c.Mode != "check" }
 
 // Parse is ParseKeys for numkeys keys that differ.
 func Parse(s manifest.Spec, numkeys int, argv []string) (Call, string) {
@@ -184,18 +188,22 @@ func ParseKeys(s manifest.Spec, keys []string, argv []string) (Call, string) {
 			return Call{}, invalid("limit", i, ls, fmt.Sprintf("too large for exact arithmetic with period_ms %d", period))
 		}
 		if i == 1 {
-			if cs := arg(3); cs != "" {
+			cs := arg(3)
+			if cs != "" {
 				v, ok := whole(cs, 1e15)
 				if !ok {
 					return Call{}, invalid("cost", 1, cs, "must be a whole number from 0 to 10^15")
 				}
 				c.Cost = v
 			}
-			if m := arg(4); m != "" {
-				if m != "check" {
-					return Call{}, invalid("mode", 1, m, "must be empty or 'check'")
-				}
-				c.Check = true
+			if s.Log && numkeys > 1 && c.Cost*int64(numkeys) > 10000 {
+				return Call{}, invalid("cost", 1, cs, fmt.Sprintf("with %d keys must be at most %d", numkeys, 10000/numkeys))
+			}
+			switch m := arg(4); m {
+			case "", "check", "upto", "refund", "force":
+				c.Mode = m
+			default:
+				return Call{}, invalid("mode", 1, m, ModeRule)
 			}
 		}
 		c.Limits = append(c.Limits, Limit{limit, period, burst})
@@ -232,12 +240,13 @@ func StateError(s manifest.Spec, other string) string {
 
 // contractErrors matches every error text the contract allows a script.
 var contractErrors = regexp.MustCompile(`(?s)^ERR (` +
-	`invalid numkeys '\d+': must be 1 \(every limit on one key\) or 2 to 8 \(limit i on KEYS\[i\]\)` +
+	`invalid numkeys '\d+': must be 1 \(the key to reset\)` +
+	`|invalid numkeys '\d+': must be 1 \(every limit on one key\) or 2 to 8 \(limit i on KEYS\[i\]\)` +
 	`|invalid numkeys '[2-8]': must be 1 or the number of limits \([1-8]\), one limit per key` +
 	`|invalid key #[2-8] '.*': must differ from key #[1-7]` +
 	`|too many limits \(\d+\): must be at most 8` +
 	`|incomplete limit #\d: each further limit is the triple limit period_ms burst` +
-	`|invalid (limit|period_ms|burst|cost|mode)( #[2-8])? '.*': (must be a whole number from 1 to 10\^15|must be a whole number from 1 to 10000|must be a whole number from 1 to 10\^12|must be a whole number up to 10\^15, or 0 or empty for limit|must be empty, 0 or equal to limit for [a-z_]+|must be a whole number from 0 to 10\^15|must be empty or 'check'|too large for exact arithmetic with limit \d+ and period_ms \d+|too large for exact arithmetic with period_ms \d+)` +
+	`|invalid (limit|period_ms|burst|cost|mode)( #[2-8])? '.*': (must be a whole number from 1 to 10\^15|must be a whole number from 1 to 10000|must be a whole number from 1 to 10\^12|must be a whole number up to 10\^15, or 0 or empty for limit|must be empty, 0 or equal to limit for [a-z_]+|must be a whole number from 0 to 10\^15|must be empty, 'check', 'upto', 'refund' or 'force'|redisrate_[a-z_]+_ro only checks \(empty or 'check'\); call redisrate_[a-z_]+|with [2-8] keys must be at most \d+|too large for exact arithmetic with limit \d+ and period_ms \d+|too large for exact arithmetic with period_ms \d+)` +
 	`|key( #[1-8])? holds (a value of another type, not|a value that is not|[a-z_]+ state, not) [a-z_]+ state: left untouched` +
 	`)$`)
 
@@ -249,7 +258,9 @@ var tagNames = map[string]string{}
 func init() {
 	for _, s := range manifest.Specs() {
 		if !s.Log {
-			tagNames[s.Tag] = s.Name
+			for _, tag := range tags(s) {
+				tagNames[tag] = s.Name
+			}
 		}
 	}
 }
@@ -309,43 +320,66 @@ func exactSequence(marker string) bool {
 // mod 4 (scripts/internal/assemble's aheadMax).
 const AheadMax = 8835955200000000 + 1<<52 + 2
 
-// aheadField is which of a limit's fields runs ahead of the clock, by script.
-var aheadField = map[string]int{"gcra": 1}
+// tags is the tags of the string states s reads, with the fields each
+// holds per limit: gcra and leaky_bucket read their :2 state as well as
+// the :3 they write.
+func tags(s manifest.Spec) []string {
+	name, _, _ := strings.Cut(s.Tag, ":")
+	if s.Range == "continuous" {
+		return []string{name + ":2", name + ":3"}
+	}
+	return []string{s.Tag}
+}
 
-// ValidState reports whether value is a string state of s: its tag, then
-// Fields whole numbers (below 2^53, no leading zeros; the time field at
-// most TimeMax, the year 2250; gcra's TAT up to 17 digits and AheadMax)
-// for each of 1 to 8 limits, separated by single spaces.
+// ValidState reports whether value is a string state of s: a tag of s
+// (tags), then two or three whole numbers (no leading zeros) for each of 1
+// to 8 limits, separated by single spaces, each in its range: a time at
+// most TimeMax (the year 2250); gcra's :2 TAT up to 17 digits and
+// AheadMax; a :3 level below 2^53 (twice the largest capacity); a token
+// bucket's tokens may be negative ("-5"; not "-0"); other fields below
+// 2^53.
 func ValidState(s manifest.Spec, value string) bool {
-	rest, ok := strings.CutPrefix(value, s.Tag)
-	if !ok || rest == "" {
-		return false
-	}
-	f := strings.Split(rest[1:], " ")
-	if rest[0] != ' ' || len(f)%s.Fields != 0 || len(f) > 8*s.Fields {
-		return false
-	}
-	for i, x := range f {
-		ahead := aheadField[s.Name] > 0 && (i+1)%s.Fields == aheadField[s.Name]%s.Fields
-		max, width := int64(1<<53-1), 16
-		switch {
-		case ahead:
-			max, width = AheadMax, 17
-		case s.TimeField > 0 && (i+1)%s.Fields == s.TimeField%s.Fields:
-			max = s.TimeMax
+	for _, tag := range tags(s) {
+		rest, ok := strings.CutPrefix(value, tag)
+		if !ok || rest == "" || rest[0] != ' ' {
+			continue
 		}
-		if !digits.MatchString(x) || len(x) > width || (len(x) > 1 && x[0] == '0') {
+		f := strings.Split(rest[1:], " ")
+		if len(f)%s.Fields != 0 || len(f) > 8*s.Fields {
 			return false
 		}
-		var v int64
-		for _, c := range x {
-			v = v*10 + int64(c-'0')
+		for i, x := range f {
+			if !validField(s, tag, 1+i%s.Fields, x) {
+				return false
+			}
 		}
-		if v > max {
+		return true
+	}
+	return false
+}
+
+// validField reports whether x is field j (from 1) of a limit in a state of
+// s tagged tag.
+func validField(s manifest.Spec, tag string, j int, x string) bool {
+	max, width := int64(1<<53-1), 16
+	switch {
+	case strings.HasSuffix(tag, ":3"): // "x t": a level times period_us, its time
+		max = map[int]int64{1: 1<<53 - 1, 2: s.TimeMax}[j] // x < 2 * burst * period_us <= 2^53: 1000 never divides 2^53
+	case s.Name == "gcra" && j == 1: // "t r": the TAT's µs
+		max, width = AheadMax, 17
+	case s.TimeField == j:
+		max = s.TimeMax
+	case s.Name == "token_bucket" && j == 1 && strings.HasPrefix(x, "-"):
+		x = x[1:] // a debt; "-0" is not state
+		if x == "0" {
 			return false
 		}
 	}
-	return true
+	if !digits.MatchString(x) || len(x) > width || (len(x) > 1 && x[0] == '0') {
+		return false
+	}
+	v, err := strconv.ParseInt(x, 10, 64)
+	return err == nil && v <= max
 }
 
 // SameError compares an error text as the script built it with the one a

@@ -4,14 +4,17 @@ import (
 	"fmt"
 	"math/big"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/redisrate/redisrate/internal/manifest"
 )
 
-// Model is a reference model of one script on one key, written from the
-// contract in exact arithmetic (math/big rationals for the continuous
-// buckets, int64 elsewhere), independently of the Lua. Times are
-// microseconds since the epoch, as the scripts read TIME.
+// Model is a reference model of one script on one key under contract v3,
+// written from the contract (and, where it leaves a choice, the scripts'
+// documented choices) in exact integer and math/big arithmetic,
+// independently of the Lua. Times are microseconds since the epoch, as
+// the scripts read TIME.
 //
 // It also keeps the key's expiry time, absolute as Redis keeps it (a clock
 // that steps back lengthens the TTL), so that the key's existence and PTTL
@@ -31,17 +34,28 @@ type Model struct {
 	tick    int64 // the clock at the last call or Clock
 }
 
-// mstate is one limit's state.
+// mstate is one limit's stored state.
 type mstate struct {
-	tat   *big.Rat // gcra: theoretical arrival time, µs
-	level *big.Rat // leaky_bucket: level in units at time t
-	t     int64    // leaky_bucket, token_bucket: last update / refill (µs); fixed_window: window start (µs); sliding_window: window start (ms)
-	n     int64    // token_bucket: tokens; fixed_window: count; sliding_window: current count
-	prev  int64    // sliding_window: previous window's count
+	// gcra, leaky_bucket (:3): x = level * period_us; t its time (µs).
+	// token_bucket: n tokens, t last refill (µs). fixed_window: t window
+	// start (µs), n count. sliding_window: t window start (ms), n current
+	// count, prev the previous window's.
+	x, t, n, prev int64
+	// v2 marks a gcra or leaky_bucket :2 state, read in the calling
+	// limit's terms: gcra "t r" (t, n = r), leaky_bucket "x t" (x, t).
+	v2 bool
 }
 
 // NewModel is a model of s on an empty key; now is the clock.
 func NewModel(s manifest.Spec, now int64) *Model { return &Model{Spec: s, tick: now} }
+
+// Clone is an independent copy of m.
+func (m *Model) Clone() *Model {
+	c := *m
+	c.lims = append([]mstate(nil), m.lims...)
+	c.log = append([]int64(nil), m.log...)
+	return &c
+}
 
 // Exists reports whether the model's key exists.
 func (m *Model) Exists() bool { return m.has }
@@ -78,28 +92,51 @@ func (m *Model) Clock(now int64) {
 	m.tick = now
 }
 
-func rat(n int64) *big.Rat { return new(big.Rat).SetInt64(n) }
-
-func ratAdd(x, y *big.Rat) *big.Rat { return new(big.Rat).Add(x, y) }
-func ratSub(x, y *big.Rat) *big.Rat { return new(big.Rat).Sub(x, y) }
-func ratMul(x, y *big.Rat) *big.Rat { return new(big.Rat).Mul(x, y) }
-func ratQuo(x, y *big.Rat) *big.Rat { return new(big.Rat).Quo(x, y) }
-
-// ceilRat is ceil(x), floorRat floor(x).
-func ceilRat(x *big.Rat) int64 {
-	q, r := new(big.Int).QuoRem(x.Num(), x.Denom(), new(big.Int))
-	if r.Sign() > 0 {
-		q.Add(q, big.NewInt(1))
+// Load makes the model's key hold a string state, as SET would (no TTL
+// until a call writes one): "gcra:3 x t", "gcra:2 t r", "lb:3 x t",
+// "lb:2 x t", "tb:2 tokens t" (tokens may be negative), "fw:2 start count",
+// "sw:2 start prev cur". It panics on anything else.
+func (m *Model) Load(value string) {
+	f := strings.Fields(value)
+	if len(f) < 2 || m.Spec.Log {
+		panic("Load: " + value)
 	}
-	return q.Int64()
-}
-
-func floorRat(x *big.Rat) int64 {
-	q, r := new(big.Int).QuoRem(x.Num(), x.Denom(), new(big.Int))
-	if r.Sign() < 0 {
-		q.Sub(q, big.NewInt(1))
+	name, version, _ := strings.Cut(f[0], ":")
+	if name != strings.SplitN(m.Spec.Tag, ":", 2)[0] {
+		panic("Load: " + value + " is not " + m.Spec.Name + " state")
 	}
-	return q.Int64()
+	per := m.Spec.Fields
+	nums := make([]int64, len(f)-1)
+	for i, s := range f[1:] {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			panic("Load: " + value)
+		}
+		nums[i] = v
+	}
+	m.lims = nil
+	for i := 0; i+per <= len(nums); i += per {
+		a, b := nums[i], nums[i+1]
+		var s mstate
+		switch m.Spec.Name {
+		case "gcra":
+			if version == "2" {
+				s = mstate{v2: true, t: a, n: b}
+			} else {
+				s = mstate{x: a, t: b}
+			}
+		case "leaky_bucket":
+			s = mstate{v2: version == "2", x: a, t: b}
+		case "token_bucket":
+			s = mstate{n: a, t: b}
+		case "fixed_window":
+			s = mstate{t: a, n: b}
+		case "sliding_window":
+			s = mstate{t: a, prev: b, n: nums[i+2]}
+		}
+		m.lims = append(m.lims, s)
+	}
+	m.has, m.expiry = true, 1<<62
 }
 
 // CeilDiv is ceil(n / d) for d > 0.
@@ -119,378 +156,668 @@ func floorDiv(n, d int64) int64 {
 	return q
 }
 
-// outcome is one limit's part of a decision.
-type outcome struct {
-	ok      bool
-	retryUS int64 // when denied; -1 never
-	rem     int64
-	left    *big.Rat // exact units left, for the binding choice
-	resetUS int64
-	cap     int64
-	next    mstate
+func rat(n int64) *big.Rat { return new(big.Rat).SetInt64(n) }
+
+func floorRat(x *big.Rat) int64 {
+	q, r := new(big.Int).QuoRem(x.Num(), x.Denom(), new(big.Int))
+	if r.Sign() < 0 {
+		q.Sub(q, big.NewInt(1))
+	}
+	return q.Int64()
 }
 
-// Call decides c at now (call Clock(now) first, or let Call do it) and
-// returns the reply the script must give; the model's state follows what
-// the script must record.
-func (m *Model) Call(now int64, c Call) []int64 {
-	m.Clock(now)
-	outs, record := m.decide(now, c)
-	reply, allowed := verdict(outs)
-	if allowed && c.Cost > 0 && !c.Check {
-		record()
-	}
-	return reply
+// lim is one limit's state as a call reads it, at the moment it decides
+// (the clock, or a later time its state records): a value, so that a
+// check works on a copy.
+type lim struct {
+	alg string
+	l   Limit
+	now int64 // µs, the clock read
+	// gcra, leaky_bucket: x = level * P, t its time. token_bucket: n tokens,
+	// t last refill. fixed_window: t start, n count. sliding_window: t
+	// window start (ms), at the decision's ms, prev and n (cur).
+	x, t, n, prev, at int64
 }
 
-// CallKeys decides c, a call of several keys (c.Keys > 1), at now: limit i
-// on models[i], each key decided as a one-key call with its one limit, all
-// or nothing. It returns the reply the script must give; each model's state
-// follows what the script must record on its key.
-func CallKeys(models []*Model, now int64, c Call) []int64 {
-	if len(models) != len(c.Limits) {
-		panic(fmt.Sprintf("CallKeys: %d models for %d limits", len(models), len(c.Limits)))
+// p is the period in µs.
+func (v *lim) p() int64 { return v.l.PeriodMS * 1000 }
+
+func (v *lim) capacity() int64 {
+	if v.alg == "sliding_window" || v.alg == "fixed_window" {
+		return v.l.Limit
 	}
-	outs := make([]outcome, len(models))
-	records := make([]func(), len(models))
-	for i, m := range models {
-		m.Clock(now)
-		var o []outcome
-		o, records[i] = m.decide(now, Call{Limits: c.Limits[i : i+1], Cost: c.Cost, Check: c.Check, Keys: 1})
-		outs[i] = o[0]
+	return v.l.Burst
+}
+
+// readLim reads st (nil: no state) under l at now.
+func readLim(alg string, st *mstate, l Limit, now int64) lim {
+	v := lim{alg: alg, l: l, now: now}
+	P := v.p()
+	switch alg {
+	case "gcra", "leaky_bucket":
+		xmax := l.Burst * P
+		v.t = now
+		if st != nil {
+			v.x, v.t = readContinuous(alg, st, l, now)
+		}
+		v.x = min(v.x, 2*xmax) // read at most twice the capacity, as of t
+		if now > v.t {
+			if el := now - v.t; el >= CeilDiv(v.x, l.Limit) {
+				v.x = 0
+			} else {
+				v.x -= el * l.Limit
+			}
+			v.t = now
+		}
+	case "token_bucket":
+		v.n, v.t = l.Burst, now
+		if st != nil {
+			v.n, v.t = max(-l.Burst, min(st.n, l.Burst)), st.t
+			if now > v.t {
+				k := (now - v.t) / P
+				v.t += k * P
+				if k > 0 {
+					if k >= CeilDiv(l.Burst-v.n, l.Limit) {
+						v.n = l.Burst
+					} else {
+						v.n += k * l.Limit
+					}
+				}
+			}
+		}
+	case "fixed_window":
+		v.t = now
+		if st != nil && st.n > 0 && now < st.t+P {
+			v.t, v.n = st.t, st.n
+		}
+	case "sliding_window":
+		p := l.PeriodMS
+		v.at = floorDiv(now, 1000)
+		if st != nil && st.t > v.at {
+			v.at = st.t
+		}
+		v.t = v.at - v.at%p
+		if st != nil {
+			switch st.t {
+			case v.t:
+				v.prev, v.n = st.prev, st.n
+			case v.t - p:
+				v.prev = st.n
+			}
+		}
+	default:
+		panic("no model for " + alg)
 	}
-	reply, allowed := verdict(outs)
-	if allowed && c.Cost > 0 && !c.Check {
-		for _, record := range records {
-			record()
+	return v
+}
+
+// readContinuous is a gcra or leaky_bucket state's x and time under l: a
+// :3 state as it is; gcra's :2 TAT as the level it stands for at l's rate
+// now; leaky_bucket's :2 level, in units of 1/b of l (b = period_us / gcd),
+// at most the capacity.
+func readContinuous(alg string, st *mstate, l Limit, now int64) (x, t int64) {
+	if !st.v2 {
+		return st.x, st.t
+	}
+	P := l.PeriodMS * 1000
+	g := gcd64(l.Limit, P)
+	if alg == "leaky_bucket" {
+		return min(st.x, l.Burst*(P/g)) * g, st.t
+	}
+	tt, r := st.t, st.n
+	if r >= l.Limit/g { // not this limit's remainder: the next microsecond
+		tt, r = tt+1, 0
+	}
+	// (TAT - now) * limit = (t - now) * limit + r * g
+	ahead := new(big.Int).Mul(big.NewInt(tt-now), big.NewInt(l.Limit))
+	ahead.Add(ahead, new(big.Int).Mul(big.NewInt(r), big.NewInt(g)))
+	if ahead.Sign() <= 0 {
+		return 0, now
+	}
+	if c := big.NewInt(2 * l.Burst * P); ahead.Cmp(c) > 0 {
+		return c.Int64(), now
+	}
+	return ahead.Int64(), now
+}
+
+func gcd64(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// admits reports whether an empty-mode call of cost fits, else the µs
+// until it would (-1 never).
+func (v *lim) admits(cost int64) (bool, int64) {
+	if cost == 0 {
+		return true, 0
+	}
+	if cost > v.capacity() {
+		return false, -1
+	}
+	P := v.p()
+	switch v.alg {
+	case "gcra", "leaky_bucket":
+		need := v.x + cost*P - v.l.Burst*P
+		if need <= 0 {
+			return true, 0
+		}
+		return false, v.t - v.now + CeilDiv(need, v.l.Limit)
+	case "token_bucket":
+		if cost <= v.n {
+			return true, 0
+		}
+		return false, v.t + CeilDiv(cost-v.n, v.l.Limit)*P - v.now
+	case "fixed_window":
+		if v.n+cost <= v.l.Limit {
+			return true, 0
+		}
+		return false, v.t + P - v.now
+	}
+	return v.windowAdmits(cost)
+}
+
+// used is sliding_window's weighted count at its decision's ms.
+func (v *lim) used() *big.Rat {
+	p := v.l.PeriodMS
+	return new(big.Rat).Add(new(big.Rat).SetFrac64(v.prev*(p-(v.at-v.t)), p), rat(v.n))
+}
+
+// windowAdmits: the first whole ms when the weighted count leaves room.
+func (v *lim) windowAdmits(cost int64) (bool, int64) {
+	p, limit := v.l.PeriodMS, v.l.Limit
+	if new(big.Rat).Add(v.used(), rat(cost)).Cmp(rat(limit)) <= 0 {
+		return true, 0
+	}
+	start := v.t
+	target := int64(-1)
+	for w := start; target < 0; w += p {
+		pv, cu := v.prev, v.n
+		if w > start {
+			pv, cu = v.n, 0
+			if w > start+p {
+				pv = 0
+			}
+		}
+		// need pv*(p-d)/p + cu + cost <= limit for d in [0, p)
+		room := limit - cost - cu
+		if room < 0 {
+			continue
+		}
+		from := int64(0)
+		if w == start {
+			from = v.at - start
+		}
+		if pv == 0 {
+			target = w + from
+			break
+		}
+		// pv*(p-d) <= room*p  <=>  d >= p - room*p/pv
+		if d := max(from, p-floorDiv(room*p, pv)); d < p {
+			target = w + d
 		}
 	}
-	return reply
+	return false, target*1000 - v.now
 }
 
-// decide is each limit's outcome of c at now on m's key, and what records
-// the call on it when the call is admitted.
-func (m *Model) decide(now int64, c Call) ([]outcome, func()) {
-	if m.Spec.Log {
-		return m.decideLog(now, c)
+// left is the exact units left, never below 0.
+func (v *lim) left() *big.Rat {
+	var l *big.Rat
+	switch v.alg {
+	case "gcra", "leaky_bucket":
+		l = new(big.Rat).SetFrac64(v.l.Burst*v.p()-v.x, v.p())
+	case "token_bucket":
+		l = rat(v.n)
+	case "fixed_window":
+		l = rat(v.l.Limit - v.n)
+	default:
+		l = new(big.Rat).Sub(rat(v.l.Limit), v.used())
 	}
-	outs := make([]outcome, len(c.Limits))
-	for i, l := range c.Limits {
+	if l.Sign() < 0 {
+		return rat(0)
+	}
+	return l
+}
+
+// resetUS is the µs until the limit is back to no state.
+func (v *lim) resetUS() int64 {
+	P := v.p()
+	switch v.alg {
+	case "gcra", "leaky_bucket":
+		if v.x == 0 { // empty now, also as of a time ahead of the clock
+			return 0
+		}
+		return v.t - v.now + CeilDiv(v.x, v.l.Limit)
+	case "token_bucket":
+		if v.n < v.l.Burst {
+			return v.t + CeilDiv(v.l.Burst-v.n, v.l.Limit)*P - v.now
+		}
+	case "fixed_window":
+		if v.n > 0 {
+			return v.t + P - v.now
+		}
+	default:
+		switch {
+		case v.n > 0:
+			return (v.t+2*v.l.PeriodMS)*1000 - v.now
+		case v.prev > 0:
+			return (v.t+v.l.PeriodMS)*1000 - v.now
+		}
+	}
+	return 0
+}
+
+// empty reports a limit equal to no state.
+func (v *lim) empty() bool {
+	switch v.alg {
+	case "gcra", "leaky_bucket":
+		return v.x == 0
+	case "token_bucket":
+		return v.n >= v.l.Burst
+	case "sliding_window":
+		return v.n == 0 && v.prev == 0
+	}
+	return v.n == 0
+}
+
+// take records cost admitted units.
+func (v *lim) take(cost int64) {
+	if v.alg == "gcra" || v.alg == "leaky_bucket" {
+		v.x += cost * v.p()
+		return
+	}
+	if v.alg == "token_bucket" {
+		v.n -= cost
+		return
+	}
+	v.n += cost
+}
+
+// refund gives back up to cost units: the units given back, a unit partly
+// drained counting as one.
+func (v *lim) refund(cost int64) int64 {
+	switch v.alg {
+	case "gcra", "leaky_bucket":
+		given := v.x
+		if cost < CeilDiv(v.x, v.p()) {
+			given = cost * v.p()
+		}
+		v.x -= given
+		return CeilDiv(given, v.p())
+	case "token_bucket":
+		n := min(v.l.Burst, v.n+cost)
+		g := n - v.n
+		v.n = n
+		return g
+	case "fixed_window":
+		g := min(v.n, cost)
+		v.n -= g
+		return g
+	}
+	a := min(v.n, cost)
+	b := min(v.prev, cost-a)
+	v.n -= a
+	v.prev -= b
+	return a + b
+}
+
+// force records cost units as far as a debt of one capacity: the units
+// recorded.
+func (v *lim) force(cost int64) int64 {
+	var g int64
+	switch v.alg {
+	case "gcra", "leaky_bucket":
+		g = min(cost, (2*v.l.Burst*v.p()-v.x)/v.p())
+	case "token_bucket":
+		g = min(cost, v.n+v.l.Burst)
+	default: // the windows: the count at most twice limit
+		g = min(cost, 2*v.l.Limit-v.n)
+	}
+	g = max(g, 0)
+	v.take(g)
+	return g
+}
+
+// state is what a write stores.
+func (v *lim) state() mstate {
+	if v.alg == "sliding_window" {
+		return mstate{t: v.t, prev: v.prev, n: v.n}
+	}
+	return mstate{x: v.x, t: v.t, n: v.n}
+}
+
+// group is one key's limits as a call reads them: a string state's
+// limits, each on its own, or a sliding log's, one log for all.
+type group struct {
+	m    *Model
+	lims []lim // string states
+	// sliding_log
+	log []int64 // entries, oldest first
+	at  int64   // the decision's time: the clock, or the newest entry's
+	ls  []Limit
+	now int64
+}
+
+func (g *group) n() int {
+	if g.m.Spec.Log {
+		return len(g.ls)
+	}
+	return len(g.lims)
+}
+
+func (g *group) clone() *group {
+	c := *g
+	c.lims = append([]lim(nil), g.lims...)
+	c.log = append([]int64(nil), g.log...)
+	return &c
+}
+
+// readGroup reads m's key for the limits ls at now.
+func (m *Model) readGroup(ls []Limit, now int64) *group {
+	m.Clock(now)
+	g := &group{m: m, ls: ls, now: now}
+	if m.Spec.Log {
+		g.log = append([]int64(nil), m.log...)
+		g.at = now
+		if n := len(g.log); n > 0 && g.log[n-1] > now {
+			g.at = g.log[n-1]
+		}
+		return g
+	}
+	for i, l := range ls {
 		var st *mstate
 		if m.has && i < len(m.lims) {
 			st = &m.lims[i]
 		}
-		switch m.Spec.Name {
-		case "gcra":
-			outs[i] = gcraStep(st, l, now, c.Cost)
-		case "leaky_bucket":
-			outs[i] = leakyStep(st, l, now, c.Cost)
-		case "token_bucket":
-			outs[i] = tokenStep(st, l, now, c.Cost)
-		case "sliding_window":
-			outs[i] = windowStep(st, l, now, c.Cost)
-		case "fixed_window":
-			outs[i] = fixedStep(st, l, now, c.Cost)
-		default:
-			panic("no model for " + m.Spec.Name)
-		}
+		g.lims = append(g.lims, readLim(m.Spec.Name, st, l, now))
 	}
-	return outs, func() {
-		var ttl int64
-		m.lims = m.lims[:0]
-		for _, o := range outs {
-			ttl = max(ttl, o.resetUS)
-			m.lims = append(m.lims, o.next)
-		}
-		m.has = true
-		m.expireAt(now, CeilDiv(ttl, 1000))
-	}
+	return g
 }
 
-// verdict is the reply for the limits' outcomes: the binding limit.
-func verdict(outs []outcome) ([]int64, bool) {
-	a, d := -1, -1
-	for i, o := range outs {
-		if o.ok {
-			if a < 0 || o.left.Cmp(outs[a].left) < 0 {
-				a = i
-			}
-			continue
-		}
-		if d < 0 {
-			d = i
-			continue
-		}
-		dr := outs[d].retryUS
-		if dr != -1 && (o.retryUS == -1 || CeilDiv(o.retryUS, 1000) > CeilDiv(dr, 1000)) {
-			d = i
-		}
-	}
-	ms := func(us int64) int64 {
-		if us <= 0 {
-			return 0
-		}
-		return CeilDiv(us, 1000)
-	}
-	if d < 0 {
-		o := outs[a]
-		return []int64{1, o.rem, 0, ms(o.resetUS), o.cap, int64(a + 1)}, true
-	}
-	o := outs[d]
-	retry := int64(-1)
-	if o.retryUS != -1 {
-		retry = CeilDiv(o.retryUS, 1000)
-	}
-	return []int64{0, o.rem, retry, ms(o.resetUS), o.cap, int64(d + 1)}, false
+// inWindow is the log's entries within limit i's period, oldest first.
+func (g *group) inWindow(i int) []int64 {
+	lo := g.at - g.ls[i].PeriodMS*1000
+	return g.log[sort.Search(len(g.log), func(j int) bool { return g.log[j] > lo }):]
 }
 
-// gcraStep: units spaced T = period/limit apart on a theoretical arrival
-// time; admitted while the TAT stays within burst*T of now.
-func gcraStep(st *mstate, l Limit, now, cost int64) outcome {
-	T := new(big.Rat).SetFrac64(l.PeriodMS*1000, l.Limit)
-	nowR := rat(now)
-	tat := nowR
-	if st != nil && st.tat.Cmp(nowR) > 0 {
-		tat = st.tat
+func (g *group) admits(i int, cost int64) (bool, int64) {
+	if !g.m.Spec.Log {
+		return g.lims[i].admits(cost)
 	}
-	tau := ratMul(rat(l.Burst), T)
-	o := outcome{cap: l.Burst, retryUS: -1}
-	if cost <= l.Burst {
-		// retry = tat + cost*T - tau - now
-		need := ratSub(ratAdd(tat, ratMul(rat(cost), T)), ratAdd(tau, nowR))
-		o.retryUS = ceilRat(need)
-		o.ok = need.Sign() <= 0 || cost == 0
-	}
-	if o.ok {
-		tat = ratAdd(tat, ratMul(rat(cost), T))
-	}
-	ahead := ratSub(tat, nowR)
-	left := ratQuo(ratSub(tau, ahead), T)
-	if left.Sign() < 0 {
-		left = rat(0)
-	}
-	o.left, o.rem = left, floorRat(left)
-	o.resetUS = max(0, ceilRat(ahead))
-	o.next = mstate{tat: tat}
-	return o
-}
-
-// leakyStep: the level drains continuously at limit per period; a request
-// fits when level + cost <= burst. A clock behind the last update decides
-// as of that update.
-func leakyStep(st *mstate, l Limit, now, cost int64) outcome {
-	rate := new(big.Rat).SetFrac64(l.Limit, l.PeriodMS*1000) // units per µs
-	level, t := rat(0), now
-	if st != nil {
-		level, t = st.level, st.t
-		if now > t {
-			level = ratSub(level, ratMul(rat(now-t), rate))
-			if level.Sign() < 0 {
-				level = rat(0)
-			}
-			t = now
-		}
-	}
-	o := outcome{cap: l.Burst, retryUS: -1}
-	if cost <= l.Burst {
-		over := ratSub(ratAdd(level, rat(cost)), rat(l.Burst))
-		o.ok = over.Sign() <= 0 || cost == 0
-		o.retryUS = t - now + ceilRat(ratQuo(over, rate))
-	}
-	if o.ok {
-		level = ratAdd(level, rat(cost))
-	}
-	left := ratSub(rat(l.Burst), level)
-	if left.Sign() < 0 {
-		left = rat(0)
-	}
-	o.left, o.rem = left, floorRat(left)
-	o.resetUS = t - now + ceilRat(ratQuo(level, rate))
-	o.next = mstate{level: level, t: t}
-	return o
-}
-
-// tokenStep: a bucket of burst tokens, limit more every period_ms counted
-// from the call that created it.
-func tokenStep(st *mstate, l Limit, now, cost int64) outcome {
-	P := l.PeriodMS * 1000
-	tokens, t := l.Burst, now
-	if st != nil {
-		tokens, t = min(st.n, l.Burst), st.t
-		if now > t {
-			k := (now - t) / P
-			t += k * P
-			tokens = min(l.Burst, tokens+k*l.Limit)
-		}
-	}
-	o := outcome{cap: l.Burst, retryUS: -1}
-	if cost <= l.Burst {
-		o.ok = cost <= tokens
-		if !o.ok {
-			o.retryUS = t + CeilDiv(cost-tokens, l.Limit)*P - now
-		}
-	}
-	if o.ok {
-		tokens -= cost
-	}
-	o.rem, o.left = tokens, rat(tokens)
-	if tokens < l.Burst {
-		o.resetUS = t + CeilDiv(l.Burst-tokens, l.Limit)*P - now
-	}
-	o.next = mstate{n: tokens, t: t}
-	return o
-}
-
-// windowStep: windows aligned to multiples of period_ms since the epoch
-// (time in whole ms, rounded down); used = prev * (p - into) / p + cur. A
-// clock behind the stored window decides as of its start.
-func windowStep(st *mstate, l Limit, now, cost int64) outcome {
-	p := l.PeriodMS
-	nowMS := floorDiv(now, 1000)
-	at := nowMS
-	if st != nil && st.t > at {
-		at = st.t
-	}
-	start := at - at%p
-	var prev, cur int64
-	if st != nil {
-		switch st.t {
-		case start:
-			prev, cur = st.prev, st.n
-		case start - p:
-			prev = st.n
-		}
-	}
-	usedP := func() *big.Rat { // used, exact
-		return new(big.Rat).Add(new(big.Rat).SetFrac64(prev*(p-(at-start)), p), rat(cur))
-	}
-	o := outcome{cap: l.Limit, retryUS: -1}
-	if cost <= l.Limit {
-		o.ok = cost == 0 || ratAdd(usedP(), rat(cost)).Cmp(rat(l.Limit)) <= 0
-		if !o.ok {
-			// the first whole ms when the weighted count leaves room
-			target := int64(-1)
-			for w := start; target < 0; w += p {
-				pv, cu := prev, cur
-				if w > start {
-					pv, cu = cur, 0
-					if w > start+p {
-						pv = 0
-					}
-				}
-				// need pv*(p-d)/p + cu + cost <= limit for d in [0, p)
-				room := l.Limit - cost - cu
-				if room < 0 {
-					continue
-				}
-				from := int64(0)
-				if w == start {
-					from = at - start
-				}
-				if pv == 0 {
-					target = w + from
-					break
-				}
-				// pv*(p-d) <= room*p  <=>  d >= p - room*p/pv
-				d := max(from, p-floorDiv(room*p, pv))
-				if d < p {
-					target = w + d
-				}
-			}
-			o.retryUS = target*1000 - now
-		}
-	}
-	if o.ok {
-		cur += cost
-	}
-	left := ratSub(rat(l.Limit), usedP())
-	if left.Sign() < 0 {
-		left = rat(0)
-	}
-	o.left, o.rem = left, floorRat(left)
+	l, in := g.ls[i], g.inWindow(i)
+	count := int64(len(in))
 	switch {
-	case cur > 0:
-		o.resetUS = (start+2*p)*1000 - now
-	case prev > 0:
-		o.resetUS = (start+p)*1000 - now
+	case cost == 0 || count+cost <= l.Limit:
+		return true, 0
+	case cost > l.Limit:
+		return false, -1
 	}
-	o.next = mstate{t: start, prev: prev, n: cur}
-	return o
+	return false, in[count+cost-l.Limit-1] + l.PeriodMS*1000 - g.now
 }
 
-// fixedStep: a window opens at the first request and lasts period_ms.
-func fixedStep(st *mstate, l Limit, now, cost int64) outcome {
-	P := l.PeriodMS * 1000
-	start, count := now, int64(0)
-	if st != nil {
-		start, count = st.t, st.n
-		if now >= start+P {
-			start, count = now, 0
-		}
+func (g *group) left(i int) *big.Rat {
+	if !g.m.Spec.Log {
+		return g.lims[i].left()
 	}
-	o := outcome{cap: l.Limit, retryUS: -1}
-	if cost <= l.Limit {
-		o.ok = cost == 0 || count+cost <= l.Limit
-		if !o.ok {
-			o.retryUS = start + P - now
-		}
-	}
-	if o.ok {
-		count += cost
-	}
-	o.rem = max(0, l.Limit-count)
-	o.left = rat(o.rem)
-	if count > 0 {
-		o.resetUS = start + P - now
-	}
-	o.next = mstate{t: start, n: count}
-	return o
+	return rat(max(0, g.ls[i].Limit-int64(len(g.inWindow(i)))))
 }
 
-// decideLog: one entry per admitted unit, at the call's time (or the
-// newest entry's, when the clock stepped back behind it).
-func (m *Model) decideLog(now int64, c Call) ([]outcome, func()) {
-	at := now
-	if n := len(m.log); n > 0 && m.log[n-1] > at {
-		at = m.log[n-1]
+// avail is the whole units an empty-mode call admits now on limit i.
+func (g *group) avail(i int) int64 { return floorRat(g.left(i)) }
+
+func (g *group) resetUS(i int) int64 {
+	if !g.m.Spec.Log {
+		return g.lims[i].resetUS()
 	}
-	outs := make([]outcome, len(c.Limits))
-	var longest int64
-	for i, l := range c.Limits {
-		P := l.PeriodMS * 1000
-		longest = max(longest, P)
-		lo := max(0, at-P)
-		in := m.log[sort.Search(len(m.log), func(j int) bool { return m.log[j] > lo }):]
-		count := int64(len(in))
-		o := outcome{cap: l.Limit, retryUS: -1}
-		if c.Cost <= l.Limit {
-			o.ok = c.Cost == 0 || count+c.Cost <= l.Limit
-			if !o.ok {
-				o.retryUS = in[count+c.Cost-l.Limit-1] + P - now
+	if len(g.inWindow(i)) == 0 {
+		return 0
+	}
+	return g.log[len(g.log)-1] + g.ls[i].PeriodMS*1000 - g.now
+}
+
+func (g *group) capacity(i int) int64 {
+	if !g.m.Spec.Log {
+		return g.lims[i].capacity()
+	}
+	return g.ls[i].Limit
+}
+
+// take records cost units on every limit.
+func (g *group) take(cost int64) {
+	if !g.m.Spec.Log {
+		for i := range g.lims {
+			g.lims[i].take(cost)
+		}
+		return
+	}
+	for range cost {
+		g.log = append(g.log, g.at)
+	}
+}
+
+// refund gives back up to cost units on every limit: the units per limit.
+func (g *group) refund(cost int64) []int64 {
+	units := make([]int64, g.n())
+	if !g.m.Spec.Log {
+		for i := range g.lims {
+			units[i] = g.lims[i].refund(cost)
+		}
+		return units
+	}
+	for i := range g.ls {
+		units[i] = min(cost, int64(len(g.inWindow(i))))
+	}
+	g.log = g.log[:int64(len(g.log))-min(cost, int64(len(g.log)))]
+	return units
+}
+
+// force records cost units on every limit, as far as a debt of one
+// capacity: the units per limit (one log: the least any of its limits
+// takes, for all).
+func (g *group) force(cost int64) []int64 {
+	units := make([]int64, g.n())
+	if !g.m.Spec.Log {
+		for i := range g.lims {
+			units[i] = g.lims[i].force(cost)
+		}
+		return units
+	}
+	k := cost
+	for i, l := range g.ls {
+		k = min(k, 2*l.Limit-int64(len(g.inWindow(i))))
+	}
+	k = max(k, 0)
+	g.take(k)
+	for i := range units {
+		units[i] = k
+	}
+	return units
+}
+
+// commit writes g as the key's state: deleted when it is equal to no state.
+func (g *group) commit() {
+	m, now := g.m, g.now
+	if m.Spec.Log {
+		var longest int64
+		for _, l := range g.ls {
+			longest = max(longest, l.PeriodMS*1000)
+		}
+		cut := sort.Search(len(g.log), func(j int) bool { return g.log[j] > g.at-longest })
+		m.log = append([]int64(nil), g.log[cut:]...)
+		if len(m.log) == 0 {
+			m.has, m.log = false, nil
+			return
+		}
+		m.has = true
+		m.expireAt(now, CeilDiv(m.log[len(m.log)-1]+longest-now, 1000))
+		return
+	}
+	var ttl int64
+	empty := true
+	m.lims = m.lims[:0]
+	for i := range g.lims {
+		v := &g.lims[i]
+		ttl = max(ttl, v.resetUS())
+		empty = empty && v.empty()
+		m.lims = append(m.lims, v.state())
+	}
+	if empty {
+		m.has, m.lims = false, nil
+		return
+	}
+	m.has = true
+	m.expireAt(now, CeilDiv(ttl, 1000))
+}
+
+// Call decides c on the model's key at now and returns the reply the
+// script must give (seven fields); the model's state follows what the
+// script must record.
+func (m *Model) Call(now int64, c Call) []int64 {
+	return decideGroups([]*group{m.readGroup(c.Limits, now)}, c)
+}
+
+// CallKeys decides c, a call of several keys (c.Keys > 1), at now: limit i
+// on models[i], each key holding its one limit's state as a one-key call
+// does, all or nothing. It returns the reply the script must give; each
+// model's state follows what the script must record on its key.
+func CallKeys(models []*Model, now int64, c Call) []int64 {
+	if len(models) != len(c.Limits) {
+		panic(fmt.Sprintf("CallKeys: %d models for %d limits", len(models), len(c.Limits)))
+	}
+	gs := make([]*group, len(models))
+	for i, m := range models {
+		gs[i] = m.readGroup(c.Limits[i:i+1], now)
+	}
+	return decideGroups(gs, c)
+}
+
+// at is a limit of a call: its group (key) and position in it.
+type at struct{ g, i int }
+
+func positions(gs []*group) []at {
+	var out []at
+	for gi, g := range gs {
+		for i := range g.n() {
+			out = append(out, at{gi, i})
+		}
+	}
+	return out
+}
+
+// decideGroups decides c on its keys' groups, commits what it records and
+// returns the reply.
+func decideGroups(gs []*group, c Call) []int64 {
+	switch c.Mode {
+	case "refund", "force":
+		return settle(gs, c.Mode, c.Cost)
+	case "upto":
+		if c.Cost == 0 {
+			return admission(gs, 0, false)
+		}
+		g := c.Cost
+		for _, p := range positions(gs) {
+			g = min(g, gs[p.g].avail(p.i))
+		}
+		if g == 0 {
+			return admission(gs, 1, false) // a denial: the reply of a check of one unit
+		}
+		return admission(gs, g, true)
+	}
+	return admission(gs, c.Cost, c.Mode == "")
+}
+
+func ms(us int64) int64 {
+	if us <= 0 {
+		return 0
+	}
+	return CeilDiv(us, 1000)
+}
+
+// admission decides an all-or-nothing call of cost (empty mode, check, or
+// upto's grant), recording it when record and admitted.
+func admission(gs []*group, cost int64, record bool) []int64 {
+	d, dRetry := -1, int64(0)
+	ps := positions(gs)
+	for k, p := range ps {
+		ok, retry := gs[p.g].admits(p.i, cost)
+		if ok {
+			continue
+		}
+		if d < 0 || (dRetry != -1 && (retry == -1 || CeilDiv(retry, 1000) > CeilDiv(dRetry, 1000))) {
+			d, dRetry = k, retry
+		}
+	}
+	if d >= 0 {
+		p := ps[d]
+		g := gs[p.g]
+		retry := int64(-1)
+		if dRetry != -1 {
+			retry = CeilDiv(dRetry, 1000)
+		}
+		return []int64{0, g.avail(p.i), retry, ms(g.resetUS(p.i)), g.capacity(p.i), int64(d + 1), 0}
+	}
+	after := make([]*group, len(gs))
+	for i, g := range gs {
+		after[i] = g.clone()
+		after[i].take(cost)
+	}
+	b := fewestLeft(after, ps)
+	p := ps[b]
+	g := after[p.g]
+	if record && cost > 0 {
+		for _, a := range after {
+			a.commit()
+		}
+	}
+	return []int64{1, g.avail(p.i), 0, ms(g.resetUS(p.i)), g.capacity(p.i), int64(b + 1), cost}
+}
+
+// fewestLeft is the position with the fewest exact units left, ties to the
+// earlier.
+func fewestLeft(gs []*group, ps []at) int {
+	b := 0
+	for k, p := range ps {
+		if gs[p.g].left(p.i).Cmp(gs[ps[b].g].left(ps[b].i)) < 0 {
+			b = k
+		}
+	}
+	return b
+}
+
+// settle is refund or force on every limit of every key: a key whose
+// limits all stay as they were is not written; fields 2 to 4 describe the
+// binding limit after the call, field 3 the wait for one unit.
+func settle(gs []*group, mode string, cost int64) []int64 {
+	ps := positions(gs)
+	allowed := int64(1)
+	if mode == "force" {
+		for _, p := range ps {
+			if ok, _ := gs[p.g].admits(p.i, cost); !ok {
+				allowed = 0
 			}
 		}
-		after := count
-		if o.ok {
-			after += c.Cost
-		}
-		o.rem = max(0, l.Limit-after)
-		o.left = rat(o.rem)
-		if o.ok && c.Cost > 0 {
-			o.resetUS = at + P - now
-		} else if count > 0 {
-			o.resetUS = m.log[len(m.log)-1] + P - now
-		}
-		outs[i] = o
 	}
-	return outs, func() {
-		for range c.Cost {
-			m.log = append(m.log, at)
+	units := make([][]int64, len(gs))
+	for i, g := range gs {
+		if mode == "refund" {
+			units[i] = g.refund(cost)
+		} else {
+			units[i] = g.force(cost)
 		}
-		cut := sort.Search(len(m.log), func(j int) bool { return m.log[j] > at-longest })
-		m.log = append([]int64(nil), m.log[cut:]...)
-		m.has = true
-		m.expireAt(now, CeilDiv(at-now+longest, 1000))
+		changed := false
+		for _, u := range units[i] {
+			changed = changed || u > 0
+		}
+		if changed {
+			g.clone().commit()
+		}
 	}
+	b := fewestLeft(gs, ps)
+	p := ps[b]
+	g := gs[p.g]
+	_, one := g.admits(p.i, 1)
+	return []int64{allowed, g.avail(p.i), ms(one), ms(g.resetUS(p.i)), g.capacity(p.i), int64(b + 1), units[p.g][p.i]}
 }
 
 // String describes the model's state, for failure messages.
@@ -501,16 +828,5 @@ func (m *Model) String() string {
 	if m.Spec.Log {
 		return fmt.Sprintf("log %v expiry %d", m.log, m.expiry)
 	}
-	s := ""
-	for _, l := range m.lims {
-		switch {
-		case l.tat != nil:
-			s += " tat=" + l.tat.FloatString(3)
-		case l.level != nil:
-			s += fmt.Sprintf(" level=%s t=%d", l.level.FloatString(3), l.t)
-		default:
-			s += fmt.Sprintf(" t=%d n=%d prev=%d", l.t, l.n, l.prev)
-		}
-	}
-	return fmt.Sprintf("%s expiry %d", s, m.expiry)
+	return fmt.Sprintf("%+v expiry %d", m.lims, m.expiry)
 }

@@ -2,7 +2,6 @@ package scripts_test
 
 import (
 	"fmt"
-	"math/big"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -15,11 +14,11 @@ import (
 	st "github.com/redisrate/redisrate/scripts/internal/scripttest"
 )
 
-// The findings of the adversarial review of the v2 scripts (issue 19), each
-// a regression test on miniredis and every real server (Redis 7, Valkey 8),
-// by EVALSHA and, on the real servers, by FCALL. Finding 2 (FCALL under
-// OOM) is TestOOM here and the Go client's OOM test; finding 5 (argument
-// order) is in argCases; finding 6 (the doctor on Valkey) is cmd/redisrate's.
+// States at their edges: a sliding log's marker near 2^53, gcra's level
+// near the year 2200, a clock that steps back behind a bucket's time; each
+// on miniredis and every real server (Redis 7, Valkey 8), by EVALSHA and,
+// on the real servers, by FCALL. (FCALL under OOM is TestOOM here and the
+// Go client's OOM test; the order of argument errors is in argCases.)
 
 // eachCallKind runs call on b by EVALSHA and, on a real server, by FCALL
 // on a second key prepared the same way (prepare may be nil), and gives
@@ -44,12 +43,12 @@ func eachCallKind(t *testing.T, b *st.Backend, s manifest.Spec, key string, prep
 	}
 }
 
-// Finding 1: a marker near 2^53 was accepted, and new entries, whose
+// A marker near 2^53 was once accepted, and new entries, whose
 // numbers were no longer exact, overwrote each other: 6 of 6 admitted
 // against 4 per minute. A marker whose sequence is past 2^53 - 1 is not
 // state (reset.lua refuses it too); one at 2^53 - 1 starts the sequence
 // again, and the limit holds.
-func TestReviewSlidingLogMarkerPast2p53(t *testing.T) {
+func TestSlidingLogMarkerPast2p53(t *testing.T) {
 	s := spec("sliding_log")
 	for _, b := range st.Both(t) {
 		marker := func(score float64) func(string) {
@@ -107,31 +106,30 @@ func TestReviewSlidingLogMarkerPast2p53(t *testing.T) {
 // dec2199 is 2199-12-01, a month before the contract's horizon.
 var dec2199 = time.Date(2199, 12, 1, 0, 0, 0, 0, time.UTC)
 
-// Finding 3: gcra wrote a TAT past 2^53 that it then refused ("not gcra
-// state" for as long as the key lived), with reset_after_ms 1 ms off. It now
-// writes the exact TAT, in 17 digits, and reads it back.
-func TestReviewGCRAStateItRefuses(t *testing.T) {
+// gcra once wrote a TAT past 2^53 that it then refused ("not gcra state"
+// for as long as the key lived). Under :3 it writes the level (4e12 units
+// of 1 ms: 4e15) and its time, and reads them back, at 2199-12-01 too.
+func TestGCRAStateNear2200(t *testing.T) {
 	s := spec("gcra")
 	for _, b := range st.BothClocked(t) {
 		b.SetTime(dec2199)
-		now := big.NewInt(dec2199.UnixMicro())
-		wantTAT := new(big.Int).Add(now, big.NewInt(4e15)).String() // 4e12 units of 1 ms ahead
+		want := fmt.Sprintf("gcra:3 4000000000000000 %d", dec2199.UnixMicro())
 		eachCallKind(t, b, s, "rv3", nil, func(kind, k string, r st.Reply) {
-			if !r.Equal(st.Reply{Ints: []int64{1, 0, 0, 4e12, 4e12, 1}}) {
-				t.Errorf("%s %s at 2199-12-01: %v, want [1 0 0 4000000000000 4000000000000 1]", b.Name, kind, r)
+			if !r.Equal(st.Reply{Ints: []int64{1, 0, 0, 4e12, 4e12, 1, 4e12}}) {
+				t.Errorf("%s %s at 2199-12-01: %v, want [1 0 0 4000000000000 4000000000000 1 4000000000000]", b.Name, kind, r)
 			}
-			if v := b.Client.Get(st.Ctx, k).Val(); v != "gcra:2 "+wantTAT+" 0" || !st.ValidState(s, v) {
-				t.Errorf("%s %s: state %q, want %q, valid state", b.Name, kind, v, "gcra:2 "+wantTAT+" 0")
+			if v := b.Client.Get(st.Ctx, k).Val(); v != want || !st.ValidState(s, v) {
+				t.Errorf("%s %s: state %q, want %q, valid state", b.Name, kind, v, want)
 			}
 			// read back: full, the next unit 1 ms away
-			if r := b.Eval(s, k, "1", "1", "4000000000000", "1", "check"); !r.Equal(st.Reply{Ints: []int64{0, 0, 1, 4e12, 4e12, 1}}) {
-				t.Errorf("%s %s: the next call: %v, want [0 0 1 4000000000000 4000000000000 1]", b.Name, kind, r)
+			if r := b.Eval(s, k, "1", "1", "4000000000000", "1", "check"); !r.Equal(st.Reply{Ints: []int64{0, 0, 1, 4e12, 4e12, 1, 0}}) {
+				t.Errorf("%s %s: the next call: %v, want [0 0 1 4000000000000 4000000000000 1 0]", b.Name, kind, r)
 			}
 		}, "1", "1", "4000000000000", "4000000000000")
 	}
 }
 
-// Finding 3, as the rule it broke: no script writes what it would refuse,
+// The rule gcra once broke: no script writes what it would refuse,
 // for any TIME before 2200 and any combination in the always-accepted range
 // (max(limit, burst) * period_ms <= 4 * 10^12): random combinations and
 // costs in 2199, each written, then read by a check that must not fail.
@@ -180,13 +178,13 @@ func TestNoScriptWritesWhatItRefuses(t *testing.T) {
 	}
 }
 
-// Finding 4: after a clock step back gcra is stricter than leaky_bucket,
-// while both headers said they decide exactly alike. Guarantee 9 now says
-// what gcra does (it decides on the clock it read, never more permissive
-// than later on), and the headers say it.
-func TestReviewGCRAClockStepBack(t *testing.T) {
+// After a clock step back, gcra under :3 decides as leaky_bucket does, as
+// of the time its state records (under :2 it was stricter, deciding on the
+// clock it read); and each header says its modes and what its state means
+// under other limits.
+func TestContinuousClockStepBack(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
-		want := map[string][]int64{"gcra": {0, 0, 1, 667, 3, 1}, "leaky_bucket": {1, 0, 0, 1001, 3, 1}}
+		want := map[string][]int64{"gcra": {1, 0, 0, 1001, 3, 1, 1}, "leaky_bucket": {1, 0, 0, 1001, 3, 1, 1}}
 		for name, w := range want {
 			s := spec(name)
 			b.SetTime(st.Epoch)
@@ -200,17 +198,12 @@ func TestReviewGCRAClockStepBack(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"gcra", "leaky_bucket"} {
-		src := spec(name).Source
-		head := src[:strings.Index(src, "\n-- ---- ")] // the header, up to the first section
-		if strings.Contains(head, "exactly as") {
-			t.Errorf("%s's header still says it decides exactly as the other", name)
+	for _, s := range manifest.Specs() {
+		head := s.Source[:strings.Index(s.Source, "\n-- ---- ")] // the header, up to the first section
+		for _, word := range []string{"upto", "refund", "force", "other limits"} {
+			if !strings.Contains(head, word) {
+				t.Errorf("%s's header does not say %q", s.Name, word)
+			}
 		}
-		if !strings.Contains(head, "while the\n-- clock runs forward") && !strings.Contains(head, "while the clock runs forward") {
-			t.Errorf("%s's header does not say when it decides as the other", name)
-		}
-	}
-	if head := spec("gcra").Source; !strings.Contains(head, "decides on the clock it read") {
-		t.Error("gcra's header does not say that it decides on the clock it read after a step back")
 	}
 }
