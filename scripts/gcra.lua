@@ -207,6 +207,7 @@ local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 t
 local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^gcra:3 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 local OLD = '^gcra:2 ' -- an older state, which upgrade reads
+local AHEAD_MAX = 13339554827370498 -- the latest time ahead of the clock the older state holds (state.lua)
 
 -- ---- Helpers (scripts/src/helpers.lua) ----
 -- Defined once: at the top of each script, and once at FUNCTION LOAD in the
@@ -273,11 +274,11 @@ end
 -- TAT in the terms of the limit at its position (with several keys, key
 -- i's), the level x = (TAT - now) * limit; nil when raw is not v2 state.
 local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
-  local body = match(raw, '^gcra:2(( %d+ %d+)+)$')
+  local body = match(raw, '^gcra:2( [ %d]*%d)$')
   if not body or find(body, ' 0%d') then return nil end
-  local out, j = TAG, 0
+  local out, j, read = TAG, 0, 0
   for ts, rs in ('').gmatch(body, ' (%d+) (%d+)') do
-    j = j + 1
+    j, read = j + 1, read + 2 + #ts + #rs
     local p = key_i or j -- the limit at this position
     if j > 8 or #ts > 17 or #rs > 16 or ts + 0 > AHEAD_MAX then return nil end
     local x = 0
@@ -297,6 +298,7 @@ local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
     end
     out = out .. fmt(' %d %d', x, now)
   end
+  if read ~= #body then return nil end -- pairs of numbers, single spaces, nothing else
   return out
 end
 -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----

@@ -51,10 +51,11 @@
 -- request is admitted when it fits. It decides exactly as gcra.lua does
 -- (level.lua, written once for both) and its state reads as a meter.
 -- State: "lb:3 x t" for each limit: a level of x / period_us units at time t
--- microseconds. No limit or burst changes what x means: raised limits never
--- deny what the old admit, lowered never admit what they deny (guarantee
--- 12); a state is read as at most twice the capacity, so a debt of other
--- limits is forgiven past that. A clock that steps back decides as of t.
+-- microseconds. Under other limits x means the same level, since no limit
+-- or burst changes its unit: raised limits never deny what the old admit,
+-- lowered never admit what they deny (guarantee 12); a state is read as at
+-- most twice the capacity, so a debt of other limits is forgiven past that.
+-- A clock that steps back decides as of t.
 -- Modes: upto takes what every limit grants; refund lowers the level, never
 -- below empty; force raises it as far as twice the capacity (a debt).
 -- Reads v2's "lb:2 x t" (a level of x / b units, a/b = limit / period_us in
@@ -270,11 +271,12 @@ end
 -- the units of the limit at its position (with several keys, key i's), at
 -- most full; nil when raw is not v2 state.
 local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
-  local body = match(raw, '^lb:2(( %d+ [1-9]%d*)+)$')
+  local body = match(raw, '^lb:2( [ %d]*%d)$')
   if not body or find(body, ' 0%d') then return nil end
-  local out, j = TAG, 0
+  local out, j, read = TAG, 0, 0
   for xs, ts in ('').gmatch(body, ' (%d+) (%d+)') do
-    j = j + 1
+    j, read = j + 1, read + 2 + #xs + #ts
+    if ts == '0' then return nil end -- a time, never 0
     local p = key_i or j -- the limit at this position
     if j > 8 or #xs > 16 or #ts > 16 or xs + 0 > 9007199254740991 or ts + 0 > TIME_MAX then return nil end
     local x = 0
@@ -289,6 +291,7 @@ local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
     end
     out = out .. fmt(' %d %s', x, ts)
   end
+  if read ~= #body then return nil end -- pairs of numbers, single spaces, nothing else
   return out
 end
 -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----

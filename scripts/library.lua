@@ -109,6 +109,7 @@ local FIELDS, STATE = 2, '^gcra:3 (%d+) (%d+)(.*)$' -- the numbers of one limit;
 local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
 for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' (%d+) ([1-9]%d*)', n) .. '$' end
 local OLD = '^gcra:2 ' -- an older state, which upgrade reads
+local AHEAD_MAX = 13339554827370498 -- the latest time ahead of the clock the older state holds (state.lua)
 
 -- ---- The level's range (scripts/src/continuous.lua) ----
 -- A level is at most twice the capacity, burst * period_us, and stays a
@@ -120,11 +121,11 @@ end
 -- TAT in the terms of the limit at its position (with several keys, key
 -- i's), the level x = (TAT - now) * limit; nil when raw is not v2 state.
 local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
-  local body = match(raw, '^gcra:2(( %d+ %d+)+)$')
+  local body = match(raw, '^gcra:2( [ %d]*%d)$')
   if not body or find(body, ' 0%d') then return nil end
-  local out, j = TAG, 0
+  local out, j, read = TAG, 0, 0
   for ts, rs in ('').gmatch(body, ' (%d+) (%d+)') do
-    j = j + 1
+    j, read = j + 1, read + 2 + #ts + #rs
     local p = key_i or j -- the limit at this position
     if j > 8 or #ts > 17 or #rs > 16 or ts + 0 > AHEAD_MAX then return nil end
     local x = 0
@@ -144,6 +145,7 @@ local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
     end
     out = out .. fmt(' %d %d', x, now)
   end
+  if read ~= #body then return nil end -- pairs of numbers, single spaces, nothing else
   return out
 end
 local function gcra(KEYS, ARGV)
@@ -693,7 +695,7 @@ local function token_bucket(KEYS, ARGV)
     local ok, never, retry_us, units = false, cost > burst, 0, 0
     if not never then
       local short = cost - tokens -- ceil(short / limit) refills
-      if short <= 0 then ok = true else retry_us = t + (short + -short % limit) / limit * period_us - now end
+      if short <= 0 or cost == 0 then ok = true else retry_us = t + (short + -short % limit) / limit * period_us - now end
     end
     if settle then
       if mode == 'refund' then -- up to cost tokens back, never past burst
@@ -954,7 +956,7 @@ local function token_bucket(KEYS, ARGV)
     local ok, never, retry_us, units = false, cost > burst, 0, 0
     if not never then
       local short = cost - tokens -- ceil(short / limit) refills
-      if short <= 0 then ok = true else retry_us = t + (short + -short % limit) / limit * period_us - now end
+      if short <= 0 or cost == 0 then ok = true else retry_us = t + (short + -short % limit) / limit * period_us - now end
     end
     if settle then
       if mode == 'refund' then -- up to cost tokens back, never past burst
@@ -1064,11 +1066,12 @@ end
 -- the units of the limit at its position (with several keys, key i's), at
 -- most full; nil when raw is not v2 state.
 local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
-  local body = match(raw, '^lb:2(( %d+ [1-9]%d*)+)$')
+  local body = match(raw, '^lb:2( [ %d]*%d)$')
   if not body or find(body, ' 0%d') then return nil end
-  local out, j = TAG, 0
+  local out, j, read = TAG, 0, 0
   for xs, ts in ('').gmatch(body, ' (%d+) (%d+)') do
-    j = j + 1
+    j, read = j + 1, read + 2 + #xs + #ts
+    if ts == '0' then return nil end -- a time, never 0
     local p = key_i or j -- the limit at this position
     if j > 8 or #xs > 16 or #ts > 16 or xs + 0 > 9007199254740991 or ts + 0 > TIME_MAX then return nil end
     local x = 0
@@ -1083,6 +1086,7 @@ local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
     end
     out = out .. fmt(' %d %s', x, ts)
   end
+  if read ~= #body then return nil end -- pairs of numbers, single spaces, nothing else
   return out
 end
 local function leaky_bucket(KEYS, ARGV)
@@ -2122,7 +2126,7 @@ local function fixed_window(KEYS, ARGV)
     local limit, period_us, stored_start, stored_count = limit1, period1 * 1000, s1, s2
     -- A clock behind the window's start (it stepped back) decides within it.
     local start, count = now, 0
-    if stored_count then
+    if stored_count and stored_count > 0 then -- (a count of 0, which a refund leaves, is no window)
       start, count = stored_start, stored_count
       if now >= start + period_us then
         start = now -- a new window opens with this request
@@ -2364,7 +2368,7 @@ local function fixed_window(KEYS, ARGV)
     end
     -- A clock behind the window's start (it stepped back) decides within it.
     local start, count = now, 0
-    if stored_count then
+    if stored_count and stored_count > 0 then -- (a count of 0, which a refund leaves, is no window)
       start, count = stored_start, stored_count
       if now >= start + period_us then
         start = now -- a new window opens with this request
@@ -2524,6 +2528,8 @@ local function sliding_log(KEYS, ARGV)
         if cs ~= '' then
           cost = NUM[cs] or read(cs)
           if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
+          -- bounded work (guarantee 11): the entries a call adds on all its keys
+          if k > 1 and cost * k > 10000 then return invalid('cost', 1, cs, fmt('with %d keys must be at most %d', k, (10000 - 10000 % k) / k)) end
         end
         if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
           return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
@@ -2549,9 +2555,6 @@ local function sliding_log(KEYS, ARGV)
     local t = redis.call('TIME')
     local secs = t[1] -- the library reads it from NUM: the seconds change once a second
     now = (NUM[secs] or read(secs)) * 1000000 + t[2]
-  end
-  if k > 1 and cost * k > 10000 then
-    return invalid('cost', 1, argv[4], fmt('with %d keys must be at most %d (guarantee 11: cost * keys <= 10000)', k, (10000 - 10000 % k) / k))
   end
 
   -- ---- State: each key's marker, and its newest entry ----
@@ -2818,53 +2821,53 @@ local function gcra_ro(KEYS, ARGV)
   return gcra(KEYS, args)
 end
 redis.register_function('redisrate_gcra', gcra)
-redis.register_function('redisrate_gcra_vaf6454577063', gcra)
+redis.register_function('redisrate_gcra_v4616642fb504', gcra)
 redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' }, callback = gcra_ro }
-redis.register_function{ function_name = 'redisrate_gcra_ro_vaf6454577063', flags = { 'no-writes' }, callback = gcra_ro }
+redis.register_function{ function_name = 'redisrate_gcra_ro_v4616642fb504', flags = { 'no-writes' }, callback = gcra_ro }
 local function token_bucket_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_token_bucket')
   if refused then return refused end
   return token_bucket(KEYS, args)
 end
 redis.register_function('redisrate_token_bucket', token_bucket)
-redis.register_function('redisrate_token_bucket_vaf6454577063', token_bucket)
+redis.register_function('redisrate_token_bucket_v4616642fb504', token_bucket)
 redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' }, callback = token_bucket_ro }
-redis.register_function{ function_name = 'redisrate_token_bucket_ro_vaf6454577063', flags = { 'no-writes' }, callback = token_bucket_ro }
+redis.register_function{ function_name = 'redisrate_token_bucket_ro_v4616642fb504', flags = { 'no-writes' }, callback = token_bucket_ro }
 local function leaky_bucket_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_leaky_bucket')
   if refused then return refused end
   return leaky_bucket(KEYS, args)
 end
 redis.register_function('redisrate_leaky_bucket', leaky_bucket)
-redis.register_function('redisrate_leaky_bucket_vaf6454577063', leaky_bucket)
+redis.register_function('redisrate_leaky_bucket_v4616642fb504', leaky_bucket)
 redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' }, callback = leaky_bucket_ro }
-redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_vaf6454577063', flags = { 'no-writes' }, callback = leaky_bucket_ro }
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_v4616642fb504', flags = { 'no-writes' }, callback = leaky_bucket_ro }
 local function sliding_window_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_sliding_window')
   if refused then return refused end
   return sliding_window(KEYS, args)
 end
 redis.register_function('redisrate_sliding_window', sliding_window)
-redis.register_function('redisrate_sliding_window_vaf6454577063', sliding_window)
+redis.register_function('redisrate_sliding_window_v4616642fb504', sliding_window)
 redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' }, callback = sliding_window_ro }
-redis.register_function{ function_name = 'redisrate_sliding_window_ro_vaf6454577063', flags = { 'no-writes' }, callback = sliding_window_ro }
+redis.register_function{ function_name = 'redisrate_sliding_window_ro_v4616642fb504', flags = { 'no-writes' }, callback = sliding_window_ro }
 local function fixed_window_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_fixed_window')
   if refused then return refused end
   return fixed_window(KEYS, args)
 end
 redis.register_function('redisrate_fixed_window', fixed_window)
-redis.register_function('redisrate_fixed_window_vaf6454577063', fixed_window)
+redis.register_function('redisrate_fixed_window_v4616642fb504', fixed_window)
 redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' }, callback = fixed_window_ro }
-redis.register_function{ function_name = 'redisrate_fixed_window_ro_vaf6454577063', flags = { 'no-writes' }, callback = fixed_window_ro }
+redis.register_function{ function_name = 'redisrate_fixed_window_ro_v4616642fb504', flags = { 'no-writes' }, callback = fixed_window_ro }
 local function sliding_log_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_sliding_log')
   if refused then return refused end
   return sliding_log(KEYS, args)
 end
 redis.register_function('redisrate_sliding_log', sliding_log)
-redis.register_function('redisrate_sliding_log_vaf6454577063', sliding_log)
+redis.register_function('redisrate_sliding_log_v4616642fb504', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' }, callback = sliding_log_ro }
-redis.register_function{ function_name = 'redisrate_sliding_log_ro_vaf6454577063', flags = { 'no-writes' }, callback = sliding_log_ro }
+redis.register_function{ function_name = 'redisrate_sliding_log_ro_v4616642fb504', flags = { 'no-writes' }, callback = sliding_log_ro }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return 'af6454577063817ba931e115ecc84a61373529ef' end }
+  callback = function() return '4616642fb5044b05d0495e6e1d23aa64b60125c6' end }

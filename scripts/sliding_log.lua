@@ -189,6 +189,8 @@ for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are 
       if cs ~= '' then
         cost = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 or whole(cs)
         if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
+        -- bounded work (guarantee 11): the entries a call adds on all its keys
+        if k > 1 and cost * k > 10000 then return invalid('cost', 1, cs, fmt('with %d keys must be at most %d', k, (10000 - 10000 % k) / k)) end
       end
       if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
         return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
@@ -214,9 +216,6 @@ do
   local t = redis.call('TIME')
   local secs = t[1] -- the library reads it from NUM: the seconds change once a second
   now = secs * 1000000 + t[2]
-end
-if k > 1 and cost * k > 10000 then
-  return invalid('cost', 1, argv[4], fmt('with %d keys must be at most %d (guarantee 11: cost * keys <= 10000)', k, (10000 - 10000 % k) / k))
 end
 
 -- ---- State: each key's marker, and its newest entry ----

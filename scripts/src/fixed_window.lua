@@ -43,7 +43,7 @@ for i = 1, n do
 --@end
   -- A clock behind the window's start (it stepped back) decides within it.
   local start, count = now, 0
-  if stored_count then
+  if stored_count and stored_count > 0 then -- (a count of 0, which a refund leaves, is no window)
     start, count = stored_start, stored_count
     if now >= start + period_us then
       start = now -- a new window opens with this request

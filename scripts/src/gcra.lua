@@ -34,11 +34,11 @@
 -- TAT in the terms of the limit at its position (with several keys, key
 -- i's), the level x = (TAT - now) * limit; nil when raw is not v2 state.
 local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
-  local body = match(raw, '^gcra:2(( %d+ %d+)+)$')
+  local body = match(raw, '^gcra:2( [ %d]*%d)$')
   if not body or find(body, ' 0%d') then return nil end
-  local out, j = TAG, 0
+  local out, j, read = TAG, 0, 0
   for ts, rs in ('').gmatch(body, ' (%d+) (%d+)') do
-    j = j + 1
+    j, read = j + 1, read + 2 + #ts + #rs
     local p = key_i or j -- the limit at this position
     if j > 8 or #ts > 17 or #rs > 16 or ts + 0 > AHEAD_MAX then return nil end
     local x = 0
@@ -58,6 +58,7 @@ local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
     end
     out = out .. fmt(' %d %d', x, now)
   end
+  if read ~= #body then return nil end -- pairs of numbers, single spaces, nothing else
   return out
 end
 --@body

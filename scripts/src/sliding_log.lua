@@ -30,9 +30,6 @@
 -- Never more admitted than limit in any span of period_ms.
 --@body
 --@include args.lua
-if k > 1 and cost * k > 10000 then
-  return invalid('cost', 1, argv[4], fmt('with %d keys must be at most %d (guarantee 11: cost * keys <= 10000)', k, (10000 - 10000 % k) / k))
-end
 
 -- ---- State: each key's marker, and its newest entry ----
 -- With one key, it holds every limit's entries; with several, key i holds

@@ -65,7 +65,7 @@ for i = 1, n do
   local ok, never, retry_us, units = false, cost > burst, 0, 0
   if not never then
     local short = cost - tokens -- ceil(short / limit) refills
-    if short <= 0 then ok = true else retry_us = t + (short + -short % limit) / limit * period_us - now end
+    if short <= 0 or cost == 0 then ok = true else retry_us = t + (short + -short % limit) / limit * period_us - now end
   end
   if settle then
     if mode == 'refund' then -- up to cost tokens back, never past burst

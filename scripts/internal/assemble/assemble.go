@@ -467,7 +467,7 @@ func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
 	if file != a.Name+".lua" {
 		return a, fmt.Errorf("name %q does not match the file name", a.Name)
 	}
-	flags := map[string]bool{"window": a.Window, "range": a.Range != "", "upgrade": a.OldTag != "", "general": true, "fast": false}
+	flags := map[string]bool{"window": a.Window, "log": a.Log, "range": a.Range != "", "upgrade": a.OldTag != "", "general": true, "fast": false}
 	if a.Top, err = expand(src, a.Top, flags); err != nil {
 		return a, err
 	}
@@ -641,6 +641,9 @@ func constants(b *strings.Builder, a Algorithm, library bool) {
 		}
 		if a.OldTag != "" {
 			fmt.Fprintf(b, "local OLD = '^%s ' -- an older state, which upgrade reads\n", a.OldTag)
+			if a.AheadAt == 0 && oldShapes[a.OldTag][2] >= 0 {
+				fmt.Fprintf(b, "local AHEAD_MAX = %d -- the latest time ahead of the clock the older state holds (state.lua)\n", aheadMax)
+			}
 		}
 		if a.AheadAt > 0 {
 			fmt.Fprintf(b, "local AHEAD_AT, AHEAD_MAX = %d, %d -- which field is a time ahead of the clock, and its range: TIME_MAX + 2^52, rounded up to 2 mod 4 (see state.lua)\n", a.AheadAt, aheadMax)
