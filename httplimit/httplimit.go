@@ -322,6 +322,9 @@ func New(c Config) (*Middleware, error) {
 	}
 	m.plans = map[string]*ratecore.Rule{}
 	for i, pl := range c.Plans {
+		if pl.Name == "" { // "" is the rule of Config.Limits
+			return nil, fmt.Errorf("httplimit: Config.Plans[%d]: invalid Name: empty policy name", i)
+		}
 		if m.plans[pl.Name] != nil {
 			return nil, fmt.Errorf("httplimit: Config.Plans has the plan %q twice", pl.Name)
 		}
