@@ -118,7 +118,7 @@ func (r *Rules[R]) decide(ctx context.Context, req R, rule *Rule, cost int64) (r
 		return redisrate.Result{}, err
 	}
 	if len(r.scopes) == 0 {
-		if rule.base && r.named {
+		if rule.base {
 			key = escape(key)
 		}
 		return r.limiter.AllowMulti(ctx, rule.prefix+key, cost, rule.Fields.Limits...)
@@ -178,12 +178,12 @@ func callerGaveUp(err error) bool {
 		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
 
-// escape is key as the rule without a name keeps it after Name + ":" when
-// there are named rules too: their keys continue there with their name
-// (a gRPC method's starts with '/'), so a key that starts with '/' (or
-// '%', the escape) gets a '%' in front, and no client's key of one rule is
-// another client's key of another. Keys that start otherwise (the IP and
-// API keys) are kept as they are.
+// escape is key as the rule without a name keeps it after Name + ":".
+// The keys of named rules continue there with their name (a gRPC method's
+// starts with '/'), so a key that starts with '/' (or '%', the escape) gets
+// a '%' in front, and no client's key of one rule is another client's key
+// of another, whatever rules come and go. Keys that start otherwise (the IP
+// and API keys) are kept as they are.
 func escape(key string) string {
 	if key != "" && (key[0] == '/' || key[0] == '%') {
 		return "%" + key

@@ -80,7 +80,6 @@ type Rules[R any] struct {
 	shadowHeaders bool
 	onError       func(R, error)
 	names         map[string]string // the names in keys, and what uses each
-	named         bool              // rules with a name were added
 }
 
 // New checks c. Its errors name the fields of the transports' Config.
@@ -182,7 +181,7 @@ func (r *Rules[R]) Rule(name, what string, limits []redisrate.Limit, names []str
 	}
 	rule.Fields = f
 	if !rule.base {
-		r.names[name], r.named = what, true
+		r.names[name] = what
 	}
 	return rule, nil
 }
