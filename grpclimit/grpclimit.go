@@ -74,27 +74,6 @@ type Config struct {
 	// Limiter decides, in Redis; its failure policy decides without it,
 	// unless FailurePolicy says otherwise.
 	Limiter *redisrate.Limiter
-	// FailurePolicy decides a call when Redis cannot (after the
-	// Limiter's fallback, redisrate.WithFallback, if it has one): let it
-	// through (redisrate.FailOpen) or fail it with codes.Unavailable
-	// (redisrate.FailClosed, redisrate.FailError). Zero: FailOpen, so that
-	// an outage of the limiter is not an outage of the service
-	// (docs/reliability.md); the Limiter's metrics (source fail-open) and
-	// its log line (redisrate.WithLogger) say so. A limit that must hold
-	// through an outage sets FailClosed here. The Limiter's own policy
-	// does not reach the interceptors.
-	FailurePolicy redisrate.FailurePolicy
-	// Shadow decides and records every call as usual and lets it through
-	// whatever the decision: the way to roll a limit out. Metrics and
-	// traces (redisrate.Observer, otelrate) report what would have been
-	// denied (redisrate.Result.WouldDeny). No call is failed, not even one
-	// that the limit could not be decided for (OnError is told). See
-	// redisrate.WithShadowMode.
-	Shadow bool
-	// ShadowHeaders sends the ratelimit response metadata in shadow mode
-	// too: off by default, so that a limit being rolled out changes
-	// nothing clients see.
-	ShadowHeaders bool
 	// Limits are the limits of every method without limits of its own.
 	// Without them, only the methods in Methods are limited.
 	Limits []redisrate.Limit
@@ -166,6 +145,27 @@ type Config struct {
 	// infrastructure. In shadow mode the call goes through instead, but
 	// for an ended context.
 	OnError func(ctx context.Context, method string, err error)
+	// FailurePolicy decides a call when Redis cannot (after the
+	// Limiter's fallback, redisrate.WithFallback, if it has one): let it
+	// through (redisrate.FailOpen) or fail it with codes.Unavailable
+	// (redisrate.FailClosed, redisrate.FailError). Zero: FailOpen, so that
+	// an outage of the limiter is not an outage of the service
+	// (docs/reliability.md); the Limiter's metrics (source fail-open) and
+	// its log line (redisrate.WithLogger) say so. A limit that must hold
+	// through an outage sets FailClosed here. The Limiter's own policy
+	// does not reach the interceptors.
+	FailurePolicy redisrate.FailurePolicy
+	// Shadow decides and records every call as usual and lets it through
+	// whatever the decision: the way to roll a limit out. Metrics and
+	// traces (redisrate.Observer, otelrate) report what would have been
+	// denied (redisrate.Result.WouldDeny). No call is failed, not even one
+	// that the limit could not be decided for (OnError is told). See
+	// redisrate.WithShadowMode.
+	Shadow bool
+	// ShadowHeaders sends the ratelimit response metadata in shadow mode
+	// too: off by default, so that a limit being rolled out changes
+	// nothing clients see.
+	ShadowHeaders bool
 }
 
 // Scope is a further key that a call is held to, with a limit of its own,

@@ -17,19 +17,18 @@ import (
 // ratecore.ErrNoKey, which httplimit's ErrNoKey is too.
 var ErrNoKey = ratecore.ErrNoKey
 
+// MinSecretLen is the shortest APIKey.Secret accepted: 16 bytes.
+const MinSecretLen = ratecore.MinSecretLen
+
 // KeyFunc returns the key that identifies the client of a call to the full
 // method name method ("/package.Service/Method"), from its context (peer,
 // incoming metadata). An empty key is an error (it wraps ErrNoKey): to
 // exempt calls, use Config.Exempt.
 type KeyFunc func(ctx context.Context, method string) (string, error)
 
-// KeyFunc returns f itself, so that a KeyFunc is a Keyer.
-func (f KeyFunc) KeyFunc() (KeyFunc, error) {
-	if f == nil {
-		return nil, errors.New("nil KeyFunc")
-	}
-	return f, nil
-}
+// KeyFunc returns f itself, so that a KeyFunc is a Keyer. New refuses a
+// nil f.
+func (f KeyFunc) KeyFunc() (KeyFunc, error) { return f, nil }
 
 // Keyer is a configuration of a KeyFunc, checked once by New: PeerIP,
 // APIKey, or a KeyFunc itself.
@@ -89,9 +88,6 @@ func (p PeerIP) KeyFunc() (KeyFunc, error) {
 		return key(pr.Addr.String(), values)
 	}, nil
 }
-
-// MinSecretLen is the shortest APIKey.Secret accepted: 16 bytes.
-const MinSecretLen = ratecore.MinSecretLen
 
 // APIKey keys calls by an API key in the incoming metadata, such as
 // "x-api-key". Only HMAC-SHA256(Secret, API key) reaches Redis, so that

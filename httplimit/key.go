@@ -156,8 +156,10 @@ type ClientIP struct {
 // KeyFunc checks c and returns its KeyFunc. Keys look like "ip:192.0.2.1"
 // or "ip:2001:db8:1:2::/64".
 func (c ClientIP) KeyFunc() (KeyFunc, error) {
-	header := http.CanonicalHeaderKey(strings.TrimSpace(c.Header))
-	key, err := ratecore.IP{Header: header, TrustedProxies: c.TrustedProxies, TrustWideRanges: c.TrustWideRanges, IPv6Prefix: c.IPv6Prefix}.KeyFunc()
+	ip := ratecore.IP(c) // the same fields: ratecore walks the hops and groups the addresses
+	ip.Header = http.CanonicalHeaderKey(strings.TrimSpace(c.Header))
+	header := ip.Header
+	key, err := ip.KeyFunc()
 	if err != nil {
 		return nil, fmt.Errorf("ClientIP: %w", err)
 	}
