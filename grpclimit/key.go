@@ -117,12 +117,12 @@ type APIKey struct {
 // KeyFunc checks k and returns its KeyFunc. Keys look like "key:" and 32
 // hex digits.
 func (k APIKey) KeyFunc() (KeyFunc, error) {
-	name := strings.ToLower(strings.TrimSpace(k.Metadata))
-	if name == "" {
-		return nil, errors.New("APIKey has no Metadata: name the metadata key that holds the API key")
-	}
 	key, err := ratecore.APIKey{Secret: k.Secret, Verify: k.Verify, Authenticated: k.Authenticated}.KeyFunc()
-	if err != nil {
+	name := strings.ToLower(strings.TrimSpace(k.Metadata))
+	switch {
+	case name == "":
+		return nil, errors.New("APIKey has no Metadata: name the metadata key that holds the API key")
+	case err != nil:
 		return nil, err
 	}
 	source := name + " metadata"
