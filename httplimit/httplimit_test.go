@@ -983,3 +983,34 @@ func (o observeEnd) Start(ctx context.Context, _ redisrate.Decision) context.Con
 func (o observeEnd) End(_ context.Context, _ redisrate.Decision, res redisrate.Result, err error) {
 	o(res, err)
 }
+
+// Two middlewares on one route (per address in front of per API key) both
+// report: RateLimit-Policy and RateLimit list both limits, the outer's
+// first, as the draft's lists allow; X-RateLimit-* describe the one with
+// the fewest units left; a denial by the inner keeps the outer's items.
+func TestStackedMiddlewareHeaders(t *testing.T) {
+	e := newEnv(t)
+	outer := mustNew(t, Config{Limiter: e.limiter, Name: "per-ip", Limits: []redisrate.Limit{redisrate.PerMinute(10)}})
+	inner := mustNew(t, Config{Limiter: e.limiter, Name: "per-key", Limits: []redisrate.Limit{redisrate.PerMinute(2)},
+		Key: KeyFunc(func(*http.Request) (string, error) { return "k1", nil })})
+	h := outer.Handler(inner.Handler(&served{}))
+	w := do(h, "")
+	wantHeaders(t, w, map[string]string{
+		"RateLimit-Policy":      `"per-ip";q=10;w=60, "per-key";q=2;w=60`,
+		"RateLimit":             `"per-ip";r=9;t=6, "per-key";r=1;t=30`,
+		"X-RateLimit-Limit":     "2",
+		"X-RateLimit-Remaining": "1",
+	})
+	if n := len(w.Header().Values("RateLimit-Policy")); n != 1 {
+		t.Errorf("RateLimit-Policy in %d field lines; want one list", n)
+	}
+	do(h, "")
+	w = do(h, "")
+	if w.Code != 429 {
+		t.Fatalf("third request: %d; want 429 by per-key", w.Code)
+	}
+	wantHeaders(t, w, map[string]string{
+		"RateLimit-Policy": `"per-ip";q=10;w=60, "per-key";q=2;w=60`,
+		"RateLimit":        `"per-ip";r=7;t=6, "per-key";r=0;t=30`,
+	})
+}
