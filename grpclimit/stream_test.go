@@ -91,7 +91,7 @@ func TestPeerIPTrustedProxies(t *testing.T) {
 	for _, tc := range []struct{ peer, xff, want string }{
 		{"10.0.0.1", "1.2.3.4, 203.0.113.9", "ip:203.0.113.9"}, // a forged entry, then the client
 		{"10.0.0.1", "203.0.113.7", "ip:203.0.113.7"},
-		{"198.51.100.2", "203.0.113.9", "ip:198.51.100.2"},  // not the proxy: its header is not believed
+		{"198.51.100.2", "203.0.113.9", "ip:198.51.100.2"}, // not the proxy: its header is not believed
 		{"10.0.0.1", "64:ff9b::c000:221", "ip:192.0.2.33"}, // NAT64: the IPv4 client
 	} {
 		ctx := metadata.NewIncomingContext(peerCtx(tc.peer), metadata.Pairs("x-forwarded-for", tc.xff))

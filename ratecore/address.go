@@ -63,9 +63,9 @@ func (c IP) KeyFunc() (func(conn string, header []string) (string, error), error
 	}
 	switch {
 	case c.Header == "" && len(trusted) > 0:
-		return nil, errors.New("TrustedProxies but no Header: name the header the proxies set")
+		return nil, errors.New("trusted proxies (TrustedProxies) but no Header: name the header the proxies set")
 	case c.Header != "" && len(trusted) == 0:
-		return nil, fmt.Errorf("Header %q but no TrustedProxies: any client could set it; list the proxies' addresses", c.Header)
+		return nil, fmt.Errorf("a header (Header %q) but no TrustedProxies: any client could set it; list the proxies' addresses", c.Header)
 	}
 	bits := c.IPv6Prefix
 	if bits == 0 {
