@@ -209,28 +209,28 @@ func ExampleConfig_redisDown() {
 	defer done()
 	rdb.Close() // Redis is gone
 
-	for _, policy := range []redisrate.FailurePolicy{0, redisrate.FailClosed} {
-		limit, err := grpclimit.New(grpclimit.Config{
-			Limiter:       redisrate.NewLimiter(rdb),
-			Limits:        []redisrate.Limit{redisrate.PerDay(10)},
-			FailurePolicy: policy, // 0: the default, FailOpen
-		})
-		if err != nil {
-			log.Fatal(err)
-		}
-		ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP("192.0.2.1"), Port: 4000}})
-		_, err = limit.Unary()(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/pkg.Svc/Get"}, func(ctx context.Context, req any) (any, error) { return nil, nil })
-		fmt.Println(policy, status.Code(err))
-		for _, d := range status.Convert(err).Details() {
-			if ri, ok := d.(*errdetails.RetryInfo); ok {
-				fmt.Println("retry in", ri.RetryDelay.AsDuration())
-			}
-		}
+	open, err := grpclimit.New(grpclimit.Config{Limiter: redisrate.NewLimiter(rdb), Limits: []redisrate.Limit{redisrate.PerDay(10)}})
+	if err != nil {
+		log.Fatal(err)
 	}
-	// Output:
+	closed, err := grpclimit.New(grpclimit.Config{Limiter: redisrate.NewLimiter(rdb), Limits: []redisrate.Limit{redisrate.PerDay(10)}, FailurePolicy: redisrate.FailClosed})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP("192.0.2.1"), Port: 4000}})
+	ok := func(ctx context.Context, req any) (any, error) { return nil, nil }
+	for name, in := range map[string]*grpclimit.Interceptor{"default": open, "fail-closed": closed} {
+		_, err = in.Unary()(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/pkg.Svc/" + name}, ok)
+		st := status.Convert(err)
+		if len(st.Details()) == 0 {
+			fmt.Println(name, st.Code())
+			continue
+		}
+		fmt.Println(name, st.Code(), "retry in", st.Details()[0].(*errdetails.RetryInfo).RetryDelay.AsDuration())
+	}
+	// Unordered output:
 	// default OK
-	// fail-closed Unavailable
-	// retry in 1s
+	// fail-closed Unavailable retry in 1s
 }
 
 // issued stands for the service's store of the API keys it issued.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/redisrate/redisrate"
-	"github.com/redisrate/redisrate/localredis"
+	"github.com/redisrate/redisrate/internal/exampleredis"
 	"github.com/redisrate/redisrate/ratecore"
 )
 
@@ -17,15 +17,12 @@ import (
 // core decides; the transport turns a job into a key and the Answer into
 // what the queue does.
 func Example() {
-	local, err := localredis.Start() // a real service passes its Redis client to NewLimiter
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer local.Close()
+	rdb, done := exampleredis.Start() // a real service passes its Redis client to NewLimiter
+	defer done()
 
 	type job struct{ tenant string }
 	rules, err := ratecore.New(ratecore.Config[job]{
-		Limiter: local.Limiter().With(redisrate.WithDecisionTimeout(10 * time.Second)), // generous: a loaded test machine
+		Limiter: redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second)), // generous: a loaded test machine
 		Name:    "jobs",
 		Key:     func(j job) (string, error) { return j.tenant, nil },
 	})
@@ -53,15 +50,12 @@ func Example() {
 // A scope holds every job to a further key in the same atomic call: a
 // tenant's jobs and its organisation's. The fields list both limits.
 func ExampleScope() {
-	local, err := localredis.Start()
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer local.Close()
+	rdb, done := exampleredis.Start()
+	defer done()
 
 	type job struct{ tenant, org string }
 	rules, err := ratecore.New(ratecore.Config[job]{
-		Limiter: local.Limiter().With(redisrate.WithDecisionTimeout(10 * time.Second)), // generous: a loaded test machine
+		Limiter: redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second)), // generous: a loaded test machine
 		Name:    "jobs",
 		Key:     func(j job) (string, error) { return j.tenant, nil },
 		Scopes: []ratecore.Scope[job]{{
