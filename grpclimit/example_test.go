@@ -62,7 +62,7 @@ func ExampleNew() {
 		Limiter: redisrate.NewLimiter(rdb),
 		Limits:  []redisrate.Limit{redisrate.PerMinute(2)},
 		Methods: map[string]grpclimit.Method{"/grpc.health.v1.Health/Watch": {Cost: 2}},
-		Key:     grpclimit.APIKey{Metadata: "x-api-key", Secret: []byte("example secret, 16+ bytes; keep yours out of the code")},
+		Key:     grpclimit.APIKey{Metadata: "x-api-key", Secret: []byte("example secret, 16+ bytes; keep yours out of the code"), Authenticated: true},
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -108,6 +108,7 @@ func ExampleNew() {
 func ExampleConfig() {
 	limiter := redisrate.NewLimiter(redis.NewClient(&redis.Options{Addr: "localhost:6379"}))
 	secret := []byte("example secret, 16+ bytes; keep yours out of the code")
+	keys := issued{"k-123": true}
 
 	// setup:start
 	limit, err := grpclimit.New(grpclimit.Config{
@@ -117,7 +118,7 @@ func ExampleConfig() {
 			"/shop.Orders/Export": {Limits: []redisrate.Limit{redisrate.PerMinute(2)}}, // its own quota
 			"/shop.Orders/Batch":  {Cost: 10},                                          // the shared quota, 10 units
 		},
-		Key: grpclimit.APIKey{Metadata: "x-api-key", Secret: secret},
+		Key: grpclimit.APIKey{Metadata: "x-api-key", Secret: secret, Verify: keys.Issued},
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -199,35 +200,49 @@ func ExampleConfig_failurePolicy() {
 	// /pkg.Svc/Get OK
 }
 
-// The default while Redis is down (FailError, and FailClosed alike): fail
-// the call with a status the client can act on, and a RetryInfo for the
-// outage, not the quota.
+// While Redis is down a call goes through by default (FailOpen): an outage
+// of the limiter must not become an outage of the service. A limit that
+// must hold through it says FailClosed: the call fails with a status the
+// client can act on, and a RetryInfo for the outage, not the quota.
 func ExampleConfig_redisDown() {
 	rdb, done := exampleRedis()
 	defer done()
 	rdb.Close() // Redis is gone
 
-	limit, err := grpclimit.New(grpclimit.Config{
-		Limiter: redisrate.NewLimiter(rdb),
-		Limits:  []redisrate.Limit{redisrate.PerDay(10)},
-	})
+	open, err := grpclimit.New(grpclimit.Config{Limiter: redisrate.NewLimiter(rdb), Limits: []redisrate.Limit{redisrate.PerDay(10)}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	closed, err := grpclimit.New(grpclimit.Config{Limiter: redisrate.NewLimiter(rdb), Limits: []redisrate.Limit{redisrate.PerDay(10)}, FailurePolicy: redisrate.FailClosed})
 	if err != nil {
 		log.Fatal(err)
 	}
 	ctx := peer.NewContext(context.Background(), &peer.Peer{Addr: &net.TCPAddr{IP: net.ParseIP("192.0.2.1"), Port: 4000}})
-	_, err = limit.Unary()(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/pkg.Svc/Get"}, func(ctx context.Context, req any) (any, error) { return nil, nil })
-	for _, d := range status.Convert(err).Details() {
-		if ri, ok := d.(*errdetails.RetryInfo); ok {
-			fmt.Println(status.Code(err), "retry in", ri.RetryDelay.AsDuration())
+	ok := func(ctx context.Context, req any) (any, error) { return nil, nil }
+	for name, in := range map[string]*grpclimit.Interceptor{"default": open, "fail-closed": closed} {
+		_, err = in.Unary()(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/pkg.Svc/" + name}, ok)
+		st := status.Convert(err)
+		if len(st.Details()) == 0 {
+			fmt.Println(name, st.Code())
+			continue
 		}
+		fmt.Println(name, st.Code(), "retry in", st.Details()[0].(*errdetails.RetryInfo).RetryDelay.AsDuration())
 	}
-	// Output:
-	// Unavailable retry in 1s
+	// Unordered output:
+	// default OK
+	// fail-closed Unavailable retry in 1s
 }
+
+// issued stands for the service's store of the API keys it issued.
+type issued map[string]bool
+
+// Issued reports whether the service issued apiKey.
+func (s issued) Issued(_ context.Context, apiKey string) (bool, error) { return s[apiKey], nil }
 
 // APIKey reads the key from the call's metadata; Redis sees only its HMAC.
 func ExampleAPIKey() {
-	keyFunc, err := grpclimit.APIKey{Metadata: "x-api-key", Secret: []byte("example secret, 16+ bytes")}.KeyFunc()
+	keys := issued{"k-123": true}
+	keyFunc, err := grpclimit.APIKey{Metadata: "x-api-key", Secret: []byte("example secret, 16+ bytes"), Verify: keys.Issued}.KeyFunc()
 	if err != nil {
 		log.Fatal(err)
 	}

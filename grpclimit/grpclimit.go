@@ -15,28 +15,25 @@
 // (see its documentation for q, w, r and t).
 //
 // When Redis fails (or does not answer within the Limiter's decision
-// timeout, redisrate.WithDecisionTimeout), the failure policy decides: the
-// Limiter's (redisrate.WithFailurePolicy, WithFallback), or
-// Config.FailurePolicy, in the same words; and the interceptors tell the
-// truth about it: a call admitted by policy (redisrate.FailOpen) goes
-// through without ratelimit metadata (there is no quota to report); a call
-// refused by policy (redisrate.FailClosed, or redisrate.FailError, the
-// default) fails with codes.Unavailable and a RetryInfo, never
-// ResourceExhausted, which would tell the client it spent its quota; a
-// decision of the fallback is kept, without ratelimit metadata. In shadow
-// mode (Config.Shadow) every call is decided and recorded as usual, and
-// goes through.
+// timeout, redisrate.WithDecisionTimeout), the Limiter's fallback decides
+// (redisrate.WithFallback), or else Config.FailurePolicy, by default
+// redisrate.FailOpen; and the interceptors tell the truth about it: a call
+// admitted by policy goes through without ratelimit metadata (there is no
+// quota to report); a call refused by policy (redisrate.FailClosed or
+// redisrate.FailError, set in Config.FailurePolicy) fails with
+// codes.Unavailable and a RetryInfo, never ResourceExhausted, which would
+// tell the client it spent its quota; a decision of the fallback is kept,
+// without ratelimit metadata. In shadow mode (Config.Shadow) every call is
+// decided and recorded as usual, and goes through.
+//
+// The interceptors are gRPC's transport of the package ratecore, which
+// httplimit shares: the rules, the decision and the fields are the same.
 package grpclimit
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
-	"net/netip"
 	"strings"
 	"time"
 
@@ -44,13 +41,12 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/protoadapt"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/redisrate/redisrate"
-	"github.com/redisrate/redisrate/ratefields"
+	"github.com/redisrate/redisrate/ratecore"
 )
 
 // The response metadata keys.
@@ -58,103 +54,6 @@ const (
 	PolicyMetadata    = "ratelimit-policy" // the RateLimit-Policy value: each limit's quota and window
 	RateLimitMetadata = "ratelimit"        // the RateLimit value: the binding limit, units left, seconds to more
 )
-
-// ErrNoKey is matched by KeyFunc errors that mean the call carries no
-// usable key, such as missing API key metadata: the client's fault, which
-// the interceptors answer with codes.InvalidArgument.
-var ErrNoKey = errors.New("no rate-limit key")
-
-// KeyFunc returns the key that identifies the client of a call to the full
-// method name method ("/package.Service/Method"), from its context (peer,
-// incoming metadata). An empty key is an error (it wraps ErrNoKey): to
-// exempt calls, use Config.Exempt.
-type KeyFunc func(ctx context.Context, method string) (string, error)
-
-// KeyFunc returns f itself, so that a KeyFunc is a Keyer.
-func (f KeyFunc) KeyFunc() (KeyFunc, error) {
-	if f == nil {
-		return nil, errors.New("grpclimit: nil KeyFunc")
-	}
-	return f, nil
-}
-
-// Keyer is a configuration of a KeyFunc, checked once by New: PeerIP,
-// APIKey, or a KeyFunc itself.
-type Keyer interface {
-	// KeyFunc returns the function that keys calls, or why the
-	// configuration is wrong.
-	KeyFunc() (KeyFunc, error)
-}
-
-// PeerIP keys calls by the IP address of the connection's peer, such as
-// "ip:192.0.2.1", and IPv6 peers by their /64. Behind a proxy every call
-// comes from the proxy: key by something the proxy vouches for instead.
-type PeerIP struct{}
-
-// KeyFunc returns PeerIP's KeyFunc.
-func (PeerIP) KeyFunc() (KeyFunc, error) {
-	return func(ctx context.Context, _ string) (string, error) {
-		p, ok := peer.FromContext(ctx)
-		if !ok || p.Addr == nil {
-			return "", errors.New("grpclimit: the call has no peer address")
-		}
-		s := p.Addr.String()
-		if host, _, err := net.SplitHostPort(s); err == nil {
-			s = host
-		}
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			return "", fmt.Errorf("grpclimit: cannot parse the peer address %q: %w", p.Addr.String(), err)
-		}
-		a = a.Unmap().WithZone("")
-		if a.Is6() {
-			pre, _ := a.Prefix(64)
-			return "ip:" + pre.String(), nil
-		}
-		return "ip:" + a.String(), nil
-	}, nil
-}
-
-// MinSecretLen is the shortest APIKey.Secret accepted: 16 bytes.
-const MinSecretLen = 16
-
-// APIKey keys calls by an API key in the incoming metadata, such as
-// "x-api-key". Only HMAC-SHA256(Secret, API key) reaches Redis, so that
-// API keys cannot be read or recovered from it. A call without the key, or
-// with it more than once, gets an error that wraps ErrNoKey.
-type APIKey struct {
-	// Metadata is the metadata key that holds the API key. Required.
-	Metadata string
-	// Secret keys the HMAC: at least MinSecretLen random bytes, kept out
-	// of the code.
-	Secret []byte
-}
-
-// KeyFunc checks k and returns its KeyFunc. Keys look like "key:" and 32
-// hex digits.
-func (k APIKey) KeyFunc() (KeyFunc, error) {
-	name := strings.ToLower(strings.TrimSpace(k.Metadata))
-	if name == "" {
-		return nil, errors.New("grpclimit: APIKey has no Metadata: name the metadata key that holds the API key")
-	}
-	if len(k.Secret) < MinSecretLen {
-		return nil, fmt.Errorf("grpclimit: APIKey.Secret has %d bytes: give at least %d random bytes, kept out of the code", len(k.Secret), MinSecretLen)
-	}
-	secret := append([]byte(nil), k.Secret...)
-	return func(ctx context.Context, _ string) (string, error) {
-		md, _ := metadata.FromIncomingContext(ctx)
-		values := md.Get(name)
-		switch {
-		case len(values) == 0 || values[0] == "":
-			return "", fmt.Errorf("%w: the call has no %s metadata", ErrNoKey, name)
-		case len(values) > 1:
-			return "", fmt.Errorf("%w: the call has %d %s values; send one", ErrNoKey, len(values), name)
-		}
-		mac := hmac.New(sha256.New, secret)
-		mac.Write([]byte(values[0]))
-		return "key:" + hex.EncodeToString(mac.Sum(nil)[:16]), nil
-	}, nil
-}
 
 // Method is the limits and cost of a method.
 type Method struct {
@@ -175,23 +74,6 @@ type Config struct {
 	// Limiter decides, in Redis; its failure policy decides without it,
 	// unless FailurePolicy says otherwise.
 	Limiter *redisrate.Limiter
-	// FailurePolicy decides a call when Redis cannot: let it through
-	// (redisrate.FailOpen) or fail it with codes.Unavailable
-	// (redisrate.FailClosed, redisrate.FailError). Zero: the Limiter's
-	// policy, so that one setting, on the Limiter, holds for gRPC and
-	// HTTP alike.
-	FailurePolicy redisrate.FailurePolicy
-	// Shadow decides and records every call as usual and lets it through
-	// whatever the decision: the way to roll a limit out. Metrics and
-	// traces (redisrate.Observer, otelrate) report what would have been
-	// denied (redisrate.Result.WouldDeny). No call is failed, not even one
-	// that the limit could not be decided for (OnError is told). See
-	// redisrate.WithShadowMode.
-	Shadow bool
-	// ShadowHeaders sends the ratelimit response metadata in shadow mode
-	// too: off by default, so that a limit being rolled out changes
-	// nothing clients see.
-	ShadowHeaders bool
 	// Limits are the limits of every method without limits of its own.
 	// Without them, only the methods in Methods are limited.
 	Limits []redisrate.Limit
@@ -201,7 +83,8 @@ type Config struct {
 	// Methods holds the methods with limits or a cost of their own, by
 	// full method name ("/package.Service/Method").
 	Methods map[string]Method
-	// Key identifies the client. Nil means PeerIP{}.
+	// Key identifies the client: PeerIP (behind proxies, with their
+	// addresses), APIKey, or any KeyFunc. Nil means PeerIP{}.
 	Key Keyer
 	// Exempt, when it reports true, lets a call through without a limit
 	// and without metadata (health checks, reflection, an allowlist).
@@ -262,158 +145,166 @@ type Config struct {
 	// infrastructure. In shadow mode the call goes through instead, but
 	// for an ended context.
 	OnError func(ctx context.Context, method string, err error)
+	// FailurePolicy decides a call when Redis cannot (after the
+	// Limiter's fallback, redisrate.WithFallback, if it has one): let it
+	// through (redisrate.FailOpen) or fail it with codes.Unavailable
+	// (redisrate.FailClosed, redisrate.FailError). Zero: FailOpen, so that
+	// an outage of the limiter is not an outage of the service
+	// (docs/reliability.md); the Limiter's metrics (source fail-open) and
+	// its log line (redisrate.WithLogger) say so. A limit that must hold
+	// through an outage sets FailClosed here. The Limiter's own policy
+	// does not reach the interceptors.
+	FailurePolicy redisrate.FailurePolicy
+	// Shadow decides and records every call as usual and lets it through
+	// whatever the decision: the way to roll a limit out. Metrics and
+	// traces (redisrate.Observer, otelrate) report what would have been
+	// denied (redisrate.Result.WouldDeny). No call is failed, not even one
+	// that the limit could not be decided for (OnError is told). See
+	// redisrate.WithShadowMode.
+	Shadow bool
+	// ShadowHeaders sends the ratelimit response metadata in shadow mode
+	// too: off by default, so that a limit being rolled out changes
+	// nothing clients see.
+	ShadowHeaders bool
 }
 
-type rule struct {
-	prefix  string
-	base    bool   // Config.Limits' rule: its keys go through baseKey
-	segment string // with Scopes: the name of its key after the hash tag
-	fields  *ratefields.Set
-	cost    int64
+// Scope is a further key that a call is held to, with a limit of its own,
+// in the same atomic call as the call's own limit (contract v2.1, several
+// keys): per API key and per account, say. The call is admitted only if
+// every limit admits it, and then recorded on every key; a call that one
+// limit denies takes nothing from the others.
+type Scope struct {
+	// Name names the scope: its policy name in the metadata and metrics,
+	// and part of its Redis keys. Printable ASCII without ':', '{' or '}',
+	// other than Config.Name, the names of Config.Methods and the other
+	// scopes'.
+	Name string
+
+	// Key gives the scope's key for a call, e.g. the account that owns the
+	// call's API key. Its errors, and an empty key, are answered as
+	// Config.Key's are.
+	Key Keyer
+
+	// Limit is the scope's limit, of the algorithm of the call's own
+	// limit: one call runs one algorithm's script.
+	Limit redisrate.Limit
+}
+
+// call is a call as the core sees it: its context and full method name.
+type call struct {
+	ctx    context.Context
+	method string
+}
+
+// method is a limited method: its rule, Config.Limits' or its own, and
+// its cost.
+type method struct {
+	rule *ratecore.Rule
+	cost int64
 }
 
 // Interceptor limits the calls that go through its interceptors.
 type Interceptor struct {
-	limiter       *redisrate.Limiter
-	name          string  // Config.Name, or its default
-	scopes        []scope // Config.Scopes, the broadest last
-	base          *rule   // nil without Config.Limits
-	methods       map[string]*rule
-	key           KeyFunc
-	exempt        func(context.Context, string) bool
-	shadow        bool
-	shadowHeaders bool
-	onError       func(context.Context, string, error)
+	rules   *ratecore.Rules[call]
+	base    method // Config.Limits' rule, nil without them
+	methods map[string]method
+	exempt  func(context.Context, string) bool
 }
 
 // New checks c and returns its Interceptor. Every configuration error is
 // reported here, never per call.
 func New(c Config) (*Interceptor, error) {
-	if c.Limiter == nil {
-		return nil, errors.New("grpclimit: Config.Limiter is nil")
-	}
-	name := c.Name
-	if name == "" {
-		name = "grpc"
-	}
-	if err := ratefields.CheckName(name); err != nil {
-		return nil, fmt.Errorf("grpclimit: invalid Config.Name: %w", err)
-	}
-	// ':' ends the name in a client's key (Name:method:key): with it,
-	// Name "grpc:/a.S/M" would share the keys of Name "grpc"'s method.
-	if err := ratefields.CheckKeyName(name); err != nil {
-		return nil, fmt.Errorf("grpclimit: invalid Config.Name %q: %w", name, err)
-	}
-	scopes, scopeLimits, err := newScopes(c, name)
+	core, err := newCore(c)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("grpclimit: %w", err)
 	}
-	i := &Interceptor{limiter: c.Limiter, name: name, scopes: scopes, methods: map[string]*rule{}, exempt: c.Exempt,
-		shadow: c.Shadow, shadowHeaders: c.ShadowHeaders, onError: c.OnError}
-	if c.FailurePolicy != 0 {
-		i.limiter = i.limiter.With(redisrate.WithFailurePolicy(c.FailurePolicy))
-	}
-	if c.Shadow {
-		i.limiter = i.limiter.With(redisrate.WithShadowMode())
-	}
+	i := &Interceptor{rules: core, base: method{cost: 1}, methods: map[string]method{}, exempt: c.Exempt}
 	if len(c.Limits) > 0 {
-		r, err := newRule(name, c.Limits, c.PolicyNames, 1, name+":", scopeLimits)
-		if err != nil {
+		if i.base.rule, err = core.Rule("", "", c.Limits, c.PolicyNames); err != nil {
 			return nil, fmt.Errorf("grpclimit: Config.Limits: %w", err)
 		}
-		r.base = true
-		i.base = r
 	} else if len(c.PolicyNames) > 0 {
 		return nil, errors.New("grpclimit: Config.PolicyNames without Config.Limits")
 	}
-	for m, spec := range c.Methods {
-		if !strings.HasPrefix(m, "/") || strings.Count(m, "/") != 2 {
-			return nil, fmt.Errorf("grpclimit: Config.Methods: %q is not a full method name such as /package.Service/Method", m)
+	for name, spec := range c.Methods {
+		if i.methods[name], err = i.method(name, spec); err != nil {
+			return nil, fmt.Errorf("grpclimit: Config.Methods[%q]: %w", name, err)
 		}
-		// The name is part of the method's keys (Name:method:key, or the
-		// segment of scoped keys).
-		if err := ratefields.CheckKeyName(m); err != nil {
-			return nil, fmt.Errorf("grpclimit: Config.Methods: %q is not a full method name such as /package.Service/Method: %w", m, err)
-		}
-		cost := spec.Cost
-		switch {
-		case cost < 0:
-			return nil, fmt.Errorf("grpclimit: Config.Methods[%q]: negative Cost %d", m, cost)
-		case cost == 0:
-			cost = 1
-		}
-		if m == name {
-			// Both would be the segment of their keys under Scopes.
-			return nil, fmt.Errorf("grpclimit: Config.Methods[%q]: the method's name is Config.Name: give the interceptor another Name", m)
-		}
-		if len(spec.Limits) == 0 {
-			if i.base == nil {
-				return nil, fmt.Errorf("grpclimit: Config.Methods[%q] has no Limits, and there are no Config.Limits", m)
-			}
-			if len(spec.PolicyNames) > 0 {
-				return nil, fmt.Errorf("grpclimit: Config.Methods[%q] has PolicyNames but no Limits", m)
-			}
-			r := *i.base
-			r.cost = cost
-			i.methods[m] = &r
-			continue
-		}
-		r, err := newRule(m, spec.Limits, spec.PolicyNames, cost, name+":"+m+":", scopeLimits)
-		if err != nil {
-			return nil, fmt.Errorf("grpclimit: Config.Methods[%q]: %w", m, err)
-		}
-		i.methods[m] = r
 	}
-	if i.base == nil && len(i.methods) == 0 {
+	if i.base.rule == nil && len(i.methods) == 0 {
 		return nil, errors.New("grpclimit: no limits: give Config.Limits or Config.Methods with Limits")
-	}
-	keyer := c.Key
-	if keyer == nil {
-		keyer = PeerIP{}
-	}
-	if i.key, err = keyFunc(keyer, "Config.Key"); err != nil {
-		return nil, err
 	}
 	return i, nil
 }
 
-// keyOf is f's key for a call. An empty key is an error (ErrNoKey): a
-// missing identity must never mean "no limit".
-func keyOf(ctx context.Context, f KeyFunc, method string) (string, error) {
-	key, err := f(ctx, method)
-	if err == nil && key == "" {
-		err = fmt.Errorf("%w: the call's key is empty (use Config.Exempt to exempt calls)", ErrNoKey)
+// method readies the method name of Config.Methods.
+func (i *Interceptor) method(name string, spec Method) (method, error) {
+	if !strings.HasPrefix(name, "/") || strings.Count(name, "/") != 2 {
+		return method{}, errors.New("not a full method name such as /package.Service/Method")
 	}
-	return key, err
+	m := method{rule: i.base.rule, cost: max(spec.Cost, 1)}
+	switch {
+	case spec.Cost < 0:
+		return method{}, fmt.Errorf("negative Cost %d", spec.Cost)
+	case len(spec.Limits) > 0:
+		var err error
+		m.rule, err = i.rules.Rule(name, fmt.Sprintf("the method %q", name), spec.Limits, spec.PolicyNames)
+		return m, err
+	case m.rule == nil:
+		return method{}, errors.New("no Limits, and there are no Config.Limits")
+	case len(spec.PolicyNames) > 0:
+		return method{}, errors.New("PolicyNames but no Limits")
+	}
+	return m, nil
 }
 
-// keyFunc is k's KeyFunc, checked; what names k in errors.
-func keyFunc(k Keyer, what string) (KeyFunc, error) {
-	f, err := k.KeyFunc()
-	if err != nil {
-		return nil, fmt.Errorf("grpclimit: %s: %w", what, err)
+// newCore is the protocol-neutral part of c, checked: its keyers become
+// key functions of a call.
+func newCore(c Config) (*ratecore.Rules[call], error) {
+	cc := ratecore.Config[call]{Limiter: c.Limiter, FailurePolicy: c.FailurePolicy, Shadow: c.Shadow,
+		ShadowHeaders: c.ShadowHeaders, Name: c.Name, Unit: "call"}
+	if cc.Name == "" {
+		cc.Name = "grpc"
 	}
-	if f == nil { // a Keyer of the caller's own: a nil f would panic per call
-		return nil, fmt.Errorf("grpclimit: %s gives a nil KeyFunc", what)
+	if c.OnError != nil {
+		cc.OnError = func(k call, err error) { c.OnError(k.ctx, k.method, err) }
 	}
-	return f, nil
-}
-
-// newRule readies the limits of name (Name or a method); with scopes, its
-// limit is one of a call of several keys, with theirs
-// (ratefields.Scopes.NewSet).
-func newRule(name string, limits []redisrate.Limit, names []string, cost int64, prefix string, scopes ratefields.Scopes) (*rule, error) {
-	f, err := scopes.NewSet(name, names, limits)
-	if err != nil {
+	var err error
+	if cc.Key, err = keyOf(c.Key, "Config.Key"); err != nil {
 		return nil, err
 	}
-	return &rule{prefix: prefix, segment: name, fields: f, cost: cost}, nil
+	for n, s := range c.Scopes {
+		scope := ratecore.Scope[call]{Name: s.Name, Limit: s.Limit}
+		if s.Key != nil { // without, ratecore.New names it
+			if scope.Key, err = keyOf(s.Key, fmt.Sprintf("Config.Scopes[%d] (%q).Key", n, s.Name)); err != nil {
+				return nil, err
+			}
+		}
+		cc.Scopes = append(cc.Scopes, scope)
+	}
+	return ratecore.New(cc)
+}
+
+// keyOf is the core's key function of k (nil: PeerIP{}), checked; what
+// names k in errors.
+func keyOf(k Keyer, what string) (func(call) (string, error), error) {
+	if k == nil {
+		k = PeerIP{}
+	}
+	f, err := k.KeyFunc()
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%s: %w", what, err)
+	case f == nil: // a Keyer of the caller's own: a nil f would panic per call
+		return nil, fmt.Errorf("%s gives a nil KeyFunc", what)
+	}
+	return func(k call) (string, error) { return f(k.ctx, k.method) }, nil
 }
 
 // Unary returns the unary server interceptor.
 func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		md, err := i.decide(ctx, info.FullMethod)
+		md, err := i.decide(ctx, info.FullMethod, 0)
 		if md != nil {
 			_ = grpc.SetHeader(ctx, md)
 		}
@@ -425,110 +316,108 @@ func (i *Interceptor) Unary() grpc.UnaryServerInterceptor {
 }
 
 // Stream returns the stream server interceptor: a stream is one call, and
-// takes its cost once, when it opens.
+// takes its cost once, when it opens. To charge what a stream carries,
+// use StreamMessages.
 func (i *Interceptor) Stream() grpc.StreamServerInterceptor {
+	return i.StreamMessages(func(string, any) int64 { return 0 })
+}
+
+// StreamMessages returns a stream server interceptor that charges what a
+// stream carries: the stream takes its cost when it opens, as with Stream,
+// and then every message the handler receives takes cost(method, message)
+// units of the same limits (nil cost: 1 each; 0: nothing). A message that
+// its limit denies fails RecvMsg with the denial's status
+// (codes.ResourceExhausted with its RetryInfo and QuotaFailure, or
+// codes.Unavailable by failure policy), which the handler returns to end
+// the stream; the message is not handed on. The key functions run for
+// every charged message.
+func (i *Interceptor) StreamMessages(cost func(method string, m any) int64) grpc.StreamServerInterceptor {
+	if cost == nil {
+		cost = func(string, any) int64 { return 1 }
+	}
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		md, err := i.decide(ss.Context(), info.FullMethod)
+		md, err := i.decide(ss.Context(), info.FullMethod, 0)
 		if md != nil {
 			_ = ss.SetHeader(md)
 		}
 		if err != nil {
 			return err
 		}
-		return handler(srv, ss)
+		return handler(srv, &chargedStream{ServerStream: ss, i: i, method: info.FullMethod, cost: cost})
 	}
 }
 
-// decide is the decision for a call: the metadata to send, and the error
-// that fails the call, or nil.
-func (i *Interceptor) decide(ctx context.Context, method string) (metadata.MD, error) {
-	r := i.methods[method]
-	if r == nil {
-		r = i.base
+// chargedStream charges each message it receives (StreamMessages).
+type chargedStream struct {
+	grpc.ServerStream
+	i      *Interceptor
+	method string
+	cost   func(string, any) int64
+}
+
+// RecvMsg receives m, then takes its cost.
+func (s *chargedStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
 	}
-	if r == nil || (i.exempt != nil && i.exempt(ctx, method)) {
+	n := s.cost(s.method, m)
+	if n < 1 {
+		return nil
+	}
+	_, err := s.i.decide(s.Context(), s.method, n)
+	return err
+}
+
+// decide is the decision for a call, at cost units (0: the method's): the
+// metadata to send, and the error that fails the call, or nil.
+func (i *Interceptor) decide(ctx context.Context, name string, cost int64) (metadata.MD, error) {
+	m, ok := i.methods[name]
+	if !ok {
+		m = i.base
+	}
+	if m.rule == nil || (i.exempt != nil && i.exempt(ctx, name)) {
 		return nil, nil
 	}
-	key, err := keyOf(ctx, i.key, method)
-	if err != nil {
-		return nil, i.fail(ctx, method, err)
+	if cost == 0 {
+		cost = m.cost
 	}
-	res, err := i.allow(ctx, method, r, key)
-	if err != nil {
-		return nil, i.fail(ctx, method, err)
+	a := i.rules.Decide(ctx, call{ctx, name}, m.rule, cost)
+	var md metadata.MD
+	if p := a.Policy(); p != "" {
+		md = metadata.Pairs(PolicyMetadata, p)
+		if rl := a.RateLimit(); rl != "" {
+			md.Set(RateLimitMetadata, rl)
+		}
 	}
-	if res.Shadow && !i.shadowHeaders {
-		return nil, nil // admitted: shadow mode changes nothing clients see
+	return md, statusOf(a)
+}
+
+// statusOf is the status error of a, or nil for a call to serve.
+func statusOf(a ratecore.Answer) error {
+	wait, waits := a.RetryAfter()
+	switch a.Verdict {
+	case ratecore.Serve:
+		return nil
+	case ratecore.Unavailable:
+		return withRetry(codes.Unavailable, "the rate limiter is unavailable; try again later", wait, nil)
+	case ratecore.Ended:
+		return status.FromContextError(a.Err).Err()
+	case ratecore.NoKey:
+		return status.Error(codes.InvalidArgument, a.Err.Error())
+	case ratecore.Internal:
+		return status.Error(codes.Internal, "the rate limit could not be decided")
 	}
-	md := metadata.Pairs(PolicyMetadata, r.fields.Policy())
-	if !res.Degraded() {
-		md.Set(RateLimitMetadata, r.fields.RateLimit(res))
-	}
-	switch {
-	case res.Allowed:
-		return md, nil
-	case res.Source == redisrate.SourceFailClosed:
-		return md, withRetry(codes.Unavailable, "the rate limiter is unavailable; try again later", max(res.RetryAfter, time.Second), nil)
-	}
-	b := min(max(res.Binding, 0), len(r.fields.Limits)-1)
+	name, limit := a.Binding()
 	qf := &errdetails.QuotaFailure{Violations: []*errdetails.QuotaFailure_Violation{{
-		Subject:     r.fields.Name(b),
-		Description: fmt.Sprintf("limit %v", r.fields.Limits[b]),
+		Subject:     name,
+		Description: fmt.Sprintf("limit %v", limit),
 	}}}
-	if res.Never() {
+	if !waits {
 		qf.Violations[0].Description += ": the call costs more than the quota allows and can never be admitted"
 		st, _ := status.New(codes.ResourceExhausted, "rate limit exceeded: this call can never be admitted").WithDetails(qf)
-		return md, st.Err()
+		return st.Err()
 	}
-	return md, withRetry(codes.ResourceExhausted, fmt.Sprintf("rate limit exceeded: retry in %v", res.RetryAfter), res.RetryAfter, qf)
-}
-
-// allow takes r's cost from key under r's limits, and from the keys of the
-// scopes under theirs, in one call.
-func (i *Interceptor) allow(ctx context.Context, method string, r *rule, key string) (redisrate.Result, error) {
-	if len(i.scopes) == 0 {
-		if r.base {
-			key = baseKey(key)
-		}
-		return i.limiter.Decide(ctx, redisrate.Request{Key: r.prefix + key, Limits: r.fields.Limits, N: r.cost})
-	}
-	keys, err := i.scopedKeys(ctx, method, r, key)
-	if err != nil {
-		return redisrate.Result{}, err
-	}
-	return i.limiter.Decide(ctx, redisrate.Request{Keys: keys, N: r.cost})
-}
-
-// baseKey is key as the rule of Config.Limits keeps it after Name + ":".
-// The keys of a method with limits of its own continue there with the
-// method's name, which starts with '/': a key that starts with '/' (or '%',
-// the escape) gets a '%' in front, so that no client's key of one rule is
-// another client's key of the other. Keys that start otherwise (PeerIP's,
-// APIKey's) are kept as they are.
-func baseKey(key string) string {
-	if key != "" && (key[0] == '/' || key[0] == '%') {
-		return "%" + key
-	}
-	return key
-}
-
-// fail is the answer to a call whose limit could not be decided (see
-// Config.OnError): the status error that fails it, or nil.
-func (i *Interceptor) fail(ctx context.Context, method string, err error) error {
-	if i.onError != nil {
-		i.onError(ctx, method, err)
-	}
-	switch {
-	case ratefields.CallerGaveUp(err):
-		return status.FromContextError(err).Err()
-	case i.shadow:
-		return nil
-	case errors.Is(err, ErrNoKey):
-		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, redisrate.ErrUnavailable):
-		return withRetry(codes.Unavailable, "the rate limiter is unavailable; try again later", time.Second, nil)
-	}
-	return status.Error(codes.Internal, "the rate limit could not be decided")
+	return withRetry(codes.ResourceExhausted, fmt.Sprintf("rate limit exceeded: retry in %v", wait), wait, qf)
 }
 
 // withRetry is a status error with a RetryInfo of wait (and qf, if any).

@@ -162,7 +162,7 @@ func TestMethodsAndStreams(t *testing.T) {
 			check: {Cost: 4},
 			watch: {Limits: []redisrate.Limit{redisrate.PerMinute(1)}, PolicyNames: []string{"watch"}},
 		},
-		Key:    grpclimit.APIKey{Metadata: "x-api-key", Secret: secret},
+		Key:    grpclimit.APIKey{Metadata: "x-api-key", Secret: secret, Authenticated: true},
 		Exempt: func(ctx context.Context, method string) bool { return strings.HasPrefix(method, "/grpc.reflection.") },
 	})
 	// Check costs 4 of the shared 10.
@@ -283,8 +283,14 @@ func TestRedisDown(t *testing.T) {
 		e.mr.SetError("ERR injected failure")
 		return testLimiter(e.rdb, opts...)
 	}
-	t.Run("no policy: Unavailable with RetryInfo", func(t *testing.T) {
+	t.Run("default: through, no quota", func(t *testing.T) {
 		md, err := call(t, serve(t, grpclimit.Config{Limiter: down(t), Limits: lim}))
+		if err != nil || len(md.Get("ratelimit")) != 0 {
+			t.Errorf("%v, %v; want the call through, without ratelimit", err, md)
+		}
+	})
+	t.Run("FailError: Unavailable with RetryInfo", func(t *testing.T) {
+		md, err := call(t, serve(t, grpclimit.Config{Limiter: down(t), Limits: lim, FailurePolicy: redisrate.FailError}))
 		if status.Code(err) != codes.Unavailable || strings.Contains(err.Error(), "injected") {
 			t.Fatalf("%v; want Unavailable without the Redis error", err)
 		}
@@ -313,7 +319,7 @@ func TestRedisDown(t *testing.T) {
 		}
 	})
 	t.Run("FailClosed: Unavailable, not ResourceExhausted", func(t *testing.T) {
-		md, err := call(t, serve(t, grpclimit.Config{Limiter: down(t, redisrate.WithFailurePolicy(redisrate.FailClosed)), Limits: lim}))
+		md, err := call(t, serve(t, grpclimit.Config{Limiter: down(t), Limits: lim, FailurePolicy: redisrate.FailClosed}))
 		if status.Code(err) != codes.Unavailable {
 			t.Fatalf("%v; want Unavailable", err)
 		}
@@ -321,7 +327,7 @@ func TestRedisDown(t *testing.T) {
 			t.Errorf("RetryInfo %v; want 1s (the outage's hint, not the quota's)", wait)
 		}
 		// Not a day for a daily quota (issue 24 item 4).
-		_, err = call(t, serve(t, grpclimit.Config{Limiter: down(t, redisrate.WithFailurePolicy(redisrate.FailClosed)), Limits: []redisrate.Limit{redisrate.PerDay(1)}}))
+		_, err = call(t, serve(t, grpclimit.Config{Limiter: down(t), Limits: []redisrate.Limit{redisrate.PerDay(1)}, FailurePolicy: redisrate.FailClosed}))
 		if wait, _ := details(t, err); status.Code(err) != codes.Unavailable || wait != time.Second {
 			t.Errorf("PerDay(1): %v, RetryInfo %v; want Unavailable, 1s", err, wait)
 		}
@@ -366,11 +372,11 @@ func TestNewErrors(t *testing.T) {
 		// ':' ends each name in a client's key: "grpc:/grpc.health.v1.Health/Check"
 		// would share the keys of "grpc" with Check's own limits.
 		{grpclimit.Config{Limiter: l, Limits: one, Name: "grpc:" + check}, `invalid Config.Name "grpc:/grpc.health.v1.Health/Check": ':' separates`},
-		{grpclimit.Config{Limiter: l, Limits: one, Methods: map[string]grpclimit.Method{"/a:b.S/M": {Limits: one}}}, "not a full method name"},
+		{grpclimit.Config{Limiter: l, Limits: one, Methods: map[string]grpclimit.Method{"/a:b.S/M": {Limits: one}}}, "':' separates"},
 		// '{' and '}' mark the hash tag of scoped keys: with Scopes, every
 		// call of such a method failed with Internal.
 		{grpclimit.Config{Limiter: l, Limits: one, Methods: map[string]grpclimit.Method{"/a{b}.S/M": {Limits: one}},
-			Scopes: []grpclimit.Scope{{Name: "account", Key: grpclimit.PeerIP{}, Limit: redisrate.PerMinute(3)}}}, `"/a{b}.S/M" is not a full method name such as /package.Service/Method: '{' and '}'`},
+			Scopes: []grpclimit.Scope{{Name: "account", Key: grpclimit.PeerIP{}, Limit: redisrate.PerMinute(3)}}}, `Config.Methods["/a{b}.S/M"]: '{' and '}'`},
 	} {
 		if _, err := grpclimit.New(tc.c); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("New(%+v) = %v; want an error containing %q", tc.c, err, tc.want)
@@ -407,7 +413,7 @@ func TestTinyDeadlinesBuyNothing(t *testing.T) {
 		in, err := grpclimit.New(grpclimit.Config{
 			Limiter: testLimiter(e.rdb, redisrate.WithFailurePolicy(redisrate.FailOpen)),
 			Limits:  []redisrate.Limit{redisrate.PerMinute(3)},
-			Key:     grpclimit.APIKey{Metadata: "x-api-key", Secret: secret},
+			Key:     grpclimit.APIKey{Metadata: "x-api-key", Secret: secret, Authenticated: true},
 			Shadow:  shadow,
 		})
 		if err != nil {
@@ -525,26 +531,26 @@ func TestShadow(t *testing.T) {
 	}
 }
 
-// One vocabulary: the Limiter's failure policy (or shadow mode), set once,
-// decides HTTP and gRPC alike (issue 22: switching HTTP to serve on error
-// left gRPC refusing).
+// One vocabulary: the failure policy, in the Limiter's words, decides
+// HTTP and gRPC alike, and so does the default, FailOpen (issue 22:
+// switching HTTP to serve on error left gRPC refusing).
 func TestOneSettingForHTTPAndGRPC(t *testing.T) {
 	lim := []redisrate.Limit{redisrate.PerMinute(1)}
 	for _, c := range []struct {
-		setting redisrate.Option
-		code    codes.Code
-		status  int
+		policy redisrate.FailurePolicy
+		code   codes.Code
+		status int
 	}{
-		{redisrate.WithFailurePolicy(redisrate.FailError), codes.Unavailable, 503},
-		{redisrate.WithFailurePolicy(redisrate.FailClosed), codes.Unavailable, 503},
-		{redisrate.WithFailurePolicy(redisrate.FailOpen), codes.OK, 200},
-		{redisrate.WithShadowMode(), codes.OK, 200},
+		{0, codes.OK, 200},
+		{redisrate.FailError, codes.Unavailable, 503},
+		{redisrate.FailClosed, codes.Unavailable, 503},
+		{redisrate.FailOpen, codes.OK, 200},
 	} {
 		e := newEnv(t)
 		e.mr.SetError("ERR injected failure")
-		limiter := testLimiter(e.rdb, c.setting)
-		_, err := call(t, serve(t, grpclimit.Config{Limiter: limiter, Limits: lim}))
-		h, herr := httplimit.New(httplimit.Config{Limiter: limiter, Limits: lim})
+		limiter := testLimiter(e.rdb)
+		_, err := call(t, serve(t, grpclimit.Config{Limiter: limiter, Limits: lim, FailurePolicy: c.policy}))
+		h, herr := httplimit.New(httplimit.Config{Limiter: limiter, Limits: lim, FailurePolicy: c.policy})
 		if herr != nil {
 			t.Fatal(herr)
 		}

@@ -19,6 +19,12 @@ import (
 // directory maps the API keys to the accounts that own them.
 type directory map[string]string
 
+// Issued reports whether the service issued apiKey.
+func (d directory) Issued(_ context.Context, apiKey string) (bool, error) {
+	_, ok := d[apiKey]
+	return ok, nil
+}
+
 // AccountOf returns the account of the call's API key.
 func (d directory) AccountOf(ctx context.Context, _ string) (string, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
@@ -48,7 +54,7 @@ func ExampleScope() {
 		Limiter: limiter,
 		Name:    "api",
 		Limits:  []redisrate.Limit{redisrate.PerSecond(10)}, // each API key's
-		Key:     grpclimit.APIKey{Metadata: "x-api-key", Secret: secret},
+		Key:     grpclimit.APIKey{Metadata: "x-api-key", Secret: secret, Verify: accounts.Issued},
 		Scopes: []grpclimit.Scope{{
 			Name:  "account", // its policy name in the metadata
 			Key:   grpclimit.KeyFunc(accounts.AccountOf),

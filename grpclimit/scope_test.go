@@ -290,10 +290,6 @@ func TestScopesNewErrors(t *testing.T) {
 		}), `Config.Methods["/grpc.health.v1.Health/Check"]: 2 limits with Config.Scopes`},
 		{"two algorithms", with(func(c *grpclimit.Config) { c.Scopes[0].Limit = c.Scopes[0].Limit.WithAlgorithm(redisrate.FixedWindow) }),
 			`Config.Scopes[0] ("account") has a fixed_window limit, and the call's own is gcra`},
-		{"a scope named as a method", with(func(c *grpclimit.Config) {
-			c.Methods = map[string]grpclimit.Method{check: {Cost: 2}}
-			c.Scopes[0].Name = check
-		}), `Config.Scopes[0] has the Name "/grpc.health.v1.Health/Check" of the method`},
 		{"a scope named as the interceptor", with(func(c *grpclimit.Config) { c.Scopes[0].Name = "api" }), `has the Name "api" of Config.Name`},
 		{"a '}' in a scope name", with(func(c *grpclimit.Config) { c.Scopes[0].Name = "acc}" }), "'{' and '}' mark the Redis Cluster hash tag"},
 		{"a '{' in Name", with(func(c *grpclimit.Config) { c.Name = "{api" }), `invalid Config.Name "{api": '{' and '}'`},
@@ -302,7 +298,7 @@ func TestScopesNewErrors(t *testing.T) {
 		{"Name, a method's name", with(func(c *grpclimit.Config) {
 			c.Name = check
 			c.Methods = map[string]grpclimit.Method{check: {Limits: []redisrate.Limit{redisrate.PerMinute(1)}}}
-		}), `Config.Methods["/grpc.health.v1.Health/Check"]: the method's name is Config.Name`},
+		}), `Config.Methods["/grpc.health.v1.Health/Check"]: the name "/grpc.health.v1.Health/Check" is that of Config.Name`},
 		{"a scope without a key", with(func(c *grpclimit.Config) { c.Scopes[0].Key = nil }), `Config.Scopes[0] ("account") has no Key`},
 		{"a scope's limit invalid", with(func(c *grpclimit.Config) { c.Scopes[0].Limit = redisrate.Limit{Period: time.Second} }), `Config.Scopes[0] ("account"): invalid Limit`},
 	} {

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"log/slog"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -28,8 +30,8 @@ func exampleRedis() (*redis.Client, func()) {
 	return exampleredis.Start()
 }
 
-// Limit an API to 2 requests per second per client IP, behind a load
-// balancer at 10.0.0.0/8 that appends to X-Forwarded-For.
+// Limit an API to 2 requests per second per client IP, behind two load
+// balancers, 10.0.0.1 and 10.0.0.2, that append to X-Forwarded-For.
 func ExampleNew() {
 	rdb, done := exampleRedis()
 	defer done()
@@ -37,7 +39,7 @@ func ExampleNew() {
 	// readme:start
 	byIP, err := httplimit.ClientIP{
 		Header:         "X-Forwarded-For",
-		TrustedProxies: []string{"10.0.0.0/8"},
+		TrustedProxies: []string{"10.0.0.1", "10.0.0.2"}, // the balancers' own addresses
 	}.KeyFunc()
 	if err != nil {
 		log.Fatal(err)
@@ -81,10 +83,11 @@ func ExampleConfig_severalLimits() {
 	defer done()
 
 	secret := []byte("example secret, 16+ bytes; load yours from a secret store")
+	keys := issued{"k-123": true}
 	limit, err := httplimit.New(httplimit.Config{
 		Limiter:     redisrate.NewLimiter(rdb),
 		Limits:      []redisrate.Limit{redisrate.PerSecond(10), redisrate.PerHour(1000)},
-		Key:         httplimit.Header("X-API-Key", secret),
+		Key:         httplimit.Header("X-API-Key", secret, keys.Issued),
 		Name:        "search",
 		PolicyNames: []string{"burst", "hourly"},
 	})
@@ -106,7 +109,7 @@ func ExampleConfig_severalLimits() {
 	// Output:
 	// "burst";q=10;w=1, "hourly";q=1000;w=3600
 	// "burst";r=9;t=1
-	// 400 {"type":"about:blank","title":"Bad Request","status":400,"detail":"no rate-limit key: the request has no X-Api-Key header"}
+	// 400 {"type":"about:blank","title":"Bad Request","status":400,"detail":"no rate-limit key: no X-Api-Key header"}
 }
 
 // Limits by plan (free 10 per second, paid 100 per second) and a bulk
@@ -159,24 +162,31 @@ func ExampleConfig_plans() {
 	// bob /healthz: 200  |
 }
 
-// Limits that only smooth load can let requests through while Redis is
-// down: the failure policy, in the Limiter's words, for this middleware
-// only (zero: the Limiter's own). The response then carries no RateLimit
-// header: there is no quota to report. OnError is told of what the
-// Limiter does not log itself.
+// While Redis is down a limited route is served by default (FailOpen):
+// an outage of the limiter must not become an outage of the service. The
+// response carries no RateLimit header (there is no quota to report), and
+// the Limiter says so: in its log line (WithLogger, once per outage) and
+// in its metrics (Result.Source fail-open, which otelrate counts). OnError
+// is told of what the Limiter does not log itself.
 func ExampleConfig_failurePolicy() {
 	rdb, done := exampleRedis()
 	defer done()
 	rdb.Close() // Redis is gone
 
-	logger := log.New(os.Stdout, "", 0)
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey {
+				return slog.Attr{} // for a stable Output
+			}
+			return a
+		},
+	}))
 	limit, err := httplimit.New(httplimit.Config{
-		Limiter:       redisrate.NewLimiter(rdb), // FailError: 503 while Redis is down
-		Limits:        []redisrate.Limit{redisrate.PerSecond(10)},
-		FailurePolicy: redisrate.FailOpen, // but this one serves
+		Limiter: redisrate.NewLimiter(rdb, redisrate.WithLogger(logger)),
+		Limits:  []redisrate.Limit{redisrate.PerSecond(10)},
 		OnError: func(r *http.Request, err error) {
 			if !errors.Is(err, redisrate.ErrUnavailable) { // Redis's outages: the Limiter's WithLogger
-				logger.Printf("rate limit of %s: %v", r.URL.Path, err)
+				logger.Error("rate limit", "path", r.URL.Path, "error", err)
 			}
 		},
 	})
@@ -190,29 +200,36 @@ func ExampleConfig_failurePolicy() {
 	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
 	fmt.Println(w.Code, w.Body.String(), "RateLimit:", w.Header().Get("RateLimit"))
 	// Output:
+	// level=WARN msg="redisrate: Redis cannot decide; calls follow the fallback and the failure policy until it answers again" error="redisrate: gcra on key \"default:ip:192.0.2.1\": redis: client is closed" policy=fail-open fallback=false probe_every=200ms
 	// 200 served RateLimit:
 }
 
-// What a request gets when Redis cannot decide and the policy refuses it
-// (FailError, the default, and FailClosed alike): 503, and a Retry-After
-// for the outage, not the quota.
+// What a request gets when Redis cannot decide: served under the default
+// (FailOpen); a limit that must hold through an outage, such as a login
+// form's, says FailClosed, and gets 503 with a Retry-After for the outage,
+// not the quota.
 func ExampleConfig_redisDown() {
 	rdb, done := exampleRedis()
 	defer done()
 	rdb.Close() // Redis is gone
 
-	limit, err := httplimit.New(httplimit.Config{
-		Limiter: redisrate.NewLimiter(rdb),
-		Limits:  []redisrate.Limit{redisrate.PerDay(10)},
-	})
-	if err != nil {
-		log.Fatal(err)
+	served := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "served") })
+	for _, policy := range []redisrate.FailurePolicy{0, redisrate.FailClosed} {
+		limit, err := httplimit.New(httplimit.Config{
+			Limiter:       redisrate.NewLimiter(rdb),
+			Limits:        []redisrate.Limit{redisrate.PerDay(10)},
+			FailurePolicy: policy, // 0: the default, FailOpen
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+		w := httptest.NewRecorder()
+		limit.Handler(served).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+		fmt.Printf("%v %d Retry-After: %q RateLimit: %q\n", policy, w.Code, w.Header().Get("Retry-After"), w.Header().Get("RateLimit"))
 	}
-	w := httptest.NewRecorder()
-	limit.Handler(http.NotFoundHandler()).ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
-	fmt.Println(w.Code, "Retry-After:", w.Header().Get("Retry-After"), "RateLimit:", w.Header().Get("RateLimit"))
 	// Output:
-	// 503 Retry-After: 1 RateLimit:
+	// default 200 Retry-After: "" RateLimit: ""
+	// fail-closed 503 Retry-After: "1" RateLimit: ""
 }
 
 // A limit rolled out in shadow mode: every request is decided, recorded
@@ -256,16 +273,45 @@ func (c countWouldDeny) End(_ context.Context, _ redisrate.Decision, res redisra
 	}
 }
 
-// Configuration mistakes are reported by New, not per request.
+// A key the service never issued gets 400 and writes nothing to Redis:
+// invented keys cannot each buy a quota of their own. An APIKey that
+// cannot tell them apart is refused by New (unless it runs after
+// authentication: Authenticated).
 func ExampleAPIKey() {
+	rdb, done := exampleRedis()
+	defer done()
+	secret := []byte("example secret, 16+ bytes; load yours from a secret store")
 	_, err := httplimit.New(httplimit.Config{
-		Limiter: redisrate.NewLimiter(nil),
-		Limits:  []redisrate.Limit{redisrate.PerSecond(10)},
-		Key:     httplimit.APIKey{Header: "X-API-Key", Secret: []byte("hunter2")},
+		Limiter: redisrate.NewLimiter(rdb),
+		Limits:  []redisrate.Limit{redisrate.PerHour(2)},
+		Key:     httplimit.APIKey{Header: "X-API-Key", Secret: secret},
 	})
-	fmt.Println(err)
+	fmt.Println(err != nil)
+
+	keys := issued{"k-123": true}
+	limit, err := httplimit.New(httplimit.Config{
+		Limiter: redisrate.NewLimiter(rdb),
+		Limits:  []redisrate.Limit{redisrate.PerHour(2)},
+		Key:     httplimit.APIKey{Header: "X-API-Key", Secret: secret, Verify: keys.Issued},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := limit.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for _, key := range []string{"k-123", "invented-1", "invented-2"} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.Header.Set("X-API-Key", key)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Println(key, w.Code)
+	}
+	fmt.Println(len(rdb.Keys(context.Background(), "*").Val()), "key in Redis")
 	// Output:
-	// httplimit: Config.Key: httplimit: APIKey.Secret has 7 bytes: give at least 16 random bytes, kept out of the code
+	// true
+	// k-123 200
+	// invented-1 400
+	// invented-2 400
+	// 1 key in Redis
 }
 
 // A KeyFunc of one's own: per tenant. A request without the tenant header
@@ -419,6 +465,17 @@ func ExampleConfig_allowlist() {
 // accounts stands for the service's account store.
 type accounts struct{ paid map[string]bool }
 
+// Issued reports whether the service issued apiKey: every key is, here.
+func (a accounts) Issued(_ context.Context, apiKey string) (bool, error) {
+	return strings.HasPrefix(apiKey, "k-"), nil
+}
+
+// issued stands for the service's store of the API keys it issued.
+type issued map[string]bool
+
+// Issued reports whether the service issued apiKey.
+func (s issued) Issued(_ context.Context, apiKey string) (bool, error) { return s[apiKey], nil }
+
 // PlanOf returns the plan of the account of an API key.
 func (a accounts) PlanOf(apiKey string) (string, error) {
 	if a.paid[apiKey] {
@@ -453,7 +510,7 @@ func ExamplePlan() {
 			}
 			return 1, nil
 		},
-		Key:    httplimit.APIKey{Header: "X-API-Key", Secret: secret},
+		Key:    httplimit.APIKey{Header: "X-API-Key", Secret: secret, Verify: accounts.Issued},
 		Exempt: func(r *http.Request) bool { return r.URL.Path == "/healthz" },
 	})
 	// plans:end
@@ -488,7 +545,8 @@ func TestReadmeHTTPIsExample(t *testing.T) {
 
 // Header is shorthand for an APIKey.
 func ExampleHeader() {
-	keyFunc, err := httplimit.Header("X-API-Key", []byte("example secret, 16+ bytes")).KeyFunc()
+	keys := issued{"k-123": true}
+	keyFunc, err := httplimit.Header("X-API-Key", []byte("example secret, 16+ bytes"), keys.Issued).KeyFunc()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -506,7 +564,7 @@ func ExampleHeader() {
 // ClientIP behind a load balancer: only the hop the balancer appended is
 // believed.
 func ExampleClientIP() {
-	keyFunc, err := httplimit.ClientIP{Header: "X-Forwarded-For", TrustedProxies: []string{"10.0.0.0/8"}}.KeyFunc()
+	keyFunc, err := httplimit.ClientIP{Header: "X-Forwarded-For", TrustedProxies: []string{"10.0.0.1"}}.KeyFunc()
 	if err != nil {
 		log.Fatal(err)
 	}

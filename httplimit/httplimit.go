@@ -41,20 +41,26 @@
 // whole seconds, rounded up, so a client that honours it is admitted.
 //
 // When Redis fails (or does not answer within the Limiter's decision
-// timeout, redisrate.WithDecisionTimeout), the failure policy decides: the
-// Limiter's (redisrate.WithFailurePolicy, WithFallback), or
-// Config.FailurePolicy, in the same words. The middleware tells the truth
-// about it:
+// timeout, redisrate.WithDecisionTimeout), the Limiter's fallback decides
+// (redisrate.WithFallback), or else Config.FailurePolicy: by default
+// redisrate.FailOpen, which serves the request. The middleware tells the
+// truth about it:
 //
-//   - a request admitted by policy (redisrate.FailOpen) is served without
-//     RateLimit or X-RateLimit-* headers: there is no quota to report;
-//   - a request refused by policy (redisrate.FailClosed, or
-//     redisrate.FailError, the default) gets 503 Service Unavailable with
-//     Retry-After, never a 429 that would tell the client it spent its
-//     quota;
+//   - a request admitted by policy (redisrate.FailOpen, the default) is
+//     served without RateLimit or X-RateLimit-* headers: there is no quota
+//     to report;
+//   - a request refused by policy (redisrate.FailClosed or
+//     redisrate.FailError, set in Config.FailurePolicy) gets 503 Service
+//     Unavailable with Retry-After, never a 429 that would tell the client
+//     it spent its quota;
 //   - a decision of the fallback Limiter is kept (served, or 429 with
 //     Retry-After) but reported without quota headers, as it holds only in
 //     this process.
+//
+// Two middlewares on one route (a limit per address in front of one per
+// API key, say) both report: RateLimit-Policy and RateLimit list the
+// limits of both, the outer's first, and X-RateLimit-* describe the one
+// with the fewest units left.
 //
 // In shadow mode (Config.Shadow) every request is decided and recorded as
 // usual, and served.
@@ -68,8 +74,10 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/ratecore"
 	"github.com/redisrate/redisrate/ratefields"
 )
 
@@ -97,7 +105,7 @@ type Plan struct {
 	Name string
 
 	// Limits are the plan's limits, all applied at once (see
-	// redisrate.Request.Limits): 1 to 8 limits of one algorithm.
+	// redisrate.Limiter.AllowMulti): 1 to 8 limits of one algorithm.
 	Limits []redisrate.Limit
 
 	// PolicyNames name each limit in RateLimit-Policy and RateLimit, in
@@ -114,10 +122,15 @@ type Config struct {
 	// FailurePolicy says otherwise.
 	Limiter *redisrate.Limiter
 
-	// FailurePolicy decides a request when Redis cannot: serve it
+	// FailurePolicy decides a request when Redis cannot (after the
+	// Limiter's fallback, redisrate.WithFallback, if it has one): serve it
 	// (redisrate.FailOpen) or refuse it with 503 (redisrate.FailClosed,
-	// redisrate.FailError). Zero: the Limiter's policy, so that one
-	// setting, on the Limiter, holds for HTTP and gRPC alike.
+	// redisrate.FailError). Zero: FailOpen, so that an outage of the
+	// limiter is not an outage of the service (docs/reliability.md); the
+	// Limiter's metrics (source fail-open) and its log line
+	// (redisrate.WithLogger: policy=fail-open) say so. A limit that must
+	// hold through an outage, such as a login form's, sets FailClosed
+	// here. The Limiter's own policy does not reach the middleware.
 	FailurePolicy redisrate.FailurePolicy
 
 	// Shadow decides and records every request as usual and serves it
@@ -247,72 +260,50 @@ type Config struct {
 	OnError func(r *http.Request, err error)
 }
 
-// plan is a Plan ready to serve.
-type plan struct {
-	name   string
-	prefix string // Name + ":" (+ plan name + ":")
-	fields *ratefields.Set
+// Scope is a further key that a request is held to, with a limit of its
+// own, in the same atomic call as the request's own limit (contract v2.1,
+// several keys): per API key and per account, say. The request is admitted
+// only if every limit admits it, and then recorded on every key; a request
+// that one limit denies takes nothing from the others.
+type Scope struct {
+	// Name names the scope: its policy name in the headers and metrics,
+	// and part of its Redis keys. Printable ASCII without ':', '{' or '}',
+	// other than Config.Name, the plans' names and the other scopes'.
+	Name string
+
+	// Key gives the scope's key for a request, e.g. the account that owns
+	// the request's API key, looked up on the server: for the broadest
+	// scope never a value the client chooses (see Config.Scopes). Its
+	// errors, and an empty key, are answered as Config.Key's are.
+	Key Keyer
+
+	// Limit is the scope's limit, of the algorithm of the request's own
+	// limit: one call runs one algorithm's script.
+	Limit redisrate.Limit
 }
 
 // Middleware limits the requests that go through its Handler.
 type Middleware struct {
-	limiter         *redisrate.Limiter
-	name            string  // Config.Name, or its default
-	scopes          []scope // Config.Scopes, the broadest last
-	plans           map[string]*plan
-	single          *plan // without Plans
+	rules           *ratecore.Rules[*http.Request]
+	plans           map[string]*ratecore.Rule
+	single          *ratecore.Rule // without Plans
 	choose          func(*http.Request) (string, error)
 	cost            func(*http.Request) (int64, error)
-	key             KeyFunc
 	exempt          func(*http.Request) bool
 	exemptPreflight bool
 	omit            Headers
-	shadow          bool
-	shadowHeaders   bool
 	onDenied        func(http.ResponseWriter, *http.Request, redisrate.Result)
-	onError         func(*http.Request, error)
 }
 
 // New checks c and returns its Middleware. Every configuration error is
 // reported here, never per request.
 func New(c Config) (*Middleware, error) {
-	if c.Limiter == nil {
-		return nil, errors.New("httplimit: Config.Limiter is nil")
-	}
-	m := &Middleware{
-		limiter:         c.Limiter,
-		choose:          c.Plan,
-		cost:            c.Cost,
-		exempt:          c.Exempt,
-		exemptPreflight: c.ExemptPreflight,
-		omit:            c.Omit,
-		shadow:          c.Shadow,
-		shadowHeaders:   c.ShadowHeaders,
-		onDenied:        c.OnDenied,
-		onError:         c.OnError,
-	}
-	if c.FailurePolicy != 0 {
-		m.limiter = m.limiter.With(redisrate.WithFailurePolicy(c.FailurePolicy))
-	}
-	if c.Shadow {
-		m.limiter = m.limiter.With(redisrate.WithShadowMode())
-	}
-	name := c.Name
-	if name == "" {
-		name = "default"
-	}
-	if err := ratefields.CheckName(name); err != nil {
-		return nil, fmt.Errorf("httplimit: invalid Config.Name: %w", err)
-	}
-	if err := ratefields.CheckKeyName(name); err != nil {
-		return nil, fmt.Errorf("httplimit: invalid Config.Name %q: %w", name, err)
-	}
-	m.name = name
-	scopes, scopeLimits, err := newScopes(c, name)
+	core, err := newCore(c)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("httplimit: %w", err)
 	}
-	m.scopes = scopes
+	m := &Middleware{rules: core, choose: c.Plan, cost: c.Cost, exempt: c.Exempt,
+		exemptPreflight: c.ExemptPreflight, omit: c.Omit, onDenied: c.OnDenied}
 	switch {
 	case len(c.Plans) == 0 && c.Plan != nil:
 		return nil, errors.New("httplimit: Config.Plan is set but Config.Plans is empty")
@@ -320,76 +311,72 @@ func New(c Config) (*Middleware, error) {
 		if len(c.Limits) == 0 {
 			return nil, errors.New("httplimit: Config.Limits is empty: give at least one limit, or Plans")
 		}
-		p, err := newPlan(Plan{Name: name, Limits: c.Limits, PolicyNames: c.PolicyNames}, name+":", scopeLimits)
-		if err != nil {
+		if m.single, err = core.Rule("", "", c.Limits, c.PolicyNames); err != nil {
 			return nil, fmt.Errorf("httplimit: Config.Limits: %w", err)
 		}
-		m.single = p
-	default:
-		if len(c.Limits) > 0 || len(c.PolicyNames) > 0 {
-			return nil, errors.New("httplimit: Config has both Limits and Plans: put the limits in a Plan")
+		return m, nil
+	case len(c.Limits) > 0 || len(c.PolicyNames) > 0:
+		return nil, errors.New("httplimit: Config has both Limits and Plans: put the limits in a Plan")
+	case c.Plan == nil:
+		return nil, errors.New("httplimit: Config.Plans needs Config.Plan to choose a plan per request")
+	}
+	m.plans = map[string]*ratecore.Rule{}
+	for i, pl := range c.Plans {
+		if pl.Name == "" { // "" is the rule of Config.Limits
+			return nil, fmt.Errorf("httplimit: Config.Plans[%d]: invalid Name: empty policy name", i)
 		}
-		if c.Plan == nil {
-			return nil, errors.New("httplimit: Config.Plans needs Config.Plan to choose a plan per request")
+		if m.plans[pl.Name] != nil {
+			return nil, fmt.Errorf("httplimit: Config.Plans has the plan %q twice", pl.Name)
 		}
-		m.plans = map[string]*plan{}
-		for i, pl := range c.Plans {
-			if err := ratefields.CheckName(pl.Name); err != nil {
-				return nil, fmt.Errorf("httplimit: Config.Plans[%d]: invalid Name: %w", i, err)
-			}
-			if err := ratefields.CheckKeyName(pl.Name); err != nil {
-				return nil, fmt.Errorf("httplimit: invalid Config.Plans[%d].Name %q: %w", i, pl.Name, err)
-			}
-			if m.plans[pl.Name] != nil {
-				return nil, fmt.Errorf("httplimit: Config.Plans has the plan %q twice", pl.Name)
-			}
-			p, err := newPlan(pl, name+":"+pl.Name+":", scopeLimits)
-			if err != nil {
-				return nil, fmt.Errorf("httplimit: Config.Plans[%d] (%q): %w", i, pl.Name, err)
-			}
-			m.plans[pl.Name] = p
+		if m.plans[pl.Name], err = core.Rule(pl.Name, fmt.Sprintf("the plan %q", pl.Name), pl.Limits, pl.PolicyNames); err != nil {
+			return nil, fmt.Errorf("httplimit: Config.Plans[%d] (%q): %w", i, pl.Name, err)
 		}
+	}
+	return m, nil
+}
+
+// newCore is the protocol-neutral part of c, checked: its keyers become
+// key functions of a request.
+func newCore(c Config) (*ratecore.Rules[*http.Request], error) {
+	name := c.Name
+	if name == "" {
+		name = "default"
 	}
 	keyer := c.Key
 	if keyer == nil {
 		keyer = ClientIP{}
 	}
-	if m.key, err = keyFunc(keyer, "Config.Key"); err != nil {
+	key, err := keyFunc(keyer, "Config.Key")
+	if err != nil {
 		return nil, err
 	}
-	return m, nil
-}
-
-// keyOf is f's key for r. An empty key is an error (ErrNoKey): a missing
-// identity must never mean "no limit".
-func keyOf(f KeyFunc, r *http.Request) (string, error) {
-	key, err := f(r)
-	if err == nil && key == "" {
-		err = fmt.Errorf("%w: the request's key is empty (use Config.Exempt to exempt requests)", ErrNoKey)
+	scopes := make([]ratecore.Scope[*http.Request], len(c.Scopes))
+	for i, s := range c.Scopes {
+		scopes[i] = ratecore.Scope[*http.Request]{Name: s.Name, Limit: s.Limit}
+		if s.Key == nil {
+			continue // ratecore.New names it
+		}
+		if scopes[i].Key, err = keyFunc(s.Key, fmt.Sprintf("Config.Scopes[%d] (%q).Key", i, s.Name)); err != nil {
+			return nil, err
+		}
 	}
-	return key, err
+	return ratecore.New(ratecore.Config[*http.Request]{
+		Limiter: c.Limiter, FailurePolicy: c.FailurePolicy, Shadow: c.Shadow, ShadowHeaders: c.ShadowHeaders,
+		Name: name, Unit: "request", Key: key, Scopes: scopes, OnError: c.OnError,
+	})
 }
 
-// keyFunc is k's KeyFunc, checked; what names k in errors.
-func keyFunc(k Keyer, what string) (KeyFunc, error) {
+// keyFunc is k's KeyFunc, checked, as a function of the core's; what names
+// k in errors.
+func keyFunc(k Keyer, what string) (func(*http.Request) (string, error), error) {
 	f, err := k.KeyFunc()
 	if err != nil {
-		return nil, fmt.Errorf("httplimit: %s: %w", what, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if f == nil { // a Keyer of the caller's own: a nil f would panic per request
-		return nil, fmt.Errorf("httplimit: %s gives a nil KeyFunc", what)
+		return nil, fmt.Errorf("%s gives a nil KeyFunc", what)
 	}
 	return f, nil
-}
-
-// newPlan readies p; with scopes, p's limit is one of a call of several
-// keys, with theirs (ratefields.Scopes.NewSet).
-func newPlan(p Plan, prefix string, scopes ratefields.Scopes) (*plan, error) {
-	f, err := scopes.NewSet(p.Name, p.PolicyNames, p.Limits)
-	if err != nil {
-		return nil, err
-	}
-	return &plan{name: p.Name, prefix: prefix, fields: f}, nil
 }
 
 // IsPreflight reports whether r is a CORS preflight request: OPTIONS with
@@ -412,141 +399,115 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		key, err := keyOf(m.key, r)
-		if err != nil {
-			m.fail(w, r, next, err)
-			return
-		}
-		p := m.single
-		if p == nil {
-			name, err := m.choose(r)
-			if err != nil {
-				m.fail(w, r, next, fmt.Errorf("httplimit: Config.Plan: %w", err))
-				return
-			}
-			if p = m.plans[name]; p == nil {
-				m.fail(w, r, next, fmt.Errorf("httplimit: Config.Plan chose %q, which is not in Config.Plans", name))
-				return
-			}
-		}
-		cost := int64(1)
-		if m.cost != nil {
-			if cost, err = m.cost(r); err != nil {
-				m.fail(w, r, next, fmt.Errorf("httplimit: Config.Cost: %w", err))
-				return
-			}
-			if cost < 1 {
-				m.fail(w, r, next, fmt.Errorf("httplimit: Config.Cost returned %d: a cost is at least 1 (exempt requests with Config.Exempt)", cost))
-				return
-			}
-		}
-		res, err := m.decide(r, p, key, cost)
-		if err != nil {
-			m.fail(w, r, next, err)
-			return
-		}
-		if res.Shadow && !m.shadowHeaders {
-			next.ServeHTTP(w, r) // admitted: shadow mode changes nothing clients see
-			return
-		}
-		m.setHeaders(w.Header(), p, res)
-		switch {
-		case res.Allowed:
+		a := m.decide(r)
+		m.setHeaders(w.Header(), a)
+		switch a.Verdict {
+		case ratecore.Serve:
 			next.ServeHTTP(w, r)
-		case res.Source == redisrate.SourceFailClosed:
-			m.unavailable(w)
-		case m.onDenied != nil:
-			m.onDenied(w, r, res)
+		case ratecore.Deny:
+			if m.onDenied != nil {
+				m.onDenied(w, r, a.Result)
+				return
+			}
+			m.deny(w, a)
+		case ratecore.Unavailable:
+			writeProblem(w, http.StatusServiceUnavailable, problem{
+				Type: "about:blank", Title: "Service Unavailable",
+				Detail: "The rate limiter is unavailable; try again later.",
+			})
+		case ratecore.Ended:
+			writeProblem(w, http.StatusServiceUnavailable, problem{
+				Type: "about:blank", Title: "Service Unavailable",
+				Detail: "The request ended before its rate limit was decided.",
+			})
+		case ratecore.NoKey:
+			writeProblem(w, http.StatusBadRequest, problem{Type: "about:blank", Title: "Bad Request", Detail: a.Err.Error()})
 		default:
-			m.deny(w, p, res)
+			writeProblem(w, http.StatusInternalServerError, problem{
+				Type: "about:blank", Title: "Internal Server Error",
+				Detail: "The rate limit could not be decided.",
+			})
 		}
 	})
 }
 
-// decide takes cost from key under p's limits, and from the keys of the
-// scopes under theirs, in one call.
-func (m *Middleware) decide(r *http.Request, p *plan, key string, cost int64) (redisrate.Result, error) {
-	if len(m.scopes) == 0 {
-		return m.limiter.Decide(r.Context(), redisrate.Request{Key: p.prefix + key, Limits: p.fields.Limits, N: cost})
-	}
-	keys, err := m.scopedKeys(r, p, key)
-	if err != nil {
-		return redisrate.Result{}, err
-	}
-	return m.limiter.Decide(r.Context(), redisrate.Request{Keys: keys, N: cost})
-}
-
-// fail answers a request whose limit could not be decided (see
-// Config.OnError).
-func (m *Middleware) fail(w http.ResponseWriter, r *http.Request, next http.Handler, err error) {
-	if m.onError != nil {
-		m.onError(r, err)
-	}
-	switch {
-	case ratefields.CallerGaveUp(err):
-		writeProblem(w, http.StatusServiceUnavailable, problem{
-			Type: "about:blank", Title: "Service Unavailable",
-			Detail: "The request ended before its rate limit was decided.",
-		})
-	case m.shadow:
-		next.ServeHTTP(w, r)
-	case errors.Is(err, ErrNoKey):
-		writeProblem(w, http.StatusBadRequest, problem{Type: "about:blank", Title: "Bad Request", Detail: err.Error()})
-	case errors.Is(err, redisrate.ErrUnavailable):
-		if m.omit&RetryAfterHeader == 0 {
-			w.Header().Set("Retry-After", "1")
+// decide chooses r's plan and cost, and decides r under them.
+func (m *Middleware) decide(r *http.Request) ratecore.Answer {
+	p := m.single
+	if p == nil {
+		name, err := m.choose(r)
+		if err != nil {
+			return m.rules.Fail(r, fmt.Errorf("httplimit: Config.Plan: %w", err))
 		}
-		m.unavailable(w)
-	default:
-		writeProblem(w, http.StatusInternalServerError, problem{
-			Type: "about:blank", Title: "Internal Server Error",
-			Detail: "The rate limit could not be decided.",
-		})
+		if p = m.plans[name]; p == nil {
+			return m.rules.Fail(r, fmt.Errorf("httplimit: Config.Plan chose %q, which is not in Config.Plans", name))
+		}
 	}
+	cost := int64(1)
+	if m.cost != nil {
+		var err error
+		if cost, err = m.cost(r); err != nil {
+			return m.rules.Fail(r, fmt.Errorf("httplimit: Config.Cost: %w", err))
+		}
+		if cost < 1 {
+			return m.rules.Fail(r, fmt.Errorf("httplimit: Config.Cost returned %d: a cost is at least 1 (exempt requests with Config.Exempt)", cost))
+		}
+	}
+	return m.rules.Decide(r.Context(), r, p, cost)
 }
 
-// setHeaders writes the headers res can vouch for: all of them for a
+// setHeaders writes the headers a can vouch for: all of them for a
 // decision of Redis (or of the deny cache, which repeats one); for a
 // degraded decision only the policy, which is configuration, and
-// Retry-After on a denial.
-func (m *Middleware) setHeaders(h http.Header, p *plan, res redisrate.Result) {
+// Retry-After on a refusal. A middleware in front (another limit on the
+// same route) has set its own already: the draft's fields list both
+// (their values are lists), and the legacy ones, which hold one limit,
+// keep the one with the fewest units left.
+func (m *Middleware) setHeaders(h http.Header, a ratecore.Answer) {
 	if m.omit&DraftHeaders == 0 {
-		h.Set("RateLimit-Policy", p.fields.Policy())
-		if !res.Degraded() {
-			h.Set("RateLimit", p.fields.RateLimit(res))
-		}
+		appendItem(h, "RateLimit-Policy", a.Policy())
+		appendItem(h, "RateLimit", a.RateLimit())
 	}
-	if m.omit&LegacyHeaders == 0 && !res.Degraded() {
+	res := a.Result
+	if m.omit&LegacyHeaders == 0 && a.Fields && !res.Degraded() && fewer(h, res.Remaining) {
 		h.Set("X-RateLimit-Limit", strconv.FormatInt(res.Capacity, 10))
 		h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(res.Remaining, 0), 10))
 		h.Set("X-RateLimit-Reset", strconv.FormatInt(ratefields.CeilSeconds(res.ResetAfter), 10))
 	}
-	if m.omit&RetryAfterHeader == 0 && !res.Allowed {
-		if s, ok := ratefields.RetryAfter(res); ok {
-			h.Set("Retry-After", strconv.FormatInt(s, 10))
-		}
+	if wait, ok := a.RetryAfter(); ok && m.omit&RetryAfterHeader == 0 {
+		h.Set("Retry-After", strconv.FormatInt(max(ratefields.CeilSeconds(wait), 1), 10))
 	}
 }
 
-// unavailable answers a denial by failure policy: 503, the headers set.
-func (m *Middleware) unavailable(w http.ResponseWriter) {
-	writeProblem(w, http.StatusServiceUnavailable, problem{
-		Type: "about:blank", Title: "Service Unavailable",
-		Detail: "The rate limiter is unavailable; try again later.",
-	})
+// appendItem adds item to the list that field holds, as one field line.
+func appendItem(h http.Header, field, item string) {
+	if item == "" {
+		return
+	}
+	if v := h.Values(field); len(v) > 0 {
+		item = strings.Join(append(v, item), ", ")
+	}
+	h.Set(field, item)
+}
+
+// fewer reports whether remaining is fewer units than the
+// X-RateLimit-Remaining already set, if any.
+func fewer(h http.Header, remaining int64) bool {
+	set, err := strconv.ParseInt(h.Get("X-RateLimit-Remaining"), 10, 64)
+	return err != nil || max(remaining, 0) < set
 }
 
 // deny is the default OnDenied.
-func (m *Middleware) deny(w http.ResponseWriter, pl *plan, res redisrate.Result) {
+func (m *Middleware) deny(w http.ResponseWriter, a ratecore.Answer) {
 	p := problem{
 		Type:  "https://iana.org/assignments/http-problem-types#quota-exceeded",
 		Title: "Quota Exceeded",
 	}
-	if !res.Degraded() {
-		p.Violated = []string{pl.fields.Name(min(max(res.Binding, 0), len(pl.fields.Limits)-1))}
+	if name, _ := a.Binding(); !a.Result.Degraded() {
+		p.Violated = []string{name}
 	}
-	if s, ok := ratefields.RetryAfter(res); ok {
-		p.Detail = fmt.Sprintf("Too many requests: retry in %d s.", s)
+	if wait, ok := a.RetryAfter(); ok {
+		p.Detail = fmt.Sprintf("Too many requests: retry in %d s.", max(ratefields.CeilSeconds(wait), 1))
 	} else {
 		p.Detail = "This request costs more than the quota allows: it can never be admitted."
 	}

@@ -296,7 +296,7 @@ func TestNamesCannotShareKeys(t *testing.T) {
 		want string
 	}{
 		{Config{Limiter: e.limiter, Name: "api:free", Limits: one}, `invalid Config.Name "api:free": ':' separates`},
-		{Config{Limiter: e.limiter, Name: "api", Plans: []Plan{{Name: "x", Limits: one}, {Name: "free:ip", Limits: one}}, Plan: free}, `invalid Config.Plans[1].Name "free:ip": ':' separates`},
+		{Config{Limiter: e.limiter, Name: "api", Plans: []Plan{{Name: "x", Limits: one}, {Name: "free:ip", Limits: one}}, Plan: free}, `Config.Plans[1] ("free:ip"): ':' separates`},
 		{Config{Limiter: e.limiter, Name: ":", Limits: one}, `invalid Config.Name ":"`},
 	} {
 		if _, err := New(c.c); err == nil || !strings.Contains(err.Error(), c.want) {
@@ -313,10 +313,14 @@ func TestNamesCannotShareKeys(t *testing.T) {
 	}
 }
 
+// issued is the Verify of the tests' API keys: the service issued every
+// key that starts with "k".
+func issued(_ context.Context, key string) (bool, error) { return strings.HasPrefix(key, "k"), nil }
+
 func TestAPIKey(t *testing.T) {
 	e := newEnv(t)
 	next := &served{}
-	h := mustNew(t, Config{Limiter: e.limiter, Limits: []redisrate.Limit{redisrate.PerMinute(1)}, Key: Header("x-api-key", secret)}).Handler(next)
+	h := mustNew(t, Config{Limiter: e.limiter, Limits: []redisrate.Limit{redisrate.PerMinute(1)}, Key: Header("x-api-key", secret, issued)}).Handler(next)
 	if w := do(h, "", "X-API-Key", "k1"); w.Code != 200 {
 		t.Fatalf("first request: %d", w.Code)
 	}
@@ -342,8 +346,8 @@ func TestAPIKey(t *testing.T) {
 		}
 	}
 	// Another secret, other keys.
-	f1, _ := Header("X-API-Key", secret).KeyFunc()
-	f2, _ := APIKey{Header: "X-API-Key", Secret: []byte("another secret of 16+ bytes")}.KeyFunc()
+	f1, _ := Header("X-API-Key", secret, issued).KeyFunc()
+	f2, _ := APIKey{Header: "X-API-Key", Secret: []byte("another secret of 16+ bytes"), Authenticated: true}.KeyFunc()
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("X-API-Key", "k1")
 	k1, _ := f1(r)
@@ -478,9 +482,11 @@ func TestPreflight(t *testing.T) {
 func TestPlansAndCost(t *testing.T) {
 	e := newEnv(t)
 	next := &served{}
+	var seen error
 	m := mustNew(t, Config{
 		Limiter: e.limiter,
 		Name:    "api",
+		OnError: func(r *http.Request, err error) { seen = err },
 		Plans: []Plan{
 			{Name: "free", Limits: []redisrate.Limit{redisrate.PerMinute(10)}},
 			{Name: "paid", Limits: []redisrate.Limit{redisrate.PerSecond(100), redisrate.PerHour(100000)}, PolicyNames: []string{"paid-burst", "paid-hourly"}},
@@ -544,8 +550,6 @@ func TestPlansAndCost(t *testing.T) {
 		t.Errorf("detail %q", p.Detail)
 	}
 	// Server-side failures of Plan and Cost: 500, and the handler sees why.
-	var seen error
-	m.onError = func(r *http.Request, err error) { seen = err }
 	for _, tc := range []struct{ target, plan, want string }{
 		{"/", "broken", "account lookup failed"},
 		{"/", "gold", `"gold", which is not in Config.Plans`},
@@ -579,9 +583,22 @@ func TestRedisDown(t *testing.T) {
 		return testLimiter(e.rdb, opts...)
 	}
 
-	t.Run("no policy: 503 with Retry-After", func(t *testing.T) {
+	t.Run("default: served without quota, and the Limiter says so", func(t *testing.T) {
 		next := &served{}
-		w := do(mustNew(t, Config{Limiter: down(t), Limits: lim}).Handler(next), "")
+		var sources []redisrate.Source
+		obs := observeEnd(func(res redisrate.Result, err error) { sources = append(sources, res.Source) })
+		w := do(mustNew(t, Config{Limiter: down(t, redisrate.WithObserver(obs)), Limits: lim}).Handler(next), "")
+		if w.Code != 200 || next.n != 1 {
+			t.Errorf("%d, served %d; want 200, 1: an outage of the limiter is no outage of the route", w.Code, next.n)
+		}
+		if !slices.Equal(sources, []redisrate.Source{redisrate.SourceFailOpen}) {
+			t.Errorf("the Limiter's decisions: %v; want one, fail-open (its metrics' source)", sources)
+		}
+		noQuota(t, w)
+	})
+	t.Run("FailError: 503 with Retry-After", func(t *testing.T) {
+		next := &served{}
+		w := do(mustNew(t, Config{Limiter: down(t), Limits: lim, FailurePolicy: redisrate.FailError}).Handler(next), "")
 		if w.Code != 503 || next.n != 0 || w.Header().Get("Retry-After") != "1" {
 			t.Fatalf("%d, served %d, Retry-After %q; want 503, 0, 1", w.Code, next.n, w.Header().Get("Retry-After"))
 		}
@@ -598,7 +615,7 @@ func TestRedisDown(t *testing.T) {
 			}
 		}
 	})
-	t.Run("Config.FailurePolicy FailOpen over the Limiter's FailError: served without quota", func(t *testing.T) {
+	t.Run("Config.FailurePolicy FailOpen: served without quota", func(t *testing.T) {
 		next := &served{}
 		w := do(mustNew(t, Config{Limiter: down(t), Limits: lim, FailurePolicy: redisrate.FailOpen}).Handler(next), "")
 		if w.Code != 200 || next.n != 1 {
@@ -606,7 +623,7 @@ func TestRedisDown(t *testing.T) {
 		}
 		noQuota(t, w)
 		// ... but never a request without its key.
-		w = do(mustNew(t, Config{Limiter: down(t), Limits: lim, FailurePolicy: redisrate.FailOpen, Key: Header("X-API-Key", secret)}).Handler(next), "")
+		w = do(mustNew(t, Config{Limiter: down(t), Limits: lim, FailurePolicy: redisrate.FailOpen, Key: Header("X-API-Key", secret, issued)}).Handler(next), "")
 		if w.Code != 400 || next.n != 1 {
 			t.Errorf("without a key: %d, served %d; want 400, 1", w.Code, next.n)
 		}
@@ -618,9 +635,9 @@ func TestRedisDown(t *testing.T) {
 			t.Errorf("%d, served %d, Retry-After %q; want 503, 0, 1", w.Code, next.n, w.Header().Get("Retry-After"))
 		}
 	})
-	t.Run("FailOpen: served without quota", func(t *testing.T) {
+	t.Run("the Limiter's FailClosed does not reach the middleware: served without quota", func(t *testing.T) {
 		next := &served{}
-		w := do(mustNew(t, Config{Limiter: down(t, redisrate.WithFailurePolicy(redisrate.FailOpen)), Limits: lim}).Handler(next), "")
+		w := do(mustNew(t, Config{Limiter: down(t, redisrate.WithFailurePolicy(redisrate.FailClosed)), Limits: lim}).Handler(next), "")
 		if w.Code != 200 || next.n != 1 {
 			t.Errorf("%d, served %d; want 200, 1", w.Code, next.n)
 		}
@@ -629,7 +646,7 @@ func TestRedisDown(t *testing.T) {
 	})
 	t.Run("FailClosed: 503 with Retry-After, not 429", func(t *testing.T) {
 		next := &served{}
-		w := do(mustNew(t, Config{Limiter: down(t, redisrate.WithFailurePolicy(redisrate.FailClosed)), Limits: lim}).Handler(next), "")
+		w := do(mustNew(t, Config{Limiter: down(t), Limits: lim, FailurePolicy: redisrate.FailClosed}).Handler(next), "")
 		if w.Code != 503 || next.n != 0 {
 			t.Errorf("%d, served %d; want 503, 0", w.Code, next.n)
 		}
@@ -637,7 +654,7 @@ func TestRedisDown(t *testing.T) {
 			t.Errorf("Retry-After %q; want 1", ra)
 		}
 		// Not a day for a daily quota (issue 24 item 4).
-		w = do(mustNew(t, Config{Limiter: down(t, redisrate.WithFailurePolicy(redisrate.FailClosed)), Limits: []redisrate.Limit{redisrate.PerDay(1)}}).Handler(next), "")
+		w = do(mustNew(t, Config{Limiter: down(t), Limits: []redisrate.Limit{redisrate.PerDay(1)}, FailurePolicy: redisrate.FailClosed}).Handler(next), "")
 		if ra := w.Header().Get("Retry-After"); w.Code != 503 || ra != "1" {
 			t.Errorf("PerDay(1): %d, Retry-After %q; want 503, 1", w.Code, ra)
 		}
@@ -682,14 +699,14 @@ func TestRedisDown(t *testing.T) {
 			t.Errorf("failing KeyFunc: %d, err %v; want 500", w.Code, seen)
 		}
 	})
-	t.Run("unreachable: 503", func(t *testing.T) {
+	t.Run("unreachable, FailClosed: 503", func(t *testing.T) {
 		e := newEnv(t)
 		addr := e.mr.Addr()
 		e.mr.Close()
 		rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 		t.Cleanup(func() { _ = rdb.Close() })
 		rec := httptest.NewRecorder()
-		mustNew(t, Config{Limiter: testLimiter(rdb), Limits: lim}).Handler(&served{}).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		mustNew(t, Config{Limiter: testLimiter(rdb), Limits: lim, FailurePolicy: redisrate.FailClosed}).Handler(&served{}).ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
 		if rec.Code != 503 {
 			t.Errorf("%d; want 503", rec.Code)
 		}
@@ -783,11 +800,10 @@ func TestCustomDenied(t *testing.T) {
 // A denial that waiting cannot help has no Retry-After, and a full limit
 // no t: nothing more is to come.
 func TestNeverHeaders(t *testing.T) {
-	m := mustNew(t, Config{Limiter: testLimiter(nil), Limits: []redisrate.Limit{redisrate.PerSecond(2)}})
-	w := httptest.NewRecorder()
-	res := redisrate.Result{RetryAfter: redisrate.InfDuration, Capacity: 2, Remaining: 2}
-	m.setHeaders(w.Header(), m.single, res)
-	m.deny(w, m.single, res)
+	e := newEnv(t)
+	m := mustNew(t, Config{Limiter: e.limiter, Limits: []redisrate.Limit{redisrate.PerSecond(2)},
+		Cost: func(*http.Request) (int64, error) { return 3, nil }})
+	w := do(m.Handler(&served{}), "")
 	wantHeaders(t, w, map[string]string{"Retry-After": "", "RateLimit": `"default";r=2`, "X-RateLimit-Reset": "0"})
 	if p := readProblem(t, w); w.Code != 429 || !strings.Contains(p.Detail, "never") {
 		t.Errorf("never: %d %+v", w.Code, p)
@@ -811,10 +827,10 @@ func TestNewErrors(t *testing.T) {
 		{Config{Limiter: l, Limits: one, PolicyNames: []string{"a", "b"}}, "2 names for 1 limits"},
 		{Config{Limiter: l, Limits: []redisrate.Limit{redisrate.PerSecond(1), redisrate.PerMinute(5)}, PolicyNames: []string{"a", "a"}}, `"a" twice`},
 		{Config{Limiter: l, Limits: one, PolicyNames: []string{"é"}}, "printable ASCII"},
-		{Config{Limiter: l, Limits: one, Key: Header("", secret)}, "APIKey has no Header"},
-		{Config{Limiter: l, Limits: one, Key: Header(" ", secret)}, "APIKey has no Header"},
-		{Config{Limiter: l, Limits: one, Key: Header("X-API-Key", nil)}, "Secret has 0 bytes"},
-		{Config{Limiter: l, Limits: one, Key: Header("X-API-Key", []byte("short"))}, "at least 16"},
+		{Config{Limiter: l, Limits: one, Key: Header("", secret, issued)}, "APIKey has no Header"},
+		{Config{Limiter: l, Limits: one, Key: Header(" ", secret, issued)}, "APIKey has no Header"},
+		{Config{Limiter: l, Limits: one, Key: Header("X-API-Key", nil, issued)}, "Secret has 0 bytes"},
+		{Config{Limiter: l, Limits: one, Key: Header("X-API-Key", []byte("short"), issued)}, "at least 16"},
 		{Config{Limiter: l, Limits: one, Key: KeyFunc(nil)}, "nil KeyFunc"},
 		{Config{Limiter: l, Limits: one, Key: ClientIP{Header: "X-Forwarded-For"}}, "no TrustedProxies"},
 		{Config{Limiter: l, Plans: plans}, "needs Config.Plan"},
@@ -928,7 +944,7 @@ func TestShadow(t *testing.T) {
 		e.mr.SetError("ERR injected failure")
 		var told []error
 		next := &served{}
-		for _, key := range []Keyer{nil, Header("X-API-Key", secret)} {
+		for _, key := range []Keyer{nil, Header("X-API-Key", secret, issued)} {
 			h := mustNew(t, Config{
 				Limiter: e.limiter, Limits: []redisrate.Limit{redisrate.PerMinute(2)},
 				Shadow: true, Key: key, OnError: func(r *http.Request, err error) { told = append(told, err) },
@@ -958,4 +974,43 @@ func TestLimitNames(t *testing.T) {
 	if got := strings.Join(obs.names, " "); got != "login api-1 bulk-2" {
 		t.Errorf("names %q; want \"login api-1 bulk-2\"", got)
 	}
+}
+
+// observeEnd is an Observer that hands each decision's outcome to f.
+type observeEnd func(res redisrate.Result, err error)
+
+func (o observeEnd) Start(ctx context.Context, _ redisrate.Decision) context.Context { return ctx }
+func (o observeEnd) End(_ context.Context, _ redisrate.Decision, res redisrate.Result, err error) {
+	o(res, err)
+}
+
+// Two middlewares on one route (per address in front of per API key) both
+// report: RateLimit-Policy and RateLimit list both limits, the outer's
+// first, as the draft's lists allow; X-RateLimit-* describe the one with
+// the fewest units left; a denial by the inner keeps the outer's items.
+func TestStackedMiddlewareHeaders(t *testing.T) {
+	e := newEnv(t)
+	outer := mustNew(t, Config{Limiter: e.limiter, Name: "per-ip", Limits: []redisrate.Limit{redisrate.PerMinute(10)}})
+	inner := mustNew(t, Config{Limiter: e.limiter, Name: "per-key", Limits: []redisrate.Limit{redisrate.PerMinute(2)},
+		Key: KeyFunc(func(*http.Request) (string, error) { return "k1", nil })})
+	h := outer.Handler(inner.Handler(&served{}))
+	w := do(h, "")
+	wantHeaders(t, w, map[string]string{
+		"RateLimit-Policy":      `"per-ip";q=10;w=60, "per-key";q=2;w=60`,
+		"RateLimit":             `"per-ip";r=9;t=6, "per-key";r=1;t=30`,
+		"X-RateLimit-Limit":     "2",
+		"X-RateLimit-Remaining": "1",
+	})
+	if n := len(w.Header().Values("RateLimit-Policy")); n != 1 {
+		t.Errorf("RateLimit-Policy in %d field lines; want one list", n)
+	}
+	do(h, "")
+	w = do(h, "")
+	if w.Code != 429 {
+		t.Fatalf("third request: %d; want 429 by per-key", w.Code)
+	}
+	wantHeaders(t, w, map[string]string{
+		"RateLimit-Policy": `"per-ip";q=10;w=60, "per-key";q=2;w=60`,
+		"RateLimit":        `"per-ip";r=7;t=6, "per-key";r=0;t=30`,
+	})
 }

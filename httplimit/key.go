@@ -1,15 +1,13 @@
 package httplimit
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
+	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
-	"net/netip"
 	"strings"
+
+	"github.com/redisrate/redisrate/ratecore"
 )
 
 // KeyFunc returns the key that identifies the client of r, such as its IP
@@ -41,11 +39,12 @@ type Keyer interface {
 }
 
 // ErrNoKey is matched by KeyFunc errors that mean the request carries no
-// usable key, such as a missing API key header.
-var ErrNoKey = errors.New("no rate-limit key")
+// usable key, such as a missing API key header. It is ratecore.ErrNoKey,
+// which grpclimit's ErrNoKey is too.
+var ErrNoKey = ratecore.ErrNoKey
 
 // MinSecretLen is the shortest APIKey.Secret accepted: 16 bytes (128 bits).
-const MinSecretLen = 16
+const MinSecretLen = ratecore.MinSecretLen
 
 // APIKey keys requests by an API key that the client sends in a header,
 // such as "X-API-Key". The key is never stored in Redis: the Redis key
@@ -54,6 +53,12 @@ const MinSecretLen = 16
 // the secret. A request without the header, or with it more than once
 // (which another layer might read differently), gets an error that wraps
 // ErrNoKey.
+//
+// A key the service never issued must not buy a limit of its own: each
+// invented key would be a fresh quota, and a fresh key in Redis. Give
+// Verify, or put the middleware after authentication (which refuses
+// unknown keys) and say so with Authenticated; New refuses an APIKey with
+// neither.
 type APIKey struct {
 	// Header is the request header that holds the API key. Required.
 	Header string
@@ -63,12 +68,23 @@ type APIKey struct {
 	// that limits the same clients needs the same Secret; a new Secret
 	// starts every client afresh.
 	Secret []byte
+
+	// Verify reports whether key is one the service issued: a lookup in
+	// its key store, best cached. A request whose key it refuses gets 400
+	// (an error that wraps ErrNoKey), and writes nothing to Redis; its
+	// error gets 500.
+	Verify func(ctx context.Context, key string) (bool, error)
+
+	// Authenticated says that the middleware runs after authentication,
+	// which refuses unknown keys before they come here: Verify may then be
+	// nil.
+	Authenticated bool
 }
 
 // Header returns the APIKey that keys requests by the header name,
-// hashed with secret.
-func Header(name string, secret []byte) APIKey {
-	return APIKey{Header: name, Secret: secret}
+// hashed with secret, its keys checked by verify.
+func Header(name string, secret []byte, verify func(ctx context.Context, key string) (bool, error)) APIKey {
+	return APIKey{Header: name, Secret: secret, Verify: verify}
 }
 
 // KeyFunc checks k and returns its KeyFunc. Keys look like "key:" and 32
@@ -76,23 +92,15 @@ func Header(name string, secret []byte) APIKey {
 func (k APIKey) KeyFunc() (KeyFunc, error) {
 	canonical := http.CanonicalHeaderKey(strings.TrimSpace(k.Header))
 	if canonical == "" {
-		return nil, errors.New("httplimit: APIKey has no Header: name the header that holds the API key")
+		return nil, errors.New("APIKey has no Header: name the header that holds the API key")
 	}
-	if len(k.Secret) < MinSecretLen {
-		return nil, fmt.Errorf("httplimit: APIKey.Secret has %d bytes: give at least %d random bytes, kept out of the code", len(k.Secret), MinSecretLen)
+	key, err := ratecore.APIKey{Secret: k.Secret, Verify: k.Verify, Authenticated: k.Authenticated}.KeyFunc()
+	if err != nil {
+		return nil, err
 	}
-	secret := append([]byte(nil), k.Secret...)
+	source := canonical + " header"
 	return func(r *http.Request) (string, error) {
-		values := r.Header.Values(canonical)
-		switch {
-		case len(values) == 0 || values[0] == "":
-			return "", fmt.Errorf("%w: the request has no %s header", ErrNoKey, canonical)
-		case len(values) > 1:
-			return "", fmt.Errorf("%w: the request has %d %s headers; send one", ErrNoKey, len(values), canonical)
-		}
-		mac := hmac.New(sha256.New, secret)
-		mac.Write([]byte(values[0]))
-		return "key:" + hex.EncodeToString(mac.Sum(nil)[:16]), nil
+		return key(r.Context(), source, r.Header.Values(canonical))
 	}, nil
 }
 
@@ -101,7 +109,7 @@ func (k APIKey) KeyFunc() (KeyFunc, error) {
 // cannot forge.
 //
 // Behind reverse proxies or load balancers, every request comes from a
-// proxy: name the header they set (Header) and their addresses
+// proxy: name the header they set (Header) and their own addresses
 // (TrustedProxies). The header is believed only as far as trusted hops
 // vouch for it: starting from the connection's address, ClientIP walks the
 // header's addresses from the right, skipping trusted proxies, and takes the
@@ -111,8 +119,18 @@ func (k APIKey) KeyFunc() (KeyFunc, error) {
 // every hop is trusted, the leftmost one is the client; if a hop cannot be
 // parsed ("unknown", an obfuscated identifier), the last trusted hop is.
 //
+// Every host in a trusted range can write the header and choose its key:
+// list the proxies' own addresses, not the network they share with the
+// services (in Kubernetes, the ingress's addresses, not the pod network).
+// A range wider than /24 (IPv4) or /64 (IPv6) is refused unless
+// TrustWideRanges says otherwise.
+//
 // Name the header your proxies actually set: a header they merely pass along
 // is whatever the client wants it to be.
+//
+// IPv6 clients are keyed by their /64 (IPv6Prefix), but for the addresses
+// that stand for an IPv4 client: NAT64 (64:ff9b::/96) by the embedded IPv4
+// address, Teredo (2001::/32) by the client's public IPv4 address.
 type ClientIP struct {
 	// Header is the forwarding header the trusted proxies append to or set:
 	// "X-Forwarded-For", "Forwarded" (RFC 7239, its for= parameters), or a
@@ -120,10 +138,14 @@ type ClientIP struct {
 	// address only.
 	Header string
 
-	// TrustedProxies are the addresses of the proxies, as CIDR prefixes
-	// ("10.0.0.0/8", "2001:db8::/32") or single addresses ("192.0.2.7").
-	// Required with Header, and only with it.
+	// TrustedProxies are the addresses of the proxies, as single addresses
+	// ("192.0.2.7") or narrow CIDR prefixes ("192.0.2.0/28",
+	// "2001:db8::/120"). Required with Header, and only with it.
 	TrustedProxies []string
+
+	// TrustWideRanges accepts trusted prefixes wider than /24 (IPv4) or
+	// /64 (IPv6), which every host in them can use to choose its key.
+	TrustWideRanges bool
 
 	// IPv6Prefix is how many leading bits of an IPv6 address make the key.
 	// The default, 0, means 64: one customer usually holds a whole /64 and
@@ -134,169 +156,18 @@ type ClientIP struct {
 // KeyFunc checks c and returns its KeyFunc. Keys look like "ip:192.0.2.1"
 // or "ip:2001:db8:1:2::/64".
 func (c ClientIP) KeyFunc() (KeyFunc, error) {
-	header := http.CanonicalHeaderKey(strings.TrimSpace(c.Header))
-	var trusted []netip.Prefix
-	for _, s := range c.TrustedProxies {
-		p, err := parsePrefix(s)
-		if err != nil {
-			return nil, err
-		}
-		trusted = append(trusted, p)
-	}
-	switch {
-	case header == "" && len(trusted) > 0:
-		return nil, errors.New("httplimit: ClientIP has TrustedProxies but no Header: name the header the proxies set")
-	case header != "" && len(trusted) == 0:
-		return nil, fmt.Errorf("httplimit: ClientIP has Header %q but no TrustedProxies: any client could set it; list the proxies' addresses", header)
-	}
-	bits := c.IPv6Prefix
-	if bits == 0 {
-		bits = 64
-	}
-	if bits < 1 || bits > 128 {
-		return nil, fmt.Errorf("httplimit: invalid ClientIP.IPv6Prefix %d: must be between 1 and 128 (0 means 64)", c.IPv6Prefix)
-	}
-	isTrusted := func(a netip.Addr) bool {
-		for _, p := range trusted {
-			if p.Contains(a) {
-				return true
-			}
-		}
-		return false
-	}
-	forwarded := header == "Forwarded"
-	return func(r *http.Request) (string, error) {
-		client, ok := parseHop(r.RemoteAddr)
-		if !ok {
-			return "", fmt.Errorf("httplimit: cannot parse the connection's address %q", r.RemoteAddr)
-		}
-		if header != "" && isTrusted(client) {
-			var hops []string
-			if forwarded {
-				hops = forwardedFor(r.Header.Values(header))
-			} else {
-				for _, v := range r.Header.Values(header) {
-					hops = append(hops, strings.Split(v, ",")...)
-				}
-			}
-			for i := len(hops) - 1; i >= 0; i-- {
-				a, ok := parseHop(hops[i])
-				if !ok {
-					break
-				}
-				client = a
-				if !isTrusted(a) {
-					break
-				}
-			}
-		}
-		if client.Is6() {
-			p, _ := client.Prefix(bits)
-			if bits < 128 {
-				return "ip:" + p.String(), nil
-			}
-		}
-		return "ip:" + client.String(), nil
-	}, nil
-}
-
-// parsePrefix reads a CIDR prefix or a single address.
-func parsePrefix(s string) (netip.Prefix, error) {
-	s = strings.TrimSpace(s)
-	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return netip.Prefix{}, fmt.Errorf("httplimit: invalid trusted proxy %q: must be a CIDR prefix such as 10.0.0.0/8 or an address", s)
-		}
-		if p.Addr().Is4In6() {
-			p = netip.PrefixFrom(p.Addr().Unmap(), max(p.Bits()-96, 0))
-		}
-		return p.Masked(), nil
-	}
-	a, err := netip.ParseAddr(s)
+	ip := ratecore.IP(c) // the same fields: ratecore walks the hops and groups the addresses
+	ip.Header = http.CanonicalHeaderKey(strings.TrimSpace(c.Header))
+	header := ip.Header
+	key, err := ip.KeyFunc()
 	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("httplimit: invalid trusted proxy %q: must be a CIDR prefix such as 10.0.0.0/8 or an address", s)
+		return nil, fmt.Errorf("ClientIP: %w", err)
 	}
-	a = a.Unmap().WithZone("")
-	return netip.PrefixFrom(a, a.BitLen()), nil
-}
-
-// parseHop reads one address as proxies write them: "192.0.2.1",
-// "192.0.2.1:4711", "2001:db8::1", "[2001:db8::1]:4711", with spaces or
-// quotes around.
-func parseHop(s string) (netip.Addr, bool) {
-	s = strings.Trim(strings.TrimSpace(s), `"`)
-	if a, err := netip.ParseAddr(s); err == nil {
-		return a.Unmap().WithZone(""), true
-	}
-	if host, _, err := net.SplitHostPort(s); err == nil {
-		if a, err := netip.ParseAddr(host); err == nil {
-			return a.Unmap().WithZone(""), true
+	return func(r *http.Request) (string, error) {
+		var values []string
+		if header != "" {
+			values = r.Header.Values(header)
 		}
-	}
-	if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
-		if a, err := netip.ParseAddr(s[1 : len(s)-1]); err == nil {
-			return a.Unmap().WithZone(""), true
-		}
-	}
-	return netip.Addr{}, false
-}
-
-// forwardedFor returns the for= value of each element of the Forwarded
-// header lines (RFC 7239), in order; an element without one gives "", which
-// parseHop refuses. Quoted strings may hold commas and semicolons.
-func forwardedFor(lines []string) []string {
-	var out []string
-	for _, line := range lines {
-		for _, elem := range splitQuoted(line, ',') {
-			if strings.TrimSpace(elem) == "" {
-				continue
-			}
-			val := ""
-			for _, pair := range splitQuoted(elem, ';') {
-				k, v, ok := strings.Cut(pair, "=")
-				if ok && strings.EqualFold(strings.TrimSpace(k), "for") {
-					val = unquote(strings.TrimSpace(v))
-					break
-				}
-			}
-			out = append(out, val)
-		}
-	}
-	return out
-}
-
-// splitQuoted splits s at sep outside double-quoted strings.
-func splitQuoted(s string, sep byte) []string {
-	var parts []string
-	inQuote, escaped, start := false, false, 0
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case escaped:
-			escaped = false
-		case inQuote && c == '\\':
-			escaped = true
-		case c == '"':
-			inQuote = !inQuote
-		case c == sep && !inQuote:
-			parts = append(parts, s[start:i])
-			start = i + 1
-		}
-	}
-	return append(parts, s[start:])
-}
-
-// unquote undoes an RFC 7230 quoted-string; other values are returned as is.
-func unquote(s string) string {
-	if len(s) < 2 || s[0] != '"' || s[len(s)-1] != '"' {
-		return s
-	}
-	var b strings.Builder
-	for i := 1; i < len(s)-1; i++ {
-		if s[i] == '\\' && i+1 < len(s)-1 {
-			i++
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+		return key(r.RemoteAddr, values)
+	}, nil
 }

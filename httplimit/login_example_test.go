@@ -20,91 +20,125 @@ import (
 )
 
 // passwords stands for an account store: a password check that costs a
-// hash in real life.
-type passwords map[string]string
+// hash in real life. checks counts the checks made.
+type passwords struct {
+	users  map[string]string
+	checks int
+}
 
-func (p passwords) Verify(user, password string) bool { return p[user] != "" && p[user] == password }
+func (p *passwords) Verify(user, password string) bool {
+	p.checks++
+	return p.users[user] != "" && p.users[user] == password
+}
 
-// The login recipe of docs/http.md, the "penalty box": 5 failed logins per
-// account and address, and 20 per account, in any 15 minutes, then a wait;
-// a success clears the slate.
-func Example_login() {
-	rdb, done := exampleRedis()
-	defer done()
-	accounts := passwords{"ada": "correct horse"}
-	// An outage of Redis must not lift a lockout: this Limiter refuses
-	// while Redis cannot decide.
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithFailurePolicy(redisrate.FailClosed))
-
+// loginHandler is the login recipe of docs/http.md.
+func loginHandler(limiter *redisrate.Limiter, accounts *passwords) http.Handler {
 	// login:start
-	// 5 failures in any 15 minutes from one address (an IPv6 client's /64,
-	// which one client holds whole), 20 from every address together, so
-	// that many addresses cannot guess on without end: sliding_log counts
-	// them exactly, and one call decides both, all or nothing.
-	perAddress := redisrate.Per(5, 15*time.Minute).WithAlgorithm(redisrate.SlidingLog).WithName("login")
-	perAccount := redisrate.Per(20, 15*time.Minute).WithAlgorithm(redisrate.SlidingLog).WithName("login-account")
-	const penalty = 1                              // the units a failed login costs; more for failures that look like guessing
-	address, err := httplimit.ClientIP{}.KeyFunc() // behind proxies: set its TrustedProxies
+	// Every attempt is counted before the password is checked, under three
+	// limits (OWASP's authentication guidance):
+	//   - perNetwork: 20 attempts an hour from one address (an IPv6
+	//     client's /48) across all accounts, so that a password spray
+	//     gets 20 guesses, however many accounts it tries;
+	//   - failures: 5 failures in a row on one account from one address
+	//     (an IPv6 client's /64); a success there ends the run;
+	//   - perAccount: 100 attempts an hour on one account from every
+	//     address together, never cleared by a success. It caps the
+	//     guesses of a botnet, and is a lockout that anyone with 20
+	//     addresses can trigger: keep it high, and let the owner in by a
+	//     second way (a link by email, a known device).
+	perNetwork := redisrate.Per(20, time.Hour).WithAlgorithm(redisrate.SlidingLog).WithName("login-network")
+	failures := redisrate.Per(5, 15*time.Minute).WithAlgorithm(redisrate.SlidingLog).WithName("login")
+	perAccount := redisrate.Per(100, time.Hour).WithAlgorithm(redisrate.SlidingLog).WithName("login-account")
+	address, err := httplimit.ClientIP{}.KeyFunc() // behind proxies: set Header and TrustedProxies
+	if err != nil {
+		log.Fatal(err)
+	}
+	network, err := httplimit.ClientIP{IPv6Prefix: 48}.KeyFunc()
 	if err != nil {
 		log.Fatal(err)
 	}
 	login := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user := r.PostFormValue("user")
 		ip, err := address(r)
-		if err != nil {
+		nw, err2 := network(r)
+		if err != nil || err2 != nil {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
 		// The account's key is a hash of the name: whatever a client types
 		// there, it neither grows the key nor leaves its hash tag, which
-		// keeps both keys in one Redis Cluster slot.
+		// keeps both of the account's keys in one Redis Cluster slot.
 		sum := sha256.Sum256([]byte(user))
 		account := "{login:" + hex.EncodeToString(sum[:12]) + "}"
-		keys := []redisrate.KeyLimit{{Key: account + ":" + ip, Limit: perAddress}, {Key: account, Limit: perAccount}}
-		// Decided before the password is verified: a locked-out client
-		// costs no password hash. The penalty is taken now, not after a
-		// failure, so that parallel attempts cannot all pass a check
-		// before any of their failures is counted.
-		res, err := limiter.Decide(r.Context(), redisrate.Request{Keys: keys, N: penalty})
+		keys := []redisrate.KeyLimit{{Key: account + ":" + ip, Limit: failures}, {Key: account, Limit: perAccount}}
+		// Taken before the password is checked, not after a failure: a
+		// locked-out client costs no password hash, and parallel attempts
+		// cannot all pass a check before any of them is counted.
+		res, err := limiter.Allow(r.Context(), "login-network:"+nw, perNetwork)
+		if err == nil && res.Allowed {
+			res, err = limiter.Decide(r.Context(), redisrate.Request{Keys: keys})
+		}
 		switch {
 		case err != nil || res.Degraded() && !res.Allowed:
 			http.Error(w, "try again later", http.StatusServiceUnavailable)
 			return
 		case !res.Allowed:
 			w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(res.RetryAfter.Seconds())), 10))
-			http.Error(w, "too many failed logins", http.StatusTooManyRequests)
+			http.Error(w, "too many login attempts", http.StatusTooManyRequests)
 			return
 		}
 		if !accounts.Verify(user, r.PostFormValue("password")) {
-			http.Error(w, "wrong user or password", http.StatusUnauthorized) // the penalty stays
+			http.Error(w, "wrong user or password", http.StatusUnauthorized)
 			return
 		}
-		for _, k := range keys { // a success clears the slate
-			_ = limiter.Reset(r.Context(), k.Key)
-		}
+		_ = limiter.Reset(r.Context(), keys[0].Key) // ends the run of failures from here; the other counts stay
 		fmt.Fprintln(w, "welcome,", user)
 	})
 	// login:end
+	return login
+}
+
+// loginLimiter is the recipe's Limiter: it fails closed, said explicitly,
+// as an outage of Redis must not lift a lockout.
+func loginLimiter() (*redisrate.Limiter, func()) {
+	rdb, done := exampleRedis()
+	return redisrate.NewLimiter(rdb, redisrate.WithFailurePolicy(redisrate.FailClosed)), done
+}
+
+// try posts a login from the address from and returns the response.
+func try(h http.Handler, from, user, password string) *httptest.ResponseRecorder {
+	form := url.Values{"user": {user}, "password": {password}}
+	r := httptest.NewRequest("POST", "/login", strings.NewReader(form.Encode()))
+	r.RemoteAddr = from
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	return w
+}
+
+// The login recipe of docs/http.md: failures in a row per account and
+// address, cleared by a success; attempts per address across accounts;
+// attempts per account.
+func Example_login() {
+	limiter, done := loginLimiter()
+	defer done()
+	accounts := &passwords{users: map[string]string{"ada": "correct horse"}}
+	login := loginHandler(limiter, accounts)
 
 	from := "192.0.2.1:1234"
-	try := func(user, password string) {
-		form := url.Values{"user": {user}, "password": {password}}
-		r := httptest.NewRequest("POST", "/login", strings.NewReader(form.Encode()))
-		r.RemoteAddr = from
-		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		w := httptest.NewRecorder()
-		login.ServeHTTP(w, r)
+	show := func(user, password string) {
+		w := try(login, from, user, password)
 		fmt.Println(user, password, w.Code, w.Header().Get("Retry-After"), strings.TrimSpace(w.Body.String()))
 	}
-	try("ada", "guess 1")
-	try("ada", "guess 2")
-	try("ada", "correct horse") // clears the two failures
+	show("ada", "guess 1")
+	show("ada", "guess 2")
+	show("ada", "correct horse") // ends the run of two failures
 	for i := range 6 {
-		try("ada", "guess "+strconv.Itoa(i+3))
+		show("ada", "guess "+strconv.Itoa(i+3))
 	}
-	try("ada", "correct horse") // locked out: the password is not even checked
+	show("ada", "correct horse") // five in a row: the password is not even checked
 	from = "198.51.100.7:1234"
-	try("ada", "correct horse") // another address: its own 5, and the account's 20 not spent
+	show("ada", "correct horse") // another address: its own run
 	// Output:
 	// ada guess 1 401  wrong user or password
 	// ada guess 2 401  wrong user or password
@@ -114,13 +148,72 @@ func Example_login() {
 	// ada guess 5 401  wrong user or password
 	// ada guess 6 401  wrong user or password
 	// ada guess 7 401  wrong user or password
-	// ada guess 8 429 900 too many failed logins
-	// ada correct horse 429 900 too many failed logins
+	// ada guess 8 429 900 too many login attempts
+	// ada correct horse 429 900 too many login attempts
 	// ada correct horse 200  welcome, ada
 }
 
+// A password spray from one address, 200 accounts by 5 passwords: the
+// recipe checks 20 passwords (its per-address limit across accounts), not
+// 1,000; from one IPv6 /48's many /64s alike.
+func TestLoginSpray(t *testing.T) {
+	for _, from := range []func(i int) string{
+		func(int) string { return "203.0.113.5:4000" },
+		func(i int) string { return fmt.Sprintf("[2001:db8:7:%x::1]:4000", i) }, // a new /64 each time
+	} {
+		limiter, done := loginLimiter()
+		accounts := &passwords{users: map[string]string{"ada": "correct horse"}}
+		login := loginHandler(limiter, accounts)
+		n := 0
+		for a := range 200 {
+			for p := range 5 {
+				try(login, from(n), fmt.Sprint("user", a), fmt.Sprint("password", p))
+				n++
+			}
+		}
+		if accounts.checks != 20 {
+			t.Errorf("%s...: %d password checks of 1,000 attempts; want 20", from(0), accounts.checks)
+		}
+		done()
+	}
+}
+
+// Four addresses with 5 failures each on one account do not lock its
+// owner out, and a success does not hand an attacker fresh guesses: it
+// ends the run of failures from its own address only.
+func TestLoginLockout(t *testing.T) {
+	limiter, done := loginLimiter()
+	defer done()
+	accounts := &passwords{users: map[string]string{"ada": "correct horse"}}
+	login := loginHandler(limiter, accounts)
+	for i := range 4 {
+		for p := range 5 {
+			if w := try(login, fmt.Sprintf("198.51.100.%d:4000", i+1), "ada", fmt.Sprint("guess", p)); w.Code != 401 {
+				t.Fatalf("attacker %d, guess %d: %d; want 401", i, p, w.Code)
+			}
+		}
+		if w := try(login, fmt.Sprintf("198.51.100.%d:4000", i+1), "ada", "guess"); w.Code != 429 {
+			t.Errorf("attacker %d's 6th failure in a row: %d; want 429", i, w.Code)
+		}
+	}
+	if w := try(login, "192.0.2.1:4000", "ada", "correct horse"); w.Code != 200 {
+		t.Errorf("the owner after 4 x 5 failures: %d; want 200", w.Code)
+	}
+	// The account-wide count was not cleared by the owner's success: 21
+	// attempts so far (a denied one counts nowhere), and 80 more by 16
+	// other addresses pass its 100.
+	for i := range 16 {
+		for p := range 5 {
+			try(login, fmt.Sprintf("203.0.113.%d:4000", i+1), "ada", fmt.Sprint("guess", p))
+		}
+	}
+	if w := try(login, "192.0.2.1:4000", "ada", "correct horse"); w.Code != 429 {
+		t.Errorf("after 100 attempts on the account: %d; want 429, the lockout docs/http.md states", w.Code)
+	}
+}
+
 // TestDocsLoginIsExample keeps docs/http.md's login recipe the same code as
-// Example_login.
+// loginHandler, which Example_login runs.
 func TestDocsLoginIsExample(t *testing.T) {
 	readmetest.Check(t, "login_example_test.go", "../docs/http.md", "login")
 }

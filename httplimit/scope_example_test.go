@@ -16,7 +16,13 @@ import (
 // directory maps the API keys to the accounts that own them.
 type directory map[string]string
 
-// AccountOf returns the account of the request's API key.
+// Issued reports whether the service issued apiKey.
+func (d directory) Issued(_ context.Context, apiKey string) (bool, error) {
+	_, ok := d[apiKey]
+	return ok, nil
+}
+
+// AccountOf returns the account that owns the request's API key.
 func (d directory) AccountOf(r *http.Request) (string, error) {
 	account, ok := d[r.Header.Get("X-API-Key")]
 	if !ok {
@@ -43,7 +49,7 @@ func ExampleScope() {
 		Limiter: limiter,
 		Name:    "api",
 		Limits:  []redisrate.Limit{redisrate.PerSecond(10)}, // each API key's
-		Key:     httplimit.APIKey{Header: "X-API-Key", Secret: secret},
+		Key:     httplimit.APIKey{Header: "X-API-Key", Secret: secret, Verify: accounts.Issued},
 		Scopes: []httplimit.Scope{{
 			Name:  "account", // its policy name in the headers
 			Key:   httplimit.KeyFunc(accounts.AccountOf),

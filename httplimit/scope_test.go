@@ -392,16 +392,16 @@ func TestScopesNewErrors(t *testing.T) {
 		{"a ':' in a scope name", with(func(c *Config) { c.Scopes[0].Name = "acc:ount" }), "invalid Config.Scopes[0].Name \"acc:ount\": ':'"},
 		{"a '{' in a scope name", with(func(c *Config) { c.Scopes[0].Name = "{account" }), "'{' and '}' mark the Redis Cluster hash tag"},
 		{"a '}' in Name", with(func(c *Config) { c.Name = "api}" }), "invalid Config.Name \"api}\": '{' and '}'"},
-		{"an empty scope name", with(func(c *Config) { c.Scopes[0].Name = "" }), "Config.Scopes[0]: invalid Name: empty policy name"},
+		{"an empty scope name", with(func(c *Config) { c.Scopes[0].Name = "" }), `invalid Config.Scopes[0].Name "": empty policy name`},
 		{"a scope named as the middleware", with(func(c *Config) { c.Scopes[0].Name = "api" }), `Config.Scopes[0] has the Name "api" of Config.Name`},
 		{"two scopes of one name", with(func(c *Config) { c.Scopes = append(c.Scopes, scope) }), `Config.Scopes[1] has the Name "account" of Config.Scopes[0]`},
 		{"a scope named as a plan", with(func(c *Config) {
 			c.Limits = nil
 			c.Plans = []Plan{{Name: "account", Limits: []redisrate.Limit{redisrate.PerMinute(1)}}}
 			c.Plan = func(*http.Request) (string, error) { return "account", nil }
-		}), `Config.Scopes[0] has the Name "account" of the plan "account"`},
+		}), `Config.Plans[0] ("account"): the name "account" is that of Config.Scopes[0]`},
 		{"a scope without a key", with(func(c *Config) { c.Scopes[0].Key = nil }), `Config.Scopes[0] ("account") has no Key`},
-		{"a scope's key misconfigured", with(func(c *Config) { c.Scopes[0].Key = APIKey{Header: "X-Account"} }), `Config.Scopes[0] ("account").Key: httplimit: APIKey.Secret has 0 bytes`},
+		{"a scope's key misconfigured", with(func(c *Config) { c.Scopes[0].Key = APIKey{Header: "X-Account"} }), `Config.Scopes[0] ("account").Key: APIKey.Secret has 0 bytes`},
 		{"a scope's limit invalid", with(func(c *Config) { c.Scopes[0].Limit = redisrate.Limit{Rate: 0, Period: time.Second} }), `Config.Scopes[0] ("account"): invalid Limit`},
 		{"eight scopes", with(func(c *Config) {
 			for i := range 7 {

@@ -75,6 +75,9 @@ func TestOutageLatency(t *testing.T) {
 				Limits:  []redisrate.Limit{redisrate.PerSecond(2)},
 				Key:     byIP,
 				Name:    "api",
+				// 503 while Redis is down, said explicitly: the middleware's
+				// default serves (FailOpen).
+				FailurePolicy: redisrate.FailClosed,
 			})
 			if err != nil {
 				t.Fatal(err)

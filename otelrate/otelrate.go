@@ -23,7 +23,9 @@
 // of the binding limit, redisrate.Limit.Name: the middleware's policy
 // name, or a name given to a direct call; the first limit's on an error;
 // absent for a limit without a name), redisrate.outcome (allowed, denied,
-// would_deny: admitted only because of shadow mode, or error) and
+// would_deny: admitted only because of shadow mode, undecided: admitted in
+// shadow mode while Redis could not decide and the failure policy would
+// have refused, or error) and
 // redisrate.source (redis, deny-cache, fallback, fail-open, fail-closed;
 // absent on an error), and, on an error, error.type (circuit_open,
 // unavailable, invalid, foreign_key, bad_reply, canceled,
@@ -91,6 +93,7 @@ const (
 	outcomeAllowed    = "allowed"
 	outcomeDenied     = "denied"
 	outcomeWouldDeny  = "would_deny"
+	outcomeUndecided  = "undecided"
 	outcomeError      = "error"
 	errTypeOther      = "other"
 	durationHistogram = "redisrate.decision.duration"
@@ -302,6 +305,10 @@ func (o *Observer) End(ctx context.Context, d redisrate.Decision, res redisrate.
 	switch {
 	case err != nil:
 		k.outcome, k.source, k.errType = outcomeError, 0, errorType(err)
+	case res.WouldDeny && res.Degraded():
+		// An outage, not the limit: a rollout's would_deny stays the
+		// limit's own.
+		k.outcome = outcomeUndecided
 	case res.WouldDeny:
 		k.outcome = outcomeWouldDeny
 	case res.Allowed:

@@ -215,6 +215,32 @@ func TestObserverRecords(t *testing.T) {
 	}
 }
 
+// In shadow mode an outage is not the limit: a decision that Redis could
+// not make, admitted only because of shadow mode, is counted apart from
+// the limit's would_deny, so that a rollout's dashboard is not ruined by a
+// blip.
+func TestShadowOutageOutcome(t *testing.T) {
+	tel := newTelemetry(t)
+	o := tel.observer(t)
+	d := redisrate.Decision{Kind: redisrate.KindAllow, Key: "k", Algorithm: redisrate.GCRA, Limits: []redisrate.Limit{perMinute3}, Cost: 1}
+	for _, res := range []redisrate.Result{
+		{Allowed: true, Shadow: true, WouldDeny: true, Capacity: 3, RetryAfter: time.Second},                                                         // the limit
+		{Allowed: true, Shadow: true, WouldDeny: true, Capacity: 3, RetryAfter: time.Second, Source: redisrate.SourceFailClosed, Cause: errInjected}, // the outage
+	} {
+		o.End(o.Start(context.Background(), d), d, res, nil)
+	}
+	got := tel.counters(t)
+	base := "redisrate.decisions{redisrate.algorithm=gcra,redisrate.kind=allow,"
+	for k, want := range map[string]int64{
+		base + "redisrate.outcome=would_deny,redisrate.source=redis}":      1,
+		base + "redisrate.outcome=undecided,redisrate.source=fail-closed}": 1,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %d; want %d (all: %v)", k, got[k], want, got)
+		}
+	}
+}
+
 // Batches count as their requests, each with a span under the batch's.
 func TestObserverBatch(t *testing.T) {
 	tel := newTelemetry(t)

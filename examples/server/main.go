@@ -160,7 +160,11 @@ func newHandler(rdb redis.Scripter, c config) (http.Handler, error) {
 			}
 			return 1, nil
 		},
-		Key: httplimit.APIKey{Header: "X-API-Key", Secret: c.Secret},
+		// This demo keeps no key store: any key is a free account's, as if
+		// an authentication layer in front had vouched for it. A real
+		// service gives Verify (a lookup of the keys it issued) instead,
+		// so that invented keys buy no quota of their own.
+		Key: httplimit.APIKey{Header: "X-API-Key", Secret: c.Secret, Authenticated: true},
 		// The health check is exempt by an explicit choice: not counted,
 		// and no API key needed.
 		Exempt: func(r *http.Request) bool { return r.URL.Path == "/healthz" },

@@ -1,0 +1,225 @@
+package ratecore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redisrate/redisrate"
+)
+
+// Verdict is what a transport does with a request.
+type Verdict uint8
+
+// The verdicts, with what httplimit and grpclimit answer.
+const (
+	// Serve: run the handler. The request was admitted (by its limits, by
+	// the failure policy or the fallback), or shadow mode serves it.
+	Serve Verdict = iota
+	// Deny: its limit denied it (429, codes.ResourceExhausted).
+	Deny
+	// Unavailable: Redis could not decide, and the failure policy refuses
+	// the request (503, codes.Unavailable), never as a spent quota.
+	Unavailable
+	// Ended: the request's context ended (the client went away, its
+	// deadline passed) before its limit was decided. Never served: a
+	// deadline is the client's to set, so it must not buy an admission.
+	Ended
+	// NoKey: the request has no usable key (400, codes.InvalidArgument),
+	// the error's text shown.
+	NoKey
+	// Internal: a bug, such as a failing key function or a key holding
+	// other data (500, codes.Internal), the error's text not shown.
+	Internal
+)
+
+// Answer is the decision for a request, as a transport answers it.
+type Answer struct {
+	// Verdict is what to do with the request.
+	Verdict Verdict
+	// Result is the Limiter's decision; zero when there was none.
+	Result redisrate.Result
+	// Err is why the limit could not be decided, for OnError's sake; nil
+	// when it was decided.
+	Err error
+	// Fields reports whether to send the rate-limit fields (Policy,
+	// RateLimit): the request was decided, and not in shadow mode without
+	// ShadowHeaders.
+	Fields bool
+	rule   *Rule
+}
+
+// Policy is the RateLimit-Policy value of the answer's rule: every limit,
+// its own and the scopes'; "" when Fields is false.
+func (a Answer) Policy() string {
+	if !a.Fields {
+		return ""
+	}
+	return a.rule.Fields.Policy()
+}
+
+// RateLimit is the RateLimit value of the binding limit; "" when Fields
+// is false or the decision was degraded (redisrate.Result.Degraded): such
+// a decision has no quota to report.
+func (a Answer) RateLimit() string {
+	if !a.Fields || a.Result.Degraded() {
+		return ""
+	}
+	return a.rule.Fields.RateLimit(a.Result)
+}
+
+// RetryAfter is how long a client should wait: for Deny the limit's wait,
+// or false when waiting cannot help (the cost is more than the capacity);
+// for Unavailable the outage's, at least a second; otherwise 0 and false.
+func (a Answer) RetryAfter() (time.Duration, bool) {
+	switch {
+	case a.Verdict == Unavailable:
+		return max(a.Result.RetryAfter, time.Second), true
+	case a.Verdict != Deny || a.Result.Never():
+		return 0, false
+	}
+	return a.Result.RetryAfter, true
+}
+
+// Binding is the policy name and the limit of the binding limit of a
+// decided answer ("" and the zero Limit otherwise), to name the violated
+// policy of a denial.
+func (a Answer) Binding() (string, redisrate.Limit) {
+	if a.rule == nil || a.Err != nil {
+		return "", redisrate.Limit{}
+	}
+	b := min(max(a.Result.Binding, 0), len(a.rule.Fields.Limits)-1)
+	return a.rule.Fields.Name(b), a.rule.Fields.Limits[b]
+}
+
+// Decide takes cost units from the key of req under rule's limits, and
+// from the keys of the scopes under theirs, in one call under ctx.
+func (r *Rules[R]) Decide(ctx context.Context, req R, rule *Rule, cost int64) Answer {
+	res, err := r.decide(ctx, req, rule, cost)
+	if err != nil {
+		return r.Fail(req, err)
+	}
+	a := Answer{Result: res, rule: rule, Fields: !res.Shadow || r.shadowHeaders, Verdict: Deny}
+	switch {
+	case res.Allowed:
+		a.Verdict = Serve
+	case res.Source == redisrate.SourceFailClosed:
+		a.Verdict = Unavailable
+	}
+	return a
+}
+
+// decide is the one call of the Limiter per decision.
+func (r *Rules[R]) decide(ctx context.Context, req R, rule *Rule, cost int64) (redisrate.Result, error) {
+	key, err := r.keyOf(r.key, req)
+	if err != nil {
+		return redisrate.Result{}, err
+	}
+	if len(r.scopes) == 0 {
+		if rule.base {
+			key = escape(key)
+		}
+		return r.limiter.Decide(ctx, redisrate.Request{Key: rule.prefix + key, Limits: rule.Fields.Limits, N: cost})
+	}
+	values := make([]string, len(r.scopes))
+	for i, s := range r.scopes {
+		if values[i], err = r.keyOf(s.Key, req); err != nil {
+			return redisrate.Result{}, fmt.Errorf("scope %q: %w", s.Name, err)
+		}
+	}
+	keys := scopedKeys(r.name, rule.name, key, r.scopes, values)
+	kl := make([]redisrate.KeyLimit, len(keys))
+	for i, k := range keys {
+		kl[i] = redisrate.KeyLimit{Key: k, Limit: rule.Fields.Limits[i]}
+	}
+	return r.limiter.Decide(ctx, redisrate.Request{Keys: kl, N: cost})
+}
+
+// keyOf is f's key for req. An empty key is an error (ErrNoKey): a missing
+// identity must never mean "no limit".
+func (r *Rules[R]) keyOf(f func(R) (string, error), req R) (string, error) {
+	key, err := f(req)
+	if err == nil && key == "" {
+		err = fmt.Errorf("%w: the %s's key is empty (use Config.Exempt to exempt %ss)", ErrNoKey, r.unit, r.unit)
+	}
+	return key, err
+}
+
+// Fail answers a request whose limit could not be decided because of err:
+// an error of Decide's, or of the transport's own (a plan or a cost that
+// could not be chosen). OnError is told first.
+func (r *Rules[R]) Fail(req R, err error) Answer {
+	if r.onError != nil {
+		r.onError(req, err)
+	}
+	a := Answer{Err: err, Verdict: Internal}
+	switch {
+	case callerGaveUp(err):
+		a.Verdict = Ended
+	case r.shadow:
+		a.Verdict = Serve
+	case errors.Is(err, ErrNoKey):
+		a.Verdict = NoKey
+	case errors.Is(err, redisrate.ErrUnavailable):
+		a.Verdict = Unavailable
+	}
+	return a
+}
+
+// callerGaveUp reports whether err, an error of a Limiter's call, says that
+// the caller's context ended before Redis decided. Such a request is
+// answered as ended, never by the failure policy or shadow mode: its
+// deadline is the client's to set. An error that matches
+// redisrate.ErrUnavailable is Redis failing, not the caller.
+func callerGaveUp(err error) bool {
+	return !errors.Is(err, redisrate.ErrUnavailable) &&
+		(errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+}
+
+// escape is key as the rule without a name keeps it after Name + ":".
+// The keys of named rules continue there with their name (a gRPC method's
+// starts with '/'), so a key that starts with '/' (or '%', the escape) gets
+// a '%' in front, and no client's key of one rule is another client's key
+// of another, whatever rules come and go. Keys that start otherwise (the IP
+// and API keys) are kept as they are.
+func escape(key string) string {
+	if key != "" && (key[0] == '/' || key[0] == '%') {
+		return "%" + key
+	}
+	return key
+}
+
+// maxKeys is the most keys one call takes (CONTRACT.md, several keys): a
+// request's own and up to 7 scopes'.
+const maxKeys = 8
+
+// scopedKeys returns the Redis keys of a request held to its own limit and
+// to scopes, in the order of their limits: the own key first, then each
+// scope's. Every key starts with the hash tag of the broadest (last)
+// scope's value, so that all share one Redis Cluster slot, and the
+// broadest scope's key is the tag alone: "{name:account:42}" for the
+// account, with a scope "account" of value "42";
+// "{name:account:42}:segment:key" for the request's own;
+// "{name:account:42}:scope:value" for a scope in between. HTTP and gRPC
+// build their keys here, so that an HTTP API and a gRPC one of the same
+// name and scopes share an account's state.
+//
+// name, segment and the scopes' names are checked by New and Rule: not
+// empty, without ':', '{' or '}', all different. key and values are a
+// client's: in the tag, '%' and '}' of the value are percent-encoded, so
+// the tag ends where this ends it, and distinct values stay distinct.
+func scopedKeys[R any](name, segment, key string, scopes []Scope[R], values []string) []string {
+	last := len(scopes) - 1
+	tag := "{" + name + ":" + scopes[last].Name + ":" + tagValue.Replace(values[last]) + "}"
+	keys := make([]string, 0, len(scopes)+1)
+	keys = append(keys, tag+":"+segment+":"+key)
+	for i, s := range scopes[:last] {
+		keys = append(keys, tag+":"+s.Name+":"+values[i])
+	}
+	return append(keys, tag)
+}
+
+// tagValue percent-encodes '%' and '}' in a hash tag's value.
+var tagValue = strings.NewReplacer("%", "%25", "}", "%7D")

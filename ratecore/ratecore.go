@@ -1,0 +1,257 @@
+// Package ratecore is the protocol-neutral core of redisrate's middleware:
+// the rules of a limited service (its name, limits and their policy names,
+// scopes, failure policy and shadow mode), checked once; the decision for a
+// request's key and its scopes' keys, in one call of the Limiter; and the
+// rate-limit fields of the answer. The httplimit middleware and the
+// grpclimit interceptors are its HTTP and gRPC transports: they turn a
+// request into a key, and an Answer into status codes and headers or
+// metadata. Middleware for another protocol can do the same.
+//
+// R is the transport's request: *http.Request for httplimit, the call (its
+// context and method) for grpclimit. Key functions and OnError take it.
+//
+// The package also holds what both transports key clients by: the client
+// address behind trusted proxies (IP) and the HMAC of an API key (APIKey).
+package ratecore
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/ratefields"
+)
+
+// ErrNoKey is matched by key errors that mean the request carries no
+// usable key, such as a missing API key: the client's fault.
+var ErrNoKey = errors.New("no rate-limit key")
+
+// Scope is a further key that a request is held to, with a limit of its
+// own, in the same atomic call as the request's own limit (contract v2.1,
+// several keys).
+type Scope[R any] struct {
+	// Name names the scope: its policy name, and part of its Redis keys.
+	Name string
+	// Key gives the scope's key for a request.
+	Key func(R) (string, error)
+	// Limit is the scope's limit, of the algorithm of the own limit.
+	Limit redisrate.Limit
+}
+
+// Config is what every transport configures alike. Limiter, Name and Key
+// are required.
+type Config[R any] struct {
+	// Limiter decides, in Redis.
+	Limiter *redisrate.Limiter
+	// FailurePolicy decides a request when Redis cannot. Zero:
+	// redisrate.FailOpen, the middleware's default (docs/reliability.md):
+	// an outage of the limiter must not become an outage of the service.
+	// The Limiter's fallback (redisrate.WithFallback) still decides first.
+	FailurePolicy redisrate.FailurePolicy
+	// Shadow decides and records every request and serves it.
+	Shadow bool
+	// ShadowHeaders sends the fields in shadow mode too.
+	ShadowHeaders bool
+	// Name keeps the middleware's state apart in Redis; printable ASCII
+	// without ':', '{' or '}'.
+	Name string
+	// Unit is what the middleware limits, for errors: "request" (when
+	// empty) or "call".
+	Unit string
+	// Key identifies the client of a request. An empty key is an error
+	// that wraps ErrNoKey.
+	Key func(R) (string, error)
+	// Scopes are the further keys, the broadest last.
+	Scopes []Scope[R]
+	// OnError is told of every request whose limit could not be decided.
+	OnError func(R, error)
+}
+
+// Rules are a checked Config, with the limits of its rules: New returns
+// them, Rule adds a rule, Decide decides a request.
+type Rules[R any] struct {
+	limiter       *redisrate.Limiter
+	name          string
+	unit          string
+	key           func(R) (string, error)
+	scopes        []Scope[R]
+	shadow        bool
+	shadowHeaders bool
+	onError       func(R, error)
+	names         map[string]string // the names in keys, and what uses each
+}
+
+// New checks c. Its errors name the fields of the transports' Config.
+func New[R any](c Config[R]) (*Rules[R], error) {
+	if c.Limiter == nil {
+		return nil, errors.New("Config.Limiter is nil")
+	}
+	if err := checkKeyName(c.Name); err != nil {
+		return nil, fmt.Errorf("invalid Config.Name %q: %w", c.Name, err)
+	}
+	if c.Key == nil {
+		return nil, errors.New("Config.Key gives a nil key function")
+	}
+	unit := c.Unit
+	if unit == "" {
+		unit = "request"
+	}
+	policy := c.FailurePolicy
+	if policy == 0 {
+		policy = redisrate.FailOpen
+	}
+	opts := []redisrate.Option{redisrate.WithFailurePolicy(policy)}
+	if c.Shadow {
+		opts = append(opts, redisrate.WithShadowMode())
+	}
+	r := &Rules[R]{
+		limiter: c.Limiter.With(opts...), name: c.Name, unit: unit, key: c.Key,
+		shadow: c.Shadow, shadowHeaders: c.ShadowHeaders, onError: c.OnError,
+		names: map[string]string{c.Name: "Config.Name"},
+	}
+	if err := r.checkScopes(c.Scopes); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// checkScopes checks the scopes of a Config: how many one call takes,
+// their names, limits and keys.
+func (r *Rules[R]) checkScopes(scopes []Scope[R]) error {
+	if len(scopes) > maxKeys-1 {
+		return fmt.Errorf("Config.Scopes has %d scopes: at most %d, for %d keys in one call with the %s's own", len(scopes), maxKeys-1, maxKeys, r.unit)
+	}
+	for i, s := range scopes {
+		what := fmt.Sprintf("Config.Scopes[%d]", i)
+		if err := checkKeyName(s.Name); err != nil {
+			return fmt.Errorf("invalid %s.Name %q: %w", what, s.Name, err)
+		}
+		if other, ok := r.names[s.Name]; ok {
+			// The name tells the scope's keys apart from the others'
+			// under one hash tag.
+			return fmt.Errorf("%s has the Name %q of %s: give each scope a name of its own", what, s.Name, other)
+		}
+		r.names[s.Name] = what
+		if err := s.Limit.Validate(); err != nil {
+			return fmt.Errorf("%s (%q): invalid Limit: %w", what, s.Name, err)
+		}
+		if s.Key == nil {
+			return fmt.Errorf("%s (%q) has no Key", what, s.Name)
+		}
+	}
+	r.scopes = append([]Scope[R](nil), scopes...)
+	return nil
+}
+
+// Rule is a set of limits that a request can be held to: the limits of
+// every request, or of a plan or a method, with the scopes' limits after
+// them. Its state is its own.
+type Rule struct {
+	// Fields are the limits of the rule and of the scopes, with their
+	// policy names: the limits each request of the rule is held to.
+	Fields *ratefields.Set
+	prefix string // the own key's, without scopes
+	name   string // the own key's segment, with scopes
+	base   bool   // the rule without a name
+}
+
+// Rule checks and returns the rule of limits, named for its policy names by
+// names (default: name, or name-1, name-2, ...). An empty name is the rule
+// of every request, named Config.Name, whose keys are Name:key; any other
+// is a plan or method of that name, with keys Name:name:key, which what
+// names in errors (such as `the plan "free"`). With scopes, the rule holds
+// one limit, of the scopes' algorithm. The errors do not say which rule:
+// the transport does.
+func (r *Rules[R]) Rule(name, what string, limits []redisrate.Limit, names []string) (*Rule, error) {
+	rule := &Rule{name: name, prefix: r.name + ":" + name + ":", base: name == ""}
+	if rule.base {
+		rule.name, rule.prefix = r.name, r.name+":"
+	} else {
+		if err := checkKeyName(name); err != nil {
+			return nil, err
+		}
+		if other, ok := r.names[name]; ok {
+			return nil, fmt.Errorf("the name %q is that of %s: their keys would meet", name, other)
+		}
+	}
+	f, err := r.fields(rule.name, names, limits)
+	if err != nil {
+		return nil, err
+	}
+	rule.Fields = f
+	if !rule.base {
+		r.names[name] = what
+	}
+	return rule, nil
+}
+
+// fields is the Set of a rule's limits followed by the scopes', each
+// limit's Name set to its policy name, so that metrics name it as the
+// fields do. It refuses what could never serve: no limits; with scopes,
+// several limits or another algorithm than theirs; limits that one call
+// cannot hold (redisrate.Args's errors, which match redisrate.ErrInvalid).
+func (r *Rules[R]) fields(name string, names []string, limits []redisrate.Limit) (*ratefields.Set, error) {
+	if len(limits) == 0 {
+		return nil, errors.New("no limits: give at least one")
+	}
+	if len(r.scopes) > 0 {
+		if len(limits) != 1 {
+			return nil, fmt.Errorf("%d limits with Config.Scopes: with scopes, each key holds one limit (a call of several keys, CONTRACT.md); hold the %s's key to a further limit with a Scope of the same Key", len(limits), r.unit)
+		}
+		if len(names) > 1 {
+			return nil, fmt.Errorf("PolicyNames has %d names for 1 limit", len(names))
+		}
+		own := name
+		if len(names) == 1 {
+			own = names[0]
+		}
+		names, limits = []string{own}, append([]redisrate.Limit(nil), limits...)
+		for i, s := range r.scopes {
+			if s.Limit.Algorithm != limits[0].Algorithm {
+				return nil, fmt.Errorf("Config.Scopes[%d] (%q) has a %s limit, and the %s's own is %s: the limits of one call run one algorithm's script; give every limit the same algorithm", i, s.Name, s.Limit.Algorithm, r.unit, limits[0].Algorithm)
+			}
+			names, limits = append(names, s.Name), append(limits, s.Limit)
+		}
+	}
+	if _, err := redisrate.Args(redisrate.KindAllow, 1, limits...); err != nil {
+		return nil, err
+	}
+	switch {
+	case len(names) == 0 && len(limits) == 1:
+		names = []string{name}
+	case len(names) == 0:
+		for i := range limits {
+			names = append(names, fmt.Sprintf("%s-%d", name, i+1))
+		}
+	case len(names) != len(limits):
+		return nil, fmt.Errorf("PolicyNames has %d names for %d limits", len(names), len(limits))
+	}
+	f, err := ratefields.New(names, limits)
+	if err != nil {
+		return nil, fmt.Errorf("PolicyNames: %w", err)
+	}
+	for i := range f.Limits {
+		f.Limits[i].Name = f.Name(i)
+	}
+	return f, nil
+}
+
+// checkKeyName accepts a name that middleware puts in its Redis keys (its
+// own name, a plan's or method's, a scope's) as scopedKeys lays them out:
+// a policy name (ratefields.CheckName) without ':', which separates the
+// names in a key, and without '{' or '}', which mark the hash tag of
+// scoped keys. With them, the keys of two names could meet: Name "api:free"
+// would share the keys of Name "api" with plan "free".
+func checkKeyName(name string) error {
+	if err := ratefields.CheckName(name); err != nil {
+		return err
+	}
+	if strings.Contains(name, ":") {
+		return errors.New("':' separates the names in a client's Redis key, so with it the keys of two names could meet; use another character, such as '-'")
+	}
+	if strings.ContainsAny(name, "{}") {
+		return errors.New("'{' and '}' mark the Redis Cluster hash tag of scoped keys, so with them the keys of two names could meet; use another character, such as '-'")
+	}
+	return nil
+}
