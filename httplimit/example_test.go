@@ -200,7 +200,7 @@ func ExampleConfig_failurePolicy() {
 	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
 	fmt.Println(w.Code, w.Body.String(), "RateLimit:", w.Header().Get("RateLimit"))
 	// Output:
-	// level=WARN msg="redisrate: Redis cannot decide; calls follow the fallback and the failure policy until it answers again" error="redisrate: gcra on key \"default:ip:192.0.2.1\": redis: client is closed" policy=fail-open fallback=false probe_every=200ms
+	// level=WARN msg="redisrate: Redis cannot decide; calls follow the fallback and the failure policy until it answers again" error="redis: client is closed" cause="redis: client is closed" script=gcra key=default:… policy=fail-open fallback=false probe_every=200ms
 	// 200 served RateLimit:
 }
 

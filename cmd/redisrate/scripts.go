@@ -38,7 +38,7 @@ var scriptsCommand = command{
 	summary: "list the bundled Lua scripts with their SHA1s, or write them to a directory",
 	usage: `Usage: redisrate scripts [--dir DIR] [--force]
 
-Lists the bundled Lua scripts (script contract v2.1), one per algorithm and the
+Lists the bundled Lua scripts (script contract v3), one per algorithm and the
 reset script, with the SHA1 that EVALSHA takes. With --dir, writes them there
 as NAME.lua, byte for byte what the Go client runs, for services in other
 languages to SCRIPT LOAD. A file already there with other contents is left
@@ -48,10 +48,12 @@ Every algorithm script is called the same way and replies the same way:
 
   EVALSHA SHA1 1 KEY LIMIT PERIOD_MS [BURST [COST [MODE [LIMIT PERIOD_MS BURST]...]]]
   EVALSHA SHA1 K KEY1 ... KEYK LIMIT PERIOD_MS [BURST [COST [MODE [LIMIT PERIOD_MS BURST]...]]]
-  -> allowed remaining retry_after_ms reset_after_ms capacity binding
+  -> allowed remaining retry_after_ms reset_after_ms capacity binding units
 
 With one key, it holds every limit (up to 8). With K keys (2 to 8, sharing a
-hash tag), limit i guards KEYi, all or nothing; binding i names it.
+hash tag), limit i guards KEYi, all or nothing; binding i names it. MODE is
+empty, check, upto (a lease: what there is, up to COST), refund (give COST
+back) or force (record COST whatever the limits say).
 
 Arguments are whole numbers; see CONTRACT.md, or the header of any script.
 `,
