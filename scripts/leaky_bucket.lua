@@ -276,7 +276,6 @@ local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
   local out, j, read = TAG, 0, 0
   for xs, ts in ('').gmatch(body, ' (%d+) (%d+)') do
     j, read = j + 1, read + 2 + #xs + #ts
-    if ts == '0' then return nil end -- a time, never 0
     local p = key_i or j -- the limit at this position
     if j > 8 or #xs > 16 or #ts > 16 or xs + 0 > 9007199254740991 or ts + 0 > TIME_MAX then return nil end
     local x = 0

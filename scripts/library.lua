@@ -120,6 +120,10 @@ end
 -- upgrade is a v2 state (raw) as gcra:3, read as v2.1 read it: at now, each
 -- TAT in the terms of the limit at its position (with several keys, key
 -- i's), the level x = (TAT - now) * limit; nil when raw is not v2 state.
+-- A level past twice the capacity is read as of the time the TAT puts it
+-- at twice the capacity, ahead of now (guarantee 9's clock step): its
+-- waits are v2.1's, honest, since a state that records only a TAT and is
+-- not written on a denial can be read no other way.
 local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
   local body = match(raw, '^gcra:2( [ %d]*%d)$')
   if not body or find(body, ' 0%d') then return nil end
@@ -127,8 +131,8 @@ local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
   for ts, rs in ('').gmatch(body, ' (%d+) (%d+)') do
     j, read = j + 1, read + 2 + #ts + #rs
     local p = key_i or j -- the limit at this position
-    if j > 8 or #ts > 17 or #rs > 16 or ts + 0 > AHEAD_MAX then return nil end
-    local x = 0
+    if j > 8 or #ts > 17 or #rs > 16 or ts + 0 > AHEAD_MAX or rs + 0 > 9007199254740991 then return nil end
+    local x, t = 0, now
     if p <= n then
       local limit, period_us, burst = limit1, period1 * 1000, burst1
       if p > 1 then limit, period_us, burst = argv[3 * p], argv[3 * p + 1] * 1000, argv[3 * p + 2] end
@@ -139,11 +143,19 @@ local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
         d = (('').sub(ts, 1, #ts - 6) * 1000000 - now) + (('1' .. ('').sub(ts, -6)) - 1000000)
       end
       if r >= limit / g then r, d = 0, d + 1 end -- another limit's state: no earlier than it held
-      local top = 2 * burst * period_us -- at most twice the capacity
-      if d > 0 or (d == 0 and r > 0) then x = d < top / limit and d * limit + r * g or top end
-      if x > top then x = top end
+      local top = 2 * burst * period_us -- twice the capacity
+      if d > 0 or (d == 0 and r > 0) then
+        if d * limit + r * g <= top then
+          x = d * limit + r * g
+        else -- past twice the capacity now: the level as of the time it is twice it, ahead of now,
+          -- so that it drains as v2.1's TAT did and a wait is honest (nothing but the TAT is known)
+          local back = (top - r * g - (top - r * g) % limit) / limit
+          x, t = back * limit + r * g, now + (d - back)
+          if t > TIME_MAX then x, t = top, TIME_MAX end -- (a TAT past 2250)
+        end
+      end
     end
-    out = out .. fmt(' %d %d', x, now)
+    out = out .. fmt(' %d %d', x, t)
   end
   if read ~= #body then return nil end -- pairs of numbers, single spaces, nothing else
   return out
@@ -1071,7 +1083,6 @@ local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
   local out, j, read = TAG, 0, 0
   for xs, ts in ('').gmatch(body, ' (%d+) (%d+)') do
     j, read = j + 1, read + 2 + #xs + #ts
-    if ts == '0' then return nil end -- a time, never 0
     local p = key_i or j -- the limit at this position
     if j > 8 or #xs > 16 or #ts > 16 or xs + 0 > 9007199254740991 or ts + 0 > TIME_MAX then return nil end
     local x = 0
@@ -2821,53 +2832,53 @@ local function gcra_ro(KEYS, ARGV)
   return gcra(KEYS, args)
 end
 redis.register_function('redisrate_gcra', gcra)
-redis.register_function('redisrate_gcra_v4616642fb504', gcra)
+redis.register_function('redisrate_gcra_v10e8aae191b6', gcra)
 redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' }, callback = gcra_ro }
-redis.register_function{ function_name = 'redisrate_gcra_ro_v4616642fb504', flags = { 'no-writes' }, callback = gcra_ro }
+redis.register_function{ function_name = 'redisrate_gcra_ro_v10e8aae191b6', flags = { 'no-writes' }, callback = gcra_ro }
 local function token_bucket_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_token_bucket')
   if refused then return refused end
   return token_bucket(KEYS, args)
 end
 redis.register_function('redisrate_token_bucket', token_bucket)
-redis.register_function('redisrate_token_bucket_v4616642fb504', token_bucket)
+redis.register_function('redisrate_token_bucket_v10e8aae191b6', token_bucket)
 redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' }, callback = token_bucket_ro }
-redis.register_function{ function_name = 'redisrate_token_bucket_ro_v4616642fb504', flags = { 'no-writes' }, callback = token_bucket_ro }
+redis.register_function{ function_name = 'redisrate_token_bucket_ro_v10e8aae191b6', flags = { 'no-writes' }, callback = token_bucket_ro }
 local function leaky_bucket_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_leaky_bucket')
   if refused then return refused end
   return leaky_bucket(KEYS, args)
 end
 redis.register_function('redisrate_leaky_bucket', leaky_bucket)
-redis.register_function('redisrate_leaky_bucket_v4616642fb504', leaky_bucket)
+redis.register_function('redisrate_leaky_bucket_v10e8aae191b6', leaky_bucket)
 redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' }, callback = leaky_bucket_ro }
-redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_v4616642fb504', flags = { 'no-writes' }, callback = leaky_bucket_ro }
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_v10e8aae191b6', flags = { 'no-writes' }, callback = leaky_bucket_ro }
 local function sliding_window_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_sliding_window')
   if refused then return refused end
   return sliding_window(KEYS, args)
 end
 redis.register_function('redisrate_sliding_window', sliding_window)
-redis.register_function('redisrate_sliding_window_v4616642fb504', sliding_window)
+redis.register_function('redisrate_sliding_window_v10e8aae191b6', sliding_window)
 redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' }, callback = sliding_window_ro }
-redis.register_function{ function_name = 'redisrate_sliding_window_ro_v4616642fb504', flags = { 'no-writes' }, callback = sliding_window_ro }
+redis.register_function{ function_name = 'redisrate_sliding_window_ro_v10e8aae191b6', flags = { 'no-writes' }, callback = sliding_window_ro }
 local function fixed_window_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_fixed_window')
   if refused then return refused end
   return fixed_window(KEYS, args)
 end
 redis.register_function('redisrate_fixed_window', fixed_window)
-redis.register_function('redisrate_fixed_window_v4616642fb504', fixed_window)
+redis.register_function('redisrate_fixed_window_v10e8aae191b6', fixed_window)
 redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' }, callback = fixed_window_ro }
-redis.register_function{ function_name = 'redisrate_fixed_window_ro_v4616642fb504', flags = { 'no-writes' }, callback = fixed_window_ro }
+redis.register_function{ function_name = 'redisrate_fixed_window_ro_v10e8aae191b6', flags = { 'no-writes' }, callback = fixed_window_ro }
 local function sliding_log_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_sliding_log')
   if refused then return refused end
   return sliding_log(KEYS, args)
 end
 redis.register_function('redisrate_sliding_log', sliding_log)
-redis.register_function('redisrate_sliding_log_v4616642fb504', sliding_log)
+redis.register_function('redisrate_sliding_log_v10e8aae191b6', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' }, callback = sliding_log_ro }
-redis.register_function{ function_name = 'redisrate_sliding_log_ro_v4616642fb504', flags = { 'no-writes' }, callback = sliding_log_ro }
+redis.register_function{ function_name = 'redisrate_sliding_log_ro_v10e8aae191b6', flags = { 'no-writes' }, callback = sliding_log_ro }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return '4616642fb5044b05d0495e6e1d23aa64b60125c6' end }
+  callback = function() return '10e8aae191b6ab7ca50f075ae3c50db21260bdba' end }

@@ -33,6 +33,10 @@
 -- upgrade is a v2 state (raw) as gcra:3, read as v2.1 read it: at now, each
 -- TAT in the terms of the limit at its position (with several keys, key
 -- i's), the level x = (TAT - now) * limit; nil when raw is not v2 state.
+-- A level past twice the capacity is read as of the time the TAT puts it
+-- at twice the capacity, ahead of now (guarantee 9's clock step): its
+-- waits are v2.1's, honest, since a state that records only a TAT and is
+-- not written on a denial can be read no other way.
 local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
   local body = match(raw, '^gcra:2( [ %d]*%d)$')
   if not body or find(body, ' 0%d') then return nil end
@@ -40,8 +44,8 @@ local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
   for ts, rs in ('').gmatch(body, ' (%d+) (%d+)') do
     j, read = j + 1, read + 2 + #ts + #rs
     local p = key_i or j -- the limit at this position
-    if j > 8 or #ts > 17 or #rs > 16 or ts + 0 > AHEAD_MAX then return nil end
-    local x = 0
+    if j > 8 or #ts > 17 or #rs > 16 or ts + 0 > AHEAD_MAX or rs + 0 > 9007199254740991 then return nil end
+    local x, t = 0, now
     if p <= n then
       local limit, period_us, burst = limit1, period1 * 1000, burst1
       if p > 1 then limit, period_us, burst = argv[3 * p], argv[3 * p + 1] * 1000, argv[3 * p + 2] end
@@ -52,11 +56,19 @@ local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
         d = (('').sub(ts, 1, #ts - 6) * 1000000 - now) + (('1' .. ('').sub(ts, -6)) - 1000000)
       end
       if r >= limit / g then r, d = 0, d + 1 end -- another limit's state: no earlier than it held
-      local top = 2 * burst * period_us -- at most twice the capacity
-      if d > 0 or (d == 0 and r > 0) then x = d < top / limit and d * limit + r * g or top end
-      if x > top then x = top end
+      local top = 2 * burst * period_us -- twice the capacity
+      if d > 0 or (d == 0 and r > 0) then
+        if d * limit + r * g <= top then
+          x = d * limit + r * g
+        else -- past twice the capacity now: the level as of the time it is twice it, ahead of now,
+          -- so that it drains as v2.1's TAT did and a wait is honest (nothing but the TAT is known)
+          local back = (top - r * g - (top - r * g) % limit) / limit
+          x, t = back * limit + r * g, now + (d - back)
+          if t > TIME_MAX then x, t = top, TIME_MAX end -- (a TAT past 2250)
+        end
+      end
     end
-    out = out .. fmt(' %d %d', x, now)
+    out = out .. fmt(' %d %d', x, t)
   end
   if read ~= #body then return nil end -- pairs of numbers, single spaces, nothing else
   return out
