@@ -410,7 +410,7 @@ while true do -- KEYS[1], then with several keys each in turn
     -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
     -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
     -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
-    if k == 1 and n > 1 then more = { match(raw, '^' .. TAG .. ('').rep(' (%d+) ([1-9]%d*)', n) .. '$') } end -- n limits' (the library makes the patterns at load)
+    if k == 1 and n > 1 then more = { match(raw, '^' .. TAG .. ('').rep(' ([1-9]%d*) ([1-9]%d*)', n) .. '$') } end -- n limits' (the library makes the patterns at load)
     local good = more and more[1] ~= nil
     if not good then
       if find(raw, OLD) then raw = upgrade(raw, k > 1 and (i or 1) or nil, now, argv, n, limit1, period1, burst1) or '' end -- a v2 state, as v2.1 read it (the algorithm's upgrade)
@@ -430,7 +430,7 @@ while true do -- KEYS[1], then with several keys each in turn
     end
     if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
       for j = 0, #more - 1, FIELDS do
-        local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 1] = v
+        local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and v <= 9007199254740991) then good = false break end; more[j + 1] = v
         local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and v <= TIME_MAX) then good = false break end; more[j + 2] = v
       end
       s1 = more[1]
@@ -549,10 +549,19 @@ for i = 1, n do
   if ok or settle then
     if not ok then short = true end
     if units > 0 then changed = true end
-    local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
-    if not fewer then
-      local x, y = left * a_per, a_left * per
-      if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
+    -- fewer units left than the binding limit so far: by whole units first
+    -- (rem is left / per, rounded down), then by the parts of a unit left:
+    -- at once for the same per, else by less's exact case without a call
+    -- (some 600 instructions), else by less (a loop as long as Euclid's)
+    local fewer = not a_i or rem < a_rem
+    if not fewer and rem == a_rem then
+      if per == a_per then
+        fewer = left < a_left
+      else
+        local f, a_f = left % per, a_left % a_per
+        local x, y = f * a_per, a_f * per
+        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(f, per, a_f, a_per) end
+      end
     end
     if fewer then
       a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us

@@ -107,7 +107,7 @@ local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 t
 local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^gcra:3 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
-for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' (%d+) ([1-9]%d*)', n) .. '$' end
+for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' ([1-9]%d*) ([1-9]%d*)', n) .. '$' end
 local OLD = '^gcra:2 ' -- an older state, which upgrade reads
 local AHEAD_MAX = 13339554827370498 -- the latest time ahead of the clock the older state holds (state.lua)
 
@@ -429,7 +429,7 @@ local function gcra(KEYS, ARGV)
       end
       if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
         for j = 0, #more - 1, FIELDS do
-          local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 1] = v
+          local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and v <= 9007199254740991) then good = false break end; more[j + 1] = v
           local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and v <= TIME_MAX) then good = false break end; more[j + 2] = v
         end
         s1 = more[1]
@@ -548,10 +548,19 @@ local function gcra(KEYS, ARGV)
     if ok or settle then
       if not ok then short = true end
       if units > 0 then changed = true end
-      local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
-      if not fewer then
-        local x, y = left * a_per, a_left * per
-        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
+      -- fewer units left than the binding limit so far: by whole units first
+      -- (rem is left / per, rounded down), then by the parts of a unit left:
+      -- at once for the same per, else by less's exact case without a call
+      -- (some 600 instructions), else by less (a loop as long as Euclid's)
+      local fewer = not a_i or rem < a_rem
+      if not fewer and rem == a_rem then
+        if per == a_per then
+          fewer = left < a_left
+        else
+          local f, a_f = left % per, a_left % a_per
+          local x, y = f * a_per, a_f * per
+          if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(f, per, a_f, a_per) end
+        end
       end
       if fewer then
         a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
@@ -1000,10 +1009,19 @@ local function token_bucket(KEYS, ARGV)
     if ok or settle then
       if not ok then short = true end
       if units > 0 then changed = true end
-      local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
-      if not fewer then
-        local x, y = left * a_per, a_left * per
-        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
+      -- fewer units left than the binding limit so far: by whole units first
+      -- (rem is left / per, rounded down), then by the parts of a unit left:
+      -- at once for the same per, else by less's exact case without a call
+      -- (some 600 instructions), else by less (a loop as long as Euclid's)
+      local fewer = not a_i or rem < a_rem
+      if not fewer and rem == a_rem then
+        if per == a_per then
+          fewer = left < a_left
+        else
+          local f, a_f = left % per, a_left % a_per
+          local x, y = f * a_per, a_f * per
+          if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(f, per, a_f, a_per) end
+        end
       end
       if fewer then
         a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
@@ -1065,7 +1083,7 @@ local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 t
 local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^lb:3 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
-for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' (%d+) ([1-9]%d*)', n) .. '$' end
+for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' ([1-9]%d*) ([1-9]%d*)', n) .. '$' end
 local OLD = '^lb:2 ' -- an older state, which upgrade reads
 
 -- ---- The level's range (scripts/src/continuous.lua) ----
@@ -1369,7 +1387,7 @@ local function leaky_bucket(KEYS, ARGV)
       end
       if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
         for j = 0, #more - 1, FIELDS do
-          local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 1] = v
+          local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and v <= 9007199254740991) then good = false break end; more[j + 1] = v
           local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and v <= TIME_MAX) then good = false break end; more[j + 2] = v
         end
         s1 = more[1]
@@ -1488,10 +1506,19 @@ local function leaky_bucket(KEYS, ARGV)
     if ok or settle then
       if not ok then short = true end
       if units > 0 then changed = true end
-      local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
-      if not fewer then
-        local x, y = left * a_per, a_left * per
-        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
+      -- fewer units left than the binding limit so far: by whole units first
+      -- (rem is left / per, rounded down), then by the parts of a unit left:
+      -- at once for the same per, else by less's exact case without a call
+      -- (some 600 instructions), else by less (a loop as long as Euclid's)
+      local fewer = not a_i or rem < a_rem
+      if not fewer and rem == a_rem then
+        if per == a_per then
+          fewer = left < a_left
+        else
+          local f, a_f = left % per, a_left % a_per
+          local x, y = f * a_per, a_f * per
+          if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(f, per, a_f, a_per) end
+        end
       end
       if fewer then
         a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
@@ -1999,10 +2026,19 @@ local function sliding_window(KEYS, ARGV)
     if ok or settle then
       if not ok then short = true end
       if units > 0 then changed = true end
-      local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
-      if not fewer then
-        local x, y = left * a_per, a_left * per
-        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
+      -- fewer units left than the binding limit so far: by whole units first
+      -- (rem is left / per, rounded down), then by the parts of a unit left:
+      -- at once for the same per, else by less's exact case without a call
+      -- (some 600 instructions), else by less (a loop as long as Euclid's)
+      local fewer = not a_i or rem < a_rem
+      if not fewer and rem == a_rem then
+        if per == a_per then
+          fewer = left < a_left
+        else
+          local f, a_f = left % per, a_left % a_per
+          local x, y = f * a_per, a_f * per
+          if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(f, per, a_f, a_per) end
+        end
       end
       if fewer then
         a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
@@ -2064,7 +2100,7 @@ local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 t
 local TIME_AT, TIME_MAX = 1, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^fw:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
-for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' ([1-9]%d*) (%d+)', n) .. '$' end
+for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' ([1-9]%d*) ([1-9]%d*)', n) .. '$' end
 
 local function fixed_window(KEYS, ARGV)
   -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
@@ -2315,7 +2351,7 @@ local function fixed_window(KEYS, ARGV)
       if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
         for j = 0, #more - 1, FIELDS do
           local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and v <= TIME_MAX) then good = false break end; more[j + 1] = v
-          local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 2] = v
+          local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and v <= 9007199254740991) then good = false break end; more[j + 2] = v
         end
         s1 = more[1]
         s2 = more[2]
@@ -2416,10 +2452,19 @@ local function fixed_window(KEYS, ARGV)
     if ok or settle then
       if not ok then short = true end
       if units > 0 then changed = true end
-      local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
-      if not fewer then
-        local x, y = left * a_per, a_left * per
-        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
+      -- fewer units left than the binding limit so far: by whole units first
+      -- (rem is left / per, rounded down), then by the parts of a unit left:
+      -- at once for the same per, else by less's exact case without a call
+      -- (some 600 instructions), else by less (a loop as long as Euclid's)
+      local fewer = not a_i or rem < a_rem
+      if not fewer and rem == a_rem then
+        if per == a_per then
+          fewer = left < a_left
+        else
+          local f, a_f = left % per, a_left % a_per
+          local x, y = f * a_per, a_f * per
+          if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(f, per, a_f, a_per) end
+        end
       end
       if fewer then
         a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
@@ -2714,10 +2759,19 @@ local function sliding_log(KEYS, ARGV)
     if ok or settle then
       if not ok then short = true end
       if units > 0 then changed = true end
-      local fewer = not a_i -- fewer units left than the binding limit so far: less's exact case first, without a call (some 600 instructions)
-      if not fewer then
-        local x, y = left * a_per, a_left * per
-        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(left, per, a_left, a_per) end
+      -- fewer units left than the binding limit so far: by whole units first
+      -- (rem is left / per, rounded down), then by the parts of a unit left:
+      -- at once for the same per, else by less's exact case without a call
+      -- (some 600 instructions), else by less (a loop as long as Euclid's)
+      local fewer = not a_i or rem < a_rem
+      if not fewer and rem == a_rem then
+        if per == a_per then
+          fewer = left < a_left
+        else
+          local f, a_f = left % per, a_left % a_per
+          local x, y = f * a_per, a_f * per
+          if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(f, per, a_f, a_per) end
+        end
       end
       if fewer then
         a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
@@ -2832,53 +2886,53 @@ local function gcra_ro(KEYS, ARGV)
   return gcra(KEYS, args)
 end
 redis.register_function('redisrate_gcra', gcra)
-redis.register_function('redisrate_gcra_v10e8aae191b6', gcra)
+redis.register_function('redisrate_gcra_v1eff07a02ddd', gcra)
 redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' }, callback = gcra_ro }
-redis.register_function{ function_name = 'redisrate_gcra_ro_v10e8aae191b6', flags = { 'no-writes' }, callback = gcra_ro }
+redis.register_function{ function_name = 'redisrate_gcra_ro_v1eff07a02ddd', flags = { 'no-writes' }, callback = gcra_ro }
 local function token_bucket_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_token_bucket')
   if refused then return refused end
   return token_bucket(KEYS, args)
 end
 redis.register_function('redisrate_token_bucket', token_bucket)
-redis.register_function('redisrate_token_bucket_v10e8aae191b6', token_bucket)
+redis.register_function('redisrate_token_bucket_v1eff07a02ddd', token_bucket)
 redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' }, callback = token_bucket_ro }
-redis.register_function{ function_name = 'redisrate_token_bucket_ro_v10e8aae191b6', flags = { 'no-writes' }, callback = token_bucket_ro }
+redis.register_function{ function_name = 'redisrate_token_bucket_ro_v1eff07a02ddd', flags = { 'no-writes' }, callback = token_bucket_ro }
 local function leaky_bucket_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_leaky_bucket')
   if refused then return refused end
   return leaky_bucket(KEYS, args)
 end
 redis.register_function('redisrate_leaky_bucket', leaky_bucket)
-redis.register_function('redisrate_leaky_bucket_v10e8aae191b6', leaky_bucket)
+redis.register_function('redisrate_leaky_bucket_v1eff07a02ddd', leaky_bucket)
 redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' }, callback = leaky_bucket_ro }
-redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_v10e8aae191b6', flags = { 'no-writes' }, callback = leaky_bucket_ro }
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_v1eff07a02ddd', flags = { 'no-writes' }, callback = leaky_bucket_ro }
 local function sliding_window_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_sliding_window')
   if refused then return refused end
   return sliding_window(KEYS, args)
 end
 redis.register_function('redisrate_sliding_window', sliding_window)
-redis.register_function('redisrate_sliding_window_v10e8aae191b6', sliding_window)
+redis.register_function('redisrate_sliding_window_v1eff07a02ddd', sliding_window)
 redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' }, callback = sliding_window_ro }
-redis.register_function{ function_name = 'redisrate_sliding_window_ro_v10e8aae191b6', flags = { 'no-writes' }, callback = sliding_window_ro }
+redis.register_function{ function_name = 'redisrate_sliding_window_ro_v1eff07a02ddd', flags = { 'no-writes' }, callback = sliding_window_ro }
 local function fixed_window_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_fixed_window')
   if refused then return refused end
   return fixed_window(KEYS, args)
 end
 redis.register_function('redisrate_fixed_window', fixed_window)
-redis.register_function('redisrate_fixed_window_v10e8aae191b6', fixed_window)
+redis.register_function('redisrate_fixed_window_v1eff07a02ddd', fixed_window)
 redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' }, callback = fixed_window_ro }
-redis.register_function{ function_name = 'redisrate_fixed_window_ro_v10e8aae191b6', flags = { 'no-writes' }, callback = fixed_window_ro }
+redis.register_function{ function_name = 'redisrate_fixed_window_ro_v1eff07a02ddd', flags = { 'no-writes' }, callback = fixed_window_ro }
 local function sliding_log_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_sliding_log')
   if refused then return refused end
   return sliding_log(KEYS, args)
 end
 redis.register_function('redisrate_sliding_log', sliding_log)
-redis.register_function('redisrate_sliding_log_v10e8aae191b6', sliding_log)
+redis.register_function('redisrate_sliding_log_v1eff07a02ddd', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' }, callback = sliding_log_ro }
-redis.register_function{ function_name = 'redisrate_sliding_log_ro_v10e8aae191b6', flags = { 'no-writes' }, callback = sliding_log_ro }
+redis.register_function{ function_name = 'redisrate_sliding_log_ro_v1eff07a02ddd', flags = { 'no-writes' }, callback = sliding_log_ro }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return '10e8aae191b6ab7ca50f075ae3c50db21260bdba' end }
+  callback = function() return '1eff07a02dddd096a9a2b64c5930b4181ca9e9ec' end }

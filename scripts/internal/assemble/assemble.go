@@ -268,14 +268,15 @@ func fullPattern(a Algorithm, n string) string {
 }
 
 // limitPattern is the pattern of one limit's numbers in a's state, each
-// captured: a recorded time, never 0 in a state the scripts wrote, without
-// a leading zero, so that it needs no check of its own (a power of 10); a
-// state it does not match is read field by field and checked whole.
+// captured: a recorded time, or a field never 0 in a state of one limit
+// (Positive), without a leading zero, so that it needs no check of its own
+// (a power of 10); a state it does not match (a 0 there, which a state of
+// several limits may hold) is read field by field and checked whole.
 func limitPattern(a Algorithm) string {
 	var b strings.Builder
 	for k := 1; k <= a.Fields; k++ {
 		switch {
-		case k == a.TimeAt || k == a.AheadAt:
+		case k == a.TimeAt || k == a.AheadAt || k == a.Positive:
 			b.WriteString(" ([1-9]%d*)")
 		case k == a.Signed:
 			b.WriteString(" (%-?%d+)")
@@ -284,22 +285,6 @@ func limitPattern(a Algorithm) string {
 		}
 	}
 	return b.String()
-}
-
-// onePattern is limitPattern for the specialized copy's state of one
-// limit: a field never 0 there (Positive) is taken, like a recorded time,
-// without a leading zero, so that it needs no check of its own; a 0, which
-// only a state of several limits holds, is left to the general code.
-func onePattern(a Algorithm) string {
-	if a.Positive == 0 {
-		return limitPattern(a)
-	}
-	b := a
-	b.Positive, b.AheadAt = 0, a.Positive
-	if a.AheadAt != 0 {
-		return limitPattern(a) // (no algorithm has both)
-	}
-	return limitPattern(b)
 }
 
 // replaceAll is lines with macro replaced by repl, in a new slice (the
@@ -676,7 +661,7 @@ func inlineConstants(a Algorithm, lines []string) ([]string, error) {
 		"MAX_LIMIT": strconv.FormatInt(a.MaxLimit, 10),
 		"TIME_MAX":  strconv.FormatInt(a.TimeMax, 10),
 		"AHEAD_MAX": strconv.FormatInt(aheadMax, 10),
-		"STATE1":    "'^" + a.Tag + onePattern(a) + "$'",
+		"STATE1":    "'^" + a.Tag + limitPattern(a) + "$'",
 	}
 	out := make([]string, len(lines))
 	for i, l := range lines {
@@ -737,7 +722,10 @@ func perField(a Algorithm, lines []string) []string {
 			case a.AheadAt:
 				max, digits, lead, leadf = "AHEAD_MAX", "17", "", ""
 			case a.Positive:
-				lead = "" // the specialized copy's pattern takes no leading zero (onePattern)
+				// the patterns of one limit's state and of n limits' take no
+				// leading zero there (limitPattern), nor does the rest's read
+				// (state.lua: no " 0" followed by a digit)
+				lead, leadf = "", ""
 			case a.Signed:
 				// "-5": no leading zero after the sign, no "-0", and at
 				// least -(2^53 - 1)
