@@ -118,6 +118,9 @@ func missing(t *testing.T, format string, args ...any) {
 // the test ends, and returns its address.
 func startRedis(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short (make unit): no real server; make test runs it")
+	}
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		missing(t, "redis-server is not on PATH")
 	}

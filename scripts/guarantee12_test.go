@@ -192,6 +192,9 @@ func g12Pairs(t *testing.T, b *st.Backend, s manifest.Spec, pairs int, rng *rand
 // the other tables hold each to Redis call by call. (Under the race
 // detector a tenth: make test runs them whole without it.)
 func TestGuarantee12(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long table: make test runs it")
+	}
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			b.Rebind(t)
