@@ -51,6 +51,7 @@ test:
 	else echo "SKIPPED: valkey-server is not installed (bash .ci/run installs it)"; fi && \
 	part "go test . (allocation counts, which -race changes)" $(GO) test -count=1 -run 'Alloc' . && \
 	part "go test ./scripts: the long tables whole (a tenth under -race)" $(GO) test -count=1 -run 'TestGuarantee12$$|TestFastCopyDecidesAsGeneral' ./scripts && \
+	part "go test on Go $(GO_FLOOR), the published modules' minimum (make floor)" $(MAKE) --no-print-directory floor && \
 	"$$tmp/testsummary" -report -skips "$$tmp/skips" && \
 	if [ $${#failed[@]} -gt 0 ]; then printf 'FAILED: %s\n' "$${failed[@]}"; exit 1; fi
 
@@ -63,8 +64,9 @@ test:
 floor:
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	export GOWORK="$$tmp/go.work" GOTOOLCHAIN=go$(GO_FLOOR) && \
-	printf 'go $(GO_FLOOR)\n\nuse (\n\t%s\n\t%s/grpclimit\n\t%s/otelrate\n)\n\nreplace github.com/redisrate/redisrate => %s\n' \
-	  "$$PWD" "$$PWD" "$$PWD" "$$PWD" > "$$tmp/go.work" && \
+	v=$$(awk '$$1 == "github.com/redisrate/redisrate" { print $$2 }' grpclimit/go.mod) && \
+	printf 'go $(GO_FLOOR)\n\nuse (\n\t%s\n\t%s/grpclimit\n\t%s/otelrate\n)\n\nreplace github.com/redisrate/redisrate %s => %s\n' \
+	  "$$PWD" "$$PWD" "$$PWD" "$$v" "$$PWD" > "$$tmp/go.work" && \
 	echo "== go test -short on $$($(GO) env GOVERSION): ., grpclimit, otelrate" && \
 	$(GO) test -short -count=1 ./... ./grpclimit/... ./otelrate/...
 

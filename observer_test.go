@@ -288,7 +288,8 @@ func BenchmarkObserver(b *testing.B) {
 			_ = l.Reset(ctx, "bench:obs:denied")
 			_, _ = l.Allow(ctx, "bench:obs:denied", lim)
 			b.ReportAllocs()
-			for b.Loop() {
+			b.ResetTimer()
+			for range b.N {
 				if r, _ := l.Allow(ctx, "bench:obs:denied", lim); r.Allowed {
 					b.Fatal("admitted")
 				}
@@ -298,7 +299,8 @@ func BenchmarkObserver(b *testing.B) {
 			l := NewLimiter(rdb, WithObserver(obs.o))
 			lim := PerSecond(1e9)
 			b.ReportAllocs()
-			for b.Loop() {
+			b.ResetTimer()
+			for range b.N {
 				if _, err := l.Allow(ctx, "bench:obs", lim); err != nil {
 					b.Fatal(err)
 				}

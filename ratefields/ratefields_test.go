@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -230,8 +229,8 @@ func TestScopes(t *testing.T) {
 		want   string
 	}{
 		{[]string{"a", "b"}, limits[:1], nil, "2 scope names for 1 limits"},
-		{seven, slices.Repeat(limits[:1], 8), nil, "Config.Scopes has 8 scopes: at most 7, for 8 keys in one call with the call's own"},
-		{[]string{"a", "a"}, slices.Repeat(limits[:1], 2), nil, `Config.Scopes[1] has the Name "a" of Config.Scopes[0]`},
+		{seven, repeat(limits[0], 8), nil, "Config.Scopes has 8 scopes: at most 7, for 8 keys in one call with the call's own"},
+		{[]string{"a", "a"}, repeat(limits[0], 2), nil, `Config.Scopes[1] has the Name "a" of Config.Scopes[0]`},
 		{[]string{"a"}, limits[:1], map[string]string{"a": `the method "a"`}, `Config.Scopes[0] has the Name "a" of the method "a"`},
 		{[]string{"a}"}, limits[:1], nil, `invalid Config.Scopes[0].Name "a}": '{' and '}'`},
 		{[]string{"é"}, limits[:1], nil, "Config.Scopes[0]: invalid Name: policy name"},
@@ -241,7 +240,7 @@ func TestScopes(t *testing.T) {
 			t.Errorf("NewScopes(%q): %v; want an error with %q", tc.names, err, tc.want)
 		}
 	}
-	if _, err := NewScopes("call", seven[:7], slices.Repeat(limits[:1], 7), nil); err != nil {
+	if _, err := NewScopes("call", seven[:7], repeat(limits[0], 7), nil); err != nil {
 		t.Errorf("7 scopes: %v; want them taken", err)
 	}
 	for _, tc := range []struct {
@@ -325,4 +324,13 @@ func TestNewSet(t *testing.T) {
 	if _, err := (Scopes{}).NewSet("api", nil, []redisrate.Limit{redisrate.PerSecond(0)}); !errors.Is(err, redisrate.ErrInvalid) {
 		t.Errorf("an invalid limit: %v; want an error matching ErrInvalid", err)
 	}
+}
+
+// repeat is n copies of l (slices.Repeat, which Go 1.22 lacks).
+func repeat(l redisrate.Limit, n int) []redisrate.Limit {
+	out := make([]redisrate.Limit, n)
+	for i := range out {
+		out[i] = l
+	}
+	return out
 }

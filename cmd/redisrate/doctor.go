@@ -257,7 +257,7 @@ func (d *doctor) run(ctx context.Context) error {
 }
 
 // readInfo reads INFO into a map (role, versions, persistence, ...).
-func readInfo(ctx context.Context, c *redis.Client) (map[string]string, error) {
+func readInfo(ctx context.Context, c redis.UniversalClient) (map[string]string, error) {
 	s, err := c.Info(ctx, "server", "replication", "persistence", "memory", "cluster").Result()
 	if err != nil {
 		return nil, err
