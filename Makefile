@@ -87,6 +87,11 @@ check:
 tidy:
 	@GO="$(GO)" ./.ci/tidy $(MODULES)
 
+# The release of docs/releasing.md rehearsed in a scratch clone, served
+# from a file-based module proxy to a consumer outside the repository.
+release-dryrun:
+	@GO="$(GO)" ./.ci/release-dryrun
+
 # The bench, a module of its own, imports no other module's internal
 # packages: it gets its copy of internal/redisserver, which a test keeps equal.
 generate:
