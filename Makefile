@@ -20,7 +20,7 @@ GO_FLOOR := 1.22.0
 .PHONY: unit test floor check generate tidy release-dryrun
 
 # The loop to run while working: the root module's tests with -short, on
-# miniredis only (no real server, no interpreter), without -race, the long
+# miniredis only (no real server), without -race, the long
 # tables left to make test. Under a minute on an idle 2-core machine.
 unit:
 	$(GO) test -short -count=1 ./...
