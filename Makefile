@@ -12,12 +12,25 @@ STATICCHECK ?= staticcheck
 # go.work lists the same, so that each is built against the others as they
 # are here (a test in internal/modules checks both lists).
 MODULES := . otelrate grpclimit integration_test bench
+# The lowest Go release the published modules (., grpclimit, otelrate)
+# build and pass their tests on: the go directive of their go.mod files,
+# which a test in internal/modules checks. make floor tests on it.
+GO_FLOOR := 1.22.0
 
-.PHONY: test check generate tidy
-# The Node snippet's client (ioredis) is installed when npm is there. Every
-# test a missing tool skipped is listed, loudly, at the end
-# (internal/testsummary reads go test -json). integration_test runs twice:
-# on redis-server, then with every fresh server valkey-server.
+.PHONY: unit test floor check generate tidy release-dryrun
+
+# The loop to run while working: the root module's tests with -short, on
+# miniredis only (no real server), without -race, the long
+# tables left to make test. Under a minute on an idle 2-core machine.
+unit:
+	$(GO) test -short -count=1 ./...
+
+# CI's gate. Every part runs, whatever failed before it; the end lists
+# every test a missing tool skipped, loudly (internal/testsummary reads go
+# test -json), then the parts that failed, and fails if any did. The Node
+# snippet's client (ioredis) is installed when npm is there.
+# integration_test runs twice: on redis-server, then with every fresh
+# server valkey-server.
 test:
 	@if command -v npm >/dev/null 2>&1 && [ ! -d examples/node/node_modules/ioredis ]; then \
 	  echo "== npm ci --prefix examples/node (ioredis, for the Node snippet's test)"; \
@@ -26,20 +39,36 @@ test:
 	fi
 	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
 	$(GO) build -o "$$tmp/testsummary" ./internal/testsummary && \
+	failed=() && \
+	part() { name=$$1; shift; echo "== $$name"; "$$@" || failed+=("$$name"); } && \
+	gotest() { (cd "$$1" && shift && $(GO) test -json "$$@") | "$$tmp/testsummary" -skips "$$tmp/skips"; } && \
 	for m in $(MODULES); do \
-	  if [ -f $$m/go.mod ]; then \
-	    echo "== go test $$m"; \
-	    (cd $$m && $(GO) test -json -race -shuffle=on -count=1 ./...) | "$$tmp/testsummary" -skips "$$tmp/skips" || exit 1; \
-	  fi; \
+	  part "go test $$m" gotest $$m -race -shuffle=on -count=1 ./...; \
 	done && \
-	echo "== go test integration_test on Valkey (the same tests, valkey-server as every fresh server)" && \
+	valkey() { REDISRATE_SERVER=valkey-server gotest integration_test -race -shuffle=on -count=1 ./...; } && \
 	if command -v valkey-server >/dev/null || [ "$$CI" = true ]; then \
-	  (cd integration_test && REDISRATE_SERVER=valkey-server $(GO) test -json -race -shuffle=on -count=1 ./...) | "$$tmp/testsummary" -skips "$$tmp/skips" || exit 1; \
+	  part "go test integration_test on Valkey (the same tests, valkey-server as every fresh server)" valkey; \
 	else echo "SKIPPED: valkey-server is not installed (bash .ci/run installs it)"; fi && \
-	echo "== go test . (allocation counts, which -race changes), and the scripts' long tables whole (a tenth under -race)" && \
-	$(GO) test -count=1 -run 'Alloc' . && \
-	$(GO) test -count=1 -run 'TestGuarantee12$$|TestFastCopyDecidesAsGeneral' ./scripts && \
-	"$$tmp/testsummary" -report -skips "$$tmp/skips"
+	part "go test . (allocation counts, which -race changes)" $(GO) test -count=1 -run 'Alloc' . && \
+	part "go test ./scripts: the long tables whole (a tenth under -race)" $(GO) test -count=1 -run 'TestGuarantee12$$|TestFastCopyDecidesAsGeneral' ./scripts && \
+	part "go test on Go $(GO_FLOOR), the published modules' minimum (make floor)" $(MAKE) --no-print-directory floor && \
+	"$$tmp/testsummary" -report -skips "$$tmp/skips" && \
+	if [ $${#failed[@]} -gt 0 ]; then printf 'FAILED: %s\n' "$${failed[@]}"; exit 1; fi
+
+# The library's and the middleware's tests (the root module, grpclimit,
+# otelrate) on GO_FLOOR, the Go release their go.mod files declare, which
+# the go command downloads (GOTOOLCHAIN): what a user on that release
+# builds. -short and no -race, to keep it quick; make test runs it too. The
+# workspace here lists only those three modules: integration_test and the
+# bench, which users never build, may need a later Go.
+floor:
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	export GOWORK="$$tmp/go.work" GOTOOLCHAIN=go$(GO_FLOOR) && \
+	v=$$(awk '$$1 == "github.com/redisrate/redisrate" { print $$2 }' grpclimit/go.mod) && \
+	printf 'go $(GO_FLOOR)\n\nuse (\n\t%s\n\t%s/grpclimit\n\t%s/otelrate\n)\n\nreplace github.com/redisrate/redisrate %s => %s\n' \
+	  "$$PWD" "$$PWD" "$$PWD" "$$v" "$$PWD" > "$$tmp/go.work" && \
+	echo "== go test -short on $$($(GO) env GOVERSION): ., grpclimit, otelrate" && \
+	$(GO) test -short -count=1 ./... ./grpclimit/... ./otelrate/...
 
 # gofmt, go vet and staticcheck in every module (in the workspace), then each
 # module's go.mod and go.sum tidy and enough on their own, as published.
@@ -57,6 +86,11 @@ check:
 # go mod tidy in every module, outside the workspace (go mod tidy ignores go.work).
 tidy:
 	@GO="$(GO)" ./.ci/tidy $(MODULES)
+
+# The release of docs/releasing.md rehearsed in a scratch clone, served
+# from a file-based module proxy to a consumer outside the repository.
+release-dryrun:
+	@GO="$(GO)" ./.ci/release-dryrun
 
 # The bench, a module of its own, imports no other module's internal
 # packages: it gets its copy of internal/redisserver, which a test keeps equal.

@@ -63,7 +63,8 @@ func BenchmarkAllow(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
-			for b.Loop() {
+			b.ResetTimer()
+			for range b.N {
 				if _, err := l.Decide(ctx, Request{Key: key, Limits: bc.limits}); err != nil {
 					b.Fatal(err)
 				}
@@ -90,7 +91,8 @@ func BenchmarkAllowFCall(b *testing.B) {
 		b.Fatal("the Limiter does not go by FCALL")
 	}
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		if _, err := l.Allow(ctx, "bench:fcall", limit); err != nil {
 			b.Fatal(err)
 		}
@@ -107,7 +109,8 @@ func BenchmarkBareEvalSha(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		if err := rdb.EvalSha(ctx, sha, []string{"bench"}, "1000000000", "1000").Err(); err != nil {
 			b.Fatal(err)
 		}
@@ -123,7 +126,8 @@ func BenchmarkAllowBatch(b *testing.B) {
 		reqs[i] = Request{Key: "batch:" + strconv.Itoa(i), Limits: []Limit{PerSecond(1e9)}, N: 1}
 	}
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		if _, err := l.DecideBatch(ctx, reqs); err != nil {
 			b.Fatal(err)
 		}
@@ -141,7 +145,8 @@ func BenchmarkAllowKeys(b *testing.B) {
 	keys := []KeyLimit{{Key: "{bench:org}:user:1", Limit: user}, {Key: "{bench:org}", Limit: org}}
 	b.Run("two_keys", func(b *testing.B) {
 		b.ReportAllocs()
-		for b.Loop() {
+		b.ResetTimer()
+		for range b.N {
 			if r, err := l.Decide(ctx, Request{Keys: keys}); err != nil || !r.Allowed {
 				b.Fatal(r, err)
 			}
@@ -149,7 +154,8 @@ func BenchmarkAllowKeys(b *testing.B) {
 	})
 	b.Run("two_one_key_calls", func(b *testing.B) {
 		b.ReportAllocs()
-		for b.Loop() {
+		b.ResetTimer()
+		for range b.N {
 			for _, k := range keys {
 				if r, err := l.Allow(ctx, k.Key, k.Limit); err != nil || !r.Allowed {
 					b.Fatal(r, err)
@@ -169,7 +175,8 @@ func BenchmarkDenyCacheHit(b *testing.B) {
 		b.Fatal("second unit of 1 per hour admitted")
 	}
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		if r, _ := l.Allow(ctx, "denied", lim); r.Allowed {
 			b.Fatal("admitted")
 		}
@@ -199,7 +206,8 @@ func BenchmarkDecisionDeadline(b *testing.B) {
 			l := testLimiter(rdb, WithDecisionTimeout(bc.timeout))
 			lim := PerSecond(1e9)
 			b.ReportAllocs()
-			for b.Loop() {
+			b.ResetTimer()
+			for range b.N {
 				if _, err := l.Allow(ctx, "bench:deadline", lim); err != nil {
 					b.Fatal(err)
 				}

@@ -45,7 +45,8 @@ func TestDecisionTimeoutPausedRedis(t *testing.T) {
 					took := time.Since(start)
 					cancel()
 					name := kind + ", " + policy.String() + ", ContextTimeoutEnabled " + map[bool]string{true: "on", false: "off"}[honours]
-					if took < want || took > want+slack {
+					if took < want || took > want+5*time.Second { // the caller's 10 s, which a call without the deadline waits out: a bound a loaded machine holds
+
 						t.Errorf("%s: answered after %v; want the decision timeout, %v", name, took, want)
 					}
 					if errors.Is(err, context.DeadlineExceeded) {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Several keys in one call (issue 21, contract v2.1 "Several keys").
@@ -323,7 +325,12 @@ func TestAllowKeysConcurrentGuarantee4(t *testing.T) {
 	for a := GCRA; a < numAlgorithms; a++ {
 		t.Run(a.String(), func(t *testing.T) {
 			f := newFakeRedis(t)
-			l := testLimiter(f.rdb, WithKeyPrefix("rate:"))
+			// A starved machine must not turn into ErrUnavailable: a
+			// connection for each goroutine (no pool wait), no read
+			// timeout, a decision timeout no scheduler delay reaches.
+			rdb := redis.NewClient(&redis.Options{Addr: f.mr.Addr(), Protocol: 2, PoolSize: 64, ReadTimeout: -1, WriteTimeout: -1})
+			t.Cleanup(func() { _ = rdb.Close() })
+			l := testLimiter(rdb, WithKeyPrefix("rate:"), WithDecisionTimeout(time.Hour))
 			user, org := PerDay(5).WithAlgorithm(a), PerDay(200).WithAlgorithm(a)
 			run, err := runUsers(ctx, l, user, org, 64*25)
 			if err != nil {

@@ -292,7 +292,8 @@ func BenchmarkObserver(b *testing.B) {
 			_ = l.Reset(ctx, "bench:obs:denied")
 			_, _ = l.Allow(ctx, "bench:obs:denied", lim)
 			b.ReportAllocs()
-			for b.Loop() {
+			b.ResetTimer()
+			for range b.N {
 				if r, _ := l.Allow(ctx, "bench:obs:denied", lim); r.Allowed {
 					b.Fatal("admitted")
 				}
@@ -302,7 +303,8 @@ func BenchmarkObserver(b *testing.B) {
 			l := testLimiter(rdb, WithObserver(obs.o))
 			lim := PerSecond(1e9)
 			b.ReportAllocs()
-			for b.Loop() {
+			b.ResetTimer()
+			for range b.N {
 				if _, err := l.Allow(ctx, "bench:obs", lim); err != nil {
 					b.Fatal(err)
 				}

@@ -2,6 +2,7 @@ package redisrate_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -37,7 +38,7 @@ func TestGoRedisLogRoute(t *testing.T) {
 	var h records
 	logger := slog.New(&h)
 	redis.SetLogger(goRedisLog{logger})
-	t.Cleanup(func() { redis.SetLogger(goRedisLog{slog.New(slog.DiscardHandler)}) })
+	t.Cleanup(func() { redis.SetLogger(goRedisLog{slog.New(slog.NewTextHandler(io.Discard, nil))}) })
 
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
 	defer rdb.Close()

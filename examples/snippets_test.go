@@ -9,15 +9,23 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/httplimit"
 	"github.com/redisrate/redisrate/internal/manifest"
 	"github.com/redisrate/redisrate/internal/redisserver"
 )
@@ -118,6 +126,9 @@ func missing(t *testing.T, format string, args ...any) {
 // the test ends, and returns its address.
 func startRedis(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short (make unit): no real server; make test runs it")
+	}
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		missing(t, "redis-server is not on PATH")
 	}
@@ -567,6 +578,102 @@ func TestSnippetsIgnoreAppendedFields(t *testing.T) {
 				t.Errorf("%s, on a reply of seven fields: %v\nstdout:\n%s", s.twoKeys, err, out)
 			} else if err := checkTwoKeys(out, org, elapsedSince(start)); err != nil {
 				t.Errorf("%s, on a reply of seven fields: %v:\n%s", s.twoKeys, err, out)
+			}
+		})
+	}
+}
+
+// keySnippets run the snippets that compute the Go middleware's Redis keys
+// (no Redis needed), as run words with the file last.
+func keySnippets() []snippet {
+	return []snippet{
+		{name: "python", file: "python/keys.py", lang: "python", run: []string{findPython(), "python/keys.py"},
+			probe: func() error { _, err := exec.LookPath(findPython()); return err }, setup: "apt-get install python3"},
+		{name: "node", file: "node/keys.js", lang: "js", run: []string{"node", "node/keys.js"},
+			probe: func() error { _, err := exec.LookPath("node"); return err }, setup: "apt-get install nodejs"},
+		{name: "ruby", file: "ruby/keys.rb", lang: "ruby", run: []string{"ruby", "ruby/keys.rb"},
+			probe: func() error { _, err := exec.LookPath("ruby"); return err }, setup: "apt-get install ruby"},
+	}
+}
+
+// keyVectorSecret is the APIKey.Secret of the key snippets' test vector.
+const keyVectorSecret = "an example secret, 16+ bytes"
+
+// middlewareKeys returns the Redis keys httplimit writes, Name "api" on a
+// Limiter WithKeyPrefix("rate:"), for the key snippets' test vector, one
+// line per request as the snippets print them: the request of 203.0.113.7
+// keyed by ClientIP, of 2001:db8:1:2:3:4:5:6 by ClientIP, of API key k-123
+// by APIKey, and of k-123 with the scope account 42.
+func middlewareKeys(t *testing.T) string {
+	t.Helper()
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"), redisrate.WithDecisionTimeout(time.Minute))
+	apiKey := httplimit.APIKey{Header: "X-API-Key", Secret: []byte(keyVectorSecret)}
+	account := []httplimit.Scope{{Name: "account", Limit: redisrate.PerMinute(100),
+		Key: httplimit.KeyFunc(func(r *http.Request) (string, error) { return r.Header.Get("X-Account"), nil })}}
+	var lines []string
+	for _, c := range []struct {
+		key    httplimit.Keyer
+		scopes []httplimit.Scope
+		remote string
+	}{
+		{httplimit.ClientIP{}, nil, "203.0.113.7:4711"},
+		{httplimit.ClientIP{}, nil, "[2001:db8:1:2:3:4:5:6]:4711"},
+		{apiKey, nil, "192.0.2.1:4711"},
+		{apiKey, account, "192.0.2.1:4711"},
+	} {
+		mr.FlushAll()
+		m, err := httplimit.New(httplimit.Config{Limiter: limiter, Name: "api", Limits: []redisrate.Limit{redisrate.PerMinute(10)}, Key: c.key, Scopes: c.scopes})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = c.remote
+		r.Header.Set("X-API-Key", "k-123")
+		r.Header.Set("X-Account", "42")
+		w := httptest.NewRecorder()
+		m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			t.Fatalf("the middleware answered %d", w.Code)
+		}
+		keys := mr.Keys() // sorted: the scope's tag alone sorts after the request's key
+		slices.Reverse(keys)
+		lines = append(lines, strings.Join(keys, " "))
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// TestKeySnippetsAgreeWithGo: each other-language snippet of
+// docs/other-languages.md computes, for the test vector, the very keys
+// the Go middleware writes, and the page shows the snippets verbatim and
+// what they print.
+func TestKeySnippetsAgreeWithGo(t *testing.T) {
+	want := middlewareKeys(t)
+	doc, err := os.ReadFile(docPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := outputBlock(t, doc, "Each prints the keys of the test vector:\n\n```text\n"); got != want {
+		t.Errorf("%s shows the keys\n%s; the middleware writes\n%s", docPath, got, want)
+	}
+	for _, s := range keySnippets() {
+		t.Run(s.name, func(t *testing.T) {
+			src, err := os.ReadFile(s.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if block := "```" + s.lang + "\n" + string(src) + "```\n"; !bytes.Contains(doc, []byte(block)) {
+				t.Errorf("%s lacks examples/%s verbatim", docPath, s.file)
+			}
+			s.need(t)
+			out, err := exec.Command(s.run[0], s.run[1:]...).CombinedOutput()
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", strings.Join(s.run, " "), err, out)
+			}
+			if string(out) != want {
+				t.Errorf("%s prints\n%s; the Go middleware writes\n%s", s.file, out, want)
 			}
 		})
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log"
 	"log/slog"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -424,7 +423,12 @@ func ExampleHeaders() {
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
 	// The response's headers, spelled the way net/http keys them.
-	fmt.Println(slices.Sorted(maps.Keys(w.Header())))
+	var names []string
+	for name := range w.Header() {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	fmt.Println(names)
 	// Output:
 	// [Ratelimit Ratelimit-Policy]
 }

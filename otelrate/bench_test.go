@@ -50,7 +50,8 @@ func BenchmarkDenyCacheHit(b *testing.B) {
 				}
 			}
 			b.ReportAllocs()
-			for b.Loop() {
+			b.ResetTimer()
+			for range b.N {
 				res, err := l.Allow(ctx, key, limit)
 				if err != nil || res.Source != redisrate.SourceDenyCache {
 					b.Fatalf("%v, %v: not a deny-cache hit", res, err)

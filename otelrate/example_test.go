@@ -87,7 +87,7 @@ func ExampleNew() {
 		if sum, ok := m.Data.(metricdata.Sum[int64]); ok {
 			for _, dp := range sum.DataPoints {
 				outcome, _ := dp.Attributes.Value("redisrate.outcome")
-				fmt.Println(m.Name, outcome.String(), dp.Value)
+				fmt.Println(m.Name, outcome.AsString(), dp.Value)
 			}
 		}
 	}

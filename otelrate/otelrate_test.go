@@ -57,7 +57,7 @@ func (tel *telemetry) observer(t *testing.T, opts ...otelrate.Option) *otelrate.
 func attrString(s attribute.Set) string {
 	var parts []string
 	for _, kv := range s.ToSlice() {
-		parts = append(parts, string(kv.Key)+"="+kv.Value.String())
+		parts = append(parts, string(kv.Key)+"="+fmt.Sprint(kv.Value.AsInterface()))
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ",")
@@ -119,7 +119,7 @@ func wantCounters(t *testing.T, got, want map[string]int64) {
 func spanAttrs(s sdktrace.ReadOnlySpan) map[string]string {
 	m := map[string]string{}
 	for _, kv := range s.Attributes() {
-		m[string(kv.Key)] = kv.Value.String()
+		m[string(kv.Key)] = fmt.Sprint(kv.Value.AsInterface())
 	}
 	return m
 }

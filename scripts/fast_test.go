@@ -219,6 +219,9 @@ func fastCalls(b *st.Backend) (evalsha, fcall int) {
 // (keys carrying state from call to call, the clock moving forward and
 // back), by EVALSHA and FCALL, on miniredis, Redis and Valkey.
 func TestFastCopyDecidesAsGeneral(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long table: make test runs it")
+	}
 	generals, lib := generalOnly(t)
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {

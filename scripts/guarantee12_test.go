@@ -232,6 +232,9 @@ func g12Pairs(t *testing.T, b *st.Backend, s manifest.Spec, pairs int, rng *rand
 // on each.) The states are written by the empty mode, upto, refund and
 // force (debts up to twice the capacity).
 func TestGuarantee12(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long table: make test runs it")
+	}
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			b.Rebind(t)

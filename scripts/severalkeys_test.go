@@ -113,6 +113,9 @@ func (k sharedKeys) org() string       { return "{" + k.tag + "}" }
 // and TTLs are the reference model's (scripttest.CallKeys), and miniredis,
 // Redis and Valkey give the same replies and states, call for call.
 func TestSeveralKeysShareOrg(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long table: make test runs it")
+	}
 	traces := map[string][]string{}
 	var first string
 	for _, b := range st.BothClocked(t) {

@@ -122,6 +122,9 @@ func stateShapes(t *testing.T, b *st.Backend, s manifest.Spec) []stateShape {
 // exactly when the model reads it as state. By EVALSHA on miniredis and the
 // real servers, by FCALL too on these.
 func TestStateShapes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a long table: make test runs it")
+	}
 	generals, lib := generalOnly(t)
 	calls := 0
 	for _, b := range st.BothClocked(t) {

@@ -280,12 +280,8 @@ func runDemo(ctx context.Context, cfg demoCfg) (*report, error) {
 		}
 		defer rdb.Close()
 		rep.server = "Redis at " + cfg.addr
-		if info, err := rdb.InfoMap(ctx, "server").Result(); err == nil {
-			for _, sec := range info {
-				if sec["redis_version"] != "" {
-					rep.server = serverName(sec) + " at " + cfg.addr
-				}
-			}
+		if info, err := readInfo(ctx, rdb); err == nil && info["redis_version"] != "" {
+			rep.server = serverName(info) + " at " + cfg.addr
 		}
 		// Start on a multiple of the period by the server's clock, where the
 		// sliding window's windows turn over, as the simulated run does.

@@ -257,7 +257,7 @@ func (d *doctor) run(ctx context.Context) error {
 }
 
 // readInfo reads INFO into a map (role, versions, persistence, ...).
-func readInfo(ctx context.Context, c *redis.Client) (map[string]string, error) {
+func readInfo(ctx context.Context, c redis.UniversalClient) (map[string]string, error) {
 	s, err := c.Info(ctx, "server", "replication", "persistence", "memory", "cluster").Result()
 	if err != nil {
 		return nil, err
@@ -698,9 +698,10 @@ func scriptCalls(key string) [][]any {
 }
 
 // limiterACLRules is the least-privilege rule set for a limiter's user on
-// prefix: the scripts, the library, and the commands the scripts call.
+// prefix: the scripts, the library, the commands the scripts call, and
+// PING, which this command's connect (try, load) and health checks send.
 func limiterACLRules(prefix string) string {
-	return "resetkeys ~" + prefix + "* resetchannels -@all +evalsha +eval +evalsha_ro +eval_ro +fcall +fcall_ro +script|load " +
+	return "resetkeys ~" + prefix + "* resetchannels -@all +ping +evalsha +eval +evalsha_ro +eval_ro +fcall +fcall_ro +script|load " +
 		"+time +get +exists +type +del +psetex +pexpire +zadd +zcount +zscore +zrangebyscore +zrevrangebyscore +zremrangebyscore"
 }
 

@@ -259,6 +259,9 @@ func TestDoctorClockDifference(t *testing.T) {
 // reads the clock while libfaketime initialises).
 func clockShiftEnv(t *testing.T, d time.Duration) []string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short (make unit): no real server; make test runs it")
+	}
 	cc, err := exec.LookPath("cc")
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -324,7 +327,7 @@ func TestDoctorScriptsAndFunctions(t *testing.T) {
 }
 
 // limiterACL is the least-privilege line the docs recommend.
-const limiterACL = "on >secret resetkeys ~rate:* resetchannels -@all +evalsha +eval +evalsha_ro +eval_ro +fcall +fcall_ro +script|load " +
+const limiterACL = "on >secret resetkeys ~rate:* resetchannels -@all +ping +evalsha +eval +evalsha_ro +eval_ro +fcall +fcall_ro +script|load " +
 	"+time +get +exists +type +del +psetex +pexpire +zadd +zcount +zscore +zrangebyscore +zrevrangebyscore +zremrangebyscore"
 
 // TestHelloVersion: the doctor reads the version from HELLO (for a user
@@ -379,6 +382,13 @@ func TestDoctorACL(t *testing.T) {
 	}
 	if n, _ := c.DBSize(ctx).Result(); n != 0 {
 		t.Errorf("the doctor's probe wrote %d keys", n)
+	}
+	// The line is enough for redisrate try, as that user, too.
+	if code, stdout, stderr := runCmd(t, "try", "--redis", "redis://limiter:secret@"+addr, "--limit", "3/s", "rate:acl"); code != 0 {
+		t.Errorf("try as the limiter user: exit %d, %s%s; want 0", code, stdout, stderr)
+	}
+	if err := c.Del(ctx, "rate:acl").Err(); err != nil {
+		t.Fatal(err)
 	}
 	// Without FCALL: the doctor names the command and the rule to add.
 	setUser("limiter", strings.Replace(limiterACL, " +fcall ", " ", 1))

@@ -258,6 +258,10 @@ func TestScriptsList(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if want := "redisrate (devel: built from a checkout, no release tag), script contract v" + scripts.ContractVersion; lines[0] != want {
+		t.Errorf("first line %q, want %q", lines[0], want)
+	}
+	lines = lines[1:]
 	specs := scripts.Specs()
 	if len(lines) != len(specs)+1 {
 		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(specs)+1, out)

@@ -38,6 +38,9 @@ func startRedis(t *testing.T, cluster bool) string {
 // on its own port), stopped when the test ends, and returns its address.
 func startServer(t *testing.T, opts redisserver.Options) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short (make unit): no real server; make test runs it")
+	}
 	s, err := redisserver.Start(opts)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -39,7 +40,8 @@ var scriptsCommand = command{
 	usage: `Usage: redisrate scripts [--dir DIR] [--force]
 
 Lists the bundled Lua scripts (script contract v3), one per algorithm and the
-reset script, with the SHA1 that EVALSHA takes. With --dir, writes them there
+reset script, with the SHA1 that EVALSHA takes, after a line naming the release
+they come from: pin that and the SHA1s. With --dir, writes them there
 as NAME.lua, byte for byte what the Go client runs, for services in other
 languages to SCRIPT LOAD. A file already there with other contents is left
 alone unless --force is given.
@@ -67,6 +69,7 @@ Arguments are whole numbers; see CONTRACT.md, or the header of any script.
 			if *force && *dir == "" {
 				return usageErr("--force needs --dir")
 			}
+			fmt.Fprintln(stdout, release())
 			if *dir == "" {
 				for _, s := range bundledScripts() {
 					fmt.Fprintf(stdout, "%-15s %s  %5d bytes  %s\n", s.name, s.sha1, len(s.source), s.summary)
@@ -76,6 +79,24 @@ Arguments are whole numbers; see CONTRACT.md, or the header of any script.
 			return writeScripts(*dir, *force, stdout)
 		}
 	},
+}
+
+// release names what a service outside Go pins beside the SHA1s: the
+// release of redisrate this command was built from (the module's tag when
+// installed by go install ...@v0.X.Y), and the contract the scripts keep.
+func release() string {
+	v := "(devel)"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range append([]*debug.Module{&bi.Main}, bi.Deps...) { // Deps: built inside another module
+			if m.Path == "github.com/redisrate/redisrate" && m.Version != "" {
+				v = m.Version
+			}
+		}
+	}
+	if v == "(devel)" {
+		v = "(devel: built from a checkout, no release tag)"
+	}
+	return fmt.Sprintf("redisrate %s, script contract v%s", v, scripts.ContractVersion)
 }
 
 // writeScripts writes every script into dir. It checks every file before

@@ -15,6 +15,9 @@ import (
 
 func needRedis(t *testing.T) {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short (make unit): no real server; make test runs it")
+	}
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatal("redis-server is not on PATH (CI=true: CI must install it)")

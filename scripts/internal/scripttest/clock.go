@@ -116,6 +116,9 @@ func RealClock(t testing.TB) *Backend {
 // sets.
 func realClock(t testing.TB, bin string) *Backend {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short (make unit): miniredis only; make test runs it on " + bin)
+	}
 	lib, err := clockLibrary()
 	if err != nil {
 		if os.Getenv("CI") == "true" {
@@ -145,6 +148,9 @@ func realClock(t testing.TB, bin string) *Backend {
 func BothClocked(t testing.TB) []*Backend {
 	t.Helper()
 	out := []*Backend{Miniredis(t)}
+	if testing.Short() {
+		return out // go test -short (make unit): miniredis only
+	}
 	for _, bin := range Servers {
 		if os.Getenv("CI") == "true" {
 			out = append(out, realClock(t, bin))

@@ -99,6 +99,9 @@ func RealServers(t testing.TB, extra ...string) []*Backend {
 // available reports whether bin can be started here; under CI=true every
 // server must be, so a missing one fails the test when it is started.
 func available(bin string) bool {
+	if testing.Short() {
+		return false // go test -short (make unit): miniredis only
+	}
 	_, err := exec.LookPath(bin)
 	return err == nil || os.Getenv("CI") == "true"
 }
@@ -107,6 +110,9 @@ func available(bin string) bool {
 // its environment (redisserver.Start: ready, and surely on its own port).
 func startServer(t testing.TB, bin string, env []string, extra ...string) *Backend {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short (make unit): miniredis only; make test runs it on " + bin)
+	}
 	if _, err := exec.LookPath(bin); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("%s is not installed (CI=true): %v", bin, err)
