@@ -82,8 +82,8 @@ func InRange(rule string, limit, periodMS, burst int64) bool {
 		q := (2*burst + limit - 1) / limit
 		v := new(big.Int).Mul(big.NewInt(q), Pus)
 		return v.Cmp(two53) <= 0
-	case "weighted": // 3 * limit * period_ms <= 2^53
-		v := new(big.Int).Mul(big.NewInt(3*limit), big.NewInt(periodMS))
+	case "weighted": // 4 * limit * period_ms <= 2^53: a current window of up to twice the limit (force), weighted
+		v := new(big.Int).Mul(big.NewInt(4*limit), big.NewInt(periodMS))
 		return v.Cmp(two53) <= 0
 	case "":
 		return true
