@@ -83,14 +83,20 @@ func peekLeft(t *testing.T, l *Limiter, key string, lims ...Limit) int64 {
 	return res.Remaining
 }
 
+// loggedLimiter is a Limiter on a fake Redis, with a log of the commands
+// sent.
+func loggedLimiter(t *testing.T) (*Limiter, *cmdLog) {
+	f, log := newFakeRedis(t), &cmdLog{}
+	f.rdb.AddHook(log)
+	return testLimiter(f.rdb), log
+}
+
 // TestReserveSettleDown: settling below the reservation gives the
 // difference back, in one refund, on every key of the reservation;
 // settling it again is an error that gives nothing back twice.
 func TestReserveSettleDown(t *testing.T) {
 	needV3Mode(t, "refund")
-	f, log := newFakeRedis(t), &cmdLog{}
-	l := testLimiter(f.rdb)
-	f.rdb.AddHook(log)
+	l, log := loggedLimiter(t)
 	ctx := context.Background()
 	user, org := PerHour(20), PerHour(100)
 	r, err := l.Reserve(ctx, Request{Keys: []KeyLimit{{"{o}:u", user}, {"{o}", org}}, N: 10})
@@ -153,9 +159,7 @@ func TestReserveSettleUp(t *testing.T) {
 // never settled keeps what it took.
 func TestReserveCancelAndNoOps(t *testing.T) {
 	needV3Mode(t, "refund")
-	f, log := newFakeRedis(t), &cmdLog{}
-	l := testLimiter(f.rdb)
-	f.rdb.AddHook(log)
+	l, log := loggedLimiter(t)
 	ctx := context.Background()
 	lim := PerMinute(10)
 	req := Request{Key: "k", Limits: []Limit{lim}, N: 7}
@@ -325,6 +329,38 @@ func TestLease(t *testing.T) {
 	c.advance(time.Hour)
 	if n := log.scriptCalls(); n != 0 {
 		t.Errorf("a lease settled early was refunded again at its lifetime's end (%d calls)", n)
+	}
+}
+
+// TestLeaseTakeConcurrently: goroutines that share a lease spend exactly
+// its units between them.
+func TestLeaseTakeConcurrently(t *testing.T) {
+	needV3Mode(t, "upto")
+	l := testLimiter(newFakeRedis(t).rdb)
+	lease, err := l.Reserve(context.Background(), Request{Kind: KindUpTo, Key: "k", Limits: []Limit{PerHour(50)}, N: 50, Lease: time.Hour})
+	if err != nil || lease.Result.Units != 50 {
+		t.Fatalf("lease: %+v %v", lease, err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	taken := 0
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for lease.Take(1) {
+				mu.Lock()
+				taken++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if taken != 50 {
+		t.Errorf("8 goroutines took %d units of a lease of 50", taken)
+	}
+	if res, err := lease.Settle(context.Background(), -1); err != nil || res != (Result{}) {
+		t.Errorf("close a lease spent whole: %+v %v, want no call", res, err)
 	}
 }
 
