@@ -158,6 +158,11 @@ type Request struct {
 	Limits []Limit    // Key's limits: 1 to 8, of one algorithm
 	Keys   []KeyLimit // instead of Key and Limits: several keys, each with its limit
 	N      int64      // the units: 0 means 1, except for KindPeek (which takes 0), KindRefund and KindForce (which need N from 1)
+
+	// Lease is for Reserve only: how long Take may spend the reserved
+	// units, after which the unspent ones are given back (see
+	// Reservation). 0: no lifetime. Decide refuses a Lease.
+	Lease time.Duration
 }
 
 // KeyLimit is one key of a Request of several keys, with the limit that

@@ -33,6 +33,9 @@ import (
 //     request's own Kind and Index, Batch set, and the batch's context as
 //     their parent. Count decisions from the requests, not from KindBatch.
 //   - Reset: one decision of Kind KindReset; its End gets a zero Result.
+//   - Reserve: one decision of the Request's Kind; Reservation.Settle,
+//     when it makes a call, one of Kind KindRefund or KindForce (a
+//     lease's end too, from the goroutine of its timer).
 //
 // An argument error (ErrInvalid) is a decision too: Start and End are
 // called, End with the error.

@@ -142,6 +142,8 @@ func requestForm(r *Request) error {
 		return invalidf("invalid kind %d: must be one of KindAllow to KindForce", int(r.Kind))
 	case r.Kind == KindBatch:
 		return invalidf("invalid kind batch: a request is one decision; give DecideBatch the requests")
+	case r.Lease != 0:
+		return invalidf("invalid request: a Lease of %v given to a decision: a lease is a reservation; ask Limiter.Reserve", r.Lease)
 	case r.Kind == KindReset && (len(r.Keys) > 0 || len(r.Limits) > 0):
 		return invalidf("invalid request: a reset takes a Key only, no Limits or Keys")
 	case r.Kind == KindReset:

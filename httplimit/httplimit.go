@@ -69,12 +69,14 @@
 package httplimit
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/ratecore"
@@ -169,6 +171,18 @@ type Config struct {
 	// cost above a limit's capacity is denied with 429 and no
 	// Retry-After: waiting cannot help.
 	Cost func(r *http.Request) (int64, error)
+
+	// Settle makes Cost an estimate, settled once the handler has run: a
+	// request reserves its Cost (redisrate.Limiter.Reserve), and when the
+	// handler returns, the reservation is settled with what the handler
+	// reported with Used (redisrate.Reservation.Settle): the difference is
+	// given back, or recorded as a debt that the client's next requests
+	// wait for. A handler that reports nothing keeps the estimate. The
+	// settlement runs under the request's context without its
+	// cancellation, so that a client that goes away still pays, within
+	// the Limiter's decision timeout; the failure policy answers it when
+	// Redis cannot, and OnError is told if it fails.
+	Settle bool
 
 	// Key identifies the client: ClientIP, APIKey (or Header), or any
 	// KeyFunc. Nil means ClientIP{}: the connection's address, which is
@@ -289,6 +303,7 @@ type Middleware struct {
 	single          *ratecore.Rule // without Plans
 	choose          func(*http.Request) (string, error)
 	cost            func(*http.Request) (int64, error)
+	settle          bool
 	exempt          func(*http.Request) bool
 	exemptPreflight bool
 	omit            Headers
@@ -302,7 +317,7 @@ func New(c Config) (*Middleware, error) {
 	if err != nil {
 		return nil, fmt.Errorf("httplimit: %w", err)
 	}
-	m := &Middleware{rules: core, choose: c.Plan, cost: c.Cost, exempt: c.Exempt,
+	m := &Middleware{rules: core, choose: c.Plan, cost: c.Cost, settle: c.Settle, exempt: c.Exempt,
 		exemptPreflight: c.ExemptPreflight, omit: c.Omit, onDenied: c.OnDenied}
 	switch {
 	case len(c.Plans) == 0 && c.Plan != nil:
@@ -399,11 +414,11 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		a := m.decide(r)
+		a, reserved := m.decide(r)
 		m.setHeaders(w.Header(), a)
 		switch a.Verdict {
 		case ratecore.Serve:
-			next.ServeHTTP(w, r)
+			m.serve(w, r, next, reserved)
 		case ratecore.Deny:
 			if m.onDenied != nil {
 				m.onDenied(w, r, a.Result)
@@ -431,29 +446,81 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	})
 }
 
-// decide chooses r's plan and cost, and decides r under them.
-func (m *Middleware) decide(r *http.Request) ratecore.Answer {
+// decide chooses r's plan and cost, and decides r under them: with
+// Config.Settle, as a reservation, returned too.
+func (m *Middleware) decide(r *http.Request) (ratecore.Answer, *redisrate.Reservation) {
 	p := m.single
 	if p == nil {
 		name, err := m.choose(r)
 		if err != nil {
-			return m.rules.Fail(r, fmt.Errorf("httplimit: Config.Plan: %w", err))
+			return m.rules.Fail(r, fmt.Errorf("httplimit: Config.Plan: %w", err)), nil
 		}
 		if p = m.plans[name]; p == nil {
-			return m.rules.Fail(r, fmt.Errorf("httplimit: Config.Plan chose %q, which is not in Config.Plans", name))
+			return m.rules.Fail(r, fmt.Errorf("httplimit: Config.Plan chose %q, which is not in Config.Plans", name)), nil
 		}
 	}
 	cost := int64(1)
 	if m.cost != nil {
 		var err error
 		if cost, err = m.cost(r); err != nil {
-			return m.rules.Fail(r, fmt.Errorf("httplimit: Config.Cost: %w", err))
+			return m.rules.Fail(r, fmt.Errorf("httplimit: Config.Cost: %w", err)), nil
 		}
 		if cost < 1 {
-			return m.rules.Fail(r, fmt.Errorf("httplimit: Config.Cost returned %d: a cost is at least 1 (exempt requests with Config.Exempt)", cost))
+			return m.rules.Fail(r, fmt.Errorf("httplimit: Config.Cost returned %d: a cost is at least 1 (exempt requests with Config.Exempt)", cost)), nil
 		}
 	}
-	return m.rules.Decide(r.Context(), r, p, cost)
+	if m.settle {
+		return m.rules.Reserve(r.Context(), r, p, cost)
+	}
+	return m.rules.Decide(r.Context(), r, p, cost), nil
+}
+
+// serve runs next for an admitted r, and settles r's reservation, if it
+// has one, with what next reported (Used).
+func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Handler, reserved *redisrate.Reservation) {
+	if reserved == nil {
+		next.ServeHTTP(w, r)
+		return
+	}
+	u := &usage{}
+	r = r.WithContext(context.WithValue(r.Context(), usageKey{}, u))
+	next.ServeHTTP(w, r)
+	u.mu.Lock()
+	used, reported := u.n, u.reported
+	u.mu.Unlock()
+	if !reported {
+		return // the estimate stands
+	}
+	// Not the request's own context: a client that leaves as the handler
+	// ends must not escape its debt. The Limiter's timeout bounds the call.
+	if _, err := reserved.Settle(context.WithoutCancel(r.Context()), used); err != nil {
+		m.rules.Fail(r, fmt.Errorf("httplimit: settling the request's cost: %w", err)) // tells OnError
+	}
+}
+
+// usageKey is the context key of a request's usage, which Used sets.
+type usageKey struct{}
+
+// usage is what a handler reported with Used.
+type usage struct {
+	mu       sync.Mutex
+	n        int64
+	reported bool
+}
+
+// Used reports, from a handler behind a Middleware with Config.Settle, the
+// units r really cost, from 0: once the handler returns, the middleware
+// settles the request's reservation of Config.Cost with it. The last
+// report counts. A negative n, or a request that the middleware did not
+// reserve for (no Config.Settle, an exempt request), is ignored.
+func Used(r *http.Request, n int64) {
+	u, ok := r.Context().Value(usageKey{}).(*usage)
+	if !ok || n < 0 {
+		return
+	}
+	u.mu.Lock()
+	u.n, u.reported = n, true
+	u.mu.Unlock()
 }
 
 // setHeaders writes the headers a can vouch for: all of them for a

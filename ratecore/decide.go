@@ -97,7 +97,31 @@ func (a Answer) Binding() (string, redisrate.Limit) {
 // Decide takes cost units from the key of req under rule's limits, and
 // from the keys of the scopes under theirs, in one call under ctx.
 func (r *Rules[R]) Decide(ctx context.Context, req R, rule *Rule, cost int64) Answer {
-	res, err := r.decide(ctx, req, rule, cost)
+	q, err := r.request(req, rule, cost)
+	if err != nil {
+		return r.Fail(req, err)
+	}
+	res, err := r.limiter.Decide(ctx, q)
+	return r.answer(req, rule, res, err)
+}
+
+// Reserve is Decide as a reservation (redisrate.Limiter.Reserve), for a
+// cost known only after the request has run: settle the Reservation with
+// the amount used. The Reservation is nil when the answer has an error.
+func (r *Rules[R]) Reserve(ctx context.Context, req R, rule *Rule, cost int64) (Answer, *redisrate.Reservation) {
+	q, err := r.request(req, rule, cost)
+	if err != nil {
+		return r.Fail(req, err), nil
+	}
+	v, err := r.limiter.Reserve(ctx, q)
+	if err != nil {
+		return r.Fail(req, err), nil
+	}
+	return r.answer(req, rule, v.Result, nil), v
+}
+
+// answer is the Answer to the Limiter's decision res, err for req.
+func (r *Rules[R]) answer(req R, rule *Rule, res redisrate.Result, err error) Answer {
 	if err != nil {
 		return r.Fail(req, err)
 	}
@@ -111,22 +135,23 @@ func (r *Rules[R]) Decide(ctx context.Context, req R, rule *Rule, cost int64) An
 	return a
 }
 
-// decide is the one call of the Limiter per decision.
-func (r *Rules[R]) decide(ctx context.Context, req R, rule *Rule, cost int64) (redisrate.Result, error) {
+// request is the one Request of the Limiter per decision: req's key under
+// rule's limits, and its scopes' keys under theirs.
+func (r *Rules[R]) request(req R, rule *Rule, cost int64) (redisrate.Request, error) {
 	key, err := r.keyOf(r.key, req)
 	if err != nil {
-		return redisrate.Result{}, err
+		return redisrate.Request{}, err
 	}
 	if len(r.scopes) == 0 {
 		if rule.base {
 			key = escape(key)
 		}
-		return r.limiter.Decide(ctx, redisrate.Request{Key: rule.prefix + key, Limits: rule.Fields.Limits, N: cost})
+		return redisrate.Request{Key: rule.prefix + key, Limits: rule.Fields.Limits, N: cost}, nil
 	}
 	values := make([]string, len(r.scopes))
 	for i, s := range r.scopes {
 		if values[i], err = r.keyOf(s.Key, req); err != nil {
-			return redisrate.Result{}, fmt.Errorf("scope %q: %w", s.Name, err)
+			return redisrate.Request{}, fmt.Errorf("scope %q: %w", s.Name, err)
 		}
 	}
 	keys := scopedKeys(r.name, rule.name, key, r.scopes, values)
@@ -134,7 +159,7 @@ func (r *Rules[R]) decide(ctx context.Context, req R, rule *Rule, cost int64) (r
 	for i, k := range keys {
 		kl[i] = redisrate.KeyLimit{Key: k, Limit: rule.Fields.Limits[i]}
 	}
-	return r.limiter.Decide(ctx, redisrate.Request{Keys: kl, N: cost})
+	return redisrate.Request{Keys: kl, N: cost}, nil
 }
 
 // keyOf is f's key for req. An empty key is an error (ErrNoKey): a missing
