@@ -610,7 +610,7 @@ func middlewareKeys(t *testing.T) string {
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
 	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"), redisrate.WithDecisionTimeout(time.Minute))
-	apiKey := httplimit.APIKey{Header: "X-API-Key", Secret: []byte(keyVectorSecret)}
+	apiKey := httplimit.APIKey{Header: "X-API-Key", Secret: []byte(keyVectorSecret), Authenticated: true}
 	account := []httplimit.Scope{{Name: "account", Limit: redisrate.PerMinute(100),
 		Key: httplimit.KeyFunc(func(r *http.Request) (string, error) { return r.Header.Get("X-Account"), nil })}}
 	var lines []string
