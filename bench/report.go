@@ -224,7 +224,7 @@ func (b *bench) allocs(ctx context.Context) ([]allocResult, error) {
 		}},
 		{"redisrate `Allow` (GCRA, 10^6 per second, key prefix)", func() error { _, err := l.Allow(ctx, "alloc", lim); return err }},
 		{"redisrate `Decide` (2 limits)", func() error {
-			_, err := l.Decide(ctx, redisrate.Request{Key: "alloc2", Limits: []redisrate.Limit{lim, redisrate.PerHour(1e9)}})
+			_, err := l.Decide(ctx, redisrate.Request{Key: "alloc2", Limits: []redisrate.Limit{lim, redisrate.PerHour(1e6)}})
 			return err
 		}},
 		{"peer `Allow`", func() error { _, err := b.peer.Allow(ctx, "alloc", peerLim); return err }},
