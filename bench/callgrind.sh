@@ -26,19 +26,26 @@ peer_src() {
   awk '/^var allowN = redis.NewScript\(`/{f=1;next} f&&/^`\)/{exit} f' "$dir/lua.go"
 }
 
-measure() { # name, script file, call args... ("FCALL" as the file: the library; "FCALL:<file>": that library)
-  local name=$1 file=$2; shift 2
-  local port; port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+# start_valgrind: a fresh redis-server under callgrind on a free port; sets
+# port and vpid. Its callers run in a subshell: a failure stops the server.
+start_valgrind() {
+  port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
   valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.%p" redis-server --port "$port" --bind 127.0.0.1 \
     --save '' --appendonly no >"$tmp/vg.log" 2>&1 &
-  local vpid=$!
-  trap 'kill "${vpid:-}" 2>/dev/null' EXIT # measure runs in a subshell: a failure stops its server (vpid is gone once measure returns)
+  vpid=$!
+  trap 'kill "${vpid:-}" 2>/dev/null' EXIT
   local tries=0
   until redis-cli -p "$port" ping >/dev/null 2>&1; do
     tries=$((tries + 1))
     [ "$tries" -lt 150 ] || { echo "redis-server under valgrind did not start: $tmp/vg.log" >&2; exit 1; }
     sleep 0.2
   done
+}
+
+measure() { # name, script file, call args... ("FCALL" as the file: the library; "FCALL:<file>": that library)
+  local name=$1 file=$2; shift 2
+  local port vpid
+  start_valgrind
   local cmd
   if [ "${file%%:*}" = FCALL ]; then
     local lib=scripts/library.lua
@@ -75,17 +82,8 @@ measure() { # name, script file, call args... ("FCALL" as the file: the library;
 # loads the scripts and warms Redis up.
 measure_hot() {
   local name=$1 subject=$2
-  local port; port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
-  valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.%p" redis-server --port "$port" --bind 127.0.0.1 \
-    --save '' --appendonly no >"$tmp/vg.log" 2>&1 &
-  local vpid=$!
-  trap 'kill "${vpid:-}" 2>/dev/null' EXIT
-  local tries=0
-  until redis-cli -p "$port" ping >/dev/null 2>&1; do
-    tries=$((tries + 1))
-    [ "$tries" -lt 150 ] || { echo "redis-server under valgrind did not start: $tmp/vg.log" >&2; exit 1; }
-    sleep 0.2
-  done
+  local port vpid
+  start_valgrind
   redis-cli -p "$port" -x FUNCTION LOAD REPLACE <scripts/library.lua >/dev/null
   "$tmp/hotdrive" --redis "127.0.0.1:$port" -drive-hot "$subject" -for 1s >/dev/null
   callgrind_control --zero "$vpid" >/dev/null 2>&1
