@@ -35,8 +35,11 @@ import (
 //     goes: for that round trip, they are held.
 //
 // A queued call whose context ends leaves the queue, taking nothing. A
-// group's calls run under the decision deadline (WithDecisionTimeout) and
-// not under any caller's context; when Redis cannot decide, each caller
+// group's calls run under one decision deadline (WithDecisionTimeout) and
+// not under any caller's context, so a queued call waits at most the rest
+// of the call in flight and one decision timeout; when Redis cannot decide
+// the call in flight, the breaker answers the group at once (see
+// WithCircuitBreaker). When Redis cannot decide a group, each caller
 // gets what a call of its own would get (the fallback, the failure
 // policy), and the breaker hears of the failure once. An Observer sees
 // how many decisions each round trip carried (Decision.Carried).

@@ -266,6 +266,24 @@ func TestCoalescingRoundTrips(t *testing.T) {
 	}
 }
 
+// TestCoalescedDenialCached: the denial of a group that got nothing, at
+// a cost of 1, is the deny cache's as a call's own would be.
+func TestCoalescedDenialCached(t *testing.T) {
+	needV3Mode(t, "upto")
+	f, g := newFakeRedis(t), &gate{}
+	f.rdb.AddHook(g)
+	l := testLimiter(f.rdb, WithDenyCache(8))
+	r := Request{Key: "k", Limits: []Limit{PerHour(1)}}
+	res, _ := runGroup(t, l, g, r, 3, nil)
+	if !res[0].Allowed || res[1].Allowed || res[1].Source != SourceRedis {
+		t.Fatalf("one unit, four calls: %v", res)
+	}
+	again, err := l.Decide(context.Background(), r)
+	if err != nil || again.Allowed || again.Source != SourceDenyCache || again.RetryAfter != res[1].RetryAfter {
+		t.Errorf("after the group's denial: %v, %v; want the deny cache's, retry in %v", again, err, res[1].RetryAfter)
+	}
+}
+
 // TestCoalescedCallerLeaves: a queued call whose context ends leaves the
 // queue at once with its context's error, and takes nothing.
 func TestCoalescedCallerLeaves(t *testing.T) {
