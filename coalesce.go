@@ -58,28 +58,38 @@ func WithCoalescing(on bool) Option {
 	}
 }
 
-// hotShards is how many locks the identities in flight are spread over.
+// hotShards is how many locks the keys in flight are spread over.
 const hotShards = 32
 
-// hotKeys is a Limiter's calls in flight by identity: the deny cache's
-// identity of a call (its prefixed key, its limits, names too, and its
-// cost), and those queued behind each.
+// hotKeys is a Limiter's calls in flight, by prefixed key.
 type hotKeys struct {
 	seed   maphash.Seed
 	shards [hotShards]hotShard
+	pool   sync.Pool // of *flight: a call alone allocates none
 }
 
 type hotShard struct {
 	mu sync.Mutex
-	// inFlight holds an identity while a call or a group of it is in
-	// flight; its value is the calls queued behind, in arrival order.
-	inFlight map[denyKey][]*waiter
+	// inFlight holds a key while a call or a group of it is in flight. (A
+	// map by key and not by identity: Go allocates every key of more than
+	// 128 bytes on insertion, and this one is inserted by every call.)
+	inFlight map[string]*flight
+}
+
+// flight is the identity of the calls in flight on a key (the deny
+// cache's: the prefixed key, the limits, names too, and the cost), and
+// the calls of that identity queued behind them, in arrival order. A call
+// of another identity finds the key taken: it goes alone, uncoalesced.
+type flight struct {
+	id    denyKey
+	queue []*waiter
 }
 
 func newHotKeys() *hotKeys {
 	h := &hotKeys{seed: maphash.MakeSeed()}
+	h.pool.New = func() any { return new(flight) }
 	for i := range h.shards {
-		h.shards[i].inFlight = make(map[denyKey][]*waiter)
+		h.shards[i].inFlight = make(map[string]*flight)
 	}
 	return h
 }
@@ -117,28 +127,34 @@ func coalescable(o *op, limits []Limit) bool {
 }
 
 // sendHot is the send stage of a coalescable op: alone when nothing of its
-// identity is in flight, otherwise queued for the next group.
+// key is in flight (or only calls of another identity), otherwise queued
+// for the next group.
 func (l *Limiter) sendHot(ctx context.Context, o *op, limits []Limit) {
 	id, _ := makeDenyKey(o.key, false, o.cost, limits)
 	sh := l.hot.shard(o.key)
 	sh.mu.Lock()
-	queue, busy := sh.inFlight[id]
-	if !busy {
-		sh.inFlight[id] = nil
+	f := sh.inFlight[o.key]
+	if f == nil || f.id != id {
+		var mine *flight
+		if f == nil {
+			mine = l.hot.pool.Get().(*flight)
+			mine.id = id
+			sh.inFlight[o.key] = mine
+		}
 		sh.mu.Unlock()
 		l.sendBy(ctx, o, limits, l.decisionDeadline())
-		if sh.release(id) {
-			go l.drain(sh, id)
+		if mine != nil && l.hot.release(sh, mine) {
+			go l.drain(sh, mine)
 		}
 		return
 	}
 	w := &waiter{ctx: ctx, done: make(chan struct{})}
-	sh.inFlight[id] = append(queue, w)
+	f.queue = append(f.queue, w)
 	sh.mu.Unlock()
 	select {
 	case <-w.done:
 	case <-ctx.Done():
-		sh.leave(id, w)
+		sh.leave(f, w)
 		select {
 		case <-w.done: // answered meanwhile: the answer counts
 		default:
@@ -149,67 +165,76 @@ func (l *Limiter) sendHot(ctx context.Context, o *op, limits []Limit) {
 	o.res, o.err, o.node, o.probe, o.carried = w.res, w.err, w.node, w.probe, w.carried
 }
 
-// release ends the lone call of id: true when calls queued behind it are
-// left for a group (id stays in flight), false when none were (id is gone).
-func (sh *hotShard) release(id denyKey) bool {
+// release ends the lone call of f: true when calls queued behind it are
+// left for a group (f stays in flight), false when none were (f is gone).
+func (h *hotKeys) release(sh *hotShard, f *flight) bool {
 	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if len(sh.inFlight[id]) == 0 {
-		delete(sh.inFlight, id)
-		return false
+	if len(f.queue) > 0 {
+		sh.mu.Unlock()
+		return true
 	}
-	return true
+	delete(sh.inFlight, f.id.key)
+	sh.mu.Unlock()
+	h.put(f)
+	return false
 }
 
-// leave takes w out of id's queue, if no group has taken it yet.
-func (sh *hotShard) leave(id denyKey, w *waiter) {
+// put gives f, no longer in flight, back to the pool.
+func (h *hotKeys) put(f *flight) {
+	f.id.key = ""
+	clear(f.id.limits[:]) // no names kept alive
+	f.queue = nil
+	h.pool.Put(f)
+}
+
+// leave takes w out of f's queue, if no group has taken it yet.
+func (sh *hotShard) leave(f *flight, w *waiter) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if w.taken {
 		return
 	}
-	q := sh.inFlight[id]
-	for i, x := range q {
+	for i, x := range f.queue {
 		if x == w {
-			sh.inFlight[id] = append(q[:i:i], q[i+1:]...)
+			f.queue = append(f.queue[:i], f.queue[i+1:]...)
 			return
 		}
 	}
 }
 
-// next takes the calls queued for id, at most max of them, whose contexts
-// have not ended; when there are none, id is no longer in flight.
-func (sh *hotShard) next(id denyKey, max int) []*waiter {
+// next takes the calls queued on f, at most max of them, whose contexts
+// have not ended; when there are none, f is no longer in flight.
+func (sh *hotShard) next(f *flight, max int) []*waiter {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	q := sh.inFlight[id]
 	var group []*waiter
 	i := 0
-	for ; i < len(q) && len(group) < max; i++ {
-		q[i].taken = true
-		if q[i].ctx.Err() == nil { // an ended one answers itself
-			group = append(group, q[i])
+	for ; i < len(f.queue) && len(group) < max; i++ {
+		f.queue[i].taken = true
+		if f.queue[i].ctx.Err() == nil { // an ended one answers itself
+			group = append(group, f.queue[i])
 		}
 	}
 	if len(group) == 0 {
-		delete(sh.inFlight, id)
+		delete(sh.inFlight, f.id.key)
 		return nil
 	}
-	sh.inFlight[id] = q[i:len(q):len(q)]
+	f.queue = append([]*waiter(nil), f.queue[i:]...) // group keeps its own
 	return group
 }
 
-// drain decides the groups queued for id, one after another, until none
-// is left.
-func (l *Limiter) drain(sh *hotShard, id denyKey) {
+// drain decides the groups queued on f, one after another, until none is
+// left.
+func (l *Limiter) drain(sh *hotShard, f *flight) {
 	// No group asks for more than a cost's maximum in all.
-	most := int(min(maxNumber/id.cost, 1<<20))
+	most := int(min(maxNumber/f.id.cost, 1<<20))
 	for {
-		group := sh.next(id, most)
+		group := sh.next(f, most)
 		if group == nil {
+			l.hot.put(f)
 			return
 		}
-		l.decideGroup(id, group)
+		l.decideGroup(f.id, group)
 		for _, w := range group {
 			close(w.done)
 		}

@@ -64,10 +64,8 @@ func queued(l *Limiter, key string) int {
 	for i := range l.hot.shards {
 		sh := &l.hot.shards[i]
 		sh.mu.Lock()
-		for id, q := range sh.inFlight {
-			if id.key == key {
-				n += len(q)
-			}
+		if f := sh.inFlight[key]; f != nil {
+			n += len(f.queue)
 		}
 		sh.mu.Unlock()
 	}
@@ -263,6 +261,31 @@ func TestCoalescingRoundTrips(t *testing.T) {
 	wg.Wait()
 	if n := log.scriptCalls(); n != 8 {
 		t.Errorf("coalescing off: 8 calls in %d script calls, want 8", n)
+	}
+}
+
+// TestCoalescingOtherIdentityGoesAlone: while a call is in flight on a
+// key, a call of the same key with another cost (or other limits) does
+// not wait for it: it goes alone.
+func TestCoalescingOtherIdentityGoesAlone(t *testing.T) {
+	f, g := newFakeRedis(t), &gate{}
+	f.rdb.AddHook(g)
+	l := testLimiter(f.rdb)
+	r := Request{Key: "k", Limits: []Limit{PerHour(10)}}
+	g.arm("k")
+	held := make(chan error, 1)
+	go func() {
+		_, err := l.Decide(context.Background(), r)
+		held <- err
+	}()
+	<-g.held
+	r.N = 2
+	if res, err := l.Decide(context.Background(), r); err != nil || !res.Allowed || res.Remaining != 8 || queued(l, "k") != 0 {
+		t.Errorf("a cost of 2 beside a call of 1 in flight: %v, %v; want admitted alone, 8 left", res, err)
+	}
+	g.release()
+	if err := <-held; err != nil {
+		t.Fatal(err)
 	}
 }
 
