@@ -67,6 +67,7 @@ func (l *Limiter) DecideBatch(ctx context.Context, reqs []Request) ([]Result, er
 	var errs []error
 	for i := range ops {
 		o := &ops[i]
+		o.dec.Carried = o.carried
 		l.observeEnd(o.ctx, &o.dec, o.res, o.err)
 		results[i] = o.res
 		if o.err != nil {
@@ -114,7 +115,7 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 	// decision deadline.
 	sent, resets := l.sentAt()
 	for _, o := range ops {
-		o.sent, o.resets = sent, resets
+		o.sent, o.resets, o.carried = sent, resets, len(ops)
 		o.argv(o.blimits) // built here: the pipeline may run on after the deadline
 	}
 	dctx, cancel, own := l.deadline(ctx, at)

@@ -95,8 +95,8 @@ func (l *Limiter) sentAt() (time.Time, uint64) {
 // denyStore remembers o's result if it is a denial that a wait can end,
 // and forgets the key's denials when o took or gave back units.
 func (l *Limiter) denyStore(o *op, limits []Limit) {
-	if l.deny == nil || o.sent.IsZero() {
-		return
+	if l.deny == nil || o.sent.IsZero() || o.kind == KindUpTo && o.res.Units == 0 && !o.res.Allowed {
+		return // an up-to that took nothing wrote nothing (its denial is a coalesced group's to store)
 	}
 	// Units taken make the key's cached waits too short, units given back
 	// too long: either way they go, and so does a denial sent before.

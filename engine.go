@@ -18,7 +18,8 @@ import (
 //	plan      validate the request and its keys, pick the script and the
 //	          mode (plan.go)                                  ErrInvalid ends here
 //	deny      answer from the deny cache (denycache.go)       a hit ends here
-//	send      build the ARGV (once per distinct call), send it alone or
+//	send      build the ARGV (once per distinct call), send it alone,
+//	          coalesced with the calls of a hot key (coalesce.go), or
 //	          pipelined for DecideBatch (send, sendBatch in batch.go) through
 //	          the loader (FCALL, EVALSHA, EVAL); skipped while the circuit
 //	          breaker is open (breaker.go)
@@ -53,6 +54,10 @@ type op struct {
 	resets uint64    // the deny cache's count of Resets when it was sent
 	probe  bool      // the breaker chose this op to start a probe, after its failure stage
 	node   *health   // the health of the Redis node it was sent to (healthOf)
+	// carried is how many decisions the round trip that decided o carried
+	// (Decision.Carried): 1 sent alone, more coalesced (coalesce.go) or
+	// pipelined; 0 when none was sent.
+	carried int
 
 	res Result
 	err error
@@ -60,7 +65,7 @@ type op struct {
 
 // attempt is the stages after plan, for one op: deny, send, settle, failure.
 func (l *Limiter) attempt(ctx context.Context, o *op, limits []Limit) {
-	o.res, o.err = Result{}, nil
+	o.res, o.err, o.carried = Result{}, nil, 0
 	if !l.denyStage(o, limits) {
 		l.send(ctx, o, limits)
 	}
@@ -134,8 +139,13 @@ func (l *Limiter) startProbe(o *op) {
 
 // send asks Redis, unless the circuit breaker is open (then o.err matches
 // ErrUnavailable at once), and settles the reply, within the decision
-// timeout from now.
+// timeout from now. A one-key allow goes through coalescing (coalesce.go):
+// alone when nothing of its identity is in flight, else in the next group.
 func (l *Limiter) send(ctx context.Context, o *op, limits []Limit) {
+	if l.hot != nil && coalescable(o, limits) {
+		l.sendHot(ctx, o, limits)
+		return
+	}
 	l.sendBy(ctx, o, limits, l.decisionDeadline())
 }
 
@@ -154,6 +164,7 @@ func (l *Limiter) sendBy(ctx context.Context, o *op, limits []Limit, at time.Tim
 	var one [1]string
 	keys, args := o.sentKeys(&one), o.argv(limits)
 	dctx, cancel, own := l.deadline(ctx, at)
+	o.carried = 1
 	var v answer
 	var err error
 	if l.honoursCtx || dctx.Done() == nil {

@@ -28,6 +28,7 @@ type Limiter struct {
 	honoursCtx    bool          // rdb stops a command at its context's deadline
 	noClient      error         // why rdb is nil, when NewLimiter was given something unusable
 	clock         clock         // the one clock of health, loader, deny cache and Wait; tests set a fake one
+	hot           *hotKeys      // the calls in flight, to coalesce (coalesce.go); nil: off
 }
 
 // Option configures a Limiter.
@@ -47,7 +48,8 @@ func NewLimiter(rdb redis.Scripter, opts ...Option) *Limiter {
 // newLimiter is NewLimiter on clk, which the parts that keep time (the
 // breaker, the loader, the deny cache, Wait) all read.
 func newLimiter(rdb redis.Scripter, clk clock, opts []Option) *Limiter {
-	l := &Limiter{rdb: rdb, timeout: DefaultDecisionTimeout, policy: FailError, clock: clk, health: newHealth(defaultProbeInterval, clk)}
+	l := &Limiter{rdb: rdb, timeout: DefaultDecisionTimeout, policy: FailError, clock: clk, health: newHealth(defaultProbeInterval, clk),
+		hot: newHotKeys()}
 	for i, o := range opts {
 		if o == nil {
 			l.noClient = &noClientError{why: "option " + strconv.Itoa(i+1) + " of NewLimiter is nil"}
@@ -75,12 +77,16 @@ func newLimiter(rdb redis.Scripter, clk clock, opts []Option) *Limiter {
 // but for opts, e.g. a stricter failure policy for a login form, or shadow
 // mode for a limit being rolled out. An option that builds state of its
 // own (WithCircuitBreaker, WithDenyCache) gives the new Limiter its own.
-// l is not changed.
+// Its calls are coalesced (WithCoalescing) among themselves, not with
+// l's: its settings may answer them otherwise. l is not changed.
 func (l *Limiter) With(opts ...Option) *Limiter {
 	if l == nil {
 		return nil
 	}
 	v := *l
+	if v.hot != nil {
+		v.hot = newHotKeys()
+	}
 	for _, o := range opts {
 		if o != nil {
 			o(&v)
@@ -250,6 +256,7 @@ func (l *Limiter) run(ctx context.Context, o *op, limits []Limit) (Result, error
 			l.attempt(ctx, o, limits)
 		}
 	}
+	dec.Carried = o.carried
 	l.observeEnd(ctx, &dec, o.res, o.err)
 	return o.res, o.err
 }

@@ -92,6 +92,13 @@ type Decision struct {
 	// Index is the position of the request in its batch, from 0; 0
 	// outside DecideBatch.
 	Index int
+
+	// Carried is, at End, how many decisions the round trip that decided
+	// this one carried: 1 for a call sent alone, more for calls of a hot
+	// key decided together (WithCoalescing) or the requests of a
+	// DecideBatch's pipeline; 0 when no round trip decided it (the deny
+	// cache, the open circuit breaker, an argument error) and at Start.
+	Carried int
 }
 
 // Kind says what a Request asks (Decide, DecideBatch) and what a Decision

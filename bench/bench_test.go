@@ -96,3 +96,27 @@ func TestAllocsMet(t *testing.T) {
 		}
 	}
 }
+
+// TestHotShortRun runs the hot-key mode briefly: 64 goroutines on one key,
+// the Limiter and the peer, then a limit they exhaust, whose units
+// admitted the run holds to guarantee 4's bound (it fails otherwise). It
+// asserts no speed: that is the full run's figure, on a quiet machine.
+func TestHotShortRun(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no redis-server on PATH (CI=true): the benchmark needs a real Redis")
+		}
+		t.Skip("no redis-server on PATH: the benchmark needs a real Redis")
+	}
+	var buf bytes.Buffer
+	cfg := config{short: true, hot: true, server: "redis-server", args: []string{"-hot", "-short"}}
+	if err := run(context.Background(), cfg, &buf); err != nil {
+		t.Fatalf("%v\n%s", err, buf.String())
+	}
+	t.Log("\n" + buf.String())
+	for _, want := range []string{"### Hot key", "| redisrate (Limiter.Allow, coalescing) |", "| redis_rate v10 (Allow) |", "admitted / bound", "| 3 |"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("the hot-key report lacks %q", want)
+		}
+	}
+}

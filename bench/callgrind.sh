@@ -6,6 +6,7 @@
 # instructions Redis executed are divided by N (networking included, the
 # same for every subject).
 #   bench/callgrind.sh [N] [RUNS]
+# (HOT_FOR, default 3s: how long the hot-key rows' 64 callers call)
 # (needs valgrind, redis-server, redis-cli, redis-benchmark, bc, python3, go)
 # Each subject is measured RUNS times (default 3) and its median kept; the
 # table at the end holds each against the peer and its target.
@@ -25,19 +26,26 @@ peer_src() {
   awk '/^var allowN = redis.NewScript\(`/{f=1;next} f&&/^`\)/{exit} f' "$dir/lua.go"
 }
 
-measure() { # name, script file, call args... ("FCALL" as the file: the library; "FCALL:<file>": that library)
-  local name=$1 file=$2; shift 2
-  local port; port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
+# start_valgrind: a fresh redis-server under callgrind on a free port; sets
+# port and vpid. Its callers run in a subshell: a failure stops the server.
+start_valgrind() {
+  port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
   valgrind --tool=callgrind --callgrind-out-file="$tmp/cg.%p" redis-server --port "$port" --bind 127.0.0.1 \
     --save '' --appendonly no >"$tmp/vg.log" 2>&1 &
-  local vpid=$!
-  trap 'kill "${vpid:-}" 2>/dev/null' EXIT # measure runs in a subshell: a failure stops its server (vpid is gone once measure returns)
+  vpid=$!
+  trap 'kill "${vpid:-}" 2>/dev/null' EXIT
   local tries=0
   until redis-cli -p "$port" ping >/dev/null 2>&1; do
     tries=$((tries + 1))
     [ "$tries" -lt 150 ] || { echo "redis-server under valgrind did not start: $tmp/vg.log" >&2; exit 1; }
     sleep 0.2
   done
+}
+
+measure() { # name, script file, call args... ("FCALL" as the file: the library; "FCALL:<file>": that library)
+  local name=$1 file=$2; shift 2
+  local port vpid
+  start_valgrind
   local cmd
   if [ "${file%%:*}" = FCALL ]; then
     local lib=scripts/library.lua
@@ -66,6 +74,32 @@ measure() { # name, script file, call args... ("FCALL" as the file: the library;
   printf '%-44s %8.1fk instructions/call   (reply: %s)\n' "$name" "$last" "$reply" >&2
 }
 
+# measure_hot NAME SUBJECT: instructions per decision on one hot key, from
+# 64 goroutines of the bench program (-drive-hot SUBJECT: ours, the
+# Limiter with its coalescing, or peer, redis_rate v10) for HOT_FOR: the
+# instructions Redis executed during the run divided by the decisions the
+# callers made. A first run of the driver, before the counters are zeroed,
+# loads the scripts and warms Redis up.
+measure_hot() {
+  local name=$1 subject=$2
+  local port vpid
+  start_valgrind
+  redis-cli -p "$port" -x FUNCTION LOAD REPLACE <scripts/library.lua >/dev/null
+  "$tmp/hotdrive" --redis "127.0.0.1:$port" -drive-hot "$subject" -for 1s >/dev/null
+  callgrind_control --zero "$vpid" >/dev/null 2>&1
+  local decisions; decisions=$("$tmp/hotdrive" --redis "127.0.0.1:$port" -drive-hot "$subject" -for "$HOT_FOR")
+  callgrind_control --dump "$vpid" >/dev/null 2>&1
+  local ir; ir=$(ls -t "$tmp"/cg.* | head -1 | xargs grep -h '^summary:' | awk '{print $2}')
+  redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+  wait "$vpid" 2>/dev/null || true
+  rm -f "$tmp"/cg.*
+  [ "${decisions:-0}" -gt 0 ] || { echo "$name: no decisions made" >&2; exit 1; }
+  last=$(echo "$ir / $decisions / 1000" | bc -l)
+  printf '%-44s %8.1fk instructions/decision   (%d decisions in %s)\n' "$name" "$last" "$decisions" "$HOT_FOR" >&2
+}
+HOT_FOR=${HOT_FOR:-3s}
+(cd bench && go build -o "$tmp/hotdrive" .)
+
 peer_src >"$tmp/peer.lua"
 [ -s "$tmp/peer.lua" ] || { echo "no allowN script found in go-redis/redis_rate v10's lua.go" >&2; exit 1; }
 # Floors by FCALL: what any decision costs at least (TIME, GET, PSETEX, a
@@ -91,9 +125,10 @@ end)
 LUA
 
 # median NAME FILE ARGS...: the subject measured RUNS times; its median
+# (MEASURE=measure_hot: NAME SUBJECT, the hot key's)
 median() {
   local vals=()
-  for _ in $(seq "$RUNS"); do measure "$@"; vals+=("$last"); done
+  for _ in $(seq "$RUNS"); do "${MEASURE:-measure}" "$@"; vals+=("$last"); done
   printf '%s\n' "${vals[@]}" | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'
 }
 
@@ -127,6 +162,10 @@ full_bucket() { # port: k holds a full gcra:3 bucket of 1,000,000 per hour, as o
 k[upto]=$(median "EVALSHA gcra.lua, upto 1" scripts/gcra.lua 1 k 1000000 3600000 '' 1 upto)
 k[force]=$(median "EVALSHA gcra.lua, force 1 (a debt)" scripts/gcra.lua 1 k 1000000 3600000 '' 1 force)
 k[refund]=$(PRE=full_bucket median "EVALSHA gcra.lua, refund 1" scripts/gcra.lua 1 k 1000000 3600000 '' 1 refund)
+# One hot key, 64 callers: the Limiter coalesces the calls it has in
+# flight (issue 30); the peer sends each.
+k[hot]=$(MEASURE=measure_hot median "hot key, 64 callers, the Limiter" ours)
+k[hot_peer]=$(MEASURE=measure_hot median "hot key, 64 callers, the peer" peer)
 # Each further limit on one key (3 limits: 1,000,000 per hour and per
 # minute, 46,000 per day, the most a day the always-accepted range holds).
 k[gcra_eval3]=$(median "EVALSHA gcra.lua, 3 limits" scripts/gcra.lua "${three[@]}")
@@ -160,6 +199,7 @@ row "each further limit on one key, by FCALL" "$(echo "(${k[gcra_fcall3]} - ${k[
 row "upto by EVALSHA" "${k[upto]}" "${k[peer]}" "the peer" 1.00
 row "refund by EVALSHA" "${k[refund]}" "${k[peer]}" "the peer" 1.00
 row "force by EVALSHA" "${k[force]}" "${k[peer]}" "the peer" 1.00
+row "hot key at 64 callers, per decision" "${k[hot]}" "${k[hot_peer]}" "the peer there" 0.15
 echo
 printf 'Beside them: the peer %.1fk admitted, %.1fk denied; floors by FCALL %.1fk and %.1fk with the state; gcra by EVALSHA with a period of half an hour (read with find: not a second, a minute, an hour or a day) %.1fk (%.2fx the peer); sliding_log by EVALSHA %.1fk; 3 limits by EVALSHA %.1fk (%.2fx 1 limit).\n' \
   "${k[peer]}" "${k[peer_denied]}" "${k[floor]}" "${k[floor_state]}" "${k[gcra_eval_other]}" "$(echo "${k[gcra_eval_other]} / ${k[peer]}" | bc -l)" "${k[sliding_log]}" "${k[gcra_eval3]}" "$(echo "${k[gcra_eval3]} / ${k[gcra_eval]}" | bc -l)"

@@ -179,5 +179,6 @@ func ExampleWithMeterProvider() {
 	// Unordered output:
 	// metric redisrate.decisions
 	// metric redisrate.decision.duration
+	// metric redisrate.round_trip.decisions
 	// span redisrate.allow
 }

@@ -17,6 +17,7 @@
 //	redisrate.decision.duration   histogram  s           from the call to its answer
 //	redisrate.decisions.degraded  counter    {decision}  decided without Redis
 //	redisrate.deny_cache.hits     counter    {decision}  denials answered from the deny cache
+//	redisrate.round_trip.decisions histogram {decision}  per decision Redis decided: how many its round trip carried
 //
 // with the attributes redisrate.kind (allow, check, peek, wait),
 // redisrate.algorithm (gcra, token_bucket, ...), redisrate.limit (the name
@@ -32,7 +33,11 @@
 // deadline_exceeded, other). The degraded counter carries the algorithm,
 // limit, source and outcome; the deny-cache counter the algorithm and
 // limit. A batch (DecideBatch) counts as its requests; a Reset is traced,
-// not counted.
+// not counted. The round-trip histogram (redisrate.Decision.Carried: 1 for
+// a call sent alone, more for the calls of a hot key decided together or
+// the requests of one pipeline) carries the algorithm and limit;: mass at 1
+// says each call went alone; mass near the callers' count says a hot key's
+// round trips carry them all.
 //
 // # Traces
 //
@@ -146,6 +151,7 @@ type Observer struct {
 	duration  metric.Float64Histogram
 	degraded  metric.Int64Counter
 	denyHits  metric.Int64Counter
+	carried   metric.Int64Histogram
 
 	mu   sync.RWMutex
 	opts map[optKey]*measureOpts // attribute sets, built once per combination
@@ -165,7 +171,7 @@ type optKey struct {
 type measureOpts struct {
 	decision metric.MeasurementOption // decisions and duration
 	degraded metric.MeasurementOption
-	denyHit  metric.MeasurementOption
+	which    metric.MeasurementOption // the algorithm and limit: deny-cache hits, round trips
 }
 
 // options returns the options of k, built the first time k is seen.
@@ -189,7 +195,7 @@ func (o *Observer) options(k optKey) *measureOpts {
 	m = &measureOpts{
 		decision: metric.WithAttributeSet(attribute.NewSet(slices.Concat([]attribute.KeyValue{kindKey.String(k.kind.String())}, which, result)...)),
 		degraded: metric.WithAttributeSet(attribute.NewSet(slices.Concat(which, result)...)),
-		denyHit:  metric.WithAttributeSet(attribute.NewSet(which...)),
+		which:    metric.WithAttributeSet(attribute.NewSet(which...)),
 	}
 	o.mu.Lock()
 	if o.opts == nil {
@@ -232,6 +238,10 @@ func New(opts ...Option) (*Observer, error) {
 	err = errors.Join(err, e)
 	o.denyHits, e = meter.Int64Counter("redisrate.deny_cache.hits",
 		metric.WithUnit("{decision}"), metric.WithDescription("Denials answered from the deny cache, without a round trip."))
+	err = errors.Join(err, e)
+	o.carried, e = meter.Int64Histogram("redisrate.round_trip.decisions", metric.WithUnit("{decision}"),
+		metric.WithDescription("For each decision Redis made, how many decisions its round trip carried: more than 1 when a hot key's calls were coalesced, or a batch pipelined."),
+		metric.WithExplicitBucketBoundaries(1, 2, 4, 8, 16, 32, 64, 128, 256))
 	err = errors.Join(err, e)
 	if err != nil {
 		return nil, err
@@ -328,7 +338,10 @@ func (o *Observer) End(ctx context.Context, d redisrate.Decision, res redisrate.
 		o.degraded.Add(ctx, 1, m.degraded)
 	}
 	if err == nil && res.Source == redisrate.SourceDenyCache {
-		o.denyHits.Add(ctx, 1, m.denyHit)
+		o.denyHits.Add(ctx, 1, m.which)
+	}
+	if d.Carried > 0 {
+		o.carried.Record(ctx, int64(d.Carried), m.which)
 	}
 }
 

@@ -94,6 +94,11 @@ func (tel *telemetry) counters(t *testing.T) map[string]int64 {
 						t.Errorf("%s: negative sum %v", m.Name, dp.Sum)
 					}
 				}
+			case metricdata.Histogram[int64]:
+				for _, dp := range data.DataPoints {
+					out[m.Name+".count{"+attrString(dp.Attributes)+"}"] = int64(dp.Count)
+					out[m.Name+".sum{"+attrString(dp.Attributes)+"}"] = dp.Sum
+				}
 			default:
 				t.Errorf("%s: unexpected data %T", m.Name, m.Data)
 			}
@@ -211,6 +216,29 @@ func TestObserverRecords(t *testing.T) {
 		}
 		if failed && !strings.Contains(fmt.Sprint(s.Events()[0].Attributes), "connection refused") {
 			t.Errorf("span %d: event %v does not hold the Redis error", i, s.Events()[0].Attributes)
+		}
+	}
+}
+
+// The decisions each round trip carried (Decision.Carried) make a
+// histogram per algorithm and limit; a decision no round trip made (the
+// deny cache, the open breaker) is not in it.
+func TestObserverRoundTrips(t *testing.T) {
+	tel := newTelemetry(t)
+	o := tel.observer(t)
+	ctx := context.Background()
+	lim := redisrate.PerSecond(10).WithName("api")
+	for _, carried := range []int{1, 7, 7, 0} {
+		d := redisrate.Decision{Kind: redisrate.KindAllow, Key: "k", Limits: []redisrate.Limit{lim}, Cost: 1, Carried: carried}
+		o.End(o.Start(ctx, d), d, redisrate.Result{Allowed: true, Capacity: 10}, nil)
+	}
+	got := tel.counters(t)
+	for k, v := range map[string]int64{
+		"redisrate.round_trip.decisions.count{redisrate.algorithm=gcra,redisrate.limit=api}": 3,
+		"redisrate.round_trip.decisions.sum{redisrate.algorithm=gcra,redisrate.limit=api}":   15,
+	} {
+		if got[k] != v {
+			t.Errorf("%s = %d; want %d (all: %v)", k, got[k], v, got)
 		}
 	}
 }
