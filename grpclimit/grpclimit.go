@@ -162,6 +162,13 @@ type Config struct {
 	// that the limit could not be decided for (OnError is told). See
 	// redisrate.WithShadowMode.
 	Shadow bool
+
+	// Quota, when not nil, is a limit that every call shares across every
+	// process serving it (an upstream's own limit), spent from leases
+	// after each call's own limits: see ratecore.Quota. A call it refuses
+	// gets ResourceExhausted with its retry delay, and its own units go
+	// back.
+	Quota *ratecore.Quota
 	// ShadowHeaders sends the ratelimit response metadata in shadow mode
 	// too: off by default, so that a limit being rolled out changes
 	// nothing clients see.
@@ -262,7 +269,7 @@ func (i *Interceptor) method(name string, spec Method) (method, error) {
 // key functions of a call.
 func newCore(c Config) (*ratecore.Rules[call], error) {
 	cc := ratecore.Config[call]{Limiter: c.Limiter, FailurePolicy: c.FailurePolicy, Shadow: c.Shadow,
-		ShadowHeaders: c.ShadowHeaders, Name: c.Name, Unit: "call"}
+		ShadowHeaders: c.ShadowHeaders, Name: c.Name, Unit: "call", Quota: c.Quota}
 	if cc.Name == "" {
 		cc.Name = "grpc"
 	}

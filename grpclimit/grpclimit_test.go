@@ -25,6 +25,7 @@ import (
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/grpclimit"
+	"github.com/redisrate/redisrate/ratecore"
 	"github.com/redisrate/redisrate/httplimit"
 )
 
@@ -602,5 +603,22 @@ func TestBaseKeysNeverMeetAMethodsKeys(t *testing.T) {
 	// The escaped keys are all different: each of the five above wrote its own.
 	if n := len(e.mr.Keys()); n != 6 {
 		t.Errorf("%d keys %q; want 6", n, e.mr.Keys())
+	}
+}
+
+// TestQuota: a quota every client shares (Config.Quota) serves its units
+// across clients, each under its own limit, and refuses the rest with
+// ResourceExhausted.
+func TestQuota(t *testing.T) {
+	e := newEnv(t)
+	c := serve(t, grpclimit.Config{
+		Limiter: testLimiter(e.rdb), Limits: []redisrate.Limit{redisrate.PerMinute(100)},
+		Key:   grpclimit.APIKey{Metadata: "x-api-key", Secret: []byte("a secret of sixteen bytes or more"), Authenticated: true},
+		Quota: &ratecore.Quota{Key: "upstream", Limit: redisrate.PerMinute(2), Lease: 1},
+	})
+	for i, want := range []codes.Code{codes.OK, codes.OK, codes.ResourceExhausted} {
+		if _, err := call(t, c, "x-api-key", string(rune('a'+i))); status.Code(err) != want {
+			t.Errorf("client %d: %v; want %v", i, err, want)
+		}
 	}
 }

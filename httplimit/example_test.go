@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/redisrate/redisrate/httplimit"
 	"github.com/redisrate/redisrate/internal/exampleredis"
 	"github.com/redisrate/redisrate/internal/readmetest"
+	"github.com/redisrate/redisrate/ratecore"
 )
 
 // exampleRedis is an embedded Redis on a fixed clock, so that the examples
@@ -229,6 +231,37 @@ func ExampleConfig_redisDown() {
 	// Output:
 	// default 200 Retry-After: "" RateLimit: ""
 	// fail-closed 503 Retry-After: "1" RateLimit: ""
+}
+
+// A quota the whole service shares (an upstream's 3 calls a minute, say),
+// on top of each client's own limit: every process of the fleet takes the
+// quota's units in leases of 2, one round trip per lease, and serves
+// requests from them; what a lease does not spend goes back when its
+// lifetime ends.
+func ExampleConfig_quota() {
+	rdb, done := exampleRedis()
+	defer done()
+	limit, err := httplimit.New(httplimit.Config{
+		Limiter: redisrate.NewLimiter(rdb),
+		Limits:  []redisrate.Limit{redisrate.PerMinute(100)}, // each client's
+		Quota:   &ratecore.Quota{Key: "upstream", Limit: redisrate.PerMinute(3), Lease: 2, Lifetime: time.Second},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := limit.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "served") }))
+	for _, client := range []string{"192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4"} {
+		r := httptest.NewRequest("GET", "/", nil)
+		r.RemoteAddr = client + ":1234"
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		fmt.Printf("%s %d Retry-After: %q\n", client, w.Code, w.Header().Get("Retry-After"))
+	}
+	// Output:
+	// 192.0.2.1 200 Retry-After: ""
+	// 192.0.2.2 200 Retry-After: ""
+	// 192.0.2.3 200 Retry-After: ""
+	// 192.0.2.4 429 Retry-After: "20"
 }
 
 // A limit rolled out in shadow mode: every request is decided, recorded

@@ -184,6 +184,13 @@ type Config struct {
 	// Redis cannot, and OnError is told if it fails.
 	Settle bool
 
+	// Quota, when not nil, is a limit that every request shares across
+	// every process serving it (an upstream's own limit), spent from
+	// leases after each request's own limits: see ratecore.Quota. A
+	// request it refuses is answered 429 with its Retry-After, and its
+	// own units go back. Not with Settle.
+	Quota *ratecore.Quota
+
 	// Key identifies the client: ClientIP, APIKey (or Header), or any
 	// KeyFunc. Nil means ClientIP{}: the connection's address, which is
 	// right only without proxies in front. Its configuration is checked
@@ -313,6 +320,9 @@ type Middleware struct {
 // New checks c and returns its Middleware. Every configuration error is
 // reported here, never per request.
 func New(c Config) (*Middleware, error) {
+	if c.Quota != nil && c.Settle {
+		return nil, errors.New("httplimit: Config.Quota with Config.Settle: a quota's lease takes the estimate, which nothing would settle")
+	}
 	core, err := newCore(c)
 	if err != nil {
 		return nil, fmt.Errorf("httplimit: %w", err)
@@ -377,7 +387,7 @@ func newCore(c Config) (*ratecore.Rules[*http.Request], error) {
 	}
 	return ratecore.New(ratecore.Config[*http.Request]{
 		Limiter: c.Limiter, FailurePolicy: c.FailurePolicy, Shadow: c.Shadow, ShadowHeaders: c.ShadowHeaders,
-		Name: name, Unit: "request", Key: key, Scopes: scopes, OnError: c.OnError,
+		Name: name, Unit: "request", Key: key, Scopes: scopes, OnError: c.OnError, Quota: c.Quota,
 	})
 }
 

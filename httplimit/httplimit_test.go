@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/ratecore"
 	"github.com/redisrate/redisrate/ratefields"
 )
 
@@ -1018,4 +1019,25 @@ func TestStackedMiddlewareHeaders(t *testing.T) {
 		"RateLimit-Policy": `"per-ip";q=10;w=60, "per-key";q=2;w=60`,
 		"RateLimit":        `"per-ip";r=7;t=6, "per-key";r=0;t=30`,
 	})
+}
+
+// TestQuota: a quota every client shares (Config.Quota) serves its units
+// across clients, each under its own limit, and refuses the rest with 429
+// and an honest Retry-After; with Settle it is refused at New.
+func TestQuota(t *testing.T) {
+	e := newEnv(t)
+	quota := &ratecore.Quota{Key: "upstream", Limit: redisrate.PerMinute(2), Lease: 1}
+	h := mustNew(t, Config{
+		Limiter: e.limiter, Limits: []redisrate.Limit{redisrate.PerMinute(100)}, Quota: quota,
+		Key: KeyFunc(func(r *http.Request) (string, error) { return r.Header.Get("X-Who"), nil }),
+	}).Handler(&served{})
+	for i, want := range []int{200, 200, 429} {
+		w := do(h, "", "X-Who", string(rune('a'+i)))
+		if w.Code != want || (want == 429 && w.Header().Get("Retry-After") == "") {
+			t.Errorf("client %d: %d, Retry-After %q; want %d", i, w.Code, w.Header().Get("Retry-After"), want)
+		}
+	}
+	if _, err := New(Config{Limiter: e.limiter, Limits: []redisrate.Limit{redisrate.PerMinute(1)}, Quota: quota, Settle: true}); err == nil {
+		t.Error("New accepted Quota with Settle")
+	}
 }

@@ -95,14 +95,15 @@ func (a Answer) Binding() (string, redisrate.Limit) {
 }
 
 // Decide takes cost units from the key of req under rule's limits, and
-// from the keys of the scopes under theirs, in one call under ctx.
+// from the keys of the scopes under theirs, in one call under ctx; then,
+// with a Quota, cost units of the quota's lease.
 func (r *Rules[R]) Decide(ctx context.Context, req R, rule *Rule, cost int64) Answer {
 	q, err := r.request(req, rule, cost)
 	if err != nil {
 		return r.Fail(req, err)
 	}
 	res, err := r.limiter.Decide(ctx, q)
-	return r.answer(req, rule, res, err)
+	return r.held(ctx, req, q, r.answer(req, rule, res, err), cost)
 }
 
 // Reserve is Decide as a reservation (redisrate.Limiter.Reserve), for a

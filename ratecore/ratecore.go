@@ -66,6 +66,9 @@ type Config[R any] struct {
 	Scopes []Scope[R]
 	// OnError is told of every request whose limit could not be decided.
 	OnError func(R, error)
+	// Quota, when not nil, is a limit every request shares, spent from
+	// leases (see Quota), after the request's own limits.
+	Quota *Quota
 }
 
 // Rules are a checked Config, with the limits of its rules: New returns
@@ -80,6 +83,7 @@ type Rules[R any] struct {
 	shadowHeaders bool
 	onError       func(R, error)
 	names         map[string]string // the names in keys, and what uses each
+	quota         *quota            // nil: none
 }
 
 // New checks c. Its errors name the fields of the transports' Config.
@@ -112,6 +116,13 @@ func New[R any](c Config[R]) (*Rules[R], error) {
 	}
 	if err := r.checkScopes(c.Scopes); err != nil {
 		return nil, err
+	}
+	if c.Quota != nil {
+		q, err := newQuota(c.Name, *c.Quota)
+		if err != nil {
+			return nil, err
+		}
+		r.quota = q
 	}
 	return r, nil
 }
