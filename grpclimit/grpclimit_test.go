@@ -25,8 +25,8 @@ import (
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/grpclimit"
-	"github.com/redisrate/redisrate/ratecore"
 	"github.com/redisrate/redisrate/httplimit"
+	"github.com/redisrate/redisrate/ratecore"
 )
 
 const (
