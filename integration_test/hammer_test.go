@@ -50,9 +50,13 @@ func TestHammer(t *testing.T) {
 	t.Cleanup(func() { _ = rdb.Close() })
 	// Unpaced, the calls contend as hard as they can; paced (2 ms between
 	// a worker's calls) they span several periods, so refills are shared out
-	// under concurrency too.
-	hammer(t, r, rdb, redistest.NewLimiter(rdb), "", 0)
-	hammer(t, r, rdb, redistest.NewLimiter(rdb), "paced/", 2*time.Millisecond)
+	// under concurrency too. Without coalescing every call is its own
+	// script call, so that they meet at the server; with it (the default)
+	// the calls in flight on one key go as one upto, held to the same bound.
+	single := redisrate.WithCoalescing(false)
+	hammer(t, r, rdb, redistest.NewLimiter(rdb, single), "", 0)
+	hammer(t, r, rdb, redistest.NewLimiter(rdb, single), "paced/", 2*time.Millisecond)
+	hammer(t, r, rdb, redistest.NewLimiter(rdb), "coalesced/", 0)
 }
 
 // TestHammerDenyCache is TestHammer through WithDenyCache, which answers
@@ -83,7 +87,7 @@ func TestHammerFunctions(t *testing.T) {
 	rdb := redis.NewClient(&opts)
 	t.Cleanup(func() { _ = rdb.Close() })
 	before := redistest.ReadCommandStats(t, r.Client)
-	hammer(t, r, rdb, redistest.NewLimiter(rdb), "fcall/", 0)
+	hammer(t, r, rdb, redistest.NewLimiter(rdb, redisrate.WithCoalescing(false)), "fcall/", 0) // a script call per decision
 	after := redistest.ReadCommandStats(t, r.Client)
 	if n, want := after.Since(before, "fcall"), int64(len(redistest.Algorithms)*hammerWorkers*hammerCalls); n < want {
 		t.Fatalf("%d FCALLs for %d decisions: the library did not decide", n, want)
