@@ -98,7 +98,7 @@ func ExampleErrCircuitOpen() {
 // One line when Redis starts failing, one when it answers again: never one
 // per request.
 func ExampleWithLogger() {
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1}) // down
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, DialerRetryTimeout: time.Millisecond}) // down
 	defer rdb.Close()
 	noTime := func(_ []string, a slog.Attr) slog.Attr {
 		if a.Key == slog.TimeKey {

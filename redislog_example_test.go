@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -58,7 +59,7 @@ func Example_goRedisLog() {
 	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{ReplaceAttr: noTime}))
 	redis.SetLogger(goRedisLog{logger})
 
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1}) // down
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, DialerRetryTimeout: time.Millisecond}) // down
 	defer rdb.Close()
 	meetOutage(redisrate.NewLimiter(rdb, redisrate.WithLogger(logger)))
 	// Output:
