@@ -206,7 +206,7 @@ local NAME, TAG = 'gcra', 'gcra:3'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^gcra:3 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
-local OLD = '^gcra:2 ' -- an older state, which upgrade reads
+local OLD, OLD_BODY = '^gcra:2 ', '^gcra:2( [ %d]*%d)$' -- an older state, which upgrade reads (older.lua)
 local AHEAD_MAX = 13339554827370498 -- the latest time ahead of the clock the older state holds (state.lua)
 
 -- ---- Helpers (scripts/src/helpers.lua) ----
@@ -270,47 +270,54 @@ end
 local function out_of_range(limit, period_ms, burst)
   return burst * period_ms * 2000 > 9007199254740992
 end
--- upgrade is a v2 state (raw) as gcra:3, read as v2.1 read it: at now, each
--- TAT in the terms of the limit at its position (with several keys, key
--- i's), the level x = (TAT - now) * limit; nil when raw is not v2 state.
--- A level past twice the capacity is read as of the time the TAT puts it
--- at twice the capacity, ahead of now (guarantee 9's clock step): its
--- waits are v2.1's, honest, since a state that records only a TAT and is
--- not written on a denial can be read no other way.
+-- v2level is one limit of gcra's v2 state, "t r" (a TAT of t + r / a
+-- microseconds, a/b = limit / period_us in lowest terms, g their gcd), read
+-- as v2.1 read it: at now, in the terms of the limit, the level x = (TAT -
+-- now) * limit, and its time; only checked without a limit; nil when not
+-- v2 state. A level past twice the capacity is read as of the time the TAT
+-- puts it at twice the capacity, ahead of now (guarantee 9's clock step):
+-- its waits are v2.1's, honest, since a state that records only a TAT and
+-- is not written on a denial can be read no other way.
+local function v2level(ts, rs, now, limit, period_us, burst, g)
+  if #ts > 17 or #rs > 16 or ts + 0 > AHEAD_MAX or rs + 0 > 9007199254740991 then return nil end
+  if not limit then return 0, now end
+  local d, r = ts - now, rs + 0 -- the TAT's whole microseconds ahead of now, and r / a more
+  if ts + 0 > 9007199254740991 then -- read exactly from its text
+    d = (('').sub(ts, 1, #ts - 6) * 1000000 - now) + (('1' .. ('').sub(ts, -6)) - 1000000)
+  end
+  if r >= limit / g then r, d = 0, d + 1 end -- another limit's state: no earlier than it held
+  if d < 0 or (d == 0 and r == 0) then return 0, now end -- the TAT has passed: empty
+  local top = 2 * burst * period_us -- twice the capacity
+  if d * limit + r * g <= top then return d * limit + r * g, now end
+  local back = (top - r * g - (top - r * g) % limit) / limit -- past it now: as of the time it is twice the capacity
+  if now + (d - back) > TIME_MAX then return top, TIME_MAX end -- (a TAT past 2250)
+  return back * limit + r * g, now + (d - back)
+end
+-- ---- The v2 state (scripts/src/older.lua) ----
+-- upgrade is a v2 state (raw) as this script's v3 state, read as v2.1 read
+-- it: each limit's two numbers by v2level, in the terms of the limit at its
+-- position (with several keys, key i's; none past the call's limits, which
+-- v2level only checks); nil when raw is not v2 state: 1 to 8 pairs of
+-- whole numbers without leading zeros, single spaces, nothing else.
 local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
-  local body = match(raw, '^gcra:2( [ %d]*%d)$')
+  local body = match(raw, OLD_BODY)
   if not body or find(body, ' 0%d') then return nil end
   local out, j, read = TAG, 0, 0
-  for ts, rs in ('').gmatch(body, ' (%d+) (%d+)') do
-    j, read = j + 1, read + 2 + #ts + #rs
-    local p = key_i or j -- the limit at this position
-    if j > 8 or #ts > 17 or #rs > 16 or ts + 0 > AHEAD_MAX or rs + 0 > 9007199254740991 then return nil end
-    local x, t = 0, now
+  for as, bs in ('').gmatch(body, ' (%d+) (%d+)') do
+    j, read = j + 1, read + 2 + #as + #bs
+    local p, limit, period_us, burst, g = key_i or j -- the limit at this position, when there is one
     if p <= n then
-      local limit, period_us, burst = limit1, period1 * 1000, burst1
+      limit, period_us, burst = limit1, period1 * 1000, burst1
       if p > 1 then limit, period_us, burst = argv[3 * p], argv[3 * p + 1] * 1000, argv[3 * p + 2] end
-      local g, h = limit, period_us % limit -- their greatest common divisor
+      local h
+      g, h = limit, period_us % limit -- their greatest common divisor
       while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
-      local d, r = ts - now, rs + 0 -- the TAT's whole microseconds ahead of now, and r / a more
-      if ts + 0 > 9007199254740991 then -- read exactly from its text
-        d = (('').sub(ts, 1, #ts - 6) * 1000000 - now) + (('1' .. ('').sub(ts, -6)) - 1000000)
-      end
-      if r >= limit / g then r, d = 0, d + 1 end -- another limit's state: no earlier than it held
-      local top = 2 * burst * period_us -- twice the capacity
-      if d > 0 or (d == 0 and r > 0) then
-        if d * limit + r * g <= top then
-          x = d * limit + r * g
-        else -- past twice the capacity now: the level as of the time it is twice it, ahead of now,
-          -- so that it drains as v2.1's TAT did and a wait is honest (nothing but the TAT is known)
-          local back = (top - r * g - (top - r * g) % limit) / limit
-          x, t = back * limit + r * g, now + (d - back)
-          if t > TIME_MAX then x, t = top, TIME_MAX end -- (a TAT past 2250)
-        end
-      end
     end
+    local x, t = v2level(as, bs, now, limit, period_us, burst, g)
+    if j > 8 or not x then return nil end
     out = out .. fmt(' %d %d', x, t)
   end
-  if read ~= #body then return nil end -- pairs of numbers, single spaces, nothing else
+  if read ~= #body then return nil end
   return out
 end
 -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----

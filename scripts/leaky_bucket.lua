@@ -204,7 +204,7 @@ local NAME, TAG = 'leaky_bucket', 'lb:3'
 local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
 local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^lb:3 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
-local OLD = '^lb:2 ' -- an older state, which upgrade reads
+local OLD, OLD_BODY = '^lb:2 ', '^lb:2( [ %d]*%d)$' -- an older state, which upgrade reads (older.lua)
 
 -- ---- Helpers (scripts/src/helpers.lua) ----
 -- Defined once: at the top of each script, and once at FUNCTION LOAD in the
@@ -267,30 +267,42 @@ end
 local function out_of_range(limit, period_ms, burst)
   return burst * period_ms * 2000 > 9007199254740992
 end
--- upgrade is a v2 state (raw) as lb:3, read as v2.1 read it: each level in
--- the units of the limit at its position (with several keys, key i's), at
--- most full; nil when raw is not v2 state.
+-- v2level is one limit of leaky_bucket's v2 state, "x t" (a level of x /
+-- b units at time t, a/b = limit / period_us in lowest terms, g their gcd),
+-- read as v2.1 read it: in the units of the limit, at most full; only
+-- checked without a limit; nil when not v2 state.
+local function v2level(xs, ts, now, limit, period_us, burst, g)
+  if #xs > 16 or #ts > 16 or xs + 0 > 9007199254740991 or ts + 0 > TIME_MAX then return nil end
+  if not limit then return 0, ts + 0 end
+  local x, full = xs + 0, burst * (period_us / g)
+  if x > full then x = full end
+  return x * g, ts + 0
+end
+-- ---- The v2 state (scripts/src/older.lua) ----
+-- upgrade is a v2 state (raw) as this script's v3 state, read as v2.1 read
+-- it: each limit's two numbers by v2level, in the terms of the limit at its
+-- position (with several keys, key i's; none past the call's limits, which
+-- v2level only checks); nil when raw is not v2 state: 1 to 8 pairs of
+-- whole numbers without leading zeros, single spaces, nothing else.
 local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
-  local body = match(raw, '^lb:2( [ %d]*%d)$')
+  local body = match(raw, OLD_BODY)
   if not body or find(body, ' 0%d') then return nil end
   local out, j, read = TAG, 0, 0
-  for xs, ts in ('').gmatch(body, ' (%d+) (%d+)') do
-    j, read = j + 1, read + 2 + #xs + #ts
-    local p = key_i or j -- the limit at this position
-    if j > 8 or #xs > 16 or #ts > 16 or xs + 0 > 9007199254740991 or ts + 0 > TIME_MAX then return nil end
-    local x = 0
+  for as, bs in ('').gmatch(body, ' (%d+) (%d+)') do
+    j, read = j + 1, read + 2 + #as + #bs
+    local p, limit, period_us, burst, g = key_i or j -- the limit at this position, when there is one
     if p <= n then
-      local limit, period_us, burst = limit1, period1 * 1000, burst1
+      limit, period_us, burst = limit1, period1 * 1000, burst1
       if p > 1 then limit, period_us, burst = argv[3 * p], argv[3 * p + 1] * 1000, argv[3 * p + 2] end
-      local g, h = limit, period_us % limit -- their greatest common divisor
+      local h
+      g, h = limit, period_us % limit -- their greatest common divisor
       while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
-      x = xs + 0
-      if x > burst * (period_us / g) then x = burst * (period_us / g) end -- at most full
-      x = x * g
     end
-    out = out .. fmt(' %d %s', x, ts)
+    local x, t = v2level(as, bs, now, limit, period_us, burst, g)
+    if j > 8 or not x then return nil end
+    out = out .. fmt(' %d %d', x, t)
   end
-  if read ~= #body then return nil end -- pairs of numbers, single spaces, nothing else
+  if read ~= #body then return nil end
   return out
 end
 -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----

@@ -108,7 +108,7 @@ local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a 
 local FIELDS, STATE = 2, '^gcra:3 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
 for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' ([1-9]%d*) ([1-9]%d*)', n) .. '$' end
-local OLD = '^gcra:2 ' -- an older state, which upgrade reads
+local OLD, OLD_BODY = '^gcra:2 ', '^gcra:2( [ %d]*%d)$' -- an older state, which upgrade reads (older.lua)
 local AHEAD_MAX = 13339554827370498 -- the latest time ahead of the clock the older state holds (state.lua)
 
 -- ---- The level's range (scripts/src/continuous.lua) ----
@@ -117,47 +117,54 @@ local AHEAD_MAX = 13339554827370498 -- the latest time ahead of the clock the ol
 local function out_of_range(limit, period_ms, burst)
   return burst * period_ms * 2000 > 9007199254740992
 end
--- upgrade is a v2 state (raw) as gcra:3, read as v2.1 read it: at now, each
--- TAT in the terms of the limit at its position (with several keys, key
--- i's), the level x = (TAT - now) * limit; nil when raw is not v2 state.
--- A level past twice the capacity is read as of the time the TAT puts it
--- at twice the capacity, ahead of now (guarantee 9's clock step): its
--- waits are v2.1's, honest, since a state that records only a TAT and is
--- not written on a denial can be read no other way.
+-- v2level is one limit of gcra's v2 state, "t r" (a TAT of t + r / a
+-- microseconds, a/b = limit / period_us in lowest terms, g their gcd), read
+-- as v2.1 read it: at now, in the terms of the limit, the level x = (TAT -
+-- now) * limit, and its time; only checked without a limit; nil when not
+-- v2 state. A level past twice the capacity is read as of the time the TAT
+-- puts it at twice the capacity, ahead of now (guarantee 9's clock step):
+-- its waits are v2.1's, honest, since a state that records only a TAT and
+-- is not written on a denial can be read no other way.
+local function v2level(ts, rs, now, limit, period_us, burst, g)
+  if #ts > 17 or #rs > 16 or ts + 0 > AHEAD_MAX or rs + 0 > 9007199254740991 then return nil end
+  if not limit then return 0, now end
+  local d, r = ts - now, rs + 0 -- the TAT's whole microseconds ahead of now, and r / a more
+  if ts + 0 > 9007199254740991 then -- read exactly from its text
+    d = (('').sub(ts, 1, #ts - 6) * 1000000 - now) + (('1' .. ('').sub(ts, -6)) - 1000000)
+  end
+  if r >= limit / g then r, d = 0, d + 1 end -- another limit's state: no earlier than it held
+  if d < 0 or (d == 0 and r == 0) then return 0, now end -- the TAT has passed: empty
+  local top = 2 * burst * period_us -- twice the capacity
+  if d * limit + r * g <= top then return d * limit + r * g, now end
+  local back = (top - r * g - (top - r * g) % limit) / limit -- past it now: as of the time it is twice the capacity
+  if now + (d - back) > TIME_MAX then return top, TIME_MAX end -- (a TAT past 2250)
+  return back * limit + r * g, now + (d - back)
+end
+-- ---- The v2 state (scripts/src/older.lua) ----
+-- upgrade is a v2 state (raw) as this script's v3 state, read as v2.1 read
+-- it: each limit's two numbers by v2level, in the terms of the limit at its
+-- position (with several keys, key i's; none past the call's limits, which
+-- v2level only checks); nil when raw is not v2 state: 1 to 8 pairs of
+-- whole numbers without leading zeros, single spaces, nothing else.
 local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
-  local body = match(raw, '^gcra:2( [ %d]*%d)$')
+  local body = match(raw, OLD_BODY)
   if not body or find(body, ' 0%d') then return nil end
   local out, j, read = TAG, 0, 0
-  for ts, rs in ('').gmatch(body, ' (%d+) (%d+)') do
-    j, read = j + 1, read + 2 + #ts + #rs
-    local p = key_i or j -- the limit at this position
-    if j > 8 or #ts > 17 or #rs > 16 or ts + 0 > AHEAD_MAX or rs + 0 > 9007199254740991 then return nil end
-    local x, t = 0, now
+  for as, bs in ('').gmatch(body, ' (%d+) (%d+)') do
+    j, read = j + 1, read + 2 + #as + #bs
+    local p, limit, period_us, burst, g = key_i or j -- the limit at this position, when there is one
     if p <= n then
-      local limit, period_us, burst = limit1, period1 * 1000, burst1
+      limit, period_us, burst = limit1, period1 * 1000, burst1
       if p > 1 then limit, period_us, burst = argv[3 * p], argv[3 * p + 1] * 1000, argv[3 * p + 2] end
-      local g, h = limit, period_us % limit -- their greatest common divisor
+      local h
+      g, h = limit, period_us % limit -- their greatest common divisor
       while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
-      local d, r = ts - now, rs + 0 -- the TAT's whole microseconds ahead of now, and r / a more
-      if ts + 0 > 9007199254740991 then -- read exactly from its text
-        d = (('').sub(ts, 1, #ts - 6) * 1000000 - now) + (('1' .. ('').sub(ts, -6)) - 1000000)
-      end
-      if r >= limit / g then r, d = 0, d + 1 end -- another limit's state: no earlier than it held
-      local top = 2 * burst * period_us -- twice the capacity
-      if d > 0 or (d == 0 and r > 0) then
-        if d * limit + r * g <= top then
-          x = d * limit + r * g
-        else -- past twice the capacity now: the level as of the time it is twice it, ahead of now,
-          -- so that it drains as v2.1's TAT did and a wait is honest (nothing but the TAT is known)
-          local back = (top - r * g - (top - r * g) % limit) / limit
-          x, t = back * limit + r * g, now + (d - back)
-          if t > TIME_MAX then x, t = top, TIME_MAX end -- (a TAT past 2250)
-        end
-      end
     end
+    local x, t = v2level(as, bs, now, limit, period_us, burst, g)
+    if j > 8 or not x then return nil end
     out = out .. fmt(' %d %d', x, t)
   end
-  if read ~= #body then return nil end -- pairs of numbers, single spaces, nothing else
+  if read ~= #body then return nil end
   return out
 end
 local function gcra(KEYS, ARGV)
@@ -1084,7 +1091,7 @@ local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a 
 local FIELDS, STATE = 2, '^lb:3 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
 for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' ([1-9]%d*) ([1-9]%d*)', n) .. '$' end
-local OLD = '^lb:2 ' -- an older state, which upgrade reads
+local OLD, OLD_BODY = '^lb:2 ', '^lb:2( [ %d]*%d)$' -- an older state, which upgrade reads (older.lua)
 
 -- ---- The level's range (scripts/src/continuous.lua) ----
 -- A level is at most twice the capacity, burst * period_us, and stays a
@@ -1092,30 +1099,42 @@ local OLD = '^lb:2 ' -- an older state, which upgrade reads
 local function out_of_range(limit, period_ms, burst)
   return burst * period_ms * 2000 > 9007199254740992
 end
--- upgrade is a v2 state (raw) as lb:3, read as v2.1 read it: each level in
--- the units of the limit at its position (with several keys, key i's), at
--- most full; nil when raw is not v2 state.
+-- v2level is one limit of leaky_bucket's v2 state, "x t" (a level of x /
+-- b units at time t, a/b = limit / period_us in lowest terms, g their gcd),
+-- read as v2.1 read it: in the units of the limit, at most full; only
+-- checked without a limit; nil when not v2 state.
+local function v2level(xs, ts, now, limit, period_us, burst, g)
+  if #xs > 16 or #ts > 16 or xs + 0 > 9007199254740991 or ts + 0 > TIME_MAX then return nil end
+  if not limit then return 0, ts + 0 end
+  local x, full = xs + 0, burst * (period_us / g)
+  if x > full then x = full end
+  return x * g, ts + 0
+end
+-- ---- The v2 state (scripts/src/older.lua) ----
+-- upgrade is a v2 state (raw) as this script's v3 state, read as v2.1 read
+-- it: each limit's two numbers by v2level, in the terms of the limit at its
+-- position (with several keys, key i's; none past the call's limits, which
+-- v2level only checks); nil when raw is not v2 state: 1 to 8 pairs of
+-- whole numbers without leading zeros, single spaces, nothing else.
 local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
-  local body = match(raw, '^lb:2( [ %d]*%d)$')
+  local body = match(raw, OLD_BODY)
   if not body or find(body, ' 0%d') then return nil end
   local out, j, read = TAG, 0, 0
-  for xs, ts in ('').gmatch(body, ' (%d+) (%d+)') do
-    j, read = j + 1, read + 2 + #xs + #ts
-    local p = key_i or j -- the limit at this position
-    if j > 8 or #xs > 16 or #ts > 16 or xs + 0 > 9007199254740991 or ts + 0 > TIME_MAX then return nil end
-    local x = 0
+  for as, bs in ('').gmatch(body, ' (%d+) (%d+)') do
+    j, read = j + 1, read + 2 + #as + #bs
+    local p, limit, period_us, burst, g = key_i or j -- the limit at this position, when there is one
     if p <= n then
-      local limit, period_us, burst = limit1, period1 * 1000, burst1
+      limit, period_us, burst = limit1, period1 * 1000, burst1
       if p > 1 then limit, period_us, burst = argv[3 * p], argv[3 * p + 1] * 1000, argv[3 * p + 2] end
-      local g, h = limit, period_us % limit -- their greatest common divisor
+      local h
+      g, h = limit, period_us % limit -- their greatest common divisor
       while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
-      x = xs + 0
-      if x > burst * (period_us / g) then x = burst * (period_us / g) end -- at most full
-      x = x * g
     end
-    out = out .. fmt(' %d %s', x, ts)
+    local x, t = v2level(as, bs, now, limit, period_us, burst, g)
+    if j > 8 or not x then return nil end
+    out = out .. fmt(' %d %d', x, t)
   end
-  if read ~= #body then return nil end -- pairs of numbers, single spaces, nothing else
+  if read ~= #body then return nil end
   return out
 end
 local function leaky_bucket(KEYS, ARGV)
@@ -2886,53 +2905,53 @@ local function gcra_ro(KEYS, ARGV)
   return gcra(KEYS, args)
 end
 redis.register_function('redisrate_gcra', gcra)
-redis.register_function('redisrate_gcra_v1eff07a02ddd', gcra)
+redis.register_function('redisrate_gcra_v7ba522a6cc11', gcra)
 redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' }, callback = gcra_ro }
-redis.register_function{ function_name = 'redisrate_gcra_ro_v1eff07a02ddd', flags = { 'no-writes' }, callback = gcra_ro }
+redis.register_function{ function_name = 'redisrate_gcra_ro_v7ba522a6cc11', flags = { 'no-writes' }, callback = gcra_ro }
 local function token_bucket_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_token_bucket')
   if refused then return refused end
   return token_bucket(KEYS, args)
 end
 redis.register_function('redisrate_token_bucket', token_bucket)
-redis.register_function('redisrate_token_bucket_v1eff07a02ddd', token_bucket)
+redis.register_function('redisrate_token_bucket_v7ba522a6cc11', token_bucket)
 redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' }, callback = token_bucket_ro }
-redis.register_function{ function_name = 'redisrate_token_bucket_ro_v1eff07a02ddd', flags = { 'no-writes' }, callback = token_bucket_ro }
+redis.register_function{ function_name = 'redisrate_token_bucket_ro_v7ba522a6cc11', flags = { 'no-writes' }, callback = token_bucket_ro }
 local function leaky_bucket_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_leaky_bucket')
   if refused then return refused end
   return leaky_bucket(KEYS, args)
 end
 redis.register_function('redisrate_leaky_bucket', leaky_bucket)
-redis.register_function('redisrate_leaky_bucket_v1eff07a02ddd', leaky_bucket)
+redis.register_function('redisrate_leaky_bucket_v7ba522a6cc11', leaky_bucket)
 redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' }, callback = leaky_bucket_ro }
-redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_v1eff07a02ddd', flags = { 'no-writes' }, callback = leaky_bucket_ro }
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_v7ba522a6cc11', flags = { 'no-writes' }, callback = leaky_bucket_ro }
 local function sliding_window_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_sliding_window')
   if refused then return refused end
   return sliding_window(KEYS, args)
 end
 redis.register_function('redisrate_sliding_window', sliding_window)
-redis.register_function('redisrate_sliding_window_v1eff07a02ddd', sliding_window)
+redis.register_function('redisrate_sliding_window_v7ba522a6cc11', sliding_window)
 redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' }, callback = sliding_window_ro }
-redis.register_function{ function_name = 'redisrate_sliding_window_ro_v1eff07a02ddd', flags = { 'no-writes' }, callback = sliding_window_ro }
+redis.register_function{ function_name = 'redisrate_sliding_window_ro_v7ba522a6cc11', flags = { 'no-writes' }, callback = sliding_window_ro }
 local function fixed_window_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_fixed_window')
   if refused then return refused end
   return fixed_window(KEYS, args)
 end
 redis.register_function('redisrate_fixed_window', fixed_window)
-redis.register_function('redisrate_fixed_window_v1eff07a02ddd', fixed_window)
+redis.register_function('redisrate_fixed_window_v7ba522a6cc11', fixed_window)
 redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' }, callback = fixed_window_ro }
-redis.register_function{ function_name = 'redisrate_fixed_window_ro_v1eff07a02ddd', flags = { 'no-writes' }, callback = fixed_window_ro }
+redis.register_function{ function_name = 'redisrate_fixed_window_ro_v7ba522a6cc11', flags = { 'no-writes' }, callback = fixed_window_ro }
 local function sliding_log_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_sliding_log')
   if refused then return refused end
   return sliding_log(KEYS, args)
 end
 redis.register_function('redisrate_sliding_log', sliding_log)
-redis.register_function('redisrate_sliding_log_v1eff07a02ddd', sliding_log)
+redis.register_function('redisrate_sliding_log_v7ba522a6cc11', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' }, callback = sliding_log_ro }
-redis.register_function{ function_name = 'redisrate_sliding_log_ro_v1eff07a02ddd', flags = { 'no-writes' }, callback = sliding_log_ro }
+redis.register_function{ function_name = 'redisrate_sliding_log_ro_v7ba522a6cc11', flags = { 'no-writes' }, callback = sliding_log_ro }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return '1eff07a02dddd096a9a2b64c5930b4181ca9e9ec' end }
+  callback = function() return '7ba522a6cc1108fdf4a70596ea964f009aa83db4' end }

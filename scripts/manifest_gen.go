@@ -9,16 +9,16 @@ const ContractVersion = "3"
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "1eff07a02dddd096a9a2b64c5930b4181ca9e9ec"
+const LibraryVersion = "7ba522a6cc1108fdf4a70596ea964f009aa83db4"
 
-// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_v1eff07a02ddd runs this version of redisrate_gcra or fails with "Function not found".
-const VersionSuffix = "_v1eff07a02ddd"
+// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_v7ba522a6cc11 runs this version of redisrate_gcra or fails with "Function not found".
+const VersionSuffix = "_v7ba522a6cc11"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
-	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: units spaced period_ms / limit apart, up to burst at once; smooth and exact", SHA1: "d29b120c6f10dec2f6a0e31536e1f85d78f19d80", Function: "redisrate_gcra"},
+	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: units spaced period_ms / limit apart, up to burst at once; smooth and exact", SHA1: "da6efef35733d2c3f1064b042876135d1868830d", Function: "redisrate_gcra"},
 	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "ef11c73a928bef67427857c6f92249870c561bbc", Function: "redisrate_token_bucket"},
-	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "2f4c4b01ab5869f9d454e0062ae906df616c218f", Function: "redisrate_leaky_bucket"},
+	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "2a3af46580a1c77796516effa7099dcb75a8d95c", Function: "redisrate_leaky_bucket"},
 	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "3188345411dd4dea4a2c1d6622ba5d185842dc5a", Function: "redisrate_sliding_window"},
 	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "cfc379bc430baecf7b0cea9d8a1fe9de689d840e", Function: "redisrate_fixed_window"},
 	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "61b736f45bcd3f87061947bbbcf3e1ef1c0ec951", Function: "redisrate_sliding_log"},

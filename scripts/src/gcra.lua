@@ -30,49 +30,30 @@
 -- period_us in lowest terms) as v2.1 read it, and writes gcra:3.
 -- Never more admitted in any span of t ms than burst + limit * t / period_ms.
 --@include continuous.lua
--- upgrade is a v2 state (raw) as gcra:3, read as v2.1 read it: at now, each
--- TAT in the terms of the limit at its position (with several keys, key
--- i's), the level x = (TAT - now) * limit; nil when raw is not v2 state.
--- A level past twice the capacity is read as of the time the TAT puts it
--- at twice the capacity, ahead of now (guarantee 9's clock step): its
--- waits are v2.1's, honest, since a state that records only a TAT and is
--- not written on a denial can be read no other way.
-local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
-  local body = match(raw, '^gcra:2( [ %d]*%d)$')
-  if not body or find(body, ' 0%d') then return nil end
-  local out, j, read = TAG, 0, 0
-  for ts, rs in ('').gmatch(body, ' (%d+) (%d+)') do
-    j, read = j + 1, read + 2 + #ts + #rs
-    local p = key_i or j -- the limit at this position
-    if j > 8 or #ts > 17 or #rs > 16 or ts + 0 > AHEAD_MAX or rs + 0 > 9007199254740991 then return nil end
-    local x, t = 0, now
-    if p <= n then
-      local limit, period_us, burst = limit1, period1 * 1000, burst1
-      if p > 1 then limit, period_us, burst = argv[3 * p], argv[3 * p + 1] * 1000, argv[3 * p + 2] end
-      local g, h = limit, period_us % limit -- their greatest common divisor
-      while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
-      local d, r = ts - now, rs + 0 -- the TAT's whole microseconds ahead of now, and r / a more
-      if ts + 0 > 9007199254740991 then -- read exactly from its text
-        d = (('').sub(ts, 1, #ts - 6) * 1000000 - now) + (('1' .. ('').sub(ts, -6)) - 1000000)
-      end
-      if r >= limit / g then r, d = 0, d + 1 end -- another limit's state: no earlier than it held
-      local top = 2 * burst * period_us -- twice the capacity
-      if d > 0 or (d == 0 and r > 0) then
-        if d * limit + r * g <= top then
-          x = d * limit + r * g
-        else -- past twice the capacity now: the level as of the time it is twice it, ahead of now,
-          -- so that it drains as v2.1's TAT did and a wait is honest (nothing but the TAT is known)
-          local back = (top - r * g - (top - r * g) % limit) / limit
-          x, t = back * limit + r * g, now + (d - back)
-          if t > TIME_MAX then x, t = top, TIME_MAX end -- (a TAT past 2250)
-        end
-      end
-    end
-    out = out .. fmt(' %d %d', x, t)
+-- v2level is one limit of gcra's v2 state, "t r" (a TAT of t + r / a
+-- microseconds, a/b = limit / period_us in lowest terms, g their gcd), read
+-- as v2.1 read it: at now, in the terms of the limit, the level x = (TAT -
+-- now) * limit, and its time; only checked without a limit; nil when not
+-- v2 state. A level past twice the capacity is read as of the time the TAT
+-- puts it at twice the capacity, ahead of now (guarantee 9's clock step):
+-- its waits are v2.1's, honest, since a state that records only a TAT and
+-- is not written on a denial can be read no other way.
+local function v2level(ts, rs, now, limit, period_us, burst, g)
+  if #ts > 17 or #rs > 16 or ts + 0 > AHEAD_MAX or rs + 0 > 9007199254740991 then return nil end
+  if not limit then return 0, now end
+  local d, r = ts - now, rs + 0 -- the TAT's whole microseconds ahead of now, and r / a more
+  if ts + 0 > 9007199254740991 then -- read exactly from its text
+    d = (('').sub(ts, 1, #ts - 6) * 1000000 - now) + (('1' .. ('').sub(ts, -6)) - 1000000)
   end
-  if read ~= #body then return nil end -- pairs of numbers, single spaces, nothing else
-  return out
+  if r >= limit / g then r, d = 0, d + 1 end -- another limit's state: no earlier than it held
+  if d < 0 or (d == 0 and r == 0) then return 0, now end -- the TAT has passed: empty
+  local top = 2 * burst * period_us -- twice the capacity
+  if d * limit + r * g <= top then return d * limit + r * g, now end
+  local back = (top - r * g - (top - r * g) % limit) / limit -- past it now: as of the time it is twice the capacity
+  if now + (d - back) > TIME_MAX then return top, TIME_MAX end -- (a TAT past 2250)
+  return back * limit + r * g, now + (d - back)
 end
+--@include older.lua
 --@body
 --@include args.lua
 --@include state.lua

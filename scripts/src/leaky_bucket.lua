@@ -28,32 +28,18 @@
 -- lowest terms) as v2.1 read it, and writes lb:3.
 -- Never more admitted in any span of t ms than burst + limit * t / period_ms.
 --@include continuous.lua
--- upgrade is a v2 state (raw) as lb:3, read as v2.1 read it: each level in
--- the units of the limit at its position (with several keys, key i's), at
--- most full; nil when raw is not v2 state.
-local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
-  local body = match(raw, '^lb:2( [ %d]*%d)$')
-  if not body or find(body, ' 0%d') then return nil end
-  local out, j, read = TAG, 0, 0
-  for xs, ts in ('').gmatch(body, ' (%d+) (%d+)') do
-    j, read = j + 1, read + 2 + #xs + #ts
-    local p = key_i or j -- the limit at this position
-    if j > 8 or #xs > 16 or #ts > 16 or xs + 0 > 9007199254740991 or ts + 0 > TIME_MAX then return nil end
-    local x = 0
-    if p <= n then
-      local limit, period_us, burst = limit1, period1 * 1000, burst1
-      if p > 1 then limit, period_us, burst = argv[3 * p], argv[3 * p + 1] * 1000, argv[3 * p + 2] end
-      local g, h = limit, period_us % limit -- their greatest common divisor
-      while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
-      x = xs + 0
-      if x > burst * (period_us / g) then x = burst * (period_us / g) end -- at most full
-      x = x * g
-    end
-    out = out .. fmt(' %d %s', x, ts)
-  end
-  if read ~= #body then return nil end -- pairs of numbers, single spaces, nothing else
-  return out
+-- v2level is one limit of leaky_bucket's v2 state, "x t" (a level of x /
+-- b units at time t, a/b = limit / period_us in lowest terms, g their gcd),
+-- read as v2.1 read it: in the units of the limit, at most full; only
+-- checked without a limit; nil when not v2 state.
+local function v2level(xs, ts, now, limit, period_us, burst, g)
+  if #xs > 16 or #ts > 16 or xs + 0 > 9007199254740991 or ts + 0 > TIME_MAX then return nil end
+  if not limit then return 0, ts + 0 end
+  local x, full = xs + 0, burst * (period_us / g)
+  if x > full then x = full end
+  return x * g, ts + 0
 end
+--@include older.lua
 --@body
 --@include args.lua
 --@include state.lua

@@ -625,7 +625,7 @@ func constants(b *strings.Builder, a Algorithm, library bool) {
 			b.WriteString("for n = 1, 8 do FULL[n] = " + fullPattern(a, "n") + " end\n")
 		}
 		if a.OldTag != "" {
-			fmt.Fprintf(b, "local OLD = '^%s ' -- an older state, which upgrade reads\n", a.OldTag)
+			fmt.Fprintf(b, "local OLD, OLD_BODY = '^%s ', '^%s( [ %%d]*%%d)$' -- an older state, which upgrade reads (older.lua)\n", a.OldTag, a.OldTag)
 			if a.AheadAt == 0 && oldShapes[a.OldTag][2] >= 0 {
 				fmt.Fprintf(b, "local AHEAD_MAX = %d -- the latest time ahead of the clock the older state holds (state.lua)\n", aheadMax)
 			}
