@@ -2,6 +2,7 @@ package redisrate
 
 import (
 	"context"
+	"errors"
 	"hash/maphash"
 	"sync"
 	"time"
@@ -36,8 +37,10 @@ import (
 //
 // A queued call whose context ends leaves the queue, taking nothing. A
 // group's calls run under one decision deadline (WithDecisionTimeout) and
-// not under any caller's context, so a queued call waits at most the rest
-// of the call in flight and one decision timeout; when Redis cannot decide
+// not under any caller's context; a queued call waits at most one decision
+// timeout from its arrival, as a call of its own would, and is then
+// answered by the failure policy (units a group took for it meanwhile go
+// unused, which can only deny more); when Redis cannot decide
 // the call in flight, the breaker answers the group at once (see
 // WithCircuitBreaker). When Redis cannot decide a group, each caller
 // gets what a call of its own would get (the fallback, the failure
@@ -151,18 +154,46 @@ func (l *Limiter) sendHot(ctx context.Context, o *op, limits []Limit) {
 	w := &waiter{ctx: ctx, done: make(chan struct{})}
 	f.queue = append(f.queue, w)
 	sh.mu.Unlock()
+	var expired <-chan time.Time // the call's own decision deadline: no wait in the queue outlasts it
+	if l.timeout > 0 {
+		t := time.NewTimer(l.timeout)
+		defer t.Stop()
+		expired = t.C
+	}
 	select {
 	case <-w.done:
 	case <-ctx.Done():
-		sh.leave(f, w)
-		select {
-		case <-w.done: // answered meanwhile: the answer counts
-		default:
+		if !l.leftQueue(sh, f, w) {
 			o.err = callerGaveUp(o, ctx.Err(), nil)
+			return
+		}
+	case <-expired:
+		if !l.leftQueue(sh, f, w) {
+			// Unanswered within the decision timeout, as a call of its own
+			// would be: the failure policy answers (finish). The call in
+			// flight reports the outage to the breaker; units a group took
+			// for this call are not used, which can only deny more.
+			o.err = o.failed(&timeoutError{after: l.timeout, err: errStillQueued}, ErrUnavailable)
 			return
 		}
 	}
 	o.res, o.err, o.node, o.probe, o.carried = w.res, w.err, w.node, w.probe, w.carried
+}
+
+// errStillQueued is why a queued call timed out: the call of its key in
+// flight (ahead of it, or its group's) had not returned.
+var errStillQueued = errors.New("waiting for the call of its key in flight")
+
+// leftQueue takes w out of f's queue for a caller that stops waiting, and
+// reports whether its answer came meanwhile (then it counts).
+func (l *Limiter) leftQueue(sh *hotShard, f *flight, w *waiter) bool {
+	sh.leave(f, w)
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
 }
 
 // release ends the lone call of f: true when calls queued behind it are

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -412,5 +413,52 @@ func TestCoalescingConcurrent(t *testing.T) {
 	}
 	if queued(l, "hot1")+queued(l, "hot3") != 0 || len(l.hot.shards[0].inFlight)+len(l.hot.shards[1].inFlight) != 0 {
 		t.Error("identities left in flight after every call returned")
+	}
+}
+
+// holdAll holds every command naming key until open is closed; arrived
+// counts them.
+type holdAll struct {
+	key     string
+	open    chan struct{}
+	arrived atomic.Int32
+}
+
+func (h *holdAll) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *holdAll) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if slices.Contains(cmd.Args(), any(h.key)) {
+			h.arrived.Add(1)
+			<-h.open
+		}
+		return next(ctx, cmd)
+	}
+}
+func (h *holdAll) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestCoalescedQueueBoundedByDecisionTimeout: a call queued behind calls
+// that Redis does not answer waits no longer than its own decision
+// timeout, as a call of its own would: the call ahead of it times out
+// after one timeout, the group it then joins would after two, and it is
+// answered (here by FailError, which says why) at its own. Without the
+// breaker, which would answer the group at once.
+func TestCoalescedQueueBoundedByDecisionTimeout(t *testing.T) {
+	needV3Mode(t, "upto")
+	f, h := newFakeRedis(t), &holdAll{key: "k", open: make(chan struct{})}
+	f.rdb.AddHook(h)
+	defer close(h.open)
+	l := testLimiter(f.rdb, WithCircuitBreaker(0), WithDecisionTimeout(time.Second))
+	r := Request{Key: "k", Limits: []Limit{PerHour(10)}}
+	ahead := make(chan error, 1)
+	go func() { _, err := l.Decide(context.Background(), r); ahead <- err }()
+	waitFor(t, "the call ahead to reach Redis", func() bool { return h.arrived.Load() == 1 })
+	_, err := l.Decide(context.Background(), r)                                                    // queued behind it
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), errStillQueued.Error()) { // (a timeout matches no context error)
+		t.Errorf("the queued call: %v; want its own decision timeout, while it waited for the calls of its key", err)
+	}
+	if err := <-ahead; !errors.Is(err, ErrUnavailable) || strings.Contains(err.Error(), errStillQueued.Error()) {
+		t.Errorf("the call ahead: %v; want its decision timeout", err)
 	}
 }
