@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -40,7 +41,7 @@ func TestGoRedisLogRoute(t *testing.T) {
 	redis.SetLogger(goRedisLog{logger})
 	t.Cleanup(func() { redis.SetLogger(goRedisLog{slog.New(slog.NewTextHandler(io.Discard, nil))}) })
 
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1, DialerRetryTimeout: time.Millisecond}) // no retry wait: the dial's error, not the deadline, reaches the log line at once
 	defer rdb.Close()
 	meetOutage(redisrate.NewLimiter(rdb, redisrate.WithLogger(logger), redisrate.WithCircuitBreaker(0)))
 
