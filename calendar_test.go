@@ -205,3 +205,54 @@ func indexOf(s, sub string) int {
 	}
 	return -1
 }
+
+// ParseLimit reads calendar limits as String writes them, and says what to
+// write instead of what it refuses.
+func TestParseCalendarLimit(t *testing.T) {
+	for text, want := range map[string]Limit{
+		"100000/day calendar America/Los_Angeles": {Algorithm: FixedWindow, Rate: 100_000, Calendar: "day America/Los_Angeles"},
+		"1000000000/month calendar":               {Algorithm: FixedWindow, Rate: 1_000_000_000, Calendar: "month"},
+		"5000/week calendar Asia/Kathmandu":       {Algorithm: FixedWindow, Rate: 5000, Calendar: "week Asia/Kathmandu"},
+		"7/week":                                  {Rate: 7, Period: 7 * 24 * time.Hour},
+		"7/w token_bucket":                        {Algorithm: TokenBucket, Rate: 7, Period: 7 * 24 * time.Hour},
+	} {
+		got, err := ParseLimit(text)
+		if err != nil || got != want {
+			t.Errorf("ParseLimit(%q) = %+v, %v; want %+v", text, got, err, want)
+			continue
+		}
+		if back, err := ParseLimit(got.String()); err != nil || back != got {
+			t.Errorf("ParseLimit(%q), the String of %q: %+v, %v", got.String(), text, back, err)
+		}
+	}
+	for _, alias := range []string{"10/d calendar UTC", "10/day fixed_window calendar UTC", "10/day calendar UTC fixed_window", "10/mo calendar UTC"} {
+		if _, err := ParseLimit(alias); err != nil {
+			t.Errorf("ParseLimit(%q): %v", alias, err)
+		}
+	}
+	for text, want := range map[string]string{
+		"10/month":                       `a month has no fixed length: write 30d for 30 days, or add "calendar ZONE" for the calendar month, e.g. "10/month calendar UTC"`,
+		"10/mo":                          "a month has no fixed length",
+		"2.5/day calendar":               `rate "2.5" must be whole`,
+		"10/2d calendar":                 `period "2d" must be day, week or month`,
+		"10/day calendar gcra":           "decided by fixed_window, not gcra: leave the algorithm out",
+		"10/day calendar Mars/Olympus":   `unknown time zone "Mars/Olympus": give an IANA name`,
+		"10/day calendar Local":          "Local is each machine's own",
+		"10/day calendar calendar":       "calendar given twice",
+		"10/day calendar burst 20":       "invalid burst '20': must be empty, 0 or equal to limit for fixed_window",
+		"10/day calendar UTC burst 1 x":  `"x" is neither "burst N" nor an algorithm`,
+		"10/s burst 20 sliding_window":   "equal to limit for sliding_window",
+		"10001/h sliding_log":            "up to 10000)",
+		"10/day calendar UTC burst 1.5":  `burst "1.5" must be a whole number`,
+		"1000/day calendar UTC burst 10": "invalid burst '10'",
+	} {
+		_, err := ParseLimit(text)
+		if err == nil || !contains(err.Error(), want) {
+			t.Errorf("ParseLimit(%q): %v; want %q", text, err, want)
+		}
+	}
+	// A window's burst error names no range: the way out is the rule.
+	if _, err := ParseLimit("10/s burst 20 sliding_window"); err != nil && contains(err.Error(), "10^12") {
+		t.Errorf("a burst that breaks the window rule got the range's hint: %v", err)
+	}
+}

@@ -248,7 +248,7 @@ func ParseLimit(s string) (Limit, error) {
 			return bad("calendar given twice: give it once, with its time zone")
 		}
 		calendar = true
-		if i+1 < len(fields) && fields[i+1] != "burst" {
+		if i+1 < len(fields) && fields[i+1] != "burst" && fields[i+1] != "calendar" {
 			if _, err := ParseAlgorithm(fields[i+1]); err != nil {
 				zone = fields[i+1] // not an option: the zone
 			}
