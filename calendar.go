@@ -179,6 +179,19 @@ func (l Limit) resolveCalendar(t time.Time) (Limit, string, error) {
 	return l, name, nil
 }
 
+// validateCalendar is Validate for a calendar limit: its calendar, and
+// the call it makes in today's window, as the scripts would check it (a
+// calendar window's call is the same every day but for its period, which
+// stays within the range). Limit.Validate should answer it for a limit with
+// a Calendar (a Period of 0 is otherwise refused).
+func (l Limit) validateCalendar() error {
+	r, _, err := l.resolveCalendar(time.Now())
+	if err != nil {
+		return err
+	}
+	return r.validate(0)
+}
+
 // hasCalendar reports whether a limit of limits is a calendar one.
 func hasCalendar(limits []Limit) bool {
 	for i := range limits {

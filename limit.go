@@ -357,11 +357,7 @@ func parseCalendarLimit(s, rateStr, periodStr, zone string, num, den int64, opts
 			return bad(fmt.Sprintf("a calendar limit is decided by fixed_window, not %s: leave the algorithm out", a))
 		}
 	}
-	r, _, err := l.resolveCalendar(time.Now())
-	if err == nil {
-		err = r.validate(0)
-	}
-	if err != nil {
+	if err := l.validateCalendar(); err != nil {
 		return Limit{}, invalidf("limit %q: %s", s, err.(*invalidError).msg)
 	}
 	return l, nil
