@@ -96,7 +96,9 @@ func PerMinute(rate int64) Limit { return Per(rate, time.Minute) }
 // PerHour returns a GCRA limit of rate units per hour with Burst = rate.
 func PerHour(rate int64) Limit { return Per(rate, time.Hour) }
 
-// PerDay returns a GCRA limit of rate units per 24 hours with Burst = rate.
+// PerDay returns a GCRA limit of rate units per 24 hours with Burst = rate:
+// PerDay(100_000), or 2 million tokens a day, PerDay(2_000_000). A day from
+// midnight to midnight in a time zone is a calendar limit (Limit.Calendar).
 func PerDay(rate int64) Limit { return Per(rate, 24*time.Hour) }
 
 // WithBurst returns a copy of l with Burst set to burst.
