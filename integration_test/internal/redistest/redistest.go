@@ -43,6 +43,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redisrate/redisrate/internal/redisserver"
+
 	"github.com/redis/go-redis/v9"
 )
 
@@ -262,10 +264,7 @@ func containerServes() bool { return ServerBin() == "redis-server" }
 // tests never quietly stop running.
 func noRedis(t testing.TB, why string) {
 	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatal(why + " (CI=true: CI must install it)")
-	}
-	t.Skip(why)
+	redisserver.Missing(t, "%s", why)
 }
 
 // Local reports whether fresh servers are local ServerBin processes (as
