@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redisrate/redisrate/internal/redisserver"
-
 	"github.com/redis/go-redis/v9"
 )
 
@@ -152,7 +150,7 @@ func clockEnv(t testing.TB, d time.Duration, dir string) []string {
 	if _, err := os.Stat(lib); err != nil {
 		cc, err := exec.LookPath("cc")
 		if err != nil {
-			redisserver.Missing(t, "a shifted clock needs libfaketime that works with redis-server (%s) or a C compiler (apt-get install gcc)", faketimeWhy)
+			noRedis(t, fmt.Sprintf("a shifted clock needs libfaketime that works with redis-server (%s) or a C compiler (apt-get install gcc)", faketimeWhy))
 		}
 		src := filepath.Join(dir, "clockshift.c")
 		if err := os.WriteFile(src, []byte(clockShiftC), 0o600); err != nil {

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redisrate/redisrate/internal/redisserver"
-
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redisrate/redisrate"
@@ -51,7 +49,7 @@ func NeedLocal(t testing.TB, needs string) {
 		return
 	}
 	msg := fmt.Sprintf("needs %s on PATH (%s)", ServerBin(), needs)
-	redisserver.Missing(t, "%s: %s", msg, HowTo)
+	noRedis(t, msg+": "+HowTo)
 }
 
 // Report logs a figure for the docs in the one greppable format of these
