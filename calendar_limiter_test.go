@@ -393,11 +393,10 @@ func TestCalendarRealRedis(t *testing.T) {
 		t.Skip("-short (make unit): no real server; make test runs it")
 	}
 	for _, bin := range []string{"redis-server", "valkey-server"} {
-		if _, err := exec.LookPath(bin); err != nil {
-			t.Logf("%s is not on PATH", bin)
-			continue
-		}
 		t.Run(bin, func(t *testing.T) {
+			if _, err := exec.LookPath(bin); err != nil {
+				redisserver.Missing(t, "%s is not on PATH", bin)
+			}
 			srv, err := redisserver.Start(redisserver.Options{Bin: bin})
 			if err != nil {
 				t.Fatal(err)
