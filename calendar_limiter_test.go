@@ -298,8 +298,17 @@ func TestCalendarRefused(t *testing.T) {
 	if res, err := l.Decide(ctx, Request{Key: "m", Limits: mixed, N: 2}); err != nil || !res.Allowed {
 		t.Errorf("a calendar day and 2/s on one key: %+v, %v", res, err)
 	}
-	if _, err := Args(KindAllow, 1, Limit{Algorithm: FixedWindow, Rate: 1, Calendar: "day"}); !errors.Is(err, ErrInvalid) || !contains(err.Error(), "Calendar quotas") {
-		t.Errorf("Args of a calendar limit: %v", err)
+	// Args gives the ARGV of today's window (its key is the caller's to
+	// name), and refuses what Decide refuses.
+	args, err := Args(KindAllow, 1, Limit{Algorithm: FixedWindow, Rate: 7, Calendar: "day"}, PerSecond(3).WithAlgorithm(FixedWindow))
+	_, end, _ := calendarWindow("day", time.UTC, time.Now())
+	if err != nil || len(args) != 8 || args[0] != int64(7) || args[5] != int64(3) {
+		t.Errorf("Args of a calendar limit: %v, %v", args, err)
+	} else if p := time.Duration(args[1].(int64)) * time.Millisecond; p < 23*time.Hour+calendarMargin || p > 25*time.Hour+calendarMargin {
+		t.Errorf("Args of a calendar day: period_ms %v (today ends %v)", p, end)
+	}
+	if _, err := Args(KindAllow, 1, Limit{Rate: 7, Calendar: "day"}); !errors.Is(err, ErrInvalid) || !contains(err.Error(), "set Algorithm FixedWindow") {
+		t.Errorf("Args of a GCRA calendar limit: %v", err)
 	}
 }
 

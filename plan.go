@@ -208,6 +208,10 @@ func (k Kind) mode() string {
 // match this package's. A call of several keys takes the same ARGV, limit
 // i for KEYS[i].
 //
+// A calendar limit (Limit.Calendar) gets the ARGV of the window that holds
+// now: fixed_window with period_ms the window's length plus an hour, for
+// the key with the window's name appended; another window needs its own.
+//
 // Only the arguments the call needs are returned: a default (burst equal to
 // the rate, cost 1, no mode) is left out at the end and written "" in the
 // middle. Numbers are int64, "" and the mode strings, as go-redis takes them.
@@ -219,7 +223,16 @@ func Args(kind Kind, cost int64, limits ...Limit) ([]any, error) {
 		return nil, err
 	}
 	if hasCalendar(limits) {
-		return nil, invalidf("invalid limit: a calendar limit's ARGV and key depend on its window: send fixed_window with the window's key and period (docs/other-languages.md, \"Calendar quotas\")")
+		now := time.Now()
+		limits = append([]Limit(nil), limits...)
+		for i, lim := range limits {
+			if lim.Calendar != "" {
+				var err error
+				if limits[i], _, err = lim.resolveCalendar(now); err != nil {
+					return nil, err
+				}
+			}
+		}
 	}
 	return buildArgs(cost, kind.mode(), limits)
 }

@@ -2,6 +2,8 @@ package examples
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"strconv"
@@ -9,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/httplimit"
 )
 
 var calendarLineRE = regexp.MustCompile(`^key=(\S+) period_ms=(\d+) allowed=([01]) remaining=(\d+) retry_after_ms=(\d+)$`)
@@ -85,4 +89,43 @@ func TestCalendarSnippet(t *testing.T) {
 // runIn is s's command on another file of its language.
 func (s snippet) runIn(file string) []string {
 	return append(append([]string(nil), s.run[:len(s.run)-1]...), file)
+}
+
+// The HTTP middleware takes a calendar limit as any other: its policy is
+// the quota per day, and a 429's Retry-After runs to midnight in the
+// limit's zone, when the next day's key starts.
+func TestCalendarMiddleware(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	lim := redisrate.Limit{Algorithm: redisrate.FixedWindow, Rate: 2, Calendar: "day America/Los_Angeles"}
+	m, err := httplimit.New(httplimit.Config{Limiter: redisrate.NewLimiter(rdb), Limits: []redisrate.Limit{lim},
+		Key: httplimit.KeyFunc(func(*http.Request) (string, error) { return "u", nil }), Name: "daily"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := m.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	la, err := time.LoadLocation("America/Los_Angeles")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var w *httptest.ResponseRecorder
+	before := time.Now()
+	for range 3 {
+		w = httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	}
+	after := time.Now()
+	y, mo, d := after.In(la).Date()
+	midnight := time.Date(y, mo, d+1, 0, 0, 0, 0, la)
+	retry, _ := strconv.ParseInt(w.Header().Get("Retry-After"), 10, 64)
+	if w.Code != http.StatusTooManyRequests || retry < int64(midnight.Sub(after)/time.Second) || retry > int64(midnight.Sub(before)/time.Second)+1 {
+		t.Errorf("the third request: %d, Retry-After %d s; want 429 and the seconds to midnight in Los Angeles, %v", w.Code, retry, midnight.Sub(after))
+	}
+	if p := w.Header().Get("RateLimit-Policy"); p != `"daily";q=2;w=86400` {
+		t.Errorf("RateLimit-Policy %q", p)
+	}
+	if keys := mr.Keys(); len(keys) != 1 || keys[0] != "daily:u:"+after.In(la).Format("2006-01-02") {
+		t.Errorf("keys %v", keys)
+	}
 }
