@@ -189,8 +189,30 @@ func TestCalendarEveryCallKind(t *testing.T) {
 		if res, _ := l.Allow(ctx, "r", day); res.Allowed {
 			t.Errorf("the next day admits an 11th after a reservation of the day before settled: %+v", res)
 		}
-		if got := f.dump("r:2026-12-07"); !contains(got, " 1") {
+		if got := f.dump("r:2026-12-07"); !contains(got, " 1|") {
 			t.Errorf("the reservation's day holds %q; want a count of 1", got)
+		}
+	})
+	t.Run("reservation of several keys", func(t *testing.T) {
+		l, f, _ := calendarLimiter(t, at)
+		month := Limit{Algorithm: FixedWindow, Rate: 100, Calendar: "month"}
+		keys := []KeyLimit{{Key: "{o}:u", Limit: day}, {Key: "{o}", Limit: month}}
+		v, err := l.Reserve(ctx, Request{Keys: keys, N: 6})
+		if err != nil || !v.Result.Allowed {
+			t.Fatalf("reserve: %+v, %v", v, err)
+		}
+		f.advance(2 * time.Second) // the 8th of December: the same month
+		if _, err := v.Settle(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.dump("{o}:u:2026-12-07"); !contains(got, " 2|") {
+			t.Errorf("the user's day holds %q; want a count of 2", got)
+		}
+		if got := f.dump("{o}:2026-12"); !contains(got, " 2|") {
+			t.Errorf("the organisation's month holds %q; want a count of 2", got)
+		}
+		if f.mr.Exists("{o}:u:2026-12-08") {
+			t.Errorf("the settlement wrote the next day's key: %v", f.mr.Keys())
 		}
 	})
 	t.Run("batch and keys", func(t *testing.T) {
