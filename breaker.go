@@ -89,6 +89,8 @@ type health struct {
 	degraded atomic.Int64 // degraded decisions in the current burst
 	errors   atomic.Int64 // calls that returned ErrUnavailable in the current burst
 
+	misconf misconfLog // the log of configuration errors (ErrMisconfigured)
+
 	mu        sync.Mutex
 	since     time.Time // the burst's first failure
 	lastErr   error
@@ -239,7 +241,7 @@ func (l *Limiter) warn(h *health, err error, script, key string) {
 		if h.node != "" {
 			attrs = append(attrs, slog.String("node", h.node))
 		}
-		l.logger.Warn(outageMsg, append(attrs, slog.String("policy", l.policy.String()),
+		l.logger.Warn(outageMsg, append(attrs, slog.String("policy", l.failurePolicy().String()),
 			slog.Bool("fallback", l.fallback != nil), slog.Duration("probe_every", h.probeEvery))...)
 	}
 	opts := l.nodeOptions(key)
@@ -331,6 +333,51 @@ func isName(s string) bool {
 		}
 	}
 	return named && len(s) <= 32
+}
+
+// misconfEvery is how often, at most, the log of configuration errors
+// repeats while they last: often enough that nobody reads a log without
+// it, seldom enough that a service's every request does not log.
+const misconfEvery = time.Minute
+
+// misconfMsg is the message of the log line of configuration errors.
+const misconfMsg = "redisrate: Redis refused the call: the deployment is misconfigured, not down; every call fails with this error, whatever the failure policy, until it is fixed"
+
+// misconfLog paces the log of configuration errors.
+type misconfLog struct {
+	mu     sync.Mutex
+	last   time.Time // the last line; zero: none yet
+	missed int64     // the errors since, not logged
+}
+
+// misconfigured records a call that the server refused for a reason of the
+// deployment (ErrMisconfigured): Redis answered, so the breaker is not
+// tripped (succeeded), and the error is logged at level Error, through
+// WithLogger's logger or else slog.Default (silence would leave limits off
+// unseen), at its first occurrence and then at most once per misconfEvery.
+func (h *health) misconfigured(l *Limiter, err error, script, key string) {
+	h.succeeded(l)
+	m := &h.misconf
+	m.mu.Lock()
+	now := h.now()
+	if !m.last.IsZero() && now.Sub(m.last) < misconfEvery {
+		m.missed++
+		m.mu.Unlock()
+		return
+	}
+	missed := m.missed
+	m.last, m.missed = now, 0
+	m.mu.Unlock()
+	logger := l.logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	attrs := []any{slog.String("error", err.Error()), slog.String("script", script), slog.String("key", keyName(l.prefix, key)),
+		slog.Int64("since_last_line", missed), slog.Duration("repeats_every", misconfEvery)}
+	if h.node != "" {
+		attrs = append(attrs, slog.String("node", h.node))
+	}
+	logger.Error(misconfMsg, attrs...)
 }
 
 // succeeded records an answer from Redis: the end of a burst, if any.

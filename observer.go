@@ -38,7 +38,10 @@ import (
 //     lease's end too, from the goroutine of its timer).
 //
 // An argument error (ErrInvalid) is a decision too: Start and End are
-// called, End with the error.
+// called, End with the error. So is a call the server refused for a
+// reason of the deployment: End gets an error matching ErrMisconfigured
+// (never ErrUnavailable, never a degraded Result), on every call until it
+// is fixed, so that metrics count it apart from outages.
 //
 // Observers are called concurrently from every goroutine that uses the
 // Limiter, and in the caller's goroutine: keep them fast and never block.

@@ -91,11 +91,14 @@ func ExampleDecision() {
 }
 
 func ExampleKind() {
+	fmt.Print("a request asks:")
 	for k := redisrate.KindAllow; k <= redisrate.KindForce; k++ {
-		fmt.Print(k, " ")
+		fmt.Print(" ", k)
 	}
-	fmt.Println()
-	// Output: allow check peek wait batch reset upto refund force
+	fmt.Println("\nan observer also sees:", redisrate.KindBatch, redisrate.KindReset)
+	// Output:
+	// a request asks: allow check peek wait upto refund force
+	// an observer also sees: batch reset
 }
 
 func ExampleKind_String() {

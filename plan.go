@@ -72,6 +72,9 @@ func (l *Limiter) plan(o *op, limits []Limit) bool {
 	if o.err == nil && o.kind != KindReset {
 		o.err = planCost(o.kind, o.cost)
 		if o.err == nil {
+			o.err = planNegative(o.kind, o.cost)
+		}
+		if o.err == nil {
 			o.err = validateCall(o.cost, limits)
 		}
 	}
@@ -165,9 +168,15 @@ func planCost(kind Kind, cost int64) error {
 		return invalidf("invalid cost '%d': a peek takes nothing; leave N 0", cost)
 	case kind != KindPeek && cost == 0:
 		return invalidf("invalid cost '0': must be at least 1 to take units; ask with KindPeek to read the state without taking any")
-	case kind != KindPeek && cost < 0:
-		// The scripts' words say "from 0", which is a peek's cost; every
-		// other kind moves at least one unit.
+	}
+	return nil
+}
+
+// planNegative refuses a negative cost of a call's kind in its own words:
+// the scripts' (and Args's) say "from 0", which is a peek's cost, and
+// every other kind moves at least one unit.
+func planNegative(kind Kind, cost int64) error {
+	if kind != KindPeek && cost < 0 {
 		return invalidf("invalid cost '%d': must be a whole number from 1 to 10^15 for kind %s", cost, kind)
 	}
 	return nil

@@ -302,9 +302,24 @@ func TestRedisDown(t *testing.T) {
 			t.Errorf("ratelimit metadata %v without a decision", md)
 		}
 	})
-	t.Run("Config.FailurePolicy FailOpen over the Limiter's FailError: through", func(t *testing.T) {
+	t.Run("Config.FailurePolicy FailOpen over a Limiter without a policy: through", func(t *testing.T) {
 		if md, err := call(t, serve(t, grpclimit.Config{Limiter: down(t), Limits: lim, FailurePolicy: redisrate.FailOpen})); err != nil || len(md.Get("ratelimit")) != 0 {
 			t.Errorf("%v, %v", err, md)
+		}
+	})
+	// Issue 38, finding 1: an explicit FailClosed or FailError on the
+	// Limiter is never served open by a Config without a policy of its
+	// own, and a FailOpen Config cannot overrule it (New refuses).
+	t.Run("the Limiter's FailClosed or FailError: Unavailable", func(t *testing.T) {
+		for _, p := range []redisrate.FailurePolicy{redisrate.FailClosed, redisrate.FailError} {
+			_, err := call(t, serve(t, grpclimit.Config{Limiter: down(t, redisrate.WithFailurePolicy(p)), Limits: lim}))
+			if status.Code(err) != codes.Unavailable {
+				t.Errorf("%v: %v; want Unavailable", p, err)
+			}
+			_, err = grpclimit.New(grpclimit.Config{Limiter: down(t, redisrate.WithFailurePolicy(p)), Limits: lim, FailurePolicy: redisrate.FailOpen})
+			if err == nil || !strings.Contains(err.Error(), "Config.FailurePolicy is FailOpen") {
+				t.Errorf("a FailOpen Config over a %v Limiter: %v; want New to refuse it", p, err)
+			}
 		}
 	})
 	t.Run("Config.FailurePolicy FailClosed over the Limiter's FailOpen: Unavailable", func(t *testing.T) {
