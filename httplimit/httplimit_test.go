@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -1081,6 +1083,35 @@ func TestOnePolicyTruth(t *testing.T) {
 		_, err := New(Config{Limiter: down(t, p), Limits: lim, FailurePolicy: redisrate.FailOpen})
 		if err == nil || !strings.Contains(err.Error(), "Config.FailurePolicy is FailOpen") || !strings.Contains(err.Error(), p.String()) {
 			t.Errorf("a FailOpen Config with a %v Limiter: %v; want New to refuse it, naming both", p, err)
+		}
+	}
+}
+
+// TestMisconfiguredRedis (issue 38, finding 2): a wrong password was an
+// outage: the default policy served 5 of 5 requests under a limit of 1 per
+// second and never told OnError. It is a configuration error now: every
+// request is refused with 500 (no policy answers it), never a 429, and
+// OnError is told of each, with an error matching ErrMisconfigured.
+func TestMisconfiguredRedis(t *testing.T) {
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil))) // the Limiter's line at level Error
+	t.Cleanup(func() { slog.SetDefault(old) })
+	for _, policy := range []redisrate.FailurePolicy{0, redisrate.FailOpen, redisrate.FailClosed} {
+		mr := miniredis.RunT(t)
+		mr.RequireAuth("sekret")
+		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), Password: "wrong", Protocol: 2})
+		t.Cleanup(func() { _ = rdb.Close() })
+		var told []error
+		next := &served{}
+		h := mustNew(t, Config{Limiter: testLimiter(rdb), Limits: []redisrate.Limit{redisrate.PerSecond(1)}, FailurePolicy: policy,
+			OnError: func(_ *http.Request, err error) { told = append(told, err) }}).Handler(next)
+		for i := range 5 {
+			if w := do(h, ""); w.Code != 500 {
+				t.Errorf("%v, request %d: %d; want 500", policy, i, w.Code)
+			}
+		}
+		if next.n != 0 || len(told) != 5 || !errors.Is(told[4], redisrate.ErrMisconfigured) || errors.Is(told[4], redisrate.ErrUnavailable) {
+			t.Errorf("%v: served %d, OnError told %d times (%v); want 0 served, 5 told of ErrMisconfigured", policy, next.n, len(told), told)
 		}
 	}
 }
