@@ -155,12 +155,14 @@ func misconfigured(msg string) bool {
 		"ERR unknown command",                 // scripting renamed away, or *_RO before Redis 7
 		"ERR Could not find scripting engine", // Valkey without its Lua module
 		"ERR Engine 'lua' not found",          // ... as its FUNCTION commands say it
+		"ERR ACL failure in script",           // Valkey: the ACL refused a command a script calls
 	} {
 		if strings.HasPrefix(msg, p) {
 			return true
 		}
 	}
-	return false
+	// Redis: the ACL refused a command a script calls (TIME, GET, ...).
+	return strings.HasPrefix(msg, "ERR ") && strings.Contains(msg, "The user executing the script can't run this command")
 }
 
 // foreignKeyAt matches a script's error about the value of one key of a

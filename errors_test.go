@@ -29,10 +29,12 @@ func TestClassify(t *testing.T) {
 		"ERR unknown command 'EVALSHA_RO', with args beginning with: ":                    ErrMisconfigured,
 		"ERR Could not find scripting engine 'lua'":                                       ErrMisconfigured,
 		"ERR Engine 'lua' not found":                                                      ErrMisconfigured,
-		"LOADING Redis is loading the dataset in memory":                                  ErrUnavailable,
-		"OOM command not allowed when used memory > 'maxmemory'.":                         ErrUnavailable,
-		"READONLY You can't write against a read only replica.":                           ErrUnavailable,
-		"dial tcp 127.0.0.1:1: connect: connection refused":                               ErrUnavailable,
+		"ERR The user executing the script can't run this command or subcommand script: 1a8c67671c988614eb0c618efa73283c54565629, on @user_script:1.":            ErrMisconfigured,
+		"ERR ACL failure in script: User lim2 has no permissions to run the 'time' command script: 1a8c67671c988614eb0c618efa73283c54565629, on @user_script:1.": ErrMisconfigured,
+		"LOADING Redis is loading the dataset in memory":          ErrUnavailable,
+		"OOM command not allowed when used memory > 'maxmemory'.": ErrUnavailable,
+		"READONLY You can't write against a read only replica.":   ErrUnavailable,
+		"dial tcp 127.0.0.1:1: connect: connection refused":       ErrUnavailable,
 	} {
 		if got := classify(errors.New(msg)); got != want {
 			t.Errorf("classify(%q) = %v, want %v", msg, got, want)

@@ -29,7 +29,7 @@ func Example() {
 	defer done()
 	ctx := context.Background()
 
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"))
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("redisrate:"))
 	limit := redisrate.PerSecond(5).WithBurst(10) // 5 per second, 10 at once
 
 	for i := range 12 {
@@ -297,7 +297,7 @@ func ExampleNewLimiter() {
 		MaxRetries:            -1,
 	})
 	defer rdb.Close()
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"), redisrate.WithFailurePolicy(redisrate.FailOpen))
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("redisrate:"), redisrate.WithFailurePolicy(redisrate.FailOpen))
 	_ = limiter
 }
 
@@ -305,10 +305,10 @@ func ExampleWithKeyPrefix() {
 	rdb, done := exampleRedis()
 	defer done()
 	ctx := context.Background()
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"))
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("redisrate:"))
 	_, _ = limiter.Allow(ctx, "user:42", redisrate.PerSecond(5))
 	fmt.Println(rdb.Keys(ctx, "*").Val())
-	// Output: [rate:user:42]
+	// Output: [redisrate:user:42]
 }
 
 func ExampleWithReadOnlyCheck() {
@@ -510,7 +510,7 @@ func ExampleError_Unwrap() {
 func ExampleLimiter() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"))
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("redisrate:"))
 	var wg sync.WaitGroup
 	var admitted atomic.Int64
 	for range 10 {
@@ -532,7 +532,7 @@ func ExampleOption() {
 	rdb, done := exampleRedis()
 	defer done()
 	opts := []redisrate.Option{
-		redisrate.WithKeyPrefix("rate:"),
+		redisrate.WithKeyPrefix("redisrate:"),
 		redisrate.WithDenyCache(10000),
 		redisrate.WithFailurePolicy(redisrate.FailOpen),
 		redisrate.WithCircuitBreaker(time.Second),

@@ -79,7 +79,7 @@ func (printObserver) End(ctx context.Context, d redisrate.Decision, res redisrat
 func ExampleDecision() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithObserver(printObserver{}), redisrate.WithKeyPrefix("rate:"))
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithObserver(printObserver{}), redisrate.WithKeyPrefix("redisrate:"))
 	ctx := context.Background()
 	_, _ = limiter.Decide(ctx, redisrate.Request{Key: "user:42", Limits: []redisrate.Limit{redisrate.PerSecond(5), redisrate.PerHour(100)}, N: 3})
 	_ = limiter.Reset(ctx, "user:42")

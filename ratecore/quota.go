@@ -118,5 +118,6 @@ func (r *Rules[R]) held(ctx context.Context, req R, q redisrate.Request, a Answe
 	}
 	q.Kind, q.N = redisrate.KindRefund, cost
 	_, _ = r.limiter.Decide(ctx, q) // the request was not served: its own units go back
-	return Answer{Result: res, Verdict: verdictOf(res)} // a policy's refusal is no spent quota
+	// A policy's refusal is no spent quota: Unavailable, not Deny.
+	return Answer{Result: res, Verdict: verdictOf(res)}
 }

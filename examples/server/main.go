@@ -120,7 +120,7 @@ func newHandler(rdb redis.Scripter, c config) (http.Handler, error) {
 	// then the recovery with how many decisions were degraded), never once
 	// per request. Its circuit breaker, on by default, answers at once while
 	// Redis is down and probes it in the background.
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"), redisrate.WithLogger(c.Logger))
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("redisrate:"), redisrate.WithLogger(c.Logger))
 
 	ip := httplimit.ClientIP{}
 	if len(c.TrustedProxies) > 0 {

@@ -168,6 +168,10 @@ func TestACLLeastPrivilege(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "can't run this command") && !strings.Contains(err.Error(), "no permissions to run the 'time' command") {
 		t.Errorf("without +time: %v, want the script's ACL error", err)
 	}
+	// Issue 38: a deployment mistake, never an outage.
+	if !errors.Is(err, redisrate.ErrMisconfigured) || errors.Is(err, redisrate.ErrUnavailable) {
+		t.Errorf("without +time: %v, want an error matching ErrMisconfigured only", err)
+	}
 	t.Logf("without +time: %v", err)
 	if n, _ := admin.Exists(ctx, "other:k").Result(); n != 0 {
 		t.Error("a refused call wrote other:k")
