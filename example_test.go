@@ -32,6 +32,10 @@ func Example() {
 	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("redisrate:"))
 	limit := redisrate.PerSecond(5).WithBurst(10) // 5 per second, 10 at once
 
+	// At start-up: a peek takes nothing; a bad password or ACL, or Redis down, fails here.
+	if _, err := limiter.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: "start-up", Limits: []redisrate.Limit{limit}}); err != nil {
+		panic(err) // ErrMisconfigured, or ErrUnavailable
+	}
 	for i := range 12 {
 		res, err := limiter.Allow(ctx, "user:42", limit)
 		if err != nil {
