@@ -209,7 +209,10 @@ func (h *health) startProbe(failing bool) bool {
 func (h *health) failed(l *Limiter, err error, script, key string) {
 	if h.failing.Load() {
 		h.mu.Lock()
-		h.lastErr = err
+		var known *unreachableError
+		if !isTimeout(err) || !errors.As(h.lastErr, &known) {
+			h.lastErr = err // a timeout says less than the cause a dial found
+		}
 		h.mu.Unlock()
 		return
 	}
@@ -222,20 +225,49 @@ func (h *health) failed(l *Limiter, err error, script, key string) {
 		h.failing.Store(true)
 	}
 	h.mu.Unlock()
-	if first && l.logger != nil {
+	if first {
 		l.warn(h, err, script, key)
 	}
+}
+
+// unreachableError is what a dial of the node found behind a call that
+// timed out: go-redis retries a refused dial until the deadline, and then
+// reports only the deadline. It becomes the cause of the calls the open
+// breaker answers, so that "connection refused" is reported as what it is.
+type unreachableError struct {
+	addr string
+	err  error // the dial's
+}
+
+func (e *unreachableError) Error() string {
+	return "cannot connect to Redis at " + e.addr + ": " + e.err.Error()
+}
+
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// explain makes cause the error the open breaker answers with, in place of
+// err, the timeout of the burst's first failure, if the burst goes on.
+func (h *health) explain(err, cause error) {
+	h.mu.Lock()
+	if h.failing.Load() && h.lastErr == err {
+		h.lastErr = cause
+	}
+	h.mu.Unlock()
 }
 
 // outageMsg is the message of the log line at a burst's first failure.
 const outageMsg = "redisrate: Redis cannot decide; calls follow the fallback and the failure policy until it answers again"
 
-// warn logs the first failure of a burst, err, of a call of script on key.
-// When err says only that no answer came in time, the cause is found by a
-// dial of the node, in the background (go-redis keeps "connection
+// warn reports the first failure of a burst, err, of a call of script on
+// key: in the log, if there is a logger, and, when err says only that no
+// answer came in time, to the breaker, whose calls then carry the cause a
+// dial of the node finds, in the background (go-redis keeps "connection
 // refused" to itself while it retries its dials until the deadline).
 func (l *Limiter) warn(h *health, err error, script, key string) {
 	log := func(cause string) {
+		if l.logger == nil {
+			return
+		}
 		attrs := []any{slog.String("error", err.Error()), slog.String("cause", cause),
 			slog.String("script", script), slog.String("key", keyName(l.prefix, key))}
 		if h.node != "" {
@@ -252,7 +284,11 @@ func (l *Limiter) warn(h *health, err error, script, key string) {
 	h.probes.Add(1)
 	go func() {
 		defer h.probes.Done()
-		log(l.diagnose(opts))
+		cause, dialErr := l.diagnose(opts)
+		if dialErr != nil {
+			h.explain(err, &unreachableError{addr: opts.Addr, err: dialErr})
+		}
+		log(cause)
 	}()
 }
 
@@ -272,8 +308,9 @@ func (l *Limiter) nodeOptions(key string) *redis.Options {
 }
 
 // diagnose dials the node as go-redis does (its Dialer: TLS, a Sentinel's
-// lookup of the primary) and says what stops it from answering.
-func (l *Limiter) diagnose(opts *redis.Options) string {
+// lookup of the primary) and says what stops it from answering, with the
+// dial's error if the dial failed.
+func (l *Limiter) diagnose(opts *redis.Options) (string, error) {
 	wait := probeTimeout
 	if l.timeout > 0 {
 		wait = l.timeout
@@ -282,10 +319,13 @@ func (l *Limiter) diagnose(opts *redis.Options) string {
 	defer cancel()
 	conn, err := opts.Dialer(ctx, opts.Network, opts.Addr)
 	if err != nil {
-		return causeOf(err)
+		if ended(ctx) != nil {
+			return causeOf(err), nil // the dial timed out too: no cause beyond the timeout
+		}
+		return causeOf(err), err
 	}
 	_ = conn.Close()
-	return "no answer: the server accepts connections but did not answer in time (paused, busy, or a proxy that does not forward)"
+	return "no answer: the server accepts connections but did not answer in time (paused, busy, or a proxy that does not forward)", nil
 }
 
 // isTimeout reports an error that says only that no answer came in time.
