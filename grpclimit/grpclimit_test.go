@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -635,5 +636,32 @@ func TestQuota(t *testing.T) {
 		if _, err := call(t, c, "x-api-key", string(rune('a'+i))); status.Code(err) != want {
 			t.Errorf("client %d: %v; want %v", i, err, want)
 		}
+	}
+}
+
+// TestMisconfiguredRedis (issue 38, finding 2): a wrong password is a
+// configuration error, not an outage: under the default policy every call
+// fails with Internal (never through, never ResourceExhausted), and
+// OnError is told of each with an error matching ErrMisconfigured.
+func TestMisconfiguredRedis(t *testing.T) {
+	mr := miniredis.RunT(t)
+	mr.RequireAuth("sekret")
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), Password: "wrong", MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	var told atomic.Int32
+	var misconfigured atomic.Bool
+	c := serve(t, grpclimit.Config{Limiter: testLimiter(rdb, redisrate.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))),
+		Limits: []redisrate.Limit{redisrate.PerSecond(1)},
+		OnError: func(_ context.Context, _ string, err error) {
+			told.Add(1)
+			misconfigured.Store(errors.Is(err, redisrate.ErrMisconfigured) && !errors.Is(err, redisrate.ErrUnavailable))
+		}})
+	for i := range 5 {
+		if _, err := call(t, c); status.Code(err) != codes.Internal {
+			t.Errorf("call %d: %v; want Internal", i, err)
+		}
+	}
+	if told.Load() != 5 || !misconfigured.Load() {
+		t.Errorf("OnError told %d times (ErrMisconfigured: %v); want 5", told.Load(), misconfigured.Load())
 	}
 }
