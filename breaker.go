@@ -27,7 +27,9 @@ const defaultProbeInterval = 200 * time.Millisecond
 //
 // After a call fails because Redis cannot decide (ErrUnavailable: refused,
 // timed out, loading, ...; not a caller's cancellation, not an argument
-// error), the breaker opens: the calls that follow do not ask Redis, and
+// error, not a deployment the server refuses, ErrMisconfigured, after which
+// every call asks again so that the first after the fix is decided), the
+// breaker opens: the calls that follow do not ask Redis, and
 // are answered at once by the fallback or the failure policy, with an error
 // that matches ErrUnavailable and wraps the failure. While it is open, the
 // first call after each probe interval starts one probe in the background
@@ -63,7 +65,10 @@ func WithCircuitBreaker(probeEvery time.Duration) Option {
 // by the fallback or the failure policy, and errors, returned with an
 // error matching ErrUnavailable, which the middleware answer with 503 or
 // Unavailable): once per burst of failures, never once per request. A nil
-// logger (the default) logs nothing.
+// logger (the default) logs none of that. A deployment the server refuses
+// (ErrMisconfigured: a wrong password, an ACL) is logged at level Error,
+// through logger or, if it is nil, slog.Default: at its first occurrence,
+// then once a minute while it lasts; limits must not be off unseen.
 //
 // go-redis logs on its own (each failed dial, to stderr by default): route
 // its lines with redis.SetLogger, e.g. to the same logger at level Debug,
