@@ -31,7 +31,9 @@ const (
 	// the error's text shown.
 	NoKey
 	// Internal: a bug, such as a failing key function or a key holding
-	// other data (500, codes.Internal), the error's text not shown.
+	// other data, or a deployment the server refuses
+	// (redisrate.ErrMisconfigured: no failure policy answers it) (500,
+	// codes.Internal), the error's text not shown.
 	Internal
 )
 
