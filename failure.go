@@ -70,8 +70,8 @@ func (p FailurePolicy) String() string {
 // WithFailurePolicy sets what a call answers when Redis cannot decide: the
 // error (FailError, the default), a denial (FailClosed) or an admission
 // (FailOpen); 0 takes the choice back (the default, which the middleware
-// may replace by its own: see FailurePolicy). With WithFallback too, the policy applies only when the
-// fallback fails as well.
+// may replace by its own: see FailurePolicy). With WithFallback too, the
+// policy applies only when the fallback fails as well.
 //
 // A call waits for Redis at most the decision timeout
 // (WithDecisionTimeout, DefaultDecisionTimeout unless set), or until its
