@@ -250,6 +250,22 @@ func (e *unreachableError) Error() string {
 
 func (e *unreachableError) Unwrap() error { return e.err }
 
+// explained is err, a call's failure, with the cause a dial found in this
+// burst if err says only that no answer came in time: so that a Limiter
+// without a breaker (every call asks Redis) reports it too.
+func (h *health) explained(err error) error {
+	if !h.failing.Load() || !isTimeout(err) {
+		return err
+	}
+	h.mu.Lock()
+	known, ok := h.lastErr.(*unreachableError)
+	h.mu.Unlock()
+	if !ok {
+		return err
+	}
+	return &unreachableError{addr: known.addr, err: fmt.Errorf("%w (redialled until: %v)", known.err, err)}
+}
+
 // explain makes cause the error the open breaker answers with, in place of
 // err, the timeout of the burst's first failure, if the burst goes on.
 func (h *health) explain(err, cause error) {

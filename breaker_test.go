@@ -442,4 +442,19 @@ func TestRefusedIsNotATimeout(t *testing.T) {
 		!strings.Contains(res.Cause.Error(), "cannot connect to Redis at "+addr) || strings.Contains(res.Cause.Error(), "no answer") {
 		t.Errorf("a call the open breaker answered: cause %v; want it to say the connection was refused, not a timeout", res.Cause)
 	}
+
+	// Without the breaker every call asks Redis, and says so too.
+	nb := NewLimiter(rdb, WithCircuitBreaker(0), WithDecisionTimeout(50*time.Millisecond))
+	_, _ = nb.Allow(ctx, "k", PerSecond(1))
+	nb.health.probes.Wait()
+	for i := range 2 {
+		_, err := nb.Allow(ctx, "k", PerSecond(1))
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, syscall.ECONNREFUSED) ||
+			!strings.Contains(err.Error(), "cannot connect to Redis at "+addr) {
+			t.Errorf("without a breaker, call %d: %v; want it to say the connection was refused", i, err)
+		}
+		if i == 0 {
+			t.Logf("without a breaker: %v", err)
+		}
+	}
 }

@@ -208,6 +208,9 @@ func (l *Limiter) settle(ctx context.Context, o *op, limits []Limit, v answer, e
 		}
 	}
 	kind := classify(err)
+	if kind == ErrUnavailable && ended(ctx) == nil {
+		err = h.explained(err) // "connection refused", not a timeout, once a dial found it
+	}
 	o.err = o.failed(err, kind)
 	switch {
 	case kind == ErrMisconfigured:
