@@ -14,7 +14,7 @@ func ExampleLimiter_DecideBatch() {
 	rdb, done := exampleRedis()
 	defer done()
 	ctx := context.Background()
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"))
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("redisrate:"))
 
 	perItem := []redisrate.Limit{redisrate.PerMinute(2)}
 	reqs := []redisrate.Request{

@@ -27,7 +27,9 @@ const defaultProbeInterval = 200 * time.Millisecond
 //
 // After a call fails because Redis cannot decide (ErrUnavailable: refused,
 // timed out, loading, ...; not a caller's cancellation, not an argument
-// error), the breaker opens: the calls that follow do not ask Redis, and
+// error, not a deployment the server refuses, ErrMisconfigured, after which
+// every call asks again so that the first after the fix is decided), the
+// breaker opens: the calls that follow do not ask Redis, and
 // are answered at once by the fallback or the failure policy, with an error
 // that matches ErrUnavailable and wraps the failure. While it is open, the
 // first call after each probe interval starts one probe in the background
@@ -63,7 +65,10 @@ func WithCircuitBreaker(probeEvery time.Duration) Option {
 // by the fallback or the failure policy, and errors, returned with an
 // error matching ErrUnavailable, which the middleware answer with 503 or
 // Unavailable): once per burst of failures, never once per request. A nil
-// logger (the default) logs nothing.
+// logger (the default) logs none of that. A deployment the server refuses
+// (ErrMisconfigured: a wrong password, an ACL) is logged at level Error,
+// through logger or, if it is nil, slog.Default: at its first occurrence,
+// then once a minute while it lasts; limits must not be off unseen.
 //
 // go-redis logs on its own (each failed dial, to stderr by default): route
 // its lines with redis.SetLogger, e.g. to the same logger at level Debug,
@@ -88,6 +93,8 @@ type health struct {
 	failing  atomic.Bool  // from a burst's first failure to the next success
 	degraded atomic.Int64 // degraded decisions in the current burst
 	errors   atomic.Int64 // calls that returned ErrUnavailable in the current burst
+
+	misconf misconfLog // the log of configuration errors (ErrMisconfigured)
 
 	mu        sync.Mutex
 	since     time.Time // the burst's first failure
@@ -207,7 +214,10 @@ func (h *health) startProbe(failing bool) bool {
 func (h *health) failed(l *Limiter, err error, script, key string) {
 	if h.failing.Load() {
 		h.mu.Lock()
-		h.lastErr = err
+		var known *unreachableError
+		if !isTimeout(err) || !errors.As(h.lastErr, &known) {
+			h.lastErr = err // a timeout says less than the cause a dial found
+		}
 		h.mu.Unlock()
 		return
 	}
@@ -220,26 +230,71 @@ func (h *health) failed(l *Limiter, err error, script, key string) {
 		h.failing.Store(true)
 	}
 	h.mu.Unlock()
-	if first && l.logger != nil {
+	if first {
 		l.warn(h, err, script, key)
 	}
+}
+
+// unreachableError is what a dial of the node found behind a call that
+// timed out: go-redis retries a refused dial until the deadline, and then
+// reports only the deadline. It becomes the cause of the calls the open
+// breaker answers, so that "connection refused" is reported as what it is.
+type unreachableError struct {
+	addr string
+	err  error // the dial's
+}
+
+func (e *unreachableError) Error() string {
+	return "cannot connect to Redis at " + e.addr + ": " + e.err.Error()
+}
+
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// explained is err, a call's failure, with the cause a dial found in this
+// burst if err says only that no answer came in time: so that a Limiter
+// without a breaker (every call asks Redis) reports it too.
+func (h *health) explained(err error) error {
+	if !h.failing.Load() || !isTimeout(err) {
+		return err
+	}
+	h.mu.Lock()
+	known, ok := h.lastErr.(*unreachableError)
+	h.mu.Unlock()
+	if !ok {
+		return err
+	}
+	return &unreachableError{addr: known.addr, err: fmt.Errorf("%w (redialled until: %v)", known.err, err)}
+}
+
+// explain makes cause the error the open breaker answers with, in place of
+// err, the timeout of the burst's first failure, if the burst goes on.
+func (h *health) explain(err, cause error) {
+	h.mu.Lock()
+	if h.failing.Load() && h.lastErr == err {
+		h.lastErr = cause
+	}
+	h.mu.Unlock()
 }
 
 // outageMsg is the message of the log line at a burst's first failure.
 const outageMsg = "redisrate: Redis cannot decide; calls follow the fallback and the failure policy until it answers again"
 
-// warn logs the first failure of a burst, err, of a call of script on key.
-// When err says only that no answer came in time, the cause is found by a
-// dial of the node, in the background (go-redis keeps "connection
+// warn reports the first failure of a burst, err, of a call of script on
+// key: in the log, if there is a logger, and, when err says only that no
+// answer came in time, to the breaker, whose calls then carry the cause a
+// dial of the node finds, in the background (go-redis keeps "connection
 // refused" to itself while it retries its dials until the deadline).
 func (l *Limiter) warn(h *health, err error, script, key string) {
 	log := func(cause string) {
+		if l.logger == nil {
+			return
+		}
 		attrs := []any{slog.String("error", err.Error()), slog.String("cause", cause),
 			slog.String("script", script), slog.String("key", keyName(l.prefix, key))}
 		if h.node != "" {
 			attrs = append(attrs, slog.String("node", h.node))
 		}
-		l.logger.Warn(outageMsg, append(attrs, slog.String("policy", l.policy.String()),
+		l.logger.Warn(outageMsg, append(attrs, slog.String("policy", l.failurePolicy().String()),
 			slog.Bool("fallback", l.fallback != nil), slog.Duration("probe_every", h.probeEvery))...)
 	}
 	opts := l.nodeOptions(key)
@@ -250,7 +305,11 @@ func (l *Limiter) warn(h *health, err error, script, key string) {
 	h.probes.Add(1)
 	go func() {
 		defer h.probes.Done()
-		log(l.diagnose(opts))
+		cause, dialErr := l.diagnose(opts)
+		if dialErr != nil {
+			h.explain(err, &unreachableError{addr: opts.Addr, err: dialErr})
+		}
+		log(cause)
 	}()
 }
 
@@ -270,8 +329,9 @@ func (l *Limiter) nodeOptions(key string) *redis.Options {
 }
 
 // diagnose dials the node as go-redis does (its Dialer: TLS, a Sentinel's
-// lookup of the primary) and says what stops it from answering.
-func (l *Limiter) diagnose(opts *redis.Options) string {
+// lookup of the primary) and says what stops it from answering, with the
+// dial's error if the dial failed.
+func (l *Limiter) diagnose(opts *redis.Options) (string, error) {
 	wait := probeTimeout
 	if l.timeout > 0 {
 		wait = l.timeout
@@ -280,10 +340,13 @@ func (l *Limiter) diagnose(opts *redis.Options) string {
 	defer cancel()
 	conn, err := opts.Dialer(ctx, opts.Network, opts.Addr)
 	if err != nil {
-		return causeOf(err)
+		if ended(ctx) != nil {
+			return causeOf(err), nil // the dial timed out too: no cause beyond the timeout
+		}
+		return causeOf(err), err
 	}
 	_ = conn.Close()
-	return "no answer: the server accepts connections but did not answer in time (paused, busy, or a proxy that does not forward)"
+	return "no answer: the server accepts connections but did not answer in time (paused, busy, or a proxy that does not forward)", nil
 }
 
 // isTimeout reports an error that says only that no answer came in time.
@@ -331,6 +394,51 @@ func isName(s string) bool {
 		}
 	}
 	return named && len(s) <= 32
+}
+
+// misconfEvery is how often, at most, the log of configuration errors
+// repeats while they last: often enough that nobody reads a log without
+// it, seldom enough that a service's every request does not log.
+const misconfEvery = time.Minute
+
+// misconfMsg is the message of the log line of configuration errors.
+const misconfMsg = "redisrate: Redis refused the call: the deployment is misconfigured, not down; every call fails with this error, whatever the failure policy, until it is fixed"
+
+// misconfLog paces the log of configuration errors.
+type misconfLog struct {
+	mu     sync.Mutex
+	last   time.Time // the last line; zero: none yet
+	missed int64     // the errors since, not logged
+}
+
+// misconfigured records a call that the server refused for a reason of the
+// deployment (ErrMisconfigured): Redis answered, so the breaker is not
+// tripped (succeeded), and the error is logged at level Error, through
+// WithLogger's logger or else slog.Default (silence would leave limits off
+// unseen), at its first occurrence and then at most once per misconfEvery.
+func (h *health) misconfigured(l *Limiter, err error, script, key string) {
+	h.succeeded(l)
+	m := &h.misconf
+	m.mu.Lock()
+	now := h.now()
+	if !m.last.IsZero() && now.Sub(m.last) < misconfEvery {
+		m.missed++
+		m.mu.Unlock()
+		return
+	}
+	missed := m.missed
+	m.last, m.missed = now, 0
+	m.mu.Unlock()
+	logger := l.logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	attrs := []any{slog.String("error", err.Error()), slog.String("script", script), slog.String("key", keyName(l.prefix, key)),
+		slog.Int64("since_last_line", missed), slog.Duration("repeats_every", misconfEvery)}
+	if h.node != "" {
+		attrs = append(attrs, slog.String("node", h.node))
+	}
+	logger.Error(misconfMsg, attrs...)
 }
 
 // succeeded records an answer from Redis: the end of a burst, if any.

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -410,5 +412,49 @@ func TestKeyName(t *testing.T) {
 	}
 	if got := keyName("rate:", "rate:login:bob"); got != "rate:login:…" {
 		t.Errorf("with a prefix: %q", got)
+	}
+}
+
+// TestRefusedIsNotATimeout (issue 38, finding 6): a Redis that refuses
+// connections was reported as a timeout: go-redis redials until the
+// decision deadline, then reports only the deadline. The burst's first
+// failure dials the node to find the cause, and the calls the open breaker
+// answers then carry it: "connection refused", matching
+// syscall.ECONNREFUSED, without WithLogger too.
+func TestRefusedIsNotATimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close() // nobody listens there now: connections are refused
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { _ = rdb.Close() })
+	l := NewLimiter(rdb, WithFailurePolicy(FailClosed))
+	ctx := context.Background()
+	first, err := l.Allow(ctx, "k", PerSecond(1))
+	if err != nil || first.Source != SourceFailClosed {
+		t.Fatalf("first call: %+v %v; want the policy's denial", first, err)
+	}
+	l.health.probes.Wait() // the diagnosis
+	res, err := l.Allow(ctx, "k", PerSecond(1))
+	if err != nil || !errors.Is(res.Cause, ErrCircuitOpen) || !errors.Is(res.Cause, syscall.ECONNREFUSED) ||
+		!strings.Contains(res.Cause.Error(), "cannot connect to Redis at "+addr) || strings.Contains(res.Cause.Error(), "no answer") {
+		t.Errorf("a call the open breaker answered: cause %v; want it to say the connection was refused, not a timeout", res.Cause)
+	}
+
+	// Without the breaker every call asks Redis, and says so too.
+	nb := NewLimiter(rdb, WithCircuitBreaker(0), WithDecisionTimeout(50*time.Millisecond))
+	_, _ = nb.Allow(ctx, "k", PerSecond(1))
+	nb.health.probes.Wait()
+	for i := range 2 {
+		_, err := nb.Allow(ctx, "k", PerSecond(1))
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, syscall.ECONNREFUSED) ||
+			!strings.Contains(err.Error(), "cannot connect to Redis at "+addr) {
+			t.Errorf("without a breaker, call %d: %v; want it to say the connection was refused", i, err)
+		}
+		if i == 0 {
+			t.Logf("without a breaker: %v", err)
+		}
 	}
 }

@@ -15,7 +15,7 @@ func ExampleLimit_calendar() {
 	rdb, done := exampleRedis()
 	defer done()
 	ctx := context.Background()
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"))
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("redisrate:"))
 
 	// 3 a day from midnight to midnight in Los Angeles (23 or 25 hours on
 	// the days daylight saving time starts or ends), decided by fixed_window.

@@ -105,7 +105,6 @@ func TestDecideRefusesBadRequests(t *testing.T) {
 		{"batch kind", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindBatch, Key: "k", Limits: lim}) }, "invalid kind batch"},
 		{"unknown kind", func() (Result, error) { return l.Decide(ctx, Request{Kind: 42, Key: "k", Limits: lim}) }, "invalid kind 42"},
 		{"peek with a cost", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindPeek, Key: "k", Limits: lim, N: 1}) }, "a peek takes nothing"},
-		{"reset with limits", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindReset, Key: "k", Limits: lim}) }, "a reset takes a Key only"},
 		{"wait in a batch", func() (Result, error) { return batchOne(ctx, l, Request{Kind: KindWait, Key: "k", Limits: lim}) }, "cannot be batched"},
 		{"reset in a batch", func() (Result, error) { return batchOne(ctx, l, Request{Kind: KindReset, Key: "k"}) }, "cannot be batched"},
 		{"AllowN 0", func() (Result, error) { return l.AllowN(ctx, "k", lim[0], 0) }, "ask with KindPeek"},
@@ -114,7 +113,13 @@ func TestDecideRefusesBadRequests(t *testing.T) {
 		{"force of 0", func() (Result, error) {
 			return l.Decide(ctx, Request{Kind: KindForce, Keys: []KeyLimit{{"a", lim[0]}, {"b", lim[0]}}})
 		}, "invalid cost '0'"},
-		{"AllowN -1", func() (Result, error) { return l.AllowN(ctx, "k", lim[0], -1) }, "invalid cost '-1': must be a whole number from 0 to 10^15"},
+		{"AllowN -1", func() (Result, error) { return l.AllowN(ctx, "k", lim[0], -1) }, "invalid cost '-1': must be a whole number from 1 to 10^15"},
+		// Issue 38, finding 11: the words said "from 0", though 0 is refused too.
+		{"refund of -1", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindRefund, Key: "k", Limits: lim, N: -1}) }, "invalid cost '-1': must be a whole number from 1 to 10^15 for kind refund"},
+		{"force of -1", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindForce, Key: "k", Limits: lim, N: -1}) }, "invalid cost '-1': must be a whole number from 1 to 10^15 for kind force"},
+		// Issue 38, finding 5: a reset is an observer's kind; Decide reset the key.
+		{"reset by Decide", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindReset, Key: "k"}) }, "invalid kind reset: a request decides, it does not reset; call Limiter.Reset"},
+		{"reset by Decide with limits", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindReset, Key: "k", Limits: lim}) }, "invalid kind reset"},
 	} {
 		r, err := c.call()
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) || r != (Result{}) {

@@ -208,8 +208,13 @@ func (l *Limiter) settle(ctx context.Context, o *op, limits []Limit, v answer, e
 		}
 	}
 	kind := classify(err)
+	if kind == ErrUnavailable && ended(ctx) == nil {
+		err = h.explained(err) // "connection refused", not a timeout, once a dial found it
+	}
 	o.err = o.failed(err, kind)
 	switch {
+	case kind == ErrMisconfigured:
+		h.misconfigured(l, err, o.s.name, o.key) // Redis answered: not an outage, but loud
 	case kind != ErrUnavailable:
 		h.succeeded(l) // Redis answered: the caller's mistake, not an outage
 	case ended(ctx) != nil:

@@ -19,13 +19,24 @@ var (
 	// ErrInvalid, it is always returned, whatever the failure policy.
 	ErrForeignKey = errors.New("key holds other data")
 
-	// ErrPermission is matched by the error of a call the server's ACL
-	// refused (NOPERM: the user may not run the script, or not touch the
-	// key). Redis is up and the call will not succeed by waiting: like
-	// ErrInvalid, it is always returned, whatever the failure policy, so
-	// that a deployment mistake never hides behind "Redis is down". The
-	// error carries the server's words, which name the missing permission.
-	ErrPermission = errors.New("not permitted by the server's ACL")
+	// ErrMisconfigured is matched by the error of a call that the server
+	// refused for a reason of the deployment, which no retry cures: the
+	// client did not authenticate (NOAUTH) or its password is wrong
+	// (WRONGPASS), the ACL denies a command or a key the scripts need
+	// (NOPERM), or the server runs no scripts (a command renamed away or
+	// unknown, "unknown command"; a Valkey without its Lua module, "Could
+	// not find scripting engine"). The error carries the server's words.
+	//
+	// Redis is up, so it is no outage: not ErrUnavailable, and the circuit
+	// breaker is not tripped. Like ErrInvalid, it is always returned,
+	// whatever the failure policy and the fallback, so that limits are never
+	// silently off: a FailOpen service would otherwise serve every request
+	// unlimited for as long as the deployment lives. The Limiter also logs
+	// it at level Error, through WithLogger's logger or else slog.Default:
+	// at its first occurrence and then once a minute while it lasts. Find
+	// it at start-up, before the first request, with a KindPeek Decide (see
+	// docs/reliability.md).
+	ErrMisconfigured = errors.New("refused by the server's configuration")
 
 	// ErrUnavailable is matched by the error of any call that Redis could
 	// not decide: unreachable, timed out, loading, failing over, refusing
@@ -81,8 +92,8 @@ func (e *invalidError) Error() string { return "redisrate: " + e.msg }
 func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
 
 // Error is a failed call: the script and key it concerned and why. It
-// matches ErrInvalid, ErrForeignKey, ErrPermission or ErrUnavailable (and
-// ErrBadReply) as the failure is classified, and the underlying error (a
+// matches ErrInvalid, ErrForeignKey, ErrMisconfigured or ErrUnavailable
+// (and ErrBadReply) as the failure is classified, and the underlying error (a
 // redis.Error, a network error). A call whose caller cancelled its context,
 // or let its deadline pass, before Redis decided matches the context's
 // error (context.Canceled, context.DeadlineExceeded) and none of the
@@ -128,10 +139,30 @@ func classify(err error) error {
 		return ErrForeignKey
 	case strings.HasPrefix(msg, "CROSSSLOT"): // keys of one call in different slots of a Cluster
 		return ErrInvalid
-	case strings.HasPrefix(msg, "NOPERM"):
-		return ErrPermission
+	case misconfigured(msg):
+		return ErrMisconfigured
 	}
 	return ErrUnavailable
+}
+
+// misconfigured reports a server's error reply that no retry cures: what
+// it says is wrong with the deployment (ErrMisconfigured).
+func misconfigured(msg string) bool {
+	for _, p := range [...]string{
+		"NOAUTH",                              // no password given to a server that wants one
+		"WRONGPASS",                           // a wrong password, or a disabled user
+		"NOPERM",                              // the ACL: a command or key the scripts need
+		"ERR unknown command",                 // scripting renamed away, or *_RO before Redis 7
+		"ERR Could not find scripting engine", // Valkey without its Lua module
+		"ERR Engine 'lua' not found",          // ... as its FUNCTION commands say it
+		"ERR ACL failure in script",           // Valkey: the ACL refused a command a script calls
+	} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	// Redis: the ACL refused a command a script calls (TIME, GET, ...).
+	return strings.HasPrefix(msg, "ERR ") && strings.Contains(msg, "The user executing the script can't run this command")
 }
 
 // foreignKeyAt matches a script's error about the value of one key of a

@@ -21,12 +21,20 @@ func TestClassify(t *testing.T) {
 		"ERR key holds a value of another type, not gcra state: left untouched":           ErrForeignKey,
 		"ERR key #2 holds a value that is not gcra state: left untouched":                 ErrForeignKey,
 		"ERR key #8 holds tb state, not gcra state: left untouched":                       ErrForeignKey,
-		"NOPERM User limiter has no permissions to run the 'evalsha' command":             ErrPermission,
-		"NOPERM No permissions to access a key":                                           ErrPermission,
-		"LOADING Redis is loading the dataset in memory":                                  ErrUnavailable,
-		"OOM command not allowed when used memory > 'maxmemory'.":                         ErrUnavailable,
-		"READONLY You can't write against a read only replica.":                           ErrUnavailable,
-		"dial tcp 127.0.0.1:1: connect: connection refused":                               ErrUnavailable,
+		"NOPERM User limiter has no permissions to run the 'evalsha' command":             ErrMisconfigured,
+		"NOPERM No permissions to access a key":                                           ErrMisconfigured,
+		"NOAUTH Authentication required.":                                                 ErrMisconfigured,
+		"WRONGPASS invalid username-password pair or user is disabled.":                   ErrMisconfigured,
+		"ERR unknown command 'evalsha', with args beginning with: 'abc' '0' ":             ErrMisconfigured,
+		"ERR unknown command 'EVALSHA_RO', with args beginning with: ":                    ErrMisconfigured,
+		"ERR Could not find scripting engine 'lua'":                                       ErrMisconfigured,
+		"ERR Engine 'lua' not found":                                                      ErrMisconfigured,
+		"ERR The user executing the script can't run this command or subcommand script: 1a8c67671c988614eb0c618efa73283c54565629, on @user_script:1.":            ErrMisconfigured,
+		"ERR ACL failure in script: User lim2 has no permissions to run the 'time' command script: 1a8c67671c988614eb0c618efa73283c54565629, on @user_script:1.": ErrMisconfigured,
+		"LOADING Redis is loading the dataset in memory":          ErrUnavailable,
+		"OOM command not allowed when used memory > 'maxmemory'.": ErrUnavailable,
+		"READONLY You can't write against a read only replica.":   ErrUnavailable,
+		"dial tcp 127.0.0.1:1: connect: connection refused":       ErrUnavailable,
 	} {
 		if got := classify(errors.New(msg)); got != want {
 			t.Errorf("classify(%q) = %v, want %v", msg, got, want)
@@ -40,12 +48,13 @@ func TestClassify(t *testing.T) {
 // TestPolicyNeverMasksPermission: an ACL refusal is returned as an error
 // under every policy, and does not open the breaker: Redis is up.
 func TestPolicyNeverMasksPermission(t *testing.T) {
+	quietDefaultLog(t)
 	for _, p := range []FailurePolicy{FailError, FailClosed, FailOpen} {
 		l := testLimiter(noPermClient{}, WithFailurePolicy(p))
 		for range 2 {
 			res, err := l.Allow(context.Background(), "k", PerSecond(1))
-			if !errors.Is(err, ErrPermission) || errors.Is(err, ErrUnavailable) || res != (Result{}) {
-				t.Errorf("%v: %+v %v, want ErrPermission", p, res, err)
+			if !errors.Is(err, ErrMisconfigured) || errors.Is(err, ErrUnavailable) || res != (Result{}) {
+				t.Errorf("%v: %+v %v, want ErrMisconfigured", p, res, err)
 			}
 		}
 		if l.health.skip() {

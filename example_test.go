@@ -29,9 +29,13 @@ func Example() {
 	defer done()
 	ctx := context.Background()
 
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"))
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("redisrate:"))
 	limit := redisrate.PerSecond(5).WithBurst(10) // 5 per second, 10 at once
 
+	// At start-up: a peek takes nothing; a bad password or ACL, or Redis down, fails here.
+	if _, err := limiter.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: "start-up", Limits: []redisrate.Limit{limit}}); err != nil {
+		panic(err) // ErrMisconfigured, or ErrUnavailable
+	}
 	for i := range 12 {
 		res, err := limiter.Allow(ctx, "user:42", limit)
 		if err != nil {
@@ -297,7 +301,7 @@ func ExampleNewLimiter() {
 		MaxRetries:            -1,
 	})
 	defer rdb.Close()
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"), redisrate.WithFailurePolicy(redisrate.FailOpen))
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("redisrate:"), redisrate.WithFailurePolicy(redisrate.FailOpen))
 	_ = limiter
 }
 
@@ -305,10 +309,10 @@ func ExampleWithKeyPrefix() {
 	rdb, done := exampleRedis()
 	defer done()
 	ctx := context.Background()
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"))
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("redisrate:"))
 	_, _ = limiter.Allow(ctx, "user:42", redisrate.PerSecond(5))
 	fmt.Println(rdb.Keys(ctx, "*").Val())
-	// Output: [rate:user:42]
+	// Output: [redisrate:user:42]
 }
 
 func ExampleWithReadOnlyCheck() {
@@ -510,7 +514,7 @@ func ExampleError_Unwrap() {
 func ExampleLimiter() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"))
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("redisrate:"))
 	var wg sync.WaitGroup
 	var admitted atomic.Int64
 	for range 10 {
@@ -532,7 +536,7 @@ func ExampleOption() {
 	rdb, done := exampleRedis()
 	defer done()
 	opts := []redisrate.Option{
-		redisrate.WithKeyPrefix("rate:"),
+		redisrate.WithKeyPrefix("redisrate:"),
 		redisrate.WithDenyCache(10000),
 		redisrate.WithFailurePolicy(redisrate.FailOpen),
 		redisrate.WithCircuitBreaker(time.Second),

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/redisrate/redisrate/internal/policyof"
 )
 
 // The failure stage of the engine: what a call answers when Redis cannot
@@ -13,9 +15,10 @@ import (
 
 // FailurePolicy decides what a call answers when Redis cannot decide (the
 // call's error matches ErrUnavailable) and no fallback did. Argument errors
-// (ErrInvalid), foreign keys (ErrForeignKey) and ACL refusals
-// (ErrPermission) are the caller's to fix and are always returned as
-// errors, whatever the policy.
+// (ErrInvalid), foreign keys (ErrForeignKey) and a deployment the server
+// refuses (ErrMisconfigured: a wrong password, an ACL, no scripting) are
+// not outages: they are always returned as errors, whatever the policy,
+// since no wait cures them and a policy's answer would hide them.
 //
 // Every kind of call follows it alike: Allow, AllowN, Decide of every Kind
 // but KindWait, and each request of DecideBatch answer the policy's Result
@@ -26,9 +29,13 @@ import (
 // the Result and an error matching ErrUnavailable (waiting out an outage
 // is not waiting for a turn); Reset always returns the error.
 //
-// The zero FailurePolicy is no choice: to WithFailurePolicy, the default
-// (FailError); to the httplimit and grpclimit middleware, their Limiter's
-// policy.
+// The zero FailurePolicy is no choice. A Limiter without one answers as
+// FailError. The middleware (httplimit, grpclimit) follows one rule: an
+// explicit FailClosed or FailError, on its Limiter or in its Config, is
+// never served open. With no choice on either, it serves (FailOpen, its
+// default: docs/reliability.md); with one choice, that one; with a
+// refusing policy on one side and FailOpen on the other, its New returns
+// an error rather than pick one.
 type FailurePolicy int
 
 const (
@@ -62,8 +69,9 @@ func (p FailurePolicy) String() string {
 
 // WithFailurePolicy sets what a call answers when Redis cannot decide: the
 // error (FailError, the default), a denial (FailClosed) or an admission
-// (FailOpen). With WithFallback too, the policy applies only when the
-// fallback fails as well.
+// (FailOpen); 0 takes the choice back (the default, which the middleware
+// may replace by its own: see FailurePolicy). With WithFallback too, the
+// policy applies only when the fallback fails as well.
 //
 // A call waits for Redis at most the decision timeout
 // (WithDecisionTimeout, DefaultDecisionTimeout unless set), or until its
@@ -79,12 +87,24 @@ func (p FailurePolicy) String() string {
 // Otherwise a client that sets its own deadline (gRPC's grpc-timeout) could
 // buy admissions under FailOpen, or open the breaker for everyone.
 func WithFailurePolicy(p FailurePolicy) Option {
-	return func(l *Limiter) {
-		if p == 0 {
-			p = FailError
+	return func(l *Limiter) { l.policy = p } // 0: no choice, which answers as FailError
+}
+
+func init() {
+	policyof.Of = func(v any) int {
+		if l, ok := v.(*Limiter); ok && l != nil {
+			return int(l.policy)
 		}
-		l.policy = p
+		return 0
 	}
+}
+
+// failurePolicy is the policy l's calls follow: FailError when none was set.
+func (l *Limiter) failurePolicy() FailurePolicy {
+	if l.policy == 0 {
+		return FailError
+	}
+	return l.policy
 }
 
 // WithFallback makes calls that Redis cannot decide go to fallback instead,

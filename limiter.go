@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -26,7 +27,7 @@ type Limiter struct {
 	logger        *slog.Logger
 	timeout       time.Duration // the decision deadline; 0: none but the caller's
 	honoursCtx    bool          // rdb stops a command at its context's deadline
-	noClient      error         // why rdb is nil, when NewLimiter was given something unusable
+	noClient      error         // why rdb is nil, when NewLimiter was given something unusable (a nil client or Option, a bad key prefix)
 	clock         clock         // the one clock of health, loader, deny cache and Wait; tests set a fake one
 	hot           *hotKeys      // the calls in flight, to coalesce (coalesce.go); nil: off
 }
@@ -48,7 +49,7 @@ func NewLimiter(rdb redis.Scripter, opts ...Option) *Limiter {
 // newLimiter is NewLimiter on clk, which the parts that keep time (the
 // breaker, the loader, the deny cache, Wait) all read.
 func newLimiter(rdb redis.Scripter, clk clock, opts []Option) *Limiter {
-	l := &Limiter{rdb: rdb, timeout: DefaultDecisionTimeout, policy: FailError, clock: clk, health: newHealth(defaultProbeInterval, clk),
+	l := &Limiter{rdb: rdb, timeout: DefaultDecisionTimeout, clock: clk, health: newHealth(defaultProbeInterval, clk),
 		hot: newHotKeys()}
 	for i, o := range opts {
 		if o == nil {
@@ -59,6 +60,9 @@ func newLimiter(rdb redis.Scripter, clk clock, opts []Option) *Limiter {
 	}
 	if isNil(rdb) && l.noClient == nil {
 		l.noClient = &noClientError{why: "NewLimiter was given a nil " + reflect.TypeOf(rdb).String()}
+	}
+	if l.noClient == nil {
+		l.noClient = checkPrefix(l.prefix)
 	}
 	if l.noClient != nil {
 		l.rdb = nil // every call stops at the engine's first check
@@ -92,7 +96,21 @@ func (l *Limiter) With(opts ...Option) *Limiter {
 			o(&v)
 		}
 	}
+	if err := checkPrefix(v.prefix); err != nil {
+		v.rdb, v.noClient = nil, err
+	}
 	return &v
+}
+
+// checkPrefix refuses a key prefix (WithKeyPrefix) with '{' or '}': every
+// key starts with it, so on Redis Cluster its hash tag would be every
+// key's, and the keys of a call of several would not share theirs.
+func checkPrefix(prefix string) error {
+	if strings.ContainsAny(prefix, "{}") {
+		return invalidf("invalid key prefix %q (WithKeyPrefix): must hold no '{' or '}': on Redis Cluster a prefix's hash tag would put every key in one slot, "+
+			"and a Request's Keys could not share their own; the Limiter decides nothing", prefix)
+	}
+	return nil
 }
 
 // isNil reports a nil pointer (or map, func, ...) inside a non-nil
@@ -118,7 +136,10 @@ func (l *Limiter) noClientErr() error {
 }
 
 // WithKeyPrefix puts prefix in front of every key the Limiter touches, e.g.
-// "rate:" to keep limiter state apart from other data. The default is none.
+// "redisrate:" to keep limiter state apart from other data (not "rate:",
+// which go-redis/redis_rate uses: on a shared key each fails on the other's
+// state). The default is none. A prefix with '{' or '}' is refused: every
+// call returns an error matching ErrInvalid that says so.
 func WithKeyPrefix(prefix string) Option {
 	return func(l *Limiter) { l.prefix = prefix }
 }

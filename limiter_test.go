@@ -370,3 +370,30 @@ func TestZeroLimiter(t *testing.T) {
 		}
 	}
 }
+
+// TestKeyPrefixWithBrace (issue 38, finding 6): a prefix with '{' or '}'
+// was accepted, though the docs forbid it: it would be every key's hash
+// tag. Every call of such a Limiter (NewLimiter's or With's) returns an
+// error matching ErrInvalid that names the prefix, and sends nothing.
+func TestKeyPrefixWithBrace(t *testing.T) {
+	f, log := newFakeRedis(t), &cmdLog{}
+	f.rdb.AddHook(log)
+	good := testLimiter(f.rdb)
+	for _, prefix := range []string{"{rate}:", "a}"} {
+		for _, l := range []*Limiter{testLimiter(f.rdb, WithKeyPrefix(prefix)), good.With(WithKeyPrefix(prefix))} {
+			_, err := l.Allow(context.Background(), "k", PerSecond(1))
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "invalid key prefix") || !strings.Contains(err.Error(), prefix) {
+				t.Errorf("prefix %q: %v; want ErrInvalid naming the prefix", prefix, err)
+			}
+			if err := l.Reset(context.Background(), "k"); !errors.Is(err, ErrInvalid) {
+				t.Errorf("prefix %q: Reset: %v; want ErrInvalid", prefix, err)
+			}
+		}
+	}
+	if cmds := log.take(); len(cmds) != 0 {
+		t.Errorf("a Limiter with a bad prefix sent %v", cmds)
+	}
+	if _, err := good.Allow(context.Background(), "k", PerSecond(1)); err != nil {
+		t.Errorf("the Limiter With was called on: %v", err)
+	}
+}

@@ -38,7 +38,10 @@ import (
 //     lease's end too, from the goroutine of its timer).
 //
 // An argument error (ErrInvalid) is a decision too: Start and End are
-// called, End with the error.
+// called, End with the error. So is a call the server refused for a
+// reason of the deployment: End gets an error matching ErrMisconfigured
+// (never ErrUnavailable, never a degraded Result), on every call until it
+// is fixed, so that metrics count it apart from outages.
 //
 // Observers are called concurrently from every goroutine that uses the
 // Limiter, and in the caller's goroutine: keep them fast and never block.
@@ -101,28 +104,30 @@ type Decision struct {
 	Carried int
 }
 
-// Kind says what a Request asks (Decide, DecideBatch) and what a Decision
-// asked. The zero Kind is KindAllow. The kinds of a Request are KindAllow,
-// KindCheck, KindPeek, KindUpTo, KindRefund, KindForce and KindWait; an
-// observer also sees KindBatch and KindReset.
+// Kind says what a Request asks (Decide, DecideBatch, Reserve) and what a
+// Decision asked. The zero Kind is KindAllow. The request kinds come
+// first, KindAllow to KindForce; after them, KindBatch and KindReset are
+// observer kinds: a Decision reports them, a Request asking them is
+// refused (ErrInvalid), so that no Decide can reset a key.
 type Kind uint8
 
-// The kinds of decisions. The values of KindUpTo, KindRefund and KindForce
-// are CONTRACT.md's modes upto, refund and force, which need the scripts
-// of contract v3.
+// The kinds of decisions: the request kinds, then the observer kinds. The
+// values of KindUpTo, KindRefund and KindForce are CONTRACT.md's modes
+// upto, refund and force, which need the scripts of contract v3.
 const (
 	KindAllow  Kind = iota // Allow, AllowN: take N units if every limit admits them, all or nothing
 	KindCheck              // decide exactly as KindAllow would, record nothing
 	KindPeek               // read the state, take nothing (cost 0)
 	KindWait               // Wait, WaitN: KindAllow, retried until admitted; observers see it from the call to its return
-	KindBatch              // DecideBatch as a whole; its requests are decisions of their own
-	KindReset              // Reset
 	KindUpTo               // take as many units as every limit admits now, from 0 to N
 	KindRefund             // give N units back to every limit
 	KindForce              // record N units whatever the limits decide, up to a debt of one capacity
+
+	KindBatch // observers only: DecideBatch as a whole; its requests are decisions of their own
+	KindReset // observers only: Reset (a Request cannot ask it)
 )
 
-var kindNames = [...]string{"allow", "check", "peek", "wait", "batch", "reset", "upto", "refund", "force"}
+var kindNames = [...]string{"allow", "check", "peek", "wait", "upto", "refund", "force", "batch", "reset"}
 
 // String returns the kind's name, e.g. "allow", as metrics and spans label it.
 func (k Kind) String() string {

@@ -79,7 +79,7 @@ func (printObserver) End(ctx context.Context, d redisrate.Decision, res redisrat
 func ExampleDecision() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithObserver(printObserver{}), redisrate.WithKeyPrefix("rate:"))
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithObserver(printObserver{}), redisrate.WithKeyPrefix("redisrate:"))
 	ctx := context.Background()
 	_, _ = limiter.Decide(ctx, redisrate.Request{Key: "user:42", Limits: []redisrate.Limit{redisrate.PerSecond(5), redisrate.PerHour(100)}, N: 3})
 	_ = limiter.Reset(ctx, "user:42")
@@ -91,11 +91,14 @@ func ExampleDecision() {
 }
 
 func ExampleKind() {
+	fmt.Print("a request asks:")
 	for k := redisrate.KindAllow; k <= redisrate.KindForce; k++ {
-		fmt.Print(k, " ")
+		fmt.Print(" ", k)
 	}
-	fmt.Println()
-	// Output: allow check peek wait batch reset upto refund force
+	fmt.Println("\nan observer also sees:", redisrate.KindBatch, redisrate.KindReset)
+	// Output:
+	// a request asks: allow check peek wait upto refund force
+	// an observer also sees: batch reset
 }
 
 func ExampleKind_String() {

@@ -77,6 +77,9 @@ func (l *Limiter) plan(o *op, limits []Limit) ([]Limit, bool) {
 			o.err = planCost(o.kind, o.cost)
 		}
 		if o.err == nil {
+			o.err = planNegative(o.kind, o.cost)
+		}
+		if o.err == nil {
 			o.err = validateCall(o.cost, limits)
 		}
 	}
@@ -143,16 +146,16 @@ func (l *Limiter) planKeys(o *op, limits []Limit) error {
 // exactly one of its two forms: Key and Limits, or Keys.
 func requestForm(r *Request) error {
 	switch {
-	case r.Kind > KindForce:
-		return invalidf("invalid kind %d: must be one of KindAllow to KindForce", int(r.Kind))
 	case r.Kind == KindBatch:
 		return invalidf("invalid kind batch: a request is one decision; give DecideBatch the requests")
+	case r.Kind == KindReset:
+		// An observer's kind, never a request's: a Decide that deleted a
+		// key's state would answer a Result that reads "denied".
+		return invalidf("invalid kind reset: a request decides, it does not reset; call Limiter.Reset")
+	case !r.Kind.request():
+		return invalidf("invalid kind %d: must be a request's kind, KindAllow to KindForce", int(r.Kind))
 	case r.Lease != 0:
 		return invalidf("invalid request: a Lease of %v given to a decision: a lease is a reservation; ask Limiter.Reserve", r.Lease)
-	case r.Kind == KindReset && (len(r.Keys) > 0 || len(r.Limits) > 0):
-		return invalidf("invalid request: a reset takes a Key only, no Limits or Keys")
-	case r.Kind == KindReset:
-		return nil
 	case len(r.Keys) > 0 && (r.Key != "" || len(r.Limits) > 0):
 		return invalidf("invalid request: both Keys and Key/Limits given: give Key and Limits for one key, or Keys for several")
 	case len(r.Keys) == 0 && len(r.Limits) == 0:
@@ -173,6 +176,20 @@ func planCost(kind Kind, cost int64) error {
 	}
 	return nil
 }
+
+// planNegative refuses a negative cost of a call's kind in its own words:
+// the scripts' (and Args's) say "from 0", which is a peek's cost, and
+// every other kind moves at least one unit.
+func planNegative(kind Kind, cost int64) error {
+	if kind != KindPeek && cost < 0 {
+		return invalidf("invalid cost '%d': must be a whole number from 1 to 10^15 for kind %s", cost, kind)
+	}
+	return nil
+}
+
+// request reports whether k is a kind a Request may ask: KindAllow to
+// KindForce, not the kinds only an observer sees.
+func (k Kind) request() bool { return k <= KindForce }
 
 // writes reports whether a decision of kind k records anything.
 func (k Kind) writes() bool {
@@ -216,7 +233,7 @@ func (k Kind) mode() string {
 // the rate, cost 1, no mode) is left out at the end and written "" in the
 // middle. Numbers are int64, "" and the mode strings, as go-redis takes them.
 func Args(kind Kind, cost int64, limits ...Limit) ([]any, error) {
-	if kind == KindBatch || kind == KindReset || kind > KindForce {
+	if !kind.request() {
 		return nil, invalidf("invalid kind %s: it has no ARGV of its own", kind)
 	}
 	if err := planCost(kind, cost); err != nil {

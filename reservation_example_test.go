@@ -37,7 +37,7 @@ func ExampleLimiter_Reserve() {
 func ExampleLimiter_Reserve_llmGateway() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithFailurePolicy(redisrate.FailClosed))
 	ctx := context.Background()
 
 	perUser := redisrate.PerMinute(10_000).WithName("user")
@@ -53,11 +53,16 @@ func ExampleLimiter_Reserve_llmGateway() {
 	}
 	complete := func(org, user, model string, maxTokens int64, usage int64) {
 		r, err := limiter.Reserve(ctx, redisrate.Request{Keys: tokens(org, user, model), N: maxTokens})
-		if err != nil {
-			fmt.Println(err) // see WithFailurePolicy
+		switch {
+		case err != nil: // a bad request (ErrInvalid), or a deployment to fix (ErrMisconfigured)
+			fmt.Println(err) // answer 500
 			return
-		}
-		if !r.Result.Allowed {
+		case !r.Result.Allowed && r.Result.Degraded():
+			// Redis could not decide, and FailClosed refused: an outage,
+			// not the user's quota. Answer 503, never 429.
+			fmt.Printf("%s: rate limiter unavailable, retry in %v\n", user, r.Result.RetryAfter)
+			return
+		case !r.Result.Allowed: // answer 429
 			fmt.Printf("%s: %d tokens denied by %s, retry in %v\n", user, maxTokens, r.Result.Limit.Name, r.Result.RetryAfter)
 			return
 		}
@@ -73,11 +78,14 @@ func ExampleLimiter_Reserve_llmGateway() {
 	complete("acme", "ada", "large", 9000, 0)
 	complete("acme", "bob", "large", 8000, 7900)
 	complete("acme", "cy", "large", 4000, 0)
+	_ = rdb.Close() // Redis goes away
+	complete("acme", "dee", "large", 100, 0)
 	// Output:
 	// ada: reserved 4096, used 1200, gave back 2896; user has 8800 left
 	// ada: 9000 tokens denied by user, retry in 1.2s
 	// bob: reserved 8000, used 7900, gave back 100; user has 2100 left
 	// cy: 4000 tokens denied by model, retry in 5.5s
+	// dee: rate limiter unavailable, retry in 1s
 }
 
 // A lease: take up to 50 units of a shared quota at once, spend them one by

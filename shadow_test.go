@@ -124,8 +124,12 @@ func TestWithSharesTheBreaker(t *testing.T) {
 // default, FailError.
 func TestFailurePolicyZero(t *testing.T) {
 	var p FailurePolicy
-	if l := testLimiter(downRedis(t), WithFailurePolicy(FailOpen)).With(WithFailurePolicy(p)); l.policy != FailError {
-		t.Errorf("WithFailurePolicy(0): %v; want FailError", l.policy)
+	l := testLimiter(downRedis(t), WithFailurePolicy(FailOpen)).With(WithFailurePolicy(p))
+	if l.failurePolicy() != FailError || l.policy != 0 {
+		t.Errorf("WithFailurePolicy(0): %v (set: %v); want FailError, and no choice left for the middleware to resolve", l.failurePolicy(), l.policy)
+	}
+	if _, err := l.Allow(context.Background(), "k", PerSecond(1)); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("no policy, Redis down: %v; want the error (FailError)", err)
 	}
 	if p.String() != "default" || FailurePolicy(9).String() != "FailurePolicy(9)" {
 		t.Errorf("%q, %q", p.String(), FailurePolicy(9).String())

@@ -16,7 +16,7 @@ func ExampleLimiter_Wait() {
 	defer done()
 	callPartnerAPI := func(job int) { fmt.Println("called the API for job", job) }
 
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"))
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("redisrate:"))
 	partnerLimit := redisrate.PerSecond(10)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -597,7 +597,7 @@ func keySnippets() []snippet {
 const keyVectorSecret = "an example secret, 16+ bytes"
 
 // middlewareKeys returns the Redis keys httplimit writes, Name "api" on a
-// Limiter WithKeyPrefix("rate:"), for the key snippets' test vector, one
+// Limiter WithKeyPrefix("redisrate:"), for the key snippets' test vector, one
 // line per request as the snippets print them: the request of 203.0.113.7
 // keyed by ClientIP, of 2001:db8:1:2:3:4:5:6 by ClientIP, of API key k-123
 // by APIKey, and of k-123 with the scope account 42.
@@ -606,7 +606,7 @@ func middlewareKeys(t *testing.T) string {
 	mr := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"), redisrate.WithDecisionTimeout(time.Minute))
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("redisrate:"), redisrate.WithDecisionTimeout(time.Minute))
 	apiKey := httplimit.APIKey{Header: "X-API-Key", Secret: []byte(keyVectorSecret), Authenticated: true}
 	account := []httplimit.Scope{{Name: "account", Limit: redisrate.PerMinute(100),
 		Key: httplimit.KeyFunc(func(r *http.Request) (string, error) { return r.Header.Get("X-Account"), nil })}}

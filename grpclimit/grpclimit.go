@@ -16,14 +16,18 @@
 //
 // When Redis fails (or does not answer within the Limiter's decision
 // timeout, redisrate.WithDecisionTimeout), the Limiter's fallback decides
-// (redisrate.WithFallback), or else Config.FailurePolicy, by default
-// redisrate.FailOpen; and the interceptors tell the truth about it: a call
-// admitted by policy goes through without ratelimit metadata (there is no
-// quota to report); a call refused by policy (redisrate.FailClosed or
-// redisrate.FailError, set in Config.FailurePolicy) fails with
+// (redisrate.WithFallback), or else the failure policy: Config.FailurePolicy
+// or the Limiter's (an explicit FailClosed or FailError on either is never
+// served open), by default redisrate.FailOpen; and the interceptors tell the
+// truth about it: a call admitted by policy goes through without ratelimit
+// metadata (there is no quota to report); a call refused by policy
+// (redisrate.FailClosed or redisrate.FailError) fails with
 // codes.Unavailable and a RetryInfo, never ResourceExhausted, which would
 // tell the client it spent its quota; a decision of the fallback is kept,
-// without ratelimit metadata. In shadow mode (Config.Shadow) every call is
+// without ratelimit metadata. A server that refuses the deployment
+// (redisrate.ErrMisconfigured: a wrong password, an ACL, no scripting) is
+// no outage and no policy answers it: every call fails with codes.Internal
+// and OnError is told. In shadow mode (Config.Shadow) every call is
 // decided and recorded as usual, and goes through.
 //
 // The interceptors are gRPC's transport of the package ratecore, which
@@ -71,8 +75,10 @@ type Method struct {
 // Config configures an Interceptor. Limiter is required, and Limits
 // unless every limited method has its own.
 type Config struct {
-	// Limiter decides, in Redis; its failure policy decides without it,
-	// unless FailurePolicy says otherwise.
+	// Limiter decides, in Redis. When Redis cannot, its fallback
+	// (redisrate.WithFallback) decides, or else the failure policy: its
+	// own (redisrate.WithFailurePolicy) unless FailurePolicy is set; an
+	// explicit FailClosed or FailError on it is never served open.
 	Limiter *redisrate.Limiter
 	// Limits are the limits of every method without limits of its own.
 	// Without them, only the methods in Methods are limited.
@@ -135,25 +141,28 @@ type Config struct {
 	// decided, before it is answered: to log the errors that are bugs (a
 	// key holding other data, a failing KeyFunc). Redis being down is
 	// logged by the Limiter (redisrate.WithLogger), once per outage: skip
-	// errors that match redisrate.ErrUnavailable. The answer is the
-	// interceptor's: codes.InvalidArgument for a call without its key
-	// (ErrNoKey, the error's text shown), codes.Unavailable with a
-	// RetryInfo of one second when Redis could not decide
-	// (redisrate.ErrUnavailable), the context's code when the call's
-	// deadline passed (or it was cancelled) first, codes.Internal for
-	// anything else; never the error's text, which may describe the
+	// errors that match redisrate.ErrUnavailable. A deployment the server
+	// refuses (redisrate.ErrMisconfigured) is told on every call: alert on
+	// it. The answer is the interceptor's: codes.InvalidArgument for a
+	// call without its key (ErrNoKey, the error's text shown),
+	// codes.Unavailable with a RetryInfo of one second when Redis could
+	// not decide (redisrate.ErrUnavailable), the context's code when the
+	// call's deadline passed (or it was cancelled) first, codes.Internal
+	// for anything else (a misconfiguration included); never the error's text, which may describe the
 	// infrastructure. In shadow mode the call goes through instead, but
 	// for an ended context.
 	OnError func(ctx context.Context, method string, err error)
 	// FailurePolicy decides a call when Redis cannot (after the
 	// Limiter's fallback, redisrate.WithFallback, if it has one): let it
 	// through (redisrate.FailOpen) or fail it with codes.Unavailable
-	// (redisrate.FailClosed, redisrate.FailError). Zero: FailOpen, so that
-	// an outage of the limiter is not an outage of the service
-	// (docs/reliability.md); the Limiter's metrics (source fail-open) and
-	// its log line (redisrate.WithLogger) say so. A limit that must hold
-	// through an outage sets FailClosed here. The Limiter's own policy
-	// does not reach the interceptors.
+	// (redisrate.FailClosed, redisrate.FailError). Zero: the Limiter's own
+	// policy if it was given one, else FailOpen, so that an outage of the
+	// limiter is not an outage of the service (docs/reliability.md); the
+	// Limiter's metrics (source fail-open) and its log line
+	// (redisrate.WithLogger) say so. A limit that must hold through an
+	// outage sets FailClosed here or on its Limiter. FailOpen here with a
+	// FailClosed or FailError Limiter is an error of New: one of them
+	// would not be what the service does.
 	FailurePolicy redisrate.FailurePolicy
 	// Shadow decides and records every call as usual and lets it through
 	// whatever the decision: the way to roll a limit out. Metrics and

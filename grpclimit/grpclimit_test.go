@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -302,9 +303,24 @@ func TestRedisDown(t *testing.T) {
 			t.Errorf("ratelimit metadata %v without a decision", md)
 		}
 	})
-	t.Run("Config.FailurePolicy FailOpen over the Limiter's FailError: through", func(t *testing.T) {
+	t.Run("Config.FailurePolicy FailOpen over a Limiter without a policy: through", func(t *testing.T) {
 		if md, err := call(t, serve(t, grpclimit.Config{Limiter: down(t), Limits: lim, FailurePolicy: redisrate.FailOpen})); err != nil || len(md.Get("ratelimit")) != 0 {
 			t.Errorf("%v, %v", err, md)
+		}
+	})
+	// Issue 38, finding 1: an explicit FailClosed or FailError on the
+	// Limiter is never served open by a Config without a policy of its
+	// own, and a FailOpen Config cannot overrule it (New refuses).
+	t.Run("the Limiter's FailClosed or FailError: Unavailable", func(t *testing.T) {
+		for _, p := range []redisrate.FailurePolicy{redisrate.FailClosed, redisrate.FailError} {
+			_, err := call(t, serve(t, grpclimit.Config{Limiter: down(t, redisrate.WithFailurePolicy(p)), Limits: lim}))
+			if status.Code(err) != codes.Unavailable {
+				t.Errorf("%v: %v; want Unavailable", p, err)
+			}
+			_, err = grpclimit.New(grpclimit.Config{Limiter: down(t, redisrate.WithFailurePolicy(p)), Limits: lim, FailurePolicy: redisrate.FailOpen})
+			if err == nil || !strings.Contains(err.Error(), "Config.FailurePolicy is FailOpen") {
+				t.Errorf("a FailOpen Config over a %v Limiter: %v; want New to refuse it", p, err)
+			}
 		}
 	})
 	t.Run("Config.FailurePolicy FailClosed over the Limiter's FailOpen: Unavailable", func(t *testing.T) {
@@ -620,5 +636,32 @@ func TestQuota(t *testing.T) {
 		if _, err := call(t, c, "x-api-key", string(rune('a'+i))); status.Code(err) != want {
 			t.Errorf("client %d: %v; want %v", i, err, want)
 		}
+	}
+}
+
+// TestMisconfiguredRedis (issue 38, finding 2): a wrong password is a
+// configuration error, not an outage: under the default policy every call
+// fails with Internal (never through, never ResourceExhausted), and
+// OnError is told of each with an error matching ErrMisconfigured.
+func TestMisconfiguredRedis(t *testing.T) {
+	mr := miniredis.RunT(t)
+	mr.RequireAuth("sekret")
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), Password: "wrong", MaxRetries: -1})
+	t.Cleanup(func() { _ = rdb.Close() })
+	var told atomic.Int32
+	var misconfigured atomic.Bool
+	c := serve(t, grpclimit.Config{Limiter: testLimiter(rdb, redisrate.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))),
+		Limits: []redisrate.Limit{redisrate.PerSecond(1)},
+		OnError: func(_ context.Context, _ string, err error) {
+			told.Add(1)
+			misconfigured.Store(errors.Is(err, redisrate.ErrMisconfigured) && !errors.Is(err, redisrate.ErrUnavailable))
+		}})
+	for i := range 5 {
+		if _, err := call(t, c); status.Code(err) != codes.Internal {
+			t.Errorf("call %d: %v; want Internal", i, err)
+		}
+	}
+	if told.Load() != 5 || !misconfigured.Load() {
+		t.Errorf("OnError told %d times (ErrMisconfigured: %v); want 5", told.Load(), misconfigured.Load())
 	}
 }

@@ -64,7 +64,9 @@ type PeerIP struct {
 	TrustWideRanges bool
 
 	// IPv6Prefix is how many leading bits of an IPv6 address make the
-	// key; 0 means 64.
+	// key; 0 means 64. A customer given a /56 (or /48) holds 256 (65,536)
+	// /64s, each its own limit: set 56 (or 48) where that matters more
+	// than neighbours sharing one.
 	IPv6Prefix int
 }
 

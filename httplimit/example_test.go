@@ -46,7 +46,7 @@ func ExampleNew() {
 		log.Fatal(err)
 	}
 	limit, err := httplimit.New(httplimit.Config{
-		Limiter: redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:")),
+		Limiter: redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("redisrate:")),
 		Limits:  []redisrate.Limit{redisrate.PerSecond(2)},
 		Key:     byIP,
 		Name:    "api",
@@ -73,7 +73,7 @@ func ExampleNew() {
 	// 200 RateLimit: "api";r=1;t=1 Retry-After: ""
 	// 200 RateLimit: "api";r=0;t=1 Retry-After: ""
 	// 429 RateLimit: "api";r=0;t=1 Retry-After: "1"
-	// [rate:api:ip:203.0.113.9]
+	// [redisrate:api:ip:203.0.113.9]
 }
 
 // Several limits on one route, keyed by API key: 10 per second and 1000 per

@@ -42,17 +42,21 @@
 //
 // When Redis fails (or does not answer within the Limiter's decision
 // timeout, redisrate.WithDecisionTimeout), the Limiter's fallback decides
-// (redisrate.WithFallback), or else Config.FailurePolicy: by default
-// redisrate.FailOpen, which serves the request. The middleware tells the
-// truth about it:
+// (redisrate.WithFallback), or else the failure policy: Config.FailurePolicy
+// or the Limiter's (an explicit FailClosed or FailError on either is never
+// served open), by default redisrate.FailOpen, which serves the request.
+// The middleware tells the truth about it:
 //
 //   - a request admitted by policy (redisrate.FailOpen, the default) is
 //     served without RateLimit or X-RateLimit-* headers: there is no quota
 //     to report;
 //   - a request refused by policy (redisrate.FailClosed or
-//     redisrate.FailError, set in Config.FailurePolicy) gets 503 Service
-//     Unavailable with Retry-After, never a 429 that would tell the client
-//     it spent its quota;
+//     redisrate.FailError) gets 503 Service Unavailable with Retry-After,
+//     never a 429 that would tell the client it spent its quota: only a
+//     limit's own denial is a 429;
+//   - a server that refuses the deployment (redisrate.ErrMisconfigured: a
+//     wrong password, an ACL, no scripting) is no outage and no policy
+//     answers it: every request gets 500 and OnError is told;
 //   - a decision of the fallback Limiter is kept (served, or 429 with
 //     Retry-After) but reported without quota headers, as it holds only in
 //     this process.
@@ -119,20 +123,23 @@ type Plan struct {
 // Config configures a Middleware. Limiter is required, and either Limits
 // or Plans with Plan.
 type Config struct {
-	// Limiter decides, in Redis. Its failure policy
-	// (redisrate.WithFailurePolicy) decides when Redis cannot, unless
-	// FailurePolicy says otherwise.
+	// Limiter decides, in Redis. When Redis cannot, its fallback
+	// (redisrate.WithFallback) decides, or else the failure policy: its
+	// own (redisrate.WithFailurePolicy) unless FailurePolicy is set; an
+	// explicit FailClosed or FailError on it is never served open.
 	Limiter *redisrate.Limiter
 
 	// FailurePolicy decides a request when Redis cannot (after the
-	// Limiter's fallback, redisrate.WithFallback, if it has one): serve it
-	// (redisrate.FailOpen) or refuse it with 503 (redisrate.FailClosed,
-	// redisrate.FailError). Zero: FailOpen, so that an outage of the
-	// limiter is not an outage of the service (docs/reliability.md); the
-	// Limiter's metrics (source fail-open) and its log line
-	// (redisrate.WithLogger: policy=fail-open) say so. A limit that must
-	// hold through an outage, such as a login form's, sets FailClosed
-	// here. The Limiter's own policy does not reach the middleware.
+	// Limiter's fallback, if it has one): serve it (redisrate.FailOpen) or
+	// refuse it with 503 (redisrate.FailClosed, redisrate.FailError). Zero:
+	// the Limiter's own policy if it was given one, else FailOpen, so that
+	// an outage of the limiter is not an outage of the service
+	// (docs/reliability.md); the Limiter's metrics (source fail-open) and
+	// its log line (redisrate.WithLogger: policy=fail-open) say so. A limit
+	// that must hold through an outage, such as a login form's, sets
+	// FailClosed here or on its Limiter. FailOpen here with a FailClosed
+	// or FailError Limiter is an error of New: one of them would not be
+	// what the service does.
 	FailurePolicy redisrate.FailurePolicy
 
 	// Shadow decides and records every request as usual and serves it
@@ -270,13 +277,15 @@ type Config struct {
 	// decided, before it is answered: to log the errors that are bugs (a
 	// key holding other data, a failing Plan or KeyFunc). Redis being
 	// down is logged by the Limiter (redisrate.WithLogger), once per
-	// outage: skip errors that match redisrate.ErrUnavailable. The answer
-	// is the middleware's: 400 for a request without its key (ErrNoKey,
-	// the error's text shown), 503 with Retry-After when Redis could not
-	// decide (redisrate.ErrUnavailable), 503 without it when the request's
-	// context ended first (the client went away, a deadline passed), 500
-	// for anything else; never the error's text, which may describe the
-	// infrastructure. In shadow mode the request is served instead, but
+	// outage: skip errors that match redisrate.ErrUnavailable. A
+	// deployment the server refuses (redisrate.ErrMisconfigured) is told
+	// on every request: alert on it. The answer is the middleware's: 400
+	// for a request without its key (ErrNoKey, the error's text shown), 503
+	// with Retry-After when Redis could not decide (redisrate.ErrUnavailable),
+	// 503 without it when the request's context ended first (the client
+	// went away, a deadline passed), 500 for anything else (a
+	// misconfiguration included); never the error's text, which may
+	// describe the infrastructure. In shadow mode the request is served instead, but
 	// for an ended context.
 	OnError func(r *http.Request, err error)
 }

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -636,14 +638,14 @@ func TestRedisDown(t *testing.T) {
 			t.Errorf("%d, served %d, Retry-After %q; want 503, 0, 1", w.Code, next.n, w.Header().Get("Retry-After"))
 		}
 	})
-	t.Run("the Limiter's FailClosed does not reach the middleware: served without quota", func(t *testing.T) {
+	t.Run("the Limiter's FailClosed reaches the middleware: 503 without quota", func(t *testing.T) {
 		next := &served{}
 		w := do(mustNew(t, Config{Limiter: down(t, redisrate.WithFailurePolicy(redisrate.FailClosed)), Limits: lim}).Handler(next), "")
-		if w.Code != 200 || next.n != 1 {
-			t.Errorf("%d, served %d; want 200, 1", w.Code, next.n)
+		if w.Code != 503 || next.n != 0 {
+			t.Errorf("%d, served %d; want 503, 0: an explicit FailClosed is never served open", w.Code, next.n)
 		}
 		noQuota(t, w)
-		wantHeaders(t, w, map[string]string{"RateLimit-Policy": `"default";q=10;w=60`, "Retry-After": ""})
+		wantHeaders(t, w, map[string]string{"RateLimit-Policy": `"default";q=10;w=60`, "Retry-After": "1"})
 	})
 	t.Run("FailClosed: 503 with Retry-After, not 429", func(t *testing.T) {
 		next := &served{}
@@ -1039,5 +1041,77 @@ func TestQuota(t *testing.T) {
 	}
 	if _, err := New(Config{Limiter: e.limiter, Limits: []redisrate.Limit{redisrate.PerMinute(1)}, Quota: quota, Settle: true}); err == nil {
 		t.Error("New accepted Quota with Settle")
+	}
+}
+
+// TestOnePolicyTruth (issue 38, finding 1): an explicit FailClosed or
+// FailError, on the Limiter or in the Config, is never served open: a
+// FailClosed Limiter handed to a Config without a policy of its own
+// answered 200 while Redis was down. A FailOpen Config with a refusing
+// Limiter is refused by New, which says how to choose.
+func TestOnePolicyTruth(t *testing.T) {
+	lim := []redisrate.Limit{redisrate.PerMinute(10)}
+	down := func(t *testing.T, p redisrate.FailurePolicy) *redisrate.Limiter {
+		e := newEnv(t)
+		e.mr.SetError("ERR injected failure")
+		return testLimiter(e.rdb, redisrate.WithFailurePolicy(p))
+	}
+	for _, c := range []struct {
+		limiter, config redisrate.FailurePolicy
+		want            int
+	}{
+		{0, 0, 200},
+		{redisrate.FailOpen, 0, 200},
+		{0, redisrate.FailOpen, 200},
+		{redisrate.FailOpen, redisrate.FailOpen, 200},
+		{redisrate.FailClosed, 0, 503},
+		{redisrate.FailError, 0, 503},
+		{0, redisrate.FailClosed, 503},
+		{0, redisrate.FailError, 503},
+		{redisrate.FailOpen, redisrate.FailClosed, 503},
+		{redisrate.FailOpen, redisrate.FailError, 503},
+		{redisrate.FailClosed, redisrate.FailError, 503},
+		{redisrate.FailError, redisrate.FailClosed, 503},
+	} {
+		next := &served{}
+		w := do(mustNew(t, Config{Limiter: down(t, c.limiter), Limits: lim, FailurePolicy: c.config}).Handler(next), "")
+		if w.Code != c.want || (next.n == 1) != (c.want == 200) {
+			t.Errorf("Limiter %v, Config %v: %d, served %d; want %d", c.limiter, c.config, w.Code, next.n, c.want)
+		}
+	}
+	for _, p := range []redisrate.FailurePolicy{redisrate.FailClosed, redisrate.FailError} {
+		_, err := New(Config{Limiter: down(t, p), Limits: lim, FailurePolicy: redisrate.FailOpen})
+		if err == nil || !strings.Contains(err.Error(), "Config.FailurePolicy is FailOpen") || !strings.Contains(err.Error(), p.String()) {
+			t.Errorf("a FailOpen Config with a %v Limiter: %v; want New to refuse it, naming both", p, err)
+		}
+	}
+}
+
+// TestMisconfiguredRedis (issue 38, finding 2): a wrong password was an
+// outage: the default policy served 5 of 5 requests under a limit of 1 per
+// second and never told OnError. It is a configuration error now: every
+// request is refused with 500 (no policy answers it), never a 429, and
+// OnError is told of each, with an error matching ErrMisconfigured.
+func TestMisconfiguredRedis(t *testing.T) {
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil))) // the Limiter's line at level Error
+	t.Cleanup(func() { slog.SetDefault(old) })
+	for _, policy := range []redisrate.FailurePolicy{0, redisrate.FailOpen, redisrate.FailClosed} {
+		mr := miniredis.RunT(t)
+		mr.RequireAuth("sekret")
+		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), Password: "wrong", Protocol: 2})
+		t.Cleanup(func() { _ = rdb.Close() })
+		var told []error
+		next := &served{}
+		h := mustNew(t, Config{Limiter: testLimiter(rdb), Limits: []redisrate.Limit{redisrate.PerSecond(1)}, FailurePolicy: policy,
+			OnError: func(_ *http.Request, err error) { told = append(told, err) }}).Handler(next)
+		for i := range 5 {
+			if w := do(h, ""); w.Code != 500 {
+				t.Errorf("%v, request %d: %d; want 500", policy, i, w.Code)
+			}
+		}
+		if next.n != 0 || len(told) != 5 || !errors.Is(told[4], redisrate.ErrMisconfigured) || errors.Is(told[4], redisrate.ErrUnavailable) {
+			t.Errorf("%v: served %d, OnError told %d times (%v); want 0 served, 5 told of ErrMisconfigured", policy, next.n, len(told), told)
+		}
 	}
 }

@@ -128,9 +128,12 @@ func (k APIKey) KeyFunc() (KeyFunc, error) {
 // Name the header your proxies actually set: a header they merely pass along
 // is whatever the client wants it to be.
 //
-// IPv6 clients are keyed by their /64 (IPv6Prefix), but for the addresses
-// that stand for an IPv4 client: NAT64 (64:ff9b::/96) by the embedded IPv4
-// address, Teredo (2001::/32) by the client's public IPv4 address.
+// IPv6 clients are keyed by their /64 (IPv6Prefix): a customer given a /56
+// holds 256 of them, and so 256 times the limit, unless IPv6Prefix is 56.
+// The addresses that stand for an IPv4 client are keyed as that client:
+// NAT64 (64:ff9b::/96, and RFC 8215's 64:ff9b:1::/48 by its /96 networks)
+// by the embedded IPv4 address, Teredo (2001::/32) by the client's public
+// IPv4 address, the IPv4-compatible ::a.b.c.d by a.b.c.d.
 type ClientIP struct {
 	// Header is the forwarding header the trusted proxies append to or set:
 	// "X-Forwarded-For", "Forwarded" (RFC 7239, its for= parameters), or a
@@ -149,7 +152,10 @@ type ClientIP struct {
 
 	// IPv6Prefix is how many leading bits of an IPv6 address make the key.
 	// The default, 0, means 64: one customer usually holds a whole /64 and
-	// could otherwise rotate through its addresses. 128 keys each address.
+	// could otherwise rotate through its addresses. A customer given a /56
+	// (or /48) holds 256 (65,536) /64s, each its own limit: set 56 (or 48)
+	// where that matters more than neighbours sharing one. 128 keys each
+	// address.
 	IPv6Prefix int
 }
 

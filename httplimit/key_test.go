@@ -62,6 +62,9 @@ func TestClientIP(t *testing.T) {
 			[]string{"Forwarded", `for=203.0.113.1, proto=http`}, "ip:10.1.2.3"},
 		{"IPv6 client keyed by its /64", ClientIP{}, "[2001:db8:1:2:3:4:5:6]:443", nil, "ip:2001:db8:1:2::/64"},
 		{"IPv6 prefix of one's own", ClientIP{IPv6Prefix: 48}, "[2001:db8:1:2:3:4:5:6]:443", nil, "ip:2001:db8:1::/48"},
+		// Issue 38, finding 10: the /64s of a customer's /56 are one key with IPv6Prefix 56.
+		{"IPv6 /56, one /64", ClientIP{IPv6Prefix: 56}, "[2001:db8:1:200::1]:443", nil, "ip:2001:db8:1:200::/56"},
+		{"IPv6 /56, another /64", ClientIP{IPv6Prefix: 56}, "[2001:db8:1:2ff::1]:443", nil, "ip:2001:db8:1:200::/56"},
 		{"IPv6 whole address", ClientIP{IPv6Prefix: 128}, "[2001:db8:1:2:3:4:5:6%eth0]:443", nil, "ip:2001:db8:1:2:3:4:5:6"},
 		{"address without a port", ClientIP{}, "198.51.100.9", nil, "ip:198.51.100.9"},
 	} {
@@ -168,6 +171,13 @@ func TestIPv6EmbeddedIPv4(t *testing.T) {
 		{"[2001:0:4136:e378:8000:63bf:3fff:fdd2]:443", "ip:192.0.2.45"},
 		{"[2001:0:4136:e378:8000:63bf:3fff:fdd1]:443", "ip:192.0.2.46"},
 		{"[2001:db8:1:2::7]:443", "ip:2001:db8:1:2::/64"},
+		// Issue 38, finding 10: RFC 8215's local-use NAT64 prefix was keyed
+		// by its /64, which all its users share, and ::a.b.c.d shared ::1's.
+		{"[64:ff9b:1::c000:221]:443", "ip:192.0.2.33"},
+		{"[64:ff9b:1:abcd::c633:6407]:443", "ip:198.51.100.7"},
+		{"[::c000:221]:443", "ip:192.0.2.33"},
+		{"[::1]:443", "ip:::/64"},
+		{"[::]:443", "ip:::/64"},
 	} {
 		r := httptest.NewRequest("GET", "/", nil)
 		r.RemoteAddr = tc.remote

@@ -59,7 +59,7 @@ func sameError(a, b error) string {
 	if a.Error() != b.Error() {
 		return "different errors"
 	}
-	for _, target := range []error{redisrate.ErrInvalid, redisrate.ErrForeignKey, redisrate.ErrUnavailable, redisrate.ErrPermission} {
+	for _, target := range []error{redisrate.ErrInvalid, redisrate.ErrForeignKey, redisrate.ErrUnavailable, redisrate.ErrMisconfigured} {
 		if errors.Is(a, target) != errors.Is(b, target) {
 			return "classified differently"
 		}

@@ -45,7 +45,7 @@ func learn(ctx context.Context, lims ...*redisrate.Limiter) {
 // loaded. They decide as Allow would and write nothing, for every
 // algorithm; the server's command statistics show which command served
 // every check, peek and allow. A user allowed only the read-only commands
-// can check and peek but not allow; its refusals are ErrPermission.
+// can check and peek but not allow; its refusals are ErrMisconfigured.
 func TestReadOnlyCheck(t *testing.T) {
 	for _, v := range vias {
 		t.Run(v.name, func(t *testing.T) {
@@ -135,7 +135,7 @@ func TestReadOnlyCheck(t *testing.T) {
 // readOnlyUser checks a user that may run only the read-only commands of
 // v (and the reads they make): it can check and peek through
 // WithReadOnlyCheck, and a plain check or an allow is refused with
-// ErrPermission, whatever the failure policy.
+// ErrMisconfigured, whatever the failure policy.
 func readOnlyUser(t *testing.T, v via, addr string) {
 	ctx := context.Background()
 	c := newClient(t, addr)
@@ -162,13 +162,13 @@ func readOnlyUser(t *testing.T, v via, addr string) {
 			t.Errorf("%s: peek as a read-only user: %v, %v", a, res, err)
 		}
 		_, err := plain.Decide(ctx, redisrate.Request{Kind: redisrate.KindCheck, Key: key, Limits: []redisrate.Limit{l}})
-		if !errors.Is(err, redisrate.ErrPermission) || !strings.Contains(err.Error(), "NOPERM") {
-			t.Errorf("%s: a plain check as a read-only user: %v, want ErrPermission with the server's NOPERM", a, err)
+		if !errors.Is(err, redisrate.ErrMisconfigured) || !strings.Contains(err.Error(), "NOPERM") {
+			t.Errorf("%s: a plain check as a read-only user: %v, want ErrMisconfigured with the server's NOPERM", a, err)
 		}
 		_, err = plain.Allow(ctx, key, l)
 		var e *redisrate.Error
-		if !errors.Is(err, redisrate.ErrPermission) || errors.Is(err, redisrate.ErrUnavailable) || !errors.As(err, &e) || e.Script != a.String() {
-			t.Errorf("%s: allow as a read-only user under FailOpen: %v, want a *redisrate.Error matching ErrPermission only", a, err)
+		if !errors.Is(err, redisrate.ErrMisconfigured) || errors.Is(err, redisrate.ErrUnavailable) || !errors.As(err, &e) || e.Script != a.String() {
+			t.Errorf("%s: allow as a read-only user under FailOpen: %v, want a *redisrate.Error matching ErrMisconfigured only", a, err)
 		}
 	}
 	after := redistest.ReadCommandStats(t, c)

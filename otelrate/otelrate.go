@@ -29,7 +29,7 @@
 // have refused, or error) and
 // redisrate.source (redis, deny-cache, fallback, fail-open, fail-closed;
 // absent on an error), and, on an error, error.type (circuit_open,
-// unavailable, invalid, foreign_key, bad_reply, canceled,
+// unavailable, misconfigured, invalid, foreign_key, bad_reply, canceled,
 // deadline_exceeded, other). The degraded counter carries the algorithm,
 // limit, source and outcome; the deny-cache counter the algorithm and
 // limit. A batch (DecideBatch) counts as its requests; a Reset is traced,
@@ -403,6 +403,8 @@ func errorType(err error) string {
 		return "invalid"
 	case errors.Is(err, redisrate.ErrForeignKey):
 		return "foreign_key"
+	case errors.Is(err, redisrate.ErrMisconfigured):
+		return "misconfigured"
 	case errors.Is(err, redisrate.ErrBadReply):
 		return "bad_reply"
 	case errors.Is(err, redisrate.ErrCircuitOpen):

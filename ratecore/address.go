@@ -41,7 +41,11 @@ type IP struct {
 	TrustWideRanges bool
 
 	// IPv6Prefix is how many leading bits of an IPv6 address make the key;
-	// 0 means 64.
+	// 0 means 64, a subscriber's smallest usual assignment. A customer
+	// given a /56 (or a /48) holds 256 (65,536) /64s, and gets that many
+	// times the limit by rotating through them: set 56 (or 48) where such
+	// customers matter more than neighbours who share a /56. 128 keys each
+	// address.
 	IPv6Prefix int
 }
 
@@ -134,17 +138,32 @@ func hops(values []string, forwarded bool) []string {
 
 // The IPv6 ranges that carry a client's IPv4 address.
 var (
-	nat64  = netip.MustParsePrefix("64:ff9b::/96") // RFC 6052: the IPv4 address in the last 32 bits
-	teredo = netip.MustParsePrefix("2001::/32")    // RFC 4380: the client's, inverted, in the last 32 bits
+	nat64      = netip.MustParsePrefix("64:ff9b::/96")   // RFC 6052: the IPv4 address in the last 32 bits
+	nat64Local = netip.MustParsePrefix("64:ff9b:1::/48") // RFC 8215, local use: its /96 networks, the same way
+	teredo     = netip.MustParsePrefix("2001::/32")      // RFC 4380: the client's, inverted, in the last 32 bits
+	v4Compat   = netip.MustParsePrefix("::/96")          // RFC 4291's deprecated IPv4-compatible ::a.b.c.d (but :: and ::1)
 )
+
+// embedsIPv4 reports an IPv6 address that stands for an IPv4 client, in
+// its last 32 bits.
+func embedsIPv4(a netip.Addr) bool {
+	if !a.Is6() {
+		return false
+	}
+	if v4Compat.Contains(a) {
+		return !a.IsLoopback() && !a.IsUnspecified()
+	}
+	return nat64.Contains(a) || nat64Local.Contains(a) || teredo.Contains(a)
+}
 
 // ipKey is the key of address a: an IPv4 address itself, an IPv6 one by
 // its first bits. An IPv6 address that stands for an IPv4 client is keyed
-// as that client: NAT64 by the embedded address, or all its users would
-// share one /64; Teredo by the client's public address, or all the clients
-// of one relay would share a key.
+// as that client: NAT64 (the well-known prefix and RFC 8215's local-use
+// one) by the embedded address, or all its users would share one /64;
+// Teredo by the client's public address, or all the clients of one relay
+// would share a key; ::a.b.c.d by a.b.c.d, or it would share ::1's /64.
 func ipKey(a netip.Addr, bits int) string {
-	if a.Is6() && (nat64.Contains(a) || teredo.Contains(a)) {
+	if embedsIPv4(a) {
 		b := a.As16()
 		v4 := [4]byte{b[12], b[13], b[14], b[15]}
 		if teredo.Contains(a) {

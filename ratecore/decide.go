@@ -31,7 +31,9 @@ const (
 	// the error's text shown.
 	NoKey
 	// Internal: a bug, such as a failing key function or a key holding
-	// other data (500, codes.Internal), the error's text not shown.
+	// other data, or a deployment the server refuses
+	// (redisrate.ErrMisconfigured: no failure policy answers it) (500,
+	// codes.Internal), the error's text not shown.
 	Internal
 )
 
@@ -126,14 +128,20 @@ func (r *Rules[R]) answer(req R, rule *Rule, res redisrate.Result, err error) An
 	if err != nil {
 		return r.Fail(req, err)
 	}
-	a := Answer{Result: res, rule: rule, Fields: !res.Shadow || r.shadowHeaders, Verdict: Deny}
+	return Answer{Result: res, rule: rule, Fields: !res.Shadow || r.shadowHeaders, Verdict: verdictOf(res)}
+}
+
+// verdictOf is the verdict of a decision: Deny (429, ResourceExhausted)
+// only for a limit's own denial, never for a request the failure policy
+// refused because Redis could not decide it: that is Unavailable.
+func verdictOf(res redisrate.Result) Verdict {
 	switch {
 	case res.Allowed:
-		a.Verdict = Serve
+		return Serve
 	case res.Source == redisrate.SourceFailClosed:
-		a.Verdict = Unavailable
+		return Unavailable
 	}
-	return a
+	return Deny
 }
 
 // request is the one Request of the Limiter per decision: req's key under

@@ -113,7 +113,11 @@ func (r *Rules[R]) held(ctx context.Context, req R, q redisrate.Request, a Answe
 	case ok || r.shadow:
 		return a
 	}
+	if res.Source == redisrate.SourceFailOpen {
+		return a // the quota was not decided, and the policy serves
+	}
 	q.Kind, q.N = redisrate.KindRefund, cost
 	_, _ = r.limiter.Decide(ctx, q) // the request was not served: its own units go back
-	return Answer{Result: res, Verdict: Deny}
+	// A policy's refusal is no spent quota: Unavailable, not Deny.
+	return Answer{Result: res, Verdict: verdictOf(res)}
 }

@@ -20,6 +20,7 @@ import (
 	"strings"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/internal/policyof"
 	"github.com/redisrate/redisrate/ratefields"
 )
 
@@ -42,12 +43,17 @@ type Scope[R any] struct {
 // Config is what every transport configures alike. Limiter, Name and Key
 // are required.
 type Config[R any] struct {
-	// Limiter decides, in Redis.
+	// Limiter decides, in Redis, with its fallback (redisrate.WithFallback)
+	// first when Redis cannot, and its failure policy if it has one (see
+	// FailurePolicy).
 	Limiter *redisrate.Limiter
-	// FailurePolicy decides a request when Redis cannot. Zero:
-	// redisrate.FailOpen, the middleware's default (docs/reliability.md):
-	// an outage of the limiter must not become an outage of the service.
-	// The Limiter's fallback (redisrate.WithFallback) still decides first.
+	// FailurePolicy decides a request when Redis cannot, after the
+	// Limiter's fallback. An explicit redisrate.FailClosed or FailError,
+	// here or on the Limiter (redisrate.WithFailurePolicy), is never served
+	// open. Zero: the Limiter's policy, or if it has none FailOpen, the
+	// middleware's default (docs/reliability.md): an outage of the limiter
+	// must not become an outage of the service. FailOpen here with a
+	// refusing policy on the Limiter is an error of New: choose one.
 	FailurePolicy redisrate.FailurePolicy
 	// Shadow decides and records every request and serves it.
 	Shadow bool
@@ -101,9 +107,9 @@ func New[R any](c Config[R]) (*Rules[R], error) {
 	if unit == "" {
 		unit = "request"
 	}
-	policy := c.FailurePolicy
-	if policy == 0 {
-		policy = redisrate.FailOpen
+	policy, err := resolvePolicy(c.FailurePolicy, redisrate.FailurePolicy(policyof.Of(c.Limiter)))
+	if err != nil {
+		return nil, err
 	}
 	opts := []redisrate.Option{redisrate.WithFailurePolicy(policy)}
 	if c.Shadow {
@@ -125,6 +131,25 @@ func New[R any](c Config[R]) (*Rules[R], error) {
 		r.quota = q
 	}
 	return r, nil
+}
+
+// resolvePolicy is the one failure policy of a middleware whose Config
+// says own and whose Limiter says lim (0: no choice): an explicit
+// FailClosed or FailError on either side is never served open. With no
+// choice on either side, FailOpen; with one, that one; with both, the
+// Config's, unless it would serve what the Limiter refuses: then an error,
+// since one of the two says what the service will not do.
+func resolvePolicy(own, lim redisrate.FailurePolicy) (redisrate.FailurePolicy, error) {
+	switch {
+	case own == redisrate.FailOpen && lim != 0 && lim != redisrate.FailOpen:
+		return 0, fmt.Errorf("Config.FailurePolicy is FailOpen, and the Config.Limiter's own policy is %v: a request Redis cannot decide would be served, which the Limiter refuses; "+
+			"leave Config.FailurePolicy zero to follow the Limiter, or give the middleware a Limiter of its own policy (Limiter.With(redisrate.WithFailurePolicy(redisrate.FailOpen)))", lim)
+	case own != 0:
+		return own, nil
+	case lim != 0:
+		return lim, nil
+	}
+	return redisrate.FailOpen, nil
 }
 
 // checkScopes checks the scopes of a Config: how many one call takes,

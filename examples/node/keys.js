@@ -4,7 +4,7 @@
 const crypto = require("node:crypto");
 const net = require("node:net");
 
-const PREFIX = "rate:", NAME = "api"; // WithKeyPrefix("rate:"), Config.Name "api"
+const PREFIX = "redisrate:", NAME = "api"; // WithKeyPrefix("redisrate:"), Config.Name "api"
 
 // ClientIP: an IPv4 address whole; IPv6 by its /64 (IPv6Prefix), written as
 // RFC 5952 says (lower case, the longest run of zero groups as "::").

@@ -5,7 +5,7 @@ import hashlib
 import hmac
 import ipaddress
 
-PREFIX, NAME = "rate:", "api"  # WithKeyPrefix("rate:"), Config.Name "api"
+PREFIX, NAME = "redisrate:", "api"  # WithKeyPrefix("redisrate:"), Config.Name "api"
 
 
 def ip_key(addr, ipv6_prefix=64):

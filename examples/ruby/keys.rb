@@ -4,7 +4,7 @@
 require "ipaddr"
 require "openssl"
 
-PREFIX, NAME = "rate:", "api" # WithKeyPrefix("rate:"), Config.Name "api"
+PREFIX, NAME = "redisrate:", "api" # WithKeyPrefix("redisrate:"), Config.Name "api"
 
 # ClientIP: an IPv4 address whole; IPv6 by its /64 (IPv6Prefix).
 def ip_key(addr, ipv6_prefix = 64)

@@ -68,6 +68,19 @@ func main() {
 	if keys := os.Getenv("PAID_API_KEYS"); keys != "" {
 		c.PaidKeys = strings.Split(keys, ",")
 	}
+	// Before serving: a peek runs the limiter's script and takes nothing. A
+	// deployment Redis refuses (a wrong password, an ACL without the script
+	// commands, no scripting) stops the server here, not at the first
+	// request; a Redis that is down only warns: the routes serve without
+	// limits meanwhile (the middleware's default, FailOpen).
+	probe := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("redisrate:"))
+	_, err := probe.Decide(context.Background(), redisrate.Request{Kind: redisrate.KindPeek, Key: "start-up", Limits: []redisrate.Limit{redisrate.PerSecond(1)}})
+	switch {
+	case errors.Is(err, redisrate.ErrUnavailable):
+		log.Printf("Redis at %s cannot decide yet: %v", redisAddr, err)
+	case err != nil:
+		log.Fatalf("Redis at %s refuses the rate limiter: %v", redisAddr, err)
+	}
 	h, err := newHandler(rdb, c)
 	if err != nil {
 		log.Fatal(err)
@@ -120,7 +133,7 @@ func newHandler(rdb redis.Scripter, c config) (http.Handler, error) {
 	// then the recovery with how many decisions were degraded), never once
 	// per request. Its circuit breaker, on by default, answers at once while
 	// Redis is down and probes it in the background.
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("rate:"), redisrate.WithLogger(c.Logger))
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("redisrate:"), redisrate.WithLogger(c.Logger))
 
 	ip := httplimit.ClientIP{}
 	if len(c.TrustedProxies) > 0 {

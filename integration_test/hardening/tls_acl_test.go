@@ -146,16 +146,16 @@ func TestACLLeastPrivilege(t *testing.T) {
 		t.Errorf("GET rate:x as the limiter: %v (the scripts need +get on ~rate:*)", err)
 	}
 	// A key outside the prefix, through the client: an error naming the
-	// permission, for every algorithm, matching ErrPermission under every
+	// permission, for every algorithm, matching ErrMisconfigured under every
 	// policy: a deployment mistake is never answered as "Redis is down".
 	for _, policy := range []redisrate.FailurePolicy{redisrate.FailError, redisrate.FailOpen, redisrate.FailClosed} {
 		l := redistest.NewLimiter(rdb, redisrate.WithKeyPrefix("other:"), redisrate.WithFailurePolicy(policy), redisrate.WithCircuitBreaker(0))
 		for _, algo := range redistest.Algorithms {
 			res, err := l.Allow(ctx, "k", redisrate.PerMinute(3).WithAlgorithm(algo))
 			var e *redisrate.Error
-			if !errors.Is(err, redisrate.ErrPermission) || errors.Is(err, redisrate.ErrUnavailable) || !errors.As(err, &e) ||
+			if !errors.Is(err, redisrate.ErrMisconfigured) || errors.Is(err, redisrate.ErrUnavailable) || !errors.As(err, &e) ||
 				!strings.Contains(err.Error(), "NOPERM") || !strings.Contains(strings.ToLower(err.Error()), "no permissions to access") { // Valkey capitalizes "No"
-				t.Errorf("%v, %s: %v / %v; want a *redisrate.Error matching ErrPermission and naming the NOPERM key permission", policy, algo, err, res)
+				t.Errorf("%v, %s: %v / %v; want a *redisrate.Error matching ErrMisconfigured and naming the NOPERM key permission", policy, algo, err, res)
 			}
 		}
 	}
@@ -167,6 +167,10 @@ func TestACLLeastPrivilege(t *testing.T) {
 	// Redis: "... can't run this command ..."; Valkey names the command.
 	if err == nil || !strings.Contains(err.Error(), "can't run this command") && !strings.Contains(err.Error(), "no permissions to run the 'time' command") {
 		t.Errorf("without +time: %v, want the script's ACL error", err)
+	}
+	// Issue 38: a deployment mistake, never an outage.
+	if !errors.Is(err, redisrate.ErrMisconfigured) || errors.Is(err, redisrate.ErrUnavailable) {
+		t.Errorf("without +time: %v, want an error matching ErrMisconfigured only", err)
 	}
 	t.Logf("without +time: %v", err)
 	if n, _ := admin.Exists(ctx, "other:k").Result(); n != 0 {
