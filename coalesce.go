@@ -54,9 +54,9 @@ import (
 // costs above a limit's capacity (never admitted) are not coalesced.
 func WithCoalescing(on bool) Option {
 	return func(l *Limiter) {
-		l.hot = nil
+		l.hot, l.pipes = nil, nil
 		if on {
-			l.hot = newHotKeys()
+			l.hot, l.pipes = newHotKeys(), newPipes()
 		}
 	}
 }
