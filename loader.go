@@ -79,7 +79,7 @@ var (
 		}
 		return out
 	}()
-	resetScript = script{name: "reset", source: scripts.ResetSource, sha1: scripts.ResetSHA1}
+	resetScript = script{name: "reset", source: scripts.ResetSource, sha1: scripts.ResetSHA1, shaArg: scripts.ResetSHA1}
 )
 
 // versionFunction answers the library's version (scripts.LibraryVersion).
@@ -185,9 +185,9 @@ func (ld *loader) command(ctx context.Context, c scripter, st step, s *script, h
 		var cmd redis.Cmder
 		switch {
 		case s.function == "":
-			cmd = noRetryCmd{redis.NewCmd(ctx, commandArgs(st, s, how, keys, args)...), stop}
+			cmd = noRetryCmd{redis.NewCmd(ctx, commandArgs(st, s, how, keys, args)...), &noRetry{stop: stop}}
 		case stop != nil:
-			cmd = noRetryInts{redis.NewIntSliceCmd(ctx, commandArgs(st, s, how, keys, args)...), stop}
+			cmd = noRetryInts{redis.NewIntSliceCmd(ctx, commandArgs(st, s, how, keys, args)...), &noRetry{stop: stop}}
 		default:
 			cmd = redis.NewIntSliceCmd(ctx, commandArgs(st, s, how, keys, args)...)
 		}
@@ -360,24 +360,42 @@ func isRedisError(err error) bool {
 // loader, for the calls that got them.)
 type noRetryInts struct {
 	*redis.IntSliceCmd
-	stop context.CancelFunc
+	*noRetry
 }
 
 func (c noRetryInts) SetErr(err error) {
-	c.IntSliceCmd.SetErr(err)
-	if err != nil && !isRedisError(err) {
-		c.stop()
+	if c.keep(err) {
+		c.IntSliceCmd.SetErr(err)
 	}
 }
 
 type noRetryCmd struct {
 	*redis.Cmd
-	stop context.CancelFunc
+	*noRetry
 }
 
 func (c noRetryCmd) SetErr(err error) {
-	c.Cmd.SetErr(err)
-	if err != nil && !isRedisError(err) {
-		c.stop()
+	if c.keep(err) {
+		c.Cmd.SetErr(err)
 	}
+}
+
+// noRetry is a pipeline command's state: whether Redis answered it.
+type noRetry struct {
+	stop     context.CancelFunc
+	answered bool // its reply was read: an error set after it (the cancelled retry's) is not its
+}
+
+// keep reports whether err is the command's own: not an error set after
+// its reply was read. A network error stops the pipeline.
+func (c *noRetry) keep(err error) bool {
+	if c.answered {
+		return false
+	}
+	if err == nil || isRedisError(err) {
+		c.answered = true
+		return true
+	}
+	c.stop()
+	return true
 }
