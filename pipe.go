@@ -113,11 +113,8 @@ func (l *Limiter) roundTrip(ctx context.Context, o *op, keys []string, args []an
 	if !q.busy {
 		q.busy = true
 		q.mu.Unlock()
-		v, err := l.alone(ctx, o, keys, args, at)
-		if batch := q.next(); batch != nil {
-			go l.flush(p, q, batch)
-		}
-		return v, err
+		defer l.released(p, q) // deferred: a panic in a hook of the client does not wedge the queue
+		return l.alone(ctx, o, keys, args, at)
 	}
 	c := &pcall{ctx: ctx, w: wire{s: o.s, how: o.access, keys: append([]string(nil), keys...), args: args}, done: make(chan struct{})}
 	q.queue = append(q.queue, c)
@@ -151,6 +148,14 @@ func (l *Limiter) alone(ctx context.Context, o *op, keys []string, args []any, a
 	err = l.timedOut(ctx, dctx, own, err)
 	cancel()
 	return v, err
+}
+
+// released ends a call sent alone on q: the calls queued meanwhile go
+// as the next pipeline.
+func (l *Limiter) released(p pipeliner, q *pipeQueue) {
+	if batch := q.next(); batch != nil {
+		go l.flush(p, q, batch)
+	}
 }
 
 // next takes the calls queued on q, at most maxPipeline of them, whose
