@@ -542,3 +542,50 @@ func (h *nameLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 		return next(ctx, cmds)
 	}
 }
+
+// TestPipelinePerClusterNode: on a Cluster each primary has its own queue
+// and its own send in flight: calls of a shard are not held behind a call
+// in flight on another, and calls of one shard queued together go in one
+// pipeline, to that shard.
+func TestPipelinePerClusterNode(t *testing.T) {
+	rdb, _, keys := twoNodeCluster(t)
+	g, p := &gate{}, &pipelines{}
+	rdb.AddHook(g)
+	rdb.AddHook(p)
+	l := testLimiter(rdb)
+	ctx := context.Background()
+	lim := PerHour(100)
+	for _, k := range keys { // the connections made
+		if _, err := l.Allow(ctx, k, lim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.arm(keys[0])
+	held := make(chan error, 1)
+	go func() { _, err := l.Allow(ctx, keys[0], lim); held <- err }()
+	<-g.held
+	if res, err := l.Allow(ctx, keys[1], lim); err != nil || res.Source != SourceRedis {
+		t.Fatalf("the other shard's key while a call is in flight on the first: %+v %v; want Redis's decision at once", res, err)
+	}
+	// Calls of the first shard's slot queue behind the held one.
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if res, err := l.Decide(ctx, Request{Kind: KindCheck, Key: keys[0], Limits: []Limit{lim}, N: int64(i + 1)}); err != nil || !res.Allowed {
+				t.Errorf("a queued check: %+v %v", res, err)
+			}
+		}()
+	}
+	q := l.pipes.of(l, l.healthOf(l.prefix+keys[0]))
+	waitFor(t, "the checks to queue", func() bool { q.mu.Lock(); defer q.mu.Unlock(); return len(q.queue) == 4 })
+	g.release()
+	wg.Wait()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if p.n.Load() != 1 || p.cmds.Load() != 4 {
+		t.Errorf("%d pipelines of %d commands; want the 4 queued checks in one", p.n.Load(), p.cmds.Load())
+	}
+}
