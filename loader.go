@@ -387,15 +387,18 @@ type noRetry struct {
 }
 
 // keep reports whether err is the command's own: not an error set after
-// its reply was read. A network error stops the pipeline.
+// its reply was read. A network error stops the pipeline. An error reply
+// (MOVED, ASK, TRYAGAIN on a Cluster) does not count as the answer: a
+// Cluster client sends such a command again, to the node Redis named,
+// and Redis did not run it.
 func (c *noRetry) keep(err error) bool {
-	if c.answered {
+	switch {
+	case c.answered:
 		return false
-	}
-	if err == nil || isRedisError(err) {
+	case err == nil:
 		c.answered = true
-		return true
+	case !isRedisError(err):
+		c.stop()
 	}
-	c.stop()
 	return true
 }
