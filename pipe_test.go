@@ -589,3 +589,26 @@ func TestPipelinePerClusterNode(t *testing.T) {
 		t.Errorf("%d pipelines of %d commands; want the 4 queued checks in one", p.n.Load(), p.cmds.Load())
 	}
 }
+
+// TestPipelineSlowCallHoldsNoOther: a call Redis does not answer holds
+// the calls queued behind it no longer than its decision timeout: then
+// they go, and Redis decides them, while it is still unanswered.
+func TestPipelineSlowCallHoldsNoOther(t *testing.T) {
+	f, g := newFakeRedis(t), &gate{}
+	f.rdb.AddHook(g)
+	l := testLimiter(f.rdb, WithDecisionTimeout(200*time.Millisecond), WithCircuitBreaker(0))
+	if _, err := l.Allow(context.Background(), "warm", PerHour(100)); err != nil {
+		t.Fatal(err)
+	}
+	held, results := holdFirst(t, l, g, 3, KindAllow)
+	for range 3 {
+		if res := <-results; res.Source != SourceRedis || !res.Allowed {
+			t.Errorf("a call queued behind one Redis does not answer: %+v; want Redis's decision", res)
+		}
+	}
+	var te *timeoutError
+	if err := <-held; !errors.As(err, &te) {
+		t.Errorf("the held call: %v; want its decision timeout", err)
+	}
+	g.release()
+}
