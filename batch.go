@@ -123,7 +123,12 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 	}
 	dctx, cancel, own := l.deadline(ctx, at)
 	defer cancel()
-	cmds, err := within(l, dctx, func() []redis.Cmder { return l.pipeline(dctx, p, ops) })
+	wires := make([]wire, len(ops))
+	for i, o := range ops {
+		var one [1]string
+		wires[i] = wire{s: o.s, how: o.access, keys: append([]string(nil), o.sentKeys(&one)...), args: o.args}
+	}
+	cmds, err := within(l, dctx, func() []redis.Cmder { return l.pipeline(dctx, p, wires) })
 	for i, o := range ops {
 		var v answer
 		e := err
@@ -134,33 +139,43 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 	}
 }
 
-// pipeline sends ops in one pipeline per step (FCALL or EVALSHA first,
-// then EVALSHA for "function not found" or OOM, and EVAL for NOSCRIPT),
-// and returns each op's last command. It only reads ops.
-func (l *Limiter) pipeline(ctx context.Context, p pipeliner, ops []*op) []redis.Cmder {
+// pipeline sends calls in one pipeline per step (FCALL or EVALSHA first,
+// then EVALSHA for "function not found" or OOM, and EVAL for NOSCRIPT:
+// only the calls refused so, which Redis did not run), and returns each
+// call's last command. It only reads calls. No call is sent twice after a
+// network error (noRetry): go-redis would resend the whole pipeline,
+// running again the calls Redis had run before the connection broke.
+func (l *Limiter) pipeline(ctx context.Context, p pipeliner, calls []wire) []redis.Cmder {
 	type sending struct {
-		o   *op
 		st  step
 		cmd redis.Cmder
 	}
-	all := make([]sending, len(ops))
-	pending := make([]*sending, len(ops))
-	for i, o := range ops {
-		all[i] = sending{o: o, st: l.loader.first(ctx, o.s)}
-		pending[i] = &all[i]
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	all := make([]sending, len(calls))
+	pending := make([]int, len(calls))
+	for i := range calls {
+		all[i].st = l.loader.first(ctx, calls[i].s)
+		pending[i] = i
 	}
 	for len(pending) > 0 {
 		pipe := p.Pipeline()
-		for _, s := range pending {
-			var one [1]string
-			s.cmd = l.loader.command(ctx, pipe, s.st, s.o.s, s.o.access, s.o.sentKeys(&one), s.o.args)
+		for _, i := range pending {
+			c := &calls[i]
+			all[i].cmd = l.loader.command(ctx, pipe, all[i].st, c.s, c.how, c.keys, c.args, stop)
 		}
 		_, _ = pipe.Exec(ctx) // each command carries its own error
-		var again []*sending
-		for _, s := range pending {
-			if s.st = l.loader.next(s.st, s.cmd.Err()); s.st != stepDone {
-				again = append(again, s)
+		again := pending[:0]
+		for _, i := range pending {
+			if ctx.Err() != nil {
+				break // a network error: nothing more is sent
 			}
+			if all[i].st = l.loader.next(all[i].st, all[i].cmd.Err()); all[i].st != stepDone {
+				again = append(again, i)
+			}
+		}
+		if ctx.Err() != nil {
+			break
 		}
 		pending = again
 	}

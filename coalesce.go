@@ -2,7 +2,6 @@ package redisrate
 
 import (
 	"context"
-	"errors"
 	"hash/maphash"
 	"sync"
 	"time"
@@ -12,37 +11,52 @@ import (
 // process for the same key, limits and cost are decided in one script call
 // (contract v3's upto) while another of theirs is in flight.
 
-// WithCoalescing turns the coalescing of concurrent calls on a hot key on
-// (the default) or off.
+// WithCoalescing turns the coalescing and pipelining of concurrent calls
+// on (the default) or off.
 //
-// With it on, a one-key allow (Allow, AllowN, each attempt of Wait and
+// Pipelining: a call of any kind that finds no other call to its Redis
+// node in flight in this Limiter (and the Limiters of With) goes at once,
+// alone, as without it: it waits for nothing. One that finds a call in
+// flight queues; when that returns, the calls queued meanwhile go in one
+// pipeline, each its own script call, decided exactly as alone (on a
+// Cluster, one pipeline per primary). Redis then spends about half the CPU
+// per decision, and many callers on many keys get about twice the
+// decisions per second (BENCHMARKS.md). No call is sent twice: a pipeline
+// the network breaks is not sent again, and its calls Redis did not
+// answer get the failure policy's answer. A queued call waits for the
+// send in flight (at most its decision timeout) and then for its own
+// pipeline, which has a decision timeout of its own from when it is sent:
+// a Redis that answers each round trip within the decision timeout decides
+// every call. A queued caller whose context ends returns at once.
+//
+// Coalescing: a one-key allow (Allow, AllowN, each attempt of Wait and
 // WaitN, and Decide's KindAllow on one key) that finds no call of its key,
-// limits and cost in flight in this Limiter goes at once, alone, as
-// without it: it waits for nothing. One that finds such a call in flight
-// queues behind it; when that call returns, the m calls queued meanwhile
-// (cost c each) go as one script call that takes up to m*c units (mode
-// upto), and the grant is shared in arrival order: the first floor(g/c)
-// are admitted, the others denied. Each is decided exactly as it would be
-// by a call of its own at that script call's time, in arrival order:
+// limits and cost in flight in this Limiter goes as above. One that finds
+// such a call in flight queues behind it; when that call returns, the m
+// calls queued meanwhile (cost c each) go as one script call that takes up
+// to m*c units (mode upto), and the grant is shared in arrival order: the
+// first floor(g/c) are admitted, the others denied. Each is decided as it
+// would be by a call of its own at that script call's time, in arrival
+// order:
 //   - an admitted call's Remaining is what was left right after its own
 //     units (those of the calls after it in the group still there); its
 //     ResetAfter is the key's after the whole group;
 //   - a denied call gets the denial a call of cost c would get: the upto's
 //     own when it granted nothing and c is 1, or else that of one more
 //     check of cost c, sent after the grant (when the key refilled
-//     meanwhile, RetryAfter is 1 ms: the check saw room);
+//     meanwhile, RetryAfter is 1 ms: the check saw room); its Remaining
+//     is always less than c;
 //   - units a group took but could not use (a grant that is not a
-//     multiple of c) are given back by one refund before the next group
-//     goes: for that round trip, they are held.
+//     multiple of c) are given back by one refund before that check.
 //
 // A queued call whose context ends leaves the queue, taking nothing. A
-// group's calls run under one decision deadline (WithDecisionTimeout) and
-// not under any caller's context; a queued call waits at most one decision
-// timeout from its arrival, as a call of its own would, and is then
-// answered by the failure policy (units a group took for it meanwhile go
-// unused, which can only deny more); when Redis cannot decide
-// the call in flight, the breaker answers the group at once (see
-// WithCircuitBreaker). When Redis cannot decide a group, each caller
+// group's calls run under no caller's context; each round trip of a group
+// (the upto, the refund, the check) has its own decision deadline, from
+// when it is sent, so a queued call waits for the call ahead of it and
+// then for at most three round trips, each bounded by the decision
+// timeout. When Redis
+// cannot decide the call in flight, the breaker answers the group at once
+// (see WithCircuitBreaker). When Redis cannot decide a group, each caller
 // gets what a call of its own would get (the fallback, the failure
 // policy), and the breaker hears of the failure once. An Observer sees
 // how many decisions each round trip carried (Decision.Carried).
@@ -51,12 +65,13 @@ import (
 // script call per group instead of one per call: decisions per second grow
 // with the callers, where Redis alone tops out at one script call at a
 // time. Calls of several keys or limits that differ, other costs, and
-// costs above a limit's capacity (never admitted) are not coalesced.
+// costs above a limit's capacity (never admitted) are not coalesced; they
+// are pipelined.
 func WithCoalescing(on bool) Option {
 	return func(l *Limiter) {
-		l.hot = nil
+		l.hot, l.pipes = nil, nil
 		if on {
-			l.hot = newHotKeys()
+			l.hot, l.pipes = newHotKeys(), newPipes()
 		}
 	}
 }
@@ -154,12 +169,11 @@ func (l *Limiter) sendHot(ctx context.Context, o *op, limits []Limit) {
 	w := &waiter{ctx: ctx, done: make(chan struct{})}
 	f.queue = append(f.queue, w)
 	sh.mu.Unlock()
-	var expired <-chan time.Time // the call's own decision deadline: no wait in the queue outlasts it
-	if l.timeout > 0 {
-		t := time.NewTimer(l.timeout)
-		defer t.Stop()
-		expired = t.C
-	}
+	// No timer of its own: the call in flight ahead of it returns by its
+	// decision deadline, and each round trip of its group has one of its
+	// own, counted from when it is sent. A Redis that answers each round
+	// trip within the decision timeout decides every queued call; one that
+	// does not fails that round trip, and the breaker answers the rest.
 	select {
 	case <-w.done:
 	case <-ctx.Done():
@@ -167,22 +181,9 @@ func (l *Limiter) sendHot(ctx context.Context, o *op, limits []Limit) {
 			o.err = callerGaveUp(o, ctx.Err(), nil)
 			return
 		}
-	case <-expired:
-		if !l.leftQueue(sh, f, w) {
-			// Unanswered within the decision timeout, as a call of its own
-			// would be: the failure policy answers (finish). The call in
-			// flight reports the outage to the breaker; units a group took
-			// for this call are not used, which can only deny more.
-			o.err = o.failed(&timeoutError{after: l.timeout, err: errStillQueued}, ErrUnavailable)
-			return
-		}
 	}
 	o.res, o.err, o.node, o.probe, o.carried = w.res, w.err, w.node, w.probe, w.carried
 }
-
-// errStillQueued is why a queued call timed out: the call of its key in
-// flight (ahead of it, or its group's) had not returned.
-var errStillQueued = errors.New("waiting for the call of its key in flight")
 
 // leftQueue takes w out of f's queue for a caller that stops waiting, and
 // reports whether its answer came meanwhile (then it counts).
@@ -275,19 +276,21 @@ func (l *Limiter) drain(sh *hotShard, f *flight) {
 // decideGroup decides the calls of group, of identity id, in one upto
 // (alone, a call of its own), then the refund of the units it cannot use
 // and the check that gives the denied ones their wait, as needed.
+// Each round trip has a decision deadline of its own, from when it is
+// sent: a group is decided whenever Redis answers each within the decision
+// timeout.
 func (l *Limiter) decideGroup(id denyKey, group []*waiter) {
 	limits := id.limits[:id.count]
 	c, m := id.cost, int64(len(group))
 	// The first caller's context, for its values (a trace's span): not
 	// for its end, which is that caller's alone.
 	ctx := context.WithoutCancel(group[0].ctx)
-	at := l.decisionDeadline()
 	kind := KindUpTo
 	if m == 1 {
 		kind = KindAllow
 	}
 	g := l.groupOp(id, kind, m*c)
-	l.sendBy(ctx, g, limits, at)
+	l.sendBy(ctx, g, limits, l.decisionDeadline())
 	for _, w := range group {
 		w.node = g.node
 		if g.carried > 0 { // it reached Redis: it carried them all
@@ -305,7 +308,10 @@ func (l *Limiter) decideGroup(id denyKey, group []*waiter) {
 	granted := g.res.Units
 	admitted := min(granted/c, m)
 	if rest := granted - admitted*c; rest > 0 {
-		l.sendBy(ctx, l.groupOp(id, KindRefund, rest), limits, at) // failed, the units stay taken, as an unsettled reservation's
+		// Before the check, which then sees the key as the calls alone
+		// would have left it; failed, the units stay taken, as an
+		// unsettled reservation's (which can only deny more).
+		l.sendBy(ctx, l.groupOp(id, KindRefund, rest), limits, l.decisionDeadline())
 	}
 	for i := int64(0); i < admitted; i++ {
 		res := g.res
@@ -314,7 +320,7 @@ func (l *Limiter) decideGroup(id denyKey, group []*waiter) {
 		group[i].res = res
 	}
 	if admitted < m {
-		denial := l.groupDenial(ctx, id, g, at)
+		denial := l.groupDenial(ctx, id, g)
 		for _, w := range group[admitted:] {
 			w.res = denial
 		}
@@ -335,7 +341,12 @@ func (l *Limiter) groupOp(id denyKey, kind Kind, cost int64) *op {
 // one unit), or else that of a check of the cost. When the check fails,
 // the key's ResetAfter as of the upto is the wait: Redis denied them, and
 // the key is full then.
-func (l *Limiter) groupDenial(ctx context.Context, id denyKey, g *op, at time.Time) Result {
+//
+// A denial never reports the cost's units left (issue 38): a call of its
+// own denied at the upto's time saw fewer, and one at the check's time
+// that found the key refilled is told to come back at once (1 ms) with
+// what the upto left, which is less than the cost.
+func (l *Limiter) groupDenial(ctx context.Context, id denyKey, g *op) Result {
 	limits := id.limits[:id.count]
 	if g.res.Units == 0 && id.cost == 1 {
 		if l.deny != nil && !g.sent.IsZero() {
@@ -344,7 +355,7 @@ func (l *Limiter) groupDenial(ctx context.Context, id denyKey, g *op, at time.Ti
 		return g.res
 	}
 	chk := l.groupOp(id, KindCheck, id.cost)
-	l.sendBy(ctx, chk, limits, at)
+	l.sendBy(ctx, chk, limits, l.decisionDeadline())
 	res := chk.res
 	switch {
 	case chk.err != nil:
@@ -352,8 +363,10 @@ func (l *Limiter) groupDenial(ctx context.Context, id denyKey, g *op, at time.Ti
 		res.RetryAfter = max(g.res.ResetAfter, time.Millisecond)
 	case res.Allowed:
 		res.RetryAfter = time.Millisecond // the key refilled since the upto
+		res.Remaining = g.res.Remaining
 	}
 	res.Allowed, res.Units = false, 0
+	res.Remaining = max(min(res.Remaining, id.cost-1), 0)
 	return res
 }
 

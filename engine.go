@@ -163,17 +163,12 @@ func (l *Limiter) sendBy(ctx context.Context, o *op, limits []Limit, at time.Tim
 	o.sent, o.resets = l.sentAt()
 	var one [1]string
 	keys, args := o.sentKeys(&one), o.argv(limits)
-	dctx, cancel, own := l.deadline(ctx, at)
 	o.carried = 1
-	var v answer
-	var err error
-	if l.honoursCtx || dctx.Done() == nil {
-		v, err = l.loader.run(dctx, o.s, o.access, keys, args)
-	} else {
-		v, err = l.detached(dctx, o.s, o.access, keys, args)
+	v, err := l.roundTrip(ctx, o, keys, args, at)
+	if err == errLeftQueue {
+		o.err = callerGaveUp(o, ctx.Err(), nil)
+		return
 	}
-	err = l.timedOut(ctx, dctx, own, err)
-	cancel()
 	l.settle(ctx, o, limits, v, err)
 }
 

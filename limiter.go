@@ -30,6 +30,7 @@ type Limiter struct {
 	noClient      error         // why rdb is nil, when NewLimiter was given something unusable (a nil client or Option, a bad key prefix)
 	clock         clock         // the one clock of health, loader, deny cache and Wait; tests set a fake one
 	hot           *hotKeys      // the calls in flight, to coalesce (coalesce.go); nil: off
+	pipes         *pipes        // the calls in flight, to pipeline (pipe.go); nil: off
 }
 
 // Option configures a Limiter.
@@ -50,7 +51,7 @@ func NewLimiter(rdb redis.Scripter, opts ...Option) *Limiter {
 // breaker, the loader, the deny cache, Wait) all read.
 func newLimiter(rdb redis.Scripter, clk clock, opts []Option) *Limiter {
 	l := &Limiter{rdb: rdb, timeout: DefaultDecisionTimeout, clock: clk, health: newHealth(defaultProbeInterval, clk),
-		hot: newHotKeys()}
+		hot: newHotKeys(), pipes: newPipes()}
 	for i, o := range opts {
 		if o == nil {
 			l.noClient = &noClientError{why: "option " + strconv.Itoa(i+1) + " of NewLimiter is nil"}

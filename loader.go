@@ -79,7 +79,7 @@ var (
 		}
 		return out
 	}()
-	resetScript = script{name: "reset", source: scripts.ResetSource, sha1: scripts.ResetSHA1}
+	resetScript = script{name: "reset", source: scripts.ResetSource, sha1: scripts.ResetSHA1, shaArg: scripts.ResetSHA1}
 )
 
 // versionFunction answers the library's version (scripts.LibraryVersion).
@@ -177,9 +177,20 @@ const (
 // Redis runs even when it refuses writes under maxmemory. An algorithm's
 // reply, six integers, is read into an IntSliceCmd: a Cmd would box each
 // integer of 256 or more in an interface, an allocation each.
-func (ld *loader) command(ctx context.Context, c scripter, st step, s *script, how access, keys []string, args []any) redis.Cmder {
-	if p, ok := c.(processor); ok && s.function != "" {
-		cmd := redis.NewIntSliceCmd(ctx, commandArgs(st, s, how, keys, args)...)
+//
+// stop, when not nil, is called when a network error fails the command
+// (noRetry): c is a pipeline whose context stop cancels.
+func (ld *loader) command(ctx context.Context, c scripter, st step, s *script, how access, keys []string, args []any, stop context.CancelFunc) redis.Cmder {
+	if p, ok := c.(processor); ok && (s.function != "" || stop != nil) {
+		var cmd redis.Cmder
+		switch {
+		case s.function == "":
+			cmd = noRetryCmd{redis.NewCmd(ctx, commandArgs(st, s, how, keys, args)...), &noRetry{stop: stop}}
+		case stop != nil:
+			cmd = noRetryInts{redis.NewIntSliceCmd(ctx, commandArgs(st, s, how, keys, args)...), &noRetry{stop: stop}}
+		default:
+			cmd = redis.NewIntSliceCmd(ctx, commandArgs(st, s, how, keys, args)...)
+		}
 		_ = p.Process(ctx, cmd) // a client runs it, a pipeline queues it; the error is the command's
 		return cmd
 	}
@@ -255,6 +266,12 @@ type answer struct {
 // reply is a sent command's answer and error.
 func reply(cmd redis.Cmder) (answer, error) {
 	switch c := cmd.(type) {
+	case noRetryInts:
+		cmd = c.IntSliceCmd
+	case noRetryCmd:
+		cmd = c.Cmd
+	}
+	switch c := cmd.(type) {
 	case *redis.IntSliceCmd:
 		v, err := c.Result()
 		return answer{ints: v}, err
@@ -298,7 +315,7 @@ func (ld *loader) next(st step, err error) step {
 func (ld *loader) run(ctx context.Context, s *script, how access, keys []string, args []any) (answer, error) {
 	st := ld.first(ctx, s)
 	for {
-		v, err := reply(ld.command(ctx, ld.rdb, st, s, how, keys, args))
+		v, err := reply(ld.command(ctx, ld.rdb, st, s, how, keys, args, nil))
 		if st = ld.next(st, err); st == stepDone {
 			return v, err
 		}
@@ -331,4 +348,57 @@ func isNoScript(err error) bool {
 func isRedisError(err error) bool {
 	var re redis.Error
 	return errors.As(err, &re)
+}
+
+// noRetryInts and noRetryCmd are a pipeline's commands, which stop go-redis
+// from sending the pipeline again after a network error. go-redis retries a
+// failed pipeline as a whole (up to MaxRetries), calls Redis has already
+// run included: a decision would be made twice. It sets each command's
+// error first, and waits for its retry backoff under the pipeline's
+// context: cancelled by stop, the retry never starts. (An error reply of
+// Redis is no network error: NOSCRIPT and the like are answered by the
+// loader, for the calls that got them.)
+type noRetryInts struct {
+	*redis.IntSliceCmd
+	*noRetry
+}
+
+func (c noRetryInts) SetErr(err error) {
+	if c.keep(err) {
+		c.IntSliceCmd.SetErr(err)
+	}
+}
+
+type noRetryCmd struct {
+	*redis.Cmd
+	*noRetry
+}
+
+func (c noRetryCmd) SetErr(err error) {
+	if c.keep(err) {
+		c.Cmd.SetErr(err)
+	}
+}
+
+// noRetry is a pipeline command's state: whether Redis answered it.
+type noRetry struct {
+	stop     context.CancelFunc
+	answered bool // its reply was read: an error set after it (the cancelled retry's) is not its
+}
+
+// keep reports whether err is the command's own: not an error set after
+// its reply was read. A network error stops the pipeline. An error reply
+// (MOVED, ASK, TRYAGAIN on a Cluster) does not count as the answer: a
+// Cluster client sends such a command again, to the node Redis named,
+// and Redis did not run it.
+func (c *noRetry) keep(err error) bool {
+	switch {
+	case c.answered:
+		return false
+	case err == nil:
+		c.answered = true
+	case !isRedisError(err):
+		c.stop()
+	}
+	return true
 }

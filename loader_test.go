@@ -215,7 +215,14 @@ func (a fakeReply) Name() string     { return a.cmd.Name() }
 func (a fakeReply) SetErr(err error) { a.cmd.SetErr(err) }
 
 func (a fakeReply) SetVal(v any) {
-	switch c := a.cmd.(type) {
+	cmd := a.cmd
+	switch c := cmd.(type) { // a pipeline's commands (noRetry)
+	case noRetryInts:
+		cmd = c.IntSliceCmd
+	case noRetryCmd:
+		cmd = c.Cmd
+	}
+	switch c := cmd.(type) {
 	case *redis.Cmd:
 		c.SetVal(v)
 	case *redis.IntSliceCmd:

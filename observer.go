@@ -98,8 +98,9 @@ type Decision struct {
 
 	// Carried is, at End, how many decisions the round trip that decided
 	// this one carried: 1 for a call sent alone, more for calls of a hot
-	// key decided together (WithCoalescing) or the requests of a
-	// DecideBatch's pipeline; 0 when no round trip decided it (the deny
+	// key decided together or calls in flight pipelined together
+	// (WithCoalescing), or the requests of a DecideBatch's pipeline; 0
+	// when no round trip decided it (the deny
 	// cache, the open circuit breaker, an argument error) and at Start.
 	Carried int
 }

@@ -116,3 +116,27 @@ func TestHotShortRun(t *testing.T) {
 		}
 	}
 }
+
+// TestManyShortRun runs the many-keys mode briefly: 10,000 keys, uniform
+// and skewed, at 1, 8 and 64 callers, the Limiter and the peer, each
+// key's admissions held to guarantee 4's bound (the run fails otherwise).
+// It asserts no speed: that is the full run's figure.
+func TestManyShortRun(t *testing.T) {
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("no redis-server on PATH (CI=true): the benchmark needs a real Redis")
+		}
+		t.Skip("no redis-server on PATH: the benchmark needs a real Redis")
+	}
+	var buf bytes.Buffer
+	cfg := config{short: true, many: true, server: "redis-server", args: []string{"-many", "-short"}}
+	if err := run(context.Background(), cfg, &buf); err != nil {
+		t.Fatalf("%v\n%s", err, buf.String())
+	}
+	t.Log("\n" + buf.String())
+	for _, want := range []string{"### Many keys", "| uniform | 1 |", "| skewed | 64 |", "| uniform, ContextTimeoutEnabled | 1 |"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("the many-keys report lacks %q", want)
+		}
+	}
+}

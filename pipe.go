@@ -1,0 +1,243 @@
+package redisrate
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Pipelining, the part of the send stage that carries calls of different
+// keys to Redis together. Redis spends about as much CPU reading and
+// answering one small command (a read and a write call of its event loop)
+// as running a script; calls that share a round trip share that cost.
+//
+// There is no background goroutine. Each Redis node (the Limiter's one,
+// or each primary of a Cluster, as the circuit breaker sees them) has a
+// queue and at most one send in flight: a call that finds nothing in
+// flight goes at once, alone, as without pipelining (one caller waits for
+// nothing); a call that finds a send in flight queues. When a send returns,
+// the calls queued meanwhile go as one pipeline (a goroutine that lives
+// while the queue refills, then ends), and so on. So a queued call waits at
+// most for the send in flight, itself bounded by its decision deadline,
+// and then for its own pipeline, under a decision deadline of its own
+// counted from when it is sent: a Redis that answers each round trip
+// within the decision timeout decides every call.
+//
+// No decision is sent twice: go-redis resends a whole pipeline after a
+// network error (its MaxRetries), which would run again the calls Redis
+// had already run; a pipeline's commands stop that (noRetry), and a
+// command the network failed is answered by the failure policy. NOSCRIPT
+// and a missing Functions library are answered as in DecideBatch: only the
+// calls refused so are sent again (pipeline).
+
+// maxPipeline is how many calls one pipeline carries at most: past a few
+// hundred, Redis's saving per call is spent, and a longer pipeline only
+// delays its first calls' answers.
+const maxPipeline = 512
+
+// pipes is a Limiter's queues, one per Redis node (per *health). The
+// Limiters of With share them: a pipeline carries calls, not answers,
+// and each call is settled by its own Limiter.
+type pipes struct {
+	main  pipeQueue // the Limiter's node: every client but a Cluster
+	mu    sync.Mutex
+	nodes map[*health]*pipeQueue // a Cluster's primaries
+}
+
+type pipeQueue struct {
+	mu    sync.Mutex
+	busy  bool // a send is in flight
+	queue []*pcall
+}
+
+// pcall is a call queued for the next pipeline. Its sender writes the
+// answer, then closes done; only then does the caller read it.
+type pcall struct {
+	ctx   context.Context // the caller's: its values, not its end
+	w     wire
+	taken bool // taken into a pipeline (under the queue's lock)
+	done  chan struct{}
+
+	v       answer
+	err     error
+	carried int
+}
+
+// wire is one script call as it is sent: a call's part that a pipeline
+// needs.
+type wire struct {
+	s    *script
+	how  access
+	keys []string
+	args []any
+}
+
+func newPipes() *pipes {
+	return &pipes{nodes: make(map[*health]*pipeQueue)}
+}
+
+// of is node's queue.
+func (p *pipes) of(l *Limiter, node *health) *pipeQueue {
+	if node == l.health || node == nil {
+		return &p.main
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	q := p.nodes[node]
+	if q == nil {
+		if len(p.nodes) >= maxNodeQueues {
+			clear(p.nodes) // nodes come and go over a Cluster's life: never a leak
+		}
+		q = new(pipeQueue)
+		p.nodes[node] = q
+	}
+	return q
+}
+
+// maxNodeQueues bounds the queues of a Cluster's nodes kept.
+const maxNodeQueues = 1024
+
+// roundTrip sends o's script call, alone or in the node's next pipeline,
+// and returns Redis's answer. ctx is the caller's; at the decision deadline
+// of a call sent at once.
+func (l *Limiter) roundTrip(ctx context.Context, o *op, keys []string, args []any, at time.Time) (answer, error) {
+	p, ok := l.rdb.(pipeliner)
+	if l.pipes == nil || !ok {
+		return l.alone(ctx, o, keys, args, at)
+	}
+	q := l.pipes.of(l, o.node)
+	q.mu.Lock()
+	if !q.busy {
+		q.busy = true
+		q.mu.Unlock()
+		defer l.released(p, q) // deferred: a panic in a hook of the client does not wedge the queue
+		return l.alone(ctx, o, keys, args, at)
+	}
+	c := &pcall{ctx: ctx, w: wire{s: o.s, how: o.access, keys: append([]string(nil), keys...), args: args}, done: make(chan struct{})}
+	q.queue = append(q.queue, c)
+	q.mu.Unlock()
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		if !q.leave(c) {
+			return answer{}, errLeftQueue
+		}
+	}
+	o.carried = c.carried
+	return c.v, c.err
+}
+
+// errLeftQueue is roundTrip's answer to a caller whose context ended
+// while its call was queued or in flight in a pipeline: sendBy answers it
+// with the context's error (callerGaveUp).
+var errLeftQueue = errors.New("the caller left before its pipeline was answered")
+
+// alone sends o's call by itself, under the decision deadline at.
+func (l *Limiter) alone(ctx context.Context, o *op, keys []string, args []any, at time.Time) (answer, error) {
+	dctx, cancel, own := l.deadline(ctx, at)
+	var v answer
+	var err error
+	if l.honoursCtx || dctx.Done() == nil {
+		v, err = l.loader.run(dctx, o.s, o.access, keys, args)
+	} else {
+		v, err = l.detached(dctx, o.s, o.access, keys, args)
+	}
+	err = l.timedOut(ctx, dctx, own, err)
+	cancel()
+	return v, err
+}
+
+// released ends a call sent alone on q: the calls queued meanwhile go
+// as the next pipeline.
+func (l *Limiter) released(p pipeliner, q *pipeQueue) {
+	if batch := q.next(); batch != nil {
+		go l.flush(p, q, batch)
+	}
+}
+
+// next takes the calls queued on q, at most maxPipeline of them, whose
+// callers still wait; when there are none, q's send in flight is over.
+func (q *pipeQueue) next() []*pcall {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var batch []*pcall
+	i := 0
+	for ; i < len(q.queue) && len(batch) < maxPipeline; i++ {
+		c := q.queue[i]
+		c.taken = true
+		if c.ctx.Err() == nil { // one whose caller left answers itself
+			batch = append(batch, c)
+		}
+	}
+	clear(q.queue[:i])
+	q.queue = q.queue[i:]
+	if len(q.queue) == 0 {
+		q.queue = nil
+	}
+	if len(batch) == 0 {
+		q.busy = false
+		return nil
+	}
+	return batch
+}
+
+// leave takes c out of q for a caller that stops waiting, and reports
+// whether it is answered (then the answer counts).
+func (q *pipeQueue) leave(c *pcall) bool {
+	q.mu.Lock()
+	if !c.taken {
+		for i, x := range q.queue {
+			if x == c {
+				q.queue = append(q.queue[:i], q.queue[i+1:]...)
+				break
+			}
+		}
+		q.mu.Unlock()
+		return false
+	}
+	q.mu.Unlock()
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// flush sends batch, then the calls queued meanwhile, one pipeline after
+// another, until none is left.
+func (l *Limiter) flush(p pipeliner, q *pipeQueue, batch []*pcall) {
+	for batch != nil {
+		l.sendPipeline(p, batch)
+		for _, c := range batch {
+			close(c.done)
+		}
+		batch = q.next()
+	}
+}
+
+// sendPipeline sends batch as one pipeline, under a decision deadline of
+// its own counted from now, and writes each call's answer.
+func (l *Limiter) sendPipeline(p pipeliner, batch []*pcall) {
+	// The first caller's context, for its values (a trace's span): not for
+	// its end, which is that caller's alone.
+	ctx := context.WithoutCancel(batch[0].ctx)
+	dctx, cancel, own := l.deadline(ctx, l.decisionDeadline())
+	defer cancel()
+	wires := make([]wire, len(batch))
+	for i, c := range batch {
+		wires[i] = c.w
+	}
+	cmds, err := within(l, dctx, func() []redis.Cmder { return l.pipeline(dctx, p, wires) })
+	for i, c := range batch {
+		e := err
+		if cmds != nil {
+			c.v, e = reply(cmds[i])
+		}
+		c.err = l.timedOut(ctx, dctx, own, e)
+		c.carried = len(batch)
+	}
+}
