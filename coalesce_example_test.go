@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redisrate/redisrate"
 )
@@ -19,7 +20,9 @@ func ExampleWithCoalescing() {
 	defer done()
 	ctx := context.Background()
 
-	limiter := redisrate.NewLimiter(rdb) // coalescing is on by default
+	// Coalescing is on by default. The decision timeout is long because
+	// this Example's embedded Redis runs 64 calls one after another.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	upstream := redisrate.PerHour(50)
 	hammer := func(l *redisrate.Limiter, key string) int64 {
 		var admitted atomic.Int64
