@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/redis/go-redis/v9"
 )
 
 var (
@@ -48,8 +50,11 @@ var (
 	ErrBadReply = errors.New("unexpected reply")
 
 	// ErrNoClient is matched by the error of every call on a Limiter that
-	// has no usable Redis client: the zero Limiter, or one NewLimiter was
-	// given a nil client (a nil *redis.Client too) or a nil Option.
+	// has no usable Redis client: the zero Limiter, one NewLimiter was
+	// given a nil client (a nil *redis.Client too) or a nil Option, one
+	// closed by Limiter.Close, or one whose Redis client was closed first
+	// (go-redis's redis.ErrClosed, which is no outage: no failure policy
+	// answers it).
 	ErrNoClient = errors.New("redisrate: Limiter has no Redis client; use NewLimiter")
 
 	// ErrExceedsCapacity is matched by the error of Wait, WaitN and
@@ -119,6 +124,9 @@ func (e *Error) unavailable() bool { return e.kind == ErrUnavailable }
 func classify(err error) error {
 	if errors.Is(err, ErrBadReply) {
 		return ErrUnavailable
+	}
+	if errors.Is(err, redis.ErrClosed) { // closed by its owner: no outage to log, probe or answer by policy
+		return ErrNoClient
 	}
 	msg := err.Error()
 	switch {

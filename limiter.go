@@ -29,6 +29,7 @@ type Limiter struct {
 	noClient      error         // why rdb is nil, when NewLimiter was given something unusable
 	clock         clock         // the one clock of health, loader, deny cache and Wait; tests set a fake one
 	hot           *hotKeys      // the calls in flight, to coalesce (coalesce.go); nil: off
+	life          *life         // closed by Close, with the leases and background work it ends (close.go)
 }
 
 // Option configures a Limiter.
@@ -49,7 +50,7 @@ func NewLimiter(rdb redis.Scripter, opts ...Option) *Limiter {
 // breaker, the loader, the deny cache, Wait) all read.
 func newLimiter(rdb redis.Scripter, clk clock, opts []Option) *Limiter {
 	l := &Limiter{rdb: rdb, timeout: DefaultDecisionTimeout, policy: FailError, clock: clk, health: newHealth(defaultProbeInterval, clk),
-		hot: newHotKeys()}
+		hot: newHotKeys(), life: &life{}}
 	for i, o := range opts {
 		if o == nil {
 			l.noClient = &noClientError{why: "option " + strconv.Itoa(i+1) + " of NewLimiter is nil"}
@@ -87,6 +88,9 @@ func (l *Limiter) With(opts ...Option) *Limiter {
 	if v.hot != nil {
 		v.hot = newHotKeys()
 	}
+	if l.life != nil {
+		v.life = l.life.child()
+	}
 	for _, o := range opts {
 		if o != nil {
 			o(&v)
@@ -113,6 +117,9 @@ func isNil(rdb redis.Scripter) bool {
 func (l *Limiter) noClientErr() error {
 	if l != nil && l.noClient != nil {
 		return l.noClient
+	}
+	if l != nil && l.rdb != nil {
+		return closedError{}
 	}
 	return ErrNoClient
 }
@@ -238,7 +245,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 // (wait.go), and the observer's End. The limits travel apart from o, so
 // that a caller's slice never escapes.
 func (l *Limiter) run(ctx context.Context, o *op, limits []Limit) (Result, error) {
-	if l == nil || l.rdb == nil {
+	if l == nil || l.rdb == nil || l.life.isClosed() {
 		return Result{}, l.noClientErr()
 	}
 	asked := o.kind
