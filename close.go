@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Close ends the Limiter's work, for a graceful shutdown: it gives back
@@ -184,4 +186,15 @@ func (l *Limiter) background(d time.Duration) (context.Context, context.CancelFu
 			close(t.done)
 		})
 	}
+}
+
+// ownerCall marks the context of a call the Limiter makes on its own, with
+// no caller: a lease's timer, Close's refunds.
+type ownerCall struct{}
+
+// ownerClosed reports the failure of such a call because its Redis client
+// was closed (redis.ErrClosed): the client's owner is shutting down, which
+// is no outage to log or to open the breaker for.
+func ownerClosed(ctx context.Context, err error) bool {
+	return ctx.Value(ownerCall{}) != nil && errors.Is(err, redis.ErrClosed)
 }

@@ -127,29 +127,33 @@ func TestLimiterCloseEndsProbes(t *testing.T) {
 // not given back, rather than keeping them silently (#40 finding 6).
 func TestLeaseTimerClosedClient(t *testing.T) {
 	needV3Mode(t, "upto")
-	f := newFakeRedis(t)
-	c := newTimedClock(f)
-	out := &syncBuffer{}
-	l := testLimiterOn(c, f.rdb, WithLogger(slog.New(slog.NewTextHandler(out, nil))))
-	lease, err := l.Reserve(context.Background(), Request{Kind: KindUpTo, Key: "k", Limits: []Limit{PerHour(10)}, N: 4, Lease: time.Minute})
-	if err != nil || !lease.Take(1) {
-		t.Fatalf("lease: %+v %v", lease, err)
-	}
-	_ = f.rdb.Close()
-	c.advance(time.Minute)
-	l.health.probes.Wait()
-	logged := out.String()
-	if strings.Contains(logged, outageMsg) {
-		t.Errorf("a lease on a closed client logged an outage:\n%s", logged)
-	}
-	if !strings.Contains(logged, "not given back") || !strings.Contains(logged, "units=3") {
-		t.Errorf("the lease's 3 units kept were not logged:\n%s", logged)
-	}
-	if l.health.failing.Load() {
-		t.Error("a closed client opened the circuit breaker")
-	}
-	c.advance(time.Hour) // no retry: nothing to wait for
-	if n := strings.Count(out.String(), "not given back"); n != 1 {
-		t.Errorf("logged %d times; want once", n)
+	for _, policy := range []FailurePolicy{FailError, FailOpen} {
+		t.Run(policy.String(), func(t *testing.T) {
+			f := newFakeRedis(t)
+			c := newTimedClock(f)
+			out := &syncBuffer{}
+			l := testLimiterOn(c, f.rdb, WithLogger(slog.New(slog.NewTextHandler(out, nil))), WithFailurePolicy(policy))
+			lease, err := l.Reserve(context.Background(), Request{Kind: KindUpTo, Key: "k", Limits: []Limit{PerHour(10)}, N: 4, Lease: time.Minute})
+			if err != nil || !lease.Take(1) {
+				t.Fatalf("lease: %+v %v", lease, err)
+			}
+			_ = f.rdb.Close()
+			c.advance(time.Minute)
+			l.health.probes.Wait()
+			logged := out.String()
+			if strings.Contains(logged, outageMsg) {
+				t.Errorf("a lease on a closed client logged an outage:\n%s", logged)
+			}
+			if !strings.Contains(logged, "not given back") || !strings.Contains(logged, "units=3") {
+				t.Errorf("the lease's 3 units kept were not logged:\n%s", logged)
+			}
+			if l.health.failing.Load() {
+				t.Error("a closed client opened the circuit breaker")
+			}
+			c.advance(time.Hour) // no retry: nothing to wait for
+			if n := strings.Count(out.String(), "not given back"); n != 1 {
+				t.Errorf("logged %d times; want once", n)
+			}
+		})
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/redis/go-redis/v9"
 )
 
 var (
@@ -51,10 +49,8 @@ var (
 
 	// ErrNoClient is matched by the error of every call on a Limiter that
 	// has no usable Redis client: the zero Limiter, one NewLimiter was
-	// given a nil client (a nil *redis.Client too) or a nil Option, one
-	// closed by Limiter.Close, or one whose Redis client was closed first
-	// (go-redis's redis.ErrClosed, which is no outage: no failure policy
-	// answers it).
+	// given a nil client (a nil *redis.Client too) or a nil Option, or one
+	// closed by Limiter.Close.
 	ErrNoClient = errors.New("redisrate: Limiter has no Redis client; use NewLimiter")
 
 	// ErrExceedsCapacity is matched by the error of Wait, WaitN and
@@ -124,9 +120,6 @@ func (e *Error) unavailable() bool { return e.kind == ErrUnavailable }
 func classify(err error) error {
 	if errors.Is(err, ErrBadReply) {
 		return ErrUnavailable
-	}
-	if errors.Is(err, redis.ErrClosed) { // closed by its owner: no outage to log, probe or answer by policy
-		return ErrNoClient
 	}
 	msg := err.Error()
 	switch {

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Reservation is units taken before their real amount is known: an
@@ -200,12 +202,19 @@ func (r *Reservation) settle(ctx context.Context, used int64, closing bool) (Res
 		open.life = nil
 		l = &open
 	}
+	if closing {
+		ctx = context.WithValue(ctx, ownerCall{}, true)
+	}
 	sctx, cancel := l.settleContext(ctx)
 	defer cancel()
 	res, err := l.Decide(sctx, req)
 	if err == nil && res.Source != SourceRedis {
+		cause := res.Cause
+		if cause == nil {
+			cause = errors.New("no cause given")
+		}
 		err = &Error{Script: req.algorithm().String(), Key: l.prefix + req.firstKey(), kind: ErrUnavailable,
-			Err: fmt.Errorf("Redis did not decide the settlement (answered by %s): nothing was given back or recorded; settle again", res.Source)}
+			Err: fmt.Errorf("Redis did not decide the settlement (answered by %s): nothing was given back or recorded; settle again: %w", res.Source, cause)}
 	}
 	if err != nil {
 		return res, err
@@ -287,11 +296,11 @@ const (
 // closed before the Limiter, a key replaced by other data) is logged, as
 // the units it keeps are otherwise lost silently.
 func (r *Reservation) expire() {
-	_, err := r.settle(context.Background(), -1, false)
+	_, err := r.settle(context.WithValue(context.Background(), ownerCall{}, true), -1, false)
 	switch {
 	case err == nil, errors.Is(err, errAlreadySettled):
 		return
-	case errors.Is(err, ErrUnavailable) && !r.l.life.isClosed():
+	case errors.Is(err, ErrUnavailable) && !errors.Is(err, redis.ErrClosed) && !r.l.life.isClosed():
 		r.mu.Lock()
 		if !r.settled && r.stop != nil {
 			r.retry = min(max(2*r.retry, leaseRetryFirst), leaseRetryMax)
