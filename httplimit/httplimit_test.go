@@ -1041,3 +1041,26 @@ func TestQuota(t *testing.T) {
 		t.Error("New accepted Quota with Settle")
 	}
 }
+
+// TestQuotaClose: Close gives back what the quota's lease holds, and a
+// request after it gets 503 with a Retry-After (another instance can
+// serve it); Config.Limiter stays open.
+func TestQuotaClose(t *testing.T) {
+	e := newEnv(t)
+	shared := redisrate.PerHour(100)
+	m := mustNew(t, Config{Limiter: e.limiter, Quota: &ratecore.Quota{Key: "upstream", Limit: shared, Lease: 10, Lifetime: time.Hour}})
+	h := m.Handler(&served{})
+	if w := do(h, "192.0.2.1:1"); w.Code != 200 {
+		t.Fatalf("the quota alone: %d", w.Code)
+	}
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.limiter.Decide(context.Background(), redisrate.Request{Kind: redisrate.KindPeek, Key: "{default:quota}:upstream", Limits: []redisrate.Limit{shared}})
+	if err != nil || res.Remaining != 99 {
+		t.Errorf("after Close: %+v %v; want the lease's 9 unspent units back, 99 left", res, err)
+	}
+	if w := do(h, "192.0.2.1:1"); w.Code != 503 || w.Header().Get("Retry-After") == "" {
+		t.Errorf("a request after Close: %d, Retry-After %q; want 503 with one", w.Code, w.Header().Get("Retry-After"))
+	}
+}
