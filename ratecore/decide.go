@@ -121,6 +121,9 @@ func (r *Rules[R]) Decide(ctx context.Context, req R, rule *Rule, cost int64) An
 	if a, closed := r.closedAnswer(req); closed {
 		return a
 	}
+	if a, ok := r.refusedBefore(rule, cost); ok {
+		return a
+	}
 	if rule == nil {
 		if r.quota == nil {
 			return r.Fail(req, errors.New("ratecore: Decide with no rule and no Config.Quota"))

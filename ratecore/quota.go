@@ -124,9 +124,7 @@ func (q *quota) take(ctx context.Context, l *redisrate.Limiter, cost int64) (res
 			res = q.cur.Result
 			q.mu.Unlock()
 			return res, true, nil
-		case cost >= q.deniedCost && time.Now().Before(q.deniedTill):
-			res = q.denied
-			res.RetryAfter = time.Until(q.deniedTill)
+		case q.refused(cost, &res):
 			q.mu.Unlock()
 			return res, false, nil
 		case q.refill == nil:
@@ -144,6 +142,29 @@ func (q *quota) take(ctx context.Context, l *redisrate.Limiter, cost int64) (res
 			return redisrate.Result{}, false, fmt.Errorf("%w before the quota's lease was renewed", ctx.Err())
 		}
 	}
+}
+
+// refused reports whether the last refusal holds for cost units still,
+// and sets res to it, with its wait as it is now. q.mu is held.
+func (q *quota) refused(cost int64, res *redisrate.Result) bool {
+	now := time.Now()
+	if q.deniedCost == 0 || cost < q.deniedCost || !now.Before(q.deniedTill) {
+		return false
+	}
+	*res = q.denied
+	res.RetryAfter = q.deniedTill.Sub(now)
+	return true
+}
+
+// refusal is the refusal of cost units that the quota answers with no
+// round trip, if it has one: asked before the request's own limits, so
+// that a request the quota refuses takes (and gives back) none of their
+// units.
+func (q *quota) refusal(cost int64) (res redisrate.Result, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ok = !q.closed && q.refused(cost, &res)
+	return res, ok
 }
 
 // renew gives back what the lease old did not spend, takes a new lease and
@@ -210,6 +231,20 @@ func (q *quota) close(ctx context.Context) error {
 	}
 	_, err := cur.Close(ctx)
 	return err
+}
+
+// refusedBefore is the answer to a request that the quota refuses with no
+// round trip (its refusal's wait has not passed), before the request's
+// own limits are asked: not in shadow mode, which asks them all.
+func (r *Rules[R]) refusedBefore(rule *Rule, cost int64) (Answer, bool) {
+	if r.quota == nil || r.shadow {
+		return Answer{}, false
+	}
+	res, ok := r.quota.refusal(cost)
+	if !ok {
+		return Answer{}, false
+	}
+	return Answer{Result: res, Verdict: Deny, Fields: true, rule: rule, quota: r.quota.fields}, true
 }
 
 // held answers a request that its own limits served (a) under the quota:
