@@ -49,7 +49,7 @@ func NewLimiter(rdb redis.Scripter, opts ...Option) *Limiter {
 // newLimiter is NewLimiter on clk, which the parts that keep time (the
 // breaker, the loader, the deny cache, Wait) all read.
 func newLimiter(rdb redis.Scripter, clk clock, opts []Option) *Limiter {
-	l := &Limiter{rdb: rdb, timeout: DefaultDecisionTimeout, policy: FailError, clock: clk, health: newHealth(defaultProbeInterval, clk),
+	l := &Limiter{rdb: rdb, timeout: defaultDecisionTimeout, policy: FailError, clock: clk, health: newHealth(defaultProbeInterval, clk),
 		hot: newHotKeys(), life: &life{}}
 	for i, o := range opts {
 		if o == nil {

@@ -214,7 +214,7 @@ func (r *Reservation) settle(ctx context.Context, used int64, closing bool) (Res
 			cause = errors.New("no cause given")
 		}
 		err = &Error{Script: req.algorithm().String(), Key: l.prefix + req.firstKey(), kind: ErrUnavailable,
-			Err: fmt.Errorf("Redis did not decide the settlement (answered by %s): nothing was given back or recorded; settle again: %w", res.Source, cause)}
+			Err: fmt.Errorf("the settlement was not decided by Redis (answered by %s): nothing was given back or recorded; settle again: %w", res.Source, cause)}
 	}
 	if err != nil {
 		return res, err
@@ -251,7 +251,7 @@ func (r *Reservation) release() {
 func (l *Limiter) settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	d := l.timeout
 	if d <= 0 {
-		d = DefaultDecisionTimeout
+		d = defaultDecisionTimeout
 	}
 	return context.WithTimeout(context.WithoutCancel(ctx), 2*d)
 }
