@@ -55,8 +55,8 @@ type Reservation struct {
 // With r.Lease, the reservation is a lease: Take spends its units with no
 // round trip until the lease's lifetime ends, and then the unspent units
 // are given back on their own (a timer closes the reservation, as Close
-// does; in an outage it tries again, later and later, until Redis decides
-// or the Limiter is closed), unless Settle or Close came first. Limiter.Close
+// does; in an outage it tries again, later and later, for a few minutes,
+// then logs what it keeps), unless Settle or Close came first. Limiter.Close
 // gives back what its leases hold. In any span of t the units a lease
 // spends, with everything else the limits admit, are at most what
 // guarantee 4 of CONTRACT.md allows in a span of t plus the lifetime: a
@@ -291,10 +291,11 @@ const (
 )
 
 // expire ends a lease's lifetime: what Take did not spend goes back. When
-// Redis cannot decide, the timer tries again, later and later, until it
-// does or the Limiter is closed; any other failure (the Redis client
-// closed before the Limiter, a key replaced by other data) is logged, as
-// the units it keeps are otherwise lost silently.
+// Redis cannot decide, the timer tries again, later and later (1 s, 2 s,
+// ... up to a minute), until it does or the Limiter is closed; when it
+// gives up, or on any other failure (the Redis client closed before the
+// Limiter, a key replaced by other data), it logs what the lease keeps,
+// which would otherwise be lost silently.
 func (r *Reservation) expire() {
 	_, err := r.settle(context.WithValue(context.Background(), ownerCall{}, true), -1, false)
 	switch {
@@ -302,12 +303,15 @@ func (r *Reservation) expire() {
 		return
 	case errors.Is(err, ErrUnavailable) && !errors.Is(err, redis.ErrClosed) && !r.l.life.isClosed():
 		r.mu.Lock()
-		if !r.settled && r.stop != nil {
+		again := !r.settled && r.stop != nil && r.retry < leaseRetryMax
+		if again {
 			r.retry = min(max(2*r.retry, leaseRetryFirst), leaseRetryMax)
 			r.stop = r.l.afterFunc(r.retry, r.expire)
 		}
 		r.mu.Unlock()
-		return
+		if again {
+			return
+		}
 	}
 	r.release()
 	if r.l.life.isClosed() {

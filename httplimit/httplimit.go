@@ -179,9 +179,9 @@ type Config struct {
 	// given back, or recorded as a debt that the client's next requests
 	// wait for. A handler that reports nothing keeps the estimate. The
 	// settlement runs under the request's context without its
-	// cancellation, so that a client that goes away still pays, within
-	// the Limiter's decision timeout; the failure policy answers it when
-	// Redis cannot, and OnError is told if it fails.
+	// cancellation, so that a client that goes away still pays, within a
+	// timeout of its own; when Redis cannot decide it, the estimate stands
+	// and OnError is told, under every failure policy.
 	Settle bool
 
 	// Quota, when not nil, is a limit that every request shares across

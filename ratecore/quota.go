@@ -256,6 +256,8 @@ func (r *Rules[R]) held(ctx context.Context, req R, q *redisrate.Request, a Answ
 	}
 	res, ok, err := r.quota.take(ctx, r.limiter, cost)
 	switch {
+	case errors.Is(err, errQuotaClosed): // closed meanwhile
+		a, _ = r.closedAnswer(req)
 	case err != nil:
 		a = r.Fail(req, err)
 	case ok || r.shadow:
