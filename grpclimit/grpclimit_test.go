@@ -617,8 +617,12 @@ func TestQuota(t *testing.T) {
 		Quota: &ratecore.Quota{Key: "upstream", Limit: redisrate.PerMinute(2), Lease: 1},
 	})
 	for i, want := range []codes.Code{codes.OK, codes.OK, codes.ResourceExhausted} {
-		if _, err := call(t, c, "x-api-key", string(rune('a'+i))); status.Code(err) != want {
+		_, err := call(t, c, "x-api-key", string(rune('a'+i)))
+		if status.Code(err) != want {
 			t.Errorf("client %d: %v; want %v", i, err, want)
+		}
+		if wait, subject := details(t, err); want == codes.ResourceExhausted && (subject != "upstream" || wait <= 0) {
+			t.Errorf("the quota's refusal: RetryInfo %v, QuotaFailure subject %q; want a wait, upstream", wait, subject)
 		}
 	}
 }

@@ -1036,6 +1036,9 @@ func TestQuota(t *testing.T) {
 		if w.Code != want || (want == 429 && w.Header().Get("Retry-After") == "") {
 			t.Errorf("client %d: %d, Retry-After %q; want %d", i, w.Code, w.Header().Get("Retry-After"), want)
 		}
+		if want == 429 && (!strings.Contains(w.Body.String(), `"violated-policies":["upstream"]`) || !strings.HasPrefix(w.Header().Get("RateLimit"), `"upstream";r=0`)) {
+			t.Errorf("the quota's refusal names another policy: %s, RateLimit %q; want upstream", w.Body, w.Header().Get("RateLimit"))
+		}
 	}
 	if _, err := New(Config{Limiter: e.limiter, Limits: []redisrate.Limit{redisrate.PerMinute(1)}, Quota: quota, Settle: true}); err == nil {
 		t.Error("New accepted Quota with Settle")
