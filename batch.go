@@ -53,8 +53,11 @@ func (l *Limiter) DecideBatch(ctx context.Context, reqs []Request) ([]Result, er
 			o.err = invalidf("invalid request %d: kind %s cannot be batched: a batch is one round trip; call Decide or Reset", i, r.Kind)
 			continue
 		}
-		if l.plan(o, o.blimits) && !l.denyStage(o, o.blimits) {
-			pending = append(pending, o)
+		if sent, ok := l.plan(o, o.blimits); ok {
+			o.blimits = sent
+			if !l.denyStage(o, o.blimits) {
+				pending = append(pending, o)
+			}
 		}
 	}
 

@@ -11,6 +11,7 @@
 //	limiter.go    Limiter, NewLimiter, With, Request, Allow, AllowN, Decide, Reset: where every call starts
 //	plan.go       the plan stage: a Request validated and made an op (keys, cost, mode); Args
 //	limit.go      Limit, Algorithm, ParseLimit, Validate
+//	calendar.go   calendar limits (Limit.Calendar): the window, its key and period, planned; waits to its end
 //	result.go     Result, Source
 //	engine.go     the stages of one attempt: deny cache, send, settle, failure, shadow
 //	deadline.go   the decision deadline

@@ -201,7 +201,7 @@ func (l *Limiter) settle(ctx context.Context, o *op, limits []Limit, v answer, e
 		}
 		var res Result
 		if res, err = o.decode(v, limits); err == nil {
-			o.res = res
+			o.res = l.calendarResult(res)
 			l.denyStore(o, limits)
 			h.succeeded(l)
 			return

@@ -53,9 +53,22 @@ func ParseAlgorithm(s string) (Algorithm, error) {
 // FixedWindow, SlidingLog) only accept a zero Burst or Burst = Rate.
 type Limit struct {
 	Algorithm Algorithm     // GCRA (the zero value) or another script
-	Rate      int64         // units replenished per Period (buckets) or allowed per window: 1 to 10^15 (SlidingLog: 10000)
-	Period    time.Duration // whole milliseconds, 1 ms to 10^12 ms
+	Rate      int64         // units replenished per Period (buckets) or allowed per window: 1 to 10^12 (SlidingLog: 10000)
+	Period    time.Duration // whole milliseconds, 1 ms to 366 days; 0 for a Calendar limit
 	Burst     int64         // capacity; 0 means Rate
+
+	// Calendar, when set, makes the window a calendar one, in a time zone:
+	// "day", "week" (ISO, from Monday) or "month", then optionally a space
+	// and an IANA zone name (UTC when none): "day America/Los_Angeles"
+	// allows Rate units from one midnight Pacific time to the next (23 or
+	// 25 hours on the days daylight saving time starts or ends), "month"
+	// Rate units per calendar month in UTC. A calendar limit is decided by
+	// FixedWindow with Period left 0: each window has a key of its own,
+	// the call's key with the window's name appended (":2026-12-07",
+	// ":2026-W49", ":2026-12"; Reset that key to reset one window), chosen
+	// on the Limiter's clock, and RetryAfter and ResetAfter run to the next
+	// window's start. See docs/go.md, "Calendar quotas".
+	Calendar string
 
 	// Name names the limit in metrics and traces (Decision.Limits, and
 	// otelrate's redisrate.limit, for the binding limit), e.g. "login";
@@ -64,6 +77,9 @@ type Limit struct {
 	// configuration, never a key, a user or an address: each name is a
 	// series of its own.
 	Name string
+
+	calEnd int64 // as sent (planCalendar): the end of its key's calendar window, in Unix ms; 0: no calendar key
+	calAt  int64 // a reservation's calendar limit: the instant, in Unix ms, whose window it settles in; 0: now
 }
 
 // Per returns a GCRA limit of rate units per period with Burst = rate.
@@ -80,7 +96,9 @@ func PerMinute(rate int64) Limit { return Per(rate, time.Minute) }
 // PerHour returns a GCRA limit of rate units per hour with Burst = rate.
 func PerHour(rate int64) Limit { return Per(rate, time.Hour) }
 
-// PerDay returns a GCRA limit of rate units per 24 hours with Burst = rate.
+// PerDay returns a GCRA limit of rate units per 24 hours with Burst = rate:
+// PerDay(100_000), or 2 million tokens a day, PerDay(2_000_000). A day from
+// midnight to midnight in a time zone is a calendar limit (Limit.Calendar).
 func PerDay(rate int64) Limit { return Per(rate, 24*time.Hour) }
 
 // WithBurst returns a copy of l with Burst set to burst.
@@ -104,11 +122,30 @@ func (l Limit) Capacity() int64 {
 
 // String returns l as "10/s", "100/m", "5/250ms", "5/2s", with the burst
 // when it differs from the rate and the algorithm when it is not GCRA:
-// "10/s burst 20 token_bucket". ParseLimit reads it back.
+// "10/s burst 20 token_bucket"; a calendar limit as "100000/day calendar
+// America/Los_Angeles" (fixed_window is implied). ParseLimit reads it back.
 func (l Limit) String() string {
 	var b strings.Builder
 	b.WriteString(strconv.FormatInt(l.Rate, 10))
 	b.WriteByte('/')
+	if l.Calendar != "" {
+		unit, zone, _ := strings.Cut(strings.TrimSpace(l.Calendar), " ")
+		b.WriteString(unit)
+		b.WriteString(" calendar")
+		if zone = strings.TrimSpace(zone); zone != "" {
+			b.WriteByte(' ')
+			b.WriteString(zone)
+		}
+		if l.Burst != 0 && l.Burst != l.Rate {
+			b.WriteString(" burst ")
+			b.WriteString(strconv.FormatInt(l.Burst, 10))
+		}
+		if l.Algorithm != FixedWindow {
+			b.WriteByte(' ')
+			b.WriteString(l.Algorithm.String())
+		}
+		return b.String()
+	}
 	b.WriteString(formatPeriod(l.Period))
 	if l.Burst != 0 && l.Burst != l.Rate {
 		b.WriteString(" burst ")
@@ -131,6 +168,8 @@ func formatPeriod(d time.Duration) string {
 		return "h"
 	case 24 * time.Hour:
 		return "d"
+	case 7 * 24 * time.Hour:
+		return "w"
 	}
 	if d > 0 && d%(24*time.Hour) == 0 {
 		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
@@ -150,13 +189,26 @@ var periodUnits = map[string]time.Duration{
 	"ms": time.Millisecond, "s": time.Second, "sec": time.Second, "second": time.Second,
 	"m": time.Minute, "min": time.Minute, "minute": time.Minute,
 	"h": time.Hour, "hour": time.Hour, "d": 24 * time.Hour, "day": 24 * time.Hour,
+	"w": 7 * 24 * time.Hour, "week": 7 * 24 * time.Hour,
 }
+
+// calendarPeriods are the periods ParseLimit takes with "calendar", as
+// Limit.Calendar's units.
+var calendarPeriods = map[string]string{"d": "day", "day": "day", "w": "week", "week": "week", "mo": "month", "month": "month"}
 
 // ParseLimit reads a limit written as Limit.String writes it: a rate, a
 // slash and a period ("10/s", "100/minute", "5/250ms", "1000/1h30m",
-// "3/2d"), optionally followed by "burst N" and an algorithm name, in any
-// order, each at most once. The limit is validated as the scripts would (Validate), so a limit
+// "100000/day", "1000000000/30d", "5000/week"), optionally followed by
+// "burst N" and an algorithm name, in any order, each at most once. The
+// limit is validated as the scripts would (Validate), so a limit
 // ParseLimit returns is one every call accepts.
+//
+// "calendar", optionally followed by an IANA time zone (UTC when none),
+// makes it a calendar limit (Limit.Calendar) of a day, a week or a month:
+// "100000/day calendar America/Los_Angeles" resets at midnight Pacific
+// time, "1000000000/month calendar" on the first of each month in UTC. A
+// calendar limit is decided by fixed_window. "month" alone is refused: a
+// month has no fixed length (write 30d, or a calendar month).
 //
 // The rate may have decimals. The scripts take whole numbers only, so a
 // fractional rate is made exact with the shortest longer period that makes
@@ -188,6 +240,33 @@ func ParseLimit(s string) (Limit, error) {
 	}
 	if num == 0 {
 		return bad("the rate must be more than 0")
+	}
+	calendar, zone := false, ""
+	for i := 1; i < len(fields); i++ {
+		if fields[i] != "calendar" {
+			continue
+		}
+		if calendar {
+			return bad("calendar given twice: give it once, with its time zone")
+		}
+		calendar = true
+		if i+1 < len(fields) && fields[i+1] != "burst" && fields[i+1] != "calendar" {
+			if _, err := ParseAlgorithm(fields[i+1]); err != nil {
+				zone = fields[i+1] // not an option: the zone
+			}
+		}
+		n := 1
+		if zone != "" {
+			n = 2
+		}
+		fields = append(fields[:i:i], fields[i+n:]...)
+		i--
+	}
+	if calendar {
+		return parseCalendarLimit(s, rateStr, periodStr, zone, num, den, fields[1:])
+	}
+	if m := strings.ToLower(periodStr); m == "month" || m == "mo" {
+		return bad("a month has no fixed length: write 30d for 30 days, or add \"calendar ZONE\" for the calendar month, e.g. \"" + rateStr + "/month calendar UTC\"")
 	}
 	period, err := parsePeriod(periodStr)
 	if err != nil {
@@ -222,6 +301,65 @@ func ParseLimit(s string) (Limit, error) {
 		algo = fields[i]
 	}
 	if err := l.Validate(); err != nil {
+		msg := err.(*invalidError).msg
+		return Limit{}, invalidf("limit %q: %s%s", s, msg, rangeHint(l, msg))
+	}
+	return l, nil
+}
+
+// rangeHint is the way out of a limit the scripts refuse for its size:
+// the accepted range in real quotas (CONTRACT.md v4), and the calendar
+// month for a quota longer than a year.
+func rangeHint(l Limit, msg string) string {
+	if !strings.Contains(msg, "too large") && !strings.Contains(msg, "must be a whole number") {
+		return "" // not a matter of size
+	}
+	if l.Period > 366*24*time.Hour {
+		return " (periods up to 366 days are exact; a quota per calendar month is \"N/month calendar ZONE\")"
+	}
+	return " (every limit and burst up to 10^12 per period up to 366 days is exact, e.g. 100000/day or 1000000000/30d, " +
+		"if the bucket drains in 10^12 ms: burst * period_ms / limit; sliding_log: up to 10000)"
+}
+
+// parseCalendarLimit is ParseLimit of a calendar limit: rate/unit, the
+// zone that followed "calendar", and the other options (opts).
+func parseCalendarLimit(s, rateStr, periodStr, zone string, num, den int64, opts []string) (Limit, error) {
+	bad := func(why string) (Limit, error) {
+		return Limit{}, invalidf("invalid limit %q: %s", s, why)
+	}
+	unit, ok := calendarPeriods[strings.ToLower(periodStr)]
+	if !ok {
+		return bad(fmt.Sprintf("a calendar limit's period %q must be day, week or month (e.g. 100000/day calendar America/Los_Angeles)", periodStr))
+	}
+	if den != 1 {
+		return bad(fmt.Sprintf("a calendar limit's rate %q must be whole: its window cannot be lengthened to make it so", rateStr))
+	}
+	l := Limit{Algorithm: FixedWindow, Rate: num, Calendar: unit}
+	if zone != "" {
+		l.Calendar += " " + zone
+	}
+	for i := 0; i < len(opts); i++ {
+		if opts[i] == "burst" && i+1 < len(opts) {
+			if l.Burst != 0 {
+				return bad(fmt.Sprintf("burst given twice (%d, then %s): give one", l.Burst, opts[i+1]))
+			}
+			b, err := strconv.ParseInt(opts[i+1], 10, 64)
+			if err != nil || !isDigits(opts[i+1]) {
+				return bad(fmt.Sprintf("burst %q must be a whole number", opts[i+1]))
+			}
+			l.Burst = b
+			i++
+			continue
+		}
+		a, err := ParseAlgorithm(opts[i])
+		if err != nil {
+			return bad(fmt.Sprintf("%q is neither \"burst N\" nor an algorithm", opts[i]))
+		}
+		if a != FixedWindow {
+			return bad(fmt.Sprintf("a calendar limit is decided by fixed_window, not %s: leave the algorithm out", a))
+		}
+	}
+	if err := l.validateCalendar(); err != nil {
 		return Limit{}, invalidf("limit %q: %s", s, err.(*invalidError).msg)
 	}
 	return l, nil

@@ -256,11 +256,11 @@ func (l *Limiter) run(ctx context.Context, o *op, limits []Limit) (Result, error
 	// observer is handed escapes, and o (with the caller's limits) must not.
 	dec := o.decision(asked, limits)
 	ctx = l.observeStart(ctx, &dec, limits)
-	if l.plan(o, limits) {
+	if sent, ok := l.plan(o, limits); ok {
 		if asked == KindWait {
-			o.res, o.err = l.wait(ctx, o, limits)
+			o.res, o.err = l.wait(ctx, o, limits, sent)
 		} else {
-			l.attempt(ctx, o, limits)
+			l.attempt(ctx, o, sent)
 		}
 	}
 	dec.Carried = o.carried

@@ -63,25 +63,30 @@ func defaultN(r Request) int64 {
 }
 
 // plan validates o, shaped from a request, and picks its script; false
-// (with o.err set) when the call is refused before any round trip. The ARGV
-// waits for the send: a deny-cache hit needs none.
-func (l *Limiter) plan(o *op, limits []Limit) bool {
+// (with o.err set) when the call is refused before any round trip. It
+// returns the limits as the call sends them: limits, or, with a calendar
+// limit (Limit.Calendar), their window's (planCalendar), o's keys naming
+// it. The ARGV waits for the send: a deny-cache hit needs none.
+func (l *Limiter) plan(o *op, limits []Limit) ([]Limit, bool) {
 	if o.err == nil {
 		o.err = l.planKeys(o, limits)
 	}
 	if o.err == nil && o.kind != KindReset {
-		o.err = planCost(o.kind, o.cost)
+		limits, o.err = l.planCalendar(o, limits)
+		if o.err == nil {
+			o.err = planCost(o.kind, o.cost)
+		}
 		if o.err == nil {
 			o.err = validateCall(o.cost, limits)
 		}
 	}
 	if o.err != nil {
-		return false
+		return nil, false
 	}
 	switch {
 	case o.kind == KindReset:
 		o.s = &resetScript
-		return true
+		return limits, true
 	case o.kind.writes():
 		o.access = accessWrite
 	case l.readOnlyCheck:
@@ -90,7 +95,7 @@ func (l *Limiter) plan(o *op, limits []Limit) bool {
 		o.access = accessRead
 	}
 	o.s = &algoScripts[limits[0].Algorithm]
-	return true
+	return limits, true
 }
 
 // planKeys checks o's key or keys as the scripts would (the count, then
@@ -203,6 +208,10 @@ func (k Kind) mode() string {
 // match this package's. A call of several keys takes the same ARGV, limit
 // i for KEYS[i].
 //
+// A calendar limit (Limit.Calendar) gets the ARGV of the window that holds
+// now: fixed_window with period_ms the window's length plus an hour, for
+// the key with the window's name appended; another window needs its own.
+//
 // Only the arguments the call needs are returned: a default (burst equal to
 // the rate, cost 1, no mode) is left out at the end and written "" in the
 // middle. Numbers are int64, "" and the mode strings, as go-redis takes them.
@@ -212,6 +221,18 @@ func Args(kind Kind, cost int64, limits ...Limit) ([]any, error) {
 	}
 	if err := planCost(kind, cost); err != nil {
 		return nil, err
+	}
+	if hasCalendar(limits) {
+		now := time.Now()
+		limits = append([]Limit(nil), limits...)
+		for i, lim := range limits {
+			if lim.Calendar != "" {
+				var err error
+				if limits[i], _, err = lim.resolveCalendar(now); err != nil {
+					return nil, err
+				}
+			}
+		}
 	}
 	return buildArgs(cost, kind.mode(), limits)
 }
@@ -252,7 +273,8 @@ func cachedArgs(cost int64, mode string, limits []Limit) []any {
 	k := argsKey{cost: cost, mode: mode, count: len(limits)}
 	copy(k.limits[:], limits)
 	for i := range limits {
-		k.limits[i].Name = "" // not an argument: named limits share an ARGV
+		k.limits[i].Name = "" // not arguments: named limits share an ARGV
+		k.limits[i].Calendar, k.limits[i].calEnd = "", 0
 	}
 	argsCache.RLock()
 	args, ok := argsCache.m[k]

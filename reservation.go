@@ -78,6 +78,7 @@ func (l *Limiter) Reserve(ctx context.Context, r Request) (*Reservation, error) 
 	r.N = defaultN(r)
 	r.Limits = append([]Limit(nil), r.Limits...) // settled later: the caller may reuse its slices
 	r.Keys = append([]KeyLimit(nil), r.Keys...)
+	l.pinCalendar(&r) // settled in the calendar windows it took from
 	res, err := l.Decide(ctx, r)
 	if err != nil {
 		return nil, err

@@ -54,8 +54,10 @@ func (l *Limiter) WaitN(ctx context.Context, key string, limit Limit, n int64) (
 }
 
 // wait is Wait's loop of attempts (engine.go) over one planned op, until
-// one is admitted or waiting cannot help.
-func (l *Limiter) wait(ctx context.Context, o *op, limits []Limit) (Result, error) {
+// one is admitted or waiting cannot help: sent, as planned from limits.
+// A calendar limit's op is planned again before each later attempt: the
+// wait may have reached the next window, which has a key of its own.
+func (l *Limiter) wait(ctx context.Context, o *op, limits, sent []Limit) (Result, error) {
 	clk := l.clock
 	key := o.ukey
 	var res Result
@@ -66,9 +68,16 @@ func (l *Limiter) wait(ctx context.Context, o *op, limits []Limit) (Result, erro
 	if err := ctx.Err(); err != nil {
 		return res, fmt.Errorf("redisrate: wait on key %q: %w", key, err)
 	}
-	for {
+	for try := 0; ; try++ {
 		start := clk.Now()
-		l.attempt(ctx, o, limits)
+		if try > 0 && hasCalendar(limits) {
+			o.args = nil
+			var ok bool
+			if sent, ok = l.plan(o, limits); !ok {
+				return Result{}, o.err
+			}
+		}
+		l.attempt(ctx, o, sent)
 		took := clk.Now().Sub(start)
 		res = o.res
 		if o.err != nil || res.Allowed {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redisrate/redisrate/bench/internal/redisserver"
+
 	redis_rate "github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 )
@@ -20,10 +22,7 @@ import (
 // the generated block lands in the file between its markers.
 func TestShortRun(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("no redis-server on PATH (CI=true): the benchmark needs a real Redis")
-		}
-		t.Skip("no redis-server on PATH: the benchmark needs a real Redis")
+		redisserver.Missing(t, "no redis-server on PATH: the benchmark needs a real Redis")
 	}
 	out := filepath.Join(t.TempDir(), "BENCHMARKS.md")
 	if err := os.WriteFile(out, []byte("# prose kept\n\n"+beginMarker+"\nold\n"+endMarker+"\n\nprose after\n"), 0o644); err != nil {
@@ -103,10 +102,7 @@ func TestAllocsMet(t *testing.T) {
 // asserts no speed: that is the full run's figure, on a quiet machine.
 func TestHotShortRun(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("no redis-server on PATH (CI=true): the benchmark needs a real Redis")
-		}
-		t.Skip("no redis-server on PATH: the benchmark needs a real Redis")
+		redisserver.Missing(t, "no redis-server on PATH: the benchmark needs a real Redis")
 	}
 	var buf bytes.Buffer
 	cfg := config{short: true, hot: true, server: "redis-server", args: []string{"-hot", "-short"}}

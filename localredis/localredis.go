@@ -86,11 +86,22 @@ func (s *Server) janitor() {
 	}
 }
 
-// Limiter returns a Limiter that runs the scripts on s. Pass it to
+// decisionTimeout is the decision timeout of the Limiters that Limiter
+// returns, unless their options set another: the in-process Redis shares
+// this process's CPU and compiles each script call, so on a busy machine a
+// call can take longer than the Limiter's default decision timeout (200 ms) without
+// anything being down, and a fallback that gave up then would fail the
+// very calls it is there to decide.
+const decisionTimeout = 2 * time.Second
+
+// Limiter returns a Limiter that runs the scripts on s, with a decision
+// timeout of 2 s unless opts set another (redisrate.WithDecisionTimeout):
+// the in-process Redis shares this process's CPU, so a busy process is not
+// an outage of its fallback. Pass it to
 // redisrate.WithFallback. Leave out redisrate.WithReadOnlyCheck: miniredis
 // refuses TIME inside EVAL_RO.
 func (s *Server) Limiter(opts ...redisrate.Option) *redisrate.Limiter {
-	return redisrate.NewLimiter(s.rdb, opts...)
+	return redisrate.NewLimiter(s.rdb, append([]redisrate.Option{redisrate.WithDecisionTimeout(decisionTimeout)}, opts...)...)
 }
 
 // Client returns a go-redis client of s, e.g. to inspect or reset its state.

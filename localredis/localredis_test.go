@@ -2,6 +2,7 @@ package localredis
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -40,5 +41,31 @@ func TestJanitorExpires(t *testing.T) {
 	}
 	if _, err := s.Limiter().Allow(ctx, "k", redisrate.PerSecond(1)); err == nil {
 		t.Fatal("Allow on a closed Server succeeded")
+	}
+}
+
+// TestDecisionTimeout: a call that the in-process Redis answers late, as a
+// busy process would (here its lock is held for 400 ms), is still decided
+// by it: its Limiters wait decisionTimeout (2 s), not the default 200 ms.
+// A Limiter whose options set a shorter timeout gives up at that one.
+func TestDecisionTimeout(t *testing.T) {
+	s, err := Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	busy := func() {
+		s.mr.Lock()
+		time.AfterFunc(400*time.Millisecond, s.mr.Unlock)
+	}
+	busy()
+	res, err := s.Limiter().Allow(ctx, "late", redisrate.PerSecond(1))
+	if err != nil || !res.Allowed || res.Degraded() {
+		t.Fatalf("a late answer: %+v, %v; want it decided by the in-process Redis", res, err)
+	}
+	busy()
+	if _, err := s.Limiter(redisrate.WithDecisionTimeout(50*time.Millisecond)).Allow(ctx, "short", redisrate.PerSecond(1)); !errors.Is(err, redisrate.ErrUnavailable) {
+		t.Fatalf("a 50 ms decision timeout set by the caller: %v; want ErrUnavailable", err)
 	}
 }

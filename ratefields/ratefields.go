@@ -151,6 +151,14 @@ func next(l redisrate.Limit, res redisrate.Result) (time.Duration, bool) {
 // seconds, w whole and at least 1, with q/w the limit's long-run rate (the
 // package documentation says which q and w).
 func window(l redisrate.Limit) (q, w int64) {
+	if l.Calendar != "" {
+		// A calendar window's length varies (DST days, months): w is its
+		// long-run average, so that q/w is the quota's long-run rate.
+		unit, _, _ := strings.Cut(strings.TrimSpace(l.Calendar), " ")
+		if s, ok := calendarSeconds[unit]; ok {
+			return max(l.Rate, 1), s
+		}
+	}
 	capacity, rate := uint64(max(int64(l.Capacity()), 1)), uint64(max(int64(l.Rate), 1))
 	periodMs := uint64(max(l.Period/time.Millisecond, 1))
 	var refillMs uint64
@@ -176,6 +184,11 @@ func window(l redisrate.Limit) (q, w int64) {
 	base := periodMs / gcd(periodMs, 1000) * 1000 // lcm(period_ms, 1000)
 	return int64(rate * (base / periodMs)), int64(base / 1000)
 }
+
+// calendarSeconds is the average length of a calendar window
+// (redisrate.Limit.Calendar) in seconds: a Gregorian month is 365.2425 / 12
+// days.
+var calendarSeconds = map[string]int64{"day": 86400, "week": 7 * 86400, "month": 2629746}
 
 // mulDiv is a*b/c, and whether it fits in an int64.
 func mulDiv(a, b, c uint64) (uint64, bool) {

@@ -28,6 +28,10 @@ func TestWindow(t *testing.T) {
 		{redisrate.PerSecond(10).WithBurst(30).WithAlgorithm(redisrate.TokenBucket), 30, 3},
 		{redisrate.PerSecond(10).WithBurst(25).WithAlgorithm(redisrate.TokenBucket), 10, 1}, // not 25 in 3 s: by the rate
 		{redisrate.Per(1e15, 1e12*time.Millisecond), 1e15, 1e9},
+		// Calendar windows: their average length, not the Period of 0.
+		{redisrate.Limit{Algorithm: redisrate.FixedWindow, Rate: 100000, Calendar: "day America/Los_Angeles"}, 100000, 86400},
+		{redisrate.Limit{Algorithm: redisrate.FixedWindow, Rate: 5000, Calendar: "week"}, 5000, 604800},
+		{redisrate.Limit{Algorithm: redisrate.FixedWindow, Rate: 1e9, Calendar: "month UTC"}, 1e9, 2629746},
 	} {
 		q, w := window(tc.limit)
 		if q != tc.q || w != tc.w {

@@ -97,6 +97,9 @@ func demoConfig(lf limitFlags) (demoCfg, error) {
 	if err != nil {
 		return demoCfg{}, err
 	}
+	if lim.Calendar != "" {
+		return demoCfg{}, usageErr("--limit: a calendar limit (%s) lasts days: the demo plays a pattern of a few periods; try it with redisrate try", lim)
+	}
 	// The rate, period and burst must suit GCRA, which takes any valid ones;
 	// the window algorithms then run with burst = limit (the manifest's
 	// Window flag), and a lane whose script refuses the limit is skipped.

@@ -51,10 +51,7 @@ func serverBin(t *testing.T, name, install string) string {
 	t.Helper()
 	bin, err := exec.LookPath(name)
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not on PATH (CI=true: CI must install it)", name)
-		}
-		t.Skipf("%s is not on PATH: install it (Debian: %s) to run these tests", name, install)
+		redisserver.Missing(t, "%s is not on PATH: install it (Debian: %s) to run these tests", name, install)
 	}
 	return bin
 }
@@ -264,10 +261,7 @@ func clockShiftEnv(t *testing.T, d time.Duration) []string {
 	}
 	cc, err := exec.LookPath("cc")
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("shifting a server's clock needs a C compiler (CI=true: CI must install gcc)")
-		}
-		t.Skip("shifting a server's clock needs a C compiler (apt-get install gcc)")
+		redisserver.Missing(t, "shifting a server's clock needs a C compiler (apt-get install gcc)")
 	}
 	dir := t.TempDir()
 	src := filepath.Join(dir, "shift.c")

@@ -242,7 +242,7 @@ type limitFlags struct {
 
 func (f *limitFlags) register(fs *flag.FlagSet, algoHelp string) {
 	f.burst = wholeFlag{name: "burst", max: maxWhole}
-	fs.StringVar(&f.limit, "limit", "10/s", `the limit, RATE/PERIOD: "10/s", "100/minute", "5/250ms", "1000/1h"; a rate that is not whole per period takes a longer period ("2.5/s" is 5/2s)`)
+	fs.StringVar(&f.limit, "limit", "10/s", `the limit, RATE/PERIOD: "10/s", "100/minute", "5/250ms", "100000/day", "1000000000/30d"; a rate that is not whole per period takes a longer period ("2.5/s" is 5/2s); a calendar day, week or month in a time zone: "100000/day calendar America/Los_Angeles"`)
 	fs.Var(&f.burst, "burst", "the capacity, the most units at once: a whole number (`N`); 0 means the rate. Window algorithms take only the rate")
 	fs.StringVar(&f.algorithm, "algorithm", "", algoHelp)
 }

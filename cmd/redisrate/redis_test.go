@@ -22,7 +22,7 @@ import (
 func startRedis(t *testing.T, cluster bool) string {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("redis-server is not on PATH: install it (Debian: apt-get install redis-server) to run the real-Redis tests")
+		redisserver.Missing(t, "redis-server is not on PATH: install it (Debian: apt-get install redis-server) to run the real-Redis tests")
 	}
 	dir := t.TempDir()
 	return startServer(t, redisserver.Options{Bus: cluster, Args: func(port int) []string {

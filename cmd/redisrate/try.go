@@ -55,7 +55,11 @@ Example:
 			case *check:
 				kind = redisrate.KindCheck
 			}
-			if _, err := redisrate.Args(kind, n, lim); err != nil {
+			// A calendar limit's ARGV depends on its window, which Decide
+			// plans: its text, with the flags, is checked instead.
+			if _, err := redisrate.Args(kind, n, lim); lim.Calendar == "" && err != nil {
+				return usageErr("%s", trimPrefix(err))
+			} else if _, err := redisrate.ParseLimit(lim.String()); lim.Calendar != "" && err != nil {
 				return usageErr("%s", trimPrefix(err))
 			}
 			rdb, err := connect(ctx, *addr, *ca)
@@ -104,7 +108,7 @@ func printTryJSON(w io.Writer, key string, lim redisrate.Limit, cost int64, chec
 	}
 	enc := json.NewEncoder(w)
 	return enc.Encode(tryJSON{
-		Key: key, Algorithm: lim.Algorithm.String(), Limit: lim.WithAlgorithm(redisrate.GCRA).String(),
+		Key: key, Algorithm: lim.Algorithm.String(), Limit: limitText(lim),
 		Cost: cost, Check: check, Allowed: r.Allowed, Remaining: r.Remaining,
 		RetryAfterMs: retry, ResetAfterMs: r.ResetAfter.Milliseconds(), Capacity: r.Capacity,
 	})
@@ -124,7 +128,7 @@ func printTry(w io.Writer, key string, lim redisrate.Limit, cost int64, check bo
 	case !r.Allowed:
 		what = "nothing recorded"
 	}
-	fmt.Fprintf(w, "%s  key %q, cost %d, %s %s (%s)\n", verdict, key, cost, lim.Algorithm, lim.WithAlgorithm(redisrate.GCRA), what)
+	fmt.Fprintf(w, "%s  key %q, cost %d, %s %s (%s)\n", verdict, key, cost, lim.Algorithm, limitText(lim), what)
 	fmt.Fprintf(w, "  remaining    %d of %d\n", r.Remaining, r.Capacity)
 	switch {
 	case cost == 0:
@@ -150,4 +154,13 @@ func algorithmNames() string {
 		names = append(names, s.Name)
 	}
 	return strings.Join(names, ", ")
+}
+
+// limitText is lim without its algorithm, which try prints apart; a
+// calendar limit, which fixed_window always decides, as it is written.
+func limitText(lim redisrate.Limit) string {
+	if lim.Calendar != "" {
+		return lim.String()
+	}
+	return lim.WithAlgorithm(redisrate.GCRA).String()
 }

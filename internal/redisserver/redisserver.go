@@ -175,3 +175,28 @@ func (w *readyLog) Write(p []byte) (int, error) {
 	}
 	return len(p), nil
 }
+
+// TB is the part of testing.TB that Missing uses (this package is also the
+// bench program's, which does not link package testing).
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Skipf(format string, args ...any)
+}
+
+// Missing ends a test that needs a tool which is not installed: it skips
+// the test, except under CI (CI=true), which installs every tool the tests
+// need, so there a missing one fails the test instead of quietly running
+// less. The one place that rule is written; format says what is missing.
+func Missing(t TB, format string, args ...any) {
+	t.Helper()
+	if Required() {
+		t.Fatalf(format+" (CI=true: CI must install it)", args...)
+	} else {
+		t.Skipf(format+" (skipped outside CI, which installs it)", args...)
+	}
+}
+
+// Required reports whether every tool the tests need must be there: under
+// CI (CI=true), which installs them all.
+func Required() bool { return os.Getenv("CI") == "true" }

@@ -2,6 +2,7 @@ package redisserver
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -19,10 +20,7 @@ func needRedis(t *testing.T) {
 		t.Skip("-short (make unit): no real server; make test runs it")
 	}
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("redis-server is not on PATH (CI=true: CI must install it)")
-		}
-		t.Skip("redis-server is not on PATH")
+		Missing(t, "redis-server is not on PATH")
 	}
 }
 
@@ -121,5 +119,32 @@ func TestStartArgsBinEnv(t *testing.T) {
 	}
 	if got["maxmemory"] != strconv.Itoa(7<<20) {
 		t.Errorf("CONFIG GET maxmemory: %v, want %d", got, 7<<20)
+	}
+}
+
+// recorder is a TB that records which way Missing ended the test.
+type recorder struct{ fatal, skip string }
+
+func (r *recorder) Helper()                           {}
+func (r *recorder) Fatalf(format string, args ...any) { r.fatal = fmt.Sprintf(format, args...) }
+func (r *recorder) Skipf(format string, args ...any)  { r.skip = fmt.Sprintf(format, args...) }
+
+// TestMissing: a missing tool skips a test outside CI and fails it under
+// CI=true, naming the tool either way.
+func TestMissing(t *testing.T) {
+	for _, ci := range []string{"", "true"} {
+		t.Setenv("CI", ci)
+		var r recorder
+		Missing(&r, "%s is not on PATH", "valkey-server")
+		got, other := r.skip, r.fatal
+		if ci == "true" {
+			got, other = r.fatal, r.skip
+		}
+		if !strings.Contains(got, "valkey-server is not on PATH") || other != "" {
+			t.Errorf("CI=%q: fatal %q, skip %q; want the message once, by %s", ci, r.fatal, r.skip, map[string]string{"": "Skipf", "true": "Fatalf"}[ci])
+		}
+		if Required() != (ci == "true") {
+			t.Errorf("CI=%q: Required() = %v", ci, Required())
+		}
 	}
 }

@@ -258,8 +258,10 @@ func StartServer(t testing.TB, opts Options) *Server {
 func containerServes() bool { return ServerBin() == "redis-server" }
 
 // noRedis skips t saying why, except in CI (CI=true), which installs the
-// servers: there a missing server fails the test, so that the real-Redis
-// tests never quietly stop running.
+// servers and tools: there a missing one fails the test, so that the
+// real-Redis tests never quietly stop running. This module's one place for
+// that rule (the root's is internal/redisserver.Missing, which a module of
+// its own does not import).
 func noRedis(t testing.TB, why string) {
 	t.Helper()
 	if os.Getenv("CI") == "true" {

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"sort"
 	"strconv"
@@ -103,7 +102,7 @@ func available(bin string) bool {
 		return false // go test -short (make unit): miniredis only
 	}
 	_, err := exec.LookPath(bin)
-	return err == nil || os.Getenv("CI") == "true"
+	return err == nil || redisserver.Required()
 }
 
 // startServer starts bin (redis-server or valkey-server) with env added to
@@ -114,10 +113,7 @@ func startServer(t testing.TB, bin string, env []string, extra ...string) *Backe
 		t.Skip("-short (make unit): miniredis only; make test runs it on " + bin)
 	}
 	if _, err := exec.LookPath(bin); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is not installed (CI=true): %v", bin, err)
-		}
-		t.Skip(bin + " is not installed")
+		redisserver.Missing(t, "%s is not installed: %v", bin, err)
 	}
 	dir := t.TempDir()
 	srv, err := redisserver.Start(redisserver.Options{Bin: bin, Env: env, Args: func(port int) []string {
