@@ -34,7 +34,7 @@ type pipeliner interface {
 // A client without pipelines (a Scripter that is not a go-redis client)
 // gets the requests one after another.
 func (l *Limiter) DecideBatch(ctx context.Context, reqs []Request) ([]Result, error) {
-	if l == nil || l.rdb == nil {
+	if l == nil || l.rdb == nil || l.life.isClosed() {
 		return make([]Result, len(reqs)), l.noClientErr()
 	}
 	bd := Decision{Kind: KindBatch, Batch: len(reqs)}

@@ -197,8 +197,8 @@ func BenchmarkDecisionDeadline(b *testing.B) {
 		timeout time.Duration
 	}{
 		{"none", false, 0},
-		{"context_timeout_enabled", true, DefaultDecisionTimeout},
-		{"go_redis_defaults", false, DefaultDecisionTimeout},
+		{"context_timeout_enabled", true, defaultDecisionTimeout},
+		{"go_redis_defaults", false, defaultDecisionTimeout},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1, ContextTimeoutEnabled: bc.honours})

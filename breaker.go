@@ -336,7 +336,7 @@ func (l *Limiter) diagnose(opts *redis.Options) (string, error) {
 	if l.timeout > 0 {
 		wait = l.timeout
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	ctx, cancel := l.background(wait) // ended by Close
 	defer cancel()
 	conn, err := opts.Dialer(ctx, opts.Network, opts.Addr)
 	if err != nil {
@@ -479,7 +479,7 @@ func (l *Limiter) probe(h *health, key string) {
 	h.mu.Lock()
 	wait := max(h.probeWait, base)
 	h.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	ctx, cancel := l.background(wait) // ended by Close
 	defer cancel()
 	args, _ := buildArgs(0, "", []Limit{PerSecond(1)})
 	_, err := l.detached(ctx, &algoScripts[GCRA], accessRead, []string{key}, args)

@@ -304,12 +304,12 @@ func (l *Limiter) calendarResult(r Result) Result {
 	if left < time.Millisecond {
 		left = time.Millisecond // decided as the window ended: retry in the next
 	}
-	if r.RetryAfter > 0 && r.RetryAfter != InfDuration {
+	if r.RetryAfter > 0 && r.RetryAfter != infDuration {
 		r.RetryAfter = min(r.RetryAfter, left)
 	}
 	if r.ResetAfter > 0 {
 		r.ResetAfter = min(r.ResetAfter, left)
-		if r.RetryAfter != InfDuration {
+		if r.RetryAfter != infDuration {
 			r.ResetAfter = max(r.ResetAfter, r.RetryAfter)
 		}
 	}

@@ -10,8 +10,9 @@ import (
 
 // The decision deadline: how long the send stage waits for Redis.
 
-// DefaultDecisionTimeout is how long, by default, a call waits for Redis
-// before its failure policy answers (see WithDecisionTimeout).
+// defaultDecisionTimeout is how long, by default, a call waits for Redis
+// before its failure policy answers (see WithDecisionTimeout, whose doc
+// gives the value).
 //
 // 200 ms: a healthy Redis answers a script in well under a millisecond on
 // the same network, and in a few milliseconds at the far tail (a busy
@@ -22,14 +23,15 @@ import (
 // longer adds a visible stall, under every policy, to the requests in
 // flight when Redis goes away, and 200 ms is still a small part of the
 // budget of a request that a limit guards.
-const DefaultDecisionTimeout = 200 * time.Millisecond
+const defaultDecisionTimeout = 200 * time.Millisecond
 
 // WithDecisionTimeout bounds how long a call waits for Redis to decide:
 // when d passes without an answer, Redis has failed this call (its error
 // matches ErrUnavailable; it opens the circuit breaker), and the failure
 // policy answers at once, or the fallback decides, under its own deadline
-// (see WithFallback). It is DefaultDecisionTimeout
-// unless set; 0 leaves only the caller's context to bound a call.
+// (see WithFallback). It is 200 ms unless set (why 200 ms: see
+// defaultDecisionTimeout); 0 leaves only the caller's context to bound a
+// call.
 //
 // It bounds every round trip of every kind of call: Allow, Decide of every
 // Kind, a DecideBatch as a whole (its pipeline, or its

@@ -30,7 +30,7 @@ func TestDecisionTimeoutPausedRedis(t *testing.T) {
 				rdb := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2, DisableIdentity: true, ContextTimeoutEnabled: honours})
 				t.Cleanup(func() { _ = rdb.Close() })
 				opts := []Option{WithFailurePolicy(policy), WithCircuitBreaker(0)} // every call meets the pause
-				want := DefaultDecisionTimeout
+				want := defaultDecisionTimeout
 				if timeout > 0 {
 					opts, want = append(opts, WithDecisionTimeout(timeout)), timeout
 				}
@@ -101,7 +101,7 @@ func TestDecisionTimeoutRefusedConnections(t *testing.T) {
 		for range 2 {
 			start := time.Now()
 			_, err := l.Allow(context.Background(), "k", PerMinute(1))
-			if took := time.Since(start); !errors.Is(err, ErrUnavailable) || took > DefaultDecisionTimeout+slack {
+			if took := time.Since(start); !errors.Is(err, ErrUnavailable) || took > defaultDecisionTimeout+slack {
 				t.Errorf("ContextTimeoutEnabled %v: %v after %v; want ErrUnavailable by the decision deadline", honours, err, took)
 			}
 		}
@@ -114,19 +114,20 @@ func TestDecisionTimeoutOff(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{Addr: blackhole(t), Protocol: 2, DisableIdentity: true, ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = rdb.Close() })
 	l := testLimiter(rdb, WithFailurePolicy(FailOpen), WithDecisionTimeout(0))
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultDecisionTimeout+100*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), defaultDecisionTimeout+100*time.Millisecond)
 	defer cancel()
 	start := time.Now()
 	res, err := l.Allow(ctx, "k", PerMinute(1))
-	if took := time.Since(start); res.Allowed || !isCallerError(err, context.DeadlineExceeded) || took < DefaultDecisionTimeout+100*time.Millisecond {
+	if took := time.Since(start); res.Allowed || !isCallerError(err, context.DeadlineExceeded) || took < defaultDecisionTimeout+100*time.Millisecond {
 		t.Fatalf("%+v, %v after %v; want the caller's deadline to end it, with its error", res, err, took)
 	}
 }
 
-// NewLimiter's default deadline is the documented DefaultDecisionTimeout.
+// NewLimiter's default deadline is defaultDecisionTimeout, 200 ms as
+// WithDecisionTimeout's doc and docs/go.md say.
 func TestDefaultDecisionTimeoutIsDocumented(t *testing.T) {
-	if got := NewLimiter(newFakeRedis(t).rdb).timeout; got != DefaultDecisionTimeout {
-		t.Errorf("NewLimiter's default decision timeout is %v, DefaultDecisionTimeout says %v", got, DefaultDecisionTimeout)
+	if got := NewLimiter(newFakeRedis(t).rdb).timeout; got != 200*time.Millisecond {
+		t.Errorf("NewLimiter's default decision timeout is %v, defaultDecisionTimeout says %v", got, defaultDecisionTimeout)
 	}
 }
 

@@ -33,7 +33,7 @@ import (
 // processes go unseen, as they do for Redis's own answer once given.
 // A denial of a check that a replica may have served (WithReadOnlyCheck)
 // is not cached either: a replica may not have seen that Reset yet.
-// Denials that can never be admitted (RetryAfter is InfDuration) are not
+// Denials that can never be admitted (RetryAfter is infDuration) are not
 // cached, so a request whose cost is above a limit's capacity always goes
 // to Redis, which answers that it can never be admitted. A cached answer
 // has Source SourceDenyCache; it is not degraded.
@@ -71,7 +71,7 @@ func (l *Limiter) denyStage(o *op, limits []Limit) bool {
 		// not for the cost; refund and force always record.
 		return false
 	}
-	// A cost above a capacity is never cached (RetryAfter InfDuration): it
+	// A cost above a capacity is never cached (RetryAfter infDuration): it
 	// goes to Redis, which says so.
 	id, several := o.denyIdentity()
 	res, hit := l.deny.lookup(id, several, o.cost, limits, l.deny.now())
@@ -113,7 +113,7 @@ func (l *Limiter) denyStore(o *op, limits []Limit) {
 		}
 		return
 	}
-	if o.res.RetryAfter <= 0 || o.res.RetryAfter == InfDuration {
+	if o.res.RetryAfter <= 0 || o.res.RetryAfter == infDuration {
 		return
 	}
 	if o.access == accessReplica {

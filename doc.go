@@ -12,7 +12,7 @@
 //	plan.go       the plan stage: a Request validated and made an op (keys, cost, mode); Args
 //	limit.go      Limit, Algorithm, ParseLimit, Validate
 //	calendar.go   calendar limits (Limit.Calendar): the window, its key and period, planned; waits to its end
-//	result.go     Result, Source, InfDuration
+//	result.go     Result, Source
 //	engine.go     the stages of one attempt: deny cache, send, settle, failure, shadow
 //	deadline.go   the decision deadline
 //	shadow.go     shadow mode

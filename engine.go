@@ -214,7 +214,7 @@ func (l *Limiter) settle(ctx context.Context, o *op, limits []Limit, v answer, e
 		h.succeeded(l) // Redis answered: the caller's mistake, not an outage
 	case ended(ctx) != nil:
 		o.probe = h.suspect()
-	case !errors.Is(err, ErrBadReply) && !errors.Is(err, context.Canceled):
+	case !errors.Is(err, ErrBadReply) && !errors.Is(err, context.Canceled) && !ownerClosed(ctx, err):
 		// The cause every other caller is answered with while the breaker
 		// is open is Redis's own error, without this call's key.
 		h.failed(l, err, o.s.name, o.key)

@@ -59,8 +59,9 @@ var (
 	ErrBadReply = errors.New("unexpected reply")
 
 	// ErrNoClient is matched by the error of every call on a Limiter that
-	// has no usable Redis client: the zero Limiter, or one NewLimiter was
-	// given a nil client (a nil *redis.Client too) or a nil Option.
+	// has no usable Redis client: the zero Limiter, one NewLimiter was
+	// given a nil client (a nil *redis.Client too) or a nil Option, or one
+	// closed by Limiter.Close.
 	ErrNoClient = errors.New("redisrate: Limiter has no Redis client; use NewLimiter")
 
 	// ErrExceedsCapacity is matched by the error of Wait, WaitN and

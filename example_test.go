@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -249,16 +250,16 @@ func ExampleResult_Never() {
 	limiter := redisrate.NewLimiter(rdb)
 
 	// A cost above the capacity can never be admitted: waiting does not
-	// help, and RetryAfter is InfDuration, which no sleep loops on.
+	// help, and RetryAfter is the longest Duration, which no sleep loops on.
 	res, _ := limiter.AllowN(context.Background(), "upload:u1", redisrate.PerSecond(10), 11)
-	fmt.Println(res.Allowed, res.Never(), res.RetryAfter == redisrate.InfDuration)
+	fmt.Println(res.Allowed, res.Never(), res.RetryAfter == math.MaxInt64)
 	// Output: false true true
 }
 
 func ExampleResult_String() {
 	fmt.Println(redisrate.Result{Allowed: true, Remaining: 4, Capacity: 5, ResetAfter: 200 * time.Millisecond})
 	fmt.Println(redisrate.Result{Capacity: 5, RetryAfter: 200 * time.Millisecond, ResetAfter: time.Second})
-	fmt.Println(redisrate.Result{Capacity: 5, RetryAfter: redisrate.InfDuration})
+	fmt.Println(redisrate.Result{Capacity: 5, RetryAfter: math.MaxInt64})
 	fmt.Println(redisrate.Result{Allowed: true, Capacity: 5, Source: redisrate.SourceFailOpen})
 	// Output:
 	// allowed: 4 of 5 left, full in 200ms

@@ -74,7 +74,7 @@ func (p FailurePolicy) String() string {
 // policy applies only when the fallback fails as well.
 //
 // A call waits for Redis at most the decision timeout
-// (WithDecisionTimeout, DefaultDecisionTimeout unless set), or until its
+// (WithDecisionTimeout, 200 ms unless set), or until its
 // context's deadline if that comes first; the circuit breaker
 // (WithCircuitBreaker) makes every call after the first failure answer at
 // once.

@@ -31,6 +31,7 @@ type Limiter struct {
 	clock         clock         // the one clock of health, loader, deny cache and Wait; tests set a fake one
 	hot           *hotKeys      // the calls in flight, to coalesce (coalesce.go); nil: off
 	pipes         *pipes        // the calls in flight, to pipeline (pipe.go); nil: off
+	life          *life         // closed by Close, with the leases and background work it ends (close.go)
 }
 
 // Option configures a Limiter.
@@ -50,8 +51,8 @@ func NewLimiter(rdb redis.Scripter, opts ...Option) *Limiter {
 // newLimiter is NewLimiter on clk, which the parts that keep time (the
 // breaker, the loader, the deny cache, Wait) all read.
 func newLimiter(rdb redis.Scripter, clk clock, opts []Option) *Limiter {
-	l := &Limiter{rdb: rdb, timeout: DefaultDecisionTimeout, clock: clk, health: newHealth(defaultProbeInterval, clk),
-		hot: newHotKeys(), pipes: newPipes()}
+	l := &Limiter{rdb: rdb, timeout: defaultDecisionTimeout, clock: clk, health: newHealth(defaultProbeInterval, clk),
+		hot: newHotKeys(), pipes: newPipes(), life: &life{}}
 	for i, o := range opts {
 		if o == nil {
 			l.noClient = &noClientError{why: "option " + strconv.Itoa(i+1) + " of NewLimiter is nil"}
@@ -91,6 +92,9 @@ func (l *Limiter) With(opts ...Option) *Limiter {
 	v := *l
 	if v.hot != nil {
 		v.hot = newHotKeys()
+	}
+	if l.life != nil {
+		v.life = l.life.child()
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -132,6 +136,9 @@ func isNil(rdb redis.Scripter) bool {
 func (l *Limiter) noClientErr() error {
 	if l != nil && l.noClient != nil {
 		return l.noClient
+	}
+	if l != nil && l.rdb != nil {
+		return closedError{}
 	}
 	return ErrNoClient
 }
@@ -260,7 +267,7 @@ func (l *Limiter) Reset(ctx context.Context, key string) error {
 // (wait.go), and the observer's End. The limits travel apart from o, so
 // that a caller's slice never escapes.
 func (l *Limiter) run(ctx context.Context, o *op, limits []Limit) (Result, error) {
-	if l == nil || l.rdb == nil {
+	if l == nil || l.rdb == nil || l.life.isClosed() {
 		return Result{}, l.noClientErr()
 	}
 	asked := o.kind

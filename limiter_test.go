@@ -40,8 +40,8 @@ func TestCallsDecodeReplies(t *testing.T) {
 			if err != nil || r != want || r.RetryAfter <= 0 || r.Never() {
 				t.Errorf("Check: %+v %v, want %+v (retry later, not never)", r, err, want)
 			}
-			if r, err = l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim}, N: 5}); err != nil || r.Allowed || !r.Never() || r.RetryAfter != InfDuration {
-				t.Errorf("CheckN 5 of 4: %+v %v, want never (InfDuration)", r, err)
+			if r, err = l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim}, N: 5}); err != nil || r.Allowed || !r.Never() || r.RetryAfter != infDuration {
+				t.Errorf("CheckN 5 of 4: %+v %v, want never (infDuration)", r, err)
 			}
 			if r, err = l.Decide(ctx, Request{Kind: KindPeek, Key: "k", Limits: []Limit{lim}}); err != nil || !r.Allowed || r.Remaining != 0 || r.Capacity != 4 {
 				t.Errorf("Peek: %+v %v, want admitted, 0 of 4 left", r, err)

@@ -106,7 +106,7 @@ func ExampleReservation_Take() {
 	for jobs < 30 && lease.Take(1) {
 		jobs++ // call the upstream
 	}
-	res, _ := lease.Settle(ctx, -1) // -1: what Take spent
+	res, _ := lease.Close(ctx) // what Take did not spend goes back
 	fmt.Println("ran", jobs, "jobs, gave back", res.Units)
 	// Output:
 	// leased 40

@@ -220,43 +220,100 @@ func TestReserveRefusesBadRequests(t *testing.T) {
 	}
 }
 
-// TestReserveSettleDuringOutage: a settlement Redis cannot decide follows
-// the failure policy, as any call, and the observer sees it (Kind refund
-// or force); it is not tried again.
+// TestReserveSettleDuringOutage: a settlement Redis cannot decide is an
+// error matching ErrUnavailable whatever the failure policy (the policy's
+// answer would hide that nothing was given back or recorded), the
+// observer sees the call as the policy answered it (Kind refund or
+// force), and the reservation stays open:
+// once Redis is back, Settle again records it (#40 finding 4).
 func TestReserveSettleDuringOutage(t *testing.T) {
 	needV3Mode(t, "force")
 	for _, c := range []struct {
 		policy FailurePolicy
 		used   int64
 		want   string
+		left   int64 // after the retry
 	}{
-		{FailOpen, 1, "end refund k allowed=true source=fail-open err=nil"},
-		{FailClosed, 1, "end refund k allowed=false source=fail-closed err=nil"},
-		{FailError, 1, "end refund k allowed=false source=redis err=unavailable"},
-		{FailOpen, 9, "end force k allowed=true source=fail-open err=nil"},
-		{FailError, 9, "end force k allowed=false source=redis err=unavailable"},
+		{FailOpen, 1, "end refund k allowed=true source=fail-open err=nil", 9},
+		{FailClosed, 1, "end refund k allowed=false source=fail-closed err=nil", 9},
+		{FailError, 1, "end refund k allowed=false source=redis err=unavailable", 9},
+		{FailOpen, 9, "end force k allowed=true source=fail-open err=nil", 1},
+		{FailError, 9, "end force k allowed=false source=redis err=unavailable", 1},
 	} {
 		t.Run(fmt.Sprintf("%v/used %d", c.policy, c.used), func(t *testing.T) {
 			f, obs := newFakeRedis(t), &recorder{}
-			l := testLimiter(fastClient(t, f.mr.Addr()), WithFailurePolicy(c.policy), WithObserver(obs))
+			l := testLimiter(fastClient(t, f.mr.Addr()), WithFailurePolicy(c.policy), WithObserver(obs), WithCircuitBreaker(0))
 			ctx := context.Background()
-			r, err := l.Reserve(ctx, Request{Key: "k", Limits: []Limit{PerMinute(10)}, N: 4})
+			lim := PerHour(10)
+			r, err := l.Reserve(ctx, Request{Key: "k", Limits: []Limit{lim}, N: 4})
 			if err != nil || r.Result.Units != 4 {
 				t.Fatalf("reserve: %+v %v", r, err)
 			}
 			f.mr.Close()
 			obs.take()
 			res, err := r.Settle(ctx, c.used)
-			if got := errors.Is(err, ErrUnavailable); got != (c.policy == FailError) {
-				t.Errorf("settle: %+v %v; want ErrUnavailable only under FailError", res, err)
+			if !errors.Is(err, ErrUnavailable) {
+				t.Errorf("settle in an outage: %+v %v; want ErrUnavailable under every policy", res, err)
 			}
 			if ev := obs.take(); len(ev) != 2 || ev[1] != c.want+" ctx="+strings.Fields(c.want)[1]+":k" {
 				t.Errorf("observed %q, want the end %q", ev, c.want)
 			}
+			if err := f.mr.Restart(); err != nil {
+				t.Fatal(err)
+			}
+			if res, err := r.Settle(ctx, c.used); err != nil || res.Source != SourceRedis {
+				t.Fatalf("settle again once Redis is back: %+v %v; want it decided", res, err)
+			}
+			if n := peekLeft(t, l, "k", lim); n != c.left {
+				t.Errorf("after the retried settlement of %d used: %d left, want %d", c.used, n, c.left)
+			}
 			if _, err := r.Settle(ctx, c.used); !errors.Is(err, ErrInvalid) {
-				t.Errorf("settle again after the outage: %v, want already settled", err)
+				t.Errorf("settle a third time: %v, want already settled", err)
 			}
 		})
+	}
+}
+
+// TestSettleDetachedFromCaller: a Settle under a cancelled context (a
+// client that went away) still gives back, bounded by its own timeout
+// (#40 finding 4: it failed, and a retry said "already settled").
+func TestSettleDetachedFromCaller(t *testing.T) {
+	needV3Mode(t, "refund")
+	l := testLimiter(newFakeRedis(t).rdb)
+	lim := PerHour(100)
+	r, err := l.Reserve(context.Background(), Request{Key: "k", Limits: []Limit{lim}, N: 30})
+	if err != nil || r.Result.Units != 30 {
+		t.Fatalf("reserve 30: %+v %v", r, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if res, err := r.Settle(ctx, 0); err != nil || res.Units != 30 {
+		t.Fatalf("settle under a cancelled context: %+v %v; want the 30 units back", res, err)
+	}
+	if n := peekLeft(t, l, "k", lim); n != 100 {
+		t.Errorf("%d left, want 100", n)
+	}
+}
+
+// TestSettleRefusedStaysOpen: a settlement refused (a debt past what one
+// call records: Settle(MaxInt64)) uses nothing up: the reservation can be
+// settled again, correctly (#38 finding 11).
+func TestSettleRefusedStaysOpen(t *testing.T) {
+	needV3Mode(t, "force")
+	l := testLimiter(newFakeRedis(t).rdb)
+	ctx, lim := context.Background(), PerHour(100)
+	r, err := l.Reserve(ctx, Request{Key: "k", Limits: []Limit{lim}, N: 30})
+	if err != nil || r.Result.Units != 30 {
+		t.Fatalf("reserve 30: %+v %v", r, err)
+	}
+	if _, err := r.Settle(ctx, math.MaxInt64); err == nil {
+		t.Fatal("Settle(MaxInt64): no error")
+	}
+	if res, err := r.Settle(ctx, 10); err != nil || res.Units != 20 {
+		t.Fatalf("settle 10 after a refused settlement: %+v %v; want 20 back", res, err)
+	}
+	if n := peekLeft(t, l, "k", lim); n != 90 {
+		t.Errorf("%d left, want 90", n)
 	}
 }
 
@@ -277,7 +334,7 @@ func TestReserveDegraded(t *testing.T) {
 	if !r.Take(3) || r.Take(1) {
 		t.Error("a shadow admission's Take: want its 3 units, no more")
 	}
-	if res, err := r.Settle(ctx, -1); err != nil || res.Units != 3 {
+	if res, err := r.Close(ctx); err != nil || res.Units != 3 {
 		t.Errorf("settle 3 used, none taken: %+v %v, want 3 forced", res, err)
 	}
 	down := testLimiter(downRedis(t), WithFailurePolicy(FailOpen))
@@ -318,11 +375,11 @@ func TestLease(t *testing.T) {
 	if left := peekLeft(t, l, "k", lim); left != 1 {
 		t.Errorf("after the lease's end: %d left, want the 1 unspent unit back", left)
 	}
-	if _, err := lease.Settle(ctx, -1); !errors.Is(err, ErrInvalid) {
+	if _, err := lease.Close(ctx); !errors.Is(err, ErrInvalid) {
 		t.Errorf("settle after the lifetime's refund: %v, want already settled", err)
 	}
 	early, _ := l.Reserve(ctx, Request{Kind: KindUpTo, Key: "k", Limits: []Limit{lim}, N: 1, Lease: time.Minute})
-	if res, err := early.Settle(ctx, -1); err != nil || res.Units != 1 {
+	if res, err := early.Close(ctx); err != nil || res.Units != 1 {
 		t.Fatalf("close a lease with nothing spent: %+v %v", res, err)
 	}
 	log.take()
@@ -359,7 +416,7 @@ func TestLeaseTakeConcurrently(t *testing.T) {
 	if taken != 50 {
 		t.Errorf("8 goroutines took %d units of a lease of 50", taken)
 	}
-	if res, err := lease.Settle(context.Background(), -1); err != nil || res != (Result{}) {
+	if res, err := lease.Close(context.Background()); err != nil || res != (Result{}) {
 		t.Errorf("close a lease spent whole: %+v %v, want no call", res, err)
 	}
 }
@@ -429,7 +486,7 @@ func TestLeaseBound(t *testing.T) {
 				switch h := holders[i]; {
 				case h == nil || rng.IntN(10) == 0:
 					if h != nil && rng.IntN(2) == 0 {
-						_, _ = h.Settle(ctx, -1) // closed early; or left to run out
+						_, _ = h.Close(ctx) // closed early; or left to run out
 					}
 					req.N = 1 + rng.Int64N(6)
 					r, err := l.Reserve(ctx, req)

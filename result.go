@@ -6,11 +6,12 @@ import (
 	"time"
 )
 
-// InfDuration is Result.RetryAfter for a request that can never be admitted:
+// infDuration is Result.RetryAfter for a request that can never be admitted:
 // its cost is more than the capacity of a limit. It is the longest
-// Duration, as in golang.org/x/time/rate, so a sleep or timer on it never
-// returns rather than spinning. Result.Never reports it.
-const InfDuration = time.Duration(math.MaxInt64)
+// Duration (math.MaxInt64, x/time/rate's InfDuration), so a sleep or timer
+// on it never returns rather than spinning. Result.Never reports it: the
+// one way to tell, so not an exported name of its own.
+const infDuration = time.Duration(math.MaxInt64)
 
 // Result is a decision. Remaining, ResetAfter, Capacity and Limit describe
 // the binding limit: on a denial the denying limit with the longest wait, on
@@ -33,7 +34,7 @@ type Result struct {
 
 	// RetryAfter is 0 when allowed. Otherwise it is how long until the same
 	// request would be admitted if nothing else consumed, rounded up to the
-	// millisecond, or InfDuration when it never can be.
+	// millisecond, or infDuration when it never can be.
 	RetryAfter time.Duration
 
 	// ResetAfter is how long until the key is back to full capacity if
@@ -78,8 +79,8 @@ type Result struct {
 }
 
 // Never reports whether the request can never be admitted under its limits
-// (RetryAfter is InfDuration), as opposed to being admitted later.
-func (r Result) Never() bool { return (!r.Allowed || r.WouldDeny) && r.RetryAfter == InfDuration }
+// (RetryAfter is infDuration), as opposed to being admitted later.
+func (r Result) Never() bool { return (!r.Allowed || r.WouldDeny) && r.RetryAfter == infDuration }
 
 // Degraded reports whether r was decided without Redis: by the fallback or
 // the failure policy (Source is neither SourceRedis nor SourceDenyCache).
@@ -193,10 +194,10 @@ func (o *op) decode(a answer, limits []Limit) (Result, error) {
 }
 
 // msDuration converts a reply's milliseconds; -1 (never), and anything past
-// what a Duration holds, is InfDuration.
+// what a Duration holds, is infDuration.
 func msDuration(ms int64) time.Duration {
 	if ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
-		return InfDuration
+		return infDuration
 	}
 	return time.Duration(ms) * time.Millisecond
 }

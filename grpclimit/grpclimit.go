@@ -175,8 +175,13 @@ type Config struct {
 	// Quota, when not nil, is a limit that every call shares across every
 	// process serving it (an upstream's own limit), spent from leases
 	// after each call's own limits: see ratecore.Quota. A call it refuses
-	// gets ResourceExhausted with its retry delay, and its own units go
-	// back.
+	// gets ResourceExhausted with its RetryInfo and a QuotaFailure whose
+	// subject is the quota's Key, and its own units go back; while Redis
+	// cannot decide the quota, FailurePolicy answers (Unavailable or let
+	// through), never ResourceExhausted. A method without limits (none in
+	// Methods, and no Limits) is held to the quota alone, whatever its
+	// client: so a Config with a Quota and no limits holds every call to
+	// it. Close the Interceptor on shutdown to give its lease back.
 	Quota *ratecore.Quota
 	// ShadowHeaders sends the ratelimit response metadata in shadow mode
 	// too: off by default, so that a limit being rolled out changes
@@ -225,6 +230,7 @@ type Interceptor struct {
 	base    method // Config.Limits' rule, nil without them
 	methods map[string]method
 	exempt  func(context.Context, string) bool
+	quota   bool // a Config.Quota: methods without limits are held to it alone
 }
 
 // New checks c and returns its Interceptor. Every configuration error is
@@ -247,10 +253,22 @@ func New(c Config) (*Interceptor, error) {
 			return nil, fmt.Errorf("grpclimit: Config.Methods[%q]: %w", name, err)
 		}
 	}
-	if i.base.rule == nil && len(i.methods) == 0 {
-		return nil, errors.New("grpclimit: no limits: give Config.Limits or Config.Methods with Limits")
+	if i.base.rule == nil && len(i.methods) == 0 && c.Quota == nil {
+		return nil, errors.New("grpclimit: no limits: give Config.Limits, Config.Methods with Limits, or Config.Quota")
 	}
+	i.quota = c.Quota != nil
 	return i, nil
+}
+
+// Close gives back what the Config.Quota's lease has not spent and stops
+// the interceptors' timers, for a graceful shutdown: call it once the
+// server has stopped (grpc.Server.GracefulStop). A call after it fails
+// with codes.Unavailable and a RetryInfo (another instance can serve it),
+// and OnError is told with an error matching redisrate.ErrNoClient. It
+// does not close Config.Limiter, which others may share: close that after
+// (redisrate.Limiter.Close), then its Redis client. ctx bounds the wait.
+func (i *Interceptor) Close(ctx context.Context) error {
+	return i.rules.Close(ctx)
 }
 
 // method readies the method name of Config.Methods.
@@ -391,7 +409,7 @@ func (i *Interceptor) decide(ctx context.Context, name string, cost int64) (meta
 	if !ok {
 		m = i.base
 	}
-	if m.rule == nil || (i.exempt != nil && i.exempt(ctx, name)) {
+	if m.rule == nil && !i.quota || (i.exempt != nil && i.exempt(ctx, name)) {
 		return nil, nil
 	}
 	if cost == 0 {

@@ -633,9 +633,43 @@ func TestQuota(t *testing.T) {
 		Quota: &ratecore.Quota{Key: "upstream", Limit: redisrate.PerMinute(2), Lease: 1},
 	})
 	for i, want := range []codes.Code{codes.OK, codes.OK, codes.ResourceExhausted} {
-		if _, err := call(t, c, "x-api-key", string(rune('a'+i))); status.Code(err) != want {
+		_, err := call(t, c, "x-api-key", string(rune('a'+i)))
+		if status.Code(err) != want {
 			t.Errorf("client %d: %v; want %v", i, err, want)
 		}
+		if wait, subject := details(t, err); want == codes.ResourceExhausted && (subject != "upstream" || wait <= 0) {
+			t.Errorf("the quota's refusal: RetryInfo %v, QuotaFailure subject %q; want a wait, upstream", wait, subject)
+		}
+	}
+}
+
+// TestQuotaAloneAndClose: a quota alone holds every call and names itself
+// in the QuotaFailure; after Close a call fails with Unavailable and a
+// RetryInfo.
+func TestQuotaAloneAndClose(t *testing.T) {
+	e := newEnv(t)
+	in, err := grpclimit.New(grpclimit.Config{Limiter: testLimiter(e.rdb), Quota: &ratecore.Quota{Key: "upstream", Limit: redisrate.PerMinute(2)}})
+	if err != nil {
+		t.Fatalf("New with a quota alone: %v", err)
+	}
+	handler := func(ctx context.Context, req any) (any, error) { return nil, nil }
+	unary := func() error {
+		_, err := in.Unary()(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/pkg.Svc/Get"}, handler)
+		return err
+	}
+	for i, want := range []codes.Code{codes.OK, codes.OK, codes.ResourceExhausted} {
+		if err := unary(); status.Code(err) != want {
+			t.Fatalf("call %d: %v; want %v", i, err, want)
+		}
+	}
+	if wait, subject := details(t, unary()); subject != "upstream" || wait <= 0 {
+		t.Errorf("the quota's refusal: RetryInfo %v, QuotaFailure %q; want a wait, upstream", wait, subject)
+	}
+	if err := in.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := unary(); status.Code(err) != codes.Unavailable {
+		t.Errorf("a call after Close: %v; want Unavailable", err)
 	}
 }
 

@@ -186,16 +186,20 @@ type Config struct {
 	// given back, or recorded as a debt that the client's next requests
 	// wait for. A handler that reports nothing keeps the estimate. The
 	// settlement runs under the request's context without its
-	// cancellation, so that a client that goes away still pays, within
-	// the Limiter's decision timeout; the failure policy answers it when
-	// Redis cannot, and OnError is told if it fails.
+	// cancellation, so that a client that goes away still pays, within a
+	// timeout of its own; when Redis cannot decide it, the estimate stands
+	// and OnError is told, under every failure policy.
 	Settle bool
 
 	// Quota, when not nil, is a limit that every request shares across
 	// every process serving it (an upstream's own limit), spent from
 	// leases after each request's own limits: see ratecore.Quota. A
-	// request it refuses is answered 429 with its Retry-After, and its
-	// own units go back. Not with Settle.
+	// request it refuses is answered 429 with its Retry-After, naming the
+	// quota's Key as the violated policy, and its own units go back;
+	// while Redis cannot decide the quota, FailurePolicy answers (503 or
+	// served), never 429. Without Limits and Plans, the quota alone holds
+	// every request, whatever its client (Key is not called). Not with
+	// Settle. Close the Middleware on shutdown to give its lease back.
 	Quota *ratecore.Quota
 
 	// Key identifies the client: ClientIP, APIKey (or Header), or any
@@ -341,9 +345,14 @@ func New(c Config) (*Middleware, error) {
 	switch {
 	case len(c.Plans) == 0 && c.Plan != nil:
 		return nil, errors.New("httplimit: Config.Plan is set but Config.Plans is empty")
+	case len(c.Plans) == 0 && len(c.Limits) == 0 && c.Quota != nil:
+		if len(c.PolicyNames) > 0 {
+			return nil, errors.New("httplimit: Config.PolicyNames without Config.Limits")
+		}
+		return m, nil // the quota alone
 	case len(c.Plans) == 0:
 		if len(c.Limits) == 0 {
-			return nil, errors.New("httplimit: Config.Limits is empty: give at least one limit, or Plans")
+			return nil, errors.New("httplimit: Config.Limits is empty: give at least one limit, or Plans, or a Quota")
 		}
 		if m.single, err = core.Rule("", "", c.Limits, c.PolicyNames); err != nil {
 			return nil, fmt.Errorf("httplimit: Config.Limits: %w", err)
@@ -469,7 +478,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 // Config.Settle, as a reservation, returned too.
 func (m *Middleware) decide(r *http.Request) (ratecore.Answer, *redisrate.Reservation) {
 	p := m.single
-	if p == nil {
+	if p == nil && m.plans != nil {
 		name, err := m.choose(r)
 		if err != nil {
 			return m.rules.Fail(r, fmt.Errorf("httplimit: Config.Plan: %w", err)), nil
@@ -515,6 +524,18 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	if _, err := reserved.Settle(context.WithoutCancel(r.Context()), used); err != nil {
 		m.rules.Fail(r, fmt.Errorf("httplimit: settling the request's cost: %w", err)) // tells OnError
 	}
+}
+
+// Close gives back what the Config.Quota's lease has not spent and stops
+// the middleware's timers, for a graceful shutdown: call it once the
+// server has stopped taking requests (http.Server.Shutdown). A request
+// after it is answered 503 with Retry-After (another instance can serve
+// it), and OnError is told with an error matching redisrate.ErrNoClient.
+// It does not close Config.Limiter, which other middleware may share:
+// close that after (redisrate.Limiter.Close), then its Redis client. ctx
+// bounds the wait.
+func (m *Middleware) Close(ctx context.Context) error {
+	return m.rules.Close(ctx)
 }
 
 // usageKey is the context key of a request's usage, which Used sets.

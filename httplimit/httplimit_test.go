@@ -1038,6 +1038,9 @@ func TestQuota(t *testing.T) {
 		if w.Code != want || (want == 429 && w.Header().Get("Retry-After") == "") {
 			t.Errorf("client %d: %d, Retry-After %q; want %d", i, w.Code, w.Header().Get("Retry-After"), want)
 		}
+		if want == 429 && (!strings.Contains(w.Body.String(), `"violated-policies":["upstream"]`) || !strings.HasPrefix(w.Header().Get("RateLimit"), `"upstream";r=0`)) {
+			t.Errorf("the quota's refusal names another policy: %s, RateLimit %q; want upstream", w.Body, w.Header().Get("RateLimit"))
+		}
 	}
 	if _, err := New(Config{Limiter: e.limiter, Limits: []redisrate.Limit{redisrate.PerMinute(1)}, Quota: quota, Settle: true}); err == nil {
 		t.Error("New accepted Quota with Settle")
@@ -1113,5 +1116,28 @@ func TestMisconfiguredRedis(t *testing.T) {
 		if next.n != 0 || len(told) != 5 || !errors.Is(told[4], redisrate.ErrMisconfigured) || errors.Is(told[4], redisrate.ErrUnavailable) {
 			t.Errorf("%v: served %d, OnError told %d times (%v); want 0 served, 5 told of ErrMisconfigured", policy, next.n, len(told), told)
 		}
+	}
+}
+
+// TestQuotaClose: Close gives back what the quota's lease holds, and a
+// request after it gets 503 with a Retry-After (another instance can
+// serve it); Config.Limiter stays open.
+func TestQuotaClose(t *testing.T) {
+	e := newEnv(t)
+	shared := redisrate.PerHour(100)
+	m := mustNew(t, Config{Limiter: e.limiter, Quota: &ratecore.Quota{Key: "upstream", Limit: shared, Lease: 10, Lifetime: time.Hour}})
+	h := m.Handler(&served{})
+	if w := do(h, "192.0.2.1:1"); w.Code != 200 {
+		t.Fatalf("the quota alone: %d", w.Code)
+	}
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.limiter.Decide(context.Background(), redisrate.Request{Kind: redisrate.KindPeek, Key: "{default:quota}:upstream", Limits: []redisrate.Limit{shared}})
+	if err != nil || res.Remaining != 99 {
+		t.Errorf("after Close: %+v %v; want the lease's 9 unspent units back, 99 left", res, err)
+	}
+	if w := do(h, "192.0.2.1:1"); w.Code != 503 || w.Header().Get("Retry-After") == "" {
+		t.Errorf("a request after Close: %d, Retry-After %q; want 503 with one", w.Code, w.Header().Get("Retry-After"))
 	}
 }

@@ -148,8 +148,9 @@ func TestSettleAfterHandler(t *testing.T) {
 	}
 	mu.Unlock()
 	// Redis goes away between the reservation and the settlement: the
-	// estimate stands, and the failure policy answers the settlement
-	// (FailOpen, the middleware's default, without an error).
+	// estimate stands, and OnError is told under every failure policy: a
+	// settlement that Redis did not decide recorded nothing, whatever the
+	// policy answered.
 	for _, policy := range []redisrate.FailurePolicy{redisrate.FailOpen, redisrate.FailError} {
 		outage := newMW(redisrate.NewLimiter(switchable), true, policy)
 		switchable.down.Store(false)
@@ -159,8 +160,8 @@ func TestSettleAfterHandler(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(errs) != 1 || !errors.Is(errs[0], redisrate.ErrUnavailable) {
-		t.Errorf("OnError was told %v, want the failed settlement", errs)
+	if len(errs) != 2 || !errors.Is(errs[0], redisrate.ErrUnavailable) || !errors.Is(errs[1], redisrate.ErrUnavailable) {
+		t.Errorf("OnError was told %v, want the two failed settlements", errs)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -30,7 +31,7 @@ const sameSlack = 2 * time.Second
 // they do not).
 func sameResult(a, b redisrate.Result) string {
 	near := func(x, y time.Duration) bool {
-		if x == redisrate.InfDuration || y == redisrate.InfDuration {
+		if x == math.MaxInt64 || y == math.MaxInt64 {
 			return x == y
 		}
 		return redistest.AbsDur(x-y) <= sameSlack

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -91,7 +92,7 @@ func TestRetryAfterHonestRealTime(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !res.Never() || res.RetryAfter != redisrate.InfDuration {
+			if !res.Never() || res.RetryAfter != math.MaxInt64 {
 				t.Fatalf("cost %d over capacity %d: %+v, want Never", cap+1, cap, res)
 			}
 		})

@@ -219,9 +219,9 @@ func TestReliabilityRestartUnderLoad(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	redistest.Report(t, "restart-under-load", "3 restarts during %d calls: %d failed (all ErrUnavailable: %v), slowest call %v (decision timeout %v)",
-		calls.Load(), failed.Load(), untyped.Load() == 0, time.Duration(slowest.Load()).Round(time.Millisecond), redisrate.DefaultDecisionTimeout)
-	if time.Duration(slowest.Load()) > redisrate.DefaultDecisionTimeout+time.Second {
-		t.Fatalf("a call took %v, with a decision timeout of %v", time.Duration(slowest.Load()), redisrate.DefaultDecisionTimeout)
+		calls.Load(), failed.Load(), untyped.Load() == 0, time.Duration(slowest.Load()).Round(time.Millisecond), defaultDecisionTimeout)
+	if time.Duration(slowest.Load()) > defaultDecisionTimeout+time.Second {
+		t.Fatalf("a call took %v, with a decision timeout of %v", time.Duration(slowest.Load()), defaultDecisionTimeout)
 	}
 	// go-redis stops dialling a server that refused it for a while and
 	// tries again in the background once a second: decisions resume then.

@@ -147,7 +147,7 @@ func TestLeaseOnRealClock(t *testing.T) {
 		t.Fatal("Take 25, 36, 10 of 60: want true, false, true")
 	}
 	redistest.WaitFor(t, time.Minute, "the lease's 25 unspent units back", func() bool { return left(t, l, "q", lim) == 25 })
-	if _, err := lease.Settle(ctx, -1); !errors.Is(err, redisrate.ErrInvalid) {
+	if _, err := lease.Close(ctx); !errors.Is(err, redisrate.ErrInvalid) {
 		t.Errorf("settle after the lifetime's refund: %v, want already settled", err)
 	}
 }

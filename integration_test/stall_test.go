@@ -225,7 +225,7 @@ func stallRun(t *testing.T, outage string, honours bool, mode string) {
 	if s.failedBefore > 0 && mode == "shadow" || s.failedBefore > 0 && !errors.Is(s.lastErr, context.DeadlineExceeded) {
 		t.Errorf("%d calls failed before the stall (last: %v)", s.failedBefore, s.lastErr)
 	}
-	if limit := 4*redisrate.DefaultDecisionTimeout + time.Second; opened < 0 || opened > limit {
+	if limit := 4*defaultDecisionTimeout + time.Second; opened < 0 || opened > limit {
 		t.Errorf("the policy first answered %v after the stall began; want within a few decision timeouts (%v)", opened, limit)
 	}
 	if 2*s.byPolicy <= s.during {
@@ -289,3 +289,7 @@ func TestShortDeadlinesHealthyServer(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// defaultDecisionTimeout is the Limiter's decision timeout when none is set
+// (WithDecisionTimeout's doc: 200 ms).
+const defaultDecisionTimeout = 200 * time.Millisecond

@@ -89,7 +89,7 @@ func (s *Server) janitor() {
 // decisionTimeout is the decision timeout of the Limiters that Limiter
 // returns, unless their options set another: the in-process Redis shares
 // this process's CPU and compiles each script call, so on a busy machine a
-// call can take longer than redisrate.DefaultDecisionTimeout without
+// call can take longer than the Limiter's default decision timeout (200 ms) without
 // anything being down, and a fallback that gave up then would fail the
 // very calls it is there to decide.
 const decisionTimeout = 2 * time.Second

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/ratefields"
 )
 
 // Verdict is what a transport does with a request.
@@ -51,23 +52,35 @@ type Answer struct {
 	// ShadowHeaders.
 	Fields bool
 	rule   *Rule
+	quota  *ratefields.Set // the quota's policy, when the quota refused the request
 }
 
 // Policy is the RateLimit-Policy value of the answer's rule: every limit,
-// its own and the scopes'; "" when Fields is false.
+// its own and the scopes', and the quota's when the quota refused the
+// request; "" when Fields is false.
 func (a Answer) Policy() string {
 	if !a.Fields {
 		return ""
 	}
-	return a.rule.Fields.Policy()
+	var p []string
+	if a.rule != nil {
+		p = append(p, a.rule.Fields.Policy())
+	}
+	if a.quota != nil {
+		p = append(p, a.quota.Policy())
+	}
+	return strings.Join(p, ", ")
 }
 
 // RateLimit is the RateLimit value of the binding limit; "" when Fields
 // is false or the decision was degraded (redisrate.Result.Degraded): such
 // a decision has no quota to report.
 func (a Answer) RateLimit() string {
-	if !a.Fields || a.Result.Degraded() {
+	switch {
+	case !a.Fields || a.Result.Degraded():
 		return ""
+	case a.quota != nil: // the quota's refusal: the binding limit is the quota
+		return a.quota.RateLimit(a.Result)
 	}
 	return a.rule.Fields.RateLimit(a.Result)
 }
@@ -87,9 +100,14 @@ func (a Answer) RetryAfter() (time.Duration, bool) {
 
 // Binding is the policy name and the limit of the binding limit of a
 // decided answer ("" and the zero Limit otherwise), to name the violated
-// policy of a denial.
+// policy of a denial: the quota's (Quota.Key) when the quota refused it.
 func (a Answer) Binding() (string, redisrate.Limit) {
-	if a.rule == nil || a.Err != nil {
+	switch {
+	case a.Err != nil:
+		return "", redisrate.Limit{}
+	case a.quota != nil:
+		return a.quota.Name(0), a.quota.Limits[0]
+	case a.rule == nil:
 		return "", redisrate.Limit{}
 	}
 	b := min(max(a.Result.Binding, 0), len(a.rule.Fields.Limits)-1)
@@ -98,20 +116,37 @@ func (a Answer) Binding() (string, redisrate.Limit) {
 
 // Decide takes cost units from the key of req under rule's limits, and
 // from the keys of the scopes under theirs, in one call under ctx; then,
-// with a Quota, cost units of the quota's lease.
+// with a Quota, cost units of the quota's lease. A nil rule holds req to
+// the Quota alone (every client's requests share it: no key is needed).
+// Once Close has closed r, every request is Unavailable.
 func (r *Rules[R]) Decide(ctx context.Context, req R, rule *Rule, cost int64) Answer {
+	if a, closed := r.closedAnswer(req); closed {
+		return a
+	}
+	if a, ok := r.refusedBefore(rule, cost); ok {
+		return a
+	}
+	if rule == nil {
+		if r.quota == nil {
+			return r.Fail(req, errors.New("ratecore: Decide with no rule and no Config.Quota"))
+		}
+		return r.held(ctx, req, nil, Answer{Verdict: Serve}, cost)
+	}
 	q, err := r.request(req, rule, cost)
 	if err != nil {
 		return r.Fail(req, err)
 	}
 	res, err := r.limiter.Decide(ctx, q)
-	return r.held(ctx, req, q, r.answer(req, rule, res, err), cost)
+	return r.held(ctx, req, &q, r.answer(req, rule, res, err), cost)
 }
 
 // Reserve is Decide as a reservation (redisrate.Limiter.Reserve), for a
 // cost known only after the request has run: settle the Reservation with
 // the amount used. The Reservation is nil when the answer has an error.
 func (r *Rules[R]) Reserve(ctx context.Context, req R, rule *Rule, cost int64) (Answer, *redisrate.Reservation) {
+	if a, closed := r.closedAnswer(req); closed {
+		return a, nil
+	}
 	q, err := r.request(req, rule, cost)
 	if err != nil {
 		return r.Fail(req, err), nil
@@ -257,3 +292,36 @@ func scopedKeys[R any](name, segment, key string, scopes []Scope[R], values []st
 
 // tagValue percent-encodes '%' and '}' in a hash tag's value.
 var tagValue = strings.NewReplacer("%", "%25", "}", "%7D")
+
+// Close ends r's work, for a graceful shutdown: the Quota's lease gives
+// back what it has not spent, the timers of r's leases stop, and every
+// later request is answered Unavailable (503, codes.Unavailable: try
+// another instance), OnError told with an error matching
+// redisrate.ErrNoClient. It closes r's own Limiter (made with
+// redisrate.Limiter.With), never Config.Limiter, which may serve others:
+// close that one after every middleware on it. ctx bounds the wait.
+// Closing again does nothing.
+func (r *Rules[R]) Close(ctx context.Context) error {
+	r.closed.Store(true)
+	var err error
+	if r.quota != nil {
+		err = r.quota.close(ctx)
+	}
+	return errors.Join(err, r.limiter.Close(ctx))
+}
+
+// closedAnswer is the answer to every request once r is closed.
+func (r *Rules[R]) closedAnswer(req R) (Answer, bool) {
+	if !r.closed.Load() {
+		return Answer{}, false
+	}
+	a := r.Fail(req, errRulesClosed)
+	if a.Verdict != Serve { // shadow mode serves it still
+		a.Verdict = Unavailable
+	}
+	return a, true
+}
+
+// errRulesClosed is the error of a request once Close has closed its
+// middleware.
+var errRulesClosed = fmt.Errorf("ratecore: the middleware is closed (Close): %w", redisrate.ErrNoClient)

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/internal/policyof"
@@ -90,6 +91,7 @@ type Rules[R any] struct {
 	onError       func(R, error)
 	names         map[string]string // the names in keys, and what uses each
 	quota         *quota            // nil: none
+	closed        atomic.Bool       // by Close
 }
 
 // New checks c. Its errors name the fields of the transports' Config.

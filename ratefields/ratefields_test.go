@@ -1,6 +1,7 @@
 package ratefields
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -62,7 +63,7 @@ func TestNext(t *testing.T) {
 			redisrate.Result{Allowed: true, Remaining: 5, Capacity: 10, ResetAfter: 42000 * ms}, 42000 * ms},
 		{"denied: not past Retry-After", redisrate.PerMinute(10).WithAlgorithm(redisrate.SlidingWindow),
 			redisrate.Result{Remaining: 0, Capacity: 10, RetryAfter: 3000 * ms, ResetAfter: 90000 * ms}, 3000 * ms},
-		{"never", redisrate.PerMinute(3), redisrate.Result{Remaining: 3, Capacity: 3, RetryAfter: redisrate.InfDuration}, 0},
+		{"never", redisrate.PerMinute(3), redisrate.Result{Remaining: 3, Capacity: 3, RetryAfter: math.MaxInt64}, 0},
 	} {
 		got, ok := next(tc.limit, tc.res)
 		if !ok {
