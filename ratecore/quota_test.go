@@ -189,7 +189,11 @@ func hookedQuota(t *testing.T, h *quotaHook, quota Quota, policy redisrate.Failu
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
 	rdb.AddHook(h)
 	t.Cleanup(func() { _ = rdb.Close() })
-	l := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(time.Hour), redisrate.WithCircuitBreaker(0))
+	// Each call alone (no coalescing, no pipelining): the hook holds round
+	// trips for as long as a test wants, and a pipeline would queue every
+	// other call behind a held one (one send in flight per node), where
+	// these tests measure the quota's own waits.
+	l := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(time.Hour), redisrate.WithCircuitBreaker(0), redisrate.WithCoalescing(false))
 	r, err := New(Config[req]{Limiter: l, Name: "api", Key: own, Quota: &quota, FailurePolicy: policy})
 	if err != nil {
 		t.Fatal(err)
