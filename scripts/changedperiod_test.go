@@ -16,16 +16,9 @@ import (
 // wrote it, a continuous bucket reads at most twice its own capacity, so
 // no wait it answers is longer than 2 * burst * period_ms / limit of the
 // limits it is called with. Under v2.1, gcra moved from 1 per day to 1000
-// per second waited a day, and from 4 per 10^12 ms 31.7 years.
-//
-// gcra's v2 state is the exception: it records only a TAT, and a denial
-// writes nothing, so a level read from it past twice the capacity can be
-// bounded or drain, not both (read at now and capped, it would read the
-// same full level a second later, and its wait would lie). It is read as
-// v2.1 read it, honestly: its waits are the TAT's. Every state v3 writes
-// (":3") is bounded, so the first admission ends the exception.
+// per second waited a day, and from 4 per 10^12 ms 31.7 years. (v4 reads
+// no v2 state: its TAT could be read bounded or draining, not both.)
 func TestChangedPeriodWaitsBounded(t *testing.T) {
-	now := st.Epoch.UnixMicro()
 	type change struct {
 		from [3]string // the limit that wrote the state, its cost a full bucket
 		to   [3]string
@@ -41,21 +34,12 @@ func TestChangedPeriodWaitsBounded(t *testing.T) {
 			for _, fcall := range modeKinds(b) {
 				for i, c := range changes {
 					b.SetTime(st.Epoch)
-					// the state as v3 writes it, and as v2.1 wrote it (a TAT a
-					// period per unit ahead; a level in units of 1/b)
+					// the state as v4 writes it
 					states := map[string]func(key string){
-						"v3": func(key string) {
+						"v4": func(key string) {
 							if r := modeCall(b, s, fcall, key, c.from, mustInt(c.from[2]), ""); r.Err != "" || r.Ints[0] != 1 {
 								t.Fatalf("%s: %v", s.Name, r)
 							}
-						},
-						"v2.1": func(key string) {
-							l, p, burst := mustInt(c.from[0]), mustInt(c.from[1])*1000, mustInt(c.from[2])
-							v := fmt.Sprintf("lb:2 %d %d", burst*(p/gcd(l, p)), now)
-							if s.Name == "gcra" {
-								v = fmt.Sprintf("gcra:2 %d 0", now+burst*p/l)
-							}
-							b.Client.Set(st.Ctx, key, v, 0)
 						},
 					}
 					for version, write := range states {
@@ -64,9 +48,6 @@ func TestChangedPeriodWaitsBounded(t *testing.T) {
 						l, p, burst := mustInt(c.to[0]), mustInt(c.to[1]), mustInt(c.to[2])
 						bound := st.CeilDiv(2*burst*p, l)
 						r := modeCall(b, s, fcall, key, c.to, 1, "")
-						if version == "v2.1" && s.Name == "gcra" {
-							bound = st.CeilDiv(mustInt(c.from[2])*mustInt(c.from[1]), mustInt(c.from[0])) // the TAT's wait
-						}
 						if r.Err != "" || r.Ints[2] > bound || r.Ints[3] > bound {
 							t.Errorf("%s: %s: state of %v (%s, %q) under %v: %v, want waits of at most %d ms", b.Name, s.Name, c.from, version, b.Get(key), c.to, r, bound)
 						}

@@ -1,5 +1,5 @@
 -- redisrate fixed_window.lua: fixed window: starts at the first request, allows limit, expires after period_ms.
--- Script contract v3 (CONTRACT.md in the redisrate repository). This file
+-- Script contract v4 (CONTRACT.md in the redisrate repository). This file
 -- stands alone: copy it, SCRIPT LOAD it, EVALSHA it from any Redis client.
 --
 -- Call:
@@ -153,6 +153,7 @@ repeat
     else -- force: cost units, as far as twice the limit
       units = 2 * limit - count
       if cost < units then units = cost end
+      if units < 0 then units = 0 end -- (a count past it, another limit's: never lowered)
       count = count + units
     end
     retry_us = count < limit and 0 or start + period_us - now -- the wait for one unit, after
@@ -160,7 +161,7 @@ repeat
     count, units = count + cost, cost
   end
   local rem = count < limit and limit - count or 0
-  local left, per, cap = rem, 1, limit
+  local frac, per, cap = 0, 1, limit
   local reset_us = count > 0 and start + period_us - now or 0
   local allowed, out = ok
   if (ok or settle) and writes then out = fmt('fw:2 %d %d', start, count) end
@@ -187,7 +188,7 @@ repeat
 until true
 -- ---- fixed_window's constants (from its manifest) ----
 local NAME, TAG = 'fixed_window', 'fw:2'
-local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local MAX_LIMIT, LIMIT_RULE, BURST_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15', 'must be a whole number up to 10^15, or 0 or empty for limit'
 local TIME_AT, TIME_MAX = 1, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^fw:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 
@@ -380,7 +381,7 @@ while true do -- KEYS[1], then with several keys each in turn
       s2 = more[2]
     end
     if not good then
-      local other, which = ({ ['gcra:3'] = 'gcra', ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:3'] = 'leaky_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
+      local other, which = ({ ['gcra:4'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:4'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
       if other and other ~= NAME then
         return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
       end
@@ -414,8 +415,8 @@ if n > 1 and not more then more = {} end -- no state yet, or one limit's: the fu
 local settle = mode == 'refund' or mode == 'force'
 local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
 if mode == 'upto' then cost = 0 end
-local writes, allowed, ttl_us, out, changed, short -- changed: settle altered a limit; short: force past what the empty mode admits
-local a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
+local writes, allowed, ttl_us, out, changed, short, touched -- changed: settle altered a limit; short: force past what the empty mode admits; touched: this limit is written
+local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled); a_retry in whole ms
 local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
 local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
 repeat
@@ -427,10 +428,11 @@ for i = 1, n do
   local limit, period_us, stored_start, stored_count = limit1, period1 * 1000, s1, s2
   if i > 1 then
     -- (keyed.lua) With several keys, the limit before is KEYS[i - 1]'s, and
-    -- its record that key's whole state, kept with its own TTL (write.lua).
+    -- its record that key's whole state, kept with its own TTL (write.lua);
+    -- false when a refund or force left it as it was.
     if k > 1 and allowed and writes then
       if not records then records = {} end
-      records[2 * i - 3], records[2 * i - 2] = out, ttl_us
+      records[2 * i - 3], records[2 * i - 2] = touched and out, ttl_us
       out, ttl_us = TAG, 0
     end
     limit, period_us = argv[3 * i], argv[3 * i + 1] * 1000
@@ -456,6 +458,7 @@ for i = 1, n do
     else -- force: cost units, as far as twice the limit
       units = 2 * limit - count
       if cost < units then units = cost end
+      if units < 0 then units = 0 end -- (a count past it, another limit's: never lowered)
       count = count + units
     end
     retry_us = count < limit and 0 or start + period_us - now -- the wait for one unit, after
@@ -463,34 +466,41 @@ for i = 1, n do
     count, units = count + cost, cost
   end
   local rem = count < limit and limit - count or 0
-  local left, per, cap = rem, 1, limit
+  local frac, per, cap = 0, 1, limit
   local reset_us = count > 0 and start + period_us - now or 0
   -- ---- This limit's verdict (scripts/src/verdict.lua) ----
-  -- The reply describes the binding limit: on an admission (and for refund
-  -- and force) the one with the fewest units left (left / per, exactly), on a
-  -- denial the denying one with the longest retry_after_ms (-1, never,
-  -- counts as longest); ties go to the earlier.
+  -- The reply describes the binding limit: on an admission the one with
+  -- the fewest units left (rem + frac / per, exactly), on a denial the
+  -- denying one with the longest retry_after_ms (-1, never, counts as
+  -- longest); for refund and force the one with the longest wait for one
+  -- unit after the call, in whole ms as reported, then the fewest units
+  -- left; ties go to the earlier.
   if reset_us > ttl_us then ttl_us = reset_us end
   if not least or rem < least then least = rem end
+  touched = not settle or units > 0 -- with several keys, a key whose limit a refund or force left as it was is not written
   if ok or settle then
     if not ok then short = true end
     if units > 0 then changed = true end
-    -- fewer units left than the binding limit so far: by whole units first
-    -- (rem is left / per, rounded down), then by the parts of a unit left:
-    -- at once for the same per, else by less's exact case without a call
-    -- (some 600 instructions), else by less (a loop as long as Euclid's)
+    -- fewer units left than the binding limit so far: by whole units first,
+    -- then by the parts of a unit left: at once for the same per, else by
+    -- less's exact case without a call (some 600 instructions), else by
+    -- less (a loop as long as Euclid's)
     local fewer = not a_i or rem < a_rem
     if not fewer and rem == a_rem then
       if per == a_per then
-        fewer = left < a_left
+        fewer = frac < a_frac
       else
-        local f, a_f = left % per, a_left % a_per
-        local x, y = f * a_per, a_f * per
-        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(f, per, a_f, a_per) end
+        local x, y = frac * a_per, a_frac * per
+        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(frac, per, a_frac, a_per) end
       end
     end
+    local retry = 0
+    if settle then
+      retry = (retry_us + -retry_us % 1000) / 1000 -- whole ms, rounded up
+      if a_i and retry ~= a_retry then fewer = retry > a_retry end
+    end
     if fewer then
-      a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
+      a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry
     end
   else
     allowed = false
@@ -515,18 +525,21 @@ until false
 -- that changed a limit; a check never does. PSETEX is refused under
 -- maxmemory (OOM) before it writes; the key expires when every limit is back
 -- to empty, so no cleanup job is needed, and a key a refund left empty is
--- deleted. With several keys, each gets its state and TTL: Redis refuses a
--- script's first write under OOM and no later one, so the first PSETEX fails
--- before any key is written.
+-- deleted. With several keys, each key a refund or force changed gets its
+-- state and TTL, every PSETEX before any DEL: Redis refuses a script's
+-- first write under OOM and no later one, so the first PSETEX fails before
+-- any key is written (a DEL first would let the PSETEXes after it through).
 if allowed and writes and changed then
-  if k > 1 then -- the other keys' records first, then the last key's
-    for i = 1, k - 1 do
+  if k > 1 then
+    records[2 * k - 1], records[2 * k] = touched and out, ttl_us
+    for i = 1, k do
       local ttl = records[2 * i]
-      if ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) else redis.call('DEL', keys[i]) end
+      if records[2 * i - 1] and ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) end
     end
-    key = keys[k]
-  end
-  if ttl_us > 0 then
+    for i = 1, k do
+      if records[2 * i - 1] and records[2 * i] <= 0 then redis.call('DEL', keys[i]) end
+    end
+  elseif ttl_us > 0 then
     redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
   else
     redis.call('DEL', key)
@@ -536,7 +549,8 @@ end
 -- ---- The reply (scripts/src/reply.lua) ----
 -- Field 7 is the units recorded on the binding limit (what a check would).
 -- refund and force describe the key after the call, with the wait until
--- one unit would be admitted; force is allowed when the empty mode would be.
-if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+-- one unit would be admitted (a_retry, whole ms); force is allowed when
+-- the empty mode would be.
+if settle then return { (short and mode == 'force') and 0 or 1, a_rem, a_retry, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
 if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
 return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }

@@ -3,26 +3,26 @@
 package scripts
 
 // ContractVersion is the version of the script contract (CONTRACT.md) the scripts implement.
-const ContractVersion = "3"
+const ContractVersion = "4"
 
 // LibraryName is the name of the Functions library (FUNCTION LOAD, FUNCTION DELETE).
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "7ba522a6cc1108fdf4a70596ea964f009aa83db4"
+const LibraryVersion = "4b40464a83320be16dcca6d20dc00e405330dd59"
 
-// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_v7ba522a6cc11 runs this version of redisrate_gcra or fails with "Function not found".
-const VersionSuffix = "_v7ba522a6cc11"
+// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_v4b40464a8332 runs this version of redisrate_gcra or fails with "Function not found".
+const VersionSuffix = "_v4b40464a8332"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
-	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: units spaced period_ms / limit apart, up to burst at once; smooth and exact", SHA1: "da6efef35733d2c3f1064b042876135d1868830d", Function: "redisrate_gcra"},
-	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "ef11c73a928bef67427857c6f92249870c561bbc", Function: "redisrate_token_bucket"},
-	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "2a3af46580a1c77796516effa7099dcb75a8d95c", Function: "redisrate_leaky_bucket"},
-	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "3188345411dd4dea4a2c1d6622ba5d185842dc5a", Function: "redisrate_sliding_window"},
-	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "cfc379bc430baecf7b0cea9d8a1fe9de689d840e", Function: "redisrate_fixed_window"},
-	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "61b736f45bcd3f87061947bbbcf3e1ef1c0ec951", Function: "redisrate_sliding_log"},
+	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: units spaced period_ms / limit apart, up to burst at once; smooth and exact", SHA1: "e4a0659bef09a967670f5b197aabff767f82c72a", Function: "redisrate_gcra"},
+	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "91872c047d30db2abd8a968df1dbd71aeafbf9f1", Function: "redisrate_token_bucket"},
+	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "d6a2f9a5e70547ca9447ad8329c6a6023c3c6bb7", Function: "redisrate_leaky_bucket"},
+	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "f6cc37175d1df16ca8791d814743dc0f5dac9a96", Function: "redisrate_sliding_window"},
+	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "59693fc7a6040a52573726ecf611a773b6dc61e5", Function: "redisrate_fixed_window"},
+	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "115a2065e93e860101e5f52c98e6834994576314", Function: "redisrate_sliding_log"},
 }
 
 // resetSHA1 is the SHA1 of reset.lua.
-const resetSHA1 = "9ec3dafeaa3f5bf42b2da57443a051b2327081ed"
+const resetSHA1 = "0584245553e8578d5f4dc002d54dd10f0d536122"

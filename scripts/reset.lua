@@ -1,4 +1,4 @@
--- redisrate reset.lua, script contract v3 (CONTRACT.md in the redisrate
+-- redisrate reset.lua, script contract v4 (CONTRACT.md in the redisrate
 -- repository): deletes KEYS[1] only when it holds the state of one of the
 -- redisrate scripts, so that the next call finds every limit at full
 -- capacity. A key that holds anything else gets an error and is left
@@ -22,7 +22,7 @@ if kind == 'string' then
   -- per limit; which of them is a recorded time (mod per, -1 for none) and
   -- its range; which is a time ahead of the clock (-1 for none) and its
   -- range; which may be negative (-1 for none).
-  local shape = ({ ['gcra:3'] = { 2, 0, 8835955200000000, -1, 13339554827370498, -1 }, ['gcra:2'] = { 2, -1, 8835955200000000, 1, 13339554827370498, -1 }, ['tb:2'] = { 2, 0, 8835955200000000, -1, 13339554827370498, 1 }, ['lb:3'] = { 2, 0, 8835955200000000, -1, 13339554827370498, -1 }, ['lb:2'] = { 2, 0, 8835955200000000, -1, 13339554827370498, -1 }, ['sw:2'] = { 3, 1, 8835955200000, -1, 13339554827370498, -1 }, ['fw:2'] = { 2, 1, 8835955200000000, -1, 13339554827370498, -1 } })[tag or '']
+  local shape = ({ ['gcra:4'] = { 3, 0, 8835955200000000, -1, 13339554827370498, -1 }, ['tb:2'] = { 2, 0, 8835955200000000, -1, 13339554827370498, 1 }, ['lb:4'] = { 3, 0, 8835955200000000, -1, 13339554827370498, -1 }, ['sw:2'] = { 3, 1, 8835955200000, -1, 13339554827370498, -1 }, ['fw:2'] = { 2, 1, 8835955200000000, -1, 13339554827370498, -1 } })[tag or '']
   if shape and not find(body, '  ') then
     local per, n, ok = shape[1], 0, true
     for f in string.gmatch(body, '%S+') do

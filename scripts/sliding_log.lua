@@ -1,5 +1,5 @@
 -- redisrate sliding_log.lua: sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits.
--- Script contract v3 (CONTRACT.md in the redisrate repository). This file
+-- Script contract v4 (CONTRACT.md in the redisrate repository). This file
 -- stands alone: copy it, SCRIPT LOAD it, EVALSHA it from any Redis client.
 --
 -- Call:
@@ -73,7 +73,7 @@ local find, match, fmt = ('').find, ('').match, ('').format
 
 -- ---- sliding_log's constants (from its manifest) ----
 local NAME, TAG = 'sliding_log', 'sliding_log:2'
-local MAX_LIMIT, LIMIT_RULE = 10000, 'must be a whole number from 1 to 10000'
+local MAX_LIMIT, LIMIT_RULE, BURST_RULE = 10000, 'must be a whole number from 1 to 10000', 'must be a whole number up to 10000, or 0 or empty for limit'
 local TIME_MAX = 8835955200000000 -- the latest entry: the year 2250, in microseconds
 
 -- ---- Helpers (scripts/src/helpers.lua) ----
@@ -287,8 +287,8 @@ local backs = k > 1 and {} or nil -- with several keys, what refund or force doe
 local settle = mode == 'refund' or mode == 'force'
 local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
 if mode == 'upto' then cost = 0 end
-local writes, allowed, ttl_us, out, changed, short -- changed: settle altered a limit; short: force past what the empty mode admits
-local a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
+local writes, allowed, ttl_us, out, changed, short, touched -- changed: settle altered a limit; short: force past what the empty mode admits; touched: this limit is written
+local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled); a_retry in whole ms
 local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
 local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
 repeat
@@ -343,7 +343,7 @@ for i = 1, n do
     retry_us = nth[2] + period_us - now
   end
   local rem = after < limit and limit - after or 0
-  local left, per, cap = rem, 1, limit
+  local frac, per, cap = 0, 1, limit
   local reset_us = 0
   if after > 0 then
     if mode == 'refund' then -- the newest entry left
@@ -355,31 +355,38 @@ for i = 1, n do
     end
   end
   -- ---- This limit's verdict (scripts/src/verdict.lua) ----
-  -- The reply describes the binding limit: on an admission (and for refund
-  -- and force) the one with the fewest units left (left / per, exactly), on a
-  -- denial the denying one with the longest retry_after_ms (-1, never,
-  -- counts as longest); ties go to the earlier.
+  -- The reply describes the binding limit: on an admission the one with
+  -- the fewest units left (rem + frac / per, exactly), on a denial the
+  -- denying one with the longest retry_after_ms (-1, never, counts as
+  -- longest); for refund and force the one with the longest wait for one
+  -- unit after the call, in whole ms as reported, then the fewest units
+  -- left; ties go to the earlier.
   if reset_us > ttl_us then ttl_us = reset_us end
   if not least or rem < least then least = rem end
+  touched = not settle or units > 0 -- with several keys, a key whose limit a refund or force left as it was is not written
   if ok or settle then
     if not ok then short = true end
     if units > 0 then changed = true end
-    -- fewer units left than the binding limit so far: by whole units first
-    -- (rem is left / per, rounded down), then by the parts of a unit left:
-    -- at once for the same per, else by less's exact case without a call
-    -- (some 600 instructions), else by less (a loop as long as Euclid's)
+    -- fewer units left than the binding limit so far: by whole units first,
+    -- then by the parts of a unit left: at once for the same per, else by
+    -- less's exact case without a call (some 600 instructions), else by
+    -- less (a loop as long as Euclid's)
     local fewer = not a_i or rem < a_rem
     if not fewer and rem == a_rem then
       if per == a_per then
-        fewer = left < a_left
+        fewer = frac < a_frac
       else
-        local f, a_f = left % per, a_left % a_per
-        local x, y = f * a_per, a_f * per
-        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(f, per, a_f, a_per) end
+        local x, y = frac * a_per, a_frac * per
+        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(frac, per, a_frac, a_per) end
       end
     end
+    local retry = 0
+    if settle then
+      retry = (retry_us + -retry_us % 1000) / 1000 -- whole ms, rounded up
+      if a_i and retry ~= a_retry then fewer = retry > a_retry end
+    end
     if fewer then
-      a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
+      a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry
     end
   else
     allowed = false
@@ -462,7 +469,8 @@ end
 -- ---- The reply (scripts/src/reply.lua) ----
 -- Field 7 is the units recorded on the binding limit (what a check would).
 -- refund and force describe the key after the call, with the wait until
--- one unit would be admitted; force is allowed when the empty mode would be.
-if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+-- one unit would be admitted (a_retry, whole ms); force is allowed when
+-- the empty mode would be.
+if settle then return { (short and mode == 'force') and 0 or 1, a_rem, a_retry, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
 if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
 return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }

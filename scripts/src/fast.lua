@@ -28,7 +28,7 @@ repeat
 --@if window
       if not b or (b ~= 0 and b ~= limit1) then break end
 --@else
-      if not b or b > 1e15 then break end
+      if not b or b > MAX_LIMIT then break end
       if b > 0 then burst1 = b end
 --@end
     end

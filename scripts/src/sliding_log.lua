@@ -142,7 +142,7 @@ for i = 1, n do
     retry_us = nth[2] + period_us - now
   end
   local rem = after < limit and limit - after or 0
-  local left, per, cap = rem, 1, limit
+  local frac, per, cap = 0, 1, limit
   local reset_us = 0
   if after > 0 then
     if mode == 'refund' then -- the newest entry left

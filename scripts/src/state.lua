@@ -25,9 +25,6 @@ while true do -- KEYS[1], then with several keys each in turn
     if k == 1 and n > 1 then more = { match(raw, @FULL(n)@) } end -- n limits' (the library makes the patterns at load)
     local good = more and more[1] ~= nil
     if not good then
---@if upgrade
-      if find(raw, OLD) then raw = upgrade(raw, k > 1 and (i or 1) or nil, now, argv, n, limit1, period1, burst1) or '' end -- a v2 state, as v2.1 read it (the algorithm's upgrade)
---@end
       local @texts@, rest = match(raw, STATE)
       good = rest ~= nil
       if good and rest == '' then -- one limit's

@@ -8,8 +8,7 @@
 // everything about the algorithm that anything else needs, written once.
 // "--@include file.lua" copies a shared section; "--@if flag", "--@else" and
 // "--@end" keep the lines that fit the algorithm's flags (window, range;
-// library in helpers.lua; upgrade for an algorithm that reads an older
-// state; general and fast, below), so no output carries a branch for
+// library in helpers.lua; general and fast, below), so no output carries a branch for
 // another algorithm, and an unknown flag fails the generator; "--@body"
 // separates what runs once (top-level definitions) from what runs per call.
 // The lines between "--@fast begin" and "--@fast end" are also written as
@@ -38,7 +37,7 @@ import (
 )
 
 // ContractVersion is the version of CONTRACT.md the scripts implement.
-const ContractVersion = "3"
+const ContractVersion = "4"
 
 // latestTime is 2250-01-01 in seconds since the epoch: the latest time a
 // state may hold. The contract's horizon is 2200 (guarantee 6); the margin
@@ -64,7 +63,6 @@ type Algorithm struct {
 	Go       string // the Go constant's name, e.g. TokenBucket
 	Name     string // the file name without .lua
 	Tag      string // the state's tag; for a log, its marker member
-	OldTag   string // the tag of an older state the algorithm reads (its Lua function upgrade converts it), or ""
 	Signed   int    // which of a limit's fields may be negative (1-based; 0: none)
 	Positive int    // which of a limit's fields is never 0 in a state of one limit the scripts wrote (1-based; 0: none)
 	Fields   int    // numbers per limit in the state string
@@ -146,9 +144,6 @@ func generate(src fs.FS, algos []Algorithm, libName string) (Files, error) {
 	for _, o := range algos {
 		if !o.Log {
 			others = append(others, fmt.Sprintf("['%s'] = '%s'", o.Tag, o.Name))
-			if o.OldTag != "" {
-				others = append(others, fmt.Sprintf("['%s'] = '%s'", o.OldTag, o.Name))
-			}
 		}
 	}
 	for i := range algos {
@@ -429,7 +424,6 @@ func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
 			return a, fmt.Errorf("signed_field %q: want a field other than time_field", v)
 		}
 	}
-	a.OldTag = meta["old_tag"]
 	if v, ok := meta["positive_field"]; ok {
 		if a.Positive, err = strconv.Atoi(v); err != nil || a.Positive < 1 || a.Positive > a.Fields || a.Positive == a.Signed {
 			return a, fmt.Errorf("positive_field %q: want a field that is not signed", v)
@@ -452,7 +446,7 @@ func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
 	if file != a.Name+".lua" {
 		return a, fmt.Errorf("name %q does not match the file name", a.Name)
 	}
-	flags := map[string]bool{"window": a.Window, "log": a.Log, "range": a.Range != "", "upgrade": a.OldTag != "", "general": true, "fast": false}
+	flags := map[string]bool{"window": a.Window, "log": a.Log, "range": a.Range != "", "general": true, "fast": false}
 	if a.Top, err = expand(src, a.Top, flags); err != nil {
 		return a, err
 	}
@@ -610,7 +604,7 @@ func expand(src fs.FS, lines []string, flags map[string]bool) ([]string, error) 
 func constants(b *strings.Builder, a Algorithm, library bool) {
 	fmt.Fprintf(b, "-- ---- %s's constants (from its manifest) ----\n", a.Name)
 	fmt.Fprintf(b, "local NAME, TAG = '%s', '%s'\n", a.Name, a.Tag)
-	fmt.Fprintf(b, "local MAX_LIMIT, LIMIT_RULE = %d, 'must be a whole number from 1 to %s'\n", a.MaxLimit, power(a.MaxLimit))
+	fmt.Fprintf(b, "local MAX_LIMIT, LIMIT_RULE, BURST_RULE = %d, 'must be a whole number from 1 to %s', 'must be a whole number up to %s, or 0 or empty for limit'\n", a.MaxLimit, power(a.MaxLimit), power(a.MaxLimit))
 	if a.Log {
 		fmt.Fprintf(b, "local TIME_MAX = %d -- the latest entry: the year 2250, in microseconds\n", a.TimeMax)
 	} else {
@@ -623,12 +617,6 @@ func constants(b *strings.Builder, a Algorithm, library bool) {
 		if library {
 			b.WriteString("local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it\n")
 			b.WriteString("for n = 1, 8 do FULL[n] = " + fullPattern(a, "n") + " end\n")
-		}
-		if a.OldTag != "" {
-			fmt.Fprintf(b, "local OLD, OLD_BODY = '^%s ', '^%s( [ %%d]*%%d)$' -- an older state, which upgrade reads (older.lua)\n", a.OldTag, a.OldTag)
-			if a.AheadAt == 0 && oldShapes[a.OldTag][2] >= 0 {
-				fmt.Fprintf(b, "local AHEAD_MAX = %d -- the latest time ahead of the clock the older state holds (state.lua)\n", aheadMax)
-			}
 		}
 		if a.AheadAt > 0 {
 			fmt.Fprintf(b, "local AHEAD_AT, AHEAD_MAX = %d, %d -- which field is a time ahead of the clock, and its range: TIME_MAX + 2^52, rounded up to 2 mod 4 (see state.lua)\n", a.AheadAt, aheadMax)
@@ -683,7 +671,7 @@ func inlineConstants(a Algorithm, lines []string) ([]string, error) {
 var constantName = regexp.MustCompile(`\b(TAG|MAX_LIMIT|TIME_MAX|AHEAD_MAX|STATE1)\b`)
 
 // otherConstant finds the other constants a script declares (constants).
-var otherConstant = regexp.MustCompile(`\b(NAME|LIMIT_RULE|TIME_AT|FIELDS|STATE|AHEAD_AT)\b`)
+var otherConstant = regexp.MustCompile(`\b(NAME|LIMIT_RULE|BURST_RULE|TIME_AT|FIELDS|STATE|AHEAD_AT)\b`)
 
 // perField expands the state section's per-field lines for a: "@stored@"
 // and "@texts@" become the first limit's locals (s1, s2, ... and t1, t2,
@@ -895,15 +883,6 @@ func LibraryVersion(lib string) string {
 	return m[1]
 }
 
-// oldShapes is the shape, as reset.lua reads it (numbers per limit, the
-// recorded time's index mod per, its range, the index of a time ahead of
-// the clock; -1 for none), of each older state a script still reads: v2's
-// gcra ("t r", t a TAT) and leaky_bucket ("x t"), so that reset deletes them.
-var oldShapes = map[string][3]int{
-	"gcra:2": {2, -1, 1},
-	"lb:2":   {2, 0, -1},
-}
-
 // reset fills scripts/src/reset.lua's placeholders from the manifests: the
 // shape of every string state and the sliding log's marker and range.
 func reset(src fs.FS, algos []Algorithm) (string, error) {
@@ -927,11 +906,6 @@ func reset(src fs.FS, algos []Algorithm) (string, error) {
 			signed = a.Signed % a.Fields
 		}
 		shapes = append(shapes, fmt.Sprintf("['%s'] = { %d, %d, %d, %d, %d, %d }", a.Tag, a.Fields, timeAt(a), a.TimeMax, ahead, int64(aheadMax), signed))
-		if old, ok := oldShapes[a.OldTag]; ok {
-			shapes = append(shapes, fmt.Sprintf("['%s'] = { %d, %d, %d, %d, %d, -1 }", a.OldTag, old[0], old[1], a.TimeMax, old[2], int64(aheadMax)))
-		} else if a.OldTag != "" {
-			return "", fmt.Errorf("reset.lua: no shape for %s's older state %s (oldShapes)", a.Name, a.OldTag)
-		}
 	}
 	out := strings.NewReplacer("@VERSION@", ContractVersion, "@SHAPES@", "{ "+strings.Join(shapes, ", ")+" }",
 		"@MARKER@", marker, "@LOG_MAX@", strconv.FormatInt(logMax, 10)).Replace(string(text))

@@ -1,0 +1,101 @@
+-- ---- The level past 2^53 (scripts/src/deep.lua) ----
+-- A level of u whole units and p parts of a unit (x = u * period_us + p,
+-- 0 <= p < period_us) is what the state keeps; level.lua decides in x
+-- while x stays below 2^53, and here otherwise: in the accepted range x
+-- reaches 6.4 * 10^25 (twice 10^12 units of 366 days), but u, p, every
+-- time and every wait stay below 2^53, and each product of two of them
+-- goes through muldiv (exact.lua).
+-- ceil_div is ceil((k * b + f) / d), for whole k, f >= 0 and d >= 1.
+local function ceil_div(k, b, f, d)
+  local q, r = muldiv(k, b, d)
+  r = r + f
+  local s = r % d
+  return q + (r - s) / d + (s > 0 and 1 or 0)
+end
+-- drain is the level u, p after e microseconds at limit per microsecond.
+local function drain(u, p, e, limit, b)
+  if (u * b + p) / limit < 9007199254740992 and e >= ceil_div(u, b, p, limit) then return 0, 0 end -- (else it takes longer than any e)
+  local q, r = muldiv(e, limit, b) -- below x / b: below u + 1
+  u = u - q
+  p = p - r
+  if p < 0 then
+    p = p + b
+    u = u - 1
+  end
+  return u, p
+end
+-- deep is level.lua's decision for one limit on the level u, p at time t,
+-- for any level and any limit of the range; mode is refund, force or
+-- false. The state's level, drained, is what refund and force change by
+-- their units, so that no forgiveness is written back (guarantee 12); the
+-- read is that level at most twice the capacity as of t, drained; an
+-- admission records on the read. It returns what level.lua sets: ok,
+-- retry_us, units, rem and frac (the units left: rem + frac / b), reset_us,
+-- and the level to write, u, p, and its time.
+local function deep(u, p, t, now, limit, b, burst, cost, mode)
+  if p >= b then -- another period's parts
+    local r = p % b
+    u = u + (p - r) / b
+    p = r
+  end
+  if u > 17592186044416 then -- 2^44 units: past anything a limit writes
+    u = 17592186044416
+    p = 0
+  end
+  local top = 2 * burst
+  local cu, cp = u, p -- the read
+  if cu > top or cu == top and cp > 0 then
+    cu = top
+    cp = 0
+  end
+  if now > t then
+    u, p = drain(u, p, now - t, limit, b)
+    cu, cp = drain(cu, cp, now - t, limit, b)
+    t = now
+  end
+  local k = cu + cost - burst -- the units past the capacity a call of cost would leave (and cp / b more)
+  local ok, units, retry_us = cost == 0 or k < 0 or k == 0 and cp == 0, 0, 0
+  if mode then
+    if mode == 'refund' then -- up to cost units back, never below empty; a unit partly drained counts as one
+      if cost > u or cost == u and p == 0 then
+        units = u + (p > 0 and 1 or 0)
+        u = 0
+        p = 0
+      else
+        units = cost
+        u = u - cost
+      end
+    else -- force: cost units, as far as twice the capacity
+      units = top - u - (p > 0 and 1 or 0)
+      if cost < units then units = cost end
+      if units < 0 then units = 0 end
+      u = u + units
+    end
+    cu, cp = u, p -- what the next call reads
+    if cu > top or cu == top and cp > 0 then
+      cu = top
+      cp = 0
+    end
+    k = cu + 1 - burst -- the wait for one unit, after
+    if k > 0 or k == 0 and cp > 0 then retry_us = t - now + ceil_div(k, b, cp, limit) end
+  else
+    if ok then
+      cu = cu + cost
+      units = cost
+    elseif cost <= burst then
+      retry_us = t - now + ceil_div(k, b, cp, limit)
+    end
+    u, p = cu, cp
+  end
+  local rem, frac, reset_us = burst - cu, 0, 0
+  if cp > 0 then
+    rem = rem - 1
+    frac = b - cp
+  end
+  if rem < 0 then
+    rem = 0
+    frac = 0
+  end
+  if cu > 0 or cp > 0 then reset_us = t - now + ceil_div(cu, b, cp, limit) end
+  return ok, retry_us, units, rem, frac, reset_us, u, p, t
+end
