@@ -892,3 +892,26 @@ func (m *Model) String() string {
 	}
 	return fmt.Sprintf("%+v expiry %d", m.lims, m.expiry)
 }
+
+// Value is the string state the model's key holds, as GET returns it: ""
+// when there is no key (and for sliding_log, whose state is a sorted set).
+func (m *Model) Value() string {
+	if !m.has || m.Spec.Log {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(m.Spec.Tag)
+	for _, s := range m.lims {
+		switch m.Spec.Name {
+		case "gcra", "leaky_bucket":
+			fmt.Fprintf(&b, " %d %d %d", s.u, s.p, s.t)
+		case "token_bucket":
+			fmt.Fprintf(&b, " %d %d", s.n, s.t)
+		case "fixed_window":
+			fmt.Fprintf(&b, " %d %d", s.t, s.n)
+		case "sliding_window":
+			fmt.Fprintf(&b, " %d %d %d", s.t, s.prev, s.n)
+		}
+	}
+	return b.String()
+}
