@@ -125,7 +125,8 @@ var argCases = []argCase{
 	{name: "cost past 10^15 (repro 3)", argv: a("1000", "1000", "", "1000000000000000.1"), want: "ERR invalid cost '1000000000000000.1': " + costRule},
 	{name: "cost 10^15+1", argv: a("10", "1000", "", "1000000000000001"), want: "ERR invalid cost '1000000000000001': " + costRule},
 	{name: "cost 400-digit fraction (repro 4)", argv: a("10", "1000", "", "0."+strings.Repeat("1", 400)), want: "ERR invalid cost '0." + strings.Repeat("1", 38) + "...': " + costRule},
-	{name: "cost 10^15 (never)", argv: a("10", "1000", "", "1000000000000000")},
+	{name: "cost 10^15 (never)", argv: a("10", "1000", "", "1000000000000000"), only: "notlog"},
+	{name: "log, cost 10^15", argv: a("10", "1000", "", "1000000000000000"), want: "ERR invalid cost '1000000000000000': must be at most 10000 for sliding_log", only: "log"},
 	{name: "cost 0", argv: a("10", "1000", "", "0")},
 	{name: "cost 0000", argv: a("10", "1000", "", "0000")},
 	{name: "bad burst before bad cost", argv: a("10", "1000", "x", "y"), want: "ERR invalid burst 'x': " + burstRule, only: "bucket"},
@@ -153,7 +154,8 @@ var argCases = []argCase{
 	{name: "log, 3 keys, cost 3334", numkeys: 3, argv: a("10", "1000", "", "3334", "", "5", "1000", "", "7", "1000", ""), want: "ERR invalid cost '3334': with 3 keys must be at most 3333", only: "log"},
 	{name: "log, 8 keys, cost 1251, bad mode", numkeys: 8, argv: append(a("1", "1000", "", "1251", "x"), strings.Split(strings.Repeat("1 1000 0 ", 7), " ")[:21]...), want: "ERR invalid cost '1251': with 8 keys must be at most 1250", only: "log"},
 	{name: "log, 8 keys, cost 1250", numkeys: 8, argv: append(a("1", "1000", "", "1250", ""), strings.Split(strings.Repeat("1 1000 0 ", 7), " ")[:21]...), only: "log"},
-	{name: "log, 1 key, cost 10001, 2 limits", argv: a("10", "1000", "", "10001", "", "5", "1000", ""), only: "log"},
+	{name: "log, 1 key, cost 10001, 2 limits", argv: a("10", "1000", "", "10001", "", "5", "1000", ""), want: "ERR invalid cost '10001': must be at most 10000 for sliding_log", only: "log"},
+	{name: "log, 1 key, cost 10001, force", argv: a("10", "1000", "", "10001", "force"), want: "ERR invalid cost '10001': must be at most 10000 for sliding_log", only: "log"},
 	{name: "2 keys, cost 5001", numkeys: 2, argv: a("10", "1000", "", "5001", "", "5", "1000", ""), only: "notlog"},
 }
 

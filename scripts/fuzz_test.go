@@ -24,7 +24,7 @@ var fuzzKinds = []string{
 	"zlog",   // a sorted set from data: member NUL score NUL ..., maybe with the marker
 }
 
-var fuzzTags = []string{"gcra:2", "tb:2", "lb:2", "sw:2", "fw:2", "gcra", "tb", "lb", "sw", "fw", "sliding_log:2", "gcra:3", "lb:3", "tb:3", "gcra:4"}
+var fuzzTags = []string{"gcra:2", "tb:2", "lb:2", "sw:2", "fw:2", "gcra", "tb", "lb", "sw", "fw", "sliding_log:2", "sliding_log:3", "gcra:3", "lb:3", "tb:3", "gcra:4", "lb:4", "gcra:5"}
 
 // fuzzInput is one fuzzed call.
 type fuzzInput struct {

@@ -2981,7 +2981,7 @@ end
 
 -- ==== sliding_log ====
 -- ---- sliding_log's constants (from its manifest) ----
-local NAME, TAG = 'sliding_log', 'sliding_log:2'
+local NAME, TAG = 'sliding_log', 'sliding_log:3'
 local MAX_LIMIT, LIMIT_RULE, BURST_RULE = 10000, 'must be a whole number from 1 to 10000', 'must be a whole number up to 10000, or 0 or empty for limit'
 local TIME_MAX = 8835955200000000 -- the latest entry: the year 2250, in microseconds
 
@@ -3045,7 +3045,10 @@ local function sliding_log(KEYS, ARGV)
           cost = NUM[cs] or read(cs)
           if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
           -- bounded work (guarantee 11): the entries a call adds on all its keys
-          if k > 1 and cost * k > 10000 then return invalid('cost', 1, cs, fmt('with %d keys must be at most %d', k, (10000 - 10000 % k) / k)) end
+          if cost * k > 10000 then
+            if k == 1 then return invalid('cost', 1, cs, 'must be at most 10000 for sliding_log') end
+            return invalid('cost', 1, cs, fmt('with %d keys must be at most %d', k, (10000 - 10000 % k) / k))
+          end
         end
         if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
           return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
@@ -3275,21 +3278,21 @@ local function sliding_log(KEYS, ARGV)
         if back > 0 then redis.call('ZREMRANGEBYRANK', key, -back, -1) end -- the newest entries (the marker, <= 0, ranks first)
       else
         if mode == 'force' and k > 1 then add = backs[i] end
-        if last_seq + add > 9007199254740991 then
-          -- The sequence starts again from 1: the entries still held are
-          -- numbered anew first, oldest first, so that none is replaced.
-          local held = redis.call('ZRANGEBYSCORE', key, '(0', '+inf', 'WITHSCORES')
-          redis.call('ZREMRANGEBYSCORE', key, '(0', '+inf')
-          last_seq = 0
-          for e = 1, #held, 2 do
-            last_seq = last_seq + 1
-            redis.call('ZADD', key, held[e + 1], last_seq)
-          end
+        -- The marker holds 2 * seq + sign: entries are numbered seq + 1, ...
+        -- with sign 0, -(seq + 1), ... with sign 1. Past 2^52 - 1 the sequence
+        -- starts again from 1 with the other sign, so that no entry held is
+        -- renumbered or replaced (bounded work: no entry is touched but those
+        -- this call adds).
+        local sign = last_seq % 2
+        local seq = (last_seq - sign) / 2
+        if seq + add > 4503599627370495 then
+          seq = 0
+          sign = 1 - sign
         end
-        local batch, j = { -(last_seq + add), TAG }, 2
+        local batch, j = { -(2 * (seq + add) + sign), TAG }, 2
         for e = 1, add do
           batch[j + 1] = at_s
-          batch[j + 2] = last_seq + e
+          batch[j + 2] = sign == 0 and seq + e or -(seq + e)
           j = j + 2
           if j >= 4000 or e == add then -- unpack() has a stack of about 8000
             redis.call('ZADD', key, unpack(batch, 1, j))
@@ -3354,53 +3357,53 @@ local function gcra_ro(KEYS, ARGV)
   return gcra(KEYS, args)
 end
 redis.register_function('redisrate_gcra', gcra)
-redis.register_function('redisrate_gcra_v4b40464a8332', gcra)
+redis.register_function('redisrate_gcra_v235d02d481e5', gcra)
 redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' }, callback = gcra_ro }
-redis.register_function{ function_name = 'redisrate_gcra_ro_v4b40464a8332', flags = { 'no-writes' }, callback = gcra_ro }
+redis.register_function{ function_name = 'redisrate_gcra_ro_v235d02d481e5', flags = { 'no-writes' }, callback = gcra_ro }
 local function token_bucket_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_token_bucket')
   if refused then return refused end
   return token_bucket(KEYS, args)
 end
 redis.register_function('redisrate_token_bucket', token_bucket)
-redis.register_function('redisrate_token_bucket_v4b40464a8332', token_bucket)
+redis.register_function('redisrate_token_bucket_v235d02d481e5', token_bucket)
 redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' }, callback = token_bucket_ro }
-redis.register_function{ function_name = 'redisrate_token_bucket_ro_v4b40464a8332', flags = { 'no-writes' }, callback = token_bucket_ro }
+redis.register_function{ function_name = 'redisrate_token_bucket_ro_v235d02d481e5', flags = { 'no-writes' }, callback = token_bucket_ro }
 local function leaky_bucket_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_leaky_bucket')
   if refused then return refused end
   return leaky_bucket(KEYS, args)
 end
 redis.register_function('redisrate_leaky_bucket', leaky_bucket)
-redis.register_function('redisrate_leaky_bucket_v4b40464a8332', leaky_bucket)
+redis.register_function('redisrate_leaky_bucket_v235d02d481e5', leaky_bucket)
 redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' }, callback = leaky_bucket_ro }
-redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_v4b40464a8332', flags = { 'no-writes' }, callback = leaky_bucket_ro }
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_v235d02d481e5', flags = { 'no-writes' }, callback = leaky_bucket_ro }
 local function sliding_window_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_sliding_window')
   if refused then return refused end
   return sliding_window(KEYS, args)
 end
 redis.register_function('redisrate_sliding_window', sliding_window)
-redis.register_function('redisrate_sliding_window_v4b40464a8332', sliding_window)
+redis.register_function('redisrate_sliding_window_v235d02d481e5', sliding_window)
 redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' }, callback = sliding_window_ro }
-redis.register_function{ function_name = 'redisrate_sliding_window_ro_v4b40464a8332', flags = { 'no-writes' }, callback = sliding_window_ro }
+redis.register_function{ function_name = 'redisrate_sliding_window_ro_v235d02d481e5', flags = { 'no-writes' }, callback = sliding_window_ro }
 local function fixed_window_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_fixed_window')
   if refused then return refused end
   return fixed_window(KEYS, args)
 end
 redis.register_function('redisrate_fixed_window', fixed_window)
-redis.register_function('redisrate_fixed_window_v4b40464a8332', fixed_window)
+redis.register_function('redisrate_fixed_window_v235d02d481e5', fixed_window)
 redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' }, callback = fixed_window_ro }
-redis.register_function{ function_name = 'redisrate_fixed_window_ro_v4b40464a8332', flags = { 'no-writes' }, callback = fixed_window_ro }
+redis.register_function{ function_name = 'redisrate_fixed_window_ro_v235d02d481e5', flags = { 'no-writes' }, callback = fixed_window_ro }
 local function sliding_log_ro(KEYS, ARGV)
   local args, refused = as_check(ARGV, 'redisrate_sliding_log')
   if refused then return refused end
   return sliding_log(KEYS, args)
 end
 redis.register_function('redisrate_sliding_log', sliding_log)
-redis.register_function('redisrate_sliding_log_v4b40464a8332', sliding_log)
+redis.register_function('redisrate_sliding_log_v235d02d481e5', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' }, callback = sliding_log_ro }
-redis.register_function{ function_name = 'redisrate_sliding_log_ro_v4b40464a8332', flags = { 'no-writes' }, callback = sliding_log_ro }
+redis.register_function{ function_name = 'redisrate_sliding_log_ro_v235d02d481e5', flags = { 'no-writes' }, callback = sliding_log_ro }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return '4b40464a83320be16dcca6d20dc00e405330dd59' end }
+  callback = function() return '235d02d481e523bf5e1542f8d8580cdd6bc1603e' end }

@@ -9,10 +9,10 @@ const ContractVersion = "4"
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "4b40464a83320be16dcca6d20dc00e405330dd59"
+const LibraryVersion = "235d02d481e523bf5e1542f8d8580cdd6bc1603e"
 
-// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_v4b40464a8332 runs this version of redisrate_gcra or fails with "Function not found".
-const VersionSuffix = "_v4b40464a8332"
+// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_v235d02d481e5 runs this version of redisrate_gcra or fails with "Function not found".
+const VersionSuffix = "_v235d02d481e5"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
@@ -21,8 +21,8 @@ var specs = []Spec{
 	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "d6a2f9a5e70547ca9447ad8329c6a6023c3c6bb7", Function: "redisrate_leaky_bucket"},
 	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "f6cc37175d1df16ca8791d814743dc0f5dac9a96", Function: "redisrate_sliding_window"},
 	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "59693fc7a6040a52573726ecf611a773b6dc61e5", Function: "redisrate_fixed_window"},
-	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "115a2065e93e860101e5f52c98e6834994576314", Function: "redisrate_sliding_log"},
+	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "9a4c75a5447e1a868934699ab26200b611fc6c87", Function: "redisrate_sliding_log"},
 }
 
 // resetSHA1 is the SHA1 of reset.lua.
-const resetSHA1 = "0584245553e8578d5f4dc002d54dd10f0d536122"
+const resetSHA1 = "0185d888909c82f77999c9f4e006dbea959d27c9"

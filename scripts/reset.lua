@@ -43,7 +43,7 @@ elseif kind == 'zset' then
   -- scripts/src/sliding_log.lua: the marker holds minus the last sequence
   -- number, at most 2^53 - 1; every entry is a whole microsecond up to the
   -- latest time.
-  local marker = redis.call('ZSCORE', key, 'sliding_log:2')
+  local marker = redis.call('ZSCORE', key, 'sliding_log:3')
   if marker and find(marker, '^%-%d+$') and #marker <= 17 and -marker <= 9007199254740991 then
     local top = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
     if not top[2] or (top[2] + 0 <= 8835955200000000 and top[2] % 1 == 0) then return redis.call('DEL', key) end

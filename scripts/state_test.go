@@ -26,7 +26,7 @@ func zset(zs ...redis.Z) func(*redis.Client, string) error {
 	return func(c *redis.Client, key string) error { return c.ZAdd(st.Ctx, key, zs...).Err() }
 }
 
-const marker = "sliding_log:2"
+const marker = "sliding_log:3"
 
 // foreigners: users' values, hand-typed and v1 states, v2 look-alikes that
 // fail the strict parse, other types, sorted sets without a valid marker.
@@ -78,7 +78,8 @@ var foreigners = []foreign{
 	{"sw two fields", str("sw:2 1 2")},
 	{"sw oversize", str("sw:2 1 2 1.0e999")},
 	{"fw nine limits", str("fw:2" + strings.Repeat(" 1 2", 9))},
-	{"sliding_log tag as a string", str("sliding_log:2 1 2")},
+	{"sliding_log tag as a string", str("sliding_log:3 1 2")},
+	{"v3's sliding_log marker as a string", str("sliding_log:2 1 2")},
 	{"list", func(c *redis.Client, k string) error { return c.RPush(st.Ctx, k, "gcra:2 1 2").Err() }},
 	{"set", func(c *redis.Client, k string) error { return c.SAdd(st.Ctx, k, "a").Err() }},
 	{"hash", func(c *redis.Client, k string) error { return c.HSet(st.Ctx, k, "gcra:2", "1 2").Err() }},

@@ -11,5 +11,5 @@ var specs = []Spec{
 	{Spec: scripts.Spec{Name: "leaky_bucket"}, Tag: "lb:4", Window: false, Log: false, Fields: 3, TimeField: 3, TimeMax: 8835955200000000, MaxLimit: 1000000000000, Range: "continuous"},
 	{Spec: scripts.Spec{Name: "sliding_window"}, Tag: "sw:2", Window: true, Log: false, Fields: 3, TimeField: 1, TimeMax: 8835955200000, MaxLimit: 1000000000000, Range: "weighted"},
 	{Spec: scripts.Spec{Name: "fixed_window"}, Tag: "fw:2", Window: true, Log: false, Fields: 2, TimeField: 1, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: ""},
-	{Spec: scripts.Spec{Name: "sliding_log"}, Tag: "sliding_log:2", Window: true, Log: true, Fields: 0, TimeField: 0, TimeMax: 8835955200000000, MaxLimit: 10000, Range: ""},
+	{Spec: scripts.Spec{Name: "sliding_log"}, Tag: "sliding_log:3", Window: true, Log: true, Fields: 0, TimeField: 0, TimeMax: 8835955200000000, MaxLimit: 10000, Range: ""},
 }

@@ -85,7 +85,10 @@ for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are 
         if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
 --@if log
         -- bounded work (guarantee 11): the entries a call adds on all its keys
-        if k > 1 and cost * k > 10000 then return invalid('cost', 1, cs, fmt('with %d keys must be at most %d', k, (10000 - 10000 % k) / k)) end
+        if cost * k > 10000 then
+          if k == 1 then return invalid('cost', 1, cs, 'must be at most 10000 for sliding_log') end
+          return invalid('cost', 1, cs, fmt('with %d keys must be at most %d', k, (10000 - 10000 % k) / k))
+        end
 --@end
       end
       if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then

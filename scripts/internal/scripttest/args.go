@@ -231,7 +231,10 @@ func ParseKeys(s manifest.Spec, keys []string, argv []string) (Call, string) {
 				}
 				c.Cost = v
 			}
-			if s.Log && numkeys > 1 && c.Cost*int64(numkeys) > 10000 {
+			if s.Log && c.Cost*int64(numkeys) > 10000 { // no call adds more than 10000 entries, in any mode
+				if numkeys == 1 {
+					return Call{}, invalid("cost", 1, cs, "must be at most 10000 for sliding_log")
+				}
 				return Call{}, invalid("cost", 1, cs, fmt.Sprintf("with %d keys must be at most %d", numkeys, 10000/numkeys))
 			}
 			switch m := arg(4); m {
@@ -281,7 +284,7 @@ var contractErrors = regexp.MustCompile(`(?s)^ERR (` +
 	`|invalid key #[2-8] '.*': must differ from key #[1-7]` +
 	`|too many limits \(\d+\): must be at most 8` +
 	`|incomplete limit #\d: each further limit is the triple limit period_ms burst` +
-	`|invalid (limit|period_ms|burst|cost|mode)( #[2-8])? '.*': (must be a whole number from 1 to 10\^15|must be a whole number from 1 to 10000|must be a whole number from 1 to 10\^12|must be a whole number up to 10\^1[25], or 0 or empty for limit|must be empty, 0 or equal to limit for [a-z_]+|must be a whole number from 0 to 10\^15|must be empty, 'check', 'upto', 'refund' or 'force'|redisrate_[a-z_]+_ro only checks \(empty or 'check'\); call redisrate_[a-z_]+|with [2-8] keys must be at most \d+|must be at most 31622400000 \(366 days\) with limit \d+( and burst \d+)?|must be at most 10\^12 \* limit / period_ms \(a full drain within 10\^12 ms\) with limit \d+ and period_ms \d+)` +
+	`|invalid (limit|period_ms|burst|cost|mode)( #[2-8])? '.*': (must be a whole number from 1 to 10\^15|must be a whole number from 1 to 10000|must be a whole number from 1 to 10\^12|must be a whole number up to 10\^1[25], or 0 or empty for limit|must be empty, 0 or equal to limit for [a-z_]+|must be a whole number from 0 to 10\^15|must be empty, 'check', 'upto', 'refund' or 'force'|redisrate_[a-z_]+_ro only checks \(empty or 'check'\); call redisrate_[a-z_]+|with [2-8] keys must be at most \d+|must be at most 10000 for sliding_log|must be at most 31622400000 \(366 days\) with limit \d+( and burst \d+)?|must be at most 10\^12 \* limit / period_ms \(a full drain within 10\^12 ms\) with limit \d+ and period_ms \d+)` +
 	`|key( #[1-8])? holds (a value of another type, not|a value that is not|[a-z_]+ state, not) [a-z_]+ state: left untouched` +
 	`)$`)
 
