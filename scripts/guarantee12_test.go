@@ -19,8 +19,10 @@ import (
 // limits raised (limit and burst each at least the old, period_ms the same
 // at each position) and by limits lowered: the raised ones never deny what
 // the old admit, the lowered never admit what the old deny. Under contract
-// v3 this holds for every script and every such change (gcra's and
-// leaky_bucket's :3 state keeps a level in units no limit changes).
+// v4 this holds for every script and every such change (gcra's and
+// leaky_bucket's :4 state keeps a level in units no limit changes), over
+// the whole range (a third of the cases drawn log-uniformly up to 10^12
+// per 366 days), but for its one exception: a debt past twice a capacity.
 
 // g12Limit is one limit of a call.
 type g12Limit struct{ limit, period, burst int64 }
@@ -60,11 +62,16 @@ func g12Case(rng *rand.Rand, s manifest.Spec, key string) g12Key {
 		n = 2
 	}
 	k := g12Key{key: key}
+	big := !s.Log && rng.IntN(3) == 0 // contract v4's range: log-uniform up to 10^12 per 366 days
 	for len(k.old) < n {
 		p := periods[rng.IntN(len(periods))]
 		old := g12Limit{limit: 1 + rng.Int64N(40), period: p}
 		if rng.IntN(8) == 0 {
 			old.limit = []int64{999, 1000, 99999, 999999, 1000000, 1 + rng.Int64N(1000000)}[rng.IntN(6)]
+		}
+		if big {
+			old.period = logUniform(rng, 1, st.MaxPeriodMS)
+			old.limit = logUniform(rng, 1, 1e12)
 		}
 		if s.Log { // one entry per unit: small logs, so that a batch stays quick
 			old.limit = min(old.limit, 200)
@@ -72,6 +79,9 @@ func g12Case(rng *rand.Rand, s manifest.Spec, key string) g12Key {
 		old.burst = old.limit
 		if !s.Window && rng.IntN(2) == 0 {
 			old.burst = 1 + rng.Int64N(3*old.limit)
+			if big {
+				old.burst = logUniform(rng, 1, drainBurst(old.limit, old.period))
+			}
 		}
 		up, down := old, old
 		up.limit += rng.Int64N(old.limit/2 + 40)
@@ -81,6 +91,9 @@ func g12Case(rng *rand.Rand, s manifest.Spec, key string) g12Key {
 		} else {
 			up.burst += rng.Int64N(old.burst/2 + 40)
 			down.burst = 1 + rng.Int64N(old.burst)
+		}
+		if big {
+			up.limit, up.burst = min(up.limit, 1e12), min(up.burst, 1e12)
 		}
 		if rng.IntN(20) == 0 { // the review's case
 			old, up, down = g12Limit{999999, 1000, 999999}, g12Limit{1000000, 1000, 1000000}, g12Limit{999998, 1000, 999998}
@@ -104,24 +117,29 @@ func g12Case(rng *rand.Rand, s manifest.Spec, key string) g12Key {
 	return k
 }
 
-// g12Forgiven reports guarantee 12's one exception to its lowered half: a
-// state that holds, at some position, a debt past twice the lowered
-// capacity (a continuous bucket's level, a token bucket's tokens below
-// -burst), which the lowered limits read capped, as of the state's time.
-func g12Forgiven(s manifest.Spec, state string, down []g12Limit) bool {
+// g12Forgiven reports guarantee 12's one exception (v4: to either half):
+// a state that holds, at some position, a debt past twice the capacity of
+// the limits that read it, read capped as of the state's time: a
+// continuous bucket's level (u + p / period_us units), a token bucket's
+// tokens below -burst, a window's count past twice its limit.
+func g12Forgiven(s manifest.Spec, state string, ls []g12Limit) bool {
 	f := strings.Fields(state)
-	for i, l := range down {
-		if len(f) < 1+2*(i+1) {
-			return false
-		}
-		v, _ := strconv.ParseInt(f[1+2*i], 10, 64)
+	for i, l := range ls {
 		switch s.Name {
-		case "gcra", "leaky_bucket": // "x t": x = level * period_us
-			if v > 2*l.burst*l.period*1000 {
+		case "gcra", "leaky_bucket": // "u p t"
+			if len(f) < 1+3*(i+1) {
+				return false
+			}
+			u, _ := strconv.ParseInt(f[1+3*i], 10, 64)
+			p, _ := strconv.ParseInt(f[2+3*i], 10, 64)
+			if u > 2*l.burst || u == 2*l.burst && p > 0 {
 				return true
 			}
 		case "token_bucket": // "tokens t"
-			if v < -l.burst {
+			if len(f) < 1+2*(i+1) {
+				return false
+			}
+			if v, _ := strconv.ParseInt(f[1+2*i], 10, 64); v < -l.burst {
 				return true
 			}
 		}
@@ -196,6 +214,10 @@ func g12Pairs(t *testing.T, b *st.Backend, s manifest.Spec, pairs int, rng *rand
 				}
 				ok[j] = v[0].(int64)
 			}
+			if ok[0] == 1 && ok[1] == 0 && g12Forgiven(s, b.Client.Get(st.Ctx, k.key).Val(), k.old) {
+				forgiven++
+				continue
+			}
 			if ok[0] == 1 && ok[1] == 0 {
 				t.Errorf("%s: %s: raised limits %v deny cost %d that the old %v admit (%s: %q, written by %d then %d %q; FCALL %t)", b.Name, s.Name, k.up, k.cost, k.old, k.key, b.Client.Get(st.Ctx, k.key).Val(), k.write1, k.write2, k.mode2, fcall)
 			}
@@ -215,7 +237,7 @@ func g12Pairs(t *testing.T, b *st.Backend, s manifest.Spec, pairs int, rng *rand
 		batch++
 		fcall = b.Real && batch%2 == 1
 	}
-	t.Logf("%s: %s: %d pairs (%d lowered ones where a debt past twice the new capacity is forgiven)", b.Name, s.Name, done, forgiven)
+	t.Logf("%s: %s: %d pairs (%d where a debt past twice a capacity is forgiven)", b.Name, s.Name, done, forgiven)
 }
 
 // TestGuarantee12 draws 100,000 pairs per algorithm on Redis, 20,000 on
@@ -225,9 +247,6 @@ func g12Pairs(t *testing.T, b *st.Backend, s manifest.Spec, pairs int, rng *rand
 // on each.) The states are written by the empty mode, upto, refund and
 // force (debts up to twice the capacity).
 func TestGuarantee12(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a long table: make test runs it")
-	}
 	for _, b := range st.BothClocked(t) {
 		t.Run(b.Name, func(t *testing.T) {
 			b.Rebind(t)
