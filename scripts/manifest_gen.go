@@ -9,19 +9,19 @@ const ContractVersion = "4"
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "235d02d481e523bf5e1542f8d8580cdd6bc1603e"
+const LibraryVersion = "59a1f4a221dfc25dd3d235a8c2078fa8ada45aeb"
 
-// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_v235d02d481e5 runs this version of redisrate_gcra or fails with "Function not found".
-const VersionSuffix = "_v235d02d481e5"
+// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_v59a1f4a221df runs this version of redisrate_gcra or fails with "Function not found".
+const VersionSuffix = "_v59a1f4a221df"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
-	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: units spaced period_ms / limit apart, up to burst at once; smooth and exact", SHA1: "e4a0659bef09a967670f5b197aabff767f82c72a", Function: "redisrate_gcra"},
-	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "91872c047d30db2abd8a968df1dbd71aeafbf9f1", Function: "redisrate_token_bucket"},
-	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "d6a2f9a5e70547ca9447ad8329c6a6023c3c6bb7", Function: "redisrate_leaky_bucket"},
-	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "f6cc37175d1df16ca8791d814743dc0f5dac9a96", Function: "redisrate_sliding_window"},
-	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "59693fc7a6040a52573726ecf611a773b6dc61e5", Function: "redisrate_fixed_window"},
-	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "9a4c75a5447e1a868934699ab26200b611fc6c87", Function: "redisrate_sliding_log"},
+	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: units spaced period_ms / limit apart, up to burst at once; smooth and exact", SHA1: "f113fb5779fe6d48c4106a591b26a850aea38c89", Function: "redisrate_gcra"},
+	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "8bc2e342ac5aed693e89950be6f6844fb663bcea", Function: "redisrate_token_bucket"},
+	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "1f66d69c550562f187891707d56505355c51642f", Function: "redisrate_leaky_bucket"},
+	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "a4ce721201cefd25e3121072cb6c6e7ccadf68ef", Function: "redisrate_sliding_window"},
+	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "b084a169d5ec670ae561ef642ae274728f2c0760", Function: "redisrate_fixed_window"},
+	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "46e9ec64ba2639366f44b8b7158e9be7284502bd", Function: "redisrate_sliding_log"},
 }
 
 // resetSHA1 is the SHA1 of reset.lua.

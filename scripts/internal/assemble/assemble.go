@@ -245,9 +245,9 @@ var periodMacro = regexp.MustCompile(`@fastperiod\((\w+)\)@`)
 var readPeriodMacro = regexp.MustCompile(`@readperiod\((\w+)\)@`)
 
 const (
-	scriptRead       = "find($1, '^[1-9]%d*$') and #$1 < 16 and $1 + 0 or whole($1)"
+	scriptRead       = "#$1 < 16 and find($1, '^[1-9]%d*$') and $1 + 0 or whole($1)" // (the length first: a string of 1 MB is not scanned twice)
 	libraryRead      = "NUM[$1] or read($1)"
-	scriptFastRead   = "find($1, '^[1-9]%d*$') and #$1 < 16 and $1 + 0"
+	scriptFastRead   = "#$1 < 16 and find($1, '^[1-9]%d*$') and $1 + 0"
 	scriptPeriod     = "$1 == '1000' and 1000 or $1 == '60000' and 60000 or $1 == '3600000' and 3600000 or $1 == '86400000' and 86400000 or " + scriptFastRead
 	scriptReadPeriod = "$1 == '1000' and 1000 or $1 == '60000' and 60000 or $1 == '3600000' and 3600000 or $1 == '86400000' and 86400000 or " + scriptRead
 )
