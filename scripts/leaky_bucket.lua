@@ -183,12 +183,11 @@ repeat
       rem = (room - frac) / b -- units left: rem + frac / b
     end
     if x > 0 then reset_us = t - now + (x + -x % limit) / limit end
-    p = x % b
-    u = (x - p) / b
+    u = false -- the level to write is x (u, p: deep.lua's)
   end
   local cap, per = burst, b
   local allowed, out = ok
-  if (ok or settle) and writes then out = fmt('lb:4 %d %d %d', u, p, t) end
+  if (ok or settle) and writes then out = fmt('lb:4 %d %d %d', (x - x % b) / b, x % b, t) end
   -- upto's grant after the measuring pass (upto.lua): then the pass again.
   if mode == 'upto' and cost == 0 and want > 0 then
     cost = rem < want and rem or want
@@ -693,8 +692,7 @@ for i = 1, n do
       rem = (room - frac) / b -- units left: rem + frac / b
     end
     if x > 0 then reset_us = t - now + (x + -x % limit) / limit end
-    p = x % b
-    u = (x - p) / b
+    u = false -- the level to write is x (u, p: deep.lua's)
   end
   local cap, per = burst, b
   -- ---- This limit's verdict (scripts/src/verdict.lua) ----
@@ -738,7 +736,13 @@ for i = 1, n do
       d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
     end
   end
-  if allowed and writes then out = out .. fmt(' %d %d %d', u, p, t) end
+  if allowed and writes then
+    if not u then
+      p = x % b
+      u = (x - p) / b
+    end
+    out = out .. fmt(' %d %d %d', u, p, t)
+  end
 end
   -- ---- upto's passes (scripts/src/upto.lua) ----
   -- After the measuring pass, the grant is the fewest whole units a limit

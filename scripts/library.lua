@@ -384,12 +384,11 @@ local function gcra(KEYS, ARGV)
         rem = (room - frac) / b -- units left: rem + frac / b
       end
       if x > 0 then reset_us = t - now + (x + -x % limit) / limit end
-      p = x % b
-      u = (x - p) / b
+      u = false -- the level to write is x (u, p: deep.lua's)
     end
     local cap, per = burst, b
     local allowed, out = ok
-    if (ok or settle) and writes then out = fmt('gcra:4 %d %d %d', u, p, t) end
+    if (ok or settle) and writes then out = fmt('gcra:4 %d %d %d', (x - x % b) / b, x % b, t) end
     -- upto's grant after the measuring pass (upto.lua): then the pass again.
     if mode == 'upto' and cost == 0 and want > 0 then
       cost = rem < want and rem or want
@@ -672,8 +671,7 @@ local function gcra(KEYS, ARGV)
         rem = (room - frac) / b -- units left: rem + frac / b
       end
       if x > 0 then reset_us = t - now + (x + -x % limit) / limit end
-      p = x % b
-      u = (x - p) / b
+      u = false -- the level to write is x (u, p: deep.lua's)
     end
     local cap, per = burst, b
     -- ---- This limit's verdict (scripts/src/verdict.lua) ----
@@ -717,7 +715,13 @@ local function gcra(KEYS, ARGV)
         d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
       end
     end
-    if allowed and writes then out = out .. fmt(' %d %d %d', u, p, t) end
+    if allowed and writes then
+      if not u then
+        p = x % b
+        u = (x - p) / b
+      end
+      out = out .. fmt(' %d %d %d', u, p, t)
+    end
   end
     -- ---- upto's passes (scripts/src/upto.lua) ----
     -- After the measuring pass, the grant is the fewest whole units a limit
@@ -1541,12 +1545,11 @@ local function leaky_bucket(KEYS, ARGV)
         rem = (room - frac) / b -- units left: rem + frac / b
       end
       if x > 0 then reset_us = t - now + (x + -x % limit) / limit end
-      p = x % b
-      u = (x - p) / b
+      u = false -- the level to write is x (u, p: deep.lua's)
     end
     local cap, per = burst, b
     local allowed, out = ok
-    if (ok or settle) and writes then out = fmt('lb:4 %d %d %d', u, p, t) end
+    if (ok or settle) and writes then out = fmt('lb:4 %d %d %d', (x - x % b) / b, x % b, t) end
     -- upto's grant after the measuring pass (upto.lua): then the pass again.
     if mode == 'upto' and cost == 0 and want > 0 then
       cost = rem < want and rem or want
@@ -1829,8 +1832,7 @@ local function leaky_bucket(KEYS, ARGV)
         rem = (room - frac) / b -- units left: rem + frac / b
       end
       if x > 0 then reset_us = t - now + (x + -x % limit) / limit end
-      p = x % b
-      u = (x - p) / b
+      u = false -- the level to write is x (u, p: deep.lua's)
     end
     local cap, per = burst, b
     -- ---- This limit's verdict (scripts/src/verdict.lua) ----
@@ -1874,7 +1876,13 @@ local function leaky_bucket(KEYS, ARGV)
         d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
       end
     end
-    if allowed and writes then out = out .. fmt(' %d %d %d', u, p, t) end
+    if allowed and writes then
+      if not u then
+        p = x % b
+        u = (x - p) / b
+      end
+      out = out .. fmt(' %d %d %d', u, p, t)
+    end
   end
     -- ---- upto's passes (scripts/src/upto.lua) ----
     -- After the measuring pass, the grant is the fewest whole units a limit
@@ -3374,43 +3382,43 @@ local function gcra_ro(KEYS, ARGV)
   return gcra(KEYS, as_check(ARGV, 'redisrate_gcra'))
 end
 redis.register_function('redisrate_gcra', gcra)
-redis.register_function('redisrate_gcra_v59a1f4a221df', gcra)
+redis.register_function('redisrate_gcra_vc10bfe38235b', gcra)
 redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' }, callback = gcra_ro }
-redis.register_function{ function_name = 'redisrate_gcra_ro_v59a1f4a221df', flags = { 'no-writes' }, callback = gcra_ro }
+redis.register_function{ function_name = 'redisrate_gcra_ro_vc10bfe38235b', flags = { 'no-writes' }, callback = gcra_ro }
 local function token_bucket_ro(KEYS, ARGV)
   return token_bucket(KEYS, as_check(ARGV, 'redisrate_token_bucket'))
 end
 redis.register_function('redisrate_token_bucket', token_bucket)
-redis.register_function('redisrate_token_bucket_v59a1f4a221df', token_bucket)
+redis.register_function('redisrate_token_bucket_vc10bfe38235b', token_bucket)
 redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' }, callback = token_bucket_ro }
-redis.register_function{ function_name = 'redisrate_token_bucket_ro_v59a1f4a221df', flags = { 'no-writes' }, callback = token_bucket_ro }
+redis.register_function{ function_name = 'redisrate_token_bucket_ro_vc10bfe38235b', flags = { 'no-writes' }, callback = token_bucket_ro }
 local function leaky_bucket_ro(KEYS, ARGV)
   return leaky_bucket(KEYS, as_check(ARGV, 'redisrate_leaky_bucket'))
 end
 redis.register_function('redisrate_leaky_bucket', leaky_bucket)
-redis.register_function('redisrate_leaky_bucket_v59a1f4a221df', leaky_bucket)
+redis.register_function('redisrate_leaky_bucket_vc10bfe38235b', leaky_bucket)
 redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' }, callback = leaky_bucket_ro }
-redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_v59a1f4a221df', flags = { 'no-writes' }, callback = leaky_bucket_ro }
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_vc10bfe38235b', flags = { 'no-writes' }, callback = leaky_bucket_ro }
 local function sliding_window_ro(KEYS, ARGV)
   return sliding_window(KEYS, as_check(ARGV, 'redisrate_sliding_window'))
 end
 redis.register_function('redisrate_sliding_window', sliding_window)
-redis.register_function('redisrate_sliding_window_v59a1f4a221df', sliding_window)
+redis.register_function('redisrate_sliding_window_vc10bfe38235b', sliding_window)
 redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' }, callback = sliding_window_ro }
-redis.register_function{ function_name = 'redisrate_sliding_window_ro_v59a1f4a221df', flags = { 'no-writes' }, callback = sliding_window_ro }
+redis.register_function{ function_name = 'redisrate_sliding_window_ro_vc10bfe38235b', flags = { 'no-writes' }, callback = sliding_window_ro }
 local function fixed_window_ro(KEYS, ARGV)
   return fixed_window(KEYS, as_check(ARGV, 'redisrate_fixed_window'))
 end
 redis.register_function('redisrate_fixed_window', fixed_window)
-redis.register_function('redisrate_fixed_window_v59a1f4a221df', fixed_window)
+redis.register_function('redisrate_fixed_window_vc10bfe38235b', fixed_window)
 redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' }, callback = fixed_window_ro }
-redis.register_function{ function_name = 'redisrate_fixed_window_ro_v59a1f4a221df', flags = { 'no-writes' }, callback = fixed_window_ro }
+redis.register_function{ function_name = 'redisrate_fixed_window_ro_vc10bfe38235b', flags = { 'no-writes' }, callback = fixed_window_ro }
 local function sliding_log_ro(KEYS, ARGV)
   return sliding_log(KEYS, as_check(ARGV, 'redisrate_sliding_log'))
 end
 redis.register_function('redisrate_sliding_log', sliding_log)
-redis.register_function('redisrate_sliding_log_v59a1f4a221df', sliding_log)
+redis.register_function('redisrate_sliding_log_vc10bfe38235b', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' }, callback = sliding_log_ro }
-redis.register_function{ function_name = 'redisrate_sliding_log_ro_v59a1f4a221df', flags = { 'no-writes' }, callback = sliding_log_ro }
+redis.register_function{ function_name = 'redisrate_sliding_log_ro_vc10bfe38235b', flags = { 'no-writes' }, callback = sliding_log_ro }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return '59a1f4a221dfc25dd3d235a8c2078fa8ada45aeb' end }
+  callback = function() return 'c10bfe38235b91eaef1d7780811a0d94012d031b' end }

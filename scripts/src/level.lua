@@ -67,16 +67,21 @@ for i = 1, n do
       rem = (room - frac) / b -- units left: rem + frac / b
     end
     if x > 0 then reset_us = t - now + (x + -x % limit) / limit end
-    p = x % b
-    u = (x - p) / b
+    u = false -- the level to write is x (u, p: deep.lua's)
   end
   local cap, per = burst, b
 --@if general
 --@include verdict.lua
-  if allowed and writes then out = out .. fmt(' %d %d %d', u, p, t) end
+  if allowed and writes then
+    if not u then
+      p = x % b
+      u = (x - p) / b
+    end
+    out = out .. fmt(' %d %d %d', u, p, t)
+  end
 end
 --@else
   local allowed, out = ok
-  if (ok or settle) and writes then out = fmt('@TAG@ %d %d %d', u, p, t) end
+  if (ok or settle) and writes then out = fmt('@TAG@ %d %d %d', (x - x % b) / b, x % b, t) end
 --@end
 --@fast end
