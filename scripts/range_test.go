@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -140,6 +141,9 @@ func TestDifferentialRange(t *testing.T) {
 				t.Parallel()
 				b := st.Miniredis(t)
 				rng := rand.New(rand.NewPCG(36, uint64(si)))
+				if err := b.Client.ScriptLoad(st.Ctx, s.Source).Err(); err != nil {
+					t.Fatal(err)
+				}
 				n := rangeSequences(t, b, s, rng, rangeCalls()/len(specs), false)
 				t.Logf("%d calls of the range, every reply field, value and TTL equal to the model's", n)
 			})
@@ -151,9 +155,12 @@ func TestDifferentialRange(t *testing.T) {
 		}
 		t.Run(b.Name, func(t *testing.T) {
 			b.Rebind(t)
-			b.LoadLibrary()
 			calls := 0
 			for si, s := range specs {
+				b.LoadLibrary()
+				if err := b.Client.ScriptLoad(st.Ctx, s.Source).Err(); err != nil {
+					t.Fatal(err)
+				}
 				rng := rand.New(rand.NewPCG(37, uint64(si)))
 				calls += rangeSequences(t, b, s, rng, 4000, true)
 			}
@@ -162,82 +169,153 @@ func TestDifferentialRange(t *testing.T) {
 	}
 }
 
-// rangeSequences runs sequences of about 40 calls on fresh keys until
-// total calls are made; fcall alternates EVALSHA and FCALL.
+// rangeSeq is one key's (or keys') sequence of calls.
+type rangeSeq struct {
+	q        int
+	lims     [][3]string
+	keys     []string
+	models   []*st.Model
+	capacity int64
+	left     int
+	trail    []rangeStep1 // formatted only when the sequence fails
+}
+
+// rangeStep1 is one call of a sequence, for its failure message.
+type rangeStep1 struct {
+	now       int64
+	argv      []string
+	got       st.Reply
+	want      []int64
+	fcall     bool
+	keyReport string
+}
+
+func (r rangeStep1) String() string {
+	return fmt.Sprintf("  t=%d %v -> %v (model %v; FCALL %t)%s", r.now, r.argv, r.got, r.want, r.fcall, r.keyReport)
+}
+
+// rangeSequences runs total calls of s on b: sequences of 40 calls on
+// fresh keys, 64 at a time in step, each step's calls pipelined on one
+// clock (miniredis makes a Lua state per call: the round trips are what
+// pipelining saves); fcall alternates EVALSHA and FCALL by step. The clock
+// starts again in 2026 (on a flushed database) before it passes 2150.
 func rangeSequences(t *testing.T, b *st.Backend, s manifest.Spec, rng *rand.Rand, total int, fcall bool) int {
 	t.Helper()
-	calls := 0
-	for q := 0; calls < total; q++ {
+	calls, q, failures := 0, 0, 0
+	var seqs []*rangeSeq
+	restart := func() {
+		seqs = nil
+		b.Client.FlushDB(st.Ctx)
 		b.SetTime(st.Epoch.Add(time.Duration(rng.Int64N(int64(365 * 24 * time.Hour)))).Truncate(time.Microsecond))
-		k := 1
-		if rng.IntN(5) == 0 {
-			k = 2 + rng.IntN(2)
+	}
+	restart()
+	for step := 0; calls < total; step++ {
+		if b.Now().Year() >= 2150 {
+			restart()
 		}
-		n := k
-		if k == 1 && rng.IntN(4) == 0 {
-			n = 2 + rng.IntN(2)
-		}
-		lims := make([][3]string, n)
-		for i := range lims {
-			lims[i] = rangeLimit(rng, s)
-		}
-		keys := []string{fmt.Sprintf("{r%d}:%s:%d", q, s.Name, 1)}
-		for i := 2; i <= k; i++ {
-			keys = append(keys, fmt.Sprintf("{r%d}:%s:%d", q, s.Name, i))
-		}
-		models := make([]*st.Model, k)
-		for i := range models {
-			models[i] = st.NewModel(s, micros(b.Now()))
-			models[i].MsClock = b.Real
-		}
-		first, perr := st.ParseKeys(s, keys[:1], []string{lims[0][0], lims[0][1], lims[0][2]})
-		if perr != "" {
-			t.Fatalf("%s %v: %s", s.Name, lims[0], perr)
-		}
-		capacity := first.Limits[0].Burst
-		var trail []string
-		for i := 0; i < 40 && calls < total; i++ {
-			argv := rangeCall(rng, s, lims, capacity)
-			call, perr := st.ParseKeys(s, keys, argv)
+		for len(seqs) < 64 {
+			q++
+			k := 1
+			if rng.IntN(5) == 0 {
+				k = 2 + rng.IntN(2)
+			}
+			n := k
+			if k == 1 && rng.IntN(4) == 0 {
+				n = 2 + rng.IntN(2)
+			}
+			sq := &rangeSeq{q: q, left: 40, lims: make([][3]string, n)}
+			for i := range sq.lims {
+				sq.lims[i] = rangeLimit(rng, s)
+			}
+			for i := 1; i <= k; i++ {
+				sq.keys = append(sq.keys, fmt.Sprintf("{r%d}:%s:%d", q, s.Name, i))
+				m := st.NewModel(s, micros(b.Now()))
+				m.MsClock = b.Real
+				sq.models = append(sq.models, m)
+			}
+			first, perr := st.ParseKeys(s, sq.keys[:1], []string{sq.lims[0][0], sq.lims[0][1], sq.lims[0][2]})
 			if perr != "" {
-				t.Fatalf("%s %v: %s", s.Name, argv, perr)
+				t.Fatalf("%s %v: %s", s.Name, sq.lims[0], perr)
 			}
-			if i > 0 {
-				b.Advance(time.Duration(rangeStep(rng, call, true)) * time.Microsecond)
+			sq.capacity = first.Limits[0].Burst
+			seqs = append(seqs, sq)
+		}
+		argvs := make([][]string, len(seqs))
+		parsed := make([]st.Call, len(seqs))
+		for i, sq := range seqs {
+			argvs[i] = rangeCall(rng, s, sq.lims, sq.capacity)
+			call, perr := st.ParseKeys(s, sq.keys, argvs[i])
+			if perr != "" {
+				t.Fatalf("%s %v: %s", s.Name, argvs[i], perr)
 			}
-			now := micros(b.Now())
-			var got st.Reply
-			if fcall && i%2 == 1 {
-				got = b.FCall(s, keys, argv...)
+			parsed[i] = call
+		}
+		if step > 0 {
+			b.Advance(time.Duration(rangeStep(rng, parsed[rng.IntN(len(parsed))], true)) * time.Microsecond)
+		}
+		now := micros(b.Now())
+		byFCall := fcall && step%2 == 1
+		pipe := b.Client.Pipeline()
+		cmds := make([]*redis.Cmd, len(seqs))
+		for i, sq := range seqs {
+			if byFCall {
+				cmds[i] = pipe.FCall(st.Ctx, s.Function, sq.keys, anyArgs(argvs[i])...)
 			} else {
-				got = b.EvalKeys(s.Source, s.SHA1, keys, argv...)
+				cmds[i] = pipe.EvalSha(st.Ctx, s.SHA1, sq.keys, anyArgs(argvs[i])...)
 			}
+		}
+		_, _ = pipe.Exec(st.Ctx)
+		var keys []string
+		for _, sq := range seqs {
+			keys = append(keys, sq.keys...)
+		}
+		vals, ttls := valuesTTLs(t, b, keys)
+		at, kept := 0, seqs[:0]
+		for i, sq := range seqs {
+			got := st.Decode(cmds[i].Result())
 			var want []int64
-			if k == 1 {
-				want = models[0].Call(now, call)
+			if len(sq.keys) == 1 {
+				want = sq.models[0].Call(now, parsed[i])
 			} else {
-				want = st.CallKeys(models, now, call)
+				want = st.CallKeys(sq.models, now, parsed[i])
 			}
 			calls++
-			trail = append(trail, fmt.Sprintf("  t=%d %v -> %v (model %v)", now, argv, got, want))
-			bad := got.Err != "" || fmt.Sprint(got.Ints) != fmt.Sprint(want)
-			vals, ttls := valuesTTLs(t, b, keys)
-			for j := range keys {
-				if v, ttl := vals[j], ttls[j]; v != models[j].Value() || ttl != models[j].TTL() {
+			step := rangeStep1{now: now, argv: argvs[i], got: got, want: want, fcall: byFCall}
+			bad := got.Err != "" || !slices.Equal(got.Ints, want)
+			for j := range sq.keys {
+				if v, ttl := vals[at+j], ttls[at+j]; v != sq.models[j].Value() || ttl != sq.models[j].TTL() {
 					bad = true
-					trail = append(trail, fmt.Sprintf("  key %d: %q ttl %d, model %q ttl %d", j+1, v, ttl, models[j].Value(), models[j].TTL()))
+					step.keyReport += fmt.Sprintf("\n  key %d: %q ttl %d, model %q ttl %d", j+1, v, ttl, sq.models[j].Value(), sq.models[j].TTL())
 				}
 			}
+			sq.trail = append(sq.trail, step)
+			at += len(sq.keys)
 			if bad {
-				t.Errorf("%s: %s sequence %d, call %d: got %v, model %v\nsequence:\n%s", b.Name, s.Name, q, i, got, want, joinLast(trail, 14))
-				if t.Failed() && calls > 50 {
+				var lines []string
+				for _, r := range sq.trail {
+					lines = append(lines, r.String())
+				}
+				t.Errorf("%s: %s sequence %d, call %d: got %v, model %v\nsequence:\n%s", b.Name, s.Name, sq.q, 40-sq.left, got, want, joinLast(lines, 14))
+				if failures++; failures > 10 {
 					return calls
 				}
-				break
+				continue // a sequence that failed ends
+			}
+			if sq.left--; sq.left > 0 {
+				kept = append(kept, sq)
 			}
 		}
+		seqs = kept
 	}
 	return calls
+}
+
+func anyArgs(args []string) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		out[i] = a
+	}
+	return out
 }
 
 // valuesTTLs is each key's string value ("" when absent) and PTTL, read
