@@ -161,9 +161,9 @@ k[gcra_fcall3]=$(median "FCALL redisrate_gcra, 3 limits" FCALL redisrate_gcra "$
 # The modes by EVALSHA, each writing on every call: upto takes a
 # unit; force takes one (1,000,000 per hour: the level grows each call);
 # refund gives one back from a full bucket of 1,000,000 (PRE sets it).
-full_bucket() { # port: k holds a full gcra:4 bucket of 1,000,000 per hour (10^6 units, 0 parts), as of now
+full_bucket() { # port: k holds a full gcra:4 bucket of 1,000,000 per hour (x = 10^6 * 3.6 * 10^9), as of now
   local secs; secs=$(redis-cli -p "$1" TIME | head -1)
-  redis-cli -p "$1" SET k "gcra:4 1000000 0 ${secs}000000" >/dev/null
+  redis-cli -p "$1" SET k "gcra:4 3600000000000000 ${secs}000000" >/dev/null
 }
 k[upto]=$(median "EVALSHA gcra.lua, upto 1" scripts/gcra.lua 1 k 1000000 3600000 '' 1 upto)
 k[force]=$(median "EVALSHA gcra.lua, force 1 (a debt)" scripts/gcra.lua 1 k 1000000 3600000 '' 1 force)

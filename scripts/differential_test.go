@@ -273,11 +273,10 @@ func TestBindingExactBuckets(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			b.Rebind(t) // the backend's helpers report to this subtest
 			now := micros(b.Now())
-			// the states (a level of u + p / period_us units: 3000 us at 1 per
-			// 3001 ms is 0 units and 3000 parts)
+			// the states (a level times period_us: 3000 us at 1 per 3001 ms is 3000)
 			states := [][2]string{
-				{"gcra", fmt.Sprintf("gcra:4 0 3000 %d 0 3001 %d", now, now)},
-				{"leaky_bucket", fmt.Sprintf("lb:4 0 3000 %d 0 3001 %d", now, now)},
+				{"gcra", fmt.Sprintf("gcra:4 3000 %d 3001 %d", now, now)},
+				{"leaky_bucket", fmt.Sprintf("lb:4 3000 %d 3001 %d", now, now)},
 			}
 			argv := a("1", "3001", "1073741824", "0", "", "1", "3002", "1073741824")
 			want := []int64{1, 1073741823, 0, 4, 1073741824, 2, 0}

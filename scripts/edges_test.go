@@ -110,13 +110,13 @@ var dec2199 = time.Date(2199, 12, 1, 0, 0, 0, 0, time.UTC)
 
 // gcra once wrote a TAT past 2^53 that it then refused ("not gcra state"
 // for as long as the key lived). Under :4 it writes the level (10^12 units
-// of 366 days: a level of 3.2 * 10^25 parts, as 10^12 units and 0 parts)
-// and its time, and reads them back, at 2199-12-01 too.
+// of 366 days: 3.16224 * 10^25 in units of 1/period_us, 26 digits) and its
+// time, and reads them back, at 2199-12-01 too.
 func TestGCRAStateNear2200(t *testing.T) {
 	s := spec("gcra")
 	for _, b := range st.BothClocked(t) {
 		b.SetTime(dec2199)
-		want := fmt.Sprintf("gcra:4 1000000000000 0 %d", dec2199.UnixMicro())
+		want := fmt.Sprintf("gcra:4 31622400000000000000000000 %d", dec2199.UnixMicro())
 		eachCallKind(t, b, s, "rv3", nil, func(kind, k string, r st.Reply) {
 			if !r.Equal(st.Reply{Ints: []int64{1, 0, 0, 31622400000, 1e12, 1, 1e12}}) {
 				t.Errorf("%s %s at 2199-12-01: %v, want [1 0 0 31622400000 1000000000000 1 1000000000000]", b.Name, kind, r)

@@ -52,15 +52,15 @@
 -- of now. The TAT's distance ahead of now is a level that drains at limit
 -- per period_ms, which is what the state keeps, so gcra decides exactly as
 -- leaky_bucket.lua does (level.lua, written once for both).
--- State (v4): "gcra:4 u p t" for each limit: a level of u + p / period_us
--- units (u whole units, 0 <= p < period_us parts of a unit) at time t
--- microseconds; the TAT is t + (u * period_us + p) / limit. No limit or
--- burst changes what u and p mean: raised limits never deny what the old
--- admit, lowered never admit what they deny (guarantee 12). A state is read
--- as at most twice the capacity as of t, so a debt of other limits is
--- forgiven past that; refund and force change the level itself by their
--- units, and write none of that forgiveness back. A clock that steps back
--- decides as of t.
+-- State (v4): "gcra:4 x t" for each limit: a level of x / period_us units
+-- at time t microseconds (the TAT is t + x / limit), x a whole number of up
+-- to 26 digits (10^12 units of 366 days reach 3.2 * 10^25). No limit or
+-- burst changes what x means: raised limits never deny what the old admit,
+-- lowered never admit what they deny (guarantee 12). A state is read as at
+-- most twice the capacity as of t, so a debt of other limits is forgiven
+-- past that; refund and force change the level itself by their units, and
+-- write none of that forgiveness back. A clock that steps back decides as
+-- of t. (v3's "gcra:3 x t" held x below 2^53 only.)
 -- Modes: upto takes what every limit grants; refund lowers the level, never
 -- below empty; force raises it as far as twice the capacity (a debt).
 -- Exact for every limit, burst and cost up to 10^12 and period_ms up to 366
@@ -119,20 +119,17 @@ repeat
   end
   -- The state of exactly one limit, read as state.lua reads it.
   local raw = redis.pcall('GET', key)
-  local s1, s2, s3
+  local s1, s2
   if raw then
     if raw.err then break end
-    local t1, t2, t3 = match(raw, '^gcra:4 (%d+) (%d+) ([1-9]%d*)$')
+    local t1, t2 = match(raw, '^gcra:4 ([1-9]%d*) ([1-9]%d*)$')
     if not t1 then break end
     if #t1 > 16 then break end
     if #t2 > 16 then break end
-    if #t3 > 16 then break end
     s1 = t1 + 0
     s2 = t2 + 0
-    s3 = t3 + 0
-    if not ((#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991) then break end
-    if not ((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991) then break end
-    if not (s3 <= 8835955200000000) then break end
+    if not (s1 <= 9007199254740991) then break end
+    if not (s2 <= 8835955200000000) then break end
   end
   local i = 1 -- the one limit
   -- The modes as the general code takes them (loop.lua, upto.lua): refund
@@ -142,17 +139,21 @@ repeat
   if mode == 'upto' then cost = 0 end
   repeat -- upto's passes
   local writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
-  -- This limit's arguments and its state, u, p at time t (nil: none): the
+  -- This limit's arguments and its state, x at time t (nil: none): the
   -- first limit's in locals, the others' in argv (as numbers by now) and in
   -- more.
-  local limit, b, burst, u, p, t = limit1, period1 * 1000, burst1, s1, s2, s3
-  local xmax, x = burst * b, 0
-  if t then x = u * b + p else u, p, t = 0, 0, now end
+  local limit, b, burst, x, t = limit1, period1 * 1000, burst1, s1, s2
+  local xmax, text = burst * b -- text: the level to write, past 2^53 (deep.lua's)
+  if not t then x, t = 0, now end
   local ok, never, retry_us, units, rem, frac, reset_us = false, cost > burst, 0, 0, 0, 0, 0
-  if xmax > 4503599627370496 or x > 2 * xmax and b < 140737488355328 then -- past 2^53 (deep.lua; exact.lua's bound on b)
-    break -- to the general code
-  else
-    if x > 2 * xmax then x = 2 * xmax end -- (a period past 4 years: read at most twice the capacity)
+  if xmax > 4503599627370496 or x ~= x + 0 or x > 2 * xmax then -- past 2^53 (x ~= x + 0: its text), or a state past twice the capacity
+    if b < 140737488355328 or xmax > 4503599627370496 then
+      break -- to the general code
+    else
+      x = 2 * xmax -- (a period past 4 years, past exact.lua's bound on b: read at most twice the capacity)
+    end
+  end
+  if not text then
     -- Drained to now. A clock behind t (it stepped back) decides as of t,
     -- and its waits are longer by t - now (guarantee 9).
     if now > t then
@@ -186,11 +187,10 @@ repeat
       rem = (room - frac) / b -- units left: rem + frac / b
     end
     if x > 0 then reset_us = t - now + (x + -x % limit) / limit end
-    u = false -- the level to write is x (u, p: deep.lua's)
   end
   local cap, per = burst, b
   local allowed, out = ok
-  if (ok or settle) and writes then out = fmt('gcra:4 %d %d %d', (x - x % b) / b, x % b, t) end
+  if (ok or settle) and writes then out = fmt('gcra:4 %d %d', x, t) end
   -- upto's grant after the measuring pass (upto.lua): then the pass again.
   if mode == 'upto' and cost == 0 and want > 0 then
     cost = rem < want and rem or want
@@ -215,8 +215,8 @@ until true
 -- ---- gcra's constants (from its manifest) ----
 local NAME, TAG = 'gcra', 'gcra:4'
 local MAX_LIMIT, LIMIT_RULE, BURST_RULE = 1000000000000, 'must be a whole number from 1 to 10^12', 'must be a whole number up to 10^12, or 0 or empty for limit'
-local TIME_AT, TIME_MAX = 3, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
-local FIELDS, STATE = 3, '^gcra:4 (%d+) (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
+local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
+local FIELDS, STATE = 2, '^gcra:4 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 
 -- ---- Helpers (scripts/src/helpers.lua) ----
 -- Defined once: at the top of each script, and once at FUNCTION LOAD in the
@@ -334,12 +334,11 @@ local function out_of_range(limit, period_ms, burst)
   return nil
 end
 -- ---- The level past 2^53 (scripts/src/deep.lua) ----
--- A level of u whole units and p parts of a unit (x = u * period_us + p,
--- 0 <= p < period_us) is what the state keeps; level.lua decides in x
--- while x stays below 2^53, and here otherwise: in the accepted range x
--- reaches 6.4 * 10^25 (twice 10^12 units of 366 days), but u, p, every
--- time and every wait stay below 2^53, and each product of two of them
--- goes through muldiv (exact.lua).
+-- In the accepted range a level x reaches 6.4 * 10^25 (twice 10^12 units
+-- of 366 days): here it is split into u whole units and p parts of a unit,
+-- x = u * period_us + p with 0 <= p < period_us, each below 2^53, as is
+-- every time and every wait; each product of two of them goes through
+-- muldiv (exact.lua). The state keeps x as its decimal text.
 -- ceil_div is ceil((k * b + f) / d), for whole k, f >= 0 and d >= 1.
 local function ceil_div(k, b, f, d)
   local q, r = muldiv(k, b, d)
@@ -359,20 +358,44 @@ local function drain(u, p, e, limit, b)
   end
   return u, p
 end
--- deep is level.lua's decision for one limit on the level u, p at time t,
--- for any level and any limit of the range; mode is refund, force or
--- false. The state's level, drained, is what refund and force change by
--- their units, so that no forgiveness is written back (guarantee 12); the
--- read is that level at most twice the capacity as of t, drained; an
--- admission records on the read. It returns what level.lua sets: ok,
--- retry_us, units, rem and frac (the units left: rem + frac / b), reset_us,
--- and the level to write, u, p, and its time.
-local function deep(u, p, t, now, limit, b, burst, cost, mode)
-  if p >= b then -- another period's parts
-    local r = p % b
-    u = u + (p - r) / b
-    p = r
+-- split is x (a number below 2^53, or the text of a larger one, state.lua)
+-- as u, p for a period of b microseconds: the text's last 14 digits and the
+-- rest, hi * 10^14 + lo, divided by b (hi has no leading zero: state.lua).
+local function split(x, b)
+  if x == x + 0 then
+    local p = x % b
+    return (x - p) / b, p
   end
+  local hi, lo = ('').sub(x, 1, #x - 14) + 0, ('1' .. ('').sub(x, -14)) - 1e14 -- (a 1 before the zeros the last 14 may start with: gopher-lua reads 010 as octal)
+  if hi >= b then return 17592186044417, 0 end -- past 10^14 units: more than any limit writes
+  local q, r = muldiv(hi, 1e14, b)
+  r = r + lo
+  local p = r % b
+  return q + (r - p) / b, p
+end
+-- text is the level u * b + p as a decimal number: in base 10^7, from
+-- products of 7-digit halves, each below 2^53.
+local function text(u, p, b)
+  local x = u * b + p
+  if x < 9007199254740992 then return fmt('%d', x) end -- exact
+  local ul, bl = u % 1e7, b % 1e7
+  local uh, bh = (u - ul) / 1e7, (b - bl) / 1e7
+  local s0 = ul * bl + p
+  local c0 = s0 % 1e7
+  local s1 = uh * bl + ul * bh + (s0 - c0) / 1e7
+  local c1 = s1 % 1e7
+  return fmt('%d%07d%07d', uh * bh + (s1 - c1) / 1e7, c1, c0)
+end
+-- deep is level.lua's decision for one limit on the level x at time t, for
+-- any level and any limit of the range; mode is refund, force or false.
+-- The state's level, drained, is what refund and force change by their
+-- units, so that no forgiveness is written back (guarantee 12); the read
+-- is that level at most twice the capacity as of t, drained; an admission
+-- records on the read. It returns what level.lua sets: ok, retry_us,
+-- units, rem and frac (the units left: rem + frac / b), reset_us, and the
+-- level to write, as text, and its time.
+local function deep(x, t, now, limit, b, burst, cost, mode)
+  local u, p = split(x, b)
   if u > 17592186044416 then -- 2^44 units: past anything a limit writes
     u = 17592186044416
     p = 0
@@ -432,7 +455,7 @@ local function deep(u, p, t, now, limit, b, burst, cost, mode)
     frac = 0
   end
   if cu > 0 or cp > 0 then reset_us = t - now + ceil_div(cu, b, cp, limit) end
-  return ok, retry_us, units, rem, frac, reset_us, u, p, t
+  return ok, retry_us, units, rem, frac, reset_us, text(u, p, b), t
 end
 -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
 local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
@@ -535,14 +558,15 @@ end
 -- ---- State (scripts/src/state.lua) ----
 -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
 -- separated by single spaces: no leading zeros, each below 2^53, a recorded
--- time (TIME_AT) no later than TIME_MAX, a time ahead of the clock (AHEAD_AT,
--- gcra's TAT) no later than AHEAD_MAX. Anything else (another type, a
--- user's value, another script's or version's state) is refused, untouched.
+-- time (TIME_AT) no later than TIME_MAX, a level (gcra's, leaky_bucket's)
+-- of up to 26 digits, kept as its text past 2^53 - 1. Anything else
+-- (another type, a user's value, another script's or version's state) is
+-- refused, untouched.
 -- n limits' state is read in one match into a table (limit j's field f at
 -- FIELDS * (j - 1) + f), one limit's into locals, another number of limits'
 -- field by field. With several keys, key i holds limit i's state, read as a
 -- one-limit call reads it, and an error names it (key #i).
-local slots, i, s1, s2, s3 -- with several keys, their numbers and the key read; the first limit's (nil: none)
+local slots, i, s1, s2 -- with several keys, their numbers and the key read; the first limit's (nil: none)
 local more -- every limit's numbers, FIELDS each, when the state holds several limits'
 while true do -- KEYS[1], then with several keys each in turn
   local raw = redis.pcall('GET', key)
@@ -550,25 +574,24 @@ while true do -- KEYS[1], then with several keys each in turn
     if raw.err then -- pcall's error reply: another type (a string's .err is nil)
       return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value of another type, not ' .. NAME .. ' state: left untouched')
     end
-    -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
-    -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
-    -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
-    -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
-    -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
-    if k == 1 and n > 1 then more = { match(raw, '^' .. TAG .. ('').rep(' (%d+) (%d+) ([1-9]%d*)', n) .. '$') } end -- n limits' (the library makes the patterns at load)
+    -- Each number: at most 16 digits (a level 26), no leading zero (such a
+    -- field reads below 10^(digits - 1), on gopher-lua too, which reads 010
+    -- as octal), and at most its maximum: TIME_MAX for a recorded time, else
+    -- 2^53 - 1 (a level: 10^26, its text kept past 2^53 - 1, which reads
+    -- rounded).
+    if k == 1 and n > 1 then more = { match(raw, '^' .. TAG .. ('').rep(' ([1-9]%d*) ([1-9]%d*)', n) .. '$') } end -- n limits' (the library makes the patterns at load)
     local good = more and more[1] ~= nil
     if not good then
-      local t1, t2, t3, rest = match(raw, STATE)
+      local t1, t2, rest = match(raw, STATE)
       good = rest ~= nil
       if good and rest == '' then -- one limit's
-        s1 = #t1 <= 16 and t1 + 0
+        s1 = #t1 <= 26 and t1 + 0
         s2 = #t2 <= 16 and t2 + 0
-        s3 = #t3 <= 16 and t3 + 0
-        good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991
-        good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= 9007199254740991
-        good = good and s3 and (#t3 == 1 or s3 >= 10 ^ (#t3 - 1)) and s3 <= TIME_MAX
+        good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 1e26
+        good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX
+        if good and s1 > 9007199254740991 then s1 = t1 end
       elseif good then -- another number of limits: " n n ..." exactly, FIELDS each, up to 8 limits
-        more = { t1, t2, t3 }
+        more = { t1, t2 }
         local read = 0
         for f in ('').gmatch(rest, ' (%d+)') do read = read + 1 + #f; more[#more + 1] = f end
         good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS and not find(raw, ' 0%d') -- no leading zero (FULL's pattern takes none in a time)
@@ -576,13 +599,11 @@ while true do -- KEYS[1], then with several keys each in turn
     end
     if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
       for j = 0, #more - 1, FIELDS do
-        local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 1] = v
-        local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and (#f == 1 or v >= 10 ^ (#f - 1)) and v <= 9007199254740991) then good = false break end; more[j + 2] = v
-        local f = more[j + 3]; local v = #f <= 16 and f + 0; if not (v and v <= TIME_MAX) then good = false break end; more[j + 3] = v
+        local f = more[j + 1]; local v = #f <= 26 and f + 0; if not (v and v <= 1e26) then good = false break end; more[j + 1] = v > 9007199254740991 and f or v
+        local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and v <= TIME_MAX) then good = false break end; more[j + 2] = v
       end
       s1 = more[1]
       s2 = more[2]
-      s3 = more[3]
     end
     if not good then
       local other, which = ({ ['gcra:4'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:4'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
@@ -599,15 +620,13 @@ while true do -- KEYS[1], then with several keys each in turn
   if not slots then slots, i = {}, 1 end
   slots[(i - 1) * FIELDS + 1] = s1
   slots[(i - 1) * FIELDS + 2] = s2
-  slots[(i - 1) * FIELDS + 3] = s3
   if i == k then
     s1 = slots[1]
     s2 = slots[2]
-    s3 = slots[3]
     more, key = slots, keys[1]
     break
   end
-  s1, s2, s3 = nil
+  s1, s2 = nil
   more = nil
   i = i + 1
   key = keys[i]
@@ -632,17 +651,17 @@ repeat
 -- A level of x stands for x / period_us units: a unit is period_us of x, x
 -- drains by limit each microsecond, and no limit or burst changes what it
 -- means, so raised limits read the same level and only admit more
--- (guarantee 12). The state keeps it as u whole units and p parts of a
--- unit, x = u * period_us + p. The capacity is burst * period_us; a state
--- is read as at most twice it (the debt force may leave), as of its time,
--- so no wait passes twice the time these limits take to drain their
--- capacity. While twice the capacity stays below 2^53 (and the state within
--- it), x is exact in a double and decided here; past it deep.lua decides.
+-- (guarantee 12). The capacity is burst * period_us; a state is read as at
+-- most twice it (the debt force may leave), as of its time, so no wait
+-- passes twice the time these limits take to drain their capacity. While
+-- twice the capacity stays below 2^53 (and the state within it), x is exact
+-- in a double and decided here; past it deep.lua decides, and x may be the
+-- text of a level past 2^53 (state.lua).
 for i = 1, n do
-  -- This limit's arguments and its state, u, p at time t (nil: none): the
+  -- This limit's arguments and its state, x at time t (nil: none): the
   -- first limit's in locals, the others' in argv (as numbers by now) and in
   -- more.
-  local limit, b, burst, u, p, t = limit1, period1 * 1000, burst1, s1, s2, s3
+  local limit, b, burst, x, t = limit1, period1 * 1000, burst1, s1, s2
   if i > 1 then
     -- (keyed.lua) With several keys, the limit before is KEYS[i - 1]'s, and
     -- its record that key's whole state, kept with its own TTL (write.lua);
@@ -653,15 +672,19 @@ for i = 1, n do
       out, ttl_us = TAG, 0
     end
     limit, b, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
-    u, p, t = more[3 * i - 2], more[3 * i - 1], more[3 * i]
+    x, t = more[2 * i - 1], more[2 * i]
   end
-  local xmax, x = burst * b, 0
-  if t then x = u * b + p else u, p, t = 0, 0, now end
+  local xmax, text = burst * b -- text: the level to write, past 2^53 (deep.lua's)
+  if not t then x, t = 0, now end
   local ok, never, retry_us, units, rem, frac, reset_us = false, cost > burst, 0, 0, 0, 0, 0
-  if xmax > 4503599627370496 or x > 2 * xmax and b < 140737488355328 then -- past 2^53 (deep.lua; exact.lua's bound on b)
-    ok, retry_us, units, rem, frac, reset_us, u, p, t = deep(u, p, t, now, limit, b, burst, cost, settle and mode)
-  else
-    if x > 2 * xmax then x = 2 * xmax end -- (a period past 4 years: read at most twice the capacity)
+  if xmax > 4503599627370496 or x ~= x + 0 or x > 2 * xmax then -- past 2^53 (x ~= x + 0: its text), or a state past twice the capacity
+    if b < 140737488355328 or xmax > 4503599627370496 then
+      ok, retry_us, units, rem, frac, reset_us, text, t = deep(x, t, now, limit, b, burst, cost, settle and mode)
+    else
+      x = 2 * xmax -- (a period past 4 years, past exact.lua's bound on b: read at most twice the capacity)
+    end
+  end
+  if not text then
     -- Drained to now. A clock behind t (it stepped back) decides as of t,
     -- and its waits are longer by t - now (guarantee 9).
     if now > t then
@@ -695,7 +718,6 @@ for i = 1, n do
       rem = (room - frac) / b -- units left: rem + frac / b
     end
     if x > 0 then reset_us = t - now + (x + -x % limit) / limit end
-    u = false -- the level to write is x (u, p: deep.lua's)
   end
   local cap, per = burst, b
   -- ---- This limit's verdict (scripts/src/verdict.lua) ----
@@ -739,13 +761,7 @@ for i = 1, n do
       d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
     end
   end
-  if allowed and writes then
-    if not u then
-      p = x % b
-      u = (x - p) / b
-    end
-    out = out .. fmt(' %d %d %d', u, p, t)
-  end
+  if allowed and writes then out = out .. (text and ' ' .. text .. fmt(' %d', t) or fmt(' %d %d', x, t)) end
 end
   -- ---- upto's passes (scripts/src/upto.lua) ----
   -- After the measuring pass, the grant is the fewest whole units a limit

@@ -9,20 +9,20 @@ const ContractVersion = "4"
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "c10bfe38235b91eaef1d7780811a0d94012d031b"
+const LibraryVersion = "09ea4d793f30640bb443988b28998c21c7fdaff1"
 
-// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_vc10bfe38235b runs this version of redisrate_gcra or fails with "Function not found".
-const VersionSuffix = "_vc10bfe38235b"
+// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_v09ea4d793f30 runs this version of redisrate_gcra or fails with "Function not found".
+const VersionSuffix = "_v09ea4d793f30"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
-	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: units spaced period_ms / limit apart, up to burst at once; smooth and exact", SHA1: "905306499e48f3f87688205b7649af9dfe4bcb58", Function: "redisrate_gcra"},
-	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "8bc2e342ac5aed693e89950be6f6844fb663bcea", Function: "redisrate_token_bucket"},
-	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "bd05ce51c81d69f46fe7d9ea8334b0ba95c8ee84", Function: "redisrate_leaky_bucket"},
-	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "a4ce721201cefd25e3121072cb6c6e7ccadf68ef", Function: "redisrate_sliding_window"},
-	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "b084a169d5ec670ae561ef642ae274728f2c0760", Function: "redisrate_fixed_window"},
+	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: units spaced period_ms / limit apart, up to burst at once; smooth and exact", SHA1: "e1eee599e0e1d000e8780115e37704f038c0836b", Function: "redisrate_gcra"},
+	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "ba66ba633bb47059d401588000f8c208922c10ec", Function: "redisrate_token_bucket"},
+	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "bc7738ca5613c3b02969c15225ccc5f0a04bf730", Function: "redisrate_leaky_bucket"},
+	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "2b997bbc578d7542d3d356b321fbda41f6657acf", Function: "redisrate_sliding_window"},
+	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "5db80bf05b865b77261cc03187f1f8a86881f309", Function: "redisrate_fixed_window"},
 	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "46e9ec64ba2639366f44b8b7158e9be7284502bd", Function: "redisrate_sliding_log"},
 }
 
 // resetSHA1 is the SHA1 of reset.lua.
-const resetSHA1 = "0185d888909c82f77999c9f4e006dbea959d27c9"
+const resetSHA1 = "01e8f9d5cdb2b73ba7c368e0a4700fd2083f353b"

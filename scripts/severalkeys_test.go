@@ -380,7 +380,7 @@ func TestSeveralKeysGCRANear2200(t *testing.T) {
 	s := spec("gcra")
 	for _, b := range st.BothClocked(t) {
 		b.SetTime(dec2199)
-		state := fmt.Sprintf("gcra:4 1000000000000 0 %d", dec2199.UnixMicro())
+		state := fmt.Sprintf("gcra:4 31622400000000000000000000 %d", dec2199.UnixMicro())
 		lim := [3]string{"1000000000000", "31622400000", ""}
 		keys := []string{"{rv53}:a", "{rv53}:b"}
 		if r := evalKeys(b, s, keys, keyArgs([][3]string{lim, lim}, "1000000000000", "")...); !r.Equal(st.Reply{Ints: []int64{1, 0, 0, 31622400000, 1e12, 1, 1e12}}) {

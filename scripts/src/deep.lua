@@ -1,10 +1,9 @@
 -- ---- The level past 2^53 (scripts/src/deep.lua) ----
--- A level of u whole units and p parts of a unit (x = u * period_us + p,
--- 0 <= p < period_us) is what the state keeps; level.lua decides in x
--- while x stays below 2^53, and here otherwise: in the accepted range x
--- reaches 6.4 * 10^25 (twice 10^12 units of 366 days), but u, p, every
--- time and every wait stay below 2^53, and each product of two of them
--- goes through muldiv (exact.lua).
+-- In the accepted range a level x reaches 6.4 * 10^25 (twice 10^12 units
+-- of 366 days): here it is split into u whole units and p parts of a unit,
+-- x = u * period_us + p with 0 <= p < period_us, each below 2^53, as is
+-- every time and every wait; each product of two of them goes through
+-- muldiv (exact.lua). The state keeps x as its decimal text.
 -- ceil_div is ceil((k * b + f) / d), for whole k, f >= 0 and d >= 1.
 local function ceil_div(k, b, f, d)
   local q, r = muldiv(k, b, d)
@@ -24,20 +23,44 @@ local function drain(u, p, e, limit, b)
   end
   return u, p
 end
--- deep is level.lua's decision for one limit on the level u, p at time t,
--- for any level and any limit of the range; mode is refund, force or
--- false. The state's level, drained, is what refund and force change by
--- their units, so that no forgiveness is written back (guarantee 12); the
--- read is that level at most twice the capacity as of t, drained; an
--- admission records on the read. It returns what level.lua sets: ok,
--- retry_us, units, rem and frac (the units left: rem + frac / b), reset_us,
--- and the level to write, u, p, and its time.
-local function deep(u, p, t, now, limit, b, burst, cost, mode)
-  if p >= b then -- another period's parts
-    local r = p % b
-    u = u + (p - r) / b
-    p = r
+-- split is x (a number below 2^53, or the text of a larger one, state.lua)
+-- as u, p for a period of b microseconds: the text's last 14 digits and the
+-- rest, hi * 10^14 + lo, divided by b (hi has no leading zero: state.lua).
+local function split(x, b)
+  if x == x + 0 then
+    local p = x % b
+    return (x - p) / b, p
   end
+  local hi, lo = ('').sub(x, 1, #x - 14) + 0, ('1' .. ('').sub(x, -14)) - 1e14 -- (a 1 before the zeros the last 14 may start with: gopher-lua reads 010 as octal)
+  if hi >= b then return 17592186044417, 0 end -- past 10^14 units: more than any limit writes
+  local q, r = muldiv(hi, 1e14, b)
+  r = r + lo
+  local p = r % b
+  return q + (r - p) / b, p
+end
+-- text is the level u * b + p as a decimal number: in base 10^7, from
+-- products of 7-digit halves, each below 2^53.
+local function text(u, p, b)
+  local x = u * b + p
+  if x < 9007199254740992 then return fmt('%d', x) end -- exact
+  local ul, bl = u % 1e7, b % 1e7
+  local uh, bh = (u - ul) / 1e7, (b - bl) / 1e7
+  local s0 = ul * bl + p
+  local c0 = s0 % 1e7
+  local s1 = uh * bl + ul * bh + (s0 - c0) / 1e7
+  local c1 = s1 % 1e7
+  return fmt('%d%07d%07d', uh * bh + (s1 - c1) / 1e7, c1, c0)
+end
+-- deep is level.lua's decision for one limit on the level x at time t, for
+-- any level and any limit of the range; mode is refund, force or false.
+-- The state's level, drained, is what refund and force change by their
+-- units, so that no forgiveness is written back (guarantee 12); the read
+-- is that level at most twice the capacity as of t, drained; an admission
+-- records on the read. It returns what level.lua sets: ok, retry_us,
+-- units, rem and frac (the units left: rem + frac / b), reset_us, and the
+-- level to write, as text, and its time.
+local function deep(x, t, now, limit, b, burst, cost, mode)
+  local u, p = split(x, b)
   if u > 17592186044416 then -- 2^44 units: past anything a limit writes
     u = 17592186044416
     p = 0
@@ -97,5 +120,5 @@ local function deep(u, p, t, now, limit, b, burst, cost, mode)
     frac = 0
   end
   if cu > 0 or cp > 0 then reset_us = t - now + ceil_div(cu, b, cp, limit) end
-  return ok, retry_us, units, rem, frac, reset_us, u, p, t
+  return ok, retry_us, units, rem, frac, reset_us, text(u, p, b), t
 end

@@ -2,9 +2,11 @@
 --! go: GCRA
 --! name: gcra
 --! tag: gcra:4
---! fields: 3
+--! positive_field: 1
+--! big_field: 1
+--! fields: 2
 --! window: false
---! time_field: 3
+--! time_field: 2
 --! time_unit: us
 --! range: continuous
 --! max_limit: 1000000000000
@@ -16,15 +18,15 @@
 -- of now. The TAT's distance ahead of now is a level that drains at limit
 -- per period_ms, which is what the state keeps, so gcra decides exactly as
 -- leaky_bucket.lua does (level.lua, written once for both).
--- State (v4): "gcra:4 u p t" for each limit: a level of u + p / period_us
--- units (u whole units, 0 <= p < period_us parts of a unit) at time t
--- microseconds; the TAT is t + (u * period_us + p) / limit. No limit or
--- burst changes what u and p mean: raised limits never deny what the old
--- admit, lowered never admit what they deny (guarantee 12). A state is read
--- as at most twice the capacity as of t, so a debt of other limits is
--- forgiven past that; refund and force change the level itself by their
--- units, and write none of that forgiveness back. A clock that steps back
--- decides as of t.
+-- State (v4): "gcra:4 x t" for each limit: a level of x / period_us units
+-- at time t microseconds (the TAT is t + x / limit), x a whole number of up
+-- to 26 digits (10^12 units of 366 days reach 3.2 * 10^25). No limit or
+-- burst changes what x means: raised limits never deny what the old admit,
+-- lowered never admit what they deny (guarantee 12). A state is read as at
+-- most twice the capacity as of t, so a debt of other limits is forgiven
+-- past that; refund and force change the level itself by their units, and
+-- write none of that forgiveness back. A clock that steps back decides as
+-- of t. (v3's "gcra:3 x t" held x below 2^53 only.)
 -- Modes: upto takes what every limit grants; refund lowers the level, never
 -- below empty; force raises it as far as twice the capacity (a debt).
 -- Exact for every limit, burst and cost up to 10^12 and period_ms up to 366

@@ -2,38 +2,42 @@
 -- A level of x stands for x / period_us units: a unit is period_us of x, x
 -- drains by limit each microsecond, and no limit or burst changes what it
 -- means, so raised limits read the same level and only admit more
--- (guarantee 12). The state keeps it as u whole units and p parts of a
--- unit, x = u * period_us + p. The capacity is burst * period_us; a state
--- is read as at most twice it (the debt force may leave), as of its time,
--- so no wait passes twice the time these limits take to drain their
--- capacity. While twice the capacity stays below 2^53 (and the state within
--- it), x is exact in a double and decided here; past it deep.lua decides.
+-- (guarantee 12). The capacity is burst * period_us; a state is read as at
+-- most twice it (the debt force may leave), as of its time, so no wait
+-- passes twice the time these limits take to drain their capacity. While
+-- twice the capacity stays below 2^53 (and the state within it), x is exact
+-- in a double and decided here; past it deep.lua decides, and x may be the
+-- text of a level past 2^53 (state.lua).
 --@fast begin
 --@if general
 for i = 1, n do
 --@end
-  -- This limit's arguments and its state, u, p at time t (nil: none): the
+  -- This limit's arguments and its state, x at time t (nil: none): the
   -- first limit's in locals, the others' in argv (as numbers by now) and in
   -- more.
-  local limit, b, burst, u, p, t = limit1, period1 * 1000, burst1, s1, s2, s3
+  local limit, b, burst, x, t = limit1, period1 * 1000, burst1, s1, s2
 --@if general
   if i > 1 then
 --@include keyed.lua
     limit, b, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
-    u, p, t = more[3 * i - 2], more[3 * i - 1], more[3 * i]
+    x, t = more[2 * i - 1], more[2 * i]
   end
 --@end
-  local xmax, x = burst * b, 0
-  if t then x = u * b + p else u, p, t = 0, 0, now end
+  local xmax, text = burst * b -- text: the level to write, past 2^53 (deep.lua's)
+  if not t then x, t = 0, now end
   local ok, never, retry_us, units, rem, frac, reset_us = false, cost > burst, 0, 0, 0, 0, 0
-  if xmax > 4503599627370496 or x > 2 * xmax and b < 140737488355328 then -- past 2^53 (deep.lua; exact.lua's bound on b)
+  if xmax > 4503599627370496 or x ~= x + 0 or x > 2 * xmax then -- past 2^53 (x ~= x + 0: its text), or a state past twice the capacity
+    if b < 140737488355328 or xmax > 4503599627370496 then
 --@if fast
-    break -- to the general code
+      break -- to the general code
 --@else
-    ok, retry_us, units, rem, frac, reset_us, u, p, t = deep(u, p, t, now, limit, b, burst, cost, settle and mode)
+      ok, retry_us, units, rem, frac, reset_us, text, t = deep(x, t, now, limit, b, burst, cost, settle and mode)
 --@end
-  else
-    if x > 2 * xmax then x = 2 * xmax end -- (a period past 4 years: read at most twice the capacity)
+    else
+      x = 2 * xmax -- (a period past 4 years, past exact.lua's bound on b: read at most twice the capacity)
+    end
+  end
+  if not text then
     -- Drained to now. A clock behind t (it stepped back) decides as of t,
     -- and its waits are longer by t - now (guarantee 9).
     if now > t then
@@ -67,21 +71,14 @@ for i = 1, n do
       rem = (room - frac) / b -- units left: rem + frac / b
     end
     if x > 0 then reset_us = t - now + (x + -x % limit) / limit end
-    u = false -- the level to write is x (u, p: deep.lua's)
   end
   local cap, per = burst, b
 --@if general
 --@include verdict.lua
-  if allowed and writes then
-    if not u then
-      p = x % b
-      u = (x - p) / b
-    end
-    out = out .. fmt(' %d %d %d', u, p, t)
-  end
+  if allowed and writes then out = out .. (text and ' ' .. text .. fmt(' %d', t) or fmt(' %d %d', x, t)) end
 end
 --@else
   local allowed, out = ok
-  if (ok or settle) and writes then out = fmt('@TAG@ %d %d %d', (x - x % b) / b, x % b, t) end
+  if (ok or settle) and writes then out = fmt('@TAG@ %d %d', x, t) end
 --@end
 --@fast end

@@ -67,7 +67,7 @@ type Algorithm struct {
 	Positive int    // which of a limit's fields is never 0 in a state of one limit the scripts wrote (1-based; 0: none)
 	Fields   int    // numbers per limit in the state string
 	TimeAt   int    // which of a limit's fields is a recorded time (1-based; 0: none, or the log's entries)
-	AheadAt  int    // which of a limit's fields is a time ahead of the clock (gcra's TAT), up to aheadMax; 0: none
+	BigAt    int    // which of a limit's fields is a level of up to 26 digits (gcra's and leaky_bucket's level times period_us, past 2^53 in v4's range); 0: none
 	TimeMax  int64  // the latest time a state may hold: the year 2250, in its unit
 	Window   bool
 	Log      bool
@@ -271,7 +271,7 @@ func limitPattern(a Algorithm) string {
 	var b strings.Builder
 	for k := 1; k <= a.Fields; k++ {
 		switch {
-		case k == a.TimeAt || k == a.AheadAt || k == a.Positive:
+		case k == a.TimeAt || k == a.Positive:
 			b.WriteString(" ([1-9]%d*)")
 		case k == a.Signed:
 			b.WriteString(" (%-?%d+)")
@@ -429,9 +429,9 @@ func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
 			return a, fmt.Errorf("positive_field %q: want a field that is not signed", v)
 		}
 	}
-	if v, ok := meta["ahead_field"]; ok {
-		if a.AheadAt, err = strconv.Atoi(v); err != nil || a.AheadAt < 1 || a.AheadAt > a.Fields || a.AheadAt == a.TimeAt {
-			return a, fmt.Errorf("ahead_field %q: want a field other than time_field", v)
+	if v, ok := meta["big_field"]; ok {
+		if a.BigAt, err = strconv.Atoi(v); err != nil || a.BigAt < 1 || a.BigAt > a.Fields || a.BigAt == a.TimeAt || a.BigAt != a.Positive {
+			return a, fmt.Errorf("big_field %q: want the positive field, other than time_field", v)
 		}
 	}
 	switch meta["time_unit"] {
@@ -480,12 +480,12 @@ func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
 		if err != nil {
 			return a, err
 		}
-		if a.Fast, err = inlineConstants(a, perField(a, append(fast, tail...))); err != nil {
+		if a.Fast, err = inlineConstants(a, perField(a, append(fast, tail...), true)); err != nil {
 			return a, fmt.Errorf("fast: %w", err)
 		}
 	}
 	if !a.Log {
-		a.Body = perField(a, a.Body)
+		a.Body = perField(a, a.Body, false)
 	}
 	return a, nil
 }
@@ -618,9 +618,6 @@ func constants(b *strings.Builder, a Algorithm, library bool) {
 			b.WriteString("local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it\n")
 			b.WriteString("for n = 1, 8 do FULL[n] = " + fullPattern(a, "n") + " end\n")
 		}
-		if a.AheadAt > 0 {
-			fmt.Fprintf(b, "local AHEAD_AT, AHEAD_MAX = %d, %d -- which field is a time ahead of the clock, and its range: TIME_MAX + 2^52, rounded up to 2 mod 4 (see state.lua)\n", a.AheadAt, aheadMax)
-		}
 	}
 	b.WriteByte('\n')
 }
@@ -682,7 +679,7 @@ var otherConstant = regexp.MustCompile(`\b(NAME|LIMIT_RULE|BURST_RULE|TIME_AT|FI
 // other than 0), "@lead@" and "@leadf@" as that check where the pattern
 // does not already make it. So a state of one limit is read into
 // locals, without a table, in every algorithm whatever its number of fields.
-func perField(a Algorithm, lines []string) []string {
+func perField(a Algorithm, lines []string, fast bool) []string {
 	var stored, texts []string
 	for k := 1; k <= a.Fields; k++ {
 		stored = append(stored, fmt.Sprintf("s%d", k))
@@ -704,11 +701,20 @@ func perField(a Algorithm, lines []string) []string {
 		}
 		for k := 1; k <= a.Fields; k++ {
 			max, digits, lead, leadf := "9007199254740991", "16", fmt.Sprintf("(#t%d == 1 or s%d >= 10 ^ (#t%d - 1)) and ", k, k, k), "(#f == 1 or v >= 10 ^ (#f - 1)) and "
+			keep, keepv := "", "v"
 			switch k {
 			case a.TimeAt:
 				max, lead, leadf = "TIME_MAX", "", ""
-			case a.AheadAt:
-				max, digits, lead, leadf = "AHEAD_MAX", "17", "", ""
+			case a.BigAt:
+				// up to 26 digits, without a leading zero (the pattern's);
+				// past 2^53 - 1 kept as its text, which deep.lua reads
+				// exactly. The specialized copy takes none past 2^53 - 1.
+				lead, leadf = "", ""
+				if !fast {
+					max, digits = "1e26", "26"
+					keep = fmt.Sprintf("if good and s%d > 9007199254740991 then s%d = t%d end", k, k, k)
+					keepv = "v > 9007199254740991 and f or v"
+				}
 			case a.Positive:
 				// the patterns of one limit's state and of n limits' take no
 				// leading zero there (limitPattern), nor does the rest's read
@@ -725,8 +731,10 @@ func perField(a Algorithm, lines []string) []string {
 			if k == a.Signed {
 				zero = lead
 			}
-			r := strings.NewReplacer("@lead@", lead, "@leadf@", leadf, "@zero@", zero, "@k@", strconv.Itoa(k), "@max@", max, "@digits@", digits)
-			out = append(out, r.Replace(line))
+			r := strings.NewReplacer("@lead@", lead, "@leadf@", leadf, "@zero@", zero, "@k@", strconv.Itoa(k), "@max@", max, "@digits@", digits, "@keepv@", keepv, "@keep@", keep)
+			if l := r.Replace(line); strings.TrimSpace(l) != "" {
+				out = append(out, l)
+			}
 		}
 	}
 	return out
@@ -897,15 +905,15 @@ func reset(src fs.FS, algos []Algorithm) (string, error) {
 			marker, logMax = a.Tag, a.TimeMax
 			continue
 		}
-		ahead := -1
-		if a.AheadAt > 0 {
-			ahead = a.AheadAt % a.Fields
+		big := -1
+		if a.BigAt > 0 {
+			big = a.BigAt % a.Fields
 		}
 		signed := -1
 		if a.Signed > 0 {
 			signed = a.Signed % a.Fields
 		}
-		shapes = append(shapes, fmt.Sprintf("['%s'] = { %d, %d, %d, %d, %d, %d }", a.Tag, a.Fields, timeAt(a), a.TimeMax, ahead, int64(aheadMax), signed))
+		shapes = append(shapes, fmt.Sprintf("['%s'] = { %d, %d, %d, %d, %d }", a.Tag, a.Fields, timeAt(a), a.TimeMax, big, signed))
 	}
 	out := strings.NewReplacer("@VERSION@", ContractVersion, "@SHAPES@", "{ "+strings.Join(shapes, ", ")+" }",
 		"@MARKER@", marker, "@LOG_MAX@", strconv.FormatInt(logMax, 10)).Replace(string(text))

@@ -359,8 +359,9 @@ func tags(s manifest.Spec) []string { return []string{s.Tag} }
 // ValidState reports whether value is a string state of s: its tag, then
 // two or three whole numbers (no leading zeros) for each of 1 to 8 limits,
 // separated by single spaces, each in its range: a time at most TimeMax
-// (the year 2250); a token bucket's tokens may be negative ("-5"; not
-// "-0"); other fields below 2^53.
+// (the year 2250); gcra's and leaky_bucket's level up to 26 digits; a
+// token bucket's tokens may be negative ("-5"; not "-0"); other fields
+// below 2^53.
 func ValidState(s manifest.Spec, value string) bool {
 	for _, tag := range tags(s) {
 		rest, ok := strings.CutPrefix(value, tag)
@@ -385,6 +386,8 @@ func ValidState(s manifest.Spec, value string) bool {
 func validField(s manifest.Spec, j int, x string) bool {
 	max, width := int64(1<<53-1), 16
 	switch {
+	case s.Range == "continuous" && j == 1: // a level times period_us: up to 26 digits
+		return digits.MatchString(x) && len(x) <= 26 && (len(x) == 1 || x[0] != '0')
 	case s.TimeField == j:
 		max = s.TimeMax
 	case s.Name == "token_bucket" && j == 1 && strings.HasPrefix(x, "-"):

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/big"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/redisrate/redisrate/internal/manifest"
@@ -36,11 +35,13 @@ type Model struct {
 
 // mstate is one limit's stored state.
 type mstate struct {
-	// gcra, leaky_bucket (:4): a level of x = u * period_us + p (u, p as
-	// stored); t its time (µs). token_bucket: n tokens, t last refill (µs).
-	// fixed_window: t window start (µs), n count. sliding_window: t window
-	// start (ms), n current count, prev the previous window's.
-	u, p, t, n, prev int64
+	// gcra, leaky_bucket (:4): x = level * period_us (up to 26 digits,
+	// never changed in place); t its time (µs). token_bucket: n tokens, t
+	// last refill (µs). fixed_window: t window start (µs), n count.
+	// sliding_window: t window start (ms), n current count, prev the
+	// previous window's.
+	x          *big.Int
+	t, n, prev int64
 }
 
 // NewModel is a model of s on an empty key; now is the clock.
@@ -90,7 +91,7 @@ func (m *Model) Clock(now int64) {
 }
 
 // Load makes the model's key hold a string state, as SET would (no TTL
-// until a call writes one): "gcra:4 u p t", "lb:4 u p t", "tb:2 tokens t"
+// until a call writes one): "gcra:4 x t", "lb:4 x t", "tb:2 tokens t"
 // (tokens may be negative), "fw:2 start count",
 // "sw:2 start prev cur". It panics on anything else.
 func (m *Model) Load(value string) {
@@ -104,12 +105,16 @@ func (m *Model) Load(value string) {
 	}
 	per := m.Spec.Fields
 	nums := make([]int64, len(f)-1)
+	bigs := make([]*big.Int, len(f)-1)
 	for i, s := range f[1:] {
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
+		v, ok := new(big.Int).SetString(s, 10)
+		if !ok {
 			panic("Load: " + value)
 		}
-		nums[i] = v
+		bigs[i] = v
+		if v.IsInt64() {
+			nums[i] = v.Int64()
+		}
 	}
 	m.lims = nil
 	for i := 0; i+per <= len(nums); i += per {
@@ -117,7 +122,7 @@ func (m *Model) Load(value string) {
 		var s mstate
 		switch m.Spec.Name {
 		case "gcra", "leaky_bucket":
-			s = mstate{u: a, p: b, t: nums[i+2]}
+			s = mstate{x: bigs[i], t: b}
 		case "token_bucket":
 			s = mstate{n: a, t: b}
 		case "fixed_window":
@@ -228,7 +233,7 @@ func readLim(alg string, st *mstate, l Limit, now int64) lim {
 		v.x, v.rx = new(big.Int), new(big.Int)
 		if st != nil {
 			v.t = st.t
-			x := new(big.Int).Add(mul(st.u, P), bi(st.p))
+			x := st.x
 			// the state's own level: past 2^44 units, 2^44 (no limit writes it)
 			if new(big.Int).Quo(x, bi(P)).Cmp(bi(1<<44)) > 0 {
 				x = mul(1<<44, P)
@@ -528,8 +533,7 @@ func (v *lim) force(cost int64) int64 {
 func (v *lim) state() mstate {
 	switch v.alg {
 	case "gcra", "leaky_bucket":
-		u, p := new(big.Int).QuoRem(v.rx, bi(v.p()), new(big.Int))
-		return mstate{u: u.Int64(), p: p.Int64(), t: v.t}
+		return mstate{x: v.rx, t: v.t}
 	case "token_bucket":
 		return mstate{t: v.t, n: v.rn}
 	case "sliding_window":
@@ -904,7 +908,7 @@ func (m *Model) Value() string {
 	for _, s := range m.lims {
 		switch m.Spec.Name {
 		case "gcra", "leaky_bucket":
-			fmt.Fprintf(&b, " %d %d %d", s.u, s.p, s.t)
+			fmt.Fprintf(&b, " %s %d", s.x, s.t)
 		case "token_bucket":
 			fmt.Fprintf(&b, " %d %d", s.n, s.t)
 		case "fixed_window":
