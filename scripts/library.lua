@@ -184,7 +184,9 @@ local function ceil_div(k, b, f, d)
 end
 -- drain is the level u, p after e microseconds at limit per microsecond.
 local function drain(u, p, e, limit, b)
-  if (u * b + p) / limit < 9007199254740992 and e >= ceil_div(u, b, p, limit) then return 0, 0 end -- (else it takes longer than any e)
+  local x, d = u * b + p, e * limit -- (in doubles, each within 2^-52 of the exact: apart by more, they decide)
+  if d > x * 1.000000000001 then return 0, 0 end
+  if d > x * 0.999999999999 and x / limit < 9007199254740992 and e >= ceil_div(u, b, p, limit) then return 0, 0 end -- (else it takes longer than any e)
   local q, r = muldiv(e, limit, b) -- below x / b: below u + 1
   u = u - q
   p = p - r
@@ -209,9 +211,9 @@ local function split(x, b)
   local p = r % b
   return q + (r - p) / b, p
 end
--- text is the level u * b + p as a decimal number: in base 10^7, from
+-- decimal is the level u * b + p as a decimal number: in base 10^7, from
 -- products of 7-digit halves, each below 2^53.
-local function text(u, p, b)
+local function decimal(u, p, b)
   local x = u * b + p
   if x < 9007199254740992 then return fmt('%d', x) end -- exact
   local ul, bl = u % 1e7, b % 1e7
@@ -243,8 +245,9 @@ local function deep(x, t, now, limit, b, burst, cost, mode)
     cp = 0
   end
   if now > t then
+    local same = cu == u and cp == p -- (the read is the state's level: one drain for both)
     u, p = drain(u, p, now - t, limit, b)
-    cu, cp = drain(cu, cp, now - t, limit, b)
+    if same then cu, cp = u, p else cu, cp = drain(cu, cp, now - t, limit, b) end
     t = now
   end
   local k = cu + cost - burst -- the units past the capacity a call of cost would leave (and cp / b more)
@@ -291,7 +294,7 @@ local function deep(x, t, now, limit, b, burst, cost, mode)
     frac = 0
   end
   if cu > 0 or cp > 0 then reset_us = t - now + ceil_div(cu, b, cp, limit) end
-  return ok, retry_us, units, rem, frac, reset_us, text(u, p, b), t
+  return ok, retry_us, units, rem, frac, reset_us, decimal(u, p, b), t
 end
 local function gcra(KEYS, ARGV)
   -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
@@ -331,7 +334,10 @@ local function gcra(KEYS, ARGV)
       end
       if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then break end
     end
-    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+    -- Within the range without its exact rule: max(limit, burst) * period_ms
+    -- at most 4 * 10^12, or the default burst (its drain is its period) with
+    -- a period of at most 366 days; the general code checks the others.
+    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 and (burst1 > limit1 or period1 > 31622400000) then break end
     local now
     do
       local t = redis.call('TIME')
@@ -369,7 +375,9 @@ local function gcra(KEYS, ARGV)
     local ok, never, retry_us, units, rem, frac, reset_us = false, cost > burst, 0, 0, 0, 0, 0
     if xmax > 4503599627370496 or x ~= x + 0 or x > 2 * xmax then -- past 2^53 (x ~= x + 0: its text), or a state past twice the capacity
       if b < 140737488355328 or xmax > 4503599627370496 then
-        break -- to the general code
+        -- (A script defines deep.lua's functions here, where only the calls
+        -- past 2^53 make their closures; the library has them already.)
+        ok, retry_us, units, rem, frac, reset_us, text, t = deep(x, t, now, limit, b, burst, cost, settle and mode)
       else
         x = 2 * xmax -- (a period past 4 years, past exact.lua's bound on b: read at most twice the capacity)
       end
@@ -411,7 +419,9 @@ local function gcra(KEYS, ARGV)
     end
     local cap, per = burst, b
     local allowed, out = ok
-    if (ok or settle) and writes then out = fmt('gcra:4 %d %d', x, t) end
+    if (ok or settle) and writes then
+      if text then out = 'gcra:4 ' .. text .. fmt(' %d', t) else out = fmt('gcra:4 %d %d', x, t) end
+    end
     -- upto's grant after the measuring pass (upto.lua): then the pass again.
     if mode == 'upto' and cost == 0 and want > 0 then
       cost = rem < want and rem or want
@@ -837,7 +847,10 @@ local function token_bucket(KEYS, ARGV)
       end
       if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then break end
     end
-    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+    -- Within the range without its exact rule: max(limit, burst) * period_ms
+    -- at most 4 * 10^12, or the default burst (its drain is its period) with
+    -- a period of at most 366 days; the general code checks the others.
+    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 and (burst1 > limit1 or period1 > 31622400000) then break end
     local now
     do
       local t = redis.call('TIME')
@@ -1362,7 +1375,9 @@ local function ceil_div(k, b, f, d)
 end
 -- drain is the level u, p after e microseconds at limit per microsecond.
 local function drain(u, p, e, limit, b)
-  if (u * b + p) / limit < 9007199254740992 and e >= ceil_div(u, b, p, limit) then return 0, 0 end -- (else it takes longer than any e)
+  local x, d = u * b + p, e * limit -- (in doubles, each within 2^-52 of the exact: apart by more, they decide)
+  if d > x * 1.000000000001 then return 0, 0 end
+  if d > x * 0.999999999999 and x / limit < 9007199254740992 and e >= ceil_div(u, b, p, limit) then return 0, 0 end -- (else it takes longer than any e)
   local q, r = muldiv(e, limit, b) -- below x / b: below u + 1
   u = u - q
   p = p - r
@@ -1387,9 +1402,9 @@ local function split(x, b)
   local p = r % b
   return q + (r - p) / b, p
 end
--- text is the level u * b + p as a decimal number: in base 10^7, from
+-- decimal is the level u * b + p as a decimal number: in base 10^7, from
 -- products of 7-digit halves, each below 2^53.
-local function text(u, p, b)
+local function decimal(u, p, b)
   local x = u * b + p
   if x < 9007199254740992 then return fmt('%d', x) end -- exact
   local ul, bl = u % 1e7, b % 1e7
@@ -1421,8 +1436,9 @@ local function deep(x, t, now, limit, b, burst, cost, mode)
     cp = 0
   end
   if now > t then
+    local same = cu == u and cp == p -- (the read is the state's level: one drain for both)
     u, p = drain(u, p, now - t, limit, b)
-    cu, cp = drain(cu, cp, now - t, limit, b)
+    if same then cu, cp = u, p else cu, cp = drain(cu, cp, now - t, limit, b) end
     t = now
   end
   local k = cu + cost - burst -- the units past the capacity a call of cost would leave (and cp / b more)
@@ -1469,7 +1485,7 @@ local function deep(x, t, now, limit, b, burst, cost, mode)
     frac = 0
   end
   if cu > 0 or cp > 0 then reset_us = t - now + ceil_div(cu, b, cp, limit) end
-  return ok, retry_us, units, rem, frac, reset_us, text(u, p, b), t
+  return ok, retry_us, units, rem, frac, reset_us, decimal(u, p, b), t
 end
 local function leaky_bucket(KEYS, ARGV)
   -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
@@ -1509,7 +1525,10 @@ local function leaky_bucket(KEYS, ARGV)
       end
       if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then break end
     end
-    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+    -- Within the range without its exact rule: max(limit, burst) * period_ms
+    -- at most 4 * 10^12, or the default burst (its drain is its period) with
+    -- a period of at most 366 days; the general code checks the others.
+    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 and (burst1 > limit1 or period1 > 31622400000) then break end
     local now
     do
       local t = redis.call('TIME')
@@ -1547,7 +1566,9 @@ local function leaky_bucket(KEYS, ARGV)
     local ok, never, retry_us, units, rem, frac, reset_us = false, cost > burst, 0, 0, 0, 0, 0
     if xmax > 4503599627370496 or x ~= x + 0 or x > 2 * xmax then -- past 2^53 (x ~= x + 0: its text), or a state past twice the capacity
       if b < 140737488355328 or xmax > 4503599627370496 then
-        break -- to the general code
+        -- (A script defines deep.lua's functions here, where only the calls
+        -- past 2^53 make their closures; the library has them already.)
+        ok, retry_us, units, rem, frac, reset_us, text, t = deep(x, t, now, limit, b, burst, cost, settle and mode)
       else
         x = 2 * xmax -- (a period past 4 years, past exact.lua's bound on b: read at most twice the capacity)
       end
@@ -1589,7 +1610,9 @@ local function leaky_bucket(KEYS, ARGV)
     end
     local cap, per = burst, b
     local allowed, out = ok
-    if (ok or settle) and writes then out = fmt('lb:4 %d %d', x, t) end
+    if (ok or settle) and writes then
+      if text then out = 'lb:4 ' .. text .. fmt(' %d', t) else out = fmt('lb:4 %d %d', x, t) end
+    end
     -- upto's grant after the measuring pass (upto.lua): then the pass again.
     if mode == 'upto' and cost == 0 and want > 0 then
       cost = rem < want and rem or want
@@ -2052,7 +2075,10 @@ local function sliding_window(KEYS, ARGV)
       end
       if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then break end
     end
-    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+    -- Within the range without its exact rule: max(limit, burst) * period_ms
+    -- at most 4 * 10^12, or the default burst (its drain is its period) with
+    -- a period of at most 366 days; the general code checks the others.
+    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 and (burst1 > limit1 or period1 > 31622400000) then break end
     local now
     do
       local t = redis.call('TIME')
@@ -2642,7 +2668,10 @@ local function fixed_window(KEYS, ARGV)
       end
       if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then break end
     end
-    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+    -- Within the range without its exact rule: max(limit, burst) * period_ms
+    -- at most 4 * 10^12, or the default burst (its drain is its period) with
+    -- a period of at most 366 days; the general code checks the others.
+    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 and (burst1 > limit1 or period1 > 31622400000) then break end
     local now
     do
       local t = redis.call('TIME')
@@ -3417,43 +3446,43 @@ local function gcra_ro(KEYS, ARGV)
   return gcra(KEYS, as_check(ARGV, 'redisrate_gcra'))
 end
 redis.register_function('redisrate_gcra', gcra)
-redis.register_function('redisrate_gcra_v09ea4d793f30', gcra)
+redis.register_function('redisrate_gcra_vd03ccf1f76fe', gcra)
 redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' }, callback = gcra_ro }
-redis.register_function{ function_name = 'redisrate_gcra_ro_v09ea4d793f30', flags = { 'no-writes' }, callback = gcra_ro }
+redis.register_function{ function_name = 'redisrate_gcra_ro_vd03ccf1f76fe', flags = { 'no-writes' }, callback = gcra_ro }
 local function token_bucket_ro(KEYS, ARGV)
   return token_bucket(KEYS, as_check(ARGV, 'redisrate_token_bucket'))
 end
 redis.register_function('redisrate_token_bucket', token_bucket)
-redis.register_function('redisrate_token_bucket_v09ea4d793f30', token_bucket)
+redis.register_function('redisrate_token_bucket_vd03ccf1f76fe', token_bucket)
 redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' }, callback = token_bucket_ro }
-redis.register_function{ function_name = 'redisrate_token_bucket_ro_v09ea4d793f30', flags = { 'no-writes' }, callback = token_bucket_ro }
+redis.register_function{ function_name = 'redisrate_token_bucket_ro_vd03ccf1f76fe', flags = { 'no-writes' }, callback = token_bucket_ro }
 local function leaky_bucket_ro(KEYS, ARGV)
   return leaky_bucket(KEYS, as_check(ARGV, 'redisrate_leaky_bucket'))
 end
 redis.register_function('redisrate_leaky_bucket', leaky_bucket)
-redis.register_function('redisrate_leaky_bucket_v09ea4d793f30', leaky_bucket)
+redis.register_function('redisrate_leaky_bucket_vd03ccf1f76fe', leaky_bucket)
 redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' }, callback = leaky_bucket_ro }
-redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_v09ea4d793f30', flags = { 'no-writes' }, callback = leaky_bucket_ro }
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_vd03ccf1f76fe', flags = { 'no-writes' }, callback = leaky_bucket_ro }
 local function sliding_window_ro(KEYS, ARGV)
   return sliding_window(KEYS, as_check(ARGV, 'redisrate_sliding_window'))
 end
 redis.register_function('redisrate_sliding_window', sliding_window)
-redis.register_function('redisrate_sliding_window_v09ea4d793f30', sliding_window)
+redis.register_function('redisrate_sliding_window_vd03ccf1f76fe', sliding_window)
 redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' }, callback = sliding_window_ro }
-redis.register_function{ function_name = 'redisrate_sliding_window_ro_v09ea4d793f30', flags = { 'no-writes' }, callback = sliding_window_ro }
+redis.register_function{ function_name = 'redisrate_sliding_window_ro_vd03ccf1f76fe', flags = { 'no-writes' }, callback = sliding_window_ro }
 local function fixed_window_ro(KEYS, ARGV)
   return fixed_window(KEYS, as_check(ARGV, 'redisrate_fixed_window'))
 end
 redis.register_function('redisrate_fixed_window', fixed_window)
-redis.register_function('redisrate_fixed_window_v09ea4d793f30', fixed_window)
+redis.register_function('redisrate_fixed_window_vd03ccf1f76fe', fixed_window)
 redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' }, callback = fixed_window_ro }
-redis.register_function{ function_name = 'redisrate_fixed_window_ro_v09ea4d793f30', flags = { 'no-writes' }, callback = fixed_window_ro }
+redis.register_function{ function_name = 'redisrate_fixed_window_ro_vd03ccf1f76fe', flags = { 'no-writes' }, callback = fixed_window_ro }
 local function sliding_log_ro(KEYS, ARGV)
   return sliding_log(KEYS, as_check(ARGV, 'redisrate_sliding_log'))
 end
 redis.register_function('redisrate_sliding_log', sliding_log)
-redis.register_function('redisrate_sliding_log_v09ea4d793f30', sliding_log)
+redis.register_function('redisrate_sliding_log_vd03ccf1f76fe', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' }, callback = sliding_log_ro }
-redis.register_function{ function_name = 'redisrate_sliding_log_ro_v09ea4d793f30', flags = { 'no-writes' }, callback = sliding_log_ro }
+redis.register_function{ function_name = 'redisrate_sliding_log_ro_vd03ccf1f76fe', flags = { 'no-writes' }, callback = sliding_log_ro }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return '09ea4d793f30640bb443988b28998c21c7fdaff1' end }
+  callback = function() return 'd03ccf1f76fe51020e02422ec2ed6f615e3bf667' end }

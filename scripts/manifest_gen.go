@@ -9,18 +9,18 @@ const ContractVersion = "4"
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "09ea4d793f30640bb443988b28998c21c7fdaff1"
+const LibraryVersion = "d03ccf1f76fe51020e02422ec2ed6f615e3bf667"
 
-// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_v09ea4d793f30 runs this version of redisrate_gcra or fails with "Function not found".
-const VersionSuffix = "_v09ea4d793f30"
+// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_vd03ccf1f76fe runs this version of redisrate_gcra or fails with "Function not found".
+const VersionSuffix = "_vd03ccf1f76fe"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
-	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: units spaced period_ms / limit apart, up to burst at once; smooth and exact", SHA1: "e1eee599e0e1d000e8780115e37704f038c0836b", Function: "redisrate_gcra"},
-	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "ba66ba633bb47059d401588000f8c208922c10ec", Function: "redisrate_token_bucket"},
-	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "bc7738ca5613c3b02969c15225ccc5f0a04bf730", Function: "redisrate_leaky_bucket"},
-	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "2b997bbc578d7542d3d356b321fbda41f6657acf", Function: "redisrate_sliding_window"},
-	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "5db80bf05b865b77261cc03187f1f8a86881f309", Function: "redisrate_fixed_window"},
+	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: units spaced period_ms / limit apart, up to burst at once; smooth and exact", SHA1: "65b17e648faa47eb7e32444e656337d8c1e8e46c", Function: "redisrate_gcra"},
+	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "1b6efc9e5e4760aed1f2a154a656fa9a845e75a3", Function: "redisrate_token_bucket"},
+	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "178f7c4e4c485e8d55ebfe80d90a4f86458e14bb", Function: "redisrate_leaky_bucket"},
+	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "8dc243e932c93734b9bf53d016dd74dfa9ac034f", Function: "redisrate_sliding_window"},
+	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "eac16f131b7780fe59710d00068a133d29b41c86", Function: "redisrate_fixed_window"},
 	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "46e9ec64ba2639366f44b8b7158e9be7284502bd", Function: "redisrate_sliding_log"},
 }
 

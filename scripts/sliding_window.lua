@@ -108,7 +108,10 @@ repeat
     end
     if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then break end
   end
-  if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+  -- Within the range without its exact rule: max(limit, burst) * period_ms
+  -- at most 4 * 10^12, or the default burst (its drain is its period) with
+  -- a period of at most 366 days; the general code checks the others.
+  if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 and (burst1 > limit1 or period1 > 31622400000) then break end
   local now
   do
     local t = redis.call('TIME')

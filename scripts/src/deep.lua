@@ -13,7 +13,9 @@ local function ceil_div(k, b, f, d)
 end
 -- drain is the level u, p after e microseconds at limit per microsecond.
 local function drain(u, p, e, limit, b)
-  if (u * b + p) / limit < 9007199254740992 and e >= ceil_div(u, b, p, limit) then return 0, 0 end -- (else it takes longer than any e)
+  local x, d = u * b + p, e * limit -- (in doubles, each within 2^-52 of the exact: apart by more, they decide)
+  if d > x * 1.000000000001 then return 0, 0 end
+  if d > x * 0.999999999999 and x / limit < 9007199254740992 and e >= ceil_div(u, b, p, limit) then return 0, 0 end -- (else it takes longer than any e)
   local q, r = muldiv(e, limit, b) -- below x / b: below u + 1
   u = u - q
   p = p - r
@@ -38,9 +40,9 @@ local function split(x, b)
   local p = r % b
   return q + (r - p) / b, p
 end
--- text is the level u * b + p as a decimal number: in base 10^7, from
+-- decimal is the level u * b + p as a decimal number: in base 10^7, from
 -- products of 7-digit halves, each below 2^53.
-local function text(u, p, b)
+local function decimal(u, p, b)
   local x = u * b + p
   if x < 9007199254740992 then return fmt('%d', x) end -- exact
   local ul, bl = u % 1e7, b % 1e7
@@ -72,8 +74,9 @@ local function deep(x, t, now, limit, b, burst, cost, mode)
     cp = 0
   end
   if now > t then
+    local same = cu == u and cp == p -- (the read is the state's level: one drain for both)
     u, p = drain(u, p, now - t, limit, b)
-    cu, cp = drain(cu, cp, now - t, limit, b)
+    if same then cu, cp = u, p else cu, cp = drain(cu, cp, now - t, limit, b) end
     t = now
   end
   local k = cu + cost - burst -- the units past the capacity a call of cost would leave (and cp / b more)
@@ -120,5 +123,5 @@ local function deep(x, t, now, limit, b, burst, cost, mode)
     frac = 0
   end
   if cu > 0 or cp > 0 then reset_us = t - now + ceil_div(cu, b, cp, limit) end
-  return ok, retry_us, units, rem, frac, reset_us, text(u, p, b), t
+  return ok, retry_us, units, rem, frac, reset_us, decimal(u, p, b), t
 end

@@ -29,10 +29,14 @@ for i = 1, n do
   if xmax > 4503599627370496 or x ~= x + 0 or x > 2 * xmax then -- past 2^53 (x ~= x + 0: its text), or a state past twice the capacity
     if b < 140737488355328 or xmax > 4503599627370496 then
 --@if fast
-      break -- to the general code
---@else
-      ok, retry_us, units, rem, frac, reset_us, text, t = deep(x, t, now, limit, b, burst, cost, settle and mode)
+      -- (A script defines deep.lua's functions here, where only the calls
+      -- past 2^53 make their closures; the library has them already.)
+--@scriptonly begin
+--@include exact.lua
+--@include deep.lua
+--@scriptonly end
 --@end
+      ok, retry_us, units, rem, frac, reset_us, text, t = deep(x, t, now, limit, b, burst, cost, settle and mode)
     else
       x = 2 * xmax -- (a period past 4 years, past exact.lua's bound on b: read at most twice the capacity)
     end
@@ -79,6 +83,8 @@ for i = 1, n do
 end
 --@else
   local allowed, out = ok
-  if (ok or settle) and writes then out = fmt('@TAG@ %d %d', x, t) end
+  if (ok or settle) and writes then
+    if text then out = '@TAG@ ' .. text .. fmt(' %d', t) else out = fmt('@TAG@ %d %d', x, t) end
+  end
 --@end
 --@fast end

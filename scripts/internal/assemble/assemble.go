@@ -175,7 +175,7 @@ func generate(src fs.FS, algos []Algorithm, libName string) (Files, error) {
 		var b strings.Builder
 		header(&b, a)
 		b.WriteString(strings.TrimRight(string(stringFns), "\n") + "\n\n")
-		writeLines(&b, scriptReads(a.Fast))
+		writeLines(&b, scriptReads(scriptOnly(a.Fast, true)))
 		constants(&b, a, false)
 		b.WriteString(scriptHelpers + "\n\n")
 		writeLines(&b, a.Top)
@@ -213,6 +213,28 @@ func generate(src fs.FS, algos []Algorithm, libName string) (Files, error) {
 	}
 	out[storageFile] = storageSrc
 	return out, nil
+}
+
+// scriptOnly is lines without the "--@scriptonly begin" and "--@scriptonly
+// end" markers: keeping what is between them (a script, keep) or not (the
+// library, which defines those functions once, at load).
+func scriptOnly(lines []string, keep bool) []string {
+	var out []string
+	in := false
+	for _, l := range lines {
+		switch strings.TrimSpace(l) {
+		case "--@scriptonly begin":
+			in = true
+			continue
+		case "--@scriptonly end":
+			in = false
+			continue
+		}
+		if !in || keep {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // readMacro is how the sources read a number argument, "@read(s)@"; the
@@ -836,7 +858,7 @@ func library(src fs.FS, algos []Algorithm, helpers, name string) (string, error)
 		constants(&b, a, true)
 		writeLines(&b, a.Top)
 		fmt.Fprintf(&b, "local function %s(KEYS, ARGV)\n", a.Name)
-		for _, l := range libraryReads(append(append([]string(nil), a.Fast...), replaceAll(a.Body, fullMacro, "FULL[$1]")...)) {
+		for _, l := range libraryReads(append(scriptOnly(a.Fast, false), replaceAll(a.Body, fullMacro, "FULL[$1]")...)) {
 			if l != "" {
 				b.WriteString("  ")
 			}
