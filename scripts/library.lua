@@ -372,7 +372,8 @@ local function gcra(KEYS, ARGV)
     local limit, b, burst, x, t = limit1, period1 * 1000, burst1, s1, s2
     local xmax, text = burst * b -- text: the level to write, past 2^53 (deep.lua's)
     if not t then x, t = 0, now end
-    local ok, never, retry_us, units, rem, frac, reset_us = false, cost > burst, 0, 0, 0, 0, 0
+    local ok, never, retry_us, units = false, cost > burst, 0, 0
+    local rem, frac, reset_us -- (one LOADNIL: set by both paths below)
     if xmax > 4503599627370496 or x ~= x + 0 or x > 2 * xmax then -- past 2^53 (x ~= x + 0: its text), or a state past twice the capacity
       if b < 140737488355328 or xmax > 4503599627370496 then
         -- (A script defines deep.lua's functions here, where only the calls
@@ -411,11 +412,10 @@ local function gcra(KEYS, ARGV)
         x, units = x + cost * b, cost
       end
       local room = xmax - x
-      if room > 0 then
-        frac = room % b
-        rem = (room - frac) / b -- units left: rem + frac / b
-      end
-      if x > 0 then reset_us = t - now + (x + -x % limit) / limit end
+      if room < 0 then room = 0 end
+      frac = room % b
+      rem = (room - frac) / b -- units left: rem + frac / b
+      reset_us = x > 0 and t - now + (x + -x % limit) / limit or 0
     end
     local cap, per = burst, b
     local allowed, out = ok
@@ -627,12 +627,12 @@ local function gcra(KEYS, ARGV)
   local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
   if mode == 'upto' then cost = 0 end
   local writes, allowed, ttl_us, out, changed, short, touched -- changed: settle altered a limit; short: force past what the empty mode admits; touched: this limit is written
-  local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled); a_retry in whole ms
+  local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
   repeat
     writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
-    allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
+    allowed, ttl_us, out, changed, short, least, a_i, d_i, records, touched = true, 0, TAG, not settle, false, nil, nil, nil, nil, true
   -- ---- The level (scripts/src/level.lua): gcra's and leaky_bucket's decision ----
   -- A level of x stands for x / period_us units: a unit is period_us of x, x
   -- drains by limit each microsecond, and no limit or burst changes what it
@@ -662,7 +662,8 @@ local function gcra(KEYS, ARGV)
     end
     local xmax, text = burst * b -- text: the level to write, past 2^53 (deep.lua's)
     if not t then x, t = 0, now end
-    local ok, never, retry_us, units, rem, frac, reset_us = false, cost > burst, 0, 0, 0, 0, 0
+    local ok, never, retry_us, units = false, cost > burst, 0, 0
+    local rem, frac, reset_us -- (one LOADNIL: set by both paths below)
     if xmax > 4503599627370496 or x ~= x + 0 or x > 2 * xmax then -- past 2^53 (x ~= x + 0: its text), or a state past twice the capacity
       if b < 140737488355328 or xmax > 4503599627370496 then
         ok, retry_us, units, rem, frac, reset_us, text, t = deep(x, t, now, limit, b, burst, cost, settle and mode)
@@ -699,11 +700,10 @@ local function gcra(KEYS, ARGV)
         x, units = x + cost * b, cost
       end
       local room = xmax - x
-      if room > 0 then
-        frac = room % b
-        rem = (room - frac) / b -- units left: rem + frac / b
-      end
-      if x > 0 then reset_us = t - now + (x + -x % limit) / limit end
+      if room < 0 then room = 0 end
+      frac = room % b
+      rem = (room - frac) / b -- units left: rem + frac / b
+      reset_us = x > 0 and t - now + (x + -x % limit) / limit or 0
     end
     local cap, per = burst, b
     -- ---- This limit's verdict (scripts/src/verdict.lua) ----
@@ -715,7 +715,7 @@ local function gcra(KEYS, ARGV)
     -- left; ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if not least or rem < least then least = rem end
-    touched = not settle or units > 0 -- with several keys, a key whose limit a refund or force left as it was is not written
+    if settle then touched = units > 0 end -- with several keys, a key whose limit a refund or force left as it was is not written
     if ok or settle then
       if not ok then short = true end
       if units > 0 then changed = true end
@@ -732,13 +732,12 @@ local function gcra(KEYS, ARGV)
           if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(frac, per, a_frac, a_per) end
         end
       end
-      local retry = 0
-      if settle then
-        retry = (retry_us + -retry_us % 1000) / 1000 -- whole ms, rounded up
-        if a_i and retry ~= a_retry then fewer = retry > a_retry end
+      if settle and a_i then -- the longest wait in whole ms first
+        local r, ar = (retry_us + -retry_us % 1000) / 1000, (a_retry + -a_retry % 1000) / 1000
+        if r ~= ar then fewer = r > ar end
       end
       if fewer then
-        a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry
+        a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry_us
       end
     else
       allowed = false
@@ -787,9 +786,9 @@ local function gcra(KEYS, ARGV)
   -- ---- The reply (scripts/src/reply.lua) ----
   -- Field 7 is the units recorded on the binding limit (what a check would).
   -- refund and force describe the key after the call, with the wait until
-  -- one unit would be admitted (a_retry, whole ms); force is allowed when
-  -- the empty mode would be.
-  if settle then return { (short and mode == 'force') and 0 or 1, a_rem, a_retry, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+  -- one unit would be admitted; force is allowed when the empty mode would
+  -- be.
+  if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }
 end
@@ -1140,12 +1139,12 @@ local function token_bucket(KEYS, ARGV)
   local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
   if mode == 'upto' then cost = 0 end
   local writes, allowed, ttl_us, out, changed, short, touched -- changed: settle altered a limit; short: force past what the empty mode admits; touched: this limit is written
-  local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled); a_retry in whole ms
+  local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
   repeat
     writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
-    allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
+    allowed, ttl_us, out, changed, short, least, a_i, d_i, records, touched = true, 0, TAG, not settle, false, nil, nil, nil, nil, true
   for i = 1, n do
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
@@ -1223,7 +1222,7 @@ local function token_bucket(KEYS, ARGV)
     -- left; ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if not least or rem < least then least = rem end
-    touched = not settle or units > 0 -- with several keys, a key whose limit a refund or force left as it was is not written
+    if settle then touched = units > 0 end -- with several keys, a key whose limit a refund or force left as it was is not written
     if ok or settle then
       if not ok then short = true end
       if units > 0 then changed = true end
@@ -1240,13 +1239,12 @@ local function token_bucket(KEYS, ARGV)
           if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(frac, per, a_frac, a_per) end
         end
       end
-      local retry = 0
-      if settle then
-        retry = (retry_us + -retry_us % 1000) / 1000 -- whole ms, rounded up
-        if a_i and retry ~= a_retry then fewer = retry > a_retry end
+      if settle and a_i then -- the longest wait in whole ms first
+        local r, ar = (retry_us + -retry_us % 1000) / 1000, (a_retry + -a_retry % 1000) / 1000
+        if r ~= ar then fewer = r > ar end
       end
       if fewer then
-        a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry
+        a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry_us
       end
     else
       allowed = false
@@ -1295,9 +1293,9 @@ local function token_bucket(KEYS, ARGV)
   -- ---- The reply (scripts/src/reply.lua) ----
   -- Field 7 is the units recorded on the binding limit (what a check would).
   -- refund and force describe the key after the call, with the wait until
-  -- one unit would be admitted (a_retry, whole ms); force is allowed when
-  -- the empty mode would be.
-  if settle then return { (short and mode == 'force') and 0 or 1, a_rem, a_retry, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+  -- one unit would be admitted; force is allowed when the empty mode would
+  -- be.
+  if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }
 end
@@ -1563,7 +1561,8 @@ local function leaky_bucket(KEYS, ARGV)
     local limit, b, burst, x, t = limit1, period1 * 1000, burst1, s1, s2
     local xmax, text = burst * b -- text: the level to write, past 2^53 (deep.lua's)
     if not t then x, t = 0, now end
-    local ok, never, retry_us, units, rem, frac, reset_us = false, cost > burst, 0, 0, 0, 0, 0
+    local ok, never, retry_us, units = false, cost > burst, 0, 0
+    local rem, frac, reset_us -- (one LOADNIL: set by both paths below)
     if xmax > 4503599627370496 or x ~= x + 0 or x > 2 * xmax then -- past 2^53 (x ~= x + 0: its text), or a state past twice the capacity
       if b < 140737488355328 or xmax > 4503599627370496 then
         -- (A script defines deep.lua's functions here, where only the calls
@@ -1602,11 +1601,10 @@ local function leaky_bucket(KEYS, ARGV)
         x, units = x + cost * b, cost
       end
       local room = xmax - x
-      if room > 0 then
-        frac = room % b
-        rem = (room - frac) / b -- units left: rem + frac / b
-      end
-      if x > 0 then reset_us = t - now + (x + -x % limit) / limit end
+      if room < 0 then room = 0 end
+      frac = room % b
+      rem = (room - frac) / b -- units left: rem + frac / b
+      reset_us = x > 0 and t - now + (x + -x % limit) / limit or 0
     end
     local cap, per = burst, b
     local allowed, out = ok
@@ -1818,12 +1816,12 @@ local function leaky_bucket(KEYS, ARGV)
   local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
   if mode == 'upto' then cost = 0 end
   local writes, allowed, ttl_us, out, changed, short, touched -- changed: settle altered a limit; short: force past what the empty mode admits; touched: this limit is written
-  local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled); a_retry in whole ms
+  local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
   repeat
     writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
-    allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
+    allowed, ttl_us, out, changed, short, least, a_i, d_i, records, touched = true, 0, TAG, not settle, false, nil, nil, nil, nil, true
   -- ---- The level (scripts/src/level.lua): gcra's and leaky_bucket's decision ----
   -- A level of x stands for x / period_us units: a unit is period_us of x, x
   -- drains by limit each microsecond, and no limit or burst changes what it
@@ -1853,7 +1851,8 @@ local function leaky_bucket(KEYS, ARGV)
     end
     local xmax, text = burst * b -- text: the level to write, past 2^53 (deep.lua's)
     if not t then x, t = 0, now end
-    local ok, never, retry_us, units, rem, frac, reset_us = false, cost > burst, 0, 0, 0, 0, 0
+    local ok, never, retry_us, units = false, cost > burst, 0, 0
+    local rem, frac, reset_us -- (one LOADNIL: set by both paths below)
     if xmax > 4503599627370496 or x ~= x + 0 or x > 2 * xmax then -- past 2^53 (x ~= x + 0: its text), or a state past twice the capacity
       if b < 140737488355328 or xmax > 4503599627370496 then
         ok, retry_us, units, rem, frac, reset_us, text, t = deep(x, t, now, limit, b, burst, cost, settle and mode)
@@ -1890,11 +1889,10 @@ local function leaky_bucket(KEYS, ARGV)
         x, units = x + cost * b, cost
       end
       local room = xmax - x
-      if room > 0 then
-        frac = room % b
-        rem = (room - frac) / b -- units left: rem + frac / b
-      end
-      if x > 0 then reset_us = t - now + (x + -x % limit) / limit end
+      if room < 0 then room = 0 end
+      frac = room % b
+      rem = (room - frac) / b -- units left: rem + frac / b
+      reset_us = x > 0 and t - now + (x + -x % limit) / limit or 0
     end
     local cap, per = burst, b
     -- ---- This limit's verdict (scripts/src/verdict.lua) ----
@@ -1906,7 +1904,7 @@ local function leaky_bucket(KEYS, ARGV)
     -- left; ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if not least or rem < least then least = rem end
-    touched = not settle or units > 0 -- with several keys, a key whose limit a refund or force left as it was is not written
+    if settle then touched = units > 0 end -- with several keys, a key whose limit a refund or force left as it was is not written
     if ok or settle then
       if not ok then short = true end
       if units > 0 then changed = true end
@@ -1923,13 +1921,12 @@ local function leaky_bucket(KEYS, ARGV)
           if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(frac, per, a_frac, a_per) end
         end
       end
-      local retry = 0
-      if settle then
-        retry = (retry_us + -retry_us % 1000) / 1000 -- whole ms, rounded up
-        if a_i and retry ~= a_retry then fewer = retry > a_retry end
+      if settle and a_i then -- the longest wait in whole ms first
+        local r, ar = (retry_us + -retry_us % 1000) / 1000, (a_retry + -a_retry % 1000) / 1000
+        if r ~= ar then fewer = r > ar end
       end
       if fewer then
-        a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry
+        a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry_us
       end
     else
       allowed = false
@@ -1978,9 +1975,9 @@ local function leaky_bucket(KEYS, ARGV)
   -- ---- The reply (scripts/src/reply.lua) ----
   -- Field 7 is the units recorded on the binding limit (what a check would).
   -- refund and force describe the key after the call, with the wait until
-  -- one unit would be admitted (a_retry, whole ms); force is allowed when
-  -- the empty mode would be.
-  if settle then return { (short and mode == 'force') and 0 or 1, a_rem, a_retry, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+  -- one unit would be admitted; force is allowed when the empty mode would
+  -- be.
+  if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }
 end
@@ -2418,12 +2415,12 @@ local function sliding_window(KEYS, ARGV)
   local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
   if mode == 'upto' then cost = 0 end
   local writes, allowed, ttl_us, out, changed, short, touched -- changed: settle altered a limit; short: force past what the empty mode admits; touched: this limit is written
-  local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled); a_retry in whole ms
+  local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
   repeat
     writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
-    allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
+    allowed, ttl_us, out, changed, short, least, a_i, d_i, records, touched = true, 0, TAG, not settle, false, nil, nil, nil, nil, true
   for i = 1, n do
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
@@ -2543,7 +2540,7 @@ local function sliding_window(KEYS, ARGV)
     -- left; ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if not least or rem < least then least = rem end
-    touched = not settle or units > 0 -- with several keys, a key whose limit a refund or force left as it was is not written
+    if settle then touched = units > 0 end -- with several keys, a key whose limit a refund or force left as it was is not written
     if ok or settle then
       if not ok then short = true end
       if units > 0 then changed = true end
@@ -2560,13 +2557,12 @@ local function sliding_window(KEYS, ARGV)
           if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(frac, per, a_frac, a_per) end
         end
       end
-      local retry = 0
-      if settle then
-        retry = (retry_us + -retry_us % 1000) / 1000 -- whole ms, rounded up
-        if a_i and retry ~= a_retry then fewer = retry > a_retry end
+      if settle and a_i then -- the longest wait in whole ms first
+        local r, ar = (retry_us + -retry_us % 1000) / 1000, (a_retry + -a_retry % 1000) / 1000
+        if r ~= ar then fewer = r > ar end
       end
       if fewer then
-        a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry
+        a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry_us
       end
     else
       allowed = false
@@ -2615,9 +2611,9 @@ local function sliding_window(KEYS, ARGV)
   -- ---- The reply (scripts/src/reply.lua) ----
   -- Field 7 is the units recorded on the binding limit (what a check would).
   -- refund and force describe the key after the call, with the wait until
-  -- one unit would be admitted (a_retry, whole ms); force is allowed when
-  -- the empty mode would be.
-  if settle then return { (short and mode == 'force') and 0 or 1, a_rem, a_retry, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+  -- one unit would be admitted; force is allowed when the empty mode would
+  -- be.
+  if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }
 end
@@ -2927,12 +2923,12 @@ local function fixed_window(KEYS, ARGV)
   local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
   if mode == 'upto' then cost = 0 end
   local writes, allowed, ttl_us, out, changed, short, touched -- changed: settle altered a limit; short: force past what the empty mode admits; touched: this limit is written
-  local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled); a_retry in whole ms
+  local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
   repeat
     writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
-    allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
+    allowed, ttl_us, out, changed, short, least, a_i, d_i, records, touched = true, 0, TAG, not settle, false, nil, nil, nil, nil, true
   for i = 1, n do
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
@@ -2988,7 +2984,7 @@ local function fixed_window(KEYS, ARGV)
     -- left; ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if not least or rem < least then least = rem end
-    touched = not settle or units > 0 -- with several keys, a key whose limit a refund or force left as it was is not written
+    if settle then touched = units > 0 end -- with several keys, a key whose limit a refund or force left as it was is not written
     if ok or settle then
       if not ok then short = true end
       if units > 0 then changed = true end
@@ -3005,13 +3001,12 @@ local function fixed_window(KEYS, ARGV)
           if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(frac, per, a_frac, a_per) end
         end
       end
-      local retry = 0
-      if settle then
-        retry = (retry_us + -retry_us % 1000) / 1000 -- whole ms, rounded up
-        if a_i and retry ~= a_retry then fewer = retry > a_retry end
+      if settle and a_i then -- the longest wait in whole ms first
+        local r, ar = (retry_us + -retry_us % 1000) / 1000, (a_retry + -a_retry % 1000) / 1000
+        if r ~= ar then fewer = r > ar end
       end
       if fewer then
-        a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry
+        a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry_us
       end
     else
       allowed = false
@@ -3060,9 +3055,9 @@ local function fixed_window(KEYS, ARGV)
   -- ---- The reply (scripts/src/reply.lua) ----
   -- Field 7 is the units recorded on the binding limit (what a check would).
   -- refund and force describe the key after the call, with the wait until
-  -- one unit would be admitted (a_retry, whole ms); force is allowed when
-  -- the empty mode would be.
-  if settle then return { (short and mode == 'force') and 0 or 1, a_rem, a_retry, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+  -- one unit would be admitted; force is allowed when the empty mode would
+  -- be.
+  if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }
 end
@@ -3235,12 +3230,12 @@ local function sliding_log(KEYS, ARGV)
   local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
   if mode == 'upto' then cost = 0 end
   local writes, allowed, ttl_us, out, changed, short, touched -- changed: settle altered a limit; short: force past what the empty mode admits; touched: this limit is written
-  local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled); a_retry in whole ms
+  local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
   repeat
     writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
-    allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
+    allowed, ttl_us, out, changed, short, least, a_i, d_i, records, touched = true, 0, TAG, not settle, false, nil, nil, nil, nil, true
   longest, give = 0, 0
   for i = 1, n do
     local limit, period_us = limit1, period1 * 1000
@@ -3310,7 +3305,7 @@ local function sliding_log(KEYS, ARGV)
     -- left; ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if not least or rem < least then least = rem end
-    touched = not settle or units > 0 -- with several keys, a key whose limit a refund or force left as it was is not written
+    if settle then touched = units > 0 end -- with several keys, a key whose limit a refund or force left as it was is not written
     if ok or settle then
       if not ok then short = true end
       if units > 0 then changed = true end
@@ -3327,13 +3322,12 @@ local function sliding_log(KEYS, ARGV)
           if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(frac, per, a_frac, a_per) end
         end
       end
-      local retry = 0
-      if settle then
-        retry = (retry_us + -retry_us % 1000) / 1000 -- whole ms, rounded up
-        if a_i and retry ~= a_retry then fewer = retry > a_retry end
+      if settle and a_i then -- the longest wait in whole ms first
+        local r, ar = (retry_us + -retry_us % 1000) / 1000, (a_retry + -a_retry % 1000) / 1000
+        if r ~= ar then fewer = r > ar end
       end
       if fewer then
-        a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry
+        a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry_us
       end
     else
       allowed = false
@@ -3416,9 +3410,9 @@ local function sliding_log(KEYS, ARGV)
   -- ---- The reply (scripts/src/reply.lua) ----
   -- Field 7 is the units recorded on the binding limit (what a check would).
   -- refund and force describe the key after the call, with the wait until
-  -- one unit would be admitted (a_retry, whole ms); force is allowed when
-  -- the empty mode would be.
-  if settle then return { (short and mode == 'force') and 0 or 1, a_rem, a_retry, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
+  -- one unit would be admitted; force is allowed when the empty mode would
+  -- be.
+  if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }
 end
@@ -3446,43 +3440,43 @@ local function gcra_ro(KEYS, ARGV)
   return gcra(KEYS, as_check(ARGV, 'redisrate_gcra'))
 end
 redis.register_function('redisrate_gcra', gcra)
-redis.register_function('redisrate_gcra_vd03ccf1f76fe', gcra)
+redis.register_function('redisrate_gcra_vfcb6cf7be3ca', gcra)
 redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' }, callback = gcra_ro }
-redis.register_function{ function_name = 'redisrate_gcra_ro_vd03ccf1f76fe', flags = { 'no-writes' }, callback = gcra_ro }
+redis.register_function{ function_name = 'redisrate_gcra_ro_vfcb6cf7be3ca', flags = { 'no-writes' }, callback = gcra_ro }
 local function token_bucket_ro(KEYS, ARGV)
   return token_bucket(KEYS, as_check(ARGV, 'redisrate_token_bucket'))
 end
 redis.register_function('redisrate_token_bucket', token_bucket)
-redis.register_function('redisrate_token_bucket_vd03ccf1f76fe', token_bucket)
+redis.register_function('redisrate_token_bucket_vfcb6cf7be3ca', token_bucket)
 redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' }, callback = token_bucket_ro }
-redis.register_function{ function_name = 'redisrate_token_bucket_ro_vd03ccf1f76fe', flags = { 'no-writes' }, callback = token_bucket_ro }
+redis.register_function{ function_name = 'redisrate_token_bucket_ro_vfcb6cf7be3ca', flags = { 'no-writes' }, callback = token_bucket_ro }
 local function leaky_bucket_ro(KEYS, ARGV)
   return leaky_bucket(KEYS, as_check(ARGV, 'redisrate_leaky_bucket'))
 end
 redis.register_function('redisrate_leaky_bucket', leaky_bucket)
-redis.register_function('redisrate_leaky_bucket_vd03ccf1f76fe', leaky_bucket)
+redis.register_function('redisrate_leaky_bucket_vfcb6cf7be3ca', leaky_bucket)
 redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' }, callback = leaky_bucket_ro }
-redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_vd03ccf1f76fe', flags = { 'no-writes' }, callback = leaky_bucket_ro }
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_vfcb6cf7be3ca', flags = { 'no-writes' }, callback = leaky_bucket_ro }
 local function sliding_window_ro(KEYS, ARGV)
   return sliding_window(KEYS, as_check(ARGV, 'redisrate_sliding_window'))
 end
 redis.register_function('redisrate_sliding_window', sliding_window)
-redis.register_function('redisrate_sliding_window_vd03ccf1f76fe', sliding_window)
+redis.register_function('redisrate_sliding_window_vfcb6cf7be3ca', sliding_window)
 redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' }, callback = sliding_window_ro }
-redis.register_function{ function_name = 'redisrate_sliding_window_ro_vd03ccf1f76fe', flags = { 'no-writes' }, callback = sliding_window_ro }
+redis.register_function{ function_name = 'redisrate_sliding_window_ro_vfcb6cf7be3ca', flags = { 'no-writes' }, callback = sliding_window_ro }
 local function fixed_window_ro(KEYS, ARGV)
   return fixed_window(KEYS, as_check(ARGV, 'redisrate_fixed_window'))
 end
 redis.register_function('redisrate_fixed_window', fixed_window)
-redis.register_function('redisrate_fixed_window_vd03ccf1f76fe', fixed_window)
+redis.register_function('redisrate_fixed_window_vfcb6cf7be3ca', fixed_window)
 redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' }, callback = fixed_window_ro }
-redis.register_function{ function_name = 'redisrate_fixed_window_ro_vd03ccf1f76fe', flags = { 'no-writes' }, callback = fixed_window_ro }
+redis.register_function{ function_name = 'redisrate_fixed_window_ro_vfcb6cf7be3ca', flags = { 'no-writes' }, callback = fixed_window_ro }
 local function sliding_log_ro(KEYS, ARGV)
   return sliding_log(KEYS, as_check(ARGV, 'redisrate_sliding_log'))
 end
 redis.register_function('redisrate_sliding_log', sliding_log)
-redis.register_function('redisrate_sliding_log_vd03ccf1f76fe', sliding_log)
+redis.register_function('redisrate_sliding_log_vfcb6cf7be3ca', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' }, callback = sliding_log_ro }
-redis.register_function{ function_name = 'redisrate_sliding_log_ro_vd03ccf1f76fe', flags = { 'no-writes' }, callback = sliding_log_ro }
+redis.register_function{ function_name = 'redisrate_sliding_log_ro_vfcb6cf7be3ca', flags = { 'no-writes' }, callback = sliding_log_ro }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return 'd03ccf1f76fe51020e02422ec2ed6f615e3bf667' end }
+  callback = function() return 'fcb6cf7be3cac8d2a737ad119a6d1cd323cdaff5' end }

@@ -9,19 +9,19 @@ const ContractVersion = "4"
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "d03ccf1f76fe51020e02422ec2ed6f615e3bf667"
+const LibraryVersion = "fcb6cf7be3cac8d2a737ad119a6d1cd323cdaff5"
 
-// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_vd03ccf1f76fe runs this version of redisrate_gcra or fails with "Function not found".
-const VersionSuffix = "_vd03ccf1f76fe"
+// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_vfcb6cf7be3ca runs this version of redisrate_gcra or fails with "Function not found".
+const VersionSuffix = "_vfcb6cf7be3ca"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
-	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: units spaced period_ms / limit apart, up to burst at once; smooth and exact", SHA1: "65b17e648faa47eb7e32444e656337d8c1e8e46c", Function: "redisrate_gcra"},
-	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "1b6efc9e5e4760aed1f2a154a656fa9a845e75a3", Function: "redisrate_token_bucket"},
-	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "178f7c4e4c485e8d55ebfe80d90a4f86458e14bb", Function: "redisrate_leaky_bucket"},
-	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "8dc243e932c93734b9bf53d016dd74dfa9ac034f", Function: "redisrate_sliding_window"},
-	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "eac16f131b7780fe59710d00068a133d29b41c86", Function: "redisrate_fixed_window"},
-	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "46e9ec64ba2639366f44b8b7158e9be7284502bd", Function: "redisrate_sliding_log"},
+	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: units spaced period_ms / limit apart, up to burst at once; smooth and exact", SHA1: "3a9ecb550c208d3bcbe844dc6c3c1a1cc36a2399", Function: "redisrate_gcra"},
+	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "e965b775ebb2c258875e0563998d5e4ae4421c1a", Function: "redisrate_token_bucket"},
+	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "3efcfb7d4cc3bc92f02c3535b855152ebef9c7b3", Function: "redisrate_leaky_bucket"},
+	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "65187312072100f710f4bba1e9cdc18168bb6cc1", Function: "redisrate_sliding_window"},
+	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "f09a103e765702f496959d8cd1ea37f79b89238c", Function: "redisrate_fixed_window"},
+	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "6f04c2bce01db09b92e947ea0a8089daaaa5f4dc", Function: "redisrate_sliding_log"},
 }
 
 // resetSHA1 is the SHA1 of reset.lua.

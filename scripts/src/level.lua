@@ -25,7 +25,8 @@ for i = 1, n do
 --@end
   local xmax, text = burst * b -- text: the level to write, past 2^53 (deep.lua's)
   if not t then x, t = 0, now end
-  local ok, never, retry_us, units, rem, frac, reset_us = false, cost > burst, 0, 0, 0, 0, 0
+  local ok, never, retry_us, units = false, cost > burst, 0, 0
+  local rem, frac, reset_us -- (one LOADNIL: set by both paths below)
   if xmax > 4503599627370496 or x ~= x + 0 or x > 2 * xmax then -- past 2^53 (x ~= x + 0: its text), or a state past twice the capacity
     if b < 140737488355328 or xmax > 4503599627370496 then
 --@if fast
@@ -70,11 +71,10 @@ for i = 1, n do
       x, units = x + cost * b, cost
     end
     local room = xmax - x
-    if room > 0 then
-      frac = room % b
-      rem = (room - frac) / b -- units left: rem + frac / b
-    end
-    if x > 0 then reset_us = t - now + (x + -x % limit) / limit end
+    if room < 0 then room = 0 end
+    frac = room % b
+    rem = (room - frac) / b -- units left: rem + frac / b
+    reset_us = x > 0 and t - now + (x + -x % limit) / limit or 0
   end
   local cap, per = burst, b
 --@if general

@@ -7,7 +7,7 @@
   -- left; ties go to the earlier.
   if reset_us > ttl_us then ttl_us = reset_us end
   if not least or rem < least then least = rem end
-  touched = not settle or units > 0 -- with several keys, a key whose limit a refund or force left as it was is not written
+  if settle then touched = units > 0 end -- with several keys, a key whose limit a refund or force left as it was is not written
   if ok or settle then
     if not ok then short = true end
     if units > 0 then changed = true end
@@ -24,13 +24,12 @@
         if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(frac, per, a_frac, a_per) end
       end
     end
-    local retry = 0
-    if settle then
-      retry = (retry_us + -retry_us % 1000) / 1000 -- whole ms, rounded up
-      if a_i and retry ~= a_retry then fewer = retry > a_retry end
+    if settle and a_i then -- the longest wait in whole ms first
+      local r, ar = (retry_us + -retry_us % 1000) / 1000, (a_retry + -a_retry % 1000) / 1000
+      if r ~= ar then fewer = r > ar end
     end
     if fewer then
-      a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry
+      a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry_us
     end
   else
     allowed = false
