@@ -129,7 +129,7 @@ func ExampleBatchError() {
 	}
 	// Output:
 	// 0 <nil>
-	// 1 redisrate: invalid limit '0': must be a whole number from 1 to 10^15
+	// 1 redisrate: invalid limit '0': must be a whole number from 1 to 10^12
 }
 
 func ExampleBatchError_Error() {

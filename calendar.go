@@ -182,7 +182,7 @@ func (l Limit) resolveCalendar(t time.Time) (Limit, string, error) {
 // validateCalendar is Validate for a calendar limit: its calendar, and
 // the call it makes in today's window, as the scripts would check it (a
 // calendar window's call is the same every day but for its period, which
-// stays within the range). Limit.Validate should answer it for a limit with
+// stays within the range). Limit.Validate answers with it for a limit with
 // a Calendar (a Period of 0 is otherwise refused).
 func (l Limit) validateCalendar() error {
 	r, _, err := l.resolveCalendar(time.Now())

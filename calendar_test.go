@@ -1,6 +1,7 @@
 package redisrate
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -254,5 +255,31 @@ func TestParseCalendarLimit(t *testing.T) {
 	// A window's burst error names no range: the way out is the rule.
 	if _, err := ParseLimit("10/s burst 20 sliding_window"); err != nil && contains(err.Error(), "10^12") {
 		t.Errorf("a burst that breaks the window rule got the range's hint: %v", err)
+	}
+}
+
+// Validate takes a calendar limit as every call does (its calendar, and
+// the call of today's window), where a Period of 0 would otherwise be
+// refused: so configuration checked with Validate (the middleware's rules,
+// a quota) takes calendar limits too.
+func TestCalendarValidate(t *testing.T) {
+	for _, c := range []struct {
+		lim  Limit
+		want string // "": valid
+	}{
+		{Limit{Algorithm: FixedWindow, Rate: 100_000, Calendar: "day America/Los_Angeles"}, ""},
+		{Limit{Algorithm: FixedWindow, Rate: 1_000_000_000, Calendar: "month"}, ""},
+		{Limit{Algorithm: FixedWindow, Rate: 5, Calendar: "week UTC"}, ""},
+		{Limit{Algorithm: FixedWindow, Rate: 1, Calendar: "fortnight"}, "want day, week or month"},
+		{Limit{Rate: 1, Calendar: "day"}, "set Algorithm FixedWindow"},
+		{Limit{Algorithm: FixedWindow, Rate: 0, Calendar: "day"}, "limit"},
+	} {
+		err := c.lim.Validate()
+		if c.want == "" && err != nil {
+			t.Errorf("%+v: %v; want it valid", c.lim, err)
+		}
+		if c.want != "" && (!errors.Is(err, ErrInvalid) || !contains(err.Error(), c.want)) {
+			t.Errorf("%+v: %v; want ErrInvalid saying %q", c.lim, err, c.want)
+		}
 	}
 }

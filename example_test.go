@@ -415,7 +415,7 @@ func ExampleLimit_Validate() {
 	// Output:
 	// redisrate: invalid burst '5': must be empty, 0 or equal to limit for fixed_window
 	// true
-	// redisrate: invalid limit '7': too large for exact arithmetic with period_ms 1000000000000
+	// redisrate: invalid period_ms '1000000000000': must be at most 31622400000 (366 days) with limit 7 (hint: write the same rate with a period of at most 366 days)
 }
 
 func ExampleArgs() {

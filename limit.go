@@ -2,6 +2,7 @@ package redisrate
 
 import (
 	"fmt"
+	"math"
 	"math/bits"
 	"strconv"
 	"strings"
@@ -442,6 +443,9 @@ const (
 // trip to Redis: the ranges, the window rule for Burst, and the rule that
 // keeps the arithmetic of extreme combinations exact.
 func (l Limit) Validate() error {
+	if l.Calendar != "" {
+		return l.validateCalendar()
+	}
 	return l.validate(0)
 }
 
@@ -465,14 +469,38 @@ func (l Limit) validate(i int) error {
 	} else if l.Burst < 0 || l.Burst > sp.MaxLimit {
 		return invalidf("invalid burst%s '%d': must be a whole number up to %s, or 0 or empty for limit", argSuffix(i), l.Burst, power10(sp.MaxLimit))
 	}
-	if !l.inRange(sp.Range) {
-		ms := int64(l.Period / time.Millisecond)
-		if l.Burst > 0 && !sp.Window { // a window's burst is its limit: the scripts name limit
-			return invalidf("invalid burst%s '%d': too large for exact arithmetic with limit %d and period_ms %d", argSuffix(i), l.Burst, l.Rate, ms)
-		}
-		return invalidf("invalid limit%s '%d': too large for exact arithmetic with period_ms %d", argSuffix(i), l.Rate, ms)
+	if fault := l.rangeFault(sp.Range); fault != "" {
+		return l.rangeError(i, fault, sp.Window)
 	}
 	return nil
+}
+
+// rangeError is the scripts' error for a limit past their range, naming
+// the argument at fault (never one the caller left out), and (on the Go
+// side only) the way out: a shorter period for the same rate, or a burst
+// the limit refills within 10^12 ms.
+func (l Limit) rangeError(i int, fault string, window bool) error {
+	ms := int64(l.Period / time.Millisecond)
+	if fault == "period_ms" {
+		with := fmt.Sprintf("with limit %d", l.Rate)
+		if l.Burst > 0 && !window {
+			with += fmt.Sprintf(" and burst %d", l.Burst)
+		}
+		return invalidf("invalid period_ms%s '%d': must be at most 31622400000 (366 days) %s (hint: write the same rate with a period of at most 366 days)", argSuffix(i), ms, with)
+	}
+	return invalidf("invalid burst%s '%d': must be at most 10^12 * limit / period_ms (a full drain within 10^12 ms) with limit %d and period_ms %d (hint: a burst of at most %d, or a larger limit per period)",
+		argSuffix(i), l.Burst, l.Rate, ms, maxDrainBurst(l.Rate, ms))
+}
+
+// maxDrainBurst is the largest burst whose full drain, burst * period_ms /
+// limit, is at most 10^12 ms.
+func maxDrainBurst(limit, ms int64) uint64 {
+	hi, lo := bits.Mul64(uint64(limit), 1e12)
+	if hi >= uint64(ms) {
+		return math.MaxUint64
+	}
+	q, _ := bits.Div64(hi, lo, uint64(ms))
+	return q
 }
 
 // argSuffix is how the scripts name the arguments of the i-th limit (from
@@ -484,21 +512,47 @@ func argSuffix(i int) string {
 	return " #" + strconv.Itoa(i+1)
 }
 
-// inRange is the script's exact-range rule (manifest.Spec.Range), in
-// integers; l's fields are already within their ranges.
-func (l Limit) inRange(rule string) bool {
+// maxRangePeriodMs is 366 days in ms: the longest period of the accepted range.
+const maxRangePeriodMs = 31_622_400_000
+
+// rangeFault is the script's range rule (manifest.Spec.Range), in
+// integers, as the scripts apply it: "" when they accept l, else the
+// argument their error names. Every limit and burst up to 10^12 (checked
+// before) with a period up to 366 days whose full drain, burst * period_ms
+// / limit, is at most 10^12 ms is accepted, and so is every call within
+// the rule's exact case, whatever its period: "continuous", 2 * burst *
+// period_us <= 2^53; "refill", that or ceil(2 * burst / limit) *
+// period_us <= 2^53; "weighted", 2 * limit * period_us <= 2^53.
+// l's fields are already within their ranges.
+func (l Limit) rangeFault(rule string) string {
 	periodMs := uint64(l.Period / time.Millisecond)
 	periodUs := periodMs * 1000
 	limit, burst := uint64(l.Rate), uint64(l.Capacity())
 	switch rule {
-	case "continuous": // 2 * burst * period_us <= 2^53: a level of up to twice the capacity
-		return fitsProduct(2*burst, periodUs, 1<<53)
-	case "refill": // ceil(2 * burst / limit) * period_us <= 2^53: from a debt of -burst to full
-		return fitsProduct((2*burst+limit-1)/limit, periodUs, 1<<53)
-	case "weighted": // 4 * limit * period_ms <= 2^53: a current window of up to twice the limit
-		return fitsProduct(4*limit, periodMs, 1<<53)
+	case "continuous":
+		if fitsProduct(2*burst, periodUs, 1<<53) {
+			return ""
+		}
+	case "refill":
+		if fitsProduct(2*burst, periodUs, 1<<53) || fitsProduct((2*burst+limit-1)/limit, periodUs, 1<<53) {
+			return ""
+		}
+	case "weighted":
+		if fitsProduct(2*limit, periodUs, 1<<53) {
+			return ""
+		}
+	default:
+		return ""
 	}
-	return true
+	if periodMs > maxRangePeriodMs {
+		return "period_ms"
+	}
+	bh, bl := bits.Mul64(burst, periodMs)
+	lh, ll := bits.Mul64(limit, 1e12)
+	if bh > lh || bh == lh && bl > ll {
+		return "burst"
+	}
+	return ""
 }
 
 // fitsProduct reports whether a*b <= bound without overflow.
@@ -507,10 +561,13 @@ func fitsProduct(a, b, bound uint64) bool {
 	return hi == 0 && lo <= bound
 }
 
-// power10 writes 10^15 as the scripts' error texts do; other caps as digits.
+// power10 writes 10^15 and 10^12 as the scripts' error texts do; other caps as digits.
 func power10(v int64) string {
-	if v == maxNumber {
+	switch v {
+	case maxNumber:
 		return "10^15"
+	case 1_000_000_000_000:
+		return "10^12"
 	}
 	return strconv.FormatInt(v, 10)
 }

@@ -2,6 +2,7 @@ package scripts_test
 
 import (
 	"fmt"
+	"math/big"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,7 +30,7 @@ func a(s ...string) []string { return s }
 const (
 	periodRule = "must be a whole number from 1 to 10^12"
 	costRule   = "must be a whole number from 0 to 10^15"
-	burstRule  = "must be a whole number up to 10^15, or 0 or empty for limit"
+	burstRule  = "must be a whole number up to MAXPOW, or 0 or empty for limit"
 	windowRule = "must be empty, 0 or equal to limit for NAME"
 	modeRule   = st.ModeRule
 )
@@ -124,7 +125,8 @@ var argCases = []argCase{
 	{name: "cost past 10^15 (repro 3)", argv: a("1000", "1000", "", "1000000000000000.1"), want: "ERR invalid cost '1000000000000000.1': " + costRule},
 	{name: "cost 10^15+1", argv: a("10", "1000", "", "1000000000000001"), want: "ERR invalid cost '1000000000000001': " + costRule},
 	{name: "cost 400-digit fraction (repro 4)", argv: a("10", "1000", "", "0."+strings.Repeat("1", 400)), want: "ERR invalid cost '0." + strings.Repeat("1", 38) + "...': " + costRule},
-	{name: "cost 10^15 (never)", argv: a("10", "1000", "", "1000000000000000")},
+	{name: "cost 10^15 (never)", argv: a("10", "1000", "", "1000000000000000"), only: "notlog"},
+	{name: "log, cost 10^15", argv: a("10", "1000", "", "1000000000000000"), want: "ERR invalid cost '1000000000000000': must be at most 10000 for sliding_log", only: "log"},
 	{name: "cost 0", argv: a("10", "1000", "", "0")},
 	{name: "cost 0000", argv: a("10", "1000", "", "0000")},
 	{name: "bad burst before bad cost", argv: a("10", "1000", "x", "y"), want: "ERR invalid burst 'x': " + burstRule, only: "bucket"},
@@ -152,7 +154,8 @@ var argCases = []argCase{
 	{name: "log, 3 keys, cost 3334", numkeys: 3, argv: a("10", "1000", "", "3334", "", "5", "1000", "", "7", "1000", ""), want: "ERR invalid cost '3334': with 3 keys must be at most 3333", only: "log"},
 	{name: "log, 8 keys, cost 1251, bad mode", numkeys: 8, argv: append(a("1", "1000", "", "1251", "x"), strings.Split(strings.Repeat("1 1000 0 ", 7), " ")[:21]...), want: "ERR invalid cost '1251': with 8 keys must be at most 1250", only: "log"},
 	{name: "log, 8 keys, cost 1250", numkeys: 8, argv: append(a("1", "1000", "", "1250", ""), strings.Split(strings.Repeat("1 1000 0 ", 7), " ")[:21]...), only: "log"},
-	{name: "log, 1 key, cost 10001, 2 limits", argv: a("10", "1000", "", "10001", "", "5", "1000", ""), only: "log"},
+	{name: "log, 1 key, cost 10001, 2 limits", argv: a("10", "1000", "", "10001", "", "5", "1000", ""), want: "ERR invalid cost '10001': must be at most 10000 for sliding_log", only: "log"},
+	{name: "log, 1 key, cost 10001, force", argv: a("10", "1000", "", "10001", "force"), want: "ERR invalid cost '10001': must be at most 10000 for sliding_log", only: "log"},
 	{name: "2 keys, cost 5001", numkeys: 2, argv: a("10", "1000", "", "5001", "", "5", "1000", ""), only: "notlog"},
 }
 
@@ -180,11 +183,8 @@ func numkeysLimits(k, n int) string {
 
 // wantText is c's error for s on key (@KEY@ in want).
 func wantText(c argCase, s manifest.Spec, key string) string {
-	rule := "must be a whole number from 1 to 10^15"
-	if s.Log {
-		rule = "must be a whole number from 1 to 10000"
-	}
-	return strings.NewReplacer("NAME", s.Name, "LIMITRULE", rule, "@KEY@", key).Replace(c.want)
+	pow := map[int64]string{1e12: "10^12", 1e15: "10^15", 10000: "10000"}[s.MaxLimit]
+	return strings.NewReplacer("NAME", s.Name, "LIMITRULE", "must be a whole number from 1 to "+pow, "MAXPOW", pow, "@KEY@", key).Replace(c.want)
 }
 
 // keysFor is c's keys: key, then keys of the same hash tag.
@@ -332,42 +332,48 @@ func TestArgumentsSkippedPositions(t *testing.T) {
 	}
 }
 
-// TestArgumentsAlwaysAccepted: every combination with max(limit, burst) *
-// period_ms <= 4e12 is accepted by every script (sliding_log within its cap
-// of 10000), and decides: an admitted call, then a denied or admitted one,
-// no error.
+// TestArgumentsAlwaysAccepted: every combination of the accepted range
+// (limit and burst up to 10^12, period_ms up to 366 days, a full drain
+// burst * period_ms / limit of at most 10^12 ms) is accepted by every
+// script (sliding_log within its cap of 10000), and decides: an admitted
+// call, then a denied or admitted one, no error; alone and as the second
+// of two limits.
 func TestArgumentsAlwaysAccepted(t *testing.T) {
-	const budget = 4_000_000_000_000
-	periods := []int64{1, 3, 7, 1000, 1001, 60000, 3600000, 86400000, 999999999, 4000000000, 1000000000000}
+	periods := []int64{1, 3, 7, 1000, 1001, 60000, 3600000, 86400000, 999999999, 2592000000, 4000000000, st.MaxPeriodMS}
+	limits := []int64{1, 3, 7, 1000, 100000, 2000000, 150000000, 1000000000, 999999999989, 1000000000000}
 	n := 0
 	for _, b := range st.Both(t) {
 		for _, s := range manifest.Specs() {
 			for _, p := range periods {
-				top := budget / p
-				if s.Log {
-					top = min(top, 10000)
-				}
-				combos := [][2]int64{{top, 0}, {1, top}, {top, top}, {top - 1, top}, {7, top}, {3, top}, {top / 2, top}}
-				for i, lb := range combos {
-					l, burst := lb[0], lb[1]
-					if l < 1 || (s.Window && burst != 0 && burst != l) {
-						continue
+				for i, l := range limits {
+					if s.Log {
+						l = min(l, 10000)
 					}
-					args := a(fmt.Sprint(l), fmt.Sprint(p), fmt.Sprint(burst), "1")
-					if _, e := st.Parse(s, 1, args); e != "" {
-						t.Errorf("Parse %s %v: %s", s.Name, args, e)
+					drain := new(big.Int).Quo(new(big.Int).Mul(big.NewInt(1e12), big.NewInt(l)), big.NewInt(p)) // the largest burst whose drain is within 10^12 ms
+					most := min(s.MaxLimit, drain.Int64())
+					if !drain.IsInt64() {
+						most = s.MaxLimit
 					}
-					key := fmt.Sprintf("range:%s:%d:%d", s.Name, p, i)
-					n++
-					for call := range 2 {
-						if r := b.Eval(s, key, args...); r.Err != "" || (call == 0 && r.Ints[0] != 1) {
-							t.Errorf("%s: %s %v, call %d: %v, want accepted (the first admitted)", b.Name, s.Name, args, call, r)
+					for j, burst := range []int64{0, l, most, most - 1, 1, (l + most) / 2} {
+						if burst < 0 || burst > most || (s.Window && burst != 0 && burst != l) {
+							continue
 						}
-					}
-					// the same as the second of two limits
-					args2 := append(a("4", "1000000000000", "", "1", ""), args[:3]...)
-					if r := b.Eval(s, key+":2", args2...); r.Err != "" {
-						t.Errorf("%s: %s %v: %v", b.Name, s.Name, args2, r)
+						args := a(fmt.Sprint(l), fmt.Sprint(p), fmt.Sprint(burst), "1")
+						if _, e := st.Parse(s, 1, args); e != "" {
+							t.Errorf("Parse %s %v: %s", s.Name, args, e)
+						}
+						key := fmt.Sprintf("range:%s:%d:%d:%d", s.Name, p, i, j)
+						n++
+						for call := range 2 {
+							if r := b.Eval(s, key, args...); r.Err != "" || (call == 0 && r.Ints[0] != 1) {
+								t.Errorf("%s: %s %v, call %d: %v, want accepted (the first admitted)", b.Name, s.Name, args, call, r)
+							}
+						}
+						// the same as the second of two limits
+						args2 := append(a("4", "1000", "", "1", ""), args[:3]...)
+						if r := b.Eval(s, key+":2", args2...); r.Err != "" {
+							t.Errorf("%s: %s %v: %v", b.Name, s.Name, args2, r)
+						}
 					}
 				}
 			}
@@ -376,8 +382,9 @@ func TestArgumentsAlwaysAccepted(t *testing.T) {
 	t.Logf("%d combinations in the always-accepted range", n)
 }
 
-// TestArgumentsPastRange: past a script's range rule, the error names burst
-// if the caller gave one, else limit (never an argument left out), and
+// TestArgumentsPastRange: past a script's range rule, the error names
+// period_ms past 366 days, else burst (which then the caller gave: with
+// the default burst a drain is its period), never an argument left out;
 // Parse (the exact integer rule) agrees with the script at the boundary.
 func TestArgumentsPastRange(t *testing.T) {
 	for _, b := range st.BothClocked(t) {
@@ -388,16 +395,22 @@ func TestArgumentsPastRange(t *testing.T) {
 				argv []string
 				want string
 			}{
-				{"gcra", a("3003", "1000000000000"), "ERR invalid limit '3003': too large for exact arithmetic with period_ms 1000000000000"},                                   // repro 8
-				{"gcra", a("10", "1000", "1000000000000000"), "ERR invalid burst '1000000000000000': too large for exact arithmetic with limit 10 and period_ms 1000"},          // repro 8
-				{"leaky_bucket", a("1", "1000000000000", "5"), "ERR invalid burst '5': too large for exact arithmetic with limit 1 and period_ms 1000000000000"},                //
-				{"token_bucket", a("1", "1000000000000", "10"), "ERR invalid burst '10': too large for exact arithmetic with limit 1 and period_ms 1000000000000"},              //
-				{"sliding_window", a("28059810762433", "107"), "ERR invalid limit '28059810762433': too large for exact arithmetic with period_ms 107"},                         // 3*L*P = 2^53+1
-				{"sliding_window", a("1000000000000000", "1000000000000"), "ERR invalid limit '1000000000000000': too large for exact arithmetic with period_ms 1000000000000"}, //
-				{"gcra", a("1", "1000", "", "", "", "3003", "1000000000000", "0"), "ERR invalid limit #2 '3003': too large for exact arithmetic with period_ms 1000000000000"},  //
-				{"gcra", a("3003", "1000000000000", "", "x"), "ERR invalid limit '3003': too large for exact arithmetic with period_ms 1000000000000"},                          // range before cost
-				{"fixed_window", a("1000000000000000", "1000000000000"), ""},                                                                                                    //
-				{"sliding_log", a("10000", "1000000000000"), ""}, //
+				{"gcra", a("3003", "1000000000000"), "ERR invalid period_ms '1000000000000': must be at most 31622400000 (366 days) with limit 3003"},
+				{"gcra", a("10", "1000", "1000000000000000"), "ERR invalid burst '1000000000000000': must be a whole number up to 10^12, or 0 or empty for limit"},
+				{"gcra", a("1", "86400000", "200000"), "ERR invalid burst '200000': must be at most 10^12 * limit / period_ms (a full drain within 10^12 ms) with limit 1 and period_ms 86400000"},
+				{"gcra", a("1", "86400000", "52125"), "ERR invalid burst '52125': must be at most 10^12 * limit / period_ms (a full drain within 10^12 ms) with limit 1 and period_ms 86400000"}, // 2 * burst * period_us past 2^53 first here
+				{"gcra", a("1", "86400000", "52124"), ""}, // within 2^53: exact, accepted
+				{"gcra", a("1", "86400000", "11574"), ""}, // a drain within 10^12 ms
+				{"leaky_bucket", a("1", "1000000000000", "5"), "ERR invalid period_ms '1000000000000': must be at most 31622400000 (366 days) with limit 1 and burst 5"},
+				{"token_bucket", a("1", "1000000000000", "10"), "ERR invalid period_ms '1000000000000': must be at most 31622400000 (366 days) with limit 1 and burst 10"},
+				{"token_bucket", a("3", "31622400000", "100000"), "ERR invalid burst '100000': must be at most 10^12 * limit / period_ms (a full drain within 10^12 ms) with limit 3 and period_ms 31622400000"},
+				{"sliding_window", a("28059810762433", "107"), "ERR invalid limit '28059810762433': must be a whole number from 1 to 10^12"},
+				{"sliding_window", a("10000", "1000000000000"), "ERR invalid period_ms '1000000000000': must be at most 31622400000 (366 days) with limit 10000"},
+				{"sliding_window", a("1000000000000", "31622400000"), ""},
+				{"gcra", a("1", "1000", "", "", "", "3003", "1000000000000", "0"), "ERR invalid period_ms #2 '1000000000000': must be at most 31622400000 (366 days) with limit 3003"},
+				{"gcra", a("3003", "1000000000000", "", "x"), "ERR invalid period_ms '1000000000000': must be at most 31622400000 (366 days) with limit 3003"}, // range before cost
+				{"fixed_window", a("1000000000000000", "1000000000000"), ""}, //
+				{"sliding_log", a("10000", "1000000000000"), ""},             //
 			}
 			for _, c := range cases {
 				s, _ := manifest.Lookup(c.algo)

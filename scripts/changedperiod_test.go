@@ -16,16 +16,9 @@ import (
 // wrote it, a continuous bucket reads at most twice its own capacity, so
 // no wait it answers is longer than 2 * burst * period_ms / limit of the
 // limits it is called with. Under v2.1, gcra moved from 1 per day to 1000
-// per second waited a day, and from 4 per 10^12 ms 31.7 years.
-//
-// gcra's v2 state is the exception: it records only a TAT, and a denial
-// writes nothing, so a level read from it past twice the capacity can be
-// bounded or drain, not both (read at now and capped, it would read the
-// same full level a second later, and its wait would lie). It is read as
-// v2.1 read it, honestly: its waits are the TAT's. Every state v3 writes
-// (":3") is bounded, so the first admission ends the exception.
+// per second waited a day, and from 4 per 10^12 ms 31.7 years. (v4 reads
+// no v2 state: its TAT could be read bounded or draining, not both.)
 func TestChangedPeriodWaitsBounded(t *testing.T) {
-	now := st.Epoch.UnixMicro()
 	type change struct {
 		from [3]string // the limit that wrote the state, its cost a full bucket
 		to   [3]string
@@ -41,21 +34,12 @@ func TestChangedPeriodWaitsBounded(t *testing.T) {
 			for _, fcall := range modeKinds(b) {
 				for i, c := range changes {
 					b.SetTime(st.Epoch)
-					// the state as v3 writes it, and as v2.1 wrote it (a TAT a
-					// period per unit ahead; a level in units of 1/b)
+					// the state as v4 writes it
 					states := map[string]func(key string){
-						"v3": func(key string) {
+						"v4": func(key string) {
 							if r := modeCall(b, s, fcall, key, c.from, mustInt(c.from[2]), ""); r.Err != "" || r.Ints[0] != 1 {
 								t.Fatalf("%s: %v", s.Name, r)
 							}
-						},
-						"v2.1": func(key string) {
-							l, p, burst := mustInt(c.from[0]), mustInt(c.from[1])*1000, mustInt(c.from[2])
-							v := fmt.Sprintf("lb:2 %d %d", burst*(p/gcd(l, p)), now)
-							if s.Name == "gcra" {
-								v = fmt.Sprintf("gcra:2 %d 0", now+burst*p/l)
-							}
-							b.Client.Set(st.Ctx, key, v, 0)
 						},
 					}
 					for version, write := range states {
@@ -64,9 +48,6 @@ func TestChangedPeriodWaitsBounded(t *testing.T) {
 						l, p, burst := mustInt(c.to[0]), mustInt(c.to[1]), mustInt(c.to[2])
 						bound := st.CeilDiv(2*burst*p, l)
 						r := modeCall(b, s, fcall, key, c.to, 1, "")
-						if version == "v2.1" && s.Name == "gcra" {
-							bound = st.CeilDiv(mustInt(c.from[2])*mustInt(c.from[1]), mustInt(c.from[0])) // the TAT's wait
-						}
 						if r.Err != "" || r.Ints[2] > bound || r.Ints[3] > bound {
 							t.Errorf("%s: %s: state of %v (%s, %q) under %v: %v, want waits of at most %d ms", b.Name, s.Name, c.from, version, b.Get(key), c.to, r, bound)
 						}
@@ -131,10 +112,12 @@ func TestChangedPeriodAlternating(t *testing.T) {
 	}
 }
 
-// TestSlidingLogRestartKeepsEntries: when the sequence reaches 2^53 - 1
-// with entries held, it starts again past them (or renumbers the log): no
-// new entry replaces an old one. Under v2.1 it started at 1 while members
-// 1, 2, 3 existed, and 8 were admitted in 60 s against 5.
+// TestSlidingLogRestartKeepsEntries: when the sequence reaches 2^52 - 1
+// with entries held, it starts again from 1 with the other sign (v4: the
+// marker holds 2 * seq + sign), so no new entry replaces an old one and no
+// entry held is renamed. Under v2.1 it started at 1 while members 1, 2, 3
+// existed, and 8 were admitted in 60 s against 5; v3 renumbered every
+// entry held, one ZADD each.
 func TestSlidingLogRestartKeepsEntries(t *testing.T) {
 	s := spec("sliding_log")
 	for _, b := range st.BothClocked(t) {
@@ -142,13 +125,20 @@ func TestSlidingLogRestartKeepsEntries(t *testing.T) {
 			key := fmt.Sprintf("restart:%t", fcall)
 			lim := [3]string{"5", "60000", ""}
 			b.SetTime(st.Epoch)
+			// a log whose sequence is 3 short of its end, sign 0: its
+			// entries are numbered 2^52 - 2 and 2^52 - 1, then -1, -2, ...
+			if err := b.Client.ZAdd(st.Ctx, key, redis.Z{Score: -2 * (1<<52 - 3), Member: s.Tag}).Err(); err != nil {
+				t.Fatal(err)
+			}
 			for i := range 3 {
 				if r := modeCall(b, s, fcall, key, lim, 1, ""); r.Err != "" || r.Ints[1] != int64(4-i) {
 					t.Fatalf("%s: call %d: %v", b.Name, i+1, r)
 				}
 			}
-			if err := b.Client.ZAddXX(st.Ctx, key, redis.Z{Score: -9007199254740991, Member: s.Tag}).Err(); err != nil {
-				t.Fatal(err)
+			for _, m := range []string{"4503599627370494", "4503599627370495", "-1"} {
+				if err := b.Client.ZScore(st.Ctx, key, m).Err(); err != nil {
+					t.Errorf("%s (FCALL %t): no entry %s after the restart: %v", b.Name, fcall, m, b.Snap(key))
+				}
 			}
 			admitted := int64(0)
 			for range 5 {
@@ -160,7 +150,7 @@ func TestSlidingLogRestartKeepsEntries(t *testing.T) {
 				admitted += r.Ints[0]
 			}
 			if admitted != 2 {
-				t.Errorf("%s (FCALL %t): after the restart at 2^53 - 1, %d of 5 admitted; 3 were held of 5 per minute, want 2", b.Name, fcall, admitted)
+				t.Errorf("%s (FCALL %t): after the restart at 2^52 - 1, %d of 5 admitted; 3 were held of 5 per minute, want 2", b.Name, fcall, admitted)
 			}
 			if n := b.Client.ZCard(st.Ctx, key).Val(); n != 6 {
 				t.Errorf("%s (FCALL %t): the log holds %d members, want the marker and 5 entries: %v", b.Name, fcall, n, b.Snap(key))

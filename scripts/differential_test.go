@@ -273,13 +273,10 @@ func TestBindingExactBuckets(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			b.Rebind(t) // the backend's helpers report to this subtest
 			now := micros(b.Now())
-			// the :2 states v2.1 wrote, and the :3 that v3 writes for them
-			// (a level times period_us: 3000 us at 1 per 3001 ms is 3000)
+			// the states (a level times period_us: 3000 us at 1 per 3001 ms is 3000)
 			states := [][2]string{
-				{"gcra", fmt.Sprintf("gcra:2 %d 0 %d 0", now+3000, now+3001)},
-				{"leaky_bucket", fmt.Sprintf("lb:2 3000 %d 3001 %d", now, now)},
-				{"gcra", fmt.Sprintf("gcra:3 3000 %d 3001 %d", now, now)},
-				{"leaky_bucket", fmt.Sprintf("lb:3 3000 %d 3001 %d", now, now)},
+				{"gcra", fmt.Sprintf("gcra:4 3000 %d 3001 %d", now, now)},
+				{"leaky_bucket", fmt.Sprintf("lb:4 3000 %d 3001 %d", now, now)},
 			}
 			argv := a("1", "3001", "1073741824", "0", "", "1", "3002", "1073741824")
 			want := []int64{1, 1073741823, 0, 4, 1073741824, 2, 0}

@@ -2,6 +2,8 @@ package scripts_test
 
 import (
 	"fmt"
+	"math"
+	"math/big"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -96,8 +98,8 @@ func TestSlidingLogMarkerPast2p53(t *testing.T) {
 			if admitted != 4 {
 				t.Errorf("%s %s: %d of 6 admitted against 4 per minute from the last sequence number", b.Name, kind, admitted)
 			}
-			if got := b.Client.ZScore(st.Ctx, k, s.Tag).Val(); got != -4 {
-				t.Errorf("%s %s: the marker after 4 units from the last sequence number: %v, want -4 (started again)", b.Name, kind, got)
+			if got := b.Client.ZScore(st.Ctx, k, s.Tag).Val(); got != -8 {
+				t.Errorf("%s %s: the marker after 4 units from the last sequence number: %v, want -8 (started again with the other sign: 2 * 4 + 0)", b.Name, kind, got)
 			}
 		}, "4", "60000")
 	}
@@ -107,51 +109,55 @@ func TestSlidingLogMarkerPast2p53(t *testing.T) {
 var dec2199 = time.Date(2199, 12, 1, 0, 0, 0, 0, time.UTC)
 
 // gcra once wrote a TAT past 2^53 that it then refused ("not gcra state"
-// for as long as the key lived). Under :3 it writes the level (4e12 units
-// of 1 ms: 4e15) and its time, and reads them back, at 2199-12-01 too.
+// for as long as the key lived). Under :4 it writes the level (10^12 units
+// of 366 days: 3.16224 * 10^25 in units of 1/period_us, 26 digits) and its
+// time, and reads them back, at 2199-12-01 too.
 func TestGCRAStateNear2200(t *testing.T) {
 	s := spec("gcra")
 	for _, b := range st.BothClocked(t) {
 		b.SetTime(dec2199)
-		want := fmt.Sprintf("gcra:3 4000000000000000 %d", dec2199.UnixMicro())
+		want := fmt.Sprintf("gcra:4 31622400000000000000000000 %d", dec2199.UnixMicro())
 		eachCallKind(t, b, s, "rv3", nil, func(kind, k string, r st.Reply) {
-			if !r.Equal(st.Reply{Ints: []int64{1, 0, 0, 4e12, 4e12, 1, 4e12}}) {
-				t.Errorf("%s %s at 2199-12-01: %v, want [1 0 0 4000000000000 4000000000000 1 4000000000000]", b.Name, kind, r)
+			if !r.Equal(st.Reply{Ints: []int64{1, 0, 0, 31622400000, 1e12, 1, 1e12}}) {
+				t.Errorf("%s %s at 2199-12-01: %v, want [1 0 0 31622400000 1000000000000 1 1000000000000]", b.Name, kind, r)
 			}
 			if v := b.Client.Get(st.Ctx, k).Val(); v != want || !st.ValidState(s, v) {
 				t.Errorf("%s %s: state %q, want %q, valid state", b.Name, kind, v, want)
 			}
-			// read back: full, the next unit 1 ms away
-			if r := b.Eval(s, k, "1", "1", "4000000000000", "1", "check"); !r.Equal(st.Reply{Ints: []int64{0, 0, 1, 4e12, 4e12, 1, 0}}) {
-				t.Errorf("%s %s: the next call: %v, want [0 0 1 4000000000000 4000000000000 1 0]", b.Name, kind, r)
+			// read back: full, the next unit 31.6224 us away
+			if r := b.Eval(s, k, "1000000000000", "31622400000", "", "1", "check"); !r.Equal(st.Reply{Ints: []int64{0, 0, 1, 31622400000, 1e12, 1, 0}}) {
+				t.Errorf("%s %s: the next call: %v, want [0 0 1 31622400000 1000000000000 1 0]", b.Name, kind, r)
 			}
-		}, "1", "1", "4000000000000", "4000000000000")
+		}, "1000000000000", "31622400000", "", "1000000000000")
 	}
 }
 
 // The rule gcra once broke: no script writes what it would refuse,
-// for any TIME before 2200 and any combination in the always-accepted range
-// (max(limit, burst) * period_ms <= 4 * 10^12): random combinations and
-// costs in 2199, each written, then read by a check that must not fail.
+// for any TIME before 2200 and any combination in the accepted range
+// (limit and burst up to 10^12, period_ms up to 366 days, a full drain
+// within 10^12 ms): random combinations, drawn log-uniformly, and costs in
+// 2199, each written, then read by a check that must not fail.
 func TestNoScriptWritesWhatItRefuses(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 3))
+	logUniform := func(hi int64) int64 { return max(1, min(hi, int64(math.Exp(rng.Float64()*math.Log(float64(hi)+1))))) }
 	for _, b := range st.BothClocked(t) {
 		for _, s := range manifest.Specs() {
 			for i := range 60 {
 				at := dec2199.Add(-time.Duration(rng.Int64N(int64(330 * 24 * time.Hour))))
 				b.SetTime(at)
-				period := int64(1) + rng.Int64N(1e12)
+				period := logUniform(st.MaxPeriodMS)
 				if rng.IntN(2) == 0 {
-					period = []int64{1, 1000, 60000, 86400000, 1e12}[rng.IntN(5)]
+					period = []int64{1, 1000, 60000, 86400000, 2592000000, st.MaxPeriodMS}[rng.IntN(6)]
 				}
-				most := max(int64(1), int64(4e12)/period) // max(limit, burst) within the range
-				if s.Log {
-					most = min(most, 10000)
-				}
-				limit := 1 + rng.Int64N(most)
+				limit := logUniform(min(s.MaxLimit, 1e12))
 				burst := ""
 				if !s.Window && rng.IntN(2) == 0 {
-					burst = strconv.FormatInt(1+rng.Int64N(most), 10)
+					most := new(big.Int).Quo(new(big.Int).Mul(big.NewInt(1e12), big.NewInt(limit)), big.NewInt(period))
+					top := int64(1e12)
+					if most.IsInt64() {
+						top = min(top, most.Int64())
+					}
+					burst = strconv.FormatInt(logUniform(min(top, s.MaxLimit)), 10)
 				}
 				capacity := limit
 				if burst != "" {

@@ -1,5 +1,5 @@
 -- redisrate fixed_window.lua: fixed window: starts at the first request, allows limit, expires after period_ms.
--- Script contract v3 (CONTRACT.md in the redisrate repository). This file
+-- Script contract v4 (CONTRACT.md in the redisrate repository). This file
 -- stands alone: copy it, SCRIPT LOAD it, EVALSHA it from any Redis client.
 --
 -- Call:
@@ -84,24 +84,27 @@ repeat
   -- 16 digits and more need no check of their own.
   -- (A script first compares period_ms with a second, a minute, an hour
   -- and a day: assemble.go, periodMacro.)
-  local limit1, period1 = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0, ps == '1000' and 1000 or ps == '60000' and 60000 or ps == '3600000' and 3600000 or ps == '86400000' and 86400000 or find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0
+  local limit1, period1 = #ls < 16 and find(ls, '^[1-9]%d*$') and ls + 0, ps == '1000' and 1000 or ps == '60000' and 60000 or ps == '3600000' and 3600000 or ps == '86400000' and 86400000 or #ps < 16 and find(ps, '^[1-9]%d*$') and ps + 0
   if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
   local burst1, cost, mode = limit1, 1, ''
   if bs then -- the optional arguments, when there are any (the common call has none)
     local cs = argv[4]
     mode = argv[5] or ''
     if bs ~= '' then
-      local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0
+      local b = #bs < 16 and find(bs, '^[1-9]%d*$') and bs + 0
       if not b or (b ~= 0 and b ~= limit1) then break end
     end
     if cs and cs ~= '' then
-      local c = cs == '1' and 1 or cs == '0' and 0 or find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 -- (1, the default, and 0, a peek, by comparison, as periods)
+      local c = cs == '1' and 1 or cs == '0' and 0 or #cs < 16 and find(cs, '^[1-9]%d*$') and cs + 0 -- (1, the default, and 0, a peek, by comparison, as periods)
       if not c or c > 1e15 then break end
       cost = c
     end
     if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then break end
   end
-  if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+  -- Within the range without its exact rule: max(limit, burst) * period_ms
+  -- at most 4 * 10^12, or the default burst (its drain is its period) with
+  -- a period of at most 366 days; the general code checks the others.
+  if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 and (burst1 > limit1 or period1 > 31622400000) then break end
   local now
   do
     local t = redis.call('TIME')
@@ -153,6 +156,7 @@ repeat
     else -- force: cost units, as far as twice the limit
       units = 2 * limit - count
       if cost < units then units = cost end
+      if units < 0 then units = 0 end -- (a count past it, another limit's: never lowered)
       count = count + units
     end
     retry_us = count < limit and 0 or start + period_us - now -- the wait for one unit, after
@@ -160,7 +164,7 @@ repeat
     count, units = count + cost, cost
   end
   local rem = count < limit and limit - count or 0
-  local left, per, cap = rem, 1, limit
+  local frac, per, cap = 0, 1, limit
   local reset_us = count > 0 and start + period_us - now or 0
   local allowed, out = ok
   if (ok or settle) and writes then out = fmt('fw:2 %d %d', start, count) end
@@ -187,7 +191,7 @@ repeat
 until true
 -- ---- fixed_window's constants (from its manifest) ----
 local NAME, TAG = 'fixed_window', 'fw:2'
-local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local MAX_LIMIT, LIMIT_RULE, BURST_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15', 'must be a whole number up to 10^15, or 0 or empty for limit'
 local TIME_AT, TIME_MAX = 1, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^fw:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 
@@ -203,10 +207,21 @@ local FIELDS, STATE = 2, '^fw:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; t
 -- Numbers: an argument in the common form (no leading zero, at most 15
 -- digits) is read at once, with one find and s + 0; whole reads the others:
 -- digits only, leading zeros dropped before reading (gopher-lua would read
--- 010 as octal), at most 16 digits left; nil otherwise.
+-- 010 as octal), at most 16 digits left; nil otherwise. Past its last 16
+-- characters, which hold every digit that counts, a long argument must be
+-- zeros: compared whole with as many zeros (copies in C; a Lua pattern
+-- over 1 MB of them took 15 to 40 ms, string.rep 20 to 60).
 local function whole(s)
+  local n = #s
+  if n > 16 then
+    if ('').byte(s) ~= 48 then return nil end -- more than 16 characters, the first not a zero
+    local z, m = '0', n - 16
+    while #z < m do z = z .. z end -- (doubled: rep adds one character at a time)
+    if ('').sub(s, 1, m) ~= ('').sub(z, 1, m) then return nil end
+    s = ('').sub(s, n - 15)
+  end
   s = match(s, '^0*(%d+)$')
-  if s and #s <= 16 then return s + 0 end
+  if s then return s + 0 end
   return nil
 end
 
@@ -282,17 +297,17 @@ for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are 
   if i == 1 then ls, ps, bs = ls or '', ps or '', bs or '' end -- the first limit's burst is optional (a further limit's limit is there: n counts the triples begun)
   -- Each number is read as helpers.lua's "Numbers" says: nil for anything
   -- but digits.
-  local limit = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0 or whole(ls)
+  local limit = #ls < 16 and find(ls, '^[1-9]%d*$') and ls + 0 or whole(ls)
   if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
   if not ps then short = true break end
-  local period_ms = ps == '1000' and 1000 or ps == '60000' and 60000 or ps == '3600000' and 3600000 or ps == '86400000' and 86400000 or find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0 or whole(ps) -- (a script compares it with a second, a minute, an hour and a day first)
+  local period_ms = ps == '1000' and 1000 or ps == '60000' and 60000 or ps == '3600000' and 3600000 or ps == '86400000' and 86400000 or #ps < 16 and find(ps, '^[1-9]%d*$') and ps + 0 or whole(ps) -- (a script compares it with a second, a minute, an hour and a day first)
   if not period_ms or period_ms < 1 or period_ms > 1e12 then
     return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
   end
   if not bs then short = true break end
   local burst = limit
   if bs ~= '' then
-    local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0 or whole(bs)
+    local b = #bs < 16 and find(bs, '^[1-9]%d*$') and bs + 0 or whole(bs)
     if not b or (b ~= 0 and b ~= limit) then
       return invalid('burst', i, bs, 'must be empty, 0 or equal to limit for ' .. NAME)
     end
@@ -302,10 +317,11 @@ for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are 
       local cs = argv[4]
       mode = argv[5] or ''
       if cs ~= '' then
-        cost = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 or whole(cs)
+        cost = #cs < 16 and find(cs, '^[1-9]%d*$') and cs + 0 or whole(cs)
         if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
       end
       if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
+        if type(mode) == 'table' then return redis.error_reply(mode[1]) end -- a _ro function's writing mode (library.lua's as_check)
         return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
       end
     end
@@ -334,9 +350,10 @@ end
 -- ---- State (scripts/src/state.lua) ----
 -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
 -- separated by single spaces: no leading zeros, each below 2^53, a recorded
--- time (TIME_AT) no later than TIME_MAX, a time ahead of the clock (AHEAD_AT,
--- gcra's TAT) no later than AHEAD_MAX. Anything else (another type, a
--- user's value, another script's or version's state) is refused, untouched.
+-- time (TIME_AT) no later than TIME_MAX, a level (gcra's, leaky_bucket's)
+-- of up to 26 digits, kept as its text past 2^53 - 1. Anything else
+-- (another type, a user's value, another script's or version's state) is
+-- refused, untouched.
 -- n limits' state is read in one match into a table (limit j's field f at
 -- FIELDS * (j - 1) + f), one limit's into locals, another number of limits'
 -- field by field. With several keys, key i holds limit i's state, read as a
@@ -349,11 +366,11 @@ while true do -- KEYS[1], then with several keys each in turn
     if raw.err then -- pcall's error reply: another type (a string's .err is nil)
       return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value of another type, not ' .. NAME .. ' state: left untouched')
     end
-    -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
-    -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
-    -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
-    -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
-    -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
+    -- Each number: at most 16 digits (a level 26), no leading zero (such a
+    -- field reads below 10^(digits - 1), on gopher-lua too, which reads 010
+    -- as octal), and at most its maximum: TIME_MAX for a recorded time, else
+    -- 2^53 - 1 (a level: 10^26, its text kept past 2^53 - 1, which reads
+    -- rounded).
     if k == 1 and n > 1 then more = { match(raw, '^' .. TAG .. ('').rep(' ([1-9]%d*) ([1-9]%d*)', n) .. '$') } end -- n limits' (the library makes the patterns at load)
     local good = more and more[1] ~= nil
     if not good then
@@ -380,7 +397,7 @@ while true do -- KEYS[1], then with several keys each in turn
       s2 = more[2]
     end
     if not good then
-      local other, which = ({ ['gcra:3'] = 'gcra', ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:3'] = 'leaky_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
+      local other, which = ({ ['gcra:4'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:4'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
       if other and other ~= NAME then
         return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
       end
@@ -414,23 +431,24 @@ if n > 1 and not more then more = {} end -- no state yet, or one limit's: the fu
 local settle = mode == 'refund' or mode == 'force'
 local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
 if mode == 'upto' then cost = 0 end
-local writes, allowed, ttl_us, out, changed, short -- changed: settle altered a limit; short: force past what the empty mode admits
-local a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
+local writes, allowed, ttl_us, out, changed, short, touched -- changed: settle altered a limit; short: force past what the empty mode admits; touched: this limit is written
+local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
 local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
 local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
 repeat
   writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
-  allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
+  allowed, ttl_us, out, changed, short, least, a_i, d_i, records, touched = true, 0, TAG, not settle, false, nil, nil, nil, nil, true
 for i = 1, n do
   -- This limit's arguments and stored numbers (nil: none): the first limit's
   -- in locals, the others' in argv (as numbers by now) and in more.
   local limit, period_us, stored_start, stored_count = limit1, period1 * 1000, s1, s2
   if i > 1 then
     -- (keyed.lua) With several keys, the limit before is KEYS[i - 1]'s, and
-    -- its record that key's whole state, kept with its own TTL (write.lua).
+    -- its record that key's whole state, kept with its own TTL (write.lua);
+    -- false when a refund or force left it as it was.
     if k > 1 and allowed and writes then
       if not records then records = {} end
-      records[2 * i - 3], records[2 * i - 2] = out, ttl_us
+      records[2 * i - 3], records[2 * i - 2] = touched and out, ttl_us
       out, ttl_us = TAG, 0
     end
     limit, period_us = argv[3 * i], argv[3 * i + 1] * 1000
@@ -456,6 +474,7 @@ for i = 1, n do
     else -- force: cost units, as far as twice the limit
       units = 2 * limit - count
       if cost < units then units = cost end
+      if units < 0 then units = 0 end -- (a count past it, another limit's: never lowered)
       count = count + units
     end
     retry_us = count < limit and 0 or start + period_us - now -- the wait for one unit, after
@@ -463,34 +482,40 @@ for i = 1, n do
     count, units = count + cost, cost
   end
   local rem = count < limit and limit - count or 0
-  local left, per, cap = rem, 1, limit
+  local frac, per, cap = 0, 1, limit
   local reset_us = count > 0 and start + period_us - now or 0
   -- ---- This limit's verdict (scripts/src/verdict.lua) ----
-  -- The reply describes the binding limit: on an admission (and for refund
-  -- and force) the one with the fewest units left (left / per, exactly), on a
-  -- denial the denying one with the longest retry_after_ms (-1, never,
-  -- counts as longest); ties go to the earlier.
+  -- The reply describes the binding limit: on an admission the one with
+  -- the fewest units left (rem + frac / per, exactly), on a denial the
+  -- denying one with the longest retry_after_ms (-1, never, counts as
+  -- longest); for refund and force the one with the longest wait for one
+  -- unit after the call, in whole ms as reported, then the fewest units
+  -- left; ties go to the earlier.
   if reset_us > ttl_us then ttl_us = reset_us end
   if not least or rem < least then least = rem end
+  if settle then touched = units > 0 end -- with several keys, a key whose limit a refund or force left as it was is not written
   if ok or settle then
     if not ok then short = true end
     if units > 0 then changed = true end
-    -- fewer units left than the binding limit so far: by whole units first
-    -- (rem is left / per, rounded down), then by the parts of a unit left:
-    -- at once for the same per, else by less's exact case without a call
-    -- (some 600 instructions), else by less (a loop as long as Euclid's)
+    -- fewer units left than the binding limit so far: by whole units first,
+    -- then by the parts of a unit left: at once for the same per, else by
+    -- less's exact case without a call (some 600 instructions), else by
+    -- less (a loop as long as Euclid's)
     local fewer = not a_i or rem < a_rem
     if not fewer and rem == a_rem then
       if per == a_per then
-        fewer = left < a_left
+        fewer = frac < a_frac
       else
-        local f, a_f = left % per, a_left % a_per
-        local x, y = f * a_per, a_f * per
-        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(f, per, a_f, a_per) end
+        local x, y = frac * a_per, a_frac * per
+        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(frac, per, a_frac, a_per) end
       end
     end
+    if settle and a_i then -- the longest wait in whole ms first
+      local r, ar = (retry_us + -retry_us % 1000) / 1000, (a_retry + -a_retry % 1000) / 1000
+      if r ~= ar then fewer = r > ar end
+    end
     if fewer then
-      a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
+      a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry_us
     end
   else
     allowed = false
@@ -515,18 +540,21 @@ until false
 -- that changed a limit; a check never does. PSETEX is refused under
 -- maxmemory (OOM) before it writes; the key expires when every limit is back
 -- to empty, so no cleanup job is needed, and a key a refund left empty is
--- deleted. With several keys, each gets its state and TTL: Redis refuses a
--- script's first write under OOM and no later one, so the first PSETEX fails
--- before any key is written.
+-- deleted. With several keys, each key a refund or force changed gets its
+-- state and TTL, every PSETEX before any DEL: Redis refuses a script's
+-- first write under OOM and no later one, so the first PSETEX fails before
+-- any key is written (a DEL first would let the PSETEXes after it through).
 if allowed and writes and changed then
-  if k > 1 then -- the other keys' records first, then the last key's
-    for i = 1, k - 1 do
+  if k > 1 then
+    records[2 * k - 1], records[2 * k] = touched and out, ttl_us
+    for i = 1, k do
       local ttl = records[2 * i]
-      if ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) else redis.call('DEL', keys[i]) end
+      if records[2 * i - 1] and ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) end
     end
-    key = keys[k]
-  end
-  if ttl_us > 0 then
+    for i = 1, k do
+      if records[2 * i - 1] and records[2 * i] <= 0 then redis.call('DEL', keys[i]) end
+    end
+  elseif ttl_us > 0 then
     redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
   else
     redis.call('DEL', key)
@@ -536,7 +564,8 @@ end
 -- ---- The reply (scripts/src/reply.lua) ----
 -- Field 7 is the units recorded on the binding limit (what a check would).
 -- refund and force describe the key after the call, with the wait until
--- one unit would be admitted; force is allowed when the empty mode would be.
+-- one unit would be admitted; force is allowed when the empty mode would
+-- be.
 if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
 if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
 return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }

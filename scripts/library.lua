@@ -1,5 +1,5 @@
 #!lua name=redisrate
--- redisrate Functions library, script contract v3 (CONTRACT.md in the
+-- redisrate Functions library, script contract v4 (CONTRACT.md in the
 -- redisrate repository). Redis 7 or later: FUNCTION LOAD REPLACE this file.
 --
 --   FCALL    redisrate_<algorithm>    1 <key> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
@@ -37,10 +37,21 @@ local find, match, fmt = ('').find, ('').match, ('').format
 -- Numbers: an argument in the common form (no leading zero, at most 15
 -- digits) is read at once, with one find and s + 0; whole reads the others:
 -- digits only, leading zeros dropped before reading (gopher-lua would read
--- 010 as octal), at most 16 digits left; nil otherwise.
+-- 010 as octal), at most 16 digits left; nil otherwise. Past its last 16
+-- characters, which hold every digit that counts, a long argument must be
+-- zeros: compared whole with as many zeros (copies in C; a Lua pattern
+-- over 1 MB of them took 15 to 40 ms, string.rep 20 to 60).
 local function whole(s)
+  local n = #s
+  if n > 16 then
+    if ('').byte(s) ~= 48 then return nil end -- more than 16 characters, the first not a zero
+    local z, m = '0', n - 16
+    while #z < m do z = z .. z end -- (doubled: rep adds one character at a time)
+    if ('').sub(s, 1, m) ~= ('').sub(z, 1, m) then return nil end
+    s = ('').sub(s, n - 15)
+  end
   s = match(s, '^0*(%d+)$')
-  if s and #s <= 16 then return s + 0 end
+  if s then return s + 0 end
   return nil
 end
 
@@ -53,7 +64,7 @@ end
 -- false is read again on each call, and counted once.)
 local NUM, NUMS = {}, 0
 local function read(s)
-  local v = find(s, '^[1-9]%d*$') and #s < 16 and s + 0 or whole(s) or false
+  local v = #s < 16 and find(s, '^[1-9]%d*$') and s + 0 or whole(s) or false
   if #s <= 16 then
     if NUM[s] == nil then
       if NUMS == 1024 then NUM, NUMS = {}, 0 end
@@ -102,70 +113,188 @@ end
 
 -- ==== gcra ====
 -- ---- gcra's constants (from its manifest) ----
-local NAME, TAG = 'gcra', 'gcra:3'
-local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local NAME, TAG = 'gcra', 'gcra:4'
+local MAX_LIMIT, LIMIT_RULE, BURST_RULE = 1000000000000, 'must be a whole number from 1 to 10^12', 'must be a whole number up to 10^12, or 0 or empty for limit'
 local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
-local FIELDS, STATE = 2, '^gcra:3 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
+local FIELDS, STATE = 2, '^gcra:4 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
 for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' ([1-9]%d*) ([1-9]%d*)', n) .. '$' end
-local OLD, OLD_BODY = '^gcra:2 ', '^gcra:2( [ %d]*%d)$' -- an older state, which upgrade reads (older.lua)
-local AHEAD_MAX = 13339554827370498 -- the latest time ahead of the clock the older state holds (state.lua)
 
--- ---- The level's range (scripts/src/continuous.lua) ----
--- A level is at most twice the capacity, burst * period_us, and stays a
--- whole number below 2^53 (level.lua).
+-- ---- Exact products past 2^53 (scripts/src/exact.lua) ----
+-- Lua's numbers are doubles, exact only below 2^53. Where a product of the
+-- accepted range passes it (a level of a billion units a month in units of
+-- 1/period_us, a window's count weighted by microseconds), muldiv gives
+-- floor(a * m / c) and a * m % c exactly, for whole a, m >= 0 below 2^53 and
+-- c from 1 below 2^47 whose quotient is below 2^53: the quotient estimated
+-- in doubles (off by at most 3), the remainder a * m - q * c computed
+-- exactly modulo 2^50 (low: the product's low bits from 25-bit halves,
+-- every partial product below 2^53), where it lies within 4c < 2^49 of 0,
+-- then q corrected. Only calls whose products may pass 2^53 run it.
+local function low(a, m) -- a * m % 2^50
+  local a0, m0 = a % 33554432, m % 33554432
+  local a1, m1 = (a - a0) / 33554432, (m - m0) / 33554432
+  local mid = (a1 * m0 % 33554432 + a0 * m1 % 33554432) % 33554432
+  return (mid * 33554432 + a0 * m0) % 1125899906842624
+end
+local function muldiv(a, m, c)
+  local x = a * m
+  if x < 9007199254740992 then -- exact already
+    local r = x % c
+    return (x - r) / c, r
+  end
+  local q = x / c
+  q = q - q % 1
+  local r = (low(a, m) - low(q, c)) % 1125899906842624
+  if r >= 562949953421312 then r = r - 1125899906842624 end
+  while r < 0 do
+    q = q - 1
+    r = r + c
+  end
+  while r >= c do
+    q = q + 1
+    r = r - c
+  end
+  return q, r
+end
+-- ---- The level's range and its exact arithmetic (scripts/src/continuous.lua) ----
+-- out_of_range names the argument at fault in a combination the script
+-- refuses, or nil: every limit and burst up to 10^12 with a period_ms up to
+-- 366 days whose full drain, burst * period_ms / limit, is at most 10^12 ms
+-- is accepted, and so is every call whose level of twice the capacity,
+-- 2 * burst * period_us, stays within 2^53 (level.lua's cheap case). (Only
+-- run past the first check in args.lua.)
 local function out_of_range(limit, period_ms, burst)
-  return burst * period_ms * 2000 > 9007199254740992
+  if 2 * burst * period_ms * 1000 <= 9007199254740992 then return nil end -- (a multiple of 2000: exact to 2^54)
+  if period_ms > 31622400000 then return 'period_ms' end
+  if burst > limit and less(1e12, period_ms, burst, limit) then return 'burst' end -- 10^12 < burst * period_ms / limit, exactly
+  return nil
 end
--- v2level is one limit of gcra's v2 state, "t r" (a TAT of t + r / a
--- microseconds, a/b = limit / period_us in lowest terms, g their gcd), read
--- as v2.1 read it: at now, in the terms of the limit, the level x = (TAT -
--- now) * limit, and its time; only checked without a limit; nil when not
--- v2 state. A level past twice the capacity is read as of the time the TAT
--- puts it at twice the capacity, ahead of now (guarantee 9's clock step):
--- its waits are v2.1's, honest, since a state that records only a TAT and
--- is not written on a denial can be read no other way.
-local function v2level(ts, rs, now, limit, period_us, burst, g)
-  if #ts > 17 or #rs > 16 or ts + 0 > AHEAD_MAX or rs + 0 > 9007199254740991 then return nil end
-  if not limit then return 0, now end
-  local d, r = ts - now, rs + 0 -- the TAT's whole microseconds ahead of now, and r / a more
-  if ts + 0 > 9007199254740991 then -- read exactly from its text
-    d = (('').sub(ts, 1, #ts - 6) * 1000000 - now) + (('1' .. ('').sub(ts, -6)) - 1000000)
+-- ---- The level past 2^53 (scripts/src/deep.lua) ----
+-- In the accepted range a level x reaches 6.4 * 10^25 (twice 10^12 units
+-- of 366 days): here it is split into u whole units and p parts of a unit,
+-- x = u * period_us + p with 0 <= p < period_us, each below 2^53, as is
+-- every time and every wait; each product of two of them goes through
+-- muldiv (exact.lua). The state keeps x as its decimal text.
+-- ceil_div is ceil((k * b + f) / d), for whole k, f >= 0 and d >= 1.
+local function ceil_div(k, b, f, d)
+  local q, r = muldiv(k, b, d)
+  r = r + f
+  local s = r % d
+  return q + (r - s) / d + (s > 0 and 1 or 0)
+end
+-- drain is the level u, p after e microseconds at limit per microsecond.
+local function drain(u, p, e, limit, b)
+  local x, d = u * b + p, e * limit -- (in doubles, each within 2^-52 of the exact: apart by more, they decide)
+  if d > x * 1.000000000001 then return 0, 0 end
+  if d > x * 0.999999999999 and x / limit < 9007199254740992 and e >= ceil_div(u, b, p, limit) then return 0, 0 end -- (else it takes longer than any e)
+  local q, r = muldiv(e, limit, b) -- below x / b: below u + 1
+  u = u - q
+  p = p - r
+  if p < 0 then
+    p = p + b
+    u = u - 1
   end
-  if r >= limit / g then r, d = 0, d + 1 end -- another limit's state: no earlier than it held
-  if d < 0 or (d == 0 and r == 0) then return 0, now end -- the TAT has passed: empty
-  local top = 2 * burst * period_us -- twice the capacity
-  if d * limit + r * g <= top then return d * limit + r * g, now end
-  local back = (top - r * g - (top - r * g) % limit) / limit -- past it now: as of the time it is twice the capacity
-  if now + (d - back) > TIME_MAX then return top, TIME_MAX end -- (a TAT past 2250)
-  return back * limit + r * g, now + (d - back)
+  return u, p
 end
--- ---- The v2 state (scripts/src/older.lua) ----
--- upgrade is a v2 state (raw) as this script's v3 state, read as v2.1 read
--- it: each limit's two numbers by v2level, in the terms of the limit at its
--- position (with several keys, key i's; none past the call's limits, which
--- v2level only checks); nil when raw is not v2 state: 1 to 8 pairs of
--- whole numbers without leading zeros, single spaces, nothing else.
-local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
-  local body = match(raw, OLD_BODY)
-  if not body or find(body, ' 0%d') then return nil end
-  local out, j, read = TAG, 0, 0
-  for as, bs in ('').gmatch(body, ' (%d+) (%d+)') do
-    j, read = j + 1, read + 2 + #as + #bs
-    local p, limit, period_us, burst, g = key_i or j -- the limit at this position, when there is one
-    if p <= n then
-      limit, period_us, burst = limit1, period1 * 1000, burst1
-      if p > 1 then limit, period_us, burst = argv[3 * p], argv[3 * p + 1] * 1000, argv[3 * p + 2] end
-      local h
-      g, h = limit, period_us % limit -- their greatest common divisor
-      while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
+-- split is x (a number below 2^53, or the text of a larger one, state.lua)
+-- as u, p for a period of b microseconds: the text's last 14 digits and the
+-- rest, hi * 10^14 + lo, divided by b (hi has no leading zero: state.lua).
+local function split(x, b)
+  if x == x + 0 then
+    local p = x % b
+    return (x - p) / b, p
+  end
+  local hi, lo = ('').sub(x, 1, #x - 14) + 0, ('1' .. ('').sub(x, -14)) - 1e14 -- (a 1 before the zeros the last 14 may start with: gopher-lua reads 010 as octal)
+  if hi >= b then return 17592186044417, 0 end -- past 10^14 units: more than any limit writes
+  local q, r = muldiv(hi, 1e14, b)
+  r = r + lo
+  local p = r % b
+  return q + (r - p) / b, p
+end
+-- decimal is the level u * b + p as a decimal number: in base 10^7, from
+-- products of 7-digit halves, each below 2^53.
+local function decimal(u, p, b)
+  local x = u * b + p
+  if x < 9007199254740992 then return fmt('%d', x) end -- exact
+  local ul, bl = u % 1e7, b % 1e7
+  local uh, bh = (u - ul) / 1e7, (b - bl) / 1e7
+  local s0 = ul * bl + p
+  local c0 = s0 % 1e7
+  local s1 = uh * bl + ul * bh + (s0 - c0) / 1e7
+  local c1 = s1 % 1e7
+  return fmt('%d%07d%07d', uh * bh + (s1 - c1) / 1e7, c1, c0)
+end
+-- deep is level.lua's decision for one limit on the level x at time t, for
+-- any level and any limit of the range; mode is refund, force or false.
+-- The state's level, drained, is what refund and force change by their
+-- units, so that no forgiveness is written back (guarantee 12); the read
+-- is that level at most twice the capacity as of t, drained; an admission
+-- records on the read. It returns what level.lua sets: ok, retry_us,
+-- units, rem and frac (the units left: rem + frac / b), reset_us, and the
+-- level to write, as text, and its time.
+local function deep(x, t, now, limit, b, burst, cost, mode)
+  local u, p = split(x, b)
+  if u > 17592186044416 then -- 2^44 units: past anything a limit writes
+    u = 17592186044416
+    p = 0
+  end
+  local top = 2 * burst
+  local cu, cp = u, p -- the read
+  if cu > top or cu == top and cp > 0 then
+    cu = top
+    cp = 0
+  end
+  if now > t then
+    local same = cu == u and cp == p -- (the read is the state's level: one drain for both)
+    u, p = drain(u, p, now - t, limit, b)
+    if same then cu, cp = u, p else cu, cp = drain(cu, cp, now - t, limit, b) end
+    t = now
+  end
+  local k = cu + cost - burst -- the units past the capacity a call of cost would leave (and cp / b more)
+  local ok, units, retry_us = cost == 0 or k < 0 or k == 0 and cp == 0, 0, 0
+  if mode then
+    if mode == 'refund' then -- up to cost units back, never below empty; a unit partly drained counts as one
+      if cost > u or cost == u and p == 0 then
+        units = u + (p > 0 and 1 or 0)
+        u = 0
+        p = 0
+      else
+        units = cost
+        u = u - cost
+      end
+    else -- force: cost units, as far as twice the capacity
+      units = top - u - (p > 0 and 1 or 0)
+      if cost < units then units = cost end
+      if units < 0 then units = 0 end
+      u = u + units
     end
-    local x, t = v2level(as, bs, now, limit, period_us, burst, g)
-    if j > 8 or not x then return nil end
-    out = out .. fmt(' %d %d', x, t)
+    cu, cp = u, p -- what the next call reads
+    if cu > top or cu == top and cp > 0 then
+      cu = top
+      cp = 0
+    end
+    k = cu + 1 - burst -- the wait for one unit, after
+    if k > 0 or k == 0 and cp > 0 then retry_us = t - now + ceil_div(k, b, cp, limit) end
+  else
+    if ok then
+      cu = cu + cost
+      units = cost
+    elseif cost <= burst then
+      retry_us = t - now + ceil_div(k, b, cp, limit)
+    end
+    u, p = cu, cp
   end
-  if read ~= #body then return nil end
-  return out
+  local rem, frac, reset_us = burst - cu, 0, 0
+  if cp > 0 then
+    rem = rem - 1
+    frac = b - cp
+  end
+  if rem < 0 then
+    rem = 0
+    frac = 0
+  end
+  if cu > 0 or cp > 0 then reset_us = t - now + ceil_div(cu, b, cp, limit) end
+  return ok, retry_us, units, rem, frac, reset_us, decimal(u, p, b), t
 end
 local function gcra(KEYS, ARGV)
   -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
@@ -188,14 +317,14 @@ local function gcra(KEYS, ARGV)
     -- (A script first compares period_ms with a second, a minute, an hour
     -- and a day: assemble.go, periodMacro.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
-    if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
+    if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000 and period1 >= 1 and period1 <= 1e12) then break end
     local burst1, cost, mode = limit1, 1, ''
     if bs then -- the optional arguments, when there are any (the common call has none)
       local cs = argv[4]
       mode = argv[5] or ''
       if bs ~= '' then
         local b = NUM[bs] or read(bs)
-        if not b or b > 1e15 then break end
+        if not b or b > 1000000000000 then break end
         if b > 0 then burst1 = b end
       end
       if cs and cs ~= '' then
@@ -205,7 +334,10 @@ local function gcra(KEYS, ARGV)
       end
       if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then break end
     end
-    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+    -- Within the range without its exact rule: max(limit, burst) * period_ms
+    -- at most 4 * 10^12, or the default burst (its drain is its period) with
+    -- a period of at most 366 days; the general code checks the others.
+    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 and (burst1 > limit1 or period1 > 31622400000) then break end
     local now
     do
       local t = redis.call('TIME')
@@ -217,7 +349,7 @@ local function gcra(KEYS, ARGV)
     local s1, s2
     if raw then
       if raw.err then break end
-      local t1, t2 = match(raw, '^gcra:3 ([1-9]%d*) ([1-9]%d*)$')
+      local t1, t2 = match(raw, '^gcra:4 ([1-9]%d*) ([1-9]%d*)$')
       if not t1 then break end
       if #t1 > 16 then break end
       if #t2 > 16 then break end
@@ -238,46 +370,58 @@ local function gcra(KEYS, ARGV)
     -- first limit's in locals, the others' in argv (as numbers by now) and in
     -- more.
     local limit, b, burst, x, t = limit1, period1 * 1000, burst1, s1, s2
-    local xmax = burst * b
-    -- Drained to now. A clock behind t (it stepped back) decides as of t, and
-    -- its waits are longer by t - now (guarantee 9).
-    if not t then
-      x, t = 0, now
-    else
-      if x > 2 * xmax then x = 2 * xmax end
+    local xmax, text = burst * b -- text: the level to write, past 2^53 (deep.lua's)
+    if not t then x, t = 0, now end
+    local ok, never, retry_us, units = false, cost > burst, 0, 0
+    local rem, frac, reset_us -- (one LOADNIL: set by both paths below)
+    if xmax > 4503599627370496 or x ~= x + 0 or x > 2 * xmax then -- past 2^53 (x ~= x + 0: its text), or a state past twice the capacity
+      if b < 140737488355328 or xmax > 4503599627370496 then
+        -- (A script defines deep.lua's functions here, where only the calls
+        -- past 2^53 make their closures; the library has them already.)
+        ok, retry_us, units, rem, frac, reset_us, text, t = deep(x, t, now, limit, b, burst, cost, settle and mode)
+      else
+        x = 2 * xmax -- (a period past 4 years, past exact.lua's bound on b: read at most twice the capacity)
+      end
+    end
+    if not text then
+      -- Drained to now. A clock behind t (it stepped back) decides as of t,
+      -- and its waits are longer by t - now (guarantee 9).
       if now > t then
         local drained = (now - t) * limit -- (past 2^53 only when it is past x)
         if drained >= x then x = 0 else x = x - drained end
         t = now
       end
-    end
-    local ok, never, retry_us, units = false, cost > burst, 0, 0
-    if not never then
-      local over = x - (xmax - cost * b) -- x + cost * b - xmax, without the sum, which could pass 2^53
-      if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % limit) / limit end
-    end
-    if settle then
-      if mode == 'refund' then -- up to cost units back, never below empty; a unit partly drained counts as one
-        local give = x
-        if cost <= 2 * burst and cost * b < x then give = cost * b end
-        units, x = (give + -give % b) / b, x - give
-      else -- force: cost units, as far as twice the capacity
-        local room = 2 * xmax - x
-        units = (room - room % b) / b
-        if cost < units then units = cost end
-        x = x + units * b
+      if not never then
+        local over = x - (xmax - cost * b) -- x + cost * b - xmax, without the sum, which could pass 2^53
+        if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % limit) / limit end
       end
-      local over = x - (xmax - b) -- the wait for one unit, after
-      retry_us = over > 0 and t - now + (over + -over % limit) / limit or 0
-    elseif ok then
-      x, units = x + cost * b, cost
+      if settle then
+        if mode == 'refund' then -- up to cost units back, never below empty; a unit partly drained counts as one
+          local give = x
+          if cost <= 2 * burst and cost * b < x then give = cost * b end
+          units, x = (give + -give % b) / b, x - give
+        else -- force: cost units, as far as twice the capacity
+          local room = 2 * xmax - x
+          units = (room - room % b) / b
+          if cost < units then units = cost end
+          x = x + units * b
+        end
+        local over = x - (xmax - b) -- the wait for one unit, after
+        retry_us = over > 0 and t - now + (over + -over % limit) / limit or 0
+      elseif ok then
+        x, units = x + cost * b, cost
+      end
+      local room = xmax - x
+      if room < 0 then room = 0 end
+      frac = room % b
+      rem = (room - frac) / b -- units left: rem + frac / b
+      reset_us = x > 0 and t - now + (x + -x % limit) / limit or 0
     end
-    local room = xmax - x
-    if room < 0 then room = 0 end
-    local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
-    local reset_us = x > 0 and t - now + (x + -x % limit) / limit or 0
+    local cap, per = burst, b
     local allowed, out = ok
-    if (ok or settle) and writes then out = fmt('gcra:3 %d %d', x, t) end
+    if (ok or settle) and writes then
+      if text then out = 'gcra:4 ' .. text .. fmt(' %d', t) else out = fmt('gcra:4 %d %d', x, t) end
+    end
     -- upto's grant after the measuring pass (upto.lua): then the pass again.
     if mode == 'upto' and cost == 0 and want > 0 then
       cost = rem < want and rem or want
@@ -347,17 +491,20 @@ local function gcra(KEYS, ARGV)
     local given = false -- a burst of its own, named when the range is exceeded
     if bs ~= '' then
       local b = NUM[bs] or read(bs)
-      if not b or b > 1e15 then
-        return invalid('burst', i, bs, 'must be a whole number up to 10^15, or 0 or empty for limit')
+      if not b or b > MAX_LIMIT then
+        return invalid('burst', i, bs, BURST_RULE)
       end
       if b > 0 then burst, given = b, true end
     end
-    -- Every script accepts max(limit, burst) * period_ms <= 4 * 10^12.
-    if (burst > limit and burst or limit) * period_ms > 4e12 and out_of_range(limit, period_ms, burst) then
-      if given then
-        return invalid('burst', i, bs, fmt('too large for exact arithmetic with limit %d and period_ms %d', limit, period_ms))
+    -- The accepted range (out_of_range): first a check that the common calls
+    -- pass at once, max(limit, burst) * period_ms <= 4 * 10^12.
+    if (burst > limit and burst or limit) * period_ms > 4e12 then
+      local fault = out_of_range(limit, period_ms, burst)
+      if fault == 'period_ms' then
+        return invalid('period_ms', i, ps, fmt('must be at most 31622400000 (366 days) with limit %d' .. (given and ' and burst %d' or ''), limit, burst))
+      elseif fault then
+        return invalid('burst', i, bs, fmt('must be at most 10^12 * limit / period_ms (a full drain within 10^12 ms) with limit %d and period_ms %d', limit, period_ms))
       end
-      return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
     end
     if i == 1 then
       if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
@@ -368,6 +515,7 @@ local function gcra(KEYS, ARGV)
           if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
         end
         if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
+          if type(mode) == 'table' then return redis.error_reply(mode[1]) end -- a _ro function's writing mode (library.lua's as_check)
           return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
         end
       end
@@ -396,9 +544,10 @@ local function gcra(KEYS, ARGV)
   -- ---- State (scripts/src/state.lua) ----
   -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
   -- separated by single spaces: no leading zeros, each below 2^53, a recorded
-  -- time (TIME_AT) no later than TIME_MAX, a time ahead of the clock (AHEAD_AT,
-  -- gcra's TAT) no later than AHEAD_MAX. Anything else (another type, a
-  -- user's value, another script's or version's state) is refused, untouched.
+  -- time (TIME_AT) no later than TIME_MAX, a level (gcra's, leaky_bucket's)
+  -- of up to 26 digits, kept as its text past 2^53 - 1. Anything else
+  -- (another type, a user's value, another script's or version's state) is
+  -- refused, untouched.
   -- n limits' state is read in one match into a table (limit j's field f at
   -- FIELDS * (j - 1) + f), one limit's into locals, another number of limits'
   -- field by field. With several keys, key i holds limit i's state, read as a
@@ -411,22 +560,22 @@ local function gcra(KEYS, ARGV)
       if raw.err then -- pcall's error reply: another type (a string's .err is nil)
         return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value of another type, not ' .. NAME .. ' state: left untouched')
       end
-      -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
-      -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
-      -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
-      -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
-      -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
+      -- Each number: at most 16 digits (a level 26), no leading zero (such a
+      -- field reads below 10^(digits - 1), on gopher-lua too, which reads 010
+      -- as octal), and at most its maximum: TIME_MAX for a recorded time, else
+      -- 2^53 - 1 (a level: 10^26, its text kept past 2^53 - 1, which reads
+      -- rounded).
       if k == 1 and n > 1 then more = { match(raw, FULL[n]) } end -- n limits' (the library makes the patterns at load)
       local good = more and more[1] ~= nil
       if not good then
-        if find(raw, OLD) then raw = upgrade(raw, k > 1 and (i or 1) or nil, now, argv, n, limit1, period1, burst1) or '' end -- a v2 state, as v2.1 read it (the algorithm's upgrade)
         local t1, t2, rest = match(raw, STATE)
         good = rest ~= nil
         if good and rest == '' then -- one limit's
-          s1 = #t1 <= 16 and t1 + 0
+          s1 = #t1 <= 26 and t1 + 0
           s2 = #t2 <= 16 and t2 + 0
-          good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991
+          good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 1e26
           good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX
+          if good and s1 > 9007199254740991 then s1 = t1 end
         elseif good then -- another number of limits: " n n ..." exactly, FIELDS each, up to 8 limits
           more = { t1, t2 }
           local read = 0
@@ -436,14 +585,14 @@ local function gcra(KEYS, ARGV)
       end
       if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
         for j = 0, #more - 1, FIELDS do
-          local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and v <= 9007199254740991) then good = false break end; more[j + 1] = v
+          local f = more[j + 1]; local v = #f <= 26 and f + 0; if not (v and v <= 1e26) then good = false break end; more[j + 1] = v > 9007199254740991 and f or v
           local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and v <= TIME_MAX) then good = false break end; more[j + 2] = v
         end
         s1 = more[1]
         s2 = more[2]
       end
       if not good then
-        local other, which = ({ ['gcra:3'] = 'gcra', ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:3'] = 'leaky_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
+        local other, which = ({ ['gcra:4'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:4'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
         if other and other ~= NAME then
           return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
         end
@@ -477,20 +626,23 @@ local function gcra(KEYS, ARGV)
   local settle = mode == 'refund' or mode == 'force'
   local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
   if mode == 'upto' then cost = 0 end
-  local writes, allowed, ttl_us, out, changed, short -- changed: settle altered a limit; short: force past what the empty mode admits
-  local a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
+  local writes, allowed, ttl_us, out, changed, short, touched -- changed: settle altered a limit; short: force past what the empty mode admits; touched: this limit is written
+  local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
   repeat
     writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
-    allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
+    allowed, ttl_us, out, changed, short, least, a_i, d_i, records, touched = true, 0, TAG, not settle, false, nil, nil, nil, nil, true
   -- ---- The level (scripts/src/level.lua): gcra's and leaky_bucket's decision ----
   -- A level of x stands for x / period_us units: a unit is period_us of x, x
   -- drains by limit each microsecond, and no limit or burst changes what it
   -- means, so raised limits read the same level and only admit more
   -- (guarantee 12). The capacity is burst * period_us; a state is read as at
-  -- most twice it (the debt force may leave), so no wait passes twice the
-  -- time these limits take to drain their capacity.
+  -- most twice it (the debt force may leave), as of its time, so no wait
+  -- passes twice the time these limits take to drain their capacity. While
+  -- twice the capacity stays below 2^53 (and the state within it), x is exact
+  -- in a double and decided here; past it deep.lua decides, and x may be the
+  -- text of a level past 2^53 (state.lua).
   for i = 1, n do
     -- This limit's arguments and its state, x at time t (nil: none): the
     -- first limit's in locals, the others' in argv (as numbers by now) and in
@@ -498,79 +650,94 @@ local function gcra(KEYS, ARGV)
     local limit, b, burst, x, t = limit1, period1 * 1000, burst1, s1, s2
     if i > 1 then
       -- (keyed.lua) With several keys, the limit before is KEYS[i - 1]'s, and
-      -- its record that key's whole state, kept with its own TTL (write.lua).
+      -- its record that key's whole state, kept with its own TTL (write.lua);
+      -- false when a refund or force left it as it was.
       if k > 1 and allowed and writes then
         if not records then records = {} end
-        records[2 * i - 3], records[2 * i - 2] = out, ttl_us
+        records[2 * i - 3], records[2 * i - 2] = touched and out, ttl_us
         out, ttl_us = TAG, 0
       end
       limit, b, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
       x, t = more[2 * i - 1], more[2 * i]
     end
-    local xmax = burst * b
-    -- Drained to now. A clock behind t (it stepped back) decides as of t, and
-    -- its waits are longer by t - now (guarantee 9).
-    if not t then
-      x, t = 0, now
-    else
-      if x > 2 * xmax then x = 2 * xmax end
+    local xmax, text = burst * b -- text: the level to write, past 2^53 (deep.lua's)
+    if not t then x, t = 0, now end
+    local ok, never, retry_us, units = false, cost > burst, 0, 0
+    local rem, frac, reset_us -- (one LOADNIL: set by both paths below)
+    if xmax > 4503599627370496 or x ~= x + 0 or x > 2 * xmax then -- past 2^53 (x ~= x + 0: its text), or a state past twice the capacity
+      if b < 140737488355328 or xmax > 4503599627370496 then
+        ok, retry_us, units, rem, frac, reset_us, text, t = deep(x, t, now, limit, b, burst, cost, settle and mode)
+      else
+        x = 2 * xmax -- (a period past 4 years, past exact.lua's bound on b: read at most twice the capacity)
+      end
+    end
+    if not text then
+      -- Drained to now. A clock behind t (it stepped back) decides as of t,
+      -- and its waits are longer by t - now (guarantee 9).
       if now > t then
         local drained = (now - t) * limit -- (past 2^53 only when it is past x)
         if drained >= x then x = 0 else x = x - drained end
         t = now
       end
-    end
-    local ok, never, retry_us, units = false, cost > burst, 0, 0
-    if not never then
-      local over = x - (xmax - cost * b) -- x + cost * b - xmax, without the sum, which could pass 2^53
-      if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % limit) / limit end
-    end
-    if settle then
-      if mode == 'refund' then -- up to cost units back, never below empty; a unit partly drained counts as one
-        local give = x
-        if cost <= 2 * burst and cost * b < x then give = cost * b end
-        units, x = (give + -give % b) / b, x - give
-      else -- force: cost units, as far as twice the capacity
-        local room = 2 * xmax - x
-        units = (room - room % b) / b
-        if cost < units then units = cost end
-        x = x + units * b
+      if not never then
+        local over = x - (xmax - cost * b) -- x + cost * b - xmax, without the sum, which could pass 2^53
+        if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % limit) / limit end
       end
-      local over = x - (xmax - b) -- the wait for one unit, after
-      retry_us = over > 0 and t - now + (over + -over % limit) / limit or 0
-    elseif ok then
-      x, units = x + cost * b, cost
+      if settle then
+        if mode == 'refund' then -- up to cost units back, never below empty; a unit partly drained counts as one
+          local give = x
+          if cost <= 2 * burst and cost * b < x then give = cost * b end
+          units, x = (give + -give % b) / b, x - give
+        else -- force: cost units, as far as twice the capacity
+          local room = 2 * xmax - x
+          units = (room - room % b) / b
+          if cost < units then units = cost end
+          x = x + units * b
+        end
+        local over = x - (xmax - b) -- the wait for one unit, after
+        retry_us = over > 0 and t - now + (over + -over % limit) / limit or 0
+      elseif ok then
+        x, units = x + cost * b, cost
+      end
+      local room = xmax - x
+      if room < 0 then room = 0 end
+      frac = room % b
+      rem = (room - frac) / b -- units left: rem + frac / b
+      reset_us = x > 0 and t - now + (x + -x % limit) / limit or 0
     end
-    local room = xmax - x
-    if room < 0 then room = 0 end
-    local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
-    local reset_us = x > 0 and t - now + (x + -x % limit) / limit or 0
+    local cap, per = burst, b
     -- ---- This limit's verdict (scripts/src/verdict.lua) ----
-    -- The reply describes the binding limit: on an admission (and for refund
-    -- and force) the one with the fewest units left (left / per, exactly), on a
-    -- denial the denying one with the longest retry_after_ms (-1, never,
-    -- counts as longest); ties go to the earlier.
+    -- The reply describes the binding limit: on an admission the one with
+    -- the fewest units left (rem + frac / per, exactly), on a denial the
+    -- denying one with the longest retry_after_ms (-1, never, counts as
+    -- longest); for refund and force the one with the longest wait for one
+    -- unit after the call, in whole ms as reported, then the fewest units
+    -- left; ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if not least or rem < least then least = rem end
+    if settle then touched = units > 0 end -- with several keys, a key whose limit a refund or force left as it was is not written
     if ok or settle then
       if not ok then short = true end
       if units > 0 then changed = true end
-      -- fewer units left than the binding limit so far: by whole units first
-      -- (rem is left / per, rounded down), then by the parts of a unit left:
-      -- at once for the same per, else by less's exact case without a call
-      -- (some 600 instructions), else by less (a loop as long as Euclid's)
+      -- fewer units left than the binding limit so far: by whole units first,
+      -- then by the parts of a unit left: at once for the same per, else by
+      -- less's exact case without a call (some 600 instructions), else by
+      -- less (a loop as long as Euclid's)
       local fewer = not a_i or rem < a_rem
       if not fewer and rem == a_rem then
         if per == a_per then
-          fewer = left < a_left
+          fewer = frac < a_frac
         else
-          local f, a_f = left % per, a_left % a_per
-          local x, y = f * a_per, a_f * per
-          if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(f, per, a_f, a_per) end
+          local x, y = frac * a_per, a_frac * per
+          if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(frac, per, a_frac, a_per) end
         end
       end
+      if settle and a_i then -- the longest wait in whole ms first
+        local r, ar = (retry_us + -retry_us % 1000) / 1000, (a_retry + -a_retry % 1000) / 1000
+        if r ~= ar then fewer = r > ar end
+      end
       if fewer then
-        a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
+        a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry_us
       end
     else
       allowed = false
@@ -579,7 +746,7 @@ local function gcra(KEYS, ARGV)
         d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
       end
     end
-    if allowed and writes then out = out .. fmt(' %d %d', x, t) end
+    if allowed and writes then out = out .. (text and ' ' .. text .. fmt(' %d', t) or fmt(' %d %d', x, t)) end
   end
     -- ---- upto's passes (scripts/src/upto.lua) ----
     -- After the measuring pass, the grant is the fewest whole units a limit
@@ -595,18 +762,21 @@ local function gcra(KEYS, ARGV)
   -- that changed a limit; a check never does. PSETEX is refused under
   -- maxmemory (OOM) before it writes; the key expires when every limit is back
   -- to empty, so no cleanup job is needed, and a key a refund left empty is
-  -- deleted. With several keys, each gets its state and TTL: Redis refuses a
-  -- script's first write under OOM and no later one, so the first PSETEX fails
-  -- before any key is written.
+  -- deleted. With several keys, each key a refund or force changed gets its
+  -- state and TTL, every PSETEX before any DEL: Redis refuses a script's
+  -- first write under OOM and no later one, so the first PSETEX fails before
+  -- any key is written (a DEL first would let the PSETEXes after it through).
   if allowed and writes and changed then
-    if k > 1 then -- the other keys' records first, then the last key's
-      for i = 1, k - 1 do
+    if k > 1 then
+      records[2 * k - 1], records[2 * k] = touched and out, ttl_us
+      for i = 1, k do
         local ttl = records[2 * i]
-        if ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) else redis.call('DEL', keys[i]) end
+        if records[2 * i - 1] and ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) end
       end
-      key = keys[k]
-    end
-    if ttl_us > 0 then
+      for i = 1, k do
+        if records[2 * i - 1] and records[2 * i] <= 0 then redis.call('DEL', keys[i]) end
+      end
+    elseif ttl_us > 0 then
       redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
     else
       redis.call('DEL', key)
@@ -616,7 +786,8 @@ local function gcra(KEYS, ARGV)
   -- ---- The reply (scripts/src/reply.lua) ----
   -- Field 7 is the units recorded on the binding limit (what a check would).
   -- refund and force describe the key after the call, with the wait until
-  -- one unit would be admitted; force is allowed when the empty mode would be.
+  -- one unit would be admitted; force is allowed when the empty mode would
+  -- be.
   if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }
@@ -625,16 +796,17 @@ end
 -- ==== token_bucket ====
 -- ---- token_bucket's constants (from its manifest) ----
 local NAME, TAG = 'token_bucket', 'tb:2'
-local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local MAX_LIMIT, LIMIT_RULE, BURST_RULE = 1000000000000, 'must be a whole number from 1 to 10^12', 'must be a whole number up to 10^12, or 0 or empty for limit'
 local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^tb:2 (%-?%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
 for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' (%-?%d+) ([1-9]%d*)', n) .. '$' end
 
 local function out_of_range(limit, period_ms, burst)
-  -- the longest wait: refills until a bucket in debt (-burst) is full
-  if 2 * burst * period_ms * 1000 <= 9007199254740992 then return false end
-  return (2 * burst + -(2 * burst) % limit) / limit * period_ms * 1000 > 9007199254740992
+  if 2 * burst * period_ms * 1000 <= 9007199254740992 then return nil end
+  if (2 * burst + -(2 * burst) % limit) / limit * period_ms * 1000 <= 9007199254740992 then return nil end
+  if period_ms > 31622400000 then return 'period_ms' end
+  return 'burst'
 end
 local function token_bucket(KEYS, ARGV)
   -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
@@ -657,14 +829,14 @@ local function token_bucket(KEYS, ARGV)
     -- (A script first compares period_ms with a second, a minute, an hour
     -- and a day: assemble.go, periodMacro.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
-    if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
+    if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000 and period1 >= 1 and period1 <= 1e12) then break end
     local burst1, cost, mode = limit1, 1, ''
     if bs then -- the optional arguments, when there are any (the common call has none)
       local cs = argv[4]
       mode = argv[5] or ''
       if bs ~= '' then
         local b = NUM[bs] or read(bs)
-        if not b or b > 1e15 then break end
+        if not b or b > 1000000000000 then break end
         if b > 0 then burst1 = b end
       end
       if cs and cs ~= '' then
@@ -674,7 +846,10 @@ local function token_bucket(KEYS, ARGV)
       end
       if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then break end
     end
-    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+    -- Within the range without its exact rule: max(limit, burst) * period_ms
+    -- at most 4 * 10^12, or the default burst (its drain is its period) with
+    -- a period of at most 366 days; the general code checks the others.
+    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 and (burst1 > limit1 or period1 > 31622400000) then break end
     local now
     do
       local t = redis.call('TIME')
@@ -708,12 +883,12 @@ local function token_bucket(KEYS, ARGV)
     local limit, period_us, burst, stored_tokens, stored_t = limit1, period1 * 1000, burst1, s1, s2
     -- A new bucket starts full, its refills counted from now. A clock behind
     -- the last refill (it stepped back) decides as of that refill.
-    local tokens, t = burst, now
+    local tokens, t, refills = burst, now, 0
     if stored_t then
       tokens, t = stored_tokens, stored_t
       if tokens > burst then tokens = burst elseif tokens < -burst then tokens = -burst end -- state of other limits, in these terms
       if now > t then
-        local refills = (now - t - (now - t) % period_us) / period_us
+        refills = (now - t - (now - t) % period_us) / period_us
         if refills > 0 then
           t = t + refills * period_us
           if refills * limit >= burst - tokens then tokens = burst else tokens = tokens + refills * limit end
@@ -725,28 +900,41 @@ local function token_bucket(KEYS, ARGV)
       local short = cost - tokens -- ceil(short / limit) refills
       if short <= 0 or cost == 0 then ok = true else retry_us = t + (short + -short % limit) / limit * period_us - now end
     end
+    local keep -- the tokens to write
     if settle then
-      if mode == 'refund' then -- up to cost tokens back, never past burst
-        units = burst - tokens
-        if cost < units then units = cost end
-        tokens = tokens + units
-      else -- force: cost tokens, as far as -burst
-        units = tokens + burst
-        if cost < units then units = cost end
-        tokens = tokens - units
+      -- The state's own tokens, refilled: refund and force change them by
+      -- their units, so no forgiveness past -burst (or cut past burst) is
+      -- written back (guarantee 12); the next call reads them again.
+      keep = tokens
+      if stored_t and (stored_tokens > burst or stored_tokens < -burst) then
+        keep = stored_tokens
+        if keep < burst and refills > 0 then
+          if refills * limit >= burst - keep then keep = burst else keep = keep + refills * limit end
+        end
       end
+      if mode == 'refund' then -- up to cost tokens back, never past burst
+        units = burst - keep
+      else -- force: cost tokens, as far as -burst
+        units = keep + burst
+      end
+      if cost < units then units = cost end
+      if units < 0 then units = 0 end
+      if mode == 'refund' then keep = keep + units else keep = keep - units end
+      tokens = keep
+      if tokens > burst then tokens = burst elseif tokens < -burst then tokens = -burst end
       local short = 1 - tokens -- the wait for one token, after
       retry_us = short > 0 and t + (short + -short % limit) / limit * period_us - now or 0
     elseif ok then
       tokens, units = tokens - cost, cost
     end
+    if not keep then keep = tokens end
     local reset_us = 0
     local missing = burst - tokens -- ceil(missing / limit) refills
     if missing > 0 then reset_us = t + (missing + -missing % limit) / limit * period_us - now end
     local rem = tokens > 0 and tokens or 0
-    local left, per, cap = rem, 1, burst
+    local frac, per, cap = 0, 1, burst
     local allowed, out = ok
-    if (ok or settle) and writes then out = fmt('tb:2 %d %d', tokens, t) end
+    if (ok or settle) and writes then out = fmt('tb:2 %d %d', keep, t) end
     -- upto's grant after the measuring pass (upto.lua): then the pass again.
     if mode == 'upto' and cost == 0 and want > 0 then
       cost = rem < want and rem or want
@@ -816,17 +1004,20 @@ local function token_bucket(KEYS, ARGV)
     local given = false -- a burst of its own, named when the range is exceeded
     if bs ~= '' then
       local b = NUM[bs] or read(bs)
-      if not b or b > 1e15 then
-        return invalid('burst', i, bs, 'must be a whole number up to 10^15, or 0 or empty for limit')
+      if not b or b > MAX_LIMIT then
+        return invalid('burst', i, bs, BURST_RULE)
       end
       if b > 0 then burst, given = b, true end
     end
-    -- Every script accepts max(limit, burst) * period_ms <= 4 * 10^12.
-    if (burst > limit and burst or limit) * period_ms > 4e12 and out_of_range(limit, period_ms, burst) then
-      if given then
-        return invalid('burst', i, bs, fmt('too large for exact arithmetic with limit %d and period_ms %d', limit, period_ms))
+    -- The accepted range (out_of_range): first a check that the common calls
+    -- pass at once, max(limit, burst) * period_ms <= 4 * 10^12.
+    if (burst > limit and burst or limit) * period_ms > 4e12 then
+      local fault = out_of_range(limit, period_ms, burst)
+      if fault == 'period_ms' then
+        return invalid('period_ms', i, ps, fmt('must be at most 31622400000 (366 days) with limit %d' .. (given and ' and burst %d' or ''), limit, burst))
+      elseif fault then
+        return invalid('burst', i, bs, fmt('must be at most 10^12 * limit / period_ms (a full drain within 10^12 ms) with limit %d and period_ms %d', limit, period_ms))
       end
-      return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
     end
     if i == 1 then
       if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
@@ -837,6 +1028,7 @@ local function token_bucket(KEYS, ARGV)
           if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
         end
         if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
+          if type(mode) == 'table' then return redis.error_reply(mode[1]) end -- a _ro function's writing mode (library.lua's as_check)
           return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
         end
       end
@@ -865,9 +1057,10 @@ local function token_bucket(KEYS, ARGV)
   -- ---- State (scripts/src/state.lua) ----
   -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
   -- separated by single spaces: no leading zeros, each below 2^53, a recorded
-  -- time (TIME_AT) no later than TIME_MAX, a time ahead of the clock (AHEAD_AT,
-  -- gcra's TAT) no later than AHEAD_MAX. Anything else (another type, a
-  -- user's value, another script's or version's state) is refused, untouched.
+  -- time (TIME_AT) no later than TIME_MAX, a level (gcra's, leaky_bucket's)
+  -- of up to 26 digits, kept as its text past 2^53 - 1. Anything else
+  -- (another type, a user's value, another script's or version's state) is
+  -- refused, untouched.
   -- n limits' state is read in one match into a table (limit j's field f at
   -- FIELDS * (j - 1) + f), one limit's into locals, another number of limits'
   -- field by field. With several keys, key i holds limit i's state, read as a
@@ -880,11 +1073,11 @@ local function token_bucket(KEYS, ARGV)
       if raw.err then -- pcall's error reply: another type (a string's .err is nil)
         return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value of another type, not ' .. NAME .. ' state: left untouched')
       end
-      -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
-      -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
-      -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
-      -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
-      -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
+      -- Each number: at most 16 digits (a level 26), no leading zero (such a
+      -- field reads below 10^(digits - 1), on gopher-lua too, which reads 010
+      -- as octal), and at most its maximum: TIME_MAX for a recorded time, else
+      -- 2^53 - 1 (a level: 10^26, its text kept past 2^53 - 1, which reads
+      -- rounded).
       if k == 1 and n > 1 then more = { match(raw, FULL[n]) } end -- n limits' (the library makes the patterns at load)
       local good = more and more[1] ~= nil
       if not good then
@@ -911,7 +1104,7 @@ local function token_bucket(KEYS, ARGV)
         s2 = more[2]
       end
       if not good then
-        local other, which = ({ ['gcra:3'] = 'gcra', ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:3'] = 'leaky_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
+        local other, which = ({ ['gcra:4'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:4'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
         if other and other ~= NAME then
           return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
         end
@@ -945,23 +1138,24 @@ local function token_bucket(KEYS, ARGV)
   local settle = mode == 'refund' or mode == 'force'
   local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
   if mode == 'upto' then cost = 0 end
-  local writes, allowed, ttl_us, out, changed, short -- changed: settle altered a limit; short: force past what the empty mode admits
-  local a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
+  local writes, allowed, ttl_us, out, changed, short, touched -- changed: settle altered a limit; short: force past what the empty mode admits; touched: this limit is written
+  local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
   repeat
     writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
-    allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
+    allowed, ttl_us, out, changed, short, least, a_i, d_i, records, touched = true, 0, TAG, not settle, false, nil, nil, nil, nil, true
   for i = 1, n do
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, period_us, burst, stored_tokens, stored_t = limit1, period1 * 1000, burst1, s1, s2
     if i > 1 then
       -- (keyed.lua) With several keys, the limit before is KEYS[i - 1]'s, and
-      -- its record that key's whole state, kept with its own TTL (write.lua).
+      -- its record that key's whole state, kept with its own TTL (write.lua);
+      -- false when a refund or force left it as it was.
       if k > 1 and allowed and writes then
         if not records then records = {} end
-        records[2 * i - 3], records[2 * i - 2] = out, ttl_us
+        records[2 * i - 3], records[2 * i - 2] = touched and out, ttl_us
         out, ttl_us = TAG, 0
       end
       limit, period_us, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
@@ -969,12 +1163,12 @@ local function token_bucket(KEYS, ARGV)
     end
     -- A new bucket starts full, its refills counted from now. A clock behind
     -- the last refill (it stepped back) decides as of that refill.
-    local tokens, t = burst, now
+    local tokens, t, refills = burst, now, 0
     if stored_t then
       tokens, t = stored_tokens, stored_t
       if tokens > burst then tokens = burst elseif tokens < -burst then tokens = -burst end -- state of other limits, in these terms
       if now > t then
-        local refills = (now - t - (now - t) % period_us) / period_us
+        refills = (now - t - (now - t) % period_us) / period_us
         if refills > 0 then
           t = t + refills * period_us
           if refills * limit >= burst - tokens then tokens = burst else tokens = tokens + refills * limit end
@@ -986,52 +1180,71 @@ local function token_bucket(KEYS, ARGV)
       local short = cost - tokens -- ceil(short / limit) refills
       if short <= 0 or cost == 0 then ok = true else retry_us = t + (short + -short % limit) / limit * period_us - now end
     end
+    local keep -- the tokens to write
     if settle then
-      if mode == 'refund' then -- up to cost tokens back, never past burst
-        units = burst - tokens
-        if cost < units then units = cost end
-        tokens = tokens + units
-      else -- force: cost tokens, as far as -burst
-        units = tokens + burst
-        if cost < units then units = cost end
-        tokens = tokens - units
+      -- The state's own tokens, refilled: refund and force change them by
+      -- their units, so no forgiveness past -burst (or cut past burst) is
+      -- written back (guarantee 12); the next call reads them again.
+      keep = tokens
+      if stored_t and (stored_tokens > burst or stored_tokens < -burst) then
+        keep = stored_tokens
+        if keep < burst and refills > 0 then
+          if refills * limit >= burst - keep then keep = burst else keep = keep + refills * limit end
+        end
       end
+      if mode == 'refund' then -- up to cost tokens back, never past burst
+        units = burst - keep
+      else -- force: cost tokens, as far as -burst
+        units = keep + burst
+      end
+      if cost < units then units = cost end
+      if units < 0 then units = 0 end
+      if mode == 'refund' then keep = keep + units else keep = keep - units end
+      tokens = keep
+      if tokens > burst then tokens = burst elseif tokens < -burst then tokens = -burst end
       local short = 1 - tokens -- the wait for one token, after
       retry_us = short > 0 and t + (short + -short % limit) / limit * period_us - now or 0
     elseif ok then
       tokens, units = tokens - cost, cost
     end
+    if not keep then keep = tokens end
     local reset_us = 0
     local missing = burst - tokens -- ceil(missing / limit) refills
     if missing > 0 then reset_us = t + (missing + -missing % limit) / limit * period_us - now end
     local rem = tokens > 0 and tokens or 0
-    local left, per, cap = rem, 1, burst
+    local frac, per, cap = 0, 1, burst
     -- ---- This limit's verdict (scripts/src/verdict.lua) ----
-    -- The reply describes the binding limit: on an admission (and for refund
-    -- and force) the one with the fewest units left (left / per, exactly), on a
-    -- denial the denying one with the longest retry_after_ms (-1, never,
-    -- counts as longest); ties go to the earlier.
+    -- The reply describes the binding limit: on an admission the one with
+    -- the fewest units left (rem + frac / per, exactly), on a denial the
+    -- denying one with the longest retry_after_ms (-1, never, counts as
+    -- longest); for refund and force the one with the longest wait for one
+    -- unit after the call, in whole ms as reported, then the fewest units
+    -- left; ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if not least or rem < least then least = rem end
+    if settle then touched = units > 0 end -- with several keys, a key whose limit a refund or force left as it was is not written
     if ok or settle then
       if not ok then short = true end
       if units > 0 then changed = true end
-      -- fewer units left than the binding limit so far: by whole units first
-      -- (rem is left / per, rounded down), then by the parts of a unit left:
-      -- at once for the same per, else by less's exact case without a call
-      -- (some 600 instructions), else by less (a loop as long as Euclid's)
+      -- fewer units left than the binding limit so far: by whole units first,
+      -- then by the parts of a unit left: at once for the same per, else by
+      -- less's exact case without a call (some 600 instructions), else by
+      -- less (a loop as long as Euclid's)
       local fewer = not a_i or rem < a_rem
       if not fewer and rem == a_rem then
         if per == a_per then
-          fewer = left < a_left
+          fewer = frac < a_frac
         else
-          local f, a_f = left % per, a_left % a_per
-          local x, y = f * a_per, a_f * per
-          if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(f, per, a_f, a_per) end
+          local x, y = frac * a_per, a_frac * per
+          if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(frac, per, a_frac, a_per) end
         end
       end
+      if settle and a_i then -- the longest wait in whole ms first
+        local r, ar = (retry_us + -retry_us % 1000) / 1000, (a_retry + -a_retry % 1000) / 1000
+        if r ~= ar then fewer = r > ar end
+      end
       if fewer then
-        a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
+        a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry_us
       end
     else
       allowed = false
@@ -1040,7 +1253,7 @@ local function token_bucket(KEYS, ARGV)
         d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
       end
     end
-    if allowed and writes then out = out .. fmt(' %d %d', tokens, t) end
+    if allowed and writes then out = out .. fmt(' %d %d', keep, t) end
   end
     -- ---- upto's passes (scripts/src/upto.lua) ----
     -- After the measuring pass, the grant is the fewest whole units a limit
@@ -1056,18 +1269,21 @@ local function token_bucket(KEYS, ARGV)
   -- that changed a limit; a check never does. PSETEX is refused under
   -- maxmemory (OOM) before it writes; the key expires when every limit is back
   -- to empty, so no cleanup job is needed, and a key a refund left empty is
-  -- deleted. With several keys, each gets its state and TTL: Redis refuses a
-  -- script's first write under OOM and no later one, so the first PSETEX fails
-  -- before any key is written.
+  -- deleted. With several keys, each key a refund or force changed gets its
+  -- state and TTL, every PSETEX before any DEL: Redis refuses a script's
+  -- first write under OOM and no later one, so the first PSETEX fails before
+  -- any key is written (a DEL first would let the PSETEXes after it through).
   if allowed and writes and changed then
-    if k > 1 then -- the other keys' records first, then the last key's
-      for i = 1, k - 1 do
+    if k > 1 then
+      records[2 * k - 1], records[2 * k] = touched and out, ttl_us
+      for i = 1, k do
         local ttl = records[2 * i]
-        if ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) else redis.call('DEL', keys[i]) end
+        if records[2 * i - 1] and ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) end
       end
-      key = keys[k]
-    end
-    if ttl_us > 0 then
+      for i = 1, k do
+        if records[2 * i - 1] and records[2 * i] <= 0 then redis.call('DEL', keys[i]) end
+      end
+    elseif ttl_us > 0 then
       redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
     else
       redis.call('DEL', key)
@@ -1077,7 +1293,8 @@ local function token_bucket(KEYS, ARGV)
   -- ---- The reply (scripts/src/reply.lua) ----
   -- Field 7 is the units recorded on the binding limit (what a check would).
   -- refund and force describe the key after the call, with the wait until
-  -- one unit would be admitted; force is allowed when the empty mode would be.
+  -- one unit would be admitted; force is allowed when the empty mode would
+  -- be.
   if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }
@@ -1085,57 +1302,188 @@ end
 
 -- ==== leaky_bucket ====
 -- ---- leaky_bucket's constants (from its manifest) ----
-local NAME, TAG = 'leaky_bucket', 'lb:3'
-local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local NAME, TAG = 'leaky_bucket', 'lb:4'
+local MAX_LIMIT, LIMIT_RULE, BURST_RULE = 1000000000000, 'must be a whole number from 1 to 10^12', 'must be a whole number up to 10^12, or 0 or empty for limit'
 local TIME_AT, TIME_MAX = 2, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
-local FIELDS, STATE = 2, '^lb:3 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
+local FIELDS, STATE = 2, '^lb:4 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
 for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' ([1-9]%d*) ([1-9]%d*)', n) .. '$' end
-local OLD, OLD_BODY = '^lb:2 ', '^lb:2( [ %d]*%d)$' -- an older state, which upgrade reads (older.lua)
 
--- ---- The level's range (scripts/src/continuous.lua) ----
--- A level is at most twice the capacity, burst * period_us, and stays a
--- whole number below 2^53 (level.lua).
-local function out_of_range(limit, period_ms, burst)
-  return burst * period_ms * 2000 > 9007199254740992
+-- ---- Exact products past 2^53 (scripts/src/exact.lua) ----
+-- Lua's numbers are doubles, exact only below 2^53. Where a product of the
+-- accepted range passes it (a level of a billion units a month in units of
+-- 1/period_us, a window's count weighted by microseconds), muldiv gives
+-- floor(a * m / c) and a * m % c exactly, for whole a, m >= 0 below 2^53 and
+-- c from 1 below 2^47 whose quotient is below 2^53: the quotient estimated
+-- in doubles (off by at most 3), the remainder a * m - q * c computed
+-- exactly modulo 2^50 (low: the product's low bits from 25-bit halves,
+-- every partial product below 2^53), where it lies within 4c < 2^49 of 0,
+-- then q corrected. Only calls whose products may pass 2^53 run it.
+local function low(a, m) -- a * m % 2^50
+  local a0, m0 = a % 33554432, m % 33554432
+  local a1, m1 = (a - a0) / 33554432, (m - m0) / 33554432
+  local mid = (a1 * m0 % 33554432 + a0 * m1 % 33554432) % 33554432
+  return (mid * 33554432 + a0 * m0) % 1125899906842624
 end
--- v2level is one limit of leaky_bucket's v2 state, "x t" (a level of x /
--- b units at time t, a/b = limit / period_us in lowest terms, g their gcd),
--- read as v2.1 read it: in the units of the limit, at most full; only
--- checked without a limit; nil when not v2 state.
-local function v2level(xs, ts, now, limit, period_us, burst, g)
-  if #xs > 16 or #ts > 16 or xs + 0 > 9007199254740991 or ts + 0 > TIME_MAX then return nil end
-  if not limit then return 0, ts + 0 end
-  local x, full = xs + 0, burst * (period_us / g)
-  if x > full then x = full end
-  return x * g, ts + 0
-end
--- ---- The v2 state (scripts/src/older.lua) ----
--- upgrade is a v2 state (raw) as this script's v3 state, read as v2.1 read
--- it: each limit's two numbers by v2level, in the terms of the limit at its
--- position (with several keys, key i's; none past the call's limits, which
--- v2level only checks); nil when raw is not v2 state: 1 to 8 pairs of
--- whole numbers without leading zeros, single spaces, nothing else.
-local function upgrade(raw, key_i, now, argv, n, limit1, period1, burst1)
-  local body = match(raw, OLD_BODY)
-  if not body or find(body, ' 0%d') then return nil end
-  local out, j, read = TAG, 0, 0
-  for as, bs in ('').gmatch(body, ' (%d+) (%d+)') do
-    j, read = j + 1, read + 2 + #as + #bs
-    local p, limit, period_us, burst, g = key_i or j -- the limit at this position, when there is one
-    if p <= n then
-      limit, period_us, burst = limit1, period1 * 1000, burst1
-      if p > 1 then limit, period_us, burst = argv[3 * p], argv[3 * p + 1] * 1000, argv[3 * p + 2] end
-      local h
-      g, h = limit, period_us % limit -- their greatest common divisor
-      while h > 0 do local m = g % h; g = h; h = m end -- (not g, h = h, g % h: gopher-lua assigns g first)
-    end
-    local x, t = v2level(as, bs, now, limit, period_us, burst, g)
-    if j > 8 or not x then return nil end
-    out = out .. fmt(' %d %d', x, t)
+local function muldiv(a, m, c)
+  local x = a * m
+  if x < 9007199254740992 then -- exact already
+    local r = x % c
+    return (x - r) / c, r
   end
-  if read ~= #body then return nil end
-  return out
+  local q = x / c
+  q = q - q % 1
+  local r = (low(a, m) - low(q, c)) % 1125899906842624
+  if r >= 562949953421312 then r = r - 1125899906842624 end
+  while r < 0 do
+    q = q - 1
+    r = r + c
+  end
+  while r >= c do
+    q = q + 1
+    r = r - c
+  end
+  return q, r
+end
+-- ---- The level's range and its exact arithmetic (scripts/src/continuous.lua) ----
+-- out_of_range names the argument at fault in a combination the script
+-- refuses, or nil: every limit and burst up to 10^12 with a period_ms up to
+-- 366 days whose full drain, burst * period_ms / limit, is at most 10^12 ms
+-- is accepted, and so is every call whose level of twice the capacity,
+-- 2 * burst * period_us, stays within 2^53 (level.lua's cheap case). (Only
+-- run past the first check in args.lua.)
+local function out_of_range(limit, period_ms, burst)
+  if 2 * burst * period_ms * 1000 <= 9007199254740992 then return nil end -- (a multiple of 2000: exact to 2^54)
+  if period_ms > 31622400000 then return 'period_ms' end
+  if burst > limit and less(1e12, period_ms, burst, limit) then return 'burst' end -- 10^12 < burst * period_ms / limit, exactly
+  return nil
+end
+-- ---- The level past 2^53 (scripts/src/deep.lua) ----
+-- In the accepted range a level x reaches 6.4 * 10^25 (twice 10^12 units
+-- of 366 days): here it is split into u whole units and p parts of a unit,
+-- x = u * period_us + p with 0 <= p < period_us, each below 2^53, as is
+-- every time and every wait; each product of two of them goes through
+-- muldiv (exact.lua). The state keeps x as its decimal text.
+-- ceil_div is ceil((k * b + f) / d), for whole k, f >= 0 and d >= 1.
+local function ceil_div(k, b, f, d)
+  local q, r = muldiv(k, b, d)
+  r = r + f
+  local s = r % d
+  return q + (r - s) / d + (s > 0 and 1 or 0)
+end
+-- drain is the level u, p after e microseconds at limit per microsecond.
+local function drain(u, p, e, limit, b)
+  local x, d = u * b + p, e * limit -- (in doubles, each within 2^-52 of the exact: apart by more, they decide)
+  if d > x * 1.000000000001 then return 0, 0 end
+  if d > x * 0.999999999999 and x / limit < 9007199254740992 and e >= ceil_div(u, b, p, limit) then return 0, 0 end -- (else it takes longer than any e)
+  local q, r = muldiv(e, limit, b) -- below x / b: below u + 1
+  u = u - q
+  p = p - r
+  if p < 0 then
+    p = p + b
+    u = u - 1
+  end
+  return u, p
+end
+-- split is x (a number below 2^53, or the text of a larger one, state.lua)
+-- as u, p for a period of b microseconds: the text's last 14 digits and the
+-- rest, hi * 10^14 + lo, divided by b (hi has no leading zero: state.lua).
+local function split(x, b)
+  if x == x + 0 then
+    local p = x % b
+    return (x - p) / b, p
+  end
+  local hi, lo = ('').sub(x, 1, #x - 14) + 0, ('1' .. ('').sub(x, -14)) - 1e14 -- (a 1 before the zeros the last 14 may start with: gopher-lua reads 010 as octal)
+  if hi >= b then return 17592186044417, 0 end -- past 10^14 units: more than any limit writes
+  local q, r = muldiv(hi, 1e14, b)
+  r = r + lo
+  local p = r % b
+  return q + (r - p) / b, p
+end
+-- decimal is the level u * b + p as a decimal number: in base 10^7, from
+-- products of 7-digit halves, each below 2^53.
+local function decimal(u, p, b)
+  local x = u * b + p
+  if x < 9007199254740992 then return fmt('%d', x) end -- exact
+  local ul, bl = u % 1e7, b % 1e7
+  local uh, bh = (u - ul) / 1e7, (b - bl) / 1e7
+  local s0 = ul * bl + p
+  local c0 = s0 % 1e7
+  local s1 = uh * bl + ul * bh + (s0 - c0) / 1e7
+  local c1 = s1 % 1e7
+  return fmt('%d%07d%07d', uh * bh + (s1 - c1) / 1e7, c1, c0)
+end
+-- deep is level.lua's decision for one limit on the level x at time t, for
+-- any level and any limit of the range; mode is refund, force or false.
+-- The state's level, drained, is what refund and force change by their
+-- units, so that no forgiveness is written back (guarantee 12); the read
+-- is that level at most twice the capacity as of t, drained; an admission
+-- records on the read. It returns what level.lua sets: ok, retry_us,
+-- units, rem and frac (the units left: rem + frac / b), reset_us, and the
+-- level to write, as text, and its time.
+local function deep(x, t, now, limit, b, burst, cost, mode)
+  local u, p = split(x, b)
+  if u > 17592186044416 then -- 2^44 units: past anything a limit writes
+    u = 17592186044416
+    p = 0
+  end
+  local top = 2 * burst
+  local cu, cp = u, p -- the read
+  if cu > top or cu == top and cp > 0 then
+    cu = top
+    cp = 0
+  end
+  if now > t then
+    local same = cu == u and cp == p -- (the read is the state's level: one drain for both)
+    u, p = drain(u, p, now - t, limit, b)
+    if same then cu, cp = u, p else cu, cp = drain(cu, cp, now - t, limit, b) end
+    t = now
+  end
+  local k = cu + cost - burst -- the units past the capacity a call of cost would leave (and cp / b more)
+  local ok, units, retry_us = cost == 0 or k < 0 or k == 0 and cp == 0, 0, 0
+  if mode then
+    if mode == 'refund' then -- up to cost units back, never below empty; a unit partly drained counts as one
+      if cost > u or cost == u and p == 0 then
+        units = u + (p > 0 and 1 or 0)
+        u = 0
+        p = 0
+      else
+        units = cost
+        u = u - cost
+      end
+    else -- force: cost units, as far as twice the capacity
+      units = top - u - (p > 0 and 1 or 0)
+      if cost < units then units = cost end
+      if units < 0 then units = 0 end
+      u = u + units
+    end
+    cu, cp = u, p -- what the next call reads
+    if cu > top or cu == top and cp > 0 then
+      cu = top
+      cp = 0
+    end
+    k = cu + 1 - burst -- the wait for one unit, after
+    if k > 0 or k == 0 and cp > 0 then retry_us = t - now + ceil_div(k, b, cp, limit) end
+  else
+    if ok then
+      cu = cu + cost
+      units = cost
+    elseif cost <= burst then
+      retry_us = t - now + ceil_div(k, b, cp, limit)
+    end
+    u, p = cu, cp
+  end
+  local rem, frac, reset_us = burst - cu, 0, 0
+  if cp > 0 then
+    rem = rem - 1
+    frac = b - cp
+  end
+  if rem < 0 then
+    rem = 0
+    frac = 0
+  end
+  if cu > 0 or cp > 0 then reset_us = t - now + ceil_div(cu, b, cp, limit) end
+  return ok, retry_us, units, rem, frac, reset_us, decimal(u, p, b), t
 end
 local function leaky_bucket(KEYS, ARGV)
   -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
@@ -1158,14 +1506,14 @@ local function leaky_bucket(KEYS, ARGV)
     -- (A script first compares period_ms with a second, a minute, an hour
     -- and a day: assemble.go, periodMacro.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
-    if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
+    if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000 and period1 >= 1 and period1 <= 1e12) then break end
     local burst1, cost, mode = limit1, 1, ''
     if bs then -- the optional arguments, when there are any (the common call has none)
       local cs = argv[4]
       mode = argv[5] or ''
       if bs ~= '' then
         local b = NUM[bs] or read(bs)
-        if not b or b > 1e15 then break end
+        if not b or b > 1000000000000 then break end
         if b > 0 then burst1 = b end
       end
       if cs and cs ~= '' then
@@ -1175,7 +1523,10 @@ local function leaky_bucket(KEYS, ARGV)
       end
       if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then break end
     end
-    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+    -- Within the range without its exact rule: max(limit, burst) * period_ms
+    -- at most 4 * 10^12, or the default burst (its drain is its period) with
+    -- a period of at most 366 days; the general code checks the others.
+    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 and (burst1 > limit1 or period1 > 31622400000) then break end
     local now
     do
       local t = redis.call('TIME')
@@ -1187,7 +1538,7 @@ local function leaky_bucket(KEYS, ARGV)
     local s1, s2
     if raw then
       if raw.err then break end
-      local t1, t2 = match(raw, '^lb:3 ([1-9]%d*) ([1-9]%d*)$')
+      local t1, t2 = match(raw, '^lb:4 ([1-9]%d*) ([1-9]%d*)$')
       if not t1 then break end
       if #t1 > 16 then break end
       if #t2 > 16 then break end
@@ -1208,46 +1559,58 @@ local function leaky_bucket(KEYS, ARGV)
     -- first limit's in locals, the others' in argv (as numbers by now) and in
     -- more.
     local limit, b, burst, x, t = limit1, period1 * 1000, burst1, s1, s2
-    local xmax = burst * b
-    -- Drained to now. A clock behind t (it stepped back) decides as of t, and
-    -- its waits are longer by t - now (guarantee 9).
-    if not t then
-      x, t = 0, now
-    else
-      if x > 2 * xmax then x = 2 * xmax end
+    local xmax, text = burst * b -- text: the level to write, past 2^53 (deep.lua's)
+    if not t then x, t = 0, now end
+    local ok, never, retry_us, units = false, cost > burst, 0, 0
+    local rem, frac, reset_us -- (one LOADNIL: set by both paths below)
+    if xmax > 4503599627370496 or x ~= x + 0 or x > 2 * xmax then -- past 2^53 (x ~= x + 0: its text), or a state past twice the capacity
+      if b < 140737488355328 or xmax > 4503599627370496 then
+        -- (A script defines deep.lua's functions here, where only the calls
+        -- past 2^53 make their closures; the library has them already.)
+        ok, retry_us, units, rem, frac, reset_us, text, t = deep(x, t, now, limit, b, burst, cost, settle and mode)
+      else
+        x = 2 * xmax -- (a period past 4 years, past exact.lua's bound on b: read at most twice the capacity)
+      end
+    end
+    if not text then
+      -- Drained to now. A clock behind t (it stepped back) decides as of t,
+      -- and its waits are longer by t - now (guarantee 9).
       if now > t then
         local drained = (now - t) * limit -- (past 2^53 only when it is past x)
         if drained >= x then x = 0 else x = x - drained end
         t = now
       end
-    end
-    local ok, never, retry_us, units = false, cost > burst, 0, 0
-    if not never then
-      local over = x - (xmax - cost * b) -- x + cost * b - xmax, without the sum, which could pass 2^53
-      if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % limit) / limit end
-    end
-    if settle then
-      if mode == 'refund' then -- up to cost units back, never below empty; a unit partly drained counts as one
-        local give = x
-        if cost <= 2 * burst and cost * b < x then give = cost * b end
-        units, x = (give + -give % b) / b, x - give
-      else -- force: cost units, as far as twice the capacity
-        local room = 2 * xmax - x
-        units = (room - room % b) / b
-        if cost < units then units = cost end
-        x = x + units * b
+      if not never then
+        local over = x - (xmax - cost * b) -- x + cost * b - xmax, without the sum, which could pass 2^53
+        if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % limit) / limit end
       end
-      local over = x - (xmax - b) -- the wait for one unit, after
-      retry_us = over > 0 and t - now + (over + -over % limit) / limit or 0
-    elseif ok then
-      x, units = x + cost * b, cost
+      if settle then
+        if mode == 'refund' then -- up to cost units back, never below empty; a unit partly drained counts as one
+          local give = x
+          if cost <= 2 * burst and cost * b < x then give = cost * b end
+          units, x = (give + -give % b) / b, x - give
+        else -- force: cost units, as far as twice the capacity
+          local room = 2 * xmax - x
+          units = (room - room % b) / b
+          if cost < units then units = cost end
+          x = x + units * b
+        end
+        local over = x - (xmax - b) -- the wait for one unit, after
+        retry_us = over > 0 and t - now + (over + -over % limit) / limit or 0
+      elseif ok then
+        x, units = x + cost * b, cost
+      end
+      local room = xmax - x
+      if room < 0 then room = 0 end
+      frac = room % b
+      rem = (room - frac) / b -- units left: rem + frac / b
+      reset_us = x > 0 and t - now + (x + -x % limit) / limit or 0
     end
-    local room = xmax - x
-    if room < 0 then room = 0 end
-    local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
-    local reset_us = x > 0 and t - now + (x + -x % limit) / limit or 0
+    local cap, per = burst, b
     local allowed, out = ok
-    if (ok or settle) and writes then out = fmt('lb:3 %d %d', x, t) end
+    if (ok or settle) and writes then
+      if text then out = 'lb:4 ' .. text .. fmt(' %d', t) else out = fmt('lb:4 %d %d', x, t) end
+    end
     -- upto's grant after the measuring pass (upto.lua): then the pass again.
     if mode == 'upto' and cost == 0 and want > 0 then
       cost = rem < want and rem or want
@@ -1317,17 +1680,20 @@ local function leaky_bucket(KEYS, ARGV)
     local given = false -- a burst of its own, named when the range is exceeded
     if bs ~= '' then
       local b = NUM[bs] or read(bs)
-      if not b or b > 1e15 then
-        return invalid('burst', i, bs, 'must be a whole number up to 10^15, or 0 or empty for limit')
+      if not b or b > MAX_LIMIT then
+        return invalid('burst', i, bs, BURST_RULE)
       end
       if b > 0 then burst, given = b, true end
     end
-    -- Every script accepts max(limit, burst) * period_ms <= 4 * 10^12.
-    if (burst > limit and burst or limit) * period_ms > 4e12 and out_of_range(limit, period_ms, burst) then
-      if given then
-        return invalid('burst', i, bs, fmt('too large for exact arithmetic with limit %d and period_ms %d', limit, period_ms))
+    -- The accepted range (out_of_range): first a check that the common calls
+    -- pass at once, max(limit, burst) * period_ms <= 4 * 10^12.
+    if (burst > limit and burst or limit) * period_ms > 4e12 then
+      local fault = out_of_range(limit, period_ms, burst)
+      if fault == 'period_ms' then
+        return invalid('period_ms', i, ps, fmt('must be at most 31622400000 (366 days) with limit %d' .. (given and ' and burst %d' or ''), limit, burst))
+      elseif fault then
+        return invalid('burst', i, bs, fmt('must be at most 10^12 * limit / period_ms (a full drain within 10^12 ms) with limit %d and period_ms %d', limit, period_ms))
       end
-      return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
     end
     if i == 1 then
       if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
@@ -1338,6 +1704,7 @@ local function leaky_bucket(KEYS, ARGV)
           if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
         end
         if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
+          if type(mode) == 'table' then return redis.error_reply(mode[1]) end -- a _ro function's writing mode (library.lua's as_check)
           return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
         end
       end
@@ -1366,9 +1733,10 @@ local function leaky_bucket(KEYS, ARGV)
   -- ---- State (scripts/src/state.lua) ----
   -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
   -- separated by single spaces: no leading zeros, each below 2^53, a recorded
-  -- time (TIME_AT) no later than TIME_MAX, a time ahead of the clock (AHEAD_AT,
-  -- gcra's TAT) no later than AHEAD_MAX. Anything else (another type, a
-  -- user's value, another script's or version's state) is refused, untouched.
+  -- time (TIME_AT) no later than TIME_MAX, a level (gcra's, leaky_bucket's)
+  -- of up to 26 digits, kept as its text past 2^53 - 1. Anything else
+  -- (another type, a user's value, another script's or version's state) is
+  -- refused, untouched.
   -- n limits' state is read in one match into a table (limit j's field f at
   -- FIELDS * (j - 1) + f), one limit's into locals, another number of limits'
   -- field by field. With several keys, key i holds limit i's state, read as a
@@ -1381,22 +1749,22 @@ local function leaky_bucket(KEYS, ARGV)
       if raw.err then -- pcall's error reply: another type (a string's .err is nil)
         return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value of another type, not ' .. NAME .. ' state: left untouched')
       end
-      -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
-      -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
-      -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
-      -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
-      -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
+      -- Each number: at most 16 digits (a level 26), no leading zero (such a
+      -- field reads below 10^(digits - 1), on gopher-lua too, which reads 010
+      -- as octal), and at most its maximum: TIME_MAX for a recorded time, else
+      -- 2^53 - 1 (a level: 10^26, its text kept past 2^53 - 1, which reads
+      -- rounded).
       if k == 1 and n > 1 then more = { match(raw, FULL[n]) } end -- n limits' (the library makes the patterns at load)
       local good = more and more[1] ~= nil
       if not good then
-        if find(raw, OLD) then raw = upgrade(raw, k > 1 and (i or 1) or nil, now, argv, n, limit1, period1, burst1) or '' end -- a v2 state, as v2.1 read it (the algorithm's upgrade)
         local t1, t2, rest = match(raw, STATE)
         good = rest ~= nil
         if good and rest == '' then -- one limit's
-          s1 = #t1 <= 16 and t1 + 0
+          s1 = #t1 <= 26 and t1 + 0
           s2 = #t2 <= 16 and t2 + 0
-          good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 9007199254740991
+          good = good and s1 and (#t1 == 1 or s1 >= 10 ^ (#t1 - 1)) and s1 <= 1e26
           good = good and s2 and (#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2 <= TIME_MAX
+          if good and s1 > 9007199254740991 then s1 = t1 end
         elseif good then -- another number of limits: " n n ..." exactly, FIELDS each, up to 8 limits
           more = { t1, t2 }
           local read = 0
@@ -1406,14 +1774,14 @@ local function leaky_bucket(KEYS, ARGV)
       end
       if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
         for j = 0, #more - 1, FIELDS do
-          local f = more[j + 1]; local v = #f <= 16 and f + 0; if not (v and v <= 9007199254740991) then good = false break end; more[j + 1] = v
+          local f = more[j + 1]; local v = #f <= 26 and f + 0; if not (v and v <= 1e26) then good = false break end; more[j + 1] = v > 9007199254740991 and f or v
           local f = more[j + 2]; local v = #f <= 16 and f + 0; if not (v and v <= TIME_MAX) then good = false break end; more[j + 2] = v
         end
         s1 = more[1]
         s2 = more[2]
       end
       if not good then
-        local other, which = ({ ['gcra:3'] = 'gcra', ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:3'] = 'leaky_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
+        local other, which = ({ ['gcra:4'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:4'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
         if other and other ~= NAME then
           return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
         end
@@ -1447,20 +1815,23 @@ local function leaky_bucket(KEYS, ARGV)
   local settle = mode == 'refund' or mode == 'force'
   local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
   if mode == 'upto' then cost = 0 end
-  local writes, allowed, ttl_us, out, changed, short -- changed: settle altered a limit; short: force past what the empty mode admits
-  local a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
+  local writes, allowed, ttl_us, out, changed, short, touched -- changed: settle altered a limit; short: force past what the empty mode admits; touched: this limit is written
+  local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
   repeat
     writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
-    allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
+    allowed, ttl_us, out, changed, short, least, a_i, d_i, records, touched = true, 0, TAG, not settle, false, nil, nil, nil, nil, true
   -- ---- The level (scripts/src/level.lua): gcra's and leaky_bucket's decision ----
   -- A level of x stands for x / period_us units: a unit is period_us of x, x
   -- drains by limit each microsecond, and no limit or burst changes what it
   -- means, so raised limits read the same level and only admit more
   -- (guarantee 12). The capacity is burst * period_us; a state is read as at
-  -- most twice it (the debt force may leave), so no wait passes twice the
-  -- time these limits take to drain their capacity.
+  -- most twice it (the debt force may leave), as of its time, so no wait
+  -- passes twice the time these limits take to drain their capacity. While
+  -- twice the capacity stays below 2^53 (and the state within it), x is exact
+  -- in a double and decided here; past it deep.lua decides, and x may be the
+  -- text of a level past 2^53 (state.lua).
   for i = 1, n do
     -- This limit's arguments and its state, x at time t (nil: none): the
     -- first limit's in locals, the others' in argv (as numbers by now) and in
@@ -1468,79 +1839,94 @@ local function leaky_bucket(KEYS, ARGV)
     local limit, b, burst, x, t = limit1, period1 * 1000, burst1, s1, s2
     if i > 1 then
       -- (keyed.lua) With several keys, the limit before is KEYS[i - 1]'s, and
-      -- its record that key's whole state, kept with its own TTL (write.lua).
+      -- its record that key's whole state, kept with its own TTL (write.lua);
+      -- false when a refund or force left it as it was.
       if k > 1 and allowed and writes then
         if not records then records = {} end
-        records[2 * i - 3], records[2 * i - 2] = out, ttl_us
+        records[2 * i - 3], records[2 * i - 2] = touched and out, ttl_us
         out, ttl_us = TAG, 0
       end
       limit, b, burst = argv[3 * i], argv[3 * i + 1] * 1000, argv[3 * i + 2]
       x, t = more[2 * i - 1], more[2 * i]
     end
-    local xmax = burst * b
-    -- Drained to now. A clock behind t (it stepped back) decides as of t, and
-    -- its waits are longer by t - now (guarantee 9).
-    if not t then
-      x, t = 0, now
-    else
-      if x > 2 * xmax then x = 2 * xmax end
+    local xmax, text = burst * b -- text: the level to write, past 2^53 (deep.lua's)
+    if not t then x, t = 0, now end
+    local ok, never, retry_us, units = false, cost > burst, 0, 0
+    local rem, frac, reset_us -- (one LOADNIL: set by both paths below)
+    if xmax > 4503599627370496 or x ~= x + 0 or x > 2 * xmax then -- past 2^53 (x ~= x + 0: its text), or a state past twice the capacity
+      if b < 140737488355328 or xmax > 4503599627370496 then
+        ok, retry_us, units, rem, frac, reset_us, text, t = deep(x, t, now, limit, b, burst, cost, settle and mode)
+      else
+        x = 2 * xmax -- (a period past 4 years, past exact.lua's bound on b: read at most twice the capacity)
+      end
+    end
+    if not text then
+      -- Drained to now. A clock behind t (it stepped back) decides as of t,
+      -- and its waits are longer by t - now (guarantee 9).
       if now > t then
         local drained = (now - t) * limit -- (past 2^53 only when it is past x)
         if drained >= x then x = 0 else x = x - drained end
         t = now
       end
-    end
-    local ok, never, retry_us, units = false, cost > burst, 0, 0
-    if not never then
-      local over = x - (xmax - cost * b) -- x + cost * b - xmax, without the sum, which could pass 2^53
-      if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % limit) / limit end
-    end
-    if settle then
-      if mode == 'refund' then -- up to cost units back, never below empty; a unit partly drained counts as one
-        local give = x
-        if cost <= 2 * burst and cost * b < x then give = cost * b end
-        units, x = (give + -give % b) / b, x - give
-      else -- force: cost units, as far as twice the capacity
-        local room = 2 * xmax - x
-        units = (room - room % b) / b
-        if cost < units then units = cost end
-        x = x + units * b
+      if not never then
+        local over = x - (xmax - cost * b) -- x + cost * b - xmax, without the sum, which could pass 2^53
+        if over <= 0 or cost == 0 then ok = true else retry_us = t - now + (over + -over % limit) / limit end
       end
-      local over = x - (xmax - b) -- the wait for one unit, after
-      retry_us = over > 0 and t - now + (over + -over % limit) / limit or 0
-    elseif ok then
-      x, units = x + cost * b, cost
+      if settle then
+        if mode == 'refund' then -- up to cost units back, never below empty; a unit partly drained counts as one
+          local give = x
+          if cost <= 2 * burst and cost * b < x then give = cost * b end
+          units, x = (give + -give % b) / b, x - give
+        else -- force: cost units, as far as twice the capacity
+          local room = 2 * xmax - x
+          units = (room - room % b) / b
+          if cost < units then units = cost end
+          x = x + units * b
+        end
+        local over = x - (xmax - b) -- the wait for one unit, after
+        retry_us = over > 0 and t - now + (over + -over % limit) / limit or 0
+      elseif ok then
+        x, units = x + cost * b, cost
+      end
+      local room = xmax - x
+      if room < 0 then room = 0 end
+      frac = room % b
+      rem = (room - frac) / b -- units left: rem + frac / b
+      reset_us = x > 0 and t - now + (x + -x % limit) / limit or 0
     end
-    local room = xmax - x
-    if room < 0 then room = 0 end
-    local rem, left, per, cap = (room - room % b) / b, room, b, burst -- units left: left / per
-    local reset_us = x > 0 and t - now + (x + -x % limit) / limit or 0
+    local cap, per = burst, b
     -- ---- This limit's verdict (scripts/src/verdict.lua) ----
-    -- The reply describes the binding limit: on an admission (and for refund
-    -- and force) the one with the fewest units left (left / per, exactly), on a
-    -- denial the denying one with the longest retry_after_ms (-1, never,
-    -- counts as longest); ties go to the earlier.
+    -- The reply describes the binding limit: on an admission the one with
+    -- the fewest units left (rem + frac / per, exactly), on a denial the
+    -- denying one with the longest retry_after_ms (-1, never, counts as
+    -- longest); for refund and force the one with the longest wait for one
+    -- unit after the call, in whole ms as reported, then the fewest units
+    -- left; ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if not least or rem < least then least = rem end
+    if settle then touched = units > 0 end -- with several keys, a key whose limit a refund or force left as it was is not written
     if ok or settle then
       if not ok then short = true end
       if units > 0 then changed = true end
-      -- fewer units left than the binding limit so far: by whole units first
-      -- (rem is left / per, rounded down), then by the parts of a unit left:
-      -- at once for the same per, else by less's exact case without a call
-      -- (some 600 instructions), else by less (a loop as long as Euclid's)
+      -- fewer units left than the binding limit so far: by whole units first,
+      -- then by the parts of a unit left: at once for the same per, else by
+      -- less's exact case without a call (some 600 instructions), else by
+      -- less (a loop as long as Euclid's)
       local fewer = not a_i or rem < a_rem
       if not fewer and rem == a_rem then
         if per == a_per then
-          fewer = left < a_left
+          fewer = frac < a_frac
         else
-          local f, a_f = left % per, a_left % a_per
-          local x, y = f * a_per, a_f * per
-          if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(f, per, a_f, a_per) end
+          local x, y = frac * a_per, a_frac * per
+          if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(frac, per, a_frac, a_per) end
         end
       end
+      if settle and a_i then -- the longest wait in whole ms first
+        local r, ar = (retry_us + -retry_us % 1000) / 1000, (a_retry + -a_retry % 1000) / 1000
+        if r ~= ar then fewer = r > ar end
+      end
       if fewer then
-        a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
+        a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry_us
       end
     else
       allowed = false
@@ -1549,7 +1935,7 @@ local function leaky_bucket(KEYS, ARGV)
         d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
       end
     end
-    if allowed and writes then out = out .. fmt(' %d %d', x, t) end
+    if allowed and writes then out = out .. (text and ' ' .. text .. fmt(' %d', t) or fmt(' %d %d', x, t)) end
   end
     -- ---- upto's passes (scripts/src/upto.lua) ----
     -- After the measuring pass, the grant is the fewest whole units a limit
@@ -1565,18 +1951,21 @@ local function leaky_bucket(KEYS, ARGV)
   -- that changed a limit; a check never does. PSETEX is refused under
   -- maxmemory (OOM) before it writes; the key expires when every limit is back
   -- to empty, so no cleanup job is needed, and a key a refund left empty is
-  -- deleted. With several keys, each gets its state and TTL: Redis refuses a
-  -- script's first write under OOM and no later one, so the first PSETEX fails
-  -- before any key is written.
+  -- deleted. With several keys, each key a refund or force changed gets its
+  -- state and TTL, every PSETEX before any DEL: Redis refuses a script's
+  -- first write under OOM and no later one, so the first PSETEX fails before
+  -- any key is written (a DEL first would let the PSETEXes after it through).
   if allowed and writes and changed then
-    if k > 1 then -- the other keys' records first, then the last key's
-      for i = 1, k - 1 do
+    if k > 1 then
+      records[2 * k - 1], records[2 * k] = touched and out, ttl_us
+      for i = 1, k do
         local ttl = records[2 * i]
-        if ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) else redis.call('DEL', keys[i]) end
+        if records[2 * i - 1] and ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) end
       end
-      key = keys[k]
-    end
-    if ttl_us > 0 then
+      for i = 1, k do
+        if records[2 * i - 1] and records[2 * i] <= 0 then redis.call('DEL', keys[i]) end
+      end
+    elseif ttl_us > 0 then
       redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
     else
       redis.call('DEL', key)
@@ -1586,7 +1975,8 @@ local function leaky_bucket(KEYS, ARGV)
   -- ---- The reply (scripts/src/reply.lua) ----
   -- Field 7 is the units recorded on the binding limit (what a check would).
   -- refund and force describe the key after the call, with the wait until
-  -- one unit would be admitted; force is allowed when the empty mode would be.
+  -- one unit would be admitted; force is allowed when the empty mode would
+  -- be.
   if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }
@@ -1595,16 +1985,55 @@ end
 -- ==== sliding_window ====
 -- ---- sliding_window's constants (from its manifest) ----
 local NAME, TAG = 'sliding_window', 'sw:2'
-local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local MAX_LIMIT, LIMIT_RULE, BURST_RULE = 1000000000000, 'must be a whole number from 1 to 10^12', 'must be a whole number up to 10^12, or 0 or empty for limit'
 local TIME_AT, TIME_MAX = 1, 8835955200000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 3, '^sw:2 (%d+) (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
 for n = 1, 8 do FULL[n] = '^' .. TAG .. ('').rep(' ([1-9]%d*) (%d+) (%d+)', n) .. '$' end
 
+-- ---- Exact products past 2^53 (scripts/src/exact.lua) ----
+-- Lua's numbers are doubles, exact only below 2^53. Where a product of the
+-- accepted range passes it (a level of a billion units a month in units of
+-- 1/period_us, a window's count weighted by microseconds), muldiv gives
+-- floor(a * m / c) and a * m % c exactly, for whole a, m >= 0 below 2^53 and
+-- c from 1 below 2^47 whose quotient is below 2^53: the quotient estimated
+-- in doubles (off by at most 3), the remainder a * m - q * c computed
+-- exactly modulo 2^50 (low: the product's low bits from 25-bit halves,
+-- every partial product below 2^53), where it lies within 4c < 2^49 of 0,
+-- then q corrected. Only calls whose products may pass 2^53 run it.
+local function low(a, m) -- a * m % 2^50
+  local a0, m0 = a % 33554432, m % 33554432
+  local a1, m1 = (a - a0) / 33554432, (m - m0) / 33554432
+  local mid = (a1 * m0 % 33554432 + a0 * m1 % 33554432) % 33554432
+  return (mid * 33554432 + a0 * m0) % 1125899906842624
+end
+local function muldiv(a, m, c)
+  local x = a * m
+  if x < 9007199254740992 then -- exact already
+    local r = x % c
+    return (x - r) / c, r
+  end
+  local q = x / c
+  q = q - q % 1
+  local r = (low(a, m) - low(q, c)) % 1125899906842624
+  if r >= 562949953421312 then r = r - 1125899906842624 end
+  while r < 0 do
+    q = q - 1
+    r = r + c
+  end
+  while r >= c do
+    q = q + 1
+    r = r - c
+  end
+  return q, r
+end
+-- out_of_range names the argument at fault in a combination the script
+-- refuses, or nil: every period_ms up to 366 days (with limit up to 10^12,
+-- args.lua), and every call whose weighted counts, up to twice the limit
+-- times period_us, stay within 2^53.
 local function out_of_range(limit, period_ms)
-  -- the weighted count, times period_ms, must stay exact, with a current
-  -- window of up to twice the limit (force)
-  return limit * period_ms > 2251799813685248 -- 4 * limit * period_ms <= 2^53, exactly: this product stays below 2^53 or errs upward
+  if 2 * limit * period_ms * 1000 <= 9007199254740992 or period_ms <= 31622400000 then return nil end
+  return 'period_ms'
 end
 local function sliding_window(KEYS, ARGV)
   -- ---- The common call: one key, one limit (scripts/src/fast.lua) ----
@@ -1627,7 +2056,7 @@ local function sliding_window(KEYS, ARGV)
     -- (A script first compares period_ms with a second, a minute, an hour
     -- and a day: assemble.go, periodMacro.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
-    if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
+    if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000 and period1 >= 1 and period1 <= 1e12) then break end
     local burst1, cost, mode = limit1, 1, ''
     if bs then -- the optional arguments, when there are any (the common call has none)
       local cs = argv[4]
@@ -1643,7 +2072,10 @@ local function sliding_window(KEYS, ARGV)
       end
       if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then break end
     end
-    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+    -- Within the range without its exact rule: max(limit, burst) * period_ms
+    -- at most 4 * 10^12, or the default burst (its drain is its period) with
+    -- a period of at most 366 days; the general code checks the others.
+    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 and (burst1 > limit1 or period1 > 31622400000) then break end
     local now
     do
       local t = redis.call('TIME')
@@ -1675,78 +2107,106 @@ local function sliding_window(KEYS, ARGV)
     if mode == 'upto' then cost = 0 end
     repeat -- upto's passes
     local writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
-  local now_ms = (now - now % 1000) / 1000
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, p, stored, stored_prev, stored_cur = limit1, period1, s1, s2, s3
     -- A clock behind the stored window (it stepped back) decides as of its start.
-    local at_ms = now_ms
-    if stored and stored > now_ms then at_ms = stored end
+    local P, at = p * 1000, now
+    if stored and stored * 1000 > now then at = stored * 1000 end
+    local at_ms = (at - at % 1000) / 1000
     local start = at_ms - at_ms % p
-    local prev, cur = 0, 0
+    local e = at - start * 1000 -- microseconds into the window
+    local prev, cur = 0, 0 -- the stored counts (refund and force change them)
     if stored == start then
       prev, cur = stored_prev, stored_cur
     elseif stored == start - p then
       prev = stored_cur
     end
-    if cur > 2 * limit then cur = 2 * limit end -- (another limit's count: the weighted sums stay exact)
-    if prev > 2 * limit then prev = 2 * limit end
-    -- used is the weighted count times p: prev * (p - into) / p + cur
-    local into = at_ms - start
-    local used = prev * (p - into) + cur * p
+    local rp, rc = prev, cur -- the read: at most twice the limit
+    if rc > 2 * limit then rc = 2 * limit end
+    if rp > 2 * limit then rp = 2 * limit end
+    -- Products of counts and periods: exact below 2^53, else by muldiv
+    -- (exact.lua), whose divisors (a period, a count) are then below 2^47.
+    local big = limit * P > 9007199254740991 or rp * (P - e) > 9007199254740991
+    if big then break end -- to the general code
+    -- the previous window's weight, rp * (P - e) / P = wq + wr / P
+    local wq, wr
+    if big then
+      wq, wr = muldiv(rp, P - e, P)
+    else
+      local w = rp * (P - e)
+      wr = w % P
+      wq = (w - wr) / P
+    end
     local ok, never, retry_us, units = false, cost > limit, 0, 0
     if not never then
-      if cost == 0 or used + cost * p <= limit * p then
-        ok = true
-      else
-        local target_ms
-        local room = limit - cost - cur
-        if room >= 0 then
-          -- later in this window, once the previous one weighs little enough
-          target_ms = start + p - (room * p - room * p % prev) / prev
-        else
-          -- in the next window, where this window's count is the previous one
-          local later = p - ((limit - cost) * p - (limit - cost) * p % cur) / cur
-          target_ms = start + p + later
-        end
-        retry_us = target_ms * 1000 - now
-      end
+      if cost == 0 or rc + cost + wq + (wr > 0 and 1 or 0) <= limit then ok = true end
     end
+    local keep_prev, keep_cur = rp, rc -- what to write
     if settle then
       if mode == 'refund' then -- up to cost units back: the current window's first, then the previous one's
         units = cur < cost and cur or cost
-        cur = cur - units
-        local more_back = cost - units
-        if more_back > prev then more_back = prev end
-        prev, units = prev - more_back, units + more_back
+        local back = cost - units
+        if back > prev then back = prev end
+        keep_cur, keep_prev = cur - units, prev - back
+        units = units + back
       else -- force: cost units in the current window, as far as twice the limit
         units = 2 * limit - cur
         if cost < units then units = cost end
-        cur = cur + units
+        if units < 0 then units = 0 end
+        keep_cur, keep_prev = cur + units, prev
       end
-      used = prev * (p - into) + cur * p
-      retry_us = 0 -- the wait for one unit, after
-      if used + p > limit * p then
-        local room = limit - 1 - cur
-        local target_ms = room >= 0 and start + p - (room * p - room * p % prev) / prev
-          or start + p + p - ((limit - 1) * p - (limit - 1) * p % cur) / cur
-        retry_us = target_ms * 1000 - now
+      rc, rp = keep_cur, keep_prev -- what the next call reads
+      if rc > 2 * limit then rc = 2 * limit end
+      if rp > 2 * limit then rp = 2 * limit end
+      if big then
+        wq, wr = muldiv(rp, P - e, P)
+      else
+        local w = rp * (P - e)
+        wr = w % P
+        wq = (w - wr) / P
       end
     elseif ok then
-      cur, units = cur + cost, cost
-      used = used + cost * p
+      rc, units = rc + cost, cost
+      keep_cur, keep_prev = rc, rp
     end
-    local room = limit * p - used
-    if room < 0 then room = 0 end
-    local rem, left, per, cap = (room - room % p) / p, room, p, limit -- units left: left / per
+    if settle or not (ok or never) then
+      -- The first microsecond a call of need units is admitted (refund and
+      -- force: one unit, after): in this window once the previous one weighs
+      -- rp * (P - d) <= room * P, so at d = P - floor(room * P / rp); else in
+      -- the next, where this window's count is the previous one.
+      local need = settle and 1 or cost
+      local room, q, target = limit - need - rc
+      if room >= 0 then
+        if rc + need + wq + (wr > 0 and 1 or 0) > limit then
+          if big then q = muldiv(room, P, rp) else q = room * P; q = (q - q % rp) / rp end
+          target = start * 1000 + P - q
+        end
+      else
+        if big then q = muldiv(limit - need, P, rc) else q = (limit - need) * P; q = (q - q % rc) / rc end
+        target = start * 1000 + 2 * P - q
+      end
+      retry_us = target and target - now or 0
+    end
+    -- units left: limit - rc - rp * (P - e) / P = rem + frac / P
+    local rem, frac = limit - rc - wq, 0
+    if wr > 0 then
+      rem = rem - 1
+      frac = P - wr
+    end
+    if rem < 0 then
+      rem = 0
+      frac = 0
+    end
+    local per, cap = P, limit
     local reset_us = 0
-    if cur > 0 then
+    if rc > 0 then
       reset_us = (start + 2 * p) * 1000 - now
-    elseif prev > 0 then
+    elseif rp > 0 then
       reset_us = (start + p) * 1000 - now
     end
     local allowed, out = ok
-    if (ok or settle) and writes then out = fmt('sw:2 %d %d %d', start, prev, cur) end
+    if (ok or settle) and writes then out = fmt('sw:2 %d %d %d', start, keep_prev, keep_cur) end
     -- upto's grant after the measuring pass (upto.lua): then the pass again.
     if mode == 'upto' and cost == 0 and want > 0 then
       cost = rem < want and rem or want
@@ -1819,9 +2279,15 @@ local function sliding_window(KEYS, ARGV)
         return invalid('burst', i, bs, 'must be empty, 0 or equal to limit for ' .. NAME)
       end
     end
-    -- Every script accepts max(limit, burst) * period_ms <= 4 * 10^12.
-    if (burst > limit and burst or limit) * period_ms > 4e12 and out_of_range(limit, period_ms, burst) then
-      return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
+    -- The accepted range (out_of_range): first a check that the common calls
+    -- pass at once, max(limit, burst) * period_ms <= 4 * 10^12.
+    if (burst > limit and burst or limit) * period_ms > 4e12 then
+      local fault = out_of_range(limit, period_ms, burst)
+      if fault == 'period_ms' then
+        return invalid('period_ms', i, ps, fmt('must be at most 31622400000 (366 days) with limit %d', limit))
+      elseif fault then
+        return invalid('burst', i, bs, fmt('must be at most 10^12 * limit / period_ms (a full drain within 10^12 ms) with limit %d and period_ms %d', limit, period_ms))
+      end
     end
     if i == 1 then
       if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
@@ -1832,6 +2298,7 @@ local function sliding_window(KEYS, ARGV)
           if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
         end
         if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
+          if type(mode) == 'table' then return redis.error_reply(mode[1]) end -- a _ro function's writing mode (library.lua's as_check)
           return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
         end
       end
@@ -1860,9 +2327,10 @@ local function sliding_window(KEYS, ARGV)
   -- ---- State (scripts/src/state.lua) ----
   -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
   -- separated by single spaces: no leading zeros, each below 2^53, a recorded
-  -- time (TIME_AT) no later than TIME_MAX, a time ahead of the clock (AHEAD_AT,
-  -- gcra's TAT) no later than AHEAD_MAX. Anything else (another type, a
-  -- user's value, another script's or version's state) is refused, untouched.
+  -- time (TIME_AT) no later than TIME_MAX, a level (gcra's, leaky_bucket's)
+  -- of up to 26 digits, kept as its text past 2^53 - 1. Anything else
+  -- (another type, a user's value, another script's or version's state) is
+  -- refused, untouched.
   -- n limits' state is read in one match into a table (limit j's field f at
   -- FIELDS * (j - 1) + f), one limit's into locals, another number of limits'
   -- field by field. With several keys, key i holds limit i's state, read as a
@@ -1875,11 +2343,11 @@ local function sliding_window(KEYS, ARGV)
       if raw.err then -- pcall's error reply: another type (a string's .err is nil)
         return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value of another type, not ' .. NAME .. ' state: left untouched')
       end
-      -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
-      -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
-      -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
-      -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
-      -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
+      -- Each number: at most 16 digits (a level 26), no leading zero (such a
+      -- field reads below 10^(digits - 1), on gopher-lua too, which reads 010
+      -- as octal), and at most its maximum: TIME_MAX for a recorded time, else
+      -- 2^53 - 1 (a level: 10^26, its text kept past 2^53 - 1, which reads
+      -- rounded).
       if k == 1 and n > 1 then more = { match(raw, FULL[n]) } end -- n limits' (the library makes the patterns at load)
       local good = more and more[1] ~= nil
       if not good then
@@ -1910,7 +2378,7 @@ local function sliding_window(KEYS, ARGV)
         s3 = more[3]
       end
       if not good then
-        local other, which = ({ ['gcra:3'] = 'gcra', ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:3'] = 'leaky_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
+        local other, which = ({ ['gcra:4'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:4'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
         if other and other ~= NAME then
           return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
         end
@@ -1946,121 +2414,155 @@ local function sliding_window(KEYS, ARGV)
   local settle = mode == 'refund' or mode == 'force'
   local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
   if mode == 'upto' then cost = 0 end
-  local writes, allowed, ttl_us, out, changed, short -- changed: settle altered a limit; short: force past what the empty mode admits
-  local a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
+  local writes, allowed, ttl_us, out, changed, short, touched -- changed: settle altered a limit; short: force past what the empty mode admits; touched: this limit is written
+  local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
   repeat
     writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
-    allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
-  local now_ms = (now - now % 1000) / 1000
+    allowed, ttl_us, out, changed, short, least, a_i, d_i, records, touched = true, 0, TAG, not settle, false, nil, nil, nil, nil, true
   for i = 1, n do
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, p, stored, stored_prev, stored_cur = limit1, period1, s1, s2, s3
     if i > 1 then
       -- (keyed.lua) With several keys, the limit before is KEYS[i - 1]'s, and
-      -- its record that key's whole state, kept with its own TTL (write.lua).
+      -- its record that key's whole state, kept with its own TTL (write.lua);
+      -- false when a refund or force left it as it was.
       if k > 1 and allowed and writes then
         if not records then records = {} end
-        records[2 * i - 3], records[2 * i - 2] = out, ttl_us
+        records[2 * i - 3], records[2 * i - 2] = touched and out, ttl_us
         out, ttl_us = TAG, 0
       end
       limit, p = argv[3 * i], argv[3 * i + 1]
       stored, stored_prev, stored_cur = more[3 * i - 2], more[3 * i - 1], more[3 * i]
     end
     -- A clock behind the stored window (it stepped back) decides as of its start.
-    local at_ms = now_ms
-    if stored and stored > now_ms then at_ms = stored end
+    local P, at = p * 1000, now
+    if stored and stored * 1000 > now then at = stored * 1000 end
+    local at_ms = (at - at % 1000) / 1000
     local start = at_ms - at_ms % p
-    local prev, cur = 0, 0
+    local e = at - start * 1000 -- microseconds into the window
+    local prev, cur = 0, 0 -- the stored counts (refund and force change them)
     if stored == start then
       prev, cur = stored_prev, stored_cur
     elseif stored == start - p then
       prev = stored_cur
     end
-    if cur > 2 * limit then cur = 2 * limit end -- (another limit's count: the weighted sums stay exact)
-    if prev > 2 * limit then prev = 2 * limit end
-    -- used is the weighted count times p: prev * (p - into) / p + cur
-    local into = at_ms - start
-    local used = prev * (p - into) + cur * p
+    local rp, rc = prev, cur -- the read: at most twice the limit
+    if rc > 2 * limit then rc = 2 * limit end
+    if rp > 2 * limit then rp = 2 * limit end
+    -- Products of counts and periods: exact below 2^53, else by muldiv
+    -- (exact.lua), whose divisors (a period, a count) are then below 2^47.
+    local big = limit * P > 9007199254740991 or rp * (P - e) > 9007199254740991
+    -- the previous window's weight, rp * (P - e) / P = wq + wr / P
+    local wq, wr
+    if big then
+      wq, wr = muldiv(rp, P - e, P)
+    else
+      local w = rp * (P - e)
+      wr = w % P
+      wq = (w - wr) / P
+    end
     local ok, never, retry_us, units = false, cost > limit, 0, 0
     if not never then
-      if cost == 0 or used + cost * p <= limit * p then
-        ok = true
-      else
-        local target_ms
-        local room = limit - cost - cur
-        if room >= 0 then
-          -- later in this window, once the previous one weighs little enough
-          target_ms = start + p - (room * p - room * p % prev) / prev
-        else
-          -- in the next window, where this window's count is the previous one
-          local later = p - ((limit - cost) * p - (limit - cost) * p % cur) / cur
-          target_ms = start + p + later
-        end
-        retry_us = target_ms * 1000 - now
-      end
+      if cost == 0 or rc + cost + wq + (wr > 0 and 1 or 0) <= limit then ok = true end
     end
+    local keep_prev, keep_cur = rp, rc -- what to write
     if settle then
       if mode == 'refund' then -- up to cost units back: the current window's first, then the previous one's
         units = cur < cost and cur or cost
-        cur = cur - units
-        local more_back = cost - units
-        if more_back > prev then more_back = prev end
-        prev, units = prev - more_back, units + more_back
+        local back = cost - units
+        if back > prev then back = prev end
+        keep_cur, keep_prev = cur - units, prev - back
+        units = units + back
       else -- force: cost units in the current window, as far as twice the limit
         units = 2 * limit - cur
         if cost < units then units = cost end
-        cur = cur + units
+        if units < 0 then units = 0 end
+        keep_cur, keep_prev = cur + units, prev
       end
-      used = prev * (p - into) + cur * p
-      retry_us = 0 -- the wait for one unit, after
-      if used + p > limit * p then
-        local room = limit - 1 - cur
-        local target_ms = room >= 0 and start + p - (room * p - room * p % prev) / prev
-          or start + p + p - ((limit - 1) * p - (limit - 1) * p % cur) / cur
-        retry_us = target_ms * 1000 - now
+      rc, rp = keep_cur, keep_prev -- what the next call reads
+      if rc > 2 * limit then rc = 2 * limit end
+      if rp > 2 * limit then rp = 2 * limit end
+      if big then
+        wq, wr = muldiv(rp, P - e, P)
+      else
+        local w = rp * (P - e)
+        wr = w % P
+        wq = (w - wr) / P
       end
     elseif ok then
-      cur, units = cur + cost, cost
-      used = used + cost * p
+      rc, units = rc + cost, cost
+      keep_cur, keep_prev = rc, rp
     end
-    local room = limit * p - used
-    if room < 0 then room = 0 end
-    local rem, left, per, cap = (room - room % p) / p, room, p, limit -- units left: left / per
+    if settle or not (ok or never) then
+      -- The first microsecond a call of need units is admitted (refund and
+      -- force: one unit, after): in this window once the previous one weighs
+      -- rp * (P - d) <= room * P, so at d = P - floor(room * P / rp); else in
+      -- the next, where this window's count is the previous one.
+      local need = settle and 1 or cost
+      local room, q, target = limit - need - rc
+      if room >= 0 then
+        if rc + need + wq + (wr > 0 and 1 or 0) > limit then
+          if big then q = muldiv(room, P, rp) else q = room * P; q = (q - q % rp) / rp end
+          target = start * 1000 + P - q
+        end
+      else
+        if big then q = muldiv(limit - need, P, rc) else q = (limit - need) * P; q = (q - q % rc) / rc end
+        target = start * 1000 + 2 * P - q
+      end
+      retry_us = target and target - now or 0
+    end
+    -- units left: limit - rc - rp * (P - e) / P = rem + frac / P
+    local rem, frac = limit - rc - wq, 0
+    if wr > 0 then
+      rem = rem - 1
+      frac = P - wr
+    end
+    if rem < 0 then
+      rem = 0
+      frac = 0
+    end
+    local per, cap = P, limit
     local reset_us = 0
-    if cur > 0 then
+    if rc > 0 then
       reset_us = (start + 2 * p) * 1000 - now
-    elseif prev > 0 then
+    elseif rp > 0 then
       reset_us = (start + p) * 1000 - now
     end
     -- ---- This limit's verdict (scripts/src/verdict.lua) ----
-    -- The reply describes the binding limit: on an admission (and for refund
-    -- and force) the one with the fewest units left (left / per, exactly), on a
-    -- denial the denying one with the longest retry_after_ms (-1, never,
-    -- counts as longest); ties go to the earlier.
+    -- The reply describes the binding limit: on an admission the one with
+    -- the fewest units left (rem + frac / per, exactly), on a denial the
+    -- denying one with the longest retry_after_ms (-1, never, counts as
+    -- longest); for refund and force the one with the longest wait for one
+    -- unit after the call, in whole ms as reported, then the fewest units
+    -- left; ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if not least or rem < least then least = rem end
+    if settle then touched = units > 0 end -- with several keys, a key whose limit a refund or force left as it was is not written
     if ok or settle then
       if not ok then short = true end
       if units > 0 then changed = true end
-      -- fewer units left than the binding limit so far: by whole units first
-      -- (rem is left / per, rounded down), then by the parts of a unit left:
-      -- at once for the same per, else by less's exact case without a call
-      -- (some 600 instructions), else by less (a loop as long as Euclid's)
+      -- fewer units left than the binding limit so far: by whole units first,
+      -- then by the parts of a unit left: at once for the same per, else by
+      -- less's exact case without a call (some 600 instructions), else by
+      -- less (a loop as long as Euclid's)
       local fewer = not a_i or rem < a_rem
       if not fewer and rem == a_rem then
         if per == a_per then
-          fewer = left < a_left
+          fewer = frac < a_frac
         else
-          local f, a_f = left % per, a_left % a_per
-          local x, y = f * a_per, a_f * per
-          if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(f, per, a_f, a_per) end
+          local x, y = frac * a_per, a_frac * per
+          if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(frac, per, a_frac, a_per) end
         end
       end
+      if settle and a_i then -- the longest wait in whole ms first
+        local r, ar = (retry_us + -retry_us % 1000) / 1000, (a_retry + -a_retry % 1000) / 1000
+        if r ~= ar then fewer = r > ar end
+      end
       if fewer then
-        a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
+        a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry_us
       end
     else
       allowed = false
@@ -2069,7 +2571,7 @@ local function sliding_window(KEYS, ARGV)
         d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
       end
     end
-    if allowed and writes then out = out .. fmt(' %d %d %d', start, prev, cur) end
+    if allowed and writes then out = out .. fmt(' %d %d %d', start, keep_prev, keep_cur) end
   end
     -- ---- upto's passes (scripts/src/upto.lua) ----
     -- After the measuring pass, the grant is the fewest whole units a limit
@@ -2085,18 +2587,21 @@ local function sliding_window(KEYS, ARGV)
   -- that changed a limit; a check never does. PSETEX is refused under
   -- maxmemory (OOM) before it writes; the key expires when every limit is back
   -- to empty, so no cleanup job is needed, and a key a refund left empty is
-  -- deleted. With several keys, each gets its state and TTL: Redis refuses a
-  -- script's first write under OOM and no later one, so the first PSETEX fails
-  -- before any key is written.
+  -- deleted. With several keys, each key a refund or force changed gets its
+  -- state and TTL, every PSETEX before any DEL: Redis refuses a script's
+  -- first write under OOM and no later one, so the first PSETEX fails before
+  -- any key is written (a DEL first would let the PSETEXes after it through).
   if allowed and writes and changed then
-    if k > 1 then -- the other keys' records first, then the last key's
-      for i = 1, k - 1 do
+    if k > 1 then
+      records[2 * k - 1], records[2 * k] = touched and out, ttl_us
+      for i = 1, k do
         local ttl = records[2 * i]
-        if ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) else redis.call('DEL', keys[i]) end
+        if records[2 * i - 1] and ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) end
       end
-      key = keys[k]
-    end
-    if ttl_us > 0 then
+      for i = 1, k do
+        if records[2 * i - 1] and records[2 * i] <= 0 then redis.call('DEL', keys[i]) end
+      end
+    elseif ttl_us > 0 then
       redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
     else
       redis.call('DEL', key)
@@ -2106,7 +2611,8 @@ local function sliding_window(KEYS, ARGV)
   -- ---- The reply (scripts/src/reply.lua) ----
   -- Field 7 is the units recorded on the binding limit (what a check would).
   -- refund and force describe the key after the call, with the wait until
-  -- one unit would be admitted; force is allowed when the empty mode would be.
+  -- one unit would be admitted; force is allowed when the empty mode would
+  -- be.
   if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }
@@ -2115,7 +2621,7 @@ end
 -- ==== fixed_window ====
 -- ---- fixed_window's constants (from its manifest) ----
 local NAME, TAG = 'fixed_window', 'fw:2'
-local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local MAX_LIMIT, LIMIT_RULE, BURST_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15', 'must be a whole number up to 10^15, or 0 or empty for limit'
 local TIME_AT, TIME_MAX = 1, 8835955200000000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 2, '^fw:2 (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it
@@ -2158,7 +2664,10 @@ local function fixed_window(KEYS, ARGV)
       end
       if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then break end
     end
-    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+    -- Within the range without its exact rule: max(limit, burst) * period_ms
+    -- at most 4 * 10^12, or the default burst (its drain is its period) with
+    -- a period of at most 366 days; the general code checks the others.
+    if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 and (burst1 > limit1 or period1 > 31622400000) then break end
     local now
     do
       local t = redis.call('TIME')
@@ -2210,6 +2719,7 @@ local function fixed_window(KEYS, ARGV)
       else -- force: cost units, as far as twice the limit
         units = 2 * limit - count
         if cost < units then units = cost end
+        if units < 0 then units = 0 end -- (a count past it, another limit's: never lowered)
         count = count + units
       end
       retry_us = count < limit and 0 or start + period_us - now -- the wait for one unit, after
@@ -2217,7 +2727,7 @@ local function fixed_window(KEYS, ARGV)
       count, units = count + cost, cost
     end
     local rem = count < limit and limit - count or 0
-    local left, per, cap = rem, 1, limit
+    local frac, per, cap = 0, 1, limit
     local reset_us = count > 0 and start + period_us - now or 0
     local allowed, out = ok
     if (ok or settle) and writes then out = fmt('fw:2 %d %d', start, count) end
@@ -2302,6 +2812,7 @@ local function fixed_window(KEYS, ARGV)
           if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
         end
         if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
+          if type(mode) == 'table' then return redis.error_reply(mode[1]) end -- a _ro function's writing mode (library.lua's as_check)
           return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
         end
       end
@@ -2330,9 +2841,10 @@ local function fixed_window(KEYS, ARGV)
   -- ---- State (scripts/src/state.lua) ----
   -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
   -- separated by single spaces: no leading zeros, each below 2^53, a recorded
-  -- time (TIME_AT) no later than TIME_MAX, a time ahead of the clock (AHEAD_AT,
-  -- gcra's TAT) no later than AHEAD_MAX. Anything else (another type, a
-  -- user's value, another script's or version's state) is refused, untouched.
+  -- time (TIME_AT) no later than TIME_MAX, a level (gcra's, leaky_bucket's)
+  -- of up to 26 digits, kept as its text past 2^53 - 1. Anything else
+  -- (another type, a user's value, another script's or version's state) is
+  -- refused, untouched.
   -- n limits' state is read in one match into a table (limit j's field f at
   -- FIELDS * (j - 1) + f), one limit's into locals, another number of limits'
   -- field by field. With several keys, key i holds limit i's state, read as a
@@ -2345,11 +2857,11 @@ local function fixed_window(KEYS, ARGV)
       if raw.err then -- pcall's error reply: another type (a string's .err is nil)
         return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value of another type, not ' .. NAME .. ' state: left untouched')
       end
-      -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
-      -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
-      -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
-      -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
-      -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
+      -- Each number: at most 16 digits (a level 26), no leading zero (such a
+      -- field reads below 10^(digits - 1), on gopher-lua too, which reads 010
+      -- as octal), and at most its maximum: TIME_MAX for a recorded time, else
+      -- 2^53 - 1 (a level: 10^26, its text kept past 2^53 - 1, which reads
+      -- rounded).
       if k == 1 and n > 1 then more = { match(raw, FULL[n]) } end -- n limits' (the library makes the patterns at load)
       local good = more and more[1] ~= nil
       if not good then
@@ -2376,7 +2888,7 @@ local function fixed_window(KEYS, ARGV)
         s2 = more[2]
       end
       if not good then
-        local other, which = ({ ['gcra:3'] = 'gcra', ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:3'] = 'leaky_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
+        local other, which = ({ ['gcra:4'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:4'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
         if other and other ~= NAME then
           return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
         end
@@ -2410,23 +2922,24 @@ local function fixed_window(KEYS, ARGV)
   local settle = mode == 'refund' or mode == 'force'
   local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
   if mode == 'upto' then cost = 0 end
-  local writes, allowed, ttl_us, out, changed, short -- changed: settle altered a limit; short: force past what the empty mode admits
-  local a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
+  local writes, allowed, ttl_us, out, changed, short, touched -- changed: settle altered a limit; short: force past what the empty mode admits; touched: this limit is written
+  local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
   repeat
     writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
-    allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
+    allowed, ttl_us, out, changed, short, least, a_i, d_i, records, touched = true, 0, TAG, not settle, false, nil, nil, nil, nil, true
   for i = 1, n do
     -- This limit's arguments and stored numbers (nil: none): the first limit's
     -- in locals, the others' in argv (as numbers by now) and in more.
     local limit, period_us, stored_start, stored_count = limit1, period1 * 1000, s1, s2
     if i > 1 then
       -- (keyed.lua) With several keys, the limit before is KEYS[i - 1]'s, and
-      -- its record that key's whole state, kept with its own TTL (write.lua).
+      -- its record that key's whole state, kept with its own TTL (write.lua);
+      -- false when a refund or force left it as it was.
       if k > 1 and allowed and writes then
         if not records then records = {} end
-        records[2 * i - 3], records[2 * i - 2] = out, ttl_us
+        records[2 * i - 3], records[2 * i - 2] = touched and out, ttl_us
         out, ttl_us = TAG, 0
       end
       limit, period_us = argv[3 * i], argv[3 * i + 1] * 1000
@@ -2452,6 +2965,7 @@ local function fixed_window(KEYS, ARGV)
       else -- force: cost units, as far as twice the limit
         units = 2 * limit - count
         if cost < units then units = cost end
+        if units < 0 then units = 0 end -- (a count past it, another limit's: never lowered)
         count = count + units
       end
       retry_us = count < limit and 0 or start + period_us - now -- the wait for one unit, after
@@ -2459,34 +2973,40 @@ local function fixed_window(KEYS, ARGV)
       count, units = count + cost, cost
     end
     local rem = count < limit and limit - count or 0
-    local left, per, cap = rem, 1, limit
+    local frac, per, cap = 0, 1, limit
     local reset_us = count > 0 and start + period_us - now or 0
     -- ---- This limit's verdict (scripts/src/verdict.lua) ----
-    -- The reply describes the binding limit: on an admission (and for refund
-    -- and force) the one with the fewest units left (left / per, exactly), on a
-    -- denial the denying one with the longest retry_after_ms (-1, never,
-    -- counts as longest); ties go to the earlier.
+    -- The reply describes the binding limit: on an admission the one with
+    -- the fewest units left (rem + frac / per, exactly), on a denial the
+    -- denying one with the longest retry_after_ms (-1, never, counts as
+    -- longest); for refund and force the one with the longest wait for one
+    -- unit after the call, in whole ms as reported, then the fewest units
+    -- left; ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if not least or rem < least then least = rem end
+    if settle then touched = units > 0 end -- with several keys, a key whose limit a refund or force left as it was is not written
     if ok or settle then
       if not ok then short = true end
       if units > 0 then changed = true end
-      -- fewer units left than the binding limit so far: by whole units first
-      -- (rem is left / per, rounded down), then by the parts of a unit left:
-      -- at once for the same per, else by less's exact case without a call
-      -- (some 600 instructions), else by less (a loop as long as Euclid's)
+      -- fewer units left than the binding limit so far: by whole units first,
+      -- then by the parts of a unit left: at once for the same per, else by
+      -- less's exact case without a call (some 600 instructions), else by
+      -- less (a loop as long as Euclid's)
       local fewer = not a_i or rem < a_rem
       if not fewer and rem == a_rem then
         if per == a_per then
-          fewer = left < a_left
+          fewer = frac < a_frac
         else
-          local f, a_f = left % per, a_left % a_per
-          local x, y = f * a_per, a_f * per
-          if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(f, per, a_f, a_per) end
+          local x, y = frac * a_per, a_frac * per
+          if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(frac, per, a_frac, a_per) end
         end
       end
+      if settle and a_i then -- the longest wait in whole ms first
+        local r, ar = (retry_us + -retry_us % 1000) / 1000, (a_retry + -a_retry % 1000) / 1000
+        if r ~= ar then fewer = r > ar end
+      end
       if fewer then
-        a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
+        a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry_us
       end
     else
       allowed = false
@@ -2511,18 +3031,21 @@ local function fixed_window(KEYS, ARGV)
   -- that changed a limit; a check never does. PSETEX is refused under
   -- maxmemory (OOM) before it writes; the key expires when every limit is back
   -- to empty, so no cleanup job is needed, and a key a refund left empty is
-  -- deleted. With several keys, each gets its state and TTL: Redis refuses a
-  -- script's first write under OOM and no later one, so the first PSETEX fails
-  -- before any key is written.
+  -- deleted. With several keys, each key a refund or force changed gets its
+  -- state and TTL, every PSETEX before any DEL: Redis refuses a script's
+  -- first write under OOM and no later one, so the first PSETEX fails before
+  -- any key is written (a DEL first would let the PSETEXes after it through).
   if allowed and writes and changed then
-    if k > 1 then -- the other keys' records first, then the last key's
-      for i = 1, k - 1 do
+    if k > 1 then
+      records[2 * k - 1], records[2 * k] = touched and out, ttl_us
+      for i = 1, k do
         local ttl = records[2 * i]
-        if ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) else redis.call('DEL', keys[i]) end
+        if records[2 * i - 1] and ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) end
       end
-      key = keys[k]
-    end
-    if ttl_us > 0 then
+      for i = 1, k do
+        if records[2 * i - 1] and records[2 * i] <= 0 then redis.call('DEL', keys[i]) end
+      end
+    elseif ttl_us > 0 then
       redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
     else
       redis.call('DEL', key)
@@ -2532,7 +3055,8 @@ local function fixed_window(KEYS, ARGV)
   -- ---- The reply (scripts/src/reply.lua) ----
   -- Field 7 is the units recorded on the binding limit (what a check would).
   -- refund and force describe the key after the call, with the wait until
-  -- one unit would be admitted; force is allowed when the empty mode would be.
+  -- one unit would be admitted; force is allowed when the empty mode would
+  -- be.
   if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }
@@ -2540,8 +3064,8 @@ end
 
 -- ==== sliding_log ====
 -- ---- sliding_log's constants (from its manifest) ----
-local NAME, TAG = 'sliding_log', 'sliding_log:2'
-local MAX_LIMIT, LIMIT_RULE = 10000, 'must be a whole number from 1 to 10000'
+local NAME, TAG = 'sliding_log', 'sliding_log:3'
+local MAX_LIMIT, LIMIT_RULE, BURST_RULE = 10000, 'must be a whole number from 1 to 10000', 'must be a whole number up to 10000, or 0 or empty for limit'
 local TIME_MAX = 8835955200000000 -- the latest entry: the year 2250, in microseconds
 
 local function sliding_log(KEYS, ARGV)
@@ -2604,9 +3128,13 @@ local function sliding_log(KEYS, ARGV)
           cost = NUM[cs] or read(cs)
           if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
           -- bounded work (guarantee 11): the entries a call adds on all its keys
-          if k > 1 and cost * k > 10000 then return invalid('cost', 1, cs, fmt('with %d keys must be at most %d', k, (10000 - 10000 % k) / k)) end
+          if cost * k > 10000 then
+            if k == 1 then return invalid('cost', 1, cs, 'must be at most 10000 for sliding_log') end
+            return invalid('cost', 1, cs, fmt('with %d keys must be at most %d', k, (10000 - 10000 % k) / k))
+          end
         end
         if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
+          if type(mode) == 'table' then return redis.error_reply(mode[1]) end -- a _ro function's writing mode (library.lua's as_check)
           return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
         end
       end
@@ -2701,13 +3229,13 @@ local function sliding_log(KEYS, ARGV)
   local settle = mode == 'refund' or mode == 'force'
   local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
   if mode == 'upto' then cost = 0 end
-  local writes, allowed, ttl_us, out, changed, short -- changed: settle altered a limit; short: force past what the empty mode admits
-  local a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
+  local writes, allowed, ttl_us, out, changed, short, touched -- changed: settle altered a limit; short: force past what the empty mode admits; touched: this limit is written
+  local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
   local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
   local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
   repeat
     writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
-    allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
+    allowed, ttl_us, out, changed, short, least, a_i, d_i, records, touched = true, 0, TAG, not settle, false, nil, nil, nil, nil, true
   longest, give = 0, 0
   for i = 1, n do
     local limit, period_us = limit1, period1 * 1000
@@ -2757,7 +3285,7 @@ local function sliding_log(KEYS, ARGV)
       retry_us = nth[2] + period_us - now
     end
     local rem = after < limit and limit - after or 0
-    local left, per, cap = rem, 1, limit
+    local frac, per, cap = 0, 1, limit
     local reset_us = 0
     if after > 0 then
       if mode == 'refund' then -- the newest entry left
@@ -2769,31 +3297,37 @@ local function sliding_log(KEYS, ARGV)
       end
     end
     -- ---- This limit's verdict (scripts/src/verdict.lua) ----
-    -- The reply describes the binding limit: on an admission (and for refund
-    -- and force) the one with the fewest units left (left / per, exactly), on a
-    -- denial the denying one with the longest retry_after_ms (-1, never,
-    -- counts as longest); ties go to the earlier.
+    -- The reply describes the binding limit: on an admission the one with
+    -- the fewest units left (rem + frac / per, exactly), on a denial the
+    -- denying one with the longest retry_after_ms (-1, never, counts as
+    -- longest); for refund and force the one with the longest wait for one
+    -- unit after the call, in whole ms as reported, then the fewest units
+    -- left; ties go to the earlier.
     if reset_us > ttl_us then ttl_us = reset_us end
     if not least or rem < least then least = rem end
+    if settle then touched = units > 0 end -- with several keys, a key whose limit a refund or force left as it was is not written
     if ok or settle then
       if not ok then short = true end
       if units > 0 then changed = true end
-      -- fewer units left than the binding limit so far: by whole units first
-      -- (rem is left / per, rounded down), then by the parts of a unit left:
-      -- at once for the same per, else by less's exact case without a call
-      -- (some 600 instructions), else by less (a loop as long as Euclid's)
+      -- fewer units left than the binding limit so far: by whole units first,
+      -- then by the parts of a unit left: at once for the same per, else by
+      -- less's exact case without a call (some 600 instructions), else by
+      -- less (a loop as long as Euclid's)
       local fewer = not a_i or rem < a_rem
       if not fewer and rem == a_rem then
         if per == a_per then
-          fewer = left < a_left
+          fewer = frac < a_frac
         else
-          local f, a_f = left % per, a_left % a_per
-          local x, y = f * a_per, a_f * per
-          if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(f, per, a_f, a_per) end
+          local x, y = frac * a_per, a_frac * per
+          if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(frac, per, a_frac, a_per) end
         end
       end
+      if settle and a_i then -- the longest wait in whole ms first
+        local r, ar = (retry_us + -retry_us % 1000) / 1000, (a_retry + -a_retry % 1000) / 1000
+        if r ~= ar then fewer = r > ar end
+      end
       if fewer then
-        a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
+        a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry_us
       end
     else
       allowed = false
@@ -2827,21 +3361,21 @@ local function sliding_log(KEYS, ARGV)
         if back > 0 then redis.call('ZREMRANGEBYRANK', key, -back, -1) end -- the newest entries (the marker, <= 0, ranks first)
       else
         if mode == 'force' and k > 1 then add = backs[i] end
-        if last_seq + add > 9007199254740991 then
-          -- The sequence starts again from 1: the entries still held are
-          -- numbered anew first, oldest first, so that none is replaced.
-          local held = redis.call('ZRANGEBYSCORE', key, '(0', '+inf', 'WITHSCORES')
-          redis.call('ZREMRANGEBYSCORE', key, '(0', '+inf')
-          last_seq = 0
-          for e = 1, #held, 2 do
-            last_seq = last_seq + 1
-            redis.call('ZADD', key, held[e + 1], last_seq)
-          end
+        -- The marker holds 2 * seq + sign: entries are numbered seq + 1, ...
+        -- with sign 0, -(seq + 1), ... with sign 1. Past 2^52 - 1 the sequence
+        -- starts again from 1 with the other sign, so that no entry held is
+        -- renumbered or replaced (bounded work: no entry is touched but those
+        -- this call adds).
+        local sign = last_seq % 2
+        local seq = (last_seq - sign) / 2
+        if seq + add > 4503599627370495 then
+          seq = 0
+          sign = 1 - sign
         end
-        local batch, j = { -(last_seq + add), TAG }, 2
+        local batch, j = { -(2 * (seq + add) + sign), TAG }, 2
         for e = 1, add do
           batch[j + 1] = at_s
-          batch[j + 2] = last_seq + e
+          batch[j + 2] = sign == 0 and seq + e or -(seq + e)
           j = j + 2
           if j >= 4000 or e == add then -- unpack() has a stack of about 8000
             redis.call('ZADD', key, unpack(batch, 1, j))
@@ -2876,16 +3410,19 @@ local function sliding_log(KEYS, ARGV)
   -- ---- The reply (scripts/src/reply.lua) ----
   -- Field 7 is the units recorded on the binding limit (what a check would).
   -- refund and force describe the key after the call, with the wait until
-  -- one unit would be admitted; force is allowed when the empty mode would be.
+  -- one unit would be admitted; force is allowed when the empty mode would
+  -- be.
   if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
   return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }
 end
 
 -- as_check makes a call decide as mode "check", filling skipped optional
--- positions with "" (their default); it refuses the modes that write
--- (nil and the error). Any other mode is left for the script's own "ERR
--- invalid mode" error.
+-- positions with "" (their default). A mode that writes becomes a table
+-- that holds its error, which no client can send: the script refuses it
+-- where it reads the mode, after every argument before it (guarantee 8's
+-- order: numkeys 0 or a bad limit is named first). Any other mode is left
+-- for the script's own "ERR invalid mode" error.
 local function as_check(ARGV, fn)
   local mode = ARGV[5]
   if mode == nil then
@@ -2894,64 +3431,52 @@ local function as_check(ARGV, fn)
   elseif mode == '' then
     ARGV[5] = 'check'
   elseif mode == 'upto' or mode == 'refund' or mode == 'force' then
-    return nil, redis.error_reply("ERR invalid mode '" .. mode .. "': " .. fn .. "_ro only checks (empty or 'check'); call " .. fn)
+    ARGV[5] = { "ERR invalid mode '" .. mode .. "': " .. fn .. "_ro only checks (empty or 'check'); call " .. fn }
   end
   return ARGV
 end
 
 local function gcra_ro(KEYS, ARGV)
-  local args, refused = as_check(ARGV, 'redisrate_gcra')
-  if refused then return refused end
-  return gcra(KEYS, args)
+  return gcra(KEYS, as_check(ARGV, 'redisrate_gcra'))
 end
 redis.register_function('redisrate_gcra', gcra)
-redis.register_function('redisrate_gcra_v7ba522a6cc11', gcra)
+redis.register_function('redisrate_gcra_vfcb6cf7be3ca', gcra)
 redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' }, callback = gcra_ro }
-redis.register_function{ function_name = 'redisrate_gcra_ro_v7ba522a6cc11', flags = { 'no-writes' }, callback = gcra_ro }
+redis.register_function{ function_name = 'redisrate_gcra_ro_vfcb6cf7be3ca', flags = { 'no-writes' }, callback = gcra_ro }
 local function token_bucket_ro(KEYS, ARGV)
-  local args, refused = as_check(ARGV, 'redisrate_token_bucket')
-  if refused then return refused end
-  return token_bucket(KEYS, args)
+  return token_bucket(KEYS, as_check(ARGV, 'redisrate_token_bucket'))
 end
 redis.register_function('redisrate_token_bucket', token_bucket)
-redis.register_function('redisrate_token_bucket_v7ba522a6cc11', token_bucket)
+redis.register_function('redisrate_token_bucket_vfcb6cf7be3ca', token_bucket)
 redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' }, callback = token_bucket_ro }
-redis.register_function{ function_name = 'redisrate_token_bucket_ro_v7ba522a6cc11', flags = { 'no-writes' }, callback = token_bucket_ro }
+redis.register_function{ function_name = 'redisrate_token_bucket_ro_vfcb6cf7be3ca', flags = { 'no-writes' }, callback = token_bucket_ro }
 local function leaky_bucket_ro(KEYS, ARGV)
-  local args, refused = as_check(ARGV, 'redisrate_leaky_bucket')
-  if refused then return refused end
-  return leaky_bucket(KEYS, args)
+  return leaky_bucket(KEYS, as_check(ARGV, 'redisrate_leaky_bucket'))
 end
 redis.register_function('redisrate_leaky_bucket', leaky_bucket)
-redis.register_function('redisrate_leaky_bucket_v7ba522a6cc11', leaky_bucket)
+redis.register_function('redisrate_leaky_bucket_vfcb6cf7be3ca', leaky_bucket)
 redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' }, callback = leaky_bucket_ro }
-redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_v7ba522a6cc11', flags = { 'no-writes' }, callback = leaky_bucket_ro }
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_vfcb6cf7be3ca', flags = { 'no-writes' }, callback = leaky_bucket_ro }
 local function sliding_window_ro(KEYS, ARGV)
-  local args, refused = as_check(ARGV, 'redisrate_sliding_window')
-  if refused then return refused end
-  return sliding_window(KEYS, args)
+  return sliding_window(KEYS, as_check(ARGV, 'redisrate_sliding_window'))
 end
 redis.register_function('redisrate_sliding_window', sliding_window)
-redis.register_function('redisrate_sliding_window_v7ba522a6cc11', sliding_window)
+redis.register_function('redisrate_sliding_window_vfcb6cf7be3ca', sliding_window)
 redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' }, callback = sliding_window_ro }
-redis.register_function{ function_name = 'redisrate_sliding_window_ro_v7ba522a6cc11', flags = { 'no-writes' }, callback = sliding_window_ro }
+redis.register_function{ function_name = 'redisrate_sliding_window_ro_vfcb6cf7be3ca', flags = { 'no-writes' }, callback = sliding_window_ro }
 local function fixed_window_ro(KEYS, ARGV)
-  local args, refused = as_check(ARGV, 'redisrate_fixed_window')
-  if refused then return refused end
-  return fixed_window(KEYS, args)
+  return fixed_window(KEYS, as_check(ARGV, 'redisrate_fixed_window'))
 end
 redis.register_function('redisrate_fixed_window', fixed_window)
-redis.register_function('redisrate_fixed_window_v7ba522a6cc11', fixed_window)
+redis.register_function('redisrate_fixed_window_vfcb6cf7be3ca', fixed_window)
 redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' }, callback = fixed_window_ro }
-redis.register_function{ function_name = 'redisrate_fixed_window_ro_v7ba522a6cc11', flags = { 'no-writes' }, callback = fixed_window_ro }
+redis.register_function{ function_name = 'redisrate_fixed_window_ro_vfcb6cf7be3ca', flags = { 'no-writes' }, callback = fixed_window_ro }
 local function sliding_log_ro(KEYS, ARGV)
-  local args, refused = as_check(ARGV, 'redisrate_sliding_log')
-  if refused then return refused end
-  return sliding_log(KEYS, args)
+  return sliding_log(KEYS, as_check(ARGV, 'redisrate_sliding_log'))
 end
 redis.register_function('redisrate_sliding_log', sliding_log)
-redis.register_function('redisrate_sliding_log_v7ba522a6cc11', sliding_log)
+redis.register_function('redisrate_sliding_log_vfcb6cf7be3ca', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' }, callback = sliding_log_ro }
-redis.register_function{ function_name = 'redisrate_sliding_log_ro_v7ba522a6cc11', flags = { 'no-writes' }, callback = sliding_log_ro }
+redis.register_function{ function_name = 'redisrate_sliding_log_ro_vfcb6cf7be3ca', flags = { 'no-writes' }, callback = sliding_log_ro }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return '7ba522a6cc1108fdf4a70596ea964f009aa83db4' end }
+  callback = function() return 'fcb6cf7be3cac8d2a737ad119a6d1cd323cdaff5' end }

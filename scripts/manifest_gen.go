@@ -3,26 +3,26 @@
 package scripts
 
 // ContractVersion is the version of the script contract (CONTRACT.md) the scripts implement.
-const ContractVersion = "3"
+const ContractVersion = "4"
 
 // LibraryName is the name of the Functions library (FUNCTION LOAD, FUNCTION DELETE).
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "7ba522a6cc1108fdf4a70596ea964f009aa83db4"
+const LibraryVersion = "fcb6cf7be3cac8d2a737ad119a6d1cd323cdaff5"
 
-// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_v7ba522a6cc11 runs this version of redisrate_gcra or fails with "Function not found".
-const VersionSuffix = "_v7ba522a6cc11"
+// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_vfcb6cf7be3ca runs this version of redisrate_gcra or fails with "Function not found".
+const VersionSuffix = "_vfcb6cf7be3ca"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
-	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: units spaced period_ms / limit apart, up to burst at once; smooth and exact", SHA1: "da6efef35733d2c3f1064b042876135d1868830d", Function: "redisrate_gcra"},
-	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "ef11c73a928bef67427857c6f92249870c561bbc", Function: "redisrate_token_bucket"},
-	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "2a3af46580a1c77796516effa7099dcb75a8d95c", Function: "redisrate_leaky_bucket"},
-	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "3188345411dd4dea4a2c1d6622ba5d185842dc5a", Function: "redisrate_sliding_window"},
-	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "cfc379bc430baecf7b0cea9d8a1fe9de689d840e", Function: "redisrate_fixed_window"},
-	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "61b736f45bcd3f87061947bbbcf3e1ef1c0ec951", Function: "redisrate_sliding_log"},
+	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: units spaced period_ms / limit apart, up to burst at once; smooth and exact", SHA1: "3a9ecb550c208d3bcbe844dc6c3c1a1cc36a2399", Function: "redisrate_gcra"},
+	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "e965b775ebb2c258875e0563998d5e4ae4421c1a", Function: "redisrate_token_bucket"},
+	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "3efcfb7d4cc3bc92f02c3535b855152ebef9c7b3", Function: "redisrate_leaky_bucket"},
+	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "65187312072100f710f4bba1e9cdc18168bb6cc1", Function: "redisrate_sliding_window"},
+	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "f09a103e765702f496959d8cd1ea37f79b89238c", Function: "redisrate_fixed_window"},
+	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "6f04c2bce01db09b92e947ea0a8089daaaa5f4dc", Function: "redisrate_sliding_log"},
 }
 
 // resetSHA1 is the SHA1 of reset.lua.
-const resetSHA1 = "9ec3dafeaa3f5bf42b2da57443a051b2327081ed"
+const resetSHA1 = "01e8f9d5cdb2b73ba7c368e0a4700fd2083f353b"

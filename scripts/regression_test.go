@@ -53,7 +53,7 @@ func repro(t *testing.T, b *st.Backend, s manifest.Spec, key, want string, argv 
 func TestExponentRefused(t *testing.T) {
 	for _, b := range st.Both(t) {
 		repro(t, b, spec("token_bucket"), "a1", "ERR invalid cost '1e-0000000': must be a whole number from 0 to 10^15", "1", "60000", "", "1e-0000000")
-		repro(t, b, spec("token_bucket"), "a1", "ERR invalid limit '1e+0000001': must be a whole number from 1 to 10^15", "1e+0000001", "60000")
+		repro(t, b, spec("token_bucket"), "a1", "ERR invalid limit '1e+0000001': must be a whole number from 1 to 10^12", "1e+0000001", "60000")
 		// the same limit as a whole number: one call admitted and recorded
 		tb := spec("token_bucket")
 		if r := b.Eval(tb, "a1w", "1", "60000", "", "1"); r.Err != "" || r.Ints[0] != 1 {
@@ -76,13 +76,14 @@ func TestLongMantissaRefused(t *testing.T) {
 	}
 }
 
-// A cost past 1e15 was accepted. (gcra's range under v3, 2 * burst *
-// period_us <= 2^53, keeps a burst of 10^15 out: its limit is named first.)
+// A cost past 1e15 was accepted. (Under v4 a limit past 10^12 of the
+// buckets is named first.)
 func TestPastMaxRefused(t *testing.T) {
 	for _, b := range st.Both(t) {
-		repro(t, b, spec("token_bucket"), "a4", "ERR invalid cost '1000000000000000.1': must be a whole number from 0 to 10^15", "1000000000000000", "1", "", "1000000000000000.1")
+		repro(t, b, spec("token_bucket"), "a4", "ERR invalid cost '1000000000000000.1': must be a whole number from 0 to 10^15", "1000000000000", "1", "", "1000000000000000.1")
+		repro(t, b, spec("fixed_window"), "a4", "ERR invalid cost '1000000000000000.1': must be a whole number from 0 to 10^15", "1000000000000000", "1", "", "1000000000000000.1")
 		repro(t, b, spec("gcra"), "a4", "ERR invalid cost '1000000000000001': must be a whole number from 0 to 10^15", "1000", "1", "", "1000000000000001")
-		repro(t, b, spec("gcra"), "a4", "ERR invalid limit '1000000000000000': too large for exact arithmetic with period_ms 1", "1000000000000000", "1", "", "1000000000000001")
+		repro(t, b, spec("gcra"), "a4", "ERR invalid limit '1000000000000000': must be a whole number from 1 to 10^12", "1000000000000000", "1", "", "1000000000000001")
 	}
 }
 
@@ -95,7 +96,7 @@ func TestNaNRefused(t *testing.T) {
 		for _, name := range []string{"sliding_window", "token_bucket"} {
 			repro(t, b, spec(name), "nan:"+name, "ERR invalid cost '"+cut+"': must be a whole number from 0 to 10^15", "10", "1000", "", frac)
 		}
-		repro(t, b, spec("token_bucket"), "nanb", "ERR invalid burst '"+cut+"': must be a whole number up to 10^15, or 0 or empty for limit", "10", "1000", frac)
+		repro(t, b, spec("token_bucket"), "nanb", "ERR invalid burst '"+cut+"': must be a whole number up to 10^12, or 0 or empty for limit", "10", "1000", frac)
 		repro(t, b, spec("sliding_window"), "nanb", "ERR invalid burst '"+cut+"': must be empty, 0 or equal to limit for sliding_window", "10", "1000", frac)
 	}
 }
@@ -146,11 +147,14 @@ func TestHandTypedStateRefused(t *testing.T) {
 }
 
 // 8. Errors named the wrong argument: burst was at fault, limit was named;
-// burst was named though it was not passed.
+// burst was named though it was not passed. (Under v4 a period past the
+// range is named, with the limit and the burst the caller gave.)
 func TestRangeErrorNaming(t *testing.T) {
 	for _, b := range st.Both(t) {
-		repro(t, b, spec("gcra"), "e", "ERR invalid burst '1000000000000000.1': must be a whole number up to 10^15, or 0 or empty for limit", "10", "1000", "1000000000000000.1")
-		repro(t, b, spec("gcra"), "e", "ERR invalid limit '3003': too large for exact arithmetic with period_ms 1000000000000", "3003", "1000000000000")
+		repro(t, b, spec("gcra"), "e", "ERR invalid burst '1000000000000000.1': must be a whole number up to 10^12, or 0 or empty for limit", "10", "1000", "1000000000000000.1")
+		repro(t, b, spec("gcra"), "e", "ERR invalid period_ms '1000000000000': must be at most 31622400000 (366 days) with limit 3003", "3003", "1000000000000")
+		repro(t, b, spec("gcra"), "e", "ERR invalid period_ms '1000000000000': must be at most 31622400000 (366 days) with limit 3003 and burst 7", "3003", "1000000000000", "7")
+		repro(t, b, spec("gcra"), "e", "ERR invalid burst '200000': must be at most 10^12 * limit / period_ms (a full drain within 10^12 ms) with limit 1 and period_ms 86400000", "1", "86400000", "200000")
 	}
 }
 

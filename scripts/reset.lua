@@ -1,4 +1,4 @@
--- redisrate reset.lua, script contract v3 (CONTRACT.md in the redisrate
+-- redisrate reset.lua, script contract v4 (CONTRACT.md in the redisrate
 -- repository): deletes KEYS[1] only when it holds the state of one of the
 -- redisrate scripts, so that the next call finds every limit at full
 -- capacity. A key that holds anything else gets an error and is left
@@ -20,18 +20,18 @@ if kind == 'string' then
   -- A key is state when some script reads it as its own: the same strict
   -- shape the scripts check (scripts/src/state.lua). Per script: numbers
   -- per limit; which of them is a recorded time (mod per, -1 for none) and
-  -- its range; which is a time ahead of the clock (-1 for none) and its
-  -- range; which may be negative (-1 for none).
-  local shape = ({ ['gcra:3'] = { 2, 0, 8835955200000000, -1, 13339554827370498, -1 }, ['gcra:2'] = { 2, -1, 8835955200000000, 1, 13339554827370498, -1 }, ['tb:2'] = { 2, 0, 8835955200000000, -1, 13339554827370498, 1 }, ['lb:3'] = { 2, 0, 8835955200000000, -1, 13339554827370498, -1 }, ['lb:2'] = { 2, 0, 8835955200000000, -1, 13339554827370498, -1 }, ['sw:2'] = { 3, 1, 8835955200000, -1, 13339554827370498, -1 }, ['fw:2'] = { 2, 1, 8835955200000000, -1, 13339554827370498, -1 } })[tag or '']
+  -- its range; which is a level of up to 26 digits (-1 for none); which
+  -- may be negative (-1 for none).
+  local shape = ({ ['gcra:4'] = { 2, 0, 8835955200000000, 1, -1 }, ['tb:2'] = { 2, 0, 8835955200000000, -1, 1 }, ['lb:4'] = { 2, 0, 8835955200000000, 1, -1 }, ['sw:2'] = { 3, 1, 8835955200000, -1, -1 }, ['fw:2'] = { 2, 1, 8835955200000000, -1, -1 } })[tag or '']
   if shape and not find(body, '  ') then
     local per, n, ok = shape[1], 0, true
     for f in string.gmatch(body, '%S+') do
       n = n + 1
       if n % per == shape[2] then
         ok = ok and field(f, 16, shape[3])
-      elseif n % per == shape[4] then
-        ok = ok and field(f, 17, shape[5])
-      elseif n % per == shape[6] and byte(f) == 45 then -- '-'
+      elseif n % per == shape[4] then -- a level of up to 26 digits
+        ok = ok and find(f, '^%d+$') and #f <= 26 and (#f == 1 or byte(f) ~= 48)
+      elseif n % per == shape[5] and byte(f) == 45 then -- '-'
         ok = ok and f ~= '-0' and field(sub(f, 2), 16, 9007199254740991)
       else
         ok = ok and field(f, 16, 9007199254740991)
@@ -43,7 +43,7 @@ elseif kind == 'zset' then
   -- scripts/src/sliding_log.lua: the marker holds minus the last sequence
   -- number, at most 2^53 - 1; every entry is a whole microsecond up to the
   -- latest time.
-  local marker = redis.call('ZSCORE', key, 'sliding_log:2')
+  local marker = redis.call('ZSCORE', key, 'sliding_log:3')
   if marker and find(marker, '^%-%d+$') and #marker <= 17 and -marker <= 9007199254740991 then
     local top = redis.call('ZREVRANGEBYSCORE', key, '+inf', '(0', 'WITHSCORES', 'LIMIT', 0, 1)
     if not top[2] or (top[2] + 0 <= 8835955200000000 and top[2] % 1 == 0) then return redis.call('DEL', key) end

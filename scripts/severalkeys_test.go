@@ -373,17 +373,17 @@ func TestSeveralKeysForeignKey(t *testing.T) {
 	t.Logf("%d calls of two keys on foreign values", n)
 }
 
-// TestSeveralKeysGCRANear2200: a level of 4e15 (4e12 units of 1 ms) on a
+// TestSeveralKeysGCRANear2200: a level of 10^12 units of 366 days on a
 // further key, late this century, is read from that key's text, exactly,
 // as a one-key call reads it.
 func TestSeveralKeysGCRANear2200(t *testing.T) {
 	s := spec("gcra")
 	for _, b := range st.BothClocked(t) {
 		b.SetTime(dec2199)
-		state := fmt.Sprintf("gcra:3 4000000000000000 %d", dec2199.UnixMicro()) // 4e12 units of 1 ms
-		lim := [3]string{"1", "1", "4000000000000"}
+		state := fmt.Sprintf("gcra:4 31622400000000000000000000 %d", dec2199.UnixMicro())
+		lim := [3]string{"1000000000000", "31622400000", ""}
 		keys := []string{"{rv53}:a", "{rv53}:b"}
-		if r := evalKeys(b, s, keys, keyArgs([][3]string{lim, lim}, "4000000000000", "")...); !r.Equal(st.Reply{Ints: []int64{1, 0, 0, 4e12, 4e12, 1, 4e12}}) {
+		if r := evalKeys(b, s, keys, keyArgs([][3]string{lim, lim}, "1000000000000", "")...); !r.Equal(st.Reply{Ints: []int64{1, 0, 0, 31622400000, 1e12, 1, 1e12}}) {
 			t.Errorf("%s: two keys at 2199-12-01: %v", b.Name, r)
 		}
 		for _, k := range keys {
@@ -391,9 +391,9 @@ func TestSeveralKeysGCRANear2200(t *testing.T) {
 				t.Errorf("%s: %s holds %q, want %q", b.Name, k, v, state)
 			}
 		}
-		// key 2 alone holds the level: the next unit is 1 ms away
+		// key 2 alone holds the level: the next unit is 31.6224 us away
 		b.Client.Del(st.Ctx, keys[0])
-		want := st.Reply{Ints: []int64{0, 0, 1, 4e12, 4e12, 2, 0}}
+		want := st.Reply{Ints: []int64{0, 0, 1, 31622400000, 1e12, 2, 0}}
 		if r := evalKeys(b, s, keys, keyArgs([][3]string{lim, lim}, "1", "check")...); !r.Equal(want) {
 			t.Errorf("%s: key 2 full: %v, want %v", b.Name, r, want)
 		}

@@ -1,5 +1,5 @@
 -- redisrate sliding_log.lua: sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits.
--- Script contract v3 (CONTRACT.md in the redisrate repository). This file
+-- Script contract v4 (CONTRACT.md in the redisrate repository). This file
 -- stands alone: copy it, SCRIPT LOAD it, EVALSHA it from any Redis client.
 --
 -- Call:
@@ -50,17 +50,21 @@
 -- with its time; a request is admitted when the entries within the last
 -- period_ms leave room for its cost. Exact over any span, but memory and time
 -- grow with limit, which is capped at 10000: for small limits that must be exact.
--- State: a sorted set with one member per admitted unit, named by a sequence
--- number and scored with its time in microseconds, plus the marker member
--- "sliding_log:2" whose score is minus the last sequence number (so it is
--- never inside a window, whose scores are times > 0). A sorted set without
--- the marker is not state.
+-- State (v4): a sorted set with one member per admitted unit, named by a
+-- sequence number and scored with its time in microseconds, plus the
+-- marker member "sliding_log:3" whose score is minus 2 * seq + sign, seq
+-- the last sequence number (so it is never inside a window, whose scores
+-- are times > 0): entries are named 1, 2, ... while sign is 0, and -1, -2,
+-- ... while it is 1; past 2^52 - 1 the sequence starts again from 1 with
+-- the other sign, and no entry held is renamed. A sorted set without the
+-- marker is not state.
 -- Under other limits the entries are whole units, counted in the new
 -- window: raised limits never deny what the old admit, lowered never admit
 -- what they deny (guarantee 12).
 -- Modes: upto takes what every limit grants; refund removes the newest
 -- entries; force adds entries as far as twice each limit within its period.
--- Bounded work (guarantee 11): with k keys, cost * k is at most 10000, and
+-- Bounded work (guarantee 11): with k keys, cost * k is at most 10000 in
+-- every mode, so no call adds more than 10000 entries, and
 -- each key trims at most 10000 / k expired entries a call (the rest later;
 -- counts and waits read only the window, so the decision stays exact).
 -- Never more admitted than limit in any span of period_ms.
@@ -72,8 +76,8 @@
 local find, match, fmt = ('').find, ('').match, ('').format
 
 -- ---- sliding_log's constants (from its manifest) ----
-local NAME, TAG = 'sliding_log', 'sliding_log:2'
-local MAX_LIMIT, LIMIT_RULE = 10000, 'must be a whole number from 1 to 10000'
+local NAME, TAG = 'sliding_log', 'sliding_log:3'
+local MAX_LIMIT, LIMIT_RULE, BURST_RULE = 10000, 'must be a whole number from 1 to 10000', 'must be a whole number up to 10000, or 0 or empty for limit'
 local TIME_MAX = 8835955200000000 -- the latest entry: the year 2250, in microseconds
 
 -- ---- Helpers (scripts/src/helpers.lua) ----
@@ -88,10 +92,21 @@ local TIME_MAX = 8835955200000000 -- the latest entry: the year 2250, in microse
 -- Numbers: an argument in the common form (no leading zero, at most 15
 -- digits) is read at once, with one find and s + 0; whole reads the others:
 -- digits only, leading zeros dropped before reading (gopher-lua would read
--- 010 as octal), at most 16 digits left; nil otherwise.
+-- 010 as octal), at most 16 digits left; nil otherwise. Past its last 16
+-- characters, which hold every digit that counts, a long argument must be
+-- zeros: compared whole with as many zeros (copies in C; a Lua pattern
+-- over 1 MB of them took 15 to 40 ms, string.rep 20 to 60).
 local function whole(s)
+  local n = #s
+  if n > 16 then
+    if ('').byte(s) ~= 48 then return nil end -- more than 16 characters, the first not a zero
+    local z, m = '0', n - 16
+    while #z < m do z = z .. z end -- (doubled: rep adds one character at a time)
+    if ('').sub(s, 1, m) ~= ('').sub(z, 1, m) then return nil end
+    s = ('').sub(s, n - 15)
+  end
   s = match(s, '^0*(%d+)$')
-  if s and #s <= 16 then return s + 0 end
+  if s then return s + 0 end
   return nil
 end
 
@@ -167,17 +182,17 @@ for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are 
   if i == 1 then ls, ps, bs = ls or '', ps or '', bs or '' end -- the first limit's burst is optional (a further limit's limit is there: n counts the triples begun)
   -- Each number is read as helpers.lua's "Numbers" says: nil for anything
   -- but digits.
-  local limit = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0 or whole(ls)
+  local limit = #ls < 16 and find(ls, '^[1-9]%d*$') and ls + 0 or whole(ls)
   if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
   if not ps then short = true break end
-  local period_ms = ps == '1000' and 1000 or ps == '60000' and 60000 or ps == '3600000' and 3600000 or ps == '86400000' and 86400000 or find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0 or whole(ps) -- (a script compares it with a second, a minute, an hour and a day first)
+  local period_ms = ps == '1000' and 1000 or ps == '60000' and 60000 or ps == '3600000' and 3600000 or ps == '86400000' and 86400000 or #ps < 16 and find(ps, '^[1-9]%d*$') and ps + 0 or whole(ps) -- (a script compares it with a second, a minute, an hour and a day first)
   if not period_ms or period_ms < 1 or period_ms > 1e12 then
     return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
   end
   if not bs then short = true break end
   local burst = limit
   if bs ~= '' then
-    local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0 or whole(bs)
+    local b = #bs < 16 and find(bs, '^[1-9]%d*$') and bs + 0 or whole(bs)
     if not b or (b ~= 0 and b ~= limit) then
       return invalid('burst', i, bs, 'must be empty, 0 or equal to limit for ' .. NAME)
     end
@@ -187,12 +202,16 @@ for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are 
       local cs = argv[4]
       mode = argv[5] or ''
       if cs ~= '' then
-        cost = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 or whole(cs)
+        cost = #cs < 16 and find(cs, '^[1-9]%d*$') and cs + 0 or whole(cs)
         if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
         -- bounded work (guarantee 11): the entries a call adds on all its keys
-        if k > 1 and cost * k > 10000 then return invalid('cost', 1, cs, fmt('with %d keys must be at most %d', k, (10000 - 10000 % k) / k)) end
+        if cost * k > 10000 then
+          if k == 1 then return invalid('cost', 1, cs, 'must be at most 10000 for sliding_log') end
+          return invalid('cost', 1, cs, fmt('with %d keys must be at most %d', k, (10000 - 10000 % k) / k))
+        end
       end
       if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
+        if type(mode) == 'table' then return redis.error_reply(mode[1]) end -- a _ro function's writing mode (library.lua's as_check)
         return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
       end
     end
@@ -287,13 +306,13 @@ local backs = k > 1 and {} or nil -- with several keys, what refund or force doe
 local settle = mode == 'refund' or mode == 'force'
 local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
 if mode == 'upto' then cost = 0 end
-local writes, allowed, ttl_us, out, changed, short -- changed: settle altered a limit; short: force past what the empty mode admits
-local a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
+local writes, allowed, ttl_us, out, changed, short, touched -- changed: settle altered a limit; short: force past what the empty mode admits; touched: this limit is written
+local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
 local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
 local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
 repeat
   writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
-  allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
+  allowed, ttl_us, out, changed, short, least, a_i, d_i, records, touched = true, 0, TAG, not settle, false, nil, nil, nil, nil, true
 longest, give = 0, 0
 for i = 1, n do
   local limit, period_us = limit1, period1 * 1000
@@ -343,7 +362,7 @@ for i = 1, n do
     retry_us = nth[2] + period_us - now
   end
   local rem = after < limit and limit - after or 0
-  local left, per, cap = rem, 1, limit
+  local frac, per, cap = 0, 1, limit
   local reset_us = 0
   if after > 0 then
     if mode == 'refund' then -- the newest entry left
@@ -355,31 +374,37 @@ for i = 1, n do
     end
   end
   -- ---- This limit's verdict (scripts/src/verdict.lua) ----
-  -- The reply describes the binding limit: on an admission (and for refund
-  -- and force) the one with the fewest units left (left / per, exactly), on a
-  -- denial the denying one with the longest retry_after_ms (-1, never,
-  -- counts as longest); ties go to the earlier.
+  -- The reply describes the binding limit: on an admission the one with
+  -- the fewest units left (rem + frac / per, exactly), on a denial the
+  -- denying one with the longest retry_after_ms (-1, never, counts as
+  -- longest); for refund and force the one with the longest wait for one
+  -- unit after the call, in whole ms as reported, then the fewest units
+  -- left; ties go to the earlier.
   if reset_us > ttl_us then ttl_us = reset_us end
   if not least or rem < least then least = rem end
+  if settle then touched = units > 0 end -- with several keys, a key whose limit a refund or force left as it was is not written
   if ok or settle then
     if not ok then short = true end
     if units > 0 then changed = true end
-    -- fewer units left than the binding limit so far: by whole units first
-    -- (rem is left / per, rounded down), then by the parts of a unit left:
-    -- at once for the same per, else by less's exact case without a call
-    -- (some 600 instructions), else by less (a loop as long as Euclid's)
+    -- fewer units left than the binding limit so far: by whole units first,
+    -- then by the parts of a unit left: at once for the same per, else by
+    -- less's exact case without a call (some 600 instructions), else by
+    -- less (a loop as long as Euclid's)
     local fewer = not a_i or rem < a_rem
     if not fewer and rem == a_rem then
       if per == a_per then
-        fewer = left < a_left
+        fewer = frac < a_frac
       else
-        local f, a_f = left % per, a_left % a_per
-        local x, y = f * a_per, a_f * per
-        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(f, per, a_f, a_per) end
+        local x, y = frac * a_per, a_frac * per
+        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(frac, per, a_frac, a_per) end
       end
     end
+    if settle and a_i then -- the longest wait in whole ms first
+      local r, ar = (retry_us + -retry_us % 1000) / 1000, (a_retry + -a_retry % 1000) / 1000
+      if r ~= ar then fewer = r > ar end
+    end
     if fewer then
-      a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
+      a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry_us
     end
   else
     allowed = false
@@ -413,21 +438,21 @@ if allowed and writes and changed then
       if back > 0 then redis.call('ZREMRANGEBYRANK', key, -back, -1) end -- the newest entries (the marker, <= 0, ranks first)
     else
       if mode == 'force' and k > 1 then add = backs[i] end
-      if last_seq + add > 9007199254740991 then
-        -- The sequence starts again from 1: the entries still held are
-        -- numbered anew first, oldest first, so that none is replaced.
-        local held = redis.call('ZRANGEBYSCORE', key, '(0', '+inf', 'WITHSCORES')
-        redis.call('ZREMRANGEBYSCORE', key, '(0', '+inf')
-        last_seq = 0
-        for e = 1, #held, 2 do
-          last_seq = last_seq + 1
-          redis.call('ZADD', key, held[e + 1], last_seq)
-        end
+      -- The marker holds 2 * seq + sign: entries are numbered seq + 1, ...
+      -- with sign 0, -(seq + 1), ... with sign 1. Past 2^52 - 1 the sequence
+      -- starts again from 1 with the other sign, so that no entry held is
+      -- renumbered or replaced (bounded work: no entry is touched but those
+      -- this call adds).
+      local sign = last_seq % 2
+      local seq = (last_seq - sign) / 2
+      if seq + add > 4503599627370495 then
+        seq = 0
+        sign = 1 - sign
       end
-      local batch, j = { -(last_seq + add), TAG }, 2
+      local batch, j = { -(2 * (seq + add) + sign), TAG }, 2
       for e = 1, add do
         batch[j + 1] = at_s
-        batch[j + 2] = last_seq + e
+        batch[j + 2] = sign == 0 and seq + e or -(seq + e)
         j = j + 2
         if j >= 4000 or e == add then -- unpack() has a stack of about 8000
           redis.call('ZADD', key, unpack(batch, 1, j))
@@ -462,7 +487,8 @@ end
 -- ---- The reply (scripts/src/reply.lua) ----
 -- Field 7 is the units recorded on the binding limit (what a check would).
 -- refund and force describe the key after the call, with the wait until
--- one unit would be admitted; force is allowed when the empty mode would be.
+-- one unit would be admitted; force is allowed when the empty mode would
+-- be.
 if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
 if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
 return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }

@@ -1,5 +1,5 @@
 -- redisrate sliding_window.lua: sliding window counter: aligned windows, the previous one weighted by its overlap.
--- Script contract v3 (CONTRACT.md in the redisrate repository). This file
+-- Script contract v4 (CONTRACT.md in the redisrate repository). This file
 -- stands alone: copy it, SCRIPT LOAD it, EVALSHA it from any Redis client.
 --
 -- Call:
@@ -12,7 +12,7 @@
 -- calls share (an organisation's) can also be called alone with its limit.
 --
 -- ARGV (whole decimal numbers, digits only; "" means the default):
---   1 limit      units per period_ms, from 1 to 10^15
+--   1 limit      units per period_ms, from 1 to 10^12
 --   2 period_ms  the period in milliseconds, from 1 to 10^12
 --   3 burst      absent, 0 or equal to limit (a window has no burst of its own)
 --   4 cost       units this request takes, default 1; 0 reads the state and takes nothing
@@ -50,14 +50,17 @@
 -- multiples of period_ms since the Unix epoch; a request is admitted when the
 -- current window's count plus the previous window's count, weighted by how
 -- much of it the sliding window still overlaps, leaves room for its cost.
--- Close to a true sliding window at the cost of two counters. Time is read in
--- whole milliseconds, rounded down: the previous window then weighs a little
--- more, never less, so the estimate errs against the caller.
--- State: "sw:2 start previous current" for each limit: the current window's
--- start in milliseconds since the epoch and the two windows' counts.
--- Under other limits the counts are whole units against the new limit:
--- raised limits never deny what the old admit, lowered never admit what
--- they deny (guarantee 12); the windows end on their own period.
+-- Close to a true sliding window at the cost of two counters. The overlap is
+-- measured in microseconds of TIME: the previous count weighs
+-- prev * (period_us - elapsed_us) / period_us, exactly, and a wait ends on
+-- the first microsecond that admits.
+-- State (v3 and v4): "sw:2 start previous current" for each limit: the
+-- current window's start in milliseconds since the epoch and the two
+-- windows' counts.
+-- Under other limits the counts are whole units against the new limit, read
+-- as at most twice it: raised limits never deny what the old admit, lowered
+-- never admit what they deny (guarantee 12); the windows end on their own
+-- period. refund and force change the stored counts by their units.
 -- Modes: upto takes what every limit grants; refund lowers the current
 -- window's count, then the previous one's, never below 0; force raises the
 -- current window's count as far as twice the limit.
@@ -88,24 +91,27 @@ repeat
   -- 16 digits and more need no check of their own.
   -- (A script first compares period_ms with a second, a minute, an hour
   -- and a day: assemble.go, periodMacro.)
-  local limit1, period1 = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0, ps == '1000' and 1000 or ps == '60000' and 60000 or ps == '3600000' and 3600000 or ps == '86400000' and 86400000 or find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0
-  if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
+  local limit1, period1 = #ls < 16 and find(ls, '^[1-9]%d*$') and ls + 0, ps == '1000' and 1000 or ps == '60000' and 60000 or ps == '3600000' and 3600000 or ps == '86400000' and 86400000 or #ps < 16 and find(ps, '^[1-9]%d*$') and ps + 0
+  if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000 and period1 >= 1 and period1 <= 1e12) then break end
   local burst1, cost, mode = limit1, 1, ''
   if bs then -- the optional arguments, when there are any (the common call has none)
     local cs = argv[4]
     mode = argv[5] or ''
     if bs ~= '' then
-      local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0
+      local b = #bs < 16 and find(bs, '^[1-9]%d*$') and bs + 0
       if not b or (b ~= 0 and b ~= limit1) then break end
     end
     if cs and cs ~= '' then
-      local c = cs == '1' and 1 or cs == '0' and 0 or find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 -- (1, the default, and 0, a peek, by comparison, as periods)
+      local c = cs == '1' and 1 or cs == '0' and 0 or #cs < 16 and find(cs, '^[1-9]%d*$') and cs + 0 -- (1, the default, and 0, a peek, by comparison, as periods)
       if not c or c > 1e15 then break end
       cost = c
     end
     if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then break end
   end
-  if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+  -- Within the range without its exact rule: max(limit, burst) * period_ms
+  -- at most 4 * 10^12, or the default burst (its drain is its period) with
+  -- a period of at most 366 days; the general code checks the others.
+  if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 and (burst1 > limit1 or period1 > 31622400000) then break end
   local now
   do
     local t = redis.call('TIME')
@@ -137,78 +143,106 @@ repeat
   if mode == 'upto' then cost = 0 end
   repeat -- upto's passes
   local writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
-local now_ms = (now - now % 1000) / 1000
   -- This limit's arguments and stored numbers (nil: none): the first limit's
   -- in locals, the others' in argv (as numbers by now) and in more.
   local limit, p, stored, stored_prev, stored_cur = limit1, period1, s1, s2, s3
   -- A clock behind the stored window (it stepped back) decides as of its start.
-  local at_ms = now_ms
-  if stored and stored > now_ms then at_ms = stored end
+  local P, at = p * 1000, now
+  if stored and stored * 1000 > now then at = stored * 1000 end
+  local at_ms = (at - at % 1000) / 1000
   local start = at_ms - at_ms % p
-  local prev, cur = 0, 0
+  local e = at - start * 1000 -- microseconds into the window
+  local prev, cur = 0, 0 -- the stored counts (refund and force change them)
   if stored == start then
     prev, cur = stored_prev, stored_cur
   elseif stored == start - p then
     prev = stored_cur
   end
-  if cur > 2 * limit then cur = 2 * limit end -- (another limit's count: the weighted sums stay exact)
-  if prev > 2 * limit then prev = 2 * limit end
-  -- used is the weighted count times p: prev * (p - into) / p + cur
-  local into = at_ms - start
-  local used = prev * (p - into) + cur * p
+  local rp, rc = prev, cur -- the read: at most twice the limit
+  if rc > 2 * limit then rc = 2 * limit end
+  if rp > 2 * limit then rp = 2 * limit end
+  -- Products of counts and periods: exact below 2^53, else by muldiv
+  -- (exact.lua), whose divisors (a period, a count) are then below 2^47.
+  local big = limit * P > 9007199254740991 or rp * (P - e) > 9007199254740991
+  if big then break end -- to the general code
+  -- the previous window's weight, rp * (P - e) / P = wq + wr / P
+  local wq, wr
+  if big then
+    wq, wr = muldiv(rp, P - e, P)
+  else
+    local w = rp * (P - e)
+    wr = w % P
+    wq = (w - wr) / P
+  end
   local ok, never, retry_us, units = false, cost > limit, 0, 0
   if not never then
-    if cost == 0 or used + cost * p <= limit * p then
-      ok = true
-    else
-      local target_ms
-      local room = limit - cost - cur
-      if room >= 0 then
-        -- later in this window, once the previous one weighs little enough
-        target_ms = start + p - (room * p - room * p % prev) / prev
-      else
-        -- in the next window, where this window's count is the previous one
-        local later = p - ((limit - cost) * p - (limit - cost) * p % cur) / cur
-        target_ms = start + p + later
-      end
-      retry_us = target_ms * 1000 - now
-    end
+    if cost == 0 or rc + cost + wq + (wr > 0 and 1 or 0) <= limit then ok = true end
   end
+  local keep_prev, keep_cur = rp, rc -- what to write
   if settle then
     if mode == 'refund' then -- up to cost units back: the current window's first, then the previous one's
       units = cur < cost and cur or cost
-      cur = cur - units
-      local more_back = cost - units
-      if more_back > prev then more_back = prev end
-      prev, units = prev - more_back, units + more_back
+      local back = cost - units
+      if back > prev then back = prev end
+      keep_cur, keep_prev = cur - units, prev - back
+      units = units + back
     else -- force: cost units in the current window, as far as twice the limit
       units = 2 * limit - cur
       if cost < units then units = cost end
-      cur = cur + units
+      if units < 0 then units = 0 end
+      keep_cur, keep_prev = cur + units, prev
     end
-    used = prev * (p - into) + cur * p
-    retry_us = 0 -- the wait for one unit, after
-    if used + p > limit * p then
-      local room = limit - 1 - cur
-      local target_ms = room >= 0 and start + p - (room * p - room * p % prev) / prev
-        or start + p + p - ((limit - 1) * p - (limit - 1) * p % cur) / cur
-      retry_us = target_ms * 1000 - now
+    rc, rp = keep_cur, keep_prev -- what the next call reads
+    if rc > 2 * limit then rc = 2 * limit end
+    if rp > 2 * limit then rp = 2 * limit end
+    if big then
+      wq, wr = muldiv(rp, P - e, P)
+    else
+      local w = rp * (P - e)
+      wr = w % P
+      wq = (w - wr) / P
     end
   elseif ok then
-    cur, units = cur + cost, cost
-    used = used + cost * p
+    rc, units = rc + cost, cost
+    keep_cur, keep_prev = rc, rp
   end
-  local room = limit * p - used
-  if room < 0 then room = 0 end
-  local rem, left, per, cap = (room - room % p) / p, room, p, limit -- units left: left / per
+  if settle or not (ok or never) then
+    -- The first microsecond a call of need units is admitted (refund and
+    -- force: one unit, after): in this window once the previous one weighs
+    -- rp * (P - d) <= room * P, so at d = P - floor(room * P / rp); else in
+    -- the next, where this window's count is the previous one.
+    local need = settle and 1 or cost
+    local room, q, target = limit - need - rc
+    if room >= 0 then
+      if rc + need + wq + (wr > 0 and 1 or 0) > limit then
+        if big then q = muldiv(room, P, rp) else q = room * P; q = (q - q % rp) / rp end
+        target = start * 1000 + P - q
+      end
+    else
+      if big then q = muldiv(limit - need, P, rc) else q = (limit - need) * P; q = (q - q % rc) / rc end
+      target = start * 1000 + 2 * P - q
+    end
+    retry_us = target and target - now or 0
+  end
+  -- units left: limit - rc - rp * (P - e) / P = rem + frac / P
+  local rem, frac = limit - rc - wq, 0
+  if wr > 0 then
+    rem = rem - 1
+    frac = P - wr
+  end
+  if rem < 0 then
+    rem = 0
+    frac = 0
+  end
+  local per, cap = P, limit
   local reset_us = 0
-  if cur > 0 then
+  if rc > 0 then
     reset_us = (start + 2 * p) * 1000 - now
-  elseif prev > 0 then
+  elseif rp > 0 then
     reset_us = (start + p) * 1000 - now
   end
   local allowed, out = ok
-  if (ok or settle) and writes then out = fmt('sw:2 %d %d %d', start, prev, cur) end
+  if (ok or settle) and writes then out = fmt('sw:2 %d %d %d', start, keep_prev, keep_cur) end
   -- upto's grant after the measuring pass (upto.lua): then the pass again.
   if mode == 'upto' and cost == 0 and want > 0 then
     cost = rem < want and rem or want
@@ -232,7 +266,7 @@ local now_ms = (now - now % 1000) / 1000
 until true
 -- ---- sliding_window's constants (from its manifest) ----
 local NAME, TAG = 'sliding_window', 'sw:2'
-local MAX_LIMIT, LIMIT_RULE = 1000000000000000, 'must be a whole number from 1 to 10^15'
+local MAX_LIMIT, LIMIT_RULE, BURST_RULE = 1000000000000, 'must be a whole number from 1 to 10^12', 'must be a whole number up to 10^12, or 0 or empty for limit'
 local TIME_AT, TIME_MAX = 1, 8835955200000 -- which of a limit's fields is a recorded time (0: none), and its range: up to the year 2250
 local FIELDS, STATE = 3, '^sw:2 (%d+) (%d+) (%d+)(.*)$' -- the numbers of one limit; the state: the first limit's, then the rest
 
@@ -248,10 +282,21 @@ local FIELDS, STATE = 3, '^sw:2 (%d+) (%d+) (%d+)(.*)$' -- the numbers of one li
 -- Numbers: an argument in the common form (no leading zero, at most 15
 -- digits) is read at once, with one find and s + 0; whole reads the others:
 -- digits only, leading zeros dropped before reading (gopher-lua would read
--- 010 as octal), at most 16 digits left; nil otherwise.
+-- 010 as octal), at most 16 digits left; nil otherwise. Past its last 16
+-- characters, which hold every digit that counts, a long argument must be
+-- zeros: compared whole with as many zeros (copies in C; a Lua pattern
+-- over 1 MB of them took 15 to 40 ms, string.rep 20 to 60).
 local function whole(s)
+  local n = #s
+  if n > 16 then
+    if ('').byte(s) ~= 48 then return nil end -- more than 16 characters, the first not a zero
+    local z, m = '0', n - 16
+    while #z < m do z = z .. z end -- (doubled: rep adds one character at a time)
+    if ('').sub(s, 1, m) ~= ('').sub(z, 1, m) then return nil end
+    s = ('').sub(s, n - 15)
+  end
   s = match(s, '^0*(%d+)$')
-  if s and #s <= 16 then return s + 0 end
+  if s then return s + 0 end
   return nil
 end
 
@@ -291,10 +336,49 @@ local function invalid(name, i, s, rule)
   return redis.error_reply('ERR invalid ' .. name .. " '" .. s .. "': " .. rule)
 end
 
+-- ---- Exact products past 2^53 (scripts/src/exact.lua) ----
+-- Lua's numbers are doubles, exact only below 2^53. Where a product of the
+-- accepted range passes it (a level of a billion units a month in units of
+-- 1/period_us, a window's count weighted by microseconds), muldiv gives
+-- floor(a * m / c) and a * m % c exactly, for whole a, m >= 0 below 2^53 and
+-- c from 1 below 2^47 whose quotient is below 2^53: the quotient estimated
+-- in doubles (off by at most 3), the remainder a * m - q * c computed
+-- exactly modulo 2^50 (low: the product's low bits from 25-bit halves,
+-- every partial product below 2^53), where it lies within 4c < 2^49 of 0,
+-- then q corrected. Only calls whose products may pass 2^53 run it.
+local function low(a, m) -- a * m % 2^50
+  local a0, m0 = a % 33554432, m % 33554432
+  local a1, m1 = (a - a0) / 33554432, (m - m0) / 33554432
+  local mid = (a1 * m0 % 33554432 + a0 * m1 % 33554432) % 33554432
+  return (mid * 33554432 + a0 * m0) % 1125899906842624
+end
+local function muldiv(a, m, c)
+  local x = a * m
+  if x < 9007199254740992 then -- exact already
+    local r = x % c
+    return (x - r) / c, r
+  end
+  local q = x / c
+  q = q - q % 1
+  local r = (low(a, m) - low(q, c)) % 1125899906842624
+  if r >= 562949953421312 then r = r - 1125899906842624 end
+  while r < 0 do
+    q = q - 1
+    r = r + c
+  end
+  while r >= c do
+    q = q + 1
+    r = r - c
+  end
+  return q, r
+end
+-- out_of_range names the argument at fault in a combination the script
+-- refuses, or nil: every period_ms up to 366 days (with limit up to 10^12,
+-- args.lua), and every call whose weighted counts, up to twice the limit
+-- times period_us, stay within 2^53.
 local function out_of_range(limit, period_ms)
-  -- the weighted count, times period_ms, must stay exact, with a current
-  -- window of up to twice the limit (force)
-  return limit * period_ms > 2251799813685248 -- 4 * limit * period_ms <= 2^53, exactly: this product stays below 2^53 or errs upward
+  if 2 * limit * period_ms * 1000 <= 9007199254740992 or period_ms <= 31622400000 then return nil end
+  return 'period_ms'
 end
 -- ---- Arguments (scripts/src/args.lua): all of them validated before a key is read ----
 local keys, argv = KEYS, ARGV -- a global costs Redis more to read than a local
@@ -332,34 +416,41 @@ for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are 
   if i == 1 then ls, ps, bs = ls or '', ps or '', bs or '' end -- the first limit's burst is optional (a further limit's limit is there: n counts the triples begun)
   -- Each number is read as helpers.lua's "Numbers" says: nil for anything
   -- but digits.
-  local limit = find(ls, '^[1-9]%d*$') and #ls < 16 and ls + 0 or whole(ls)
+  local limit = #ls < 16 and find(ls, '^[1-9]%d*$') and ls + 0 or whole(ls)
   if not limit or limit < 1 or limit > MAX_LIMIT then return invalid('limit', i, ls, LIMIT_RULE) end
   if not ps then short = true break end
-  local period_ms = ps == '1000' and 1000 or ps == '60000' and 60000 or ps == '3600000' and 3600000 or ps == '86400000' and 86400000 or find(ps, '^[1-9]%d*$') and #ps < 16 and ps + 0 or whole(ps) -- (a script compares it with a second, a minute, an hour and a day first)
+  local period_ms = ps == '1000' and 1000 or ps == '60000' and 60000 or ps == '3600000' and 3600000 or ps == '86400000' and 86400000 or #ps < 16 and find(ps, '^[1-9]%d*$') and ps + 0 or whole(ps) -- (a script compares it with a second, a minute, an hour and a day first)
   if not period_ms or period_ms < 1 or period_ms > 1e12 then
     return invalid('period_ms', i, ps, 'must be a whole number from 1 to 10^12')
   end
   if not bs then short = true break end
   local burst = limit
   if bs ~= '' then
-    local b = find(bs, '^[1-9]%d*$') and #bs < 16 and bs + 0 or whole(bs)
+    local b = #bs < 16 and find(bs, '^[1-9]%d*$') and bs + 0 or whole(bs)
     if not b or (b ~= 0 and b ~= limit) then
       return invalid('burst', i, bs, 'must be empty, 0 or equal to limit for ' .. NAME)
     end
   end
-  -- Every script accepts max(limit, burst) * period_ms <= 4 * 10^12.
-  if (burst > limit and burst or limit) * period_ms > 4e12 and out_of_range(limit, period_ms, burst) then
-    return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
+  -- The accepted range (out_of_range): first a check that the common calls
+  -- pass at once, max(limit, burst) * period_ms <= 4 * 10^12.
+  if (burst > limit and burst or limit) * period_ms > 4e12 then
+    local fault = out_of_range(limit, period_ms, burst)
+    if fault == 'period_ms' then
+      return invalid('period_ms', i, ps, fmt('must be at most 31622400000 (366 days) with limit %d', limit))
+    elseif fault then
+      return invalid('burst', i, bs, fmt('must be at most 10^12 * limit / period_ms (a full drain within 10^12 ms) with limit %d and period_ms %d', limit, period_ms))
+    end
   end
   if i == 1 then
     if nargs > 3 then -- cost and mode (absent arguments cost a lookup each)
       local cs = argv[4]
       mode = argv[5] or ''
       if cs ~= '' then
-        cost = find(cs, '^[1-9]%d*$') and #cs < 16 and cs + 0 or whole(cs)
+        cost = #cs < 16 and find(cs, '^[1-9]%d*$') and cs + 0 or whole(cs)
         if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
       end
       if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
+        if type(mode) == 'table' then return redis.error_reply(mode[1]) end -- a _ro function's writing mode (library.lua's as_check)
         return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
       end
     end
@@ -388,9 +479,10 @@ end
 -- ---- State (scripts/src/state.lua) ----
 -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
 -- separated by single spaces: no leading zeros, each below 2^53, a recorded
--- time (TIME_AT) no later than TIME_MAX, a time ahead of the clock (AHEAD_AT,
--- gcra's TAT) no later than AHEAD_MAX. Anything else (another type, a
--- user's value, another script's or version's state) is refused, untouched.
+-- time (TIME_AT) no later than TIME_MAX, a level (gcra's, leaky_bucket's)
+-- of up to 26 digits, kept as its text past 2^53 - 1. Anything else
+-- (another type, a user's value, another script's or version's state) is
+-- refused, untouched.
 -- n limits' state is read in one match into a table (limit j's field f at
 -- FIELDS * (j - 1) + f), one limit's into locals, another number of limits'
 -- field by field. With several keys, key i holds limit i's state, read as a
@@ -403,11 +495,11 @@ while true do -- KEYS[1], then with several keys each in turn
     if raw.err then -- pcall's error reply: another type (a string's .err is nil)
       return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value of another type, not ' .. NAME .. ' state: left untouched')
     end
-    -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
-    -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
-    -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
-    -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
-    -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
+    -- Each number: at most 16 digits (a level 26), no leading zero (such a
+    -- field reads below 10^(digits - 1), on gopher-lua too, which reads 010
+    -- as octal), and at most its maximum: TIME_MAX for a recorded time, else
+    -- 2^53 - 1 (a level: 10^26, its text kept past 2^53 - 1, which reads
+    -- rounded).
     if k == 1 and n > 1 then more = { match(raw, '^' .. TAG .. ('').rep(' ([1-9]%d*) (%d+) (%d+)', n) .. '$') } end -- n limits' (the library makes the patterns at load)
     local good = more and more[1] ~= nil
     if not good then
@@ -438,7 +530,7 @@ while true do -- KEYS[1], then with several keys each in turn
       s3 = more[3]
     end
     if not good then
-      local other, which = ({ ['gcra:3'] = 'gcra', ['gcra:2'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:3'] = 'leaky_bucket', ['lb:2'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
+      local other, which = ({ ['gcra:4'] = 'gcra', ['tb:2'] = 'token_bucket', ['lb:4'] = 'leaky_bucket', ['sw:2'] = 'sliding_window', ['fw:2'] = 'fixed_window' })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
       if other and other ~= NAME then
         return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
       end
@@ -474,121 +566,155 @@ if n > 1 and not more then more = {} end -- no state yet, or one limit's: the fu
 local settle = mode == 'refund' or mode == 'force'
 local want, least = cost -- upto: the units asked for; the fewest whole units a limit has left
 if mode == 'upto' then cost = 0 end
-local writes, allowed, ttl_us, out, changed, short -- changed: settle altered a limit; short: force past what the empty mode admits
-local a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
+local writes, allowed, ttl_us, out, changed, short, touched -- changed: settle altered a limit; short: force past what the empty mode admits; touched: this limit is written
+local a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry -- the binding limit if admitted (or settled)
 local d_i, d_retry, d_rem, d_reset, d_cap -- the binding limit if denied
 local records -- with several keys: key i's state and TTL, at 2i - 1 and 2i (keyed.lua), but the last's
 repeat
   writes = cost > 0 and mode ~= 'check' -- only an admitted request with a cost, not a check, records
-  allowed, ttl_us, out, changed, short, least, a_i, d_i, records = true, 0, TAG, not settle, false, nil, nil, nil, nil
-local now_ms = (now - now % 1000) / 1000
+  allowed, ttl_us, out, changed, short, least, a_i, d_i, records, touched = true, 0, TAG, not settle, false, nil, nil, nil, nil, true
 for i = 1, n do
   -- This limit's arguments and stored numbers (nil: none): the first limit's
   -- in locals, the others' in argv (as numbers by now) and in more.
   local limit, p, stored, stored_prev, stored_cur = limit1, period1, s1, s2, s3
   if i > 1 then
     -- (keyed.lua) With several keys, the limit before is KEYS[i - 1]'s, and
-    -- its record that key's whole state, kept with its own TTL (write.lua).
+    -- its record that key's whole state, kept with its own TTL (write.lua);
+    -- false when a refund or force left it as it was.
     if k > 1 and allowed and writes then
       if not records then records = {} end
-      records[2 * i - 3], records[2 * i - 2] = out, ttl_us
+      records[2 * i - 3], records[2 * i - 2] = touched and out, ttl_us
       out, ttl_us = TAG, 0
     end
     limit, p = argv[3 * i], argv[3 * i + 1]
     stored, stored_prev, stored_cur = more[3 * i - 2], more[3 * i - 1], more[3 * i]
   end
   -- A clock behind the stored window (it stepped back) decides as of its start.
-  local at_ms = now_ms
-  if stored and stored > now_ms then at_ms = stored end
+  local P, at = p * 1000, now
+  if stored and stored * 1000 > now then at = stored * 1000 end
+  local at_ms = (at - at % 1000) / 1000
   local start = at_ms - at_ms % p
-  local prev, cur = 0, 0
+  local e = at - start * 1000 -- microseconds into the window
+  local prev, cur = 0, 0 -- the stored counts (refund and force change them)
   if stored == start then
     prev, cur = stored_prev, stored_cur
   elseif stored == start - p then
     prev = stored_cur
   end
-  if cur > 2 * limit then cur = 2 * limit end -- (another limit's count: the weighted sums stay exact)
-  if prev > 2 * limit then prev = 2 * limit end
-  -- used is the weighted count times p: prev * (p - into) / p + cur
-  local into = at_ms - start
-  local used = prev * (p - into) + cur * p
+  local rp, rc = prev, cur -- the read: at most twice the limit
+  if rc > 2 * limit then rc = 2 * limit end
+  if rp > 2 * limit then rp = 2 * limit end
+  -- Products of counts and periods: exact below 2^53, else by muldiv
+  -- (exact.lua), whose divisors (a period, a count) are then below 2^47.
+  local big = limit * P > 9007199254740991 or rp * (P - e) > 9007199254740991
+  -- the previous window's weight, rp * (P - e) / P = wq + wr / P
+  local wq, wr
+  if big then
+    wq, wr = muldiv(rp, P - e, P)
+  else
+    local w = rp * (P - e)
+    wr = w % P
+    wq = (w - wr) / P
+  end
   local ok, never, retry_us, units = false, cost > limit, 0, 0
   if not never then
-    if cost == 0 or used + cost * p <= limit * p then
-      ok = true
-    else
-      local target_ms
-      local room = limit - cost - cur
-      if room >= 0 then
-        -- later in this window, once the previous one weighs little enough
-        target_ms = start + p - (room * p - room * p % prev) / prev
-      else
-        -- in the next window, where this window's count is the previous one
-        local later = p - ((limit - cost) * p - (limit - cost) * p % cur) / cur
-        target_ms = start + p + later
-      end
-      retry_us = target_ms * 1000 - now
-    end
+    if cost == 0 or rc + cost + wq + (wr > 0 and 1 or 0) <= limit then ok = true end
   end
+  local keep_prev, keep_cur = rp, rc -- what to write
   if settle then
     if mode == 'refund' then -- up to cost units back: the current window's first, then the previous one's
       units = cur < cost and cur or cost
-      cur = cur - units
-      local more_back = cost - units
-      if more_back > prev then more_back = prev end
-      prev, units = prev - more_back, units + more_back
+      local back = cost - units
+      if back > prev then back = prev end
+      keep_cur, keep_prev = cur - units, prev - back
+      units = units + back
     else -- force: cost units in the current window, as far as twice the limit
       units = 2 * limit - cur
       if cost < units then units = cost end
-      cur = cur + units
+      if units < 0 then units = 0 end
+      keep_cur, keep_prev = cur + units, prev
     end
-    used = prev * (p - into) + cur * p
-    retry_us = 0 -- the wait for one unit, after
-    if used + p > limit * p then
-      local room = limit - 1 - cur
-      local target_ms = room >= 0 and start + p - (room * p - room * p % prev) / prev
-        or start + p + p - ((limit - 1) * p - (limit - 1) * p % cur) / cur
-      retry_us = target_ms * 1000 - now
+    rc, rp = keep_cur, keep_prev -- what the next call reads
+    if rc > 2 * limit then rc = 2 * limit end
+    if rp > 2 * limit then rp = 2 * limit end
+    if big then
+      wq, wr = muldiv(rp, P - e, P)
+    else
+      local w = rp * (P - e)
+      wr = w % P
+      wq = (w - wr) / P
     end
   elseif ok then
-    cur, units = cur + cost, cost
-    used = used + cost * p
+    rc, units = rc + cost, cost
+    keep_cur, keep_prev = rc, rp
   end
-  local room = limit * p - used
-  if room < 0 then room = 0 end
-  local rem, left, per, cap = (room - room % p) / p, room, p, limit -- units left: left / per
+  if settle or not (ok or never) then
+    -- The first microsecond a call of need units is admitted (refund and
+    -- force: one unit, after): in this window once the previous one weighs
+    -- rp * (P - d) <= room * P, so at d = P - floor(room * P / rp); else in
+    -- the next, where this window's count is the previous one.
+    local need = settle and 1 or cost
+    local room, q, target = limit - need - rc
+    if room >= 0 then
+      if rc + need + wq + (wr > 0 and 1 or 0) > limit then
+        if big then q = muldiv(room, P, rp) else q = room * P; q = (q - q % rp) / rp end
+        target = start * 1000 + P - q
+      end
+    else
+      if big then q = muldiv(limit - need, P, rc) else q = (limit - need) * P; q = (q - q % rc) / rc end
+      target = start * 1000 + 2 * P - q
+    end
+    retry_us = target and target - now or 0
+  end
+  -- units left: limit - rc - rp * (P - e) / P = rem + frac / P
+  local rem, frac = limit - rc - wq, 0
+  if wr > 0 then
+    rem = rem - 1
+    frac = P - wr
+  end
+  if rem < 0 then
+    rem = 0
+    frac = 0
+  end
+  local per, cap = P, limit
   local reset_us = 0
-  if cur > 0 then
+  if rc > 0 then
     reset_us = (start + 2 * p) * 1000 - now
-  elseif prev > 0 then
+  elseif rp > 0 then
     reset_us = (start + p) * 1000 - now
   end
   -- ---- This limit's verdict (scripts/src/verdict.lua) ----
-  -- The reply describes the binding limit: on an admission (and for refund
-  -- and force) the one with the fewest units left (left / per, exactly), on a
-  -- denial the denying one with the longest retry_after_ms (-1, never,
-  -- counts as longest); ties go to the earlier.
+  -- The reply describes the binding limit: on an admission the one with
+  -- the fewest units left (rem + frac / per, exactly), on a denial the
+  -- denying one with the longest retry_after_ms (-1, never, counts as
+  -- longest); for refund and force the one with the longest wait for one
+  -- unit after the call, in whole ms as reported, then the fewest units
+  -- left; ties go to the earlier.
   if reset_us > ttl_us then ttl_us = reset_us end
   if not least or rem < least then least = rem end
+  if settle then touched = units > 0 end -- with several keys, a key whose limit a refund or force left as it was is not written
   if ok or settle then
     if not ok then short = true end
     if units > 0 then changed = true end
-    -- fewer units left than the binding limit so far: by whole units first
-    -- (rem is left / per, rounded down), then by the parts of a unit left:
-    -- at once for the same per, else by less's exact case without a call
-    -- (some 600 instructions), else by less (a loop as long as Euclid's)
+    -- fewer units left than the binding limit so far: by whole units first,
+    -- then by the parts of a unit left: at once for the same per, else by
+    -- less's exact case without a call (some 600 instructions), else by
+    -- less (a loop as long as Euclid's)
     local fewer = not a_i or rem < a_rem
     if not fewer and rem == a_rem then
       if per == a_per then
-        fewer = left < a_left
+        fewer = frac < a_frac
       else
-        local f, a_f = left % per, a_left % a_per
-        local x, y = f * a_per, a_f * per
-        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(f, per, a_f, a_per) end
+        local x, y = frac * a_per, a_frac * per
+        if x < 9007199254740992 and y < 9007199254740992 then fewer = x < y else fewer = less(frac, per, a_frac, a_per) end
       end
     end
+    if settle and a_i then -- the longest wait in whole ms first
+      local r, ar = (retry_us + -retry_us % 1000) / 1000, (a_retry + -a_retry % 1000) / 1000
+      if r ~= ar then fewer = r > ar end
+    end
     if fewer then
-      a_i, a_left, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, left, per, rem, reset_us, cap, units, retry_us
+      a_i, a_frac, a_per, a_rem, a_reset, a_cap, a_units, a_retry = i, frac, per, rem, reset_us, cap, units, retry_us
     end
   else
     allowed = false
@@ -597,7 +723,7 @@ for i = 1, n do
       d_i, d_retry, d_rem, d_reset, d_cap = i, retry, rem, reset_us, cap
     end
   end
-  if allowed and writes then out = out .. fmt(' %d %d %d', start, prev, cur) end
+  if allowed and writes then out = out .. fmt(' %d %d %d', start, keep_prev, keep_cur) end
 end
   -- ---- upto's passes (scripts/src/upto.lua) ----
   -- After the measuring pass, the grant is the fewest whole units a limit
@@ -613,18 +739,21 @@ until false
 -- that changed a limit; a check never does. PSETEX is refused under
 -- maxmemory (OOM) before it writes; the key expires when every limit is back
 -- to empty, so no cleanup job is needed, and a key a refund left empty is
--- deleted. With several keys, each gets its state and TTL: Redis refuses a
--- script's first write under OOM and no later one, so the first PSETEX fails
--- before any key is written.
+-- deleted. With several keys, each key a refund or force changed gets its
+-- state and TTL, every PSETEX before any DEL: Redis refuses a script's
+-- first write under OOM and no later one, so the first PSETEX fails before
+-- any key is written (a DEL first would let the PSETEXes after it through).
 if allowed and writes and changed then
-  if k > 1 then -- the other keys' records first, then the last key's
-    for i = 1, k - 1 do
+  if k > 1 then
+    records[2 * k - 1], records[2 * k] = touched and out, ttl_us
+    for i = 1, k do
       local ttl = records[2 * i]
-      if ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) else redis.call('DEL', keys[i]) end
+      if records[2 * i - 1] and ttl > 0 then redis.call('PSETEX', keys[i], fmt('%d', (ttl + -ttl % 1000) / 1000), records[2 * i - 1]) end
     end
-    key = keys[k]
-  end
-  if ttl_us > 0 then
+    for i = 1, k do
+      if records[2 * i - 1] and records[2 * i] <= 0 then redis.call('DEL', keys[i]) end
+    end
+  elseif ttl_us > 0 then
     redis.call('PSETEX', key, fmt('%d', (ttl_us + -ttl_us % 1000) / 1000), out) -- whole ms, rounded up, as text: Redis writes a number with %.17g, some 2,000 instructions
   else
     redis.call('DEL', key)
@@ -634,7 +763,8 @@ end
 -- ---- The reply (scripts/src/reply.lua) ----
 -- Field 7 is the units recorded on the binding limit (what a check would).
 -- refund and force describe the key after the call, with the wait until
--- one unit would be admitted; force is allowed when the empty mode would be.
+-- one unit would be admitted; force is allowed when the empty mode would
+-- be.
 if settle then return { (short and mode == 'force') and 0 or 1, a_rem, (a_retry + -a_retry % 1000) / 1000, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
 if allowed then return { 1, a_rem, 0, (a_reset + -a_reset % 1000) / 1000, a_cap, a_i, a_units } end
 return { 0, d_rem, d_retry, (d_reset + -d_reset % 1000) / 1000, d_cap, d_i, 0 }

@@ -26,7 +26,7 @@ func zset(zs ...redis.Z) func(*redis.Client, string) error {
 	return func(c *redis.Client, key string) error { return c.ZAdd(st.Ctx, key, zs...).Err() }
 }
 
-const marker = "sliding_log:2"
+const marker = "sliding_log:3"
 
 // foreigners: users' values, hand-typed and v1 states, v2 look-alikes that
 // fail the strict parse, other types, sorted sets without a valid marker.
@@ -40,11 +40,15 @@ var foreigners = []foreign{
 	{"v1 lb (repro 7)", str("lb 1 2")},
 	{"v1 sw (repro 7)", str("sw 1 2 3")},
 	{"v1 tb 1.0e999 (repro 7)", str("tb 1.0e999 1.0e999")},
-	{"other version", str("gcra:4 1 2")},
+	{"other version", str("gcra:5 1 2")},
 	{"a token debt of -0", str("tb:2 -0 1795348800123456")},
 	{"a token debt with a leading zero", str("tb:2 -05 1795348800123456")},
 	{"a minus sign in a level", str("lb:3 -5 1795348800123456")},
-	{"a :3 level of 2^53", str("gcra:3 9007199254740992 1795348800123456")},
+	{"a :4 level of 27 digits", str("gcra:4 100000000000000000000000000 1795348800123456")},
+	{"a :4 level of 26 digits, a leading zero", str("gcra:4 01000000000000000000000000 1795348800123456")},
+	{"a v3 state (:3), not read by v4", str("gcra:3 5000000 1795348800123456")},
+	{"a v2.1 state (:2), not read by v4", str("lb:2 1000000 1795348800123456")},
+	{"a :4 state of three fields", str("gcra:4 5 0 1795348800123456")},
 	{"tag in capitals", str("GCRA:2 1 2")},
 	{"tag alone", str("gcra:2")},
 	{"tag and space", str("gcra:2 ")},
@@ -75,7 +79,8 @@ var foreigners = []foreign{
 	{"sw two fields", str("sw:2 1 2")},
 	{"sw oversize", str("sw:2 1 2 1.0e999")},
 	{"fw nine limits", str("fw:2" + strings.Repeat(" 1 2", 9))},
-	{"sliding_log tag as a string", str("sliding_log:2 1 2")},
+	{"sliding_log tag as a string", str("sliding_log:3 1 2")},
+	{"v3's sliding_log marker as a string", str("sliding_log:2 1 2")},
 	{"list", func(c *redis.Client, k string) error { return c.RPush(st.Ctx, k, "gcra:2 1 2").Err() }},
 	{"set", func(c *redis.Client, k string) error { return c.SAdd(st.Ctx, k, "a").Err() }},
 	{"hash", func(c *redis.Client, k string) error { return c.HSet(st.Ctx, k, "gcra:2", "1 2").Err() }},
@@ -95,9 +100,9 @@ var foreigners = []foreign{
 
 // states are valid states of each script, written by hand.
 var states = map[string][]string{
-	"gcra":           {"gcra:2 0 0", "gcra:2 1795348800123456 1", "gcra:2" + strings.Repeat(" 1 0", 8), "gcra:2 9007199254740991 0", "gcra:3 0 0", "gcra:3 5000000 1795348800123456", "gcra:3" + strings.Repeat(" 1 0", 8), "gcra:3 9007199254740991 8835955200000000"},
+	"gcra":           {"gcra:4 0 0", "gcra:4 5000000 1795348800123456", "gcra:4" + strings.Repeat(" 1 0", 8), "gcra:4 9007199254740991 8835955200000000", "gcra:4 9007199254740992 1795348800123456", "gcra:4 63244800000000000000000000 1795348800123456", "gcra:4 99999999999999999999999999 1"},
 	"token_bucket":   {"tb:2 0 0", "tb:2 3 1795348800123456", "tb:2" + strings.Repeat(" 5 1795348800123456", 3), "tb:2 1 8835955200000000", "tb:2 -5 1795348800123456", "tb:2 -1 0 3 1795348800123456"},
-	"leaky_bucket":   {"lb:2 0 0", "lb:2 1000000 1795348800123456", "lb:2 0 8835955200000000", "lb:3 0 0", "lb:3 9007199254740991 1795348800123456", "lb:3" + strings.Repeat(" 7 1795348800123456", 3)},
+	"leaky_bucket":   {"lb:4 0 0", "lb:4 1000000 1795348800123456", "lb:4 0 8835955200000000", "lb:4 9007199254740991 1795348800123456", "lb:4" + strings.Repeat(" 7 1795348800123456", 3), "lb:4 1000000000000000000000 1795348800123456"},
 	"sliding_window": {"sw:2 0 0 0", "sw:2 1795348800000 5 5", "sw:2 1795348800000 5 5 1795348800000 5 5", "sw:2 8835955200000 5 5"},
 	"fixed_window":   {"fw:2 0 0", "fw:2 1795348800123456 3", "fw:2 8835955200000000 3"},
 }

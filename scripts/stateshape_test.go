@@ -49,12 +49,6 @@ func stateShapes(t *testing.T, b *st.Backend, s manifest.Spec) []stateShape {
 	t.Helper()
 	timeAt := s.TimeField // the field a state's pattern of n limits takes without a leading zero or 0
 	timeMax := strconv.FormatInt(s.TimeMax+1, 10)
-	switch {
-	case strings.HasSuffix(s.Tag, ":3"): // "x t": a level times period_us, its time
-		timeAt = 2
-	case s.Name == "gcra": // :2, its TAT
-		timeAt, timeMax = 1, strconv.FormatInt(st.AheadMax+1, 10)
-	}
 	var out []stateShape
 	for _, m := range []int{1, 2, 3, 8} {
 		key := fmt.Sprintf("shape:make:%s:%d", s.Name, m)
@@ -99,11 +93,6 @@ func stateShapes(t *testing.T, b *st.Backend, s manifest.Spec) []stateShape {
 			other := timeAt%s.Fields + 1 // a field that is not a time
 			out = append(out, stateShape{name("limit %d's field %d 2^53 - 1", j, other), with(j, other, "9007199254740991")},
 				stateShape{name("limit %d's field %d 2^53", j, other), with(j, other, "9007199254740992")})
-			if s.Tag == "gcra:2" {
-				out = append(out, stateShape{name("limit %d's TAT of 17 digits", j), with(j, 1, "10000000000000000")},
-					stateShape{name("limit %d's TAT at its maximum", j), with(j, 1, strconv.FormatInt(st.AheadMax, 10))},
-					stateShape{name("limit %d's TAT of 17 digits, a leading zero", j), with(j, 1, "01000000000000000")})
-			}
 		}
 	}
 	return out

@@ -39,7 +39,7 @@ var scriptsCommand = command{
 	summary: "list the bundled Lua scripts with their SHA1s, or write them to a directory",
 	usage: `Usage: redisrate scripts [--dir DIR] [--force]
 
-Lists the bundled Lua scripts (script contract v3), one per algorithm and the
+Lists the bundled Lua scripts (script contract v4), one per algorithm and the
 reset script, with the SHA1 that EVALSHA takes, after a line naming the release
 they come from: pin that and the SHA1s. With --dir, writes them there
 as NAME.lua, byte for byte what the Go client runs, for services in other

@@ -1,6 +1,6 @@
 #!/bin/sh
 # A reservation settled and a lease returned, each in one call of redisrate's
-# GCRA script with redis-cli (contract v3, modes refund and upto). An LLM
+# GCRA script with redis-cli (contract v4, modes refund and upto). An LLM
 # gateway reserves max_tokens (1000) of a budget of 10000 tokens a minute,
 # then settles from the response's usage (300): the 700 unused go back. A
 # worker leases up to 50 tokens, spends 20 without a round trip, and gives
@@ -12,7 +12,7 @@ key="${KEY:-llm:org:7}"
 call() { # cost mode: 10000 a minute; prints the fields by name
   reply=$($cli EVALSHA "$sha" 1 "$key" 10000 60000 0 "$1" "$2")
   set -- $reply
-  [ $# -ge 7 ] || { echo "not a contract v3 reply: $reply" >&2; exit 1; }
+  [ $# -ge 7 ] || { echo "not a contract v3 or later reply: $reply" >&2; exit 1; }
   echo "allowed=$1 remaining=$2 units=$7"
 }
 echo "reserve 1000: $(call 1000 '')"    # all or nothing: units 1000, or 0 and a denial

@@ -42,12 +42,17 @@ type Spec struct {
 	// 2250-01-01, past the contract's horizon (2200) with room for clocks a
 	// little past it. A later one is not state.
 	TimeMax int64
-	// MaxLimit caps limit (and burst): 10^15, or 10000 for sliding_log.
+	// MaxLimit caps limit (and burst): 10^12 (contract v4's range), 10^15
+	// for fixed_window, whose counts stay exact to 2 * 10^15, or 10000 for
+	// sliding_log.
 	MaxLimit int64
-	// Range names the rule that keeps a limit's arithmetic exact, which the
-	// script enforces with an error: "continuous" (2 * burst * period_us <=
-	// 2^53), "refill" (ceil(2 * burst / limit) * period_us <= 2^53),
-	// "weighted" (4 * limit * period_ms <= 2^53), or "" for none.
+	// Range names the script's exact case, which with contract v4's range
+	// makes the rule the script enforces with an error: every limit and
+	// burst up to MaxLimit with a period_ms up to 366 days whose full drain,
+	// burst * period_ms / limit, is at most 10^12 ms, and every call within
+	// the exact case, "continuous" (2 * burst * period_us <= 2^53),
+	// "refill" (that, or ceil(2 * burst / limit) * period_us <= 2^53) or
+	// "weighted" (2 * limit * period_us <= 2^53); "" for none (every call).
 	Range string
 }
 

@@ -6,10 +6,10 @@ import "github.com/redisrate/redisrate/scripts"
 
 // specs is the manifest of every script, in the order of the contract; the scripts.Spec of each is filled from package scripts.
 var specs = []Spec{
-	{Spec: scripts.Spec{Name: "gcra"}, Tag: "gcra:3", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "continuous"},
-	{Spec: scripts.Spec{Name: "token_bucket"}, Tag: "tb:2", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "refill"},
-	{Spec: scripts.Spec{Name: "leaky_bucket"}, Tag: "lb:3", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: "continuous"},
-	{Spec: scripts.Spec{Name: "sliding_window"}, Tag: "sw:2", Window: true, Log: false, Fields: 3, TimeField: 1, TimeMax: 8835955200000, MaxLimit: 1000000000000000, Range: "weighted"},
+	{Spec: scripts.Spec{Name: "gcra"}, Tag: "gcra:4", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000, Range: "continuous"},
+	{Spec: scripts.Spec{Name: "token_bucket"}, Tag: "tb:2", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000, Range: "refill"},
+	{Spec: scripts.Spec{Name: "leaky_bucket"}, Tag: "lb:4", Window: false, Log: false, Fields: 2, TimeField: 2, TimeMax: 8835955200000000, MaxLimit: 1000000000000, Range: "continuous"},
+	{Spec: scripts.Spec{Name: "sliding_window"}, Tag: "sw:2", Window: true, Log: false, Fields: 3, TimeField: 1, TimeMax: 8835955200000, MaxLimit: 1000000000000, Range: "weighted"},
 	{Spec: scripts.Spec{Name: "fixed_window"}, Tag: "fw:2", Window: true, Log: false, Fields: 2, TimeField: 1, TimeMax: 8835955200000000, MaxLimit: 1000000000000000, Range: ""},
-	{Spec: scripts.Spec{Name: "sliding_log"}, Tag: "sliding_log:2", Window: true, Log: true, Fields: 0, TimeField: 0, TimeMax: 8835955200000000, MaxLimit: 10000, Range: ""},
+	{Spec: scripts.Spec{Name: "sliding_log"}, Tag: "sliding_log:3", Window: true, Log: true, Fields: 0, TimeField: 0, TimeMax: 8835955200000000, MaxLimit: 10000, Range: ""},
 }

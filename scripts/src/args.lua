@@ -54,23 +54,26 @@ for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are 
   local given = false -- a burst of its own, named when the range is exceeded
   if bs ~= '' then
     local b = @read(bs)@
-    if not b or b > 1e15 then
-      return invalid('burst', i, bs, 'must be a whole number up to 10^15, or 0 or empty for limit')
+    if not b or b > MAX_LIMIT then
+      return invalid('burst', i, bs, BURST_RULE)
     end
     if b > 0 then burst, given = b, true end
   end
 --@end
 --@if range
-  -- Every script accepts max(limit, burst) * period_ms <= 4 * 10^12.
-  if (burst > limit and burst or limit) * period_ms > 4e12 and out_of_range(limit, period_ms, burst) then
+  -- The accepted range (out_of_range): first a check that the common calls
+  -- pass at once, max(limit, burst) * period_ms <= 4 * 10^12.
+  if (burst > limit and burst or limit) * period_ms > 4e12 then
+    local fault = out_of_range(limit, period_ms, burst)
+    if fault == 'period_ms' then
 --@if window
-    return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
+      return invalid('period_ms', i, ps, fmt('must be at most 31622400000 (366 days) with limit %d', limit))
 --@else
-    if given then
-      return invalid('burst', i, bs, fmt('too large for exact arithmetic with limit %d and period_ms %d', limit, period_ms))
-    end
-    return invalid('limit', i, ls, fmt('too large for exact arithmetic with period_ms %d', period_ms))
+      return invalid('period_ms', i, ps, fmt('must be at most 31622400000 (366 days) with limit %d' .. (given and ' and burst %d' or ''), limit, burst))
 --@end
+    elseif fault then
+      return invalid('burst', i, bs, fmt('must be at most 10^12 * limit / period_ms (a full drain within 10^12 ms) with limit %d and period_ms %d', limit, period_ms))
+    end
   end
 --@end
   if i == 1 then
@@ -82,10 +85,14 @@ for i = 1, n < 8 and n or 8 do -- a 9th limit is too many, once the first 8 are 
         if not cost or cost > 1e15 then return invalid('cost', 1, cs, 'must be a whole number from 0 to 10^15') end
 --@if log
         -- bounded work (guarantee 11): the entries a call adds on all its keys
-        if k > 1 and cost * k > 10000 then return invalid('cost', 1, cs, fmt('with %d keys must be at most %d', k, (10000 - 10000 % k) / k)) end
+        if cost * k > 10000 then
+          if k == 1 then return invalid('cost', 1, cs, 'must be at most 10000 for sliding_log') end
+          return invalid('cost', 1, cs, fmt('with %d keys must be at most %d', k, (10000 - 10000 % k) / k))
+        end
 --@end
       end
       if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then
+        if type(mode) == 'table' then return redis.error_reply(mode[1]) end -- a _ro function's writing mode (library.lua's as_check)
         return invalid('mode', 1, mode, "must be empty, 'check', 'upto', 'refund' or 'force'")
       end
     end

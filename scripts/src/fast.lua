@@ -28,7 +28,7 @@ repeat
 --@if window
       if not b or (b ~= 0 and b ~= limit1) then break end
 --@else
-      if not b or b > 1e15 then break end
+      if not b or b > MAX_LIMIT then break end
       if b > 0 then burst1 = b end
 --@end
     end
@@ -39,7 +39,10 @@ repeat
     end
     if mode ~= '' and mode ~= 'check' and mode ~= 'upto' and mode ~= 'refund' and mode ~= 'force' then break end
   end
-  if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 then break end -- past it: the range rule's error, below
+  -- Within the range without its exact rule: max(limit, burst) * period_ms
+  -- at most 4 * 10^12, or the default burst (its drain is its period) with
+  -- a period of at most 366 days; the general code checks the others.
+  if (burst1 > limit1 and burst1 or limit1) * period1 > 4e12 and (burst1 > limit1 or period1 > 31622400000) then break end
   local now
   do
     local t = redis.call('TIME')

@@ -61,6 +61,7 @@ for i = 1, n do
     else -- force: cost units, as far as twice the limit
       units = 2 * limit - count
       if cost < units then units = cost end
+      if units < 0 then units = 0 end -- (a count past it, another limit's: never lowered)
       count = count + units
     end
     retry_us = count < limit and 0 or start + period_us - now -- the wait for one unit, after
@@ -68,7 +69,7 @@ for i = 1, n do
     count, units = count + cost, cost
   end
   local rem = count < limit and limit - count or 0
-  local left, per, cap = rem, 1, limit
+  local frac, per, cap = 0, 1, limit
   local reset_us = count > 0 and start + period_us - now or 0
 --@if general
 --@include verdict.lua

@@ -22,9 +22,11 @@
 --@helpers
 --@algorithms
 -- as_check makes a call decide as mode "check", filling skipped optional
--- positions with "" (their default); it refuses the modes that write
--- (nil and the error). Any other mode is left for the script's own "ERR
--- invalid mode" error.
+-- positions with "" (their default). A mode that writes becomes a table
+-- that holds its error, which no client can send: the script refuses it
+-- where it reads the mode, after every argument before it (guarantee 8's
+-- order: numkeys 0 or a bad limit is named first). Any other mode is left
+-- for the script's own "ERR invalid mode" error.
 local function as_check(ARGV, fn)
   local mode = ARGV[5]
   if mode == nil then
@@ -33,16 +35,14 @@ local function as_check(ARGV, fn)
   elseif mode == '' then
     ARGV[5] = 'check'
   elseif mode == 'upto' or mode == 'refund' or mode == 'force' then
-    return nil, redis.error_reply("ERR invalid mode '" .. mode .. "': " .. fn .. "_ro only checks (empty or 'check'); call " .. fn)
+    ARGV[5] = { "ERR invalid mode '" .. mode .. "': " .. fn .. "_ro only checks (empty or 'check'); call " .. fn }
   end
   return ARGV
 end
 
 --@register each algorithm: its contract names, and the names bound to this version
 local function @name@_ro(KEYS, ARGV)
-  local args, refused = as_check(ARGV, '@function@')
-  if refused then return refused end
-  return @name@(KEYS, args)
+  return @name@(KEYS, as_check(ARGV, '@function@'))
 end
 redis.register_function('@function@', @name@)
 redis.register_function('@function_v@', @name@)

@@ -20,8 +20,8 @@ if kind == 'string' then
   -- A key is state when some script reads it as its own: the same strict
   -- shape the scripts check (scripts/src/state.lua). Per script: numbers
   -- per limit; which of them is a recorded time (mod per, -1 for none) and
-  -- its range; which is a time ahead of the clock (-1 for none) and its
-  -- range; which may be negative (-1 for none).
+  -- its range; which is a level of up to 26 digits (-1 for none); which
+  -- may be negative (-1 for none).
   local shape = (@SHAPES@)[tag or '']
   if shape and not find(body, '  ') then
     local per, n, ok = shape[1], 0, true
@@ -29,9 +29,9 @@ if kind == 'string' then
       n = n + 1
       if n % per == shape[2] then
         ok = ok and field(f, 16, shape[3])
-      elseif n % per == shape[4] then
-        ok = ok and field(f, 17, shape[5])
-      elseif n % per == shape[6] and byte(f) == 45 then -- '-'
+      elseif n % per == shape[4] then -- a level of up to 26 digits
+        ok = ok and find(f, '^%d+$') and #f <= 26 and (#f == 1 or byte(f) ~= 48)
+      elseif n % per == shape[5] and byte(f) == 45 then -- '-'
         ok = ok and f ~= '-0' and field(sub(f, 2), 16, 9007199254740991)
       else
         ok = ok and field(f, 16, 9007199254740991)

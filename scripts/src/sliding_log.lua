@@ -1,7 +1,7 @@
 --! id: 5
 --! go: SlidingLog
 --! name: sliding_log
---! tag: sliding_log:2
+--! tag: sliding_log:3
 --! fields: 0
 --! window: true
 --! log: true
@@ -14,17 +14,21 @@
 -- with its time; a request is admitted when the entries within the last
 -- period_ms leave room for its cost. Exact over any span, but memory and time
 -- grow with limit, which is capped at 10000: for small limits that must be exact.
--- State: a sorted set with one member per admitted unit, named by a sequence
--- number and scored with its time in microseconds, plus the marker member
--- "sliding_log:2" whose score is minus the last sequence number (so it is
--- never inside a window, whose scores are times > 0). A sorted set without
--- the marker is not state.
+-- State (v4): a sorted set with one member per admitted unit, named by a
+-- sequence number and scored with its time in microseconds, plus the
+-- marker member "sliding_log:3" whose score is minus 2 * seq + sign, seq
+-- the last sequence number (so it is never inside a window, whose scores
+-- are times > 0): entries are named 1, 2, ... while sign is 0, and -1, -2,
+-- ... while it is 1; past 2^52 - 1 the sequence starts again from 1 with
+-- the other sign, and no entry held is renamed. A sorted set without the
+-- marker is not state.
 -- Under other limits the entries are whole units, counted in the new
 -- window: raised limits never deny what the old admit, lowered never admit
 -- what they deny (guarantee 12).
 -- Modes: upto takes what every limit grants; refund removes the newest
 -- entries; force adds entries as far as twice each limit within its period.
--- Bounded work (guarantee 11): with k keys, cost * k is at most 10000, and
+-- Bounded work (guarantee 11): with k keys, cost * k is at most 10000 in
+-- every mode, so no call adds more than 10000 entries, and
 -- each key trims at most 10000 / k expired entries a call (the rest later;
 -- counts and waits read only the window, so the decision stays exact).
 -- Never more admitted than limit in any span of period_ms.
@@ -142,7 +146,7 @@ for i = 1, n do
     retry_us = nth[2] + period_us - now
   end
   local rem = after < limit and limit - after or 0
-  local left, per, cap = rem, 1, limit
+  local frac, per, cap = 0, 1, limit
   local reset_us = 0
   if after > 0 then
     if mode == 'refund' then -- the newest entry left
@@ -172,21 +176,21 @@ if allowed and writes and changed then
       if back > 0 then redis.call('ZREMRANGEBYRANK', key, -back, -1) end -- the newest entries (the marker, <= 0, ranks first)
     else
       if mode == 'force' and k > 1 then add = backs[i] end
-      if last_seq + add > 9007199254740991 then
-        -- The sequence starts again from 1: the entries still held are
-        -- numbered anew first, oldest first, so that none is replaced.
-        local held = redis.call('ZRANGEBYSCORE', key, '(0', '+inf', 'WITHSCORES')
-        redis.call('ZREMRANGEBYSCORE', key, '(0', '+inf')
-        last_seq = 0
-        for e = 1, #held, 2 do
-          last_seq = last_seq + 1
-          redis.call('ZADD', key, held[e + 1], last_seq)
-        end
+      -- The marker holds 2 * seq + sign: entries are numbered seq + 1, ...
+      -- with sign 0, -(seq + 1), ... with sign 1. Past 2^52 - 1 the sequence
+      -- starts again from 1 with the other sign, so that no entry held is
+      -- renumbered or replaced (bounded work: no entry is touched but those
+      -- this call adds).
+      local sign = last_seq % 2
+      local seq = (last_seq - sign) / 2
+      if seq + add > 4503599627370495 then
+        seq = 0
+        sign = 1 - sign
       end
-      local batch, j = { -(last_seq + add), TAG }, 2
+      local batch, j = { -(2 * (seq + add) + sign), TAG }, 2
       for e = 1, add do
         batch[j + 1] = at_s
-        batch[j + 2] = last_seq + e
+        batch[j + 2] = sign == 0 and seq + e or -(seq + e)
         j = j + 2
         if j >= 4000 or e == add then -- unpack() has a stack of about 8000
           redis.call('ZADD', key, unpack(batch, 1, j))

@@ -2,9 +2,10 @@
 -- ---- State (scripts/src/state.lua) ----
 -- The value is the tag, then FIELDS whole numbers for each of 1 to 8 limits,
 -- separated by single spaces: no leading zeros, each below 2^53, a recorded
--- time (TIME_AT) no later than TIME_MAX, a time ahead of the clock (AHEAD_AT,
--- gcra's TAT) no later than AHEAD_MAX. Anything else (another type, a
--- user's value, another script's or version's state) is refused, untouched.
+-- time (TIME_AT) no later than TIME_MAX, a level (gcra's, leaky_bucket's)
+-- of up to 26 digits, kept as its text past 2^53 - 1. Anything else
+-- (another type, a user's value, another script's or version's state) is
+-- refused, untouched.
 -- n limits' state is read in one match into a table (limit j's field f at
 -- FIELDS * (j - 1) + f), one limit's into locals, another number of limits'
 -- field by field. With several keys, key i holds limit i's state, read as a
@@ -17,22 +18,20 @@ while true do -- KEYS[1], then with several keys each in turn
     if raw.err then -- pcall's error reply: another type (a string's .err is nil)
       return redis.error_reply('ERR key' .. (k > 1 and ' #' .. (i or 1) or '') .. ' holds a value of another type, not ' .. NAME .. ' state: left untouched')
     end
-    -- Each number: at most 16 digits (17 ahead of the clock), no leading zero
-    -- (such a field reads below 10^(digits - 1), on gopher-lua too, which
-    -- reads 010 as octal), and at most its maximum: TIME_MAX for a recorded
-    -- time, AHEAD_MAX ahead of the clock, else 2^53 - 1. (Past 2^53 a number
-    -- reads rounded; AHEAD_MAX is chosen so that none past it reads as it.)
+    -- Each number: at most 16 digits (a level 26), no leading zero (such a
+    -- field reads below 10^(digits - 1), on gopher-lua too, which reads 010
+    -- as octal), and at most its maximum: TIME_MAX for a recorded time, else
+    -- 2^53 - 1 (a level: 10^26, its text kept past 2^53 - 1, which reads
+    -- rounded).
     if k == 1 and n > 1 then more = { match(raw, @FULL(n)@) } end -- n limits' (the library makes the patterns at load)
     local good = more and more[1] ~= nil
     if not good then
---@if upgrade
-      if find(raw, OLD) then raw = upgrade(raw, k > 1 and (i or 1) or nil, now, argv, n, limit1, period1, burst1) or '' end -- a v2 state, as v2.1 read it (the algorithm's upgrade)
---@end
       local @texts@, rest = match(raw, STATE)
       good = rest ~= nil
       if good and rest == '' then -- one limit's
         s@k@ = #t@k@ <= @digits@ and t@k@ + 0 --@each field
         good = good and s@k@ and @zero@s@k@ <= @max@ --@each field
+        @keep@ --@each field
       elseif good then -- another number of limits: " n n ..." exactly, FIELDS each, up to 8 limits
         more = { @texts@ }
         local read = 0
@@ -42,7 +41,7 @@ while true do -- KEYS[1], then with several keys each in turn
     end
     if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
       for j = 0, #more - 1, FIELDS do
-        local f = more[j + @k@]; local v = #f <= @digits@ and f + 0; if not (v and @leadf@v <= @max@) then good = false break end; more[j + @k@] = v --@each field
+        local f = more[j + @k@]; local v = #f <= @digits@ and f + 0; if not (v and @leadf@v <= @max@) then good = false break end; more[j + @k@] = @keepv@ --@each field
       end
       s@k@ = more[@k@] --@each field
     end

@@ -8,7 +8,7 @@
 --! signed_field: 1
 --! time_unit: us
 --! range: refill
---! max_limit: 1000000000000000
+--! max_limit: 1000000000000
 --! fast: true
 --! summary: token bucket with discrete refills: limit tokens every period_ms, up to burst
 -- Algorithm: token bucket with discrete refills. The bucket starts full with
@@ -25,10 +25,16 @@
 -- Modes: upto takes what every limit grants; refund adds tokens up to
 -- burst; force takes tokens down to -burst (a debt).
 -- Never more admitted in any span of t ms than burst + limit * (1 + floor(t / period_ms)).
+-- out_of_range names the argument at fault in a combination the script
+-- refuses, or nil: the longest wait, the refills that bring a bucket in
+-- debt (-burst) back to burst, must stay within 2^53 microseconds, which
+-- every call of the accepted range does (its full drain is at most 10^12
+-- ms); past it the error names period_ms past 366 days, else burst.
 local function out_of_range(limit, period_ms, burst)
-  -- the longest wait: refills until a bucket in debt (-burst) is full
-  if 2 * burst * period_ms * 1000 <= 9007199254740992 then return false end
-  return (2 * burst + -(2 * burst) % limit) / limit * period_ms * 1000 > 9007199254740992
+  if 2 * burst * period_ms * 1000 <= 9007199254740992 then return nil end
+  if (2 * burst + -(2 * burst) % limit) / limit * period_ms * 1000 <= 9007199254740992 then return nil end
+  if period_ms > 31622400000 then return 'period_ms' end
+  return 'burst'
 end
 --@body
 --@include args.lua
@@ -50,12 +56,12 @@ for i = 1, n do
 --@end
   -- A new bucket starts full, its refills counted from now. A clock behind
   -- the last refill (it stepped back) decides as of that refill.
-  local tokens, t = burst, now
+  local tokens, t, refills = burst, now, 0
   if stored_t then
     tokens, t = stored_tokens, stored_t
     if tokens > burst then tokens = burst elseif tokens < -burst then tokens = -burst end -- state of other limits, in these terms
     if now > t then
-      local refills = (now - t - (now - t) % period_us) / period_us
+      refills = (now - t - (now - t) % period_us) / period_us
       if refills > 0 then
         t = t + refills * period_us
         if refills * limit >= burst - tokens then tokens = burst else tokens = tokens + refills * limit end
@@ -67,33 +73,46 @@ for i = 1, n do
     local short = cost - tokens -- ceil(short / limit) refills
     if short <= 0 or cost == 0 then ok = true else retry_us = t + (short + -short % limit) / limit * period_us - now end
   end
+  local keep -- the tokens to write
   if settle then
-    if mode == 'refund' then -- up to cost tokens back, never past burst
-      units = burst - tokens
-      if cost < units then units = cost end
-      tokens = tokens + units
-    else -- force: cost tokens, as far as -burst
-      units = tokens + burst
-      if cost < units then units = cost end
-      tokens = tokens - units
+    -- The state's own tokens, refilled: refund and force change them by
+    -- their units, so no forgiveness past -burst (or cut past burst) is
+    -- written back (guarantee 12); the next call reads them again.
+    keep = tokens
+    if stored_t and (stored_tokens > burst or stored_tokens < -burst) then
+      keep = stored_tokens
+      if keep < burst and refills > 0 then
+        if refills * limit >= burst - keep then keep = burst else keep = keep + refills * limit end
+      end
     end
+    if mode == 'refund' then -- up to cost tokens back, never past burst
+      units = burst - keep
+    else -- force: cost tokens, as far as -burst
+      units = keep + burst
+    end
+    if cost < units then units = cost end
+    if units < 0 then units = 0 end
+    if mode == 'refund' then keep = keep + units else keep = keep - units end
+    tokens = keep
+    if tokens > burst then tokens = burst elseif tokens < -burst then tokens = -burst end
     local short = 1 - tokens -- the wait for one token, after
     retry_us = short > 0 and t + (short + -short % limit) / limit * period_us - now or 0
   elseif ok then
     tokens, units = tokens - cost, cost
   end
+  if not keep then keep = tokens end
   local reset_us = 0
   local missing = burst - tokens -- ceil(missing / limit) refills
   if missing > 0 then reset_us = t + (missing + -missing % limit) / limit * period_us - now end
   local rem = tokens > 0 and tokens or 0
-  local left, per, cap = rem, 1, burst
+  local frac, per, cap = 0, 1, burst
 --@if general
 --@include verdict.lua
-  if allowed and writes then out = out .. fmt(' %d %d', tokens, t) end
+  if allowed and writes then out = out .. fmt(' %d %d', keep, t) end
 end
 --@else
   local allowed, out = ok
-  if (ok or settle) and writes then out = fmt('@TAG@ %d %d', tokens, t) end
+  if (ok or settle) and writes then out = fmt('@TAG@ %d %d', keep, t) end
 --@end
 --@fast end
 --@include upto.lua

@@ -8,8 +8,7 @@
 // everything about the algorithm that anything else needs, written once.
 // "--@include file.lua" copies a shared section; "--@if flag", "--@else" and
 // "--@end" keep the lines that fit the algorithm's flags (window, range;
-// library in helpers.lua; upgrade for an algorithm that reads an older
-// state; general and fast, below), so no output carries a branch for
+// library in helpers.lua; general and fast, below), so no output carries a branch for
 // another algorithm, and an unknown flag fails the generator; "--@body"
 // separates what runs once (top-level definitions) from what runs per call.
 // The lines between "--@fast begin" and "--@fast end" are also written as
@@ -38,7 +37,7 @@ import (
 )
 
 // ContractVersion is the version of CONTRACT.md the scripts implement.
-const ContractVersion = "3"
+const ContractVersion = "4"
 
 // latestTime is 2250-01-01 in seconds since the epoch: the latest time a
 // state may hold. The contract's horizon is 2200 (guarantee 6); the margin
@@ -64,12 +63,11 @@ type Algorithm struct {
 	Go       string // the Go constant's name, e.g. TokenBucket
 	Name     string // the file name without .lua
 	Tag      string // the state's tag; for a log, its marker member
-	OldTag   string // the tag of an older state the algorithm reads (its Lua function upgrade converts it), or ""
 	Signed   int    // which of a limit's fields may be negative (1-based; 0: none)
 	Positive int    // which of a limit's fields is never 0 in a state of one limit the scripts wrote (1-based; 0: none)
 	Fields   int    // numbers per limit in the state string
 	TimeAt   int    // which of a limit's fields is a recorded time (1-based; 0: none, or the log's entries)
-	AheadAt  int    // which of a limit's fields is a time ahead of the clock (gcra's TAT), up to aheadMax; 0: none
+	BigAt    int    // which of a limit's fields is a level of up to 26 digits (gcra's and leaky_bucket's level times period_us, past 2^53 in v4's range); 0: none
 	TimeMax  int64  // the latest time a state may hold: the year 2250, in its unit
 	Window   bool
 	Log      bool
@@ -146,9 +144,6 @@ func generate(src fs.FS, algos []Algorithm, libName string) (Files, error) {
 	for _, o := range algos {
 		if !o.Log {
 			others = append(others, fmt.Sprintf("['%s'] = '%s'", o.Tag, o.Name))
-			if o.OldTag != "" {
-				others = append(others, fmt.Sprintf("['%s'] = '%s'", o.OldTag, o.Name))
-			}
 		}
 	}
 	for i := range algos {
@@ -180,7 +175,7 @@ func generate(src fs.FS, algos []Algorithm, libName string) (Files, error) {
 		var b strings.Builder
 		header(&b, a)
 		b.WriteString(strings.TrimRight(string(stringFns), "\n") + "\n\n")
-		writeLines(&b, scriptReads(a.Fast))
+		writeLines(&b, scriptReads(scriptOnly(a.Fast, true)))
 		constants(&b, a, false)
 		b.WriteString(scriptHelpers + "\n\n")
 		writeLines(&b, a.Top)
@@ -220,6 +215,28 @@ func generate(src fs.FS, algos []Algorithm, libName string) (Files, error) {
 	return out, nil
 }
 
+// scriptOnly is lines without the "--@scriptonly begin" and "--@scriptonly
+// end" markers: keeping what is between them (a script, keep) or not (the
+// library, which defines those functions once, at load).
+func scriptOnly(lines []string, keep bool) []string {
+	var out []string
+	in := false
+	for _, l := range lines {
+		switch strings.TrimSpace(l) {
+		case "--@scriptonly begin":
+			in = true
+			continue
+		case "--@scriptonly end":
+			in = false
+			continue
+		}
+		if !in || keep {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
 // readMacro is how the sources read a number argument, "@read(s)@"; the
 // generator writes out how: a script reads the string (helpers.lua,
 // "Numbers"), the library first looks it up in what earlier calls read.
@@ -250,9 +267,9 @@ var periodMacro = regexp.MustCompile(`@fastperiod\((\w+)\)@`)
 var readPeriodMacro = regexp.MustCompile(`@readperiod\((\w+)\)@`)
 
 const (
-	scriptRead       = "find($1, '^[1-9]%d*$') and #$1 < 16 and $1 + 0 or whole($1)"
+	scriptRead       = "#$1 < 16 and find($1, '^[1-9]%d*$') and $1 + 0 or whole($1)" // (the length first: a string of 1 MB is not scanned twice)
 	libraryRead      = "NUM[$1] or read($1)"
-	scriptFastRead   = "find($1, '^[1-9]%d*$') and #$1 < 16 and $1 + 0"
+	scriptFastRead   = "#$1 < 16 and find($1, '^[1-9]%d*$') and $1 + 0"
 	scriptPeriod     = "$1 == '1000' and 1000 or $1 == '60000' and 60000 or $1 == '3600000' and 3600000 or $1 == '86400000' and 86400000 or " + scriptFastRead
 	scriptReadPeriod = "$1 == '1000' and 1000 or $1 == '60000' and 60000 or $1 == '3600000' and 3600000 or $1 == '86400000' and 86400000 or " + scriptRead
 )
@@ -276,7 +293,7 @@ func limitPattern(a Algorithm) string {
 	var b strings.Builder
 	for k := 1; k <= a.Fields; k++ {
 		switch {
-		case k == a.TimeAt || k == a.AheadAt || k == a.Positive:
+		case k == a.TimeAt || k == a.Positive:
 			b.WriteString(" ([1-9]%d*)")
 		case k == a.Signed:
 			b.WriteString(" (%-?%d+)")
@@ -429,15 +446,14 @@ func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
 			return a, fmt.Errorf("signed_field %q: want a field other than time_field", v)
 		}
 	}
-	a.OldTag = meta["old_tag"]
 	if v, ok := meta["positive_field"]; ok {
 		if a.Positive, err = strconv.Atoi(v); err != nil || a.Positive < 1 || a.Positive > a.Fields || a.Positive == a.Signed {
 			return a, fmt.Errorf("positive_field %q: want a field that is not signed", v)
 		}
 	}
-	if v, ok := meta["ahead_field"]; ok {
-		if a.AheadAt, err = strconv.Atoi(v); err != nil || a.AheadAt < 1 || a.AheadAt > a.Fields || a.AheadAt == a.TimeAt {
-			return a, fmt.Errorf("ahead_field %q: want a field other than time_field", v)
+	if v, ok := meta["big_field"]; ok {
+		if a.BigAt, err = strconv.Atoi(v); err != nil || a.BigAt < 1 || a.BigAt > a.Fields || a.BigAt == a.TimeAt || a.BigAt != a.Positive {
+			return a, fmt.Errorf("big_field %q: want the positive field, other than time_field", v)
 		}
 	}
 	switch meta["time_unit"] {
@@ -452,7 +468,7 @@ func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
 	if file != a.Name+".lua" {
 		return a, fmt.Errorf("name %q does not match the file name", a.Name)
 	}
-	flags := map[string]bool{"window": a.Window, "log": a.Log, "range": a.Range != "", "upgrade": a.OldTag != "", "general": true, "fast": false}
+	flags := map[string]bool{"window": a.Window, "log": a.Log, "range": a.Range != "", "general": true, "fast": false}
 	if a.Top, err = expand(src, a.Top, flags); err != nil {
 		return a, err
 	}
@@ -486,12 +502,12 @@ func parse(src fs.FS, file string, text []byte) (Algorithm, error) {
 		if err != nil {
 			return a, err
 		}
-		if a.Fast, err = inlineConstants(a, perField(a, append(fast, tail...))); err != nil {
+		if a.Fast, err = inlineConstants(a, perField(a, append(fast, tail...), true)); err != nil {
 			return a, fmt.Errorf("fast: %w", err)
 		}
 	}
 	if !a.Log {
-		a.Body = perField(a, a.Body)
+		a.Body = perField(a, a.Body, false)
 	}
 	return a, nil
 }
@@ -610,7 +626,7 @@ func expand(src fs.FS, lines []string, flags map[string]bool) ([]string, error) 
 func constants(b *strings.Builder, a Algorithm, library bool) {
 	fmt.Fprintf(b, "-- ---- %s's constants (from its manifest) ----\n", a.Name)
 	fmt.Fprintf(b, "local NAME, TAG = '%s', '%s'\n", a.Name, a.Tag)
-	fmt.Fprintf(b, "local MAX_LIMIT, LIMIT_RULE = %d, 'must be a whole number from 1 to %s'\n", a.MaxLimit, power(a.MaxLimit))
+	fmt.Fprintf(b, "local MAX_LIMIT, LIMIT_RULE, BURST_RULE = %d, 'must be a whole number from 1 to %s', 'must be a whole number up to %s, or 0 or empty for limit'\n", a.MaxLimit, power(a.MaxLimit), power(a.MaxLimit))
 	if a.Log {
 		fmt.Fprintf(b, "local TIME_MAX = %d -- the latest entry: the year 2250, in microseconds\n", a.TimeMax)
 	} else {
@@ -623,15 +639,6 @@ func constants(b *strings.Builder, a Algorithm, library bool) {
 		if library {
 			b.WriteString("local FULL = {} -- FULL[n]: the state of n limits, as state.lua matches it\n")
 			b.WriteString("for n = 1, 8 do FULL[n] = " + fullPattern(a, "n") + " end\n")
-		}
-		if a.OldTag != "" {
-			fmt.Fprintf(b, "local OLD, OLD_BODY = '^%s ', '^%s( [ %%d]*%%d)$' -- an older state, which upgrade reads (older.lua)\n", a.OldTag, a.OldTag)
-			if a.AheadAt == 0 && oldShapes[a.OldTag][2] >= 0 {
-				fmt.Fprintf(b, "local AHEAD_MAX = %d -- the latest time ahead of the clock the older state holds (state.lua)\n", aheadMax)
-			}
-		}
-		if a.AheadAt > 0 {
-			fmt.Fprintf(b, "local AHEAD_AT, AHEAD_MAX = %d, %d -- which field is a time ahead of the clock, and its range: TIME_MAX + 2^52, rounded up to 2 mod 4 (see state.lua)\n", a.AheadAt, aheadMax)
 		}
 	}
 	b.WriteByte('\n')
@@ -683,7 +690,7 @@ func inlineConstants(a Algorithm, lines []string) ([]string, error) {
 var constantName = regexp.MustCompile(`\b(TAG|MAX_LIMIT|TIME_MAX|AHEAD_MAX|STATE1)\b`)
 
 // otherConstant finds the other constants a script declares (constants).
-var otherConstant = regexp.MustCompile(`\b(NAME|LIMIT_RULE|TIME_AT|FIELDS|STATE|AHEAD_AT)\b`)
+var otherConstant = regexp.MustCompile(`\b(NAME|LIMIT_RULE|BURST_RULE|TIME_AT|FIELDS|STATE|AHEAD_AT)\b`)
 
 // perField expands the state section's per-field lines for a: "@stored@"
 // and "@texts@" become the first limit's locals (s1, s2, ... and t1, t2,
@@ -694,7 +701,7 @@ var otherConstant = regexp.MustCompile(`\b(NAME|LIMIT_RULE|TIME_AT|FIELDS|STATE|
 // other than 0), "@lead@" and "@leadf@" as that check where the pattern
 // does not already make it. So a state of one limit is read into
 // locals, without a table, in every algorithm whatever its number of fields.
-func perField(a Algorithm, lines []string) []string {
+func perField(a Algorithm, lines []string, fast bool) []string {
 	var stored, texts []string
 	for k := 1; k <= a.Fields; k++ {
 		stored = append(stored, fmt.Sprintf("s%d", k))
@@ -716,11 +723,20 @@ func perField(a Algorithm, lines []string) []string {
 		}
 		for k := 1; k <= a.Fields; k++ {
 			max, digits, lead, leadf := "9007199254740991", "16", fmt.Sprintf("(#t%d == 1 or s%d >= 10 ^ (#t%d - 1)) and ", k, k, k), "(#f == 1 or v >= 10 ^ (#f - 1)) and "
+			keep, keepv := "", "v"
 			switch k {
 			case a.TimeAt:
 				max, lead, leadf = "TIME_MAX", "", ""
-			case a.AheadAt:
-				max, digits, lead, leadf = "AHEAD_MAX", "17", "", ""
+			case a.BigAt:
+				// up to 26 digits, without a leading zero (the pattern's);
+				// past 2^53 - 1 kept as its text, which deep.lua reads
+				// exactly. The specialized copy takes none past 2^53 - 1.
+				lead, leadf = "", ""
+				if !fast {
+					max, digits = "1e26", "26"
+					keep = fmt.Sprintf("if good and s%d > 9007199254740991 then s%d = t%d end", k, k, k)
+					keepv = "v > 9007199254740991 and f or v"
+				}
 			case a.Positive:
 				// the patterns of one limit's state and of n limits' take no
 				// leading zero there (limitPattern), nor does the rest's read
@@ -737,8 +753,10 @@ func perField(a Algorithm, lines []string) []string {
 			if k == a.Signed {
 				zero = lead
 			}
-			r := strings.NewReplacer("@lead@", lead, "@leadf@", leadf, "@zero@", zero, "@k@", strconv.Itoa(k), "@max@", max, "@digits@", digits)
-			out = append(out, r.Replace(line))
+			r := strings.NewReplacer("@lead@", lead, "@leadf@", leadf, "@zero@", zero, "@k@", strconv.Itoa(k), "@max@", max, "@digits@", digits, "@keepv@", keepv, "@keep@", keep)
+			if l := r.Replace(line); strings.TrimSpace(l) != "" {
+				out = append(out, l)
+			}
 		}
 	}
 	return out
@@ -840,7 +858,7 @@ func library(src fs.FS, algos []Algorithm, helpers, name string) (string, error)
 		constants(&b, a, true)
 		writeLines(&b, a.Top)
 		fmt.Fprintf(&b, "local function %s(KEYS, ARGV)\n", a.Name)
-		for _, l := range libraryReads(append(append([]string(nil), a.Fast...), replaceAll(a.Body, fullMacro, "FULL[$1]")...)) {
+		for _, l := range libraryReads(append(scriptOnly(a.Fast, false), replaceAll(a.Body, fullMacro, "FULL[$1]")...)) {
 			if l != "" {
 				b.WriteString("  ")
 			}
@@ -895,15 +913,6 @@ func LibraryVersion(lib string) string {
 	return m[1]
 }
 
-// oldShapes is the shape, as reset.lua reads it (numbers per limit, the
-// recorded time's index mod per, its range, the index of a time ahead of
-// the clock; -1 for none), of each older state a script still reads: v2's
-// gcra ("t r", t a TAT) and leaky_bucket ("x t"), so that reset deletes them.
-var oldShapes = map[string][3]int{
-	"gcra:2": {2, -1, 1},
-	"lb:2":   {2, 0, -1},
-}
-
 // reset fills scripts/src/reset.lua's placeholders from the manifests: the
 // shape of every string state and the sliding log's marker and range.
 func reset(src fs.FS, algos []Algorithm) (string, error) {
@@ -918,20 +927,15 @@ func reset(src fs.FS, algos []Algorithm) (string, error) {
 			marker, logMax = a.Tag, a.TimeMax
 			continue
 		}
-		ahead := -1
-		if a.AheadAt > 0 {
-			ahead = a.AheadAt % a.Fields
+		big := -1
+		if a.BigAt > 0 {
+			big = a.BigAt % a.Fields
 		}
 		signed := -1
 		if a.Signed > 0 {
 			signed = a.Signed % a.Fields
 		}
-		shapes = append(shapes, fmt.Sprintf("['%s'] = { %d, %d, %d, %d, %d, %d }", a.Tag, a.Fields, timeAt(a), a.TimeMax, ahead, int64(aheadMax), signed))
-		if old, ok := oldShapes[a.OldTag]; ok {
-			shapes = append(shapes, fmt.Sprintf("['%s'] = { %d, %d, %d, %d, %d, -1 }", a.OldTag, old[0], old[1], a.TimeMax, old[2], int64(aheadMax)))
-		} else if a.OldTag != "" {
-			return "", fmt.Errorf("reset.lua: no shape for %s's older state %s (oldShapes)", a.Name, a.OldTag)
-		}
+		shapes = append(shapes, fmt.Sprintf("['%s'] = { %d, %d, %d, %d, %d }", a.Tag, a.Fields, timeAt(a), a.TimeMax, big, signed))
 	}
 	out := strings.NewReplacer("@VERSION@", ContractVersion, "@SHAPES@", "{ "+strings.Join(shapes, ", ")+" }",
 		"@MARKER@", marker, "@LOG_MAX@", strconv.FormatInt(logMax, 10)).Replace(string(text))

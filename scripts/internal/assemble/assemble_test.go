@@ -124,7 +124,7 @@ func TestPerFieldWritesEachField(t *testing.T) {
 		"check(s@k@, @max@, @digits@) --@each field",
 		"zero(@zero@s@k@) --@each field",
 		"x = '@num@'",
-	})
+	}, false)
 	want := []string{
 		"local s1, s2, s3 = t1, t2, t3",
 		"check(s1, 9007199254740991, 17)", // signed: a sign and 16 digits

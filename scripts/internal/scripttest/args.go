@@ -70,25 +70,63 @@ func invalid(name string, i int, s, rule string) string {
 
 var two53 = new(big.Int).Lsh(big.NewInt(1), 53)
 
-// InRange applies a Spec's range rule, exactly, with integers.
-func InRange(rule string, limit, periodMS, burst int64) bool {
+// MaxPeriodMS is 366 days in ms: the longest period_ms of the accepted range.
+const MaxPeriodMS = 31_622_400_000
+
+// RangeFault applies a Spec's range rule, exactly, with integers: "" when
+// the script accepts the limit, else the argument its error names,
+// "period_ms" or "burst". Every limit and burst up to 10^12 (MaxLimit) with
+// a period_ms up to 366 days whose full drain burst * period_ms / limit is
+// at most 10^12 ms is accepted; so is every call within the rule's exact
+// case (cheap), whatever its period.
+func RangeFault(rule string, limit, periodMS, burst int64) string {
 	B := big.NewInt(burst)
 	Pus := new(big.Int).Mul(big.NewInt(periodMS), big.NewInt(1000))
+	cheap := true
 	switch rule {
 	case "continuous": // 2 * burst * period_us <= 2^53: twice the capacity, as a level times period_us
-		v := new(big.Int).Mul(big.NewInt(2), new(big.Int).Mul(B, Pus))
-		return v.Cmp(two53) <= 0
+		cheap = new(big.Int).Mul(big.NewInt(2), new(big.Int).Mul(B, Pus)).Cmp(two53) <= 0
 	case "refill": // ceil(2*burst/limit) * period_us <= 2^53: the refills from a debt of -burst back to burst
 		q := (2*burst + limit - 1) / limit
-		v := new(big.Int).Mul(big.NewInt(q), Pus)
-		return v.Cmp(two53) <= 0
-	case "weighted": // 4 * limit * period_ms <= 2^53: a current window of up to twice the limit (force), weighted
-		v := new(big.Int).Mul(big.NewInt(4*limit), big.NewInt(periodMS))
-		return v.Cmp(two53) <= 0
+		cheap = new(big.Int).Mul(big.NewInt(q), Pus).Cmp(two53) <= 0 || new(big.Int).Mul(big.NewInt(2), new(big.Int).Mul(B, Pus)).Cmp(two53) <= 0
+	case "weighted": // 2 * limit * period_us <= 2^53: a count of up to twice the limit, weighted by microseconds
+		cheap = new(big.Int).Mul(big.NewInt(2*limit), Pus).Cmp(two53) <= 0
 	case "":
-		return true
+		return ""
+	default:
+		panic("unknown range rule " + rule)
 	}
-	panic("unknown range rule " + rule)
+	if cheap {
+		return ""
+	}
+	if periodMS > MaxPeriodMS {
+		return "period_ms"
+	}
+	// burst * period_ms <= 10^12 * limit
+	if new(big.Int).Mul(B, big.NewInt(periodMS)).Cmp(new(big.Int).Mul(big.NewInt(1e12), big.NewInt(limit))) > 0 {
+		return "burst"
+	}
+	return ""
+}
+
+// InRange reports whether a Spec's range rule accepts the limit.
+func InRange(rule string, limit, periodMS, burst int64) bool {
+	return RangeFault(rule, limit, periodMS, burst) == ""
+}
+
+// RangeError is the script's error for a limit past its range (RangeFault).
+func RangeError(s manifest.Spec, i int, limit, periodMS, burst int64, given bool, ps, bs string) string {
+	switch RangeFault(s.Range, limit, periodMS, burst) {
+	case "period_ms":
+		with := fmt.Sprintf("with limit %d", limit)
+		if given && !s.Window {
+			with += fmt.Sprintf(" and burst %d", burst)
+		}
+		return invalid("period_ms", i, ps, "must be at most 31622400000 (366 days) "+with)
+	case "burst":
+		return invalid("burst", i, bs, fmt.Sprintf("must be at most 10^12 * limit / period_ms (a full drain within 10^12 ms) with limit %d and period_ms %d", limit, periodMS))
+	}
+	return ""
 }
 
 // ModeRule is what the mode error says a mode must be.
@@ -137,10 +175,7 @@ func ParseKeys(s manifest.Spec, keys []string, argv []string) (Call, string) {
 		}
 		return ""
 	}
-	limitRule := "must be a whole number from 1 to 10^15"
-	if s.MaxLimit == 10000 {
-		limitRule = "must be a whole number from 1 to 10000"
-	}
+	limitRule := "must be a whole number from 1 to " + power(s.MaxLimit)
 	c := Call{Cost: 1}
 	for i := 1; i <= n; i++ {
 		if i > 8 {
@@ -167,25 +202,25 @@ func ParseKeys(s manifest.Spec, keys []string, argv []string) (Call, string) {
 		}
 		burst, given := limit, false
 		if bs != "" {
-			b, ok := whole(bs, 1e15)
+			b, ok := whole(bs, s.MaxLimit)
 			if s.Window {
+				b, ok = whole(bs, 1e15)
 				if !ok || (b != 0 && b != limit) {
 					return Call{}, invalid("burst", i, bs, "must be empty, 0 or equal to limit for "+s.Name)
 				}
 			} else {
 				if !ok {
-					return Call{}, invalid("burst", i, bs, "must be a whole number up to 10^15, or 0 or empty for limit")
+					return Call{}, invalid("burst", i, bs, "must be a whole number up to "+power(s.MaxLimit)+", or 0 or empty for limit")
 				}
 				if b > 0 {
 					burst, given = b, true
 				}
 			}
 		}
-		if !InRange(s.Range, limit, period, burst) {
-			if given {
-				return Call{}, invalid("burst", i, bs, fmt.Sprintf("too large for exact arithmetic with limit %d and period_ms %d", limit, period))
+		if max(limit, burst)*period > 4e12 {
+			if e := RangeError(s, i, limit, period, burst, given, ps, bs); e != "" {
+				return Call{}, e
 			}
-			return Call{}, invalid("limit", i, ls, fmt.Sprintf("too large for exact arithmetic with period_ms %d", period))
 		}
 		if i == 1 {
 			cs := arg(3)
@@ -196,7 +231,10 @@ func ParseKeys(s manifest.Spec, keys []string, argv []string) (Call, string) {
 				}
 				c.Cost = v
 			}
-			if s.Log && numkeys > 1 && c.Cost*int64(numkeys) > 10000 {
+			if s.Log && c.Cost*int64(numkeys) > 10000 { // no call adds more than 10000 entries, in any mode
+				if numkeys == 1 {
+					return Call{}, invalid("cost", 1, cs, "must be at most 10000 for sliding_log")
+				}
 				return Call{}, invalid("cost", 1, cs, fmt.Sprintf("with %d keys must be at most %d", numkeys, 10000/numkeys))
 			}
 			switch m := arg(4); m {
@@ -246,7 +284,7 @@ var contractErrors = regexp.MustCompile(`(?s)^ERR (` +
 	`|invalid key #[2-8] '.*': must differ from key #[1-7]` +
 	`|too many limits \(\d+\): must be at most 8` +
 	`|incomplete limit #\d: each further limit is the triple limit period_ms burst` +
-	`|invalid (limit|period_ms|burst|cost|mode)( #[2-8])? '.*': (must be a whole number from 1 to 10\^15|must be a whole number from 1 to 10000|must be a whole number from 1 to 10\^12|must be a whole number up to 10\^15, or 0 or empty for limit|must be empty, 0 or equal to limit for [a-z_]+|must be a whole number from 0 to 10\^15|must be empty, 'check', 'upto', 'refund' or 'force'|redisrate_[a-z_]+_ro only checks \(empty or 'check'\); call redisrate_[a-z_]+|with [2-8] keys must be at most \d+|too large for exact arithmetic with limit \d+ and period_ms \d+|too large for exact arithmetic with period_ms \d+)` +
+	`|invalid (limit|period_ms|burst|cost|mode)( #[2-8])? '.*': (must be a whole number from 1 to 10\^15|must be a whole number from 1 to 10000|must be a whole number from 1 to 10\^12|must be a whole number up to 10\^1[25], or 0 or empty for limit|must be empty, 0 or equal to limit for [a-z_]+|must be a whole number from 0 to 10\^15|must be empty, 'check', 'upto', 'refund' or 'force'|redisrate_[a-z_]+_ro only checks \(empty or 'check'\); call redisrate_[a-z_]+|with [2-8] keys must be at most \d+|must be at most 10000 for sliding_log|must be at most 31622400000 \(366 days\) with limit \d+( and burst \d+)?|must be at most 10\^12 \* limit / period_ms \(a full drain within 10\^12 ms\) with limit \d+ and period_ms \d+)` +
 	`|key( #[1-8])? holds (a value of another type, not|a value that is not|[a-z_]+ state, not) [a-z_]+ state: left untouched` +
 	`)$`)
 
@@ -315,29 +353,15 @@ func exactSequence(marker string) bool {
 	return err == nil && v <= 1<<53-1
 }
 
-// AheadMax is the latest a time ahead of the clock (gcra's TAT, its first
-// field) may be: the year 2250 in microseconds plus 2^52, rounded up to 2
-// mod 4 (scripts/internal/assemble's aheadMax).
-const AheadMax = 8835955200000000 + 1<<52 + 2
+// tags is the tags of the string states s reads: the one it writes.
+func tags(s manifest.Spec) []string { return []string{s.Tag} }
 
-// tags is the tags of the string states s reads, with the fields each
-// holds per limit: gcra and leaky_bucket read their :2 state as well as
-// the :3 they write.
-func tags(s manifest.Spec) []string {
-	name, _, _ := strings.Cut(s.Tag, ":")
-	if s.Range == "continuous" {
-		return []string{name + ":2", name + ":3"}
-	}
-	return []string{s.Tag}
-}
-
-// ValidState reports whether value is a string state of s: a tag of s
-// (tags), then two or three whole numbers (no leading zeros) for each of 1
-// to 8 limits, separated by single spaces, each in its range: a time at
-// most TimeMax (the year 2250); gcra's :2 TAT up to 17 digits and
-// AheadMax; a :3 level below 2^53 (twice the largest capacity); a token
-// bucket's tokens may be negative ("-5"; not "-0"); other fields below
-// 2^53.
+// ValidState reports whether value is a string state of s: its tag, then
+// two or three whole numbers (no leading zeros) for each of 1 to 8 limits,
+// separated by single spaces, each in its range: a time at most TimeMax
+// (the year 2250); gcra's and leaky_bucket's level up to 26 digits; a
+// token bucket's tokens may be negative ("-5"; not "-0"); other fields
+// below 2^53.
 func ValidState(s manifest.Spec, value string) bool {
 	for _, tag := range tags(s) {
 		rest, ok := strings.CutPrefix(value, tag)
@@ -349,7 +373,7 @@ func ValidState(s manifest.Spec, value string) bool {
 			return false
 		}
 		for i, x := range f {
-			if !validField(s, tag, 1+i%s.Fields, x) {
+			if !validField(s, 1+i%s.Fields, x) {
 				return false
 			}
 		}
@@ -358,15 +382,12 @@ func ValidState(s manifest.Spec, value string) bool {
 	return false
 }
 
-// validField reports whether x is field j (from 1) of a limit in a state of
-// s tagged tag.
-func validField(s manifest.Spec, tag string, j int, x string) bool {
+// validField reports whether x is field j (from 1) of a limit in a state of s.
+func validField(s manifest.Spec, j int, x string) bool {
 	max, width := int64(1<<53-1), 16
 	switch {
-	case strings.HasSuffix(tag, ":3"): // "x t": a level times period_us, its time
-		max = map[int]int64{1: 1<<53 - 1, 2: s.TimeMax}[j] // x < 2 * burst * period_us <= 2^53: 1000 never divides 2^53
-	case s.Name == "gcra" && j == 1: // "t r": the TAT's µs
-		max, width = AheadMax, 17
+	case s.Range == "continuous" && j == 1: // a level times period_us: up to 26 digits
+		return digits.MatchString(x) && len(x) <= 26 && (len(x) == 1 || x[0] != '0')
 	case s.TimeField == j:
 		max = s.TimeMax
 	case s.Name == "token_bucket" && j == 1 && strings.HasPrefix(x, "-"):
@@ -401,4 +422,15 @@ func normError(s string) string {
 		i += n
 	}
 	return b.String()
+}
+
+// power writes 10^12 and 10^15 as the scripts' error texts do; other caps as digits.
+func power(v int64) string {
+	switch v {
+	case 1e12:
+		return "10^12"
+	case 1e15:
+		return "10^15"
+	}
+	return strconv.FormatInt(v, 10)
 }

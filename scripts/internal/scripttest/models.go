@@ -4,13 +4,12 @@ import (
 	"fmt"
 	"math/big"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/redisrate/redisrate/internal/manifest"
 )
 
-// Model is a reference model of one script on one key under contract v3,
+// Model is a reference model of one script on one key under contract v4,
 // written from the contract (and, where it leaves a choice, the scripts'
 // documented choices) in exact integer and math/big arithmetic,
 // independently of the Lua. Times are microseconds since the epoch, as
@@ -36,14 +35,13 @@ type Model struct {
 
 // mstate is one limit's stored state.
 type mstate struct {
-	// gcra, leaky_bucket (:3): x = level * period_us; t its time (µs).
-	// token_bucket: n tokens, t last refill (µs). fixed_window: t window
-	// start (µs), n count. sliding_window: t window start (ms), n current
-	// count, prev the previous window's.
-	x, t, n, prev int64
-	// v2 marks a gcra or leaky_bucket :2 state, read in the calling
-	// limit's terms: gcra "t r" (t, n = r), leaky_bucket "x t" (x, t).
-	v2 bool
+	// gcra, leaky_bucket (:4): x = level * period_us (up to 26 digits,
+	// never changed in place); t its time (µs). token_bucket: n tokens, t
+	// last refill (µs). fixed_window: t window start (µs), n count.
+	// sliding_window: t window start (ms), n current count, prev the
+	// previous window's.
+	x          *big.Int
+	t, n, prev int64
 }
 
 // NewModel is a model of s on an empty key; now is the clock.
@@ -93,40 +91,38 @@ func (m *Model) Clock(now int64) {
 }
 
 // Load makes the model's key hold a string state, as SET would (no TTL
-// until a call writes one): "gcra:3 x t", "gcra:2 t r", "lb:3 x t",
-// "lb:2 x t", "tb:2 tokens t" (tokens may be negative), "fw:2 start count",
+// until a call writes one): "gcra:4 x t", "lb:4 x t", "tb:2 tokens t"
+// (tokens may be negative), "fw:2 start count",
 // "sw:2 start prev cur". It panics on anything else.
 func (m *Model) Load(value string) {
 	f := strings.Fields(value)
 	if len(f) < 2 || m.Spec.Log {
 		panic("Load: " + value)
 	}
-	name, version, _ := strings.Cut(f[0], ":")
+	name, _, _ := strings.Cut(f[0], ":")
 	if name != strings.SplitN(m.Spec.Tag, ":", 2)[0] {
 		panic("Load: " + value + " is not " + m.Spec.Name + " state")
 	}
 	per := m.Spec.Fields
 	nums := make([]int64, len(f)-1)
+	bigs := make([]*big.Int, len(f)-1)
 	for i, s := range f[1:] {
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
+		v, ok := new(big.Int).SetString(s, 10)
+		if !ok {
 			panic("Load: " + value)
 		}
-		nums[i] = v
+		bigs[i] = v
+		if v.IsInt64() {
+			nums[i] = v.Int64()
+		}
 	}
 	m.lims = nil
 	for i := 0; i+per <= len(nums); i += per {
 		a, b := nums[i], nums[i+1]
 		var s mstate
 		switch m.Spec.Name {
-		case "gcra":
-			if version == "2" {
-				s = mstate{v2: true, t: a, n: b}
-			} else {
-				s = mstate{x: a, t: b}
-			}
-		case "leaky_bucket":
-			s = mstate{v2: version == "2", x: a, t: b}
+		case "gcra", "leaky_bucket":
+			s = mstate{x: bigs[i], t: b}
 		case "token_bucket":
 			s = mstate{n: a, t: b}
 		case "fixed_window":
@@ -168,15 +164,21 @@ func floorRat(x *big.Rat) int64 {
 
 // lim is one limit's state as a call reads it, at the moment it decides
 // (the clock, or a later time its state records): a value, so that a
-// check works on a copy.
+// check works on a copy (its big.Ints are replaced, never changed).
 type lim struct {
 	alg string
 	l   Limit
 	now int64 // µs, the clock read
-	// gcra, leaky_bucket: x = level * P, t its time. token_bucket: n tokens,
-	// t last refill. fixed_window: t start, n count. sliding_window: t
-	// window start (ms), at the decision's ms, prev and n (cur).
-	x, t, n, prev, at int64
+	// gcra, leaky_bucket: x the read level times P (at most twice the
+	// capacity as of t, drained), rx the state's own level, drained, which
+	// refund and force change; t their time. token_bucket: n tokens (read),
+	// rn the state's own, refilled; t last refill. fixed_window: t start, n
+	// count. sliding_window: t window start (ms), at the decision's µs, n
+	// and prev the read counts (at most twice the limit), rn and rprev the
+	// stored ones.
+	x, rx          *big.Int
+	t, n, prev, at int64
+	rn, rprev      int64
 }
 
 // p is the period in µs.
@@ -189,30 +191,70 @@ func (v *lim) capacity() int64 {
 	return v.l.Burst
 }
 
+func bi(n int64) *big.Int { return big.NewInt(n) }
+
+func mul(a, b int64) *big.Int { return new(big.Int).Mul(bi(a), bi(b)) }
+
+func minBig(a, b *big.Int) *big.Int {
+	if a.Cmp(b) <= 0 {
+		return a
+	}
+	return b
+}
+
+// ceilBig is ceil(n / d) for n >= 0, d > 0.
+func ceilBig(n *big.Int, d int64) *big.Int {
+	q, r := new(big.Int).QuoRem(n, bi(d), new(big.Int))
+	if r.Sign() > 0 {
+		q.Add(q, bi(1))
+	}
+	return q
+}
+
+// drainBig is x less e * limit, never below 0.
+func drainBig(x *big.Int, e, limit int64) *big.Int {
+	y := new(big.Int).Sub(x, mul(e, limit))
+	if y.Sign() < 0 {
+		return new(big.Int)
+	}
+	return y
+}
+
+// twoCap is twice the capacity of a gcra or leaky_bucket limit, times P.
+func (v *lim) twoCap() *big.Int { return mul(2*v.l.Burst, v.p()) }
+
 // readLim reads st (nil: no state) under l at now.
 func readLim(alg string, st *mstate, l Limit, now int64) lim {
 	v := lim{alg: alg, l: l, now: now}
 	P := v.p()
 	switch alg {
 	case "gcra", "leaky_bucket":
-		xmax := l.Burst * P
 		v.t = now
+		v.x, v.rx = new(big.Int), new(big.Int)
 		if st != nil {
-			v.x, v.t = readContinuous(alg, st, l, now)
-		}
-		v.x = min(v.x, 2*xmax) // read at most twice the capacity, as of t
-		if now > v.t {
-			if el := now - v.t; el >= CeilDiv(v.x, l.Limit) {
-				v.x = 0
-			} else {
-				v.x -= el * l.Limit
+			v.t = st.t
+			x := st.x
+			// the state's own level: past 2^44 units, 2^44 (no limit writes it)
+			if new(big.Int).Quo(x, bi(P)).Cmp(bi(1<<44)) > 0 {
+				x = mul(1<<44, P)
 			}
+			v.rx = x
+			v.x = minBig(x, v.twoCap()) // read at most twice the capacity, as of t
+			if P >= 1<<47 {             // (a period past 4 years: the script refunds and forces on the read)
+				v.rx = v.x
+			}
+		}
+		if now > v.t {
+			v.x = drainBig(v.x, now-v.t, l.Limit)
+			v.rx = drainBig(v.rx, now-v.t, l.Limit)
 			v.t = now
 		}
 	case "token_bucket":
 		v.n, v.t = l.Burst, now
+		v.rn = v.n
 		if st != nil {
 			v.n, v.t = max(-l.Burst, min(st.n, l.Burst)), st.t
+			v.rn = st.n
 			if now > v.t {
 				k := (now - v.t) / P
 				v.t += k * P
@@ -221,6 +263,13 @@ func readLim(alg string, st *mstate, l Limit, now int64) lim {
 						v.n = l.Burst
 					} else {
 						v.n += k * l.Limit
+					}
+					if v.rn < l.Burst {
+						if new(big.Int).Mul(bi(k), bi(l.Limit)).Cmp(bi(l.Burst-v.rn)) >= 0 {
+							v.rn = l.Burst
+						} else {
+							v.rn += k * l.Limit
+						}
 					}
 				}
 			}
@@ -232,60 +281,34 @@ func readLim(alg string, st *mstate, l Limit, now int64) lim {
 		}
 	case "sliding_window":
 		p := l.PeriodMS
-		v.at = floorDiv(now, 1000)
-		if st != nil && st.t > v.at {
-			v.at = st.t
+		v.at = now
+		if st != nil && st.t*1000 > now {
+			v.at = st.t * 1000
 		}
-		v.t = v.at - v.at%p
+		atMS := floorDiv(v.at, 1000)
+		v.t = atMS - atMS%p
 		if st != nil {
 			switch st.t {
 			case v.t:
-				v.prev, v.n = st.prev, st.n
+				v.rprev, v.rn = st.prev, st.n
 			case v.t - p:
-				v.prev = st.n
+				v.rprev = st.n
 			}
 		}
+		v.capWindow()
 	default:
 		panic("no model for " + alg)
 	}
 	return v
 }
 
-// readContinuous is a gcra or leaky_bucket state's x and time under l: a
-// :3 state as it is; gcra's :2 TAT as the level it stands for at l's rate
-// now; leaky_bucket's :2 level, in units of 1/b of l (b = period_us / gcd),
-// at most the capacity.
-func readContinuous(alg string, st *mstate, l Limit, now int64) (x, t int64) {
-	if !st.v2 {
-		return st.x, st.t
-	}
-	P := l.PeriodMS * 1000
-	g := gcd64(l.Limit, P)
-	if alg == "leaky_bucket" {
-		return min(st.x, l.Burst*(P/g)) * g, st.t
-	}
-	tt, r := st.t, st.n
-	if r >= l.Limit/g { // not this limit's remainder: the next microsecond
-		tt, r = tt+1, 0
-	}
-	// (TAT - now) * limit = (t - now) * limit + r * g
-	ahead := new(big.Int).Mul(big.NewInt(tt-now), big.NewInt(l.Limit))
-	ahead.Add(ahead, new(big.Int).Mul(big.NewInt(r), big.NewInt(g)))
-	if ahead.Sign() <= 0 {
-		return 0, now
-	}
-	if c := big.NewInt(2 * l.Burst * P); ahead.Cmp(c) > 0 {
-		return c.Int64(), now
-	}
-	return ahead.Int64(), now
+// capWindow reads sliding_window's stored counts as at most twice the limit.
+func (v *lim) capWindow() {
+	v.n, v.prev = min(v.rn, 2*v.l.Limit), min(v.rprev, 2*v.l.Limit)
 }
 
-func gcd64(a, b int64) int64 {
-	for b != 0 {
-		a, b = b, a%b
-	}
-	return a
-}
+// clampTokens reads token_bucket's own tokens between -burst and burst.
+func (v *lim) clampTokens() { v.n = max(-v.l.Burst, min(v.rn, v.l.Burst)) }
 
 // admits reports whether an empty-mode call of cost fits, else the µs
 // until it would (-1 never).
@@ -299,11 +322,11 @@ func (v *lim) admits(cost int64) (bool, int64) {
 	P := v.p()
 	switch v.alg {
 	case "gcra", "leaky_bucket":
-		need := v.x + cost*P - v.l.Burst*P
-		if need <= 0 {
+		need := new(big.Int).Add(v.x, mul(cost-v.l.Burst, P))
+		if need.Sign() <= 0 {
 			return true, 0
 		}
-		return false, v.t - v.now + CeilDiv(need, v.l.Limit)
+		return false, v.t - v.now + ceilBig(need, v.l.Limit).Int64()
 	case "token_bucket":
 		if cost <= v.n {
 			return true, 0
@@ -318,29 +341,31 @@ func (v *lim) admits(cost int64) (bool, int64) {
 	return v.windowAdmits(cost)
 }
 
-// used is sliding_window's weighted count at its decision's ms.
+// used is sliding_window's weighted count at its decision's µs: the
+// previous count weighted by the microseconds of overlap.
 func (v *lim) used() *big.Rat {
-	p := v.l.PeriodMS
-	return new(big.Rat).Add(new(big.Rat).SetFrac64(v.prev*(p-(v.at-v.t)), p), rat(v.n))
+	P := v.p()
+	e := v.at - v.t*1000
+	return new(big.Rat).Add(new(big.Rat).SetFrac(mul(v.prev, P-e), bi(P)), rat(v.n))
 }
 
-// windowAdmits: the first whole ms when the weighted count leaves room.
+// windowAdmits: the first µs when the weighted count leaves room.
 func (v *lim) windowAdmits(cost int64) (bool, int64) {
-	p, limit := v.l.PeriodMS, v.l.Limit
+	P, limit := v.p(), v.l.Limit
 	if new(big.Rat).Add(v.used(), rat(cost)).Cmp(rat(limit)) <= 0 {
 		return true, 0
 	}
-	start := v.t
+	start := v.t * 1000
 	target := int64(-1)
-	for w := start; target < 0; w += p {
+	for w := start; target < 0; w += P {
 		pv, cu := v.prev, v.n
 		if w > start {
 			pv, cu = v.n, 0
-			if w > start+p {
+			if w > start+P {
 				pv = 0
 			}
 		}
-		// need pv*(p-d)/p + cu + cost <= limit for d in [0, p)
+		// need pv*(P-d)/P + cu + cost <= limit for d in [0, P)
 		room := limit - cost - cu
 		if room < 0 {
 			continue
@@ -353,12 +378,17 @@ func (v *lim) windowAdmits(cost int64) (bool, int64) {
 			target = w + from
 			break
 		}
-		// pv*(p-d) <= room*p  <=>  d >= p - room*p/pv
-		if d := max(from, p-floorDiv(room*p, pv)); d < p {
+		// pv*(P-d) <= room*P  <=>  d >= P - floor(room*P/pv)
+		q := new(big.Int).Quo(mul(room, P), bi(pv))
+		if q.Cmp(bi(P)) >= 0 {
+			target = w + from
+			break
+		}
+		if d := max(from, P-q.Int64()); d < P {
 			target = w + d
 		}
 	}
-	return false, target*1000 - v.now
+	return false, target - v.now
 }
 
 // left is the exact units left, never below 0.
@@ -366,7 +396,7 @@ func (v *lim) left() *big.Rat {
 	var l *big.Rat
 	switch v.alg {
 	case "gcra", "leaky_bucket":
-		l = new(big.Rat).SetFrac64(v.l.Burst*v.p()-v.x, v.p())
+		l = new(big.Rat).SetFrac(new(big.Int).Sub(mul(v.l.Burst, v.p()), v.x), bi(v.p()))
 	case "token_bucket":
 		l = rat(v.n)
 	case "fixed_window":
@@ -385,10 +415,10 @@ func (v *lim) resetUS() int64 {
 	P := v.p()
 	switch v.alg {
 	case "gcra", "leaky_bucket":
-		if v.x == 0 { // empty now, also as of a time ahead of the clock
+		if v.x.Sign() == 0 { // empty now, also as of a time ahead of the clock
 			return 0
 		}
-		return v.t - v.now + CeilDiv(v.x, v.l.Limit)
+		return v.t - v.now + ceilBig(v.x, v.l.Limit).Int64()
 	case "token_bucket":
 		if v.n < v.l.Burst {
 			return v.t + CeilDiv(v.l.Burst-v.n, v.l.Limit)*P - v.now
@@ -408,83 +438,108 @@ func (v *lim) resetUS() int64 {
 	return 0
 }
 
-// empty reports a limit equal to no state.
+// empty reports a limit equal to no state: the state it writes.
 func (v *lim) empty() bool {
 	switch v.alg {
 	case "gcra", "leaky_bucket":
-		return v.x == 0
+		return v.rx.Sign() == 0
 	case "token_bucket":
-		return v.n >= v.l.Burst
+		return v.rn >= v.l.Burst
 	case "sliding_window":
-		return v.n == 0 && v.prev == 0
+		return v.rn == 0 && v.rprev == 0
 	}
 	return v.n == 0
 }
 
-// take records cost admitted units.
+// take records cost admitted units, on the read: what an admission writes.
 func (v *lim) take(cost int64) {
-	if v.alg == "gcra" || v.alg == "leaky_bucket" {
-		v.x += cost * v.p()
-		return
-	}
-	if v.alg == "token_bucket" {
+	switch v.alg {
+	case "gcra", "leaky_bucket":
+		v.x = new(big.Int).Add(v.x, mul(cost, v.p()))
+		v.rx = v.x
+	case "token_bucket":
 		v.n -= cost
-		return
+		v.rn = v.n
+	case "sliding_window":
+		v.n += cost
+		v.rn, v.rprev = v.n, v.prev
+	default:
+		v.n += cost
 	}
-	v.n += cost
 }
 
-// refund gives back up to cost units: the units given back, a unit partly
-// drained counting as one.
+// refund gives back up to cost units, on the state's own level or counts:
+// the units given back, a unit partly drained counting as one.
 func (v *lim) refund(cost int64) int64 {
 	switch v.alg {
 	case "gcra", "leaky_bucket":
-		given := v.x
-		if cost < CeilDiv(v.x, v.p()) {
-			given = cost * v.p()
+		P := v.p()
+		given := v.rx
+		if c := mul(cost, P); c.Cmp(v.rx) < 0 {
+			given = c
 		}
-		v.x -= given
-		return CeilDiv(given, v.p())
+		v.rx = new(big.Int).Sub(v.rx, given)
+		v.x = minBig(v.rx, v.twoCap())
+		return ceilBig(given, P).Int64()
 	case "token_bucket":
-		n := min(v.l.Burst, v.n+cost)
-		g := n - v.n
-		v.n = n
+		g := max(0, min(cost, v.l.Burst-v.rn))
+		v.rn += g
+		v.clampTokens()
 		return g
 	case "fixed_window":
 		g := min(v.n, cost)
 		v.n -= g
 		return g
 	}
-	a := min(v.n, cost)
-	b := min(v.prev, cost-a)
-	v.n -= a
-	v.prev -= b
+	a := min(v.rn, cost)
+	b := min(v.rprev, cost-a)
+	v.rn -= a
+	v.rprev -= b
+	v.capWindow()
 	return a + b
 }
 
-// force records cost units as far as a debt of one capacity: the units
-// recorded.
+// force records cost units as far as a debt of one capacity, on the
+// state's own level or count: the units recorded.
 func (v *lim) force(cost int64) int64 {
 	var g int64
 	switch v.alg {
 	case "gcra", "leaky_bucket":
-		g = min(cost, (2*v.l.Burst*v.p()-v.x)/v.p())
+		P := v.p()
+		room := new(big.Int).Sub(v.twoCap(), v.rx)
+		if room.Sign() > 0 {
+			g = min(cost, new(big.Int).Quo(room, bi(P)).Int64())
+		}
+		v.rx = new(big.Int).Add(v.rx, mul(g, P))
+		v.x = minBig(v.rx, v.twoCap())
+		return g
 	case "token_bucket":
-		g = min(cost, v.n+v.l.Burst)
-	default: // the windows: the count at most twice limit
-		g = min(cost, 2*v.l.Limit-v.n)
+		g = max(0, min(cost, v.rn+v.l.Burst))
+		v.rn -= g
+		v.clampTokens()
+		return g
+	case "sliding_window":
+		g = max(0, min(cost, 2*v.l.Limit-v.rn))
+		v.rn += g
+		v.capWindow()
+		return g
 	}
-	g = max(g, 0)
-	v.take(g)
+	g = max(0, min(cost, 2*v.l.Limit-v.n))
+	v.n += g
 	return g
 }
 
 // state is what a write stores.
 func (v *lim) state() mstate {
-	if v.alg == "sliding_window" {
-		return mstate{t: v.t, prev: v.prev, n: v.n}
+	switch v.alg {
+	case "gcra", "leaky_bucket":
+		return mstate{x: v.rx, t: v.t}
+	case "token_bucket":
+		return mstate{t: v.t, n: v.rn}
+	case "sliding_window":
+		return mstate{t: v.t, prev: v.rprev, n: v.rn}
 	}
-	return mstate{x: v.x, t: v.t, n: v.n}
+	return mstate{t: v.t, n: v.n}
 }
 
 // group is one key's limits as a call reads them: a string state's
@@ -813,11 +868,22 @@ func settle(gs []*group, mode string, cost int64) []int64 {
 			g.clone().commit()
 		}
 	}
-	b := fewestLeft(gs, ps)
+	// the binding limit: the longest wait for one unit, in whole ms as
+	// reported, then the fewest units left; ties to the earlier
+	b, bWait := 0, int64(-1)
+	for k, p := range ps {
+		_, one := gs[p.g].admits(p.i, 1)
+		w := ms(one)
+		switch {
+		case w > bWait:
+			b, bWait = k, w
+		case w == bWait && w == 0 && gs[p.g].left(p.i).Cmp(gs[ps[b].g].left(ps[b].i)) < 0:
+			b = k
+		}
+	}
 	p := ps[b]
 	g := gs[p.g]
-	_, one := g.admits(p.i, 1)
-	return []int64{allowed, g.avail(p.i), ms(one), ms(g.resetUS(p.i)), g.capacity(p.i), int64(b + 1), units[p.g][p.i]}
+	return []int64{allowed, g.avail(p.i), bWait, ms(g.resetUS(p.i)), g.capacity(p.i), int64(b + 1), units[p.g][p.i]}
 }
 
 // String describes the model's state, for failure messages.
@@ -829,4 +895,27 @@ func (m *Model) String() string {
 		return fmt.Sprintf("log %v expiry %d", m.log, m.expiry)
 	}
 	return fmt.Sprintf("%+v expiry %d", m.lims, m.expiry)
+}
+
+// Value is the string state the model's key holds, as GET returns it: ""
+// when there is no key (and for sliding_log, whose state is a sorted set).
+func (m *Model) Value() string {
+	if !m.has || m.Spec.Log {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(m.Spec.Tag)
+	for _, s := range m.lims {
+		switch m.Spec.Name {
+		case "gcra", "leaky_bucket":
+			fmt.Fprintf(&b, " %s %d", s.x, s.t)
+		case "token_bucket":
+			fmt.Fprintf(&b, " %d %d", s.n, s.t)
+		case "fixed_window":
+			fmt.Fprintf(&b, " %d %d", s.t, s.n)
+		case "sliding_window":
+			fmt.Fprintf(&b, " %d %d %d", s.t, s.prev, s.n)
+		}
+	}
+	return b.String()
 }

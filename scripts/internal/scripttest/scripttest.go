@@ -564,3 +564,7 @@ func (b *Backend) KeyState(key string) KeyState {
 	}
 	return k
 }
+
+// Decode is a script's reply as Eval returns it, from a command's value
+// and error (a pipelined call's, say).
+func Decode(v any, err error) Reply { return decode(v, err) }
