@@ -50,7 +50,7 @@ test:
 	  part "go test integration_test on Valkey (the same tests, valkey-server as every fresh server)" valkey; \
 	else echo "SKIPPED: valkey-server is not installed (bash .ci/run installs it)"; fi && \
 	part "go test . (allocation counts, which -race changes)" $(GO) test -count=1 -run 'Alloc' . && \
-	part "go test ./scripts: the long tables whole (a tenth under -race)" $(GO) test -count=1 -run 'TestGuarantee12$$|TestFastCopyDecidesAsGeneral' ./scripts && \
+	part "go test ./scripts: the long tables whole (a share under -race), 10^6 calls of the range against math/big" $(GO) test -count=1 -timeout 30m -run 'TestGuarantee12$$|TestFastCopyDecidesAsGeneral|TestDifferentialRange$$' ./scripts && \
 	part "go test on Go $(GO_FLOOR), the published modules' minimum (make floor)" $(MAKE) --no-print-directory floor && \
 	"$$tmp/testsummary" -report -skips "$$tmp/skips" && \
 	if [ $${#failed[@]} -gt 0 ]; then printf 'FAILED: %s\n' "$${failed[@]}"; exit 1; fi

@@ -112,10 +112,16 @@ func rangeStep(rng *rand.Rand, call st.Call, back bool) int64 {
 }
 
 // rangeCalls is how many calls TestDifferentialRange makes on miniredis,
-// in all: 10^6 in the long run (make test), a share of it with -short.
+// in all: 10^6 in the long run (make test runs it without -race), a share
+// of it with -short, and a fiftieth under the race detector, which finds
+// nothing in Lua and slows miniredis's, run in this process, many times
+// over (make test's -race pass would pass go test's 10 minutes).
 func rangeCalls() int {
-	if testing.Short() {
+	switch {
+	case testing.Short():
 		return 12_000
+	case raceEnabled:
+		return 20_000
 	}
 	return 1_000_000
 }
