@@ -48,7 +48,7 @@ Example:
 	setup: func(fs *flag.FlagSet) func(context.Context, []string, io.Writer) error {
 		addr := fs.String("redis", "", redisFlagHelp)
 		ca := fs.String("tls-ca", "", tlsCAFlagHelp)
-		prefix := fs.String("key-prefix", "rate:", "the `PREFIX` of the limiter's keys, for the ACL check")
+		prefix := fs.String("key-prefix", "redisrate:", "the `PREFIX` of the limiter's keys, for the ACL check")
 		aclUser := fs.String("acl-user", "", "check the permissions of user `NAME` (with ACL DRYRUN) rather than the connected user's")
 		return func(ctx context.Context, args []string, stdout io.Writer) error {
 			if len(args) != 0 {
