@@ -22,6 +22,10 @@
 //	breaker.go    circuit breaker, probes, the log of each outage
 //	observer.go   the Observer hook (metrics, traces)
 //	batch.go      DecideBatch and its pipeline
+//	coalesce.go   hot keys: calls of one key in flight decided together, in one upto
+//	pipe.go       calls of different keys in flight sent together, one pipeline per node
+//	reservation.go  Reserve, Reservation: take now, settle later (refund or force); leases
+//	close.go      Limiter.Close: leases given back, background work ended
 //	wait.go       Wait, WaitN: a loop of attempts over one plan
 //	errors.go     the errors and how they are classified
 //	algorithm_gen.go  the Algorithm constants, generated with the scripts from their manifests
