@@ -22,6 +22,12 @@ type skewedClock struct {
 	mu   *sync.Mutex
 }
 
+// AfterFunc: lease timers on the real clock (no test on this clock ends a
+// lease by moving it).
+func (c skewedClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}
+
 func (c skewedClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -325,6 +325,12 @@ type fakeClock struct {
 	t  time.Time
 }
 
+// AfterFunc: lease timers on the real clock (no test on this clock ends a
+// lease by moving it).
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}
+
 func (c *fakeClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()

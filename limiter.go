@@ -290,12 +290,16 @@ func (l *Limiter) run(ctx context.Context, o *op, limits []Limit) (Result, error
 	return o.res, o.err
 }
 
-// clock is the Limiter's time source: the breaker's probes and outage
-// log, the loader's rechecks, the deny cache's waits and Wait's sleeps.
-// Tests give a Limiter a fake one (export_test.go).
+// clock is the Limiter's time source, and everything it does with time:
+// the breaker's probes and outage log, the loader's rechecks, the deny
+// cache's waits, Wait's sleeps and the timers that end leases. Tests give
+// a Limiter a fake one (export_test.go).
 type clock interface {
 	Now() time.Time
 	Sleep(ctx context.Context, d time.Duration) error
+	// AfterFunc runs f in a goroutine of its own after d; the function it
+	// returns stops it, as time.Timer's Stop does.
+	AfterFunc(d time.Duration, f func()) (stop func() bool)
 }
 
 type realClock struct{}
@@ -309,6 +313,8 @@ func orReal(c clock) clock {
 }
 
 func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
 
 // Sleep waits for d or until ctx is done, whichever comes first.
 func (realClock) Sleep(ctx context.Context, d time.Duration) error {

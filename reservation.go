@@ -99,7 +99,7 @@ func (l *Limiter) Reserve(ctx context.Context, r Request) (*Reservation, error) 
 		// Armed under mu: the timer may fire at once (a lifetime of 1 ns),
 		// and its settlement reads stop.
 		v.mu.Lock()
-		v.stop = l.afterFunc(lease, v.expire)
+		v.stop = l.clock.AfterFunc(lease, v.expire)
 		v.mu.Unlock()
 	}
 	return v, nil
@@ -307,7 +307,7 @@ func (r *Reservation) expire() {
 		again := !r.settled && r.stop != nil && r.retry < leaseRetryMax
 		if again {
 			r.retry = min(max(2*r.retry, leaseRetryFirst), leaseRetryMax)
-			r.stop = r.l.afterFunc(r.retry, r.expire)
+			r.stop = r.l.clock.AfterFunc(r.retry, r.expire)
 		}
 		r.mu.Unlock()
 		if again {
@@ -327,19 +327,4 @@ func (r *Reservation) expire() {
 	}
 	logger.Warn("redisrate: a lease's unspent units were not given back; close the Limiter (Limiter.Close) before its Redis client",
 		slog.String("key", r.l.prefix+r.req.firstKey()), slog.Int64("units", kept), slog.String("error", err.Error()))
-}
-
-// timerClock is a clock that runs timers of its own: the tests' fake
-// clocks, on which a lease's lifetime ends when the test moves the time.
-type timerClock interface {
-	AfterFunc(d time.Duration, f func()) (stop func() bool)
-}
-
-// afterFunc runs f after d on the Limiter's clock, in a goroutine of its
-// own; the function it returns stops it.
-func (l *Limiter) afterFunc(d time.Duration, f func()) func() bool {
-	if c, ok := l.clock.(timerClock); ok {
-		return c.AfterFunc(d, f)
-	}
-	return time.AfterFunc(d, f).Stop
 }

@@ -216,6 +216,12 @@ func (c clockDeadline) Err() error {
 
 // deadlineClock is redisClock whose Sleep, like the real one, ends with the
 // context's error when the deadline comes first.
+// AfterFunc runs lease timers on the real clock: the tests on this clock
+// do not end leases by moving it (timedClock does).
+func (c *redisClock) AfterFunc(d time.Duration, f func()) func() bool {
+	return time.AfterFunc(d, f).Stop
+}
+
 type deadlineClock struct{ *redisClock }
 
 func (c deadlineClock) Sleep(ctx context.Context, d time.Duration) error {
