@@ -43,7 +43,7 @@ test:
 	part() { name=$$1; shift; echo "== $$name"; "$$@" || failed+=("$$name"); } && \
 	gotest() { (cd "$$1" && shift && $(GO) test -json "$$@") | "$$tmp/testsummary" -skips "$$tmp/skips"; } && \
 	for m in $(MODULES); do \
-	  part "go test $$m" gotest $$m -race -shuffle=on -count=1 ./...; \
+	  part "go test $$m" gotest $$m -race -shuffle=on -count=1 -timeout 20m ./...; \
 	done && \
 	valkey() { REDISRATE_SERVER=valkey-server gotest integration_test -race -shuffle=on -count=1 ./...; } && \
 	if command -v valkey-server >/dev/null || [ "$$CI" = true ]; then \

@@ -217,7 +217,9 @@ func ParseKeys(s manifest.Spec, keys []string, argv []string) (Call, string) {
 				}
 			}
 		}
-		if max(limit, burst)*period > 4e12 {
+		// In doubles, as the script: the product of two int64s up to 10^15
+		// and 10^12 overflows one, and is exact wherever it is near 4e12.
+		if float64(max(limit, burst))*float64(period) > 4e12 {
 			if e := RangeError(s, i, limit, period, burst, given, ps, bs); e != "" {
 				return Call{}, e
 			}
