@@ -111,7 +111,7 @@ type Plan struct {
 	Name string
 
 	// Limits are the plan's limits, all applied at once (see
-	// redisrate.Limiter.AllowMulti): 1 to 8 limits of one algorithm.
+	// a redisrate.Request of several Limits): 1 to 8 limits of one algorithm.
 	Limits []redisrate.Limit
 
 	// PolicyNames name each limit in RateLimit-Policy and RateLimit, in
