@@ -441,6 +441,10 @@ var cutReply = []int64{1, 1, 1, 1, 1, 1}
 // which decides such a call whole and returns before the general code.
 const copyHeader = "-- ---- The common call"
 
+// bodyHeader ends the header of the general code's first section, the
+// script's constants, which follows the copy.
+const bodyHeader = "'s constants (from its manifest) ----"
+
 // cutVariants returns a script's general code (its one-key copy taken out,
 // so that the one-key call runs it) and that code cut short before each of
 // its sections: the differences are what each section costs. Each name
@@ -448,11 +452,15 @@ const copyHeader = "-- ---- The common call"
 func cutVariants(source string) []struct{ name, src string } {
 	general, name := source, ""
 	if i := strings.Index(source, copyHeader); i >= 0 {
-		end := strings.Index(source[i+len(copyHeader):], "\n-- ---- ")
-		if end < 0 {
+		// The copy holds sections of its own (exact products, the level
+		// past 2^53): it ends where the general code begins, at the
+		// section of the script's constants.
+		rest := source[i:]
+		j := strings.Index(rest, bodyHeader)
+		if j < 0 {
 			return nil
 		}
-		general = source[:i] + source[i+len(copyHeader)+end+1:]
+		general = source[:i] + rest[strings.LastIndex(rest[:j], "\n-- ---- ")+1:]
 		name = ", general code (the one-key copy taken out)"
 	}
 	var out []struct{ name, src string }
