@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -364,6 +365,8 @@ type noRetryInts struct {
 }
 
 func (c noRetryInts) SetErr(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.keep(err) {
 		c.IntSliceCmd.SetErr(err)
 	}
@@ -375,13 +378,19 @@ type noRetryCmd struct {
 }
 
 func (c noRetryCmd) SetErr(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.keep(err) {
 		c.Cmd.SetErr(err)
 	}
 }
 
-// noRetry is a pipeline command's state: whether Redis answered it.
+// noRetry is a pipeline command's state: whether Redis answered it. A
+// Cluster client's pipeline can set a command's error from two of its
+// goroutines at once (a slot migrating: the node asked and the node
+// moved to), so its state, and the command's error, are set under mu.
 type noRetry struct {
+	mu       sync.Mutex
 	stop     context.CancelFunc
 	answered bool // its reply was read: an error set after it (the cancelled retry's) is not its
 }
