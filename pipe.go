@@ -57,6 +57,8 @@ type pipeQueue struct {
 // answer, then closes done; only then does the caller read it.
 type pcall struct {
 	ctx   context.Context // the caller's: its values, not its end
+	node  *health         // its node's breaker, told of a failure no waiting caller reports
+	key   string          // its key as the breaker's log names it
 	w     wire
 	taken bool // taken into a pipeline (under the queue's lock)
 	done  chan struct{}
@@ -116,7 +118,7 @@ func (l *Limiter) roundTrip(ctx context.Context, o *op, keys []string, args []an
 		defer l.released(p, q) // deferred: a panic in a hook of the client does not wedge the queue
 		return l.alone(ctx, o, keys, args, at)
 	}
-	c := &pcall{ctx: ctx, w: wire{s: o.s, how: o.access, keys: append([]string(nil), keys...), args: args}, done: make(chan struct{})}
+	c := &pcall{ctx: ctx, node: l.healthFor(o), key: o.key, w: wire{s: o.s, how: o.access, keys: append([]string(nil), keys...), args: args}, done: make(chan struct{})}
 	q.queue = append(q.queue, c)
 	q.mu.Unlock()
 	select {
@@ -232,6 +234,7 @@ func (l *Limiter) sendPipeline(p pipeliner, batch []*pcall) {
 		wires[i] = c.w
 	}
 	cmds, err := within(l, dctx, func() []redis.Cmder { return l.pipeline(dctx, p, wires) })
+	var orphaned *pcall // a call Redis failed whose caller has left
 	for i, c := range batch {
 		e := err
 		if cmds != nil {
@@ -239,5 +242,15 @@ func (l *Limiter) sendPipeline(p pipeliner, batch []*pcall) {
 		}
 		c.err = l.timedOut(ctx, dctx, own, e)
 		c.carried = len(batch)
+		if orphaned == nil && c.err != nil && c.ctx.Err() != nil && classify(c.err) == ErrUnavailable {
+			orphaned = c
+		}
+	}
+	// A caller that waits reports its call's failure to the breaker as it
+	// settles; one that left (its deadline shorter than the decision
+	// timeout) never reads its answer. So that a Redis that fails only
+	// such callers still opens the breaker, the pipeline reports it.
+	if orphaned != nil {
+		orphaned.node.failed(l, orphaned.err, orphaned.w.s.name, orphaned.key)
 	}
 }
