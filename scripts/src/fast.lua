@@ -58,7 +58,7 @@ repeat
     if not t1 then break end
     if #t@k@ > @digits@ then break end --@each field
     s@k@ = t@k@ + 0 --@each field
-    if not (@lead@s@k@ <= @max@) then break end --@each field
+    if not (@lead_s@ <= @max@) then break end --@each field
   end
   local i = 1 -- the one limit
   -- The modes as the general code takes them (loop.lua, upto.lua): refund

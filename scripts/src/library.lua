@@ -20,7 +20,15 @@
 -- LOAD REPLACE has the same contract names, but not these).
 
 --@helpers
---@algorithms
+--@algorithm each algorithm: its constants and top-level code once, its per-call code as a function
+-- ==== @name@ ====
+--@constants
+--@top
+local function @name@(KEYS, ARGV)
+--@body
+end
+
+--@end algorithm
 -- as_check makes a call decide as mode "check", filling skipped optional
 -- positions with "" (their default). A mode that writes becomes a table
 -- that holds its error, which no client can send: the script refuses it

@@ -22,7 +22,7 @@ if kind == 'string' then
   -- per limit; which of them is a recorded time (mod per, -1 for none) and
   -- its range; which is a level of up to 26 digits (-1 for none); which
   -- may be negative (-1 for none).
-  local shape = (@SHAPES@)[tag or '']
+  local shape = ({ @SHAPES@ })[tag or '']
   if shape and not find(body, '  ') then
     local per, n, ok = shape[1], 0, true
     for f in string.gmatch(body, '%S+') do

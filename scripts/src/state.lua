@@ -30,23 +30,23 @@ while true do -- KEYS[1], then with several keys each in turn
       good = rest ~= nil
       if good and rest == '' then -- one limit's
         s@k@ = #t@k@ <= @digits@ and t@k@ + 0 --@each field
-        good = good and s@k@ and @zero@s@k@ <= @max@ --@each field
+        good = good and s@k@ and @zero_s@ <= @max@ --@each field
         @keep@ --@each field
       elseif good then -- another number of limits: " n n ..." exactly, FIELDS each, up to 8 limits
         more = { @texts@ }
         local read = 0
-        for f in ('').gmatch(rest, ' (@num@)') do read = read + 1 + #f; more[#more + 1] = f end
+        for f in ('').gmatch(rest, ' (@number@)') do read = read + 1 + #f; more[#more + 1] = f end
         good = read == #rest and #more % FIELDS == 0 and #more <= 8 * FIELDS and not find(raw, ' 0%d') -- no leading zero (FULL's pattern takes none in a time)
       end
     end
     if good and more and more[1] then -- each limit's fields in turn, each checked as one limit's (more is empty after a failed match)
       for j = 0, #more - 1, FIELDS do
-        local f = more[j + @k@]; local v = #f <= @digits@ and f + 0; if not (v and @leadf@v <= @max@) then good = false break end; more[j + @k@] = @keepv@ --@each field
+        local f = more[j + @k@]; local v = #f <= @digits@ and f + 0; if not (v and @lead_v@ <= @max@) then good = false break end; more[j + @k@] = @keepv@ --@each field
       end
       s@k@ = more[@k@] --@each field
     end
     if not good then
-      local other, which = (@OTHERS@)[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
+      local other, which = ({ @OTHERS@ })[match(raw, '^(%S+) ') or ''], k > 1 and ' #' .. (i or 1) or ''
       if other and other ~= NAME then
         return redis.error_reply('ERR key' .. which .. ' holds ' .. other .. ' state, not ' .. NAME .. ' state: left untouched')
       end

@@ -1,6 +1,8 @@
 package assemble
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -45,9 +47,15 @@ end
 --@include tail.lua
 `
 
-func toyFS() fstest.MapFS {
+// templateFiles is the files of scripts/src every generator reads besides
+// the algorithms: the template files and the shared text.
+var templateFiles = []string{"header.lua", "constants.lua", "fields.lua", "macros.lua", "tables.lua", "strings.lua", "helpers.lua"}
+
+// toyFS is the toy algorithm's sources, with the real template files.
+func toyFS(t *testing.T) fstest.MapFS {
+	t.Helper()
 	file := func(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(s)} }
-	return fstest.MapFS{
+	fsys := fstest.MapFS{
 		"toy.lua":        file(toy),
 		"shared.lua":     file("local s1 = read() --@each field\n--@if window\nwindowed()\n--@else\nbucket()\n--@end\n"),
 		"verdict.lua":    file("  choose(i)\n"),
@@ -55,10 +63,31 @@ func toyFS() fstest.MapFS {
 		"fast.lua":       file("repeat -- GENERATED COPY\n"),
 		"fast_reply.lua": file("  return out\nuntil true\n"),
 	}
+	for _, name := range templateFiles {
+		text, err := os.ReadFile(filepath.Join("..", "..", "src", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fsys[name] = file(string(text))
+	}
+	return fsys
+}
+
+// toyGenerator is a generator of toy's sources, or of fsys when given.
+func toyGenerator(t *testing.T, fsys fstest.MapFS) *generator {
+	t.Helper()
+	if fsys == nil {
+		fsys = toyFS(t)
+	}
+	g, err := newGenerator(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }
 
 func TestParseWritesGeneralCodeAndFastCopy(t *testing.T) {
-	a, err := parse(toyFS(), "toy.lua", []byte(toy))
+	a, err := toyGenerator(t, nil).parse("toy.lua", []byte(toy))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,9 +138,9 @@ func TestParseRefusesBrokenMarkers(t *testing.T) {
 		},
 	} {
 		src := edit(toy)
-		fsys := toyFS()
+		fsys := toyFS(t)
 		fsys["toy.lua"] = &fstest.MapFile{Data: []byte(src)}
-		if _, err := parse(fsys, "toy.lua", []byte(src)); err == nil {
+		if _, err := toyGenerator(t, fsys).parse("toy.lua", []byte(src)); err == nil {
 			t.Errorf("%s: parsed, want an error", name)
 		}
 	}
@@ -119,11 +148,11 @@ func TestParseRefusesBrokenMarkers(t *testing.T) {
 
 func TestPerFieldWritesEachField(t *testing.T) {
 	a := Algorithm{Fields: 3, TimeAt: 2, Signed: 1}
-	got := perField(a, []string{
+	got := toyGenerator(t, nil).perField(a, []string{
 		"local @stored@ = @texts@",
 		"check(s@k@, @max@, @digits@) --@each field",
-		"zero(@zero@s@k@) --@each field",
-		"x = '@num@'",
+		"zero(@zero_s@) --@each field",
+		"x = '(@number@)'",
 	}, false)
 	want := []string{
 		"local s1, s2, s3 = t1, t2, t3",
@@ -133,7 +162,7 @@ func TestPerFieldWritesEachField(t *testing.T) {
 		"zero((#t1 == 1 or s1 >= 10 ^ (#t1 - 1) or -s1 >= 10 ^ (#t1 - 2)) and -s1 <= 9007199254740991 and s1)",
 		"zero((#t2 == 1 or s2 >= 10 ^ (#t2 - 1)) and s2)",
 		"zero((#t3 == 1 or s3 >= 10 ^ (#t3 - 1)) and s3)",
-		"x = '%-?%d+'", // a state with a signed field: numbers may carry a sign
+		"x = '(%-?%d+)'", // a state with a signed field: numbers may carry a sign
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -141,6 +170,7 @@ func TestPerFieldWritesEachField(t *testing.T) {
 }
 
 func TestLimitPatternPerField(t *testing.T) {
+	g := toyGenerator(t, nil)
 	for _, c := range []struct {
 		a    Algorithm
 		want string
@@ -149,7 +179,7 @@ func TestLimitPatternPerField(t *testing.T) {
 		{Algorithm{Fields: 2, TimeAt: 2, Signed: 1}, " (%-?%d+) ([1-9]%d*)"},
 		{Algorithm{Fields: 3, TimeAt: 1}, " ([1-9]%d*) (%d+) (%d+)"},
 	} {
-		if got := limitPattern(c.a); got != c.want {
+		if got := g.limitPattern(c.a); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.a, got, c.want)
 		}
 	}

@@ -1,0 +1,68 @@
+-- ---- Each script's header (scripts/src/header.lua) ----
+-- A template file: the generator reads the definitions below, each from its
+-- "--@define name [kind ...]" line to the next blank line; these comments
+-- are for readers of scripts/src and are not copied.
+--
+-- header opens every standalone script (scripts/<name>.lua), before the
+-- algorithm's own comment lines: how to call it, its arguments, its reply
+-- and its errors. @NAME@, @SUMMARY@, @CONTRACT@ and @MAX_LIMIT_TEXT@ are the
+-- algorithm's manifest (its name, summary and max_limit) and the contract's
+-- version; "--@if window" keeps the lines of a window (no burst of its own).
+
+--@define header
+-- redisrate @NAME@.lua: @SUMMARY@.
+-- Script contract v@CONTRACT@ (CONTRACT.md in the redisrate repository). This file
+-- stands alone: copy it, SCRIPT LOAD it, EVALSHA it from any Redis client.
+--
+-- Call:
+--   EVALSHA <sha1> 1 <key> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
+--   EVALSHA <sha1> <k> <key1> ... <keyk> <limit> <period_ms> [<burst> [<cost> [<mode> [<limit> <period_ms> <burst>]...]]]
+--
+-- KEYS: one key holds every limit's state. With k keys (2 to 8, all
+-- different, in one cluster slot by a hash tag), limit i guards KEYS[i],
+-- which keeps its limit's state as a one-key call with it would: a key many
+-- calls share (an organisation's) can also be called alone with its limit.
+--
+-- ARGV (whole decimal numbers, digits only; "" means the default):
+--   1 limit      units per period_ms, from 1 to @MAX_LIMIT_TEXT@
+--   2 period_ms  the period in milliseconds, from 1 to 10^12
+--@if window
+--   3 burst      absent, 0 or equal to limit (a window has no burst of its own)
+--@else
+--   3 burst      capacity: the most units available at once; 0 or absent means limit
+--@end
+--   4 cost       units this request takes, default 1; 0 reads the state and takes nothing
+--   5 mode       "" decides and records, all or nothing; "check" decides exactly so but
+--                records nothing; "upto" takes as many units as every limit admits, at
+--                most cost; "refund" gives cost units back; "force" records cost units
+--                whatever the limits decide, as far as a debt of one capacity
+--   6..          further "limit period_ms burst" triples, up to 8 limits in all:
+--                admitted only if every limit admits, then recorded against each
+--                (on every key); otherwise nothing is written (on any key)
+--
+-- Reply: seven integers (a client ignores any it does not know)
+--   1 allowed         1 admitted, 0 denied
+--   2 remaining       whole units left after this call (on a denial: now)
+--   3 retry_after_ms  0 when allowed; else ms until the same request would be admitted; -1 never
+--   4 reset_after_ms  ms until the key is back to full capacity
+--@if window
+--   5 capacity        the binding limit's capacity (limit)
+--@else
+--   5 capacity        the binding limit's capacity (burst)
+--@end
+--   6 binding         which limit (1, 2, ...) fields 2 to 5 describe; with k keys, KEYS[binding]'s
+--   7 units           units this call recorded on the binding limit (given back, for refund)
+-- For upto, a grant of 0 is a denial whose retry_after_ms is the wait for one
+-- unit. refund and force describe the key after the call: retry_after_ms is
+-- the wait until one unit would be admitted; force is allowed (1) when the
+-- empty mode would have admitted it.
+--
+-- Errors: "ERR invalid <argument> '<value>': <rule>", naming the first fault in
+-- this order: numkeys not 1 to 8, a key the same as an earlier one ("key #i"),
+-- ARGV in its order (a 9th limit is too many), a last triple cut short, then
+-- k keys for other than k limits. A key that holds anything but this
+-- script's state is refused and left untouched ("ERR key holds ...", with
+-- several keys "ERR key #i holds ..."). Under maxmemory with noeviction, a
+-- writing call fails with OOM and writes nothing. The clock is Redis TIME;
+-- a clock that steps back decides as of the time the state records.
+--
