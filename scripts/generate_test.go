@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -20,8 +21,29 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) < 9 {
-		t.Fatalf("the generator made %d files, want the 6 scripts, the library, reset.lua and two Go files", len(files))
+	want := []string{"../algorithm_gen.go", "../internal/manifest/manifest_gen.go", "library.lua", "manifest_gen.go", "reset.lua"}
+	for _, s := range scripts.Specs() {
+		want = append(want, s.Name+".lua")
+	}
+	var made []string
+	for path := range files {
+		made = append(made, path)
+	}
+	sort.Strings(want)
+	sort.Strings(made)
+	if strings.Join(made, " ") != strings.Join(want, " ") {
+		t.Fatalf("the generator made %v, want %v: the scripts, the library, reset.lua and three Go files", made, want)
+	}
+	// Every .lua file here is embedded and shipped: each must be one the
+	// generator writes, not one left behind by a source since removed.
+	lua, err := filepath.Glob("*.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range lua {
+		if files[path] == nil {
+			t.Errorf("%s is not generated from scripts/src: remove it, or add its source", path)
+		}
 	}
 	for path, want := range files {
 		got, err := os.ReadFile(filepath.FromSlash(path))

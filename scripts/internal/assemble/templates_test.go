@@ -1,0 +1,131 @@
+package assemble
+
+import (
+	"io/fs"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+)
+
+func parseTemplates(t *testing.T, text string) *templates {
+	t.Helper()
+	tm := &templates{file: "t.lua", defs: map[string]map[string]string{}}
+	if err := tm.parse(strings.Split(text, "\n")); err != nil {
+		t.Fatal(err)
+	}
+	return tm
+}
+
+// A definition runs to the next blank line; one for kinds is theirs, one
+// without is every other kind's; @name@ is another definition, for the
+// same kind; comments between definitions are not part of any.
+func TestTemplatesDefineKindsAndReferences(t *testing.T) {
+	tm := parseTemplates(t, `-- a file's comment
+--@define max -- a comment on the line
+9007199254740991
+
+-- a comment for the next one
+--@define max time big
+TIME_MAX
+--@define check
+s@k@ <= @max@
+and more
+--@define empty
+`)
+	for _, c := range []struct{ name, kind, want string }{
+		{"max", "", "9007199254740991"},
+		{"max", "signed", "9007199254740991"},
+		{"max", "big", "TIME_MAX"},
+		{"check", "time", "s@k@ <= TIME_MAX\nand more"},
+		{"check", "", "s@k@ <= 9007199254740991\nand more"},
+		{"empty", "", ""},
+	} {
+		if got := tm.get(c.name, c.kind); got != c.want {
+			t.Errorf("get(%q, %q) = %q, want %q", c.name, c.kind, got, c.want)
+		}
+	}
+	if tm.err != nil {
+		t.Fatal(tm.err)
+	}
+	if got := strings.Join(tm.kinds("max"), ","); got != ",big,time" {
+		t.Errorf("kinds(max) = %q", got)
+	}
+}
+
+func TestTemplatesRefuseFaults(t *testing.T) {
+	for name, text := range map[string]string{
+		"Lua outside a definition": "--@define a\nx\n\nlocal y = 1\n",
+		"a definition twice":       "--@define a\nx\n--@define a\ny\n",
+		"a kind twice":             "--@define a k\nx\n--@define a j k\ny\n",
+		"a define without a name":  "--@define \nx\n",
+	} {
+		tm := &templates{file: "t.lua", defs: map[string]map[string]string{}}
+		if err := tm.parse(strings.Split(text, "\n")); err == nil {
+			t.Errorf("%s: parsed, want an error", name)
+		}
+	}
+	tm := parseTemplates(t, "--@define a\n@b@\n--@define b\n@a@\n--@define c kind\nx\n")
+	for _, name := range []string{"missing", "c", "a"} { // none, no default, a circle
+		tm.err = nil
+		tm.get(name, "")
+		if tm.err == nil {
+			t.Errorf("get(%q) kept no error", name)
+		}
+	}
+}
+
+// Each macro is written out as a script and as the library write it.
+func TestMacrosForScriptAndLibrary(t *testing.T) {
+	g := toyGenerator(t, nil)
+	a := Algorithm{Fields: 1, TimeAt: 1}
+	lines := []string{"local x, t = @read(s)@, @clock(secs)@", "p = @FULL(n)@"}
+	want := map[string][]string{
+		script: {"local x, t = #s < 16 and find(s, '^[1-9]%d*$') and s + 0 or whole(s), secs",
+			"p = '^' .. TAG .. ('').rep(' ([1-9]%d*)', n) .. '$'"},
+		library: {"local x, t = NUM[s] or read(s), (NUM[secs] or read(secs))", "p = FULL[n]"},
+	}
+	for kind, w := range want {
+		if got := g.expandMacros(lines, kind, g.values(a)); strings.Join(got, "\n") != strings.Join(w, "\n") {
+			t.Errorf("%s:\n%s\nwant:\n%s", kind, strings.Join(got, "\n"), strings.Join(w, "\n"))
+		}
+	}
+	g.expandMacros([]string{"@nosuch(x)@"}, script, nil)
+	if g.err() == nil {
+		t.Error("a macro macros.lua does not define: no error")
+	}
+}
+
+// readFS records every file read from it.
+type readFS struct {
+	fs.FS
+	read map[string]bool
+}
+
+func (r readFS) Open(name string) (fs.File, error) {
+	r.read[name] = true
+	return r.FS.Open(name)
+}
+
+// Every file in scripts/src is read by the generator: a source nothing
+// reads is a section or template left behind.
+func TestEverySourceIsRead(t *testing.T) {
+	src := readFS{FS: os.DirFS("../../src"), read: map[string]bool{}}
+	if _, err := Generate(src); err != nil {
+		t.Fatal(err)
+	}
+	names, err := fs.Glob(src.FS, "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var unread []string
+	for _, name := range names {
+		if !src.read[name] {
+			unread = append(unread, name)
+		}
+	}
+	sort.Strings(unread)
+	if len(unread) > 0 {
+		t.Errorf("scripts/src files the generator never reads: %v", unread)
+	}
+}
