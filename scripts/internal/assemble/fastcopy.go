@@ -77,21 +77,8 @@ func fastRegion(lines []string) (int, []string, error) {
 
 // regionLines is the lines between the markers of lines' fast region.
 func regionLines(lines []string) []string {
-	var out []string
-	in := false
-	for _, l := range lines {
-		switch strings.TrimSpace(l) {
-		case "--@fast begin":
-			in = true
-		case "--@fast end":
-			return out
-		default:
-			if in {
-				out = append(out, l)
-			}
-		}
-	}
-	return out
+	_, _, inside := cutMarked(lines, "--@fast begin", "--@fast end")
+	return inside
 }
 
 // inlineConstants writes the constants the specialized copy reads as
@@ -137,20 +124,32 @@ var otherConstant = regexp.MustCompile(`\b(NAME|LIMIT_RULE|BURST_RULE|TIME_AT|FI
 // end" markers: keeping what is between them (a script, keep) or not (the
 // library, which defines those functions once, at load).
 func scriptOnly(lines []string, keep bool) []string {
-	var out []string
+	all, outside, _ := cutMarked(lines, "--@scriptonly begin", "--@scriptonly end")
+	if keep {
+		return all
+	}
+	return outside
+}
+
+// cutMarked cuts lines at the marker lines begin and end (trimmed): all of
+// them without the markers, those outside the markers, and those between.
+func cutMarked(lines []string, begin, end string) (all, outside, inside []string) {
 	in := false
 	for _, l := range lines {
 		switch strings.TrimSpace(l) {
-		case "--@scriptonly begin":
+		case begin:
 			in = true
 			continue
-		case "--@scriptonly end":
+		case end:
 			in = false
 			continue
 		}
-		if !in || keep {
-			out = append(out, l)
+		all = append(all, l)
+		if in {
+			inside = append(inside, l)
+		} else {
+			outside = append(outside, l)
 		}
 	}
-	return out
+	return all, outside, inside
 }

@@ -37,54 +37,52 @@ func addGoFiles(algos []Algorithm, files Files) error {
 // manifest is package scripts' manifest: the contract's and the library's
 // versions, and each script's name, summary, SHA1 and function.
 func manifest(algos []Algorithm, files Files) string {
-	var b strings.Builder
 	version := LibraryVersion(string(files["library.lua"]))
 	suffix := VersionedName("", version)
-	b.WriteString(generatedBy + "package scripts\n\n")
-	fmt.Fprintf(&b, "// ContractVersion is the version of the script contract (CONTRACT.md) the scripts implement.\nconst ContractVersion = %q\n\n", ContractVersion)
-	fmt.Fprintf(&b, "// LibraryName is the name of the Functions library (FUNCTION LOAD, FUNCTION DELETE).\nconst LibraryName = %q\n\n", LibraryName)
-	fmt.Fprintf(&b, "// LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.\nconst LibraryVersion = %q\n\n", version)
-	fmt.Fprintf(&b, "// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra%s runs this version of redisrate_gcra or fails with \"Function not found\".\nconst VersionSuffix = %q\n\n", suffix, suffix)
-	b.WriteString("// specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.\nvar specs = []Spec{\n")
-	for _, a := range algos {
-		fmt.Fprintf(&b, "\t{Name: %q, Summary: %q, SHA1: %q, Function: %q},\n",
-			a.Name, a.Summary, sha(string(files[a.Name+".lua"])), LibraryName+"_"+a.Name)
-	}
-	b.WriteString("}\n\n")
-	fmt.Fprintf(&b, "// resetSHA1 is the SHA1 of reset.lua.\nconst resetSHA1 = %q\n", sha(string(files["reset.lua"])))
-	return b.String()
+	return generatedBy + "package scripts\n\n" +
+		fmt.Sprintf("// ContractVersion is the version of the script contract (CONTRACT.md) the scripts implement.\nconst ContractVersion = %q\n\n", ContractVersion) +
+		fmt.Sprintf("// LibraryName is the name of the Functions library (FUNCTION LOAD, FUNCTION DELETE).\nconst LibraryName = %q\n\n", LibraryName) +
+		fmt.Sprintf("// LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.\nconst LibraryVersion = %q\n\n", version) +
+		fmt.Sprintf("// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra%s runs this version of redisrate_gcra or fails with \"Function not found\".\nconst VersionSuffix = %q\n\n", suffix, suffix) +
+		"// specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.\nvar specs = []Spec{\n" +
+		forEach(algos, func(_ int, a Algorithm) string {
+			return fmt.Sprintf("\t{Name: %q, Summary: %q, SHA1: %q, Function: %q},\n",
+				a.Name, a.Summary, sha(string(files[a.Name+".lua"])), LibraryName+"_"+a.Name)
+		}) + "}\n\n" +
+		fmt.Sprintf("// resetSHA1 is the SHA1 of reset.lua.\nconst resetSHA1 = %q\n", sha(string(files["reset.lua"])))
 }
 
 // storage writes the rest of each manifest, the state's format and the
 // arguments' rules, for the module's internal/manifest.
 func storage(algos []Algorithm, _ Files) string {
-	var b strings.Builder
-	b.WriteString(generatedBy + "package manifest\n\nimport \"github.com/redisrate/redisrate/scripts\"\n\n")
-	b.WriteString("// specs is the manifest of every script, in the order of the contract; the scripts.Spec of each is filled from package scripts.\nvar specs = []Spec{\n")
-	for _, a := range algos {
-		fmt.Fprintf(&b, "\t{Spec: scripts.Spec{Name: %q}, Tag: %q, Window: %t, Log: %t, Fields: %d, TimeField: %d, TimeMax: %d, MaxLimit: %d, Range: %q},\n",
-			a.Name, a.Tag, a.Window, a.Log, a.Fields, a.TimeAt, a.TimeMax, a.MaxLimit, a.Range)
-	}
-	b.WriteString("}\n")
-	return b.String()
+	return generatedBy + "package manifest\n\nimport \"github.com/redisrate/redisrate/scripts\"\n\n" +
+		"// specs is the manifest of every script, in the order of the contract; the scripts.Spec of each is filled from package scripts.\nvar specs = []Spec{\n" +
+		forEach(algos, func(_ int, a Algorithm) string {
+			return fmt.Sprintf("\t{Spec: scripts.Spec{Name: %q}, Tag: %q, Window: %t, Log: %t, Fields: %d, TimeField: %d, TimeMax: %d, MaxLimit: %d, Range: %q},\n",
+				a.Name, a.Tag, a.Window, a.Log, a.Fields, a.TimeAt, a.TimeMax, a.MaxLimit, a.Range)
+		}) + "}\n"
 }
 
 // algorithmConstants is the root package's Algorithm constants, one per
 // script, in the order of the contract.
 func algorithmConstants(algos []Algorithm, _ Files) string {
+	return generatedBy + "package redisrate\n\n" +
+		"// The algorithms, one per script, in the order of scripts.Specs. The zero Algorithm is GCRA.\nconst (\n" +
+		forEach(algos, func(i int, a Algorithm) string {
+			declare := a.Go
+			if i == 0 {
+				declare += " Algorithm = iota"
+			}
+			return fmt.Sprintf("\t// %s is %s.lua. %s.\n\t%s\n", a.Go, a.Name, strings.ToUpper(a.Summary[:1])+a.Summary[1:], declare)
+		}) + ")\n\n// numAlgorithms is the number of algorithms.\n" +
+		fmt.Sprintf("const numAlgorithms = %d\n", len(algos))
+}
+
+// forEach is line for each algorithm (i its index), one after another.
+func forEach(algos []Algorithm, line func(i int, a Algorithm) string) string {
 	var b strings.Builder
-	b.WriteString(generatedBy + "package redisrate\n\n")
-	b.WriteString("// The algorithms, one per script, in the order of scripts.Specs. The zero Algorithm is GCRA.\nconst (\n")
 	for i, a := range algos {
-		comment := strings.ToUpper(a.Summary[:1]) + a.Summary[1:]
-		fmt.Fprintf(&b, "\t// %s is %s.lua. %s.\n", a.Go, a.Name, comment)
-		if i == 0 {
-			fmt.Fprintf(&b, "\t%s Algorithm = iota\n", a.Go)
-		} else {
-			fmt.Fprintf(&b, "\t%s\n", a.Go)
-		}
+		b.WriteString(line(i, a))
 	}
-	b.WriteString(")\n\n// numAlgorithms is the number of algorithms.\n")
-	fmt.Fprintf(&b, "const numAlgorithms = %d\n", len(algos))
 	return b.String()
 }

@@ -33,10 +33,19 @@ func (g *generator) library(algos []Algorithm, name string) ([]byte, error) {
 		g.writeFunction(&b, a, each)
 	}
 	b.WriteString(closing)
-	// The version is the SHA1 of the code so far: each function is then
-	// registered under its contract name and under a name bound to this
-	// version (VersionedName), which a client that bundles this library
-	// calls, so that it never runs another version.
+	writeRegistrations(&b, algos, name, register, last)
+	if m := placeholder.FindString(b.String()); m != "" {
+		return nil, fmt.Errorf("library.lua: a placeholder the generator does not fill: %s", m)
+	}
+	return []byte(b.String()), nil
+}
+
+// writeRegistrations writes register for each algorithm, then last. The
+// version is the SHA1 of the code so far (b): each function is registered
+// under its contract name and under a name bound to this version
+// (VersionedName), which a client that bundles this library calls, so that
+// it never runs another version.
+func writeRegistrations(b *strings.Builder, algos []Algorithm, name, register, last string) {
 	version := sha(b.String())
 	for _, a := range algos {
 		fn := name + "_" + a.Name
@@ -44,10 +53,6 @@ func (g *generator) library(algos []Algorithm, name string) ([]byte, error) {
 			"@function_ro_v@", VersionedName(fn+"_ro", version)).Replace(register))
 	}
 	b.WriteString(strings.NewReplacer("@LIBRARY@", name, "@LIBRARY_VERSION@", version).Replace(last))
-	if m := placeholder.FindString(b.String()); m != "" {
-		return nil, fmt.Errorf("library.lua: a placeholder the generator does not fill: %s", m)
-	}
-	return []byte(b.String()), nil
 }
 
 // marked cuts text at a section: what comes before the line that begins
