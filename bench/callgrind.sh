@@ -151,7 +151,7 @@ big=(1 k 1000000000 2592000000)
 k[gcra_eval_big]=$(median "EVALSHA gcra.lua, 10^9 per 30 days" scripts/gcra.lua "${big[@]}")
 k[gcra_fcall_big]=$(median "FCALL redisrate_gcra, 10^9 per 30 days" FCALL redisrate_gcra "${big[@]}")
 # A period other than a second, a minute, an hour or a day, which a script
-# reads with find and a conversion instead of a comparison (assemble.go).
+# reads with find and a conversion instead of a comparison (scripts/src/macros.lua).
 k[gcra_eval_other]=$(median "EVALSHA gcra.lua, period 1,800,000 ms" scripts/gcra.lua 1 k 1000000 1800000)
 for s in token_bucket leaky_bucket sliding_window fixed_window; do
   k[$s]=$(median "EVALSHA $s.lua, 1 limit" "scripts/$s.lua" "${allowed[@]}")

@@ -91,7 +91,7 @@ repeat
   -- y" to a local that exists); a value past its maximum falls through, so
   -- 16 digits and more need no check of their own.
   -- (A script first compares period_ms with a second, a minute, an hour
-  -- and a day: assemble.go, periodMacro.)
+  -- and a day: src/macros.lua, fastperiod.)
   local limit1, period1 = #ls < 16 and find(ls, '^[1-9]%d*$') and ls + 0, ps == '1000' and 1000 or ps == '60000' and 60000 or ps == '3600000' and 3600000 or ps == '86400000' and 86400000 or #ps < 16 and find(ps, '^[1-9]%d*$') and ps + 0
   if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000 and period1 >= 1 and period1 <= 1e12) then break end
   local burst1, cost, mode = limit1, 1, ''

@@ -315,7 +315,7 @@ local function gcra(KEYS, ARGV)
     -- y" to a local that exists); a value past its maximum falls through, so
     -- 16 digits and more need no check of their own.
     -- (A script first compares period_ms with a second, a minute, an hour
-    -- and a day: assemble.go, periodMacro.)
+    -- and a day: src/macros.lua, fastperiod.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000 and period1 >= 1 and period1 <= 1e12) then break end
     local burst1, cost, mode = limit1, 1, ''
@@ -827,7 +827,7 @@ local function token_bucket(KEYS, ARGV)
     -- y" to a local that exists); a value past its maximum falls through, so
     -- 16 digits and more need no check of their own.
     -- (A script first compares period_ms with a second, a minute, an hour
-    -- and a day: assemble.go, periodMacro.)
+    -- and a day: src/macros.lua, fastperiod.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000 and period1 >= 1 and period1 <= 1e12) then break end
     local burst1, cost, mode = limit1, 1, ''
@@ -1504,7 +1504,7 @@ local function leaky_bucket(KEYS, ARGV)
     -- y" to a local that exists); a value past its maximum falls through, so
     -- 16 digits and more need no check of their own.
     -- (A script first compares period_ms with a second, a minute, an hour
-    -- and a day: assemble.go, periodMacro.)
+    -- and a day: src/macros.lua, fastperiod.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000 and period1 >= 1 and period1 <= 1e12) then break end
     local burst1, cost, mode = limit1, 1, ''
@@ -2054,7 +2054,7 @@ local function sliding_window(KEYS, ARGV)
     -- y" to a local that exists); a value past its maximum falls through, so
     -- 16 digits and more need no check of their own.
     -- (A script first compares period_ms with a second, a minute, an hour
-    -- and a day: assemble.go, periodMacro.)
+    -- and a day: src/macros.lua, fastperiod.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000 and period1 >= 1 and period1 <= 1e12) then break end
     local burst1, cost, mode = limit1, 1, ''
@@ -2646,7 +2646,7 @@ local function fixed_window(KEYS, ARGV)
     -- y" to a local that exists); a value past its maximum falls through, so
     -- 16 digits and more need no check of their own.
     -- (A script first compares period_ms with a second, a minute, an hour
-    -- and a day: assemble.go, periodMacro.)
+    -- and a day: src/macros.lua, fastperiod.)
     local limit1, period1 = NUM[ls] or read(ls), NUM[ps] or read(ps)
     if not (limit1 and period1 and limit1 >= 1 and limit1 <= 1000000000000000 and period1 >= 1 and period1 <= 1e12) then break end
     local burst1, cost, mode = limit1, 1, ''
@@ -3440,43 +3440,43 @@ local function gcra_ro(KEYS, ARGV)
   return gcra(KEYS, as_check(ARGV, 'redisrate_gcra'))
 end
 redis.register_function('redisrate_gcra', gcra)
-redis.register_function('redisrate_gcra_vfcb6cf7be3ca', gcra)
+redis.register_function('redisrate_gcra_va2bf480ce691', gcra)
 redis.register_function{ function_name = 'redisrate_gcra_ro', flags = { 'no-writes' }, callback = gcra_ro }
-redis.register_function{ function_name = 'redisrate_gcra_ro_vfcb6cf7be3ca', flags = { 'no-writes' }, callback = gcra_ro }
+redis.register_function{ function_name = 'redisrate_gcra_ro_va2bf480ce691', flags = { 'no-writes' }, callback = gcra_ro }
 local function token_bucket_ro(KEYS, ARGV)
   return token_bucket(KEYS, as_check(ARGV, 'redisrate_token_bucket'))
 end
 redis.register_function('redisrate_token_bucket', token_bucket)
-redis.register_function('redisrate_token_bucket_vfcb6cf7be3ca', token_bucket)
+redis.register_function('redisrate_token_bucket_va2bf480ce691', token_bucket)
 redis.register_function{ function_name = 'redisrate_token_bucket_ro', flags = { 'no-writes' }, callback = token_bucket_ro }
-redis.register_function{ function_name = 'redisrate_token_bucket_ro_vfcb6cf7be3ca', flags = { 'no-writes' }, callback = token_bucket_ro }
+redis.register_function{ function_name = 'redisrate_token_bucket_ro_va2bf480ce691', flags = { 'no-writes' }, callback = token_bucket_ro }
 local function leaky_bucket_ro(KEYS, ARGV)
   return leaky_bucket(KEYS, as_check(ARGV, 'redisrate_leaky_bucket'))
 end
 redis.register_function('redisrate_leaky_bucket', leaky_bucket)
-redis.register_function('redisrate_leaky_bucket_vfcb6cf7be3ca', leaky_bucket)
+redis.register_function('redisrate_leaky_bucket_va2bf480ce691', leaky_bucket)
 redis.register_function{ function_name = 'redisrate_leaky_bucket_ro', flags = { 'no-writes' }, callback = leaky_bucket_ro }
-redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_vfcb6cf7be3ca', flags = { 'no-writes' }, callback = leaky_bucket_ro }
+redis.register_function{ function_name = 'redisrate_leaky_bucket_ro_va2bf480ce691', flags = { 'no-writes' }, callback = leaky_bucket_ro }
 local function sliding_window_ro(KEYS, ARGV)
   return sliding_window(KEYS, as_check(ARGV, 'redisrate_sliding_window'))
 end
 redis.register_function('redisrate_sliding_window', sliding_window)
-redis.register_function('redisrate_sliding_window_vfcb6cf7be3ca', sliding_window)
+redis.register_function('redisrate_sliding_window_va2bf480ce691', sliding_window)
 redis.register_function{ function_name = 'redisrate_sliding_window_ro', flags = { 'no-writes' }, callback = sliding_window_ro }
-redis.register_function{ function_name = 'redisrate_sliding_window_ro_vfcb6cf7be3ca', flags = { 'no-writes' }, callback = sliding_window_ro }
+redis.register_function{ function_name = 'redisrate_sliding_window_ro_va2bf480ce691', flags = { 'no-writes' }, callback = sliding_window_ro }
 local function fixed_window_ro(KEYS, ARGV)
   return fixed_window(KEYS, as_check(ARGV, 'redisrate_fixed_window'))
 end
 redis.register_function('redisrate_fixed_window', fixed_window)
-redis.register_function('redisrate_fixed_window_vfcb6cf7be3ca', fixed_window)
+redis.register_function('redisrate_fixed_window_va2bf480ce691', fixed_window)
 redis.register_function{ function_name = 'redisrate_fixed_window_ro', flags = { 'no-writes' }, callback = fixed_window_ro }
-redis.register_function{ function_name = 'redisrate_fixed_window_ro_vfcb6cf7be3ca', flags = { 'no-writes' }, callback = fixed_window_ro }
+redis.register_function{ function_name = 'redisrate_fixed_window_ro_va2bf480ce691', flags = { 'no-writes' }, callback = fixed_window_ro }
 local function sliding_log_ro(KEYS, ARGV)
   return sliding_log(KEYS, as_check(ARGV, 'redisrate_sliding_log'))
 end
 redis.register_function('redisrate_sliding_log', sliding_log)
-redis.register_function('redisrate_sliding_log_vfcb6cf7be3ca', sliding_log)
+redis.register_function('redisrate_sliding_log_va2bf480ce691', sliding_log)
 redis.register_function{ function_name = 'redisrate_sliding_log_ro', flags = { 'no-writes' }, callback = sliding_log_ro }
-redis.register_function{ function_name = 'redisrate_sliding_log_ro_vfcb6cf7be3ca', flags = { 'no-writes' }, callback = sliding_log_ro }
+redis.register_function{ function_name = 'redisrate_sliding_log_ro_va2bf480ce691', flags = { 'no-writes' }, callback = sliding_log_ro }
 redis.register_function{ function_name = 'redisrate_version', flags = { 'no-writes' },
-  callback = function() return 'fcb6cf7be3cac8d2a737ad119a6d1cd323cdaff5' end }
+  callback = function() return 'a2bf480ce69117581280d8c37d0ca150cf7fa483' end }

@@ -9,18 +9,18 @@ const ContractVersion = "4"
 const LibraryName = "redisrate"
 
 // LibraryVersion is what FCALL_RO redisrate_version 0 returns for this library: the SHA1 of its code.
-const LibraryVersion = "fcb6cf7be3cac8d2a737ad119a6d1cd323cdaff5"
+const LibraryVersion = "a2bf480ce69117581280d8c37d0ca150cf7fa483"
 
-// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_vfcb6cf7be3ca runs this version of redisrate_gcra or fails with "Function not found".
-const VersionSuffix = "_vfcb6cf7be3ca"
+// VersionSuffix ends the name of each function bound to this library version: redisrate_gcra_va2bf480ce691 runs this version of redisrate_gcra or fails with "Function not found".
+const VersionSuffix = "_va2bf480ce691"
 
 // specs is the manifest of every script, in the order of the contract; Source is filled from the embedded files.
 var specs = []Spec{
-	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: units spaced period_ms / limit apart, up to burst at once; smooth and exact", SHA1: "3a9ecb550c208d3bcbe844dc6c3c1a1cc36a2399", Function: "redisrate_gcra"},
-	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "e965b775ebb2c258875e0563998d5e4ae4421c1a", Function: "redisrate_token_bucket"},
-	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "3efcfb7d4cc3bc92f02c3535b855152ebef9c7b3", Function: "redisrate_leaky_bucket"},
-	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "65187312072100f710f4bba1e9cdc18168bb6cc1", Function: "redisrate_sliding_window"},
-	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "f09a103e765702f496959d8cd1ea37f79b89238c", Function: "redisrate_fixed_window"},
+	{Name: "gcra", Summary: "Generic Cell Rate Algorithm: units spaced period_ms / limit apart, up to burst at once; smooth and exact", SHA1: "d024052a617c6514cb8f246d72cdb2dd32426fff", Function: "redisrate_gcra"},
+	{Name: "token_bucket", Summary: "token bucket with discrete refills: limit tokens every period_ms, up to burst", SHA1: "6a65e2ebb1370e5026956aaec8cba558feed18d0", Function: "redisrate_token_bucket"},
+	{Name: "leaky_bucket", Summary: "leaky bucket as a meter: the level drains continuously at limit per period_ms", SHA1: "491f2f984d57e785a200fd64c94b57aa114c0ee3", Function: "redisrate_leaky_bucket"},
+	{Name: "sliding_window", Summary: "sliding window counter: aligned windows, the previous one weighted by its overlap", SHA1: "8e5dda2a3ea41a73e2d2b16c2cc3e9df79cb5184", Function: "redisrate_sliding_window"},
+	{Name: "fixed_window", Summary: "fixed window: starts at the first request, allows limit, expires after period_ms", SHA1: "2013dadf7b11af7ceb3caa683aee6524396e2a56", Function: "redisrate_fixed_window"},
 	{Name: "sliding_log", Summary: "sliding log: one sorted-set entry per admitted unit; exact over any span, for small limits", SHA1: "6f04c2bce01db09b92e947ea0a8089daaaa5f4dc", Function: "redisrate_sliding_log"},
 }
 

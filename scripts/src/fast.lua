@@ -16,7 +16,7 @@ repeat
   -- y" to a local that exists); a value past its maximum falls through, so
   -- 16 digits and more need no check of their own.
   -- (A script first compares period_ms with a second, a minute, an hour
-  -- and a day: assemble.go, periodMacro.)
+  -- and a day: src/macros.lua, fastperiod.)
   local limit1, period1 = @fastread(ls)@, @fastperiod(ps)@
   if not (limit1 and period1 and limit1 >= 1 and limit1 <= MAX_LIMIT and period1 >= 1 and period1 <= 1e12) then break end
   local burst1, cost, mode = limit1, 1, ''

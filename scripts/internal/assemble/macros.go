@@ -7,9 +7,6 @@ import (
 
 // macro is how the sources write what a script and the library do each
 // their way: "@name(arg)@", written out as macros.lua defines name.
-//
-// The generated scripts' comment "assemble.go, periodMacro" (fast.lua,
-// copied byte for byte) means macros.lua's fastperiod.
 var macro = regexp.MustCompile(`@([A-Za-z]+)\((\w+)\)@`)
 
 // The kinds of macros.lua: how a script and how the library write a macro.
