@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/redisrate/redisrate"
-	"github.com/redisrate/redisrate/ratefields"
 )
 
 // Verdict is what a transport does with a request.
@@ -47,42 +46,44 @@ type Answer struct {
 	// Err is why the limit could not be decided, for OnError's sake; nil
 	// when it was decided.
 	Err error
-	// Fields reports whether to send the rate-limit fields (Policy,
-	// RateLimit): the request was decided, and not in shadow mode without
-	// ShadowHeaders.
-	Fields bool
-	rule   *Rule
-	quota  *ratefields.Set // the quota's policy, when the quota refused the request
+
+	fields bool      // send the rate-limit fields: decided, and not in shadow mode without ShadowHeaders
+	rule   *Rule     // nil: none (the quota alone, or no decision)
+	quota  *fieldSet // the quota's policy, when the quota refused the request
 }
 
 // Policy is the RateLimit-Policy value of the answer's rule: every limit,
 // its own and the scopes', and the quota's when the quota refused the
-// request; "" when Fields is false.
+// request. It is "" when no fields are to be sent: the request was not
+// decided, or in shadow mode without Config.ShadowHeaders.
 func (a Answer) Policy() string {
-	if !a.Fields {
+	if !a.fields {
 		return ""
 	}
 	var p []string
 	if a.rule != nil {
-		p = append(p, a.rule.Fields.Policy())
+		p = append(p, a.rule.fields.policy)
 	}
 	if a.quota != nil {
-		p = append(p, a.quota.Policy())
+		p = append(p, a.quota.policy)
 	}
 	return strings.Join(p, ", ")
 }
 
-// RateLimit is the RateLimit value of the binding limit; "" when Fields
-// is false or the decision was degraded (redisrate.Result.Degraded): such
-// a decision has no quota to report.
+// RateLimit is the RateLimit value of the binding limit; "" when Policy is
+// "" or the decision was degraded (redisrate.Result.Degraded): such a
+// decision has no quota to report. A transport sends the quota it reports
+// (httplimit's X-RateLimit-*) only with it.
 func (a Answer) RateLimit() string {
 	switch {
-	case !a.Fields || a.Result.Degraded():
+	case !a.fields || a.Result.Degraded():
 		return ""
 	case a.quota != nil: // the quota's refusal: the binding limit is the quota
-		return a.quota.RateLimit(a.Result)
+		return a.quota.rateLimit(a.Result)
+	case a.rule == nil:
+		return ""
 	}
-	return a.rule.Fields.RateLimit(a.Result)
+	return a.rule.fields.rateLimit(a.Result)
 }
 
 // RetryAfter is how long a client should wait: for Deny the limit's wait,
@@ -106,12 +107,12 @@ func (a Answer) Binding() (string, redisrate.Limit) {
 	case a.Err != nil:
 		return "", redisrate.Limit{}
 	case a.quota != nil:
-		return a.quota.Name(0), a.quota.Limits[0]
+		return a.quota.name(0), a.quota.limits[0]
 	case a.rule == nil:
 		return "", redisrate.Limit{}
 	}
-	b := min(max(a.Result.Binding, 0), len(a.rule.Fields.Limits)-1)
-	return a.rule.Fields.Name(b), a.rule.Fields.Limits[b]
+	b := min(max(a.Result.Binding, 0), len(a.rule.fields.limits)-1)
+	return a.rule.fields.name(b), a.rule.fields.limits[b]
 }
 
 // Decide takes cost units from the key of req under rule's limits, and
@@ -163,7 +164,7 @@ func (r *Rules[R]) answer(req R, rule *Rule, res redisrate.Result, err error) An
 	if err != nil {
 		return r.Fail(req, err)
 	}
-	return Answer{Result: res, rule: rule, Fields: !res.Shadow || r.shadowHeaders, Verdict: verdictOf(res)}
+	return Answer{Result: res, rule: rule, fields: !res.Shadow || r.shadowHeaders, Verdict: verdictOf(res)}
 }
 
 // verdictOf is the verdict of a decision: Deny (429, ResourceExhausted)
@@ -190,7 +191,7 @@ func (r *Rules[R]) request(req R, rule *Rule, cost int64) (redisrate.Request, er
 		if rule.base {
 			key = escape(key)
 		}
-		return redisrate.Request{Key: rule.prefix + key, Limits: rule.Fields.Limits, N: cost}, nil
+		return redisrate.Request{Key: rule.prefix + key, Limits: rule.fields.limits, N: cost}, nil
 	}
 	values := make([]string, len(r.scopes))
 	for i, s := range r.scopes {
@@ -201,7 +202,7 @@ func (r *Rules[R]) request(req R, rule *Rule, cost int64) (redisrate.Request, er
 	keys := scopedKeys(r.name, rule.name, key, r.scopes, values)
 	kl := make([]redisrate.KeyLimit, len(keys))
 	for i, k := range keys {
-		kl[i] = redisrate.KeyLimit{Key: k, Limit: rule.Fields.Limits[i]}
+		kl[i] = redisrate.KeyLimit{Key: k, Limit: rule.fields.limits[i]}
 	}
 	return redisrate.Request{Keys: kl, N: cost}, nil
 }
@@ -279,7 +280,7 @@ const maxKeys = 8
 // empty, without ':', '{' or '}', all different. key and values are a
 // client's: in the tag, '%' and '}' of the value are percent-encoded, so
 // the tag ends where this ends it, and distinct values stay distinct.
-func scopedKeys[R any](name, segment, key string, scopes []Scope[R], values []string) []string {
+func scopedKeys[K any](name, segment, key string, scopes []Scope[K], values []string) []string {
 	last := len(scopes) - 1
 	tag := "{" + name + ":" + scopes[last].Name + ":" + tagValue.Replace(values[last]) + "}"
 	keys := make([]string, 0, len(scopes)+1)
