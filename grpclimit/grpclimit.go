@@ -215,6 +215,7 @@ type Interceptor struct {
 	base    method // Config.Limits' rule, nil without them
 	methods map[string]method
 	exempt  func(context.Context, string) bool
+	onError func(context.Context, string, error)
 	quota   bool // a Config.Quota: methods without limits are held to it alone
 }
 
@@ -225,7 +226,7 @@ func New(c Config) (*Interceptor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grpclimit: %w", err)
 	}
-	i := &Interceptor{rules: core, base: method{cost: 1}, methods: map[string]method{}, exempt: c.Exempt}
+	i := &Interceptor{rules: core, base: method{cost: 1}, methods: map[string]method{}, exempt: c.Exempt, onError: c.OnError}
 	if len(c.Limits) > 0 {
 		if i.base.rule, err = core.Rule("", "", c.Limits); err != nil {
 			return nil, fmt.Errorf("grpclimit: Config.Limits: %w", err)
@@ -280,9 +281,6 @@ func newCore(c Config) (*ratecore.Rules[call], error) {
 		ShadowHeaders: c.ShadowHeaders, Name: c.Name, Unit: "call", Quota: c.Quota}
 	if cc.Name == "" {
 		cc.Name = "grpc"
-	}
-	if c.OnError != nil {
-		cc.OnError = func(k call, err error) { c.OnError(k.ctx, k.method, err) }
 	}
 	var err error
 	if cc.Key, err = keyOf(c.Key, "Config.Key"); err != nil {
@@ -397,6 +395,9 @@ func (i *Interceptor) decide(ctx context.Context, name string, cost int64) (meta
 		cost = m.cost
 	}
 	a := i.rules.Decide(ctx, call{ctx, name}, m.rule, cost)
+	if a.Err != nil && i.onError != nil {
+		i.onError(ctx, name, a.Err)
+	}
 	var md metadata.MD
 	if p := a.Policy(); p != "" {
 		md = metadata.Pairs(policyMetadata, p)

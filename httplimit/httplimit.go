@@ -311,6 +311,7 @@ type Middleware struct {
 	exemptPreflight bool
 	omit            Headers
 	onDenied        func(http.ResponseWriter, *http.Request, redisrate.Result)
+	onError         func(*http.Request, error)
 }
 
 // New checks c and returns its Middleware. Every configuration error is
@@ -324,7 +325,7 @@ func New(c Config) (*Middleware, error) {
 		return nil, fmt.Errorf("httplimit: %w", err)
 	}
 	m := &Middleware{rules: core, choose: c.Plan, cost: c.Cost, settle: c.Settle, exempt: c.Exempt,
-		exemptPreflight: c.ExemptPreflight, omit: c.Omit, onDenied: c.OnDenied}
+		exemptPreflight: c.ExemptPreflight, omit: c.Omit, onDenied: c.OnDenied, onError: c.OnError}
 	switch {
 	case len(c.Plans) == 0 && c.Plan != nil:
 		return nil, errors.New("httplimit: Config.Plan is set but Config.Plans is empty")
@@ -385,7 +386,7 @@ func newCore(c Config) (*ratecore.Rules[*http.Request], error) {
 	}
 	return ratecore.New(ratecore.Config[*http.Request]{
 		Limiter: c.Limiter, FailurePolicy: c.FailurePolicy, Shadow: c.Shadow, ShadowHeaders: c.ShadowHeaders,
-		Name: name, Unit: "request", Key: key, Scopes: scopes, OnError: c.OnError, Quota: c.Quota,
+		Name: name, Unit: "request", Key: key, Scopes: scopes, Quota: c.Quota,
 	})
 }
 
@@ -423,6 +424,9 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			return
 		}
 		a, reserved := m.decide(r)
+		if a.Err != nil && m.onError != nil {
+			m.onError(r, a.Err)
+		}
 		m.setHeaders(w.Header(), a)
 		switch a.Verdict {
 		case ratecore.Serve:
@@ -461,20 +465,20 @@ func (m *Middleware) decide(r *http.Request) (ratecore.Answer, *redisrate.Reserv
 	if p == nil && m.plans != nil {
 		name, err := m.choose(r)
 		if err != nil {
-			return m.rules.Fail(r, fmt.Errorf("httplimit: Config.Plan: %w", err)), nil
+			return m.rules.Fail(fmt.Errorf("httplimit: Config.Plan: %w", err)), nil
 		}
 		if p = m.plans[name]; p == nil {
-			return m.rules.Fail(r, fmt.Errorf("httplimit: Config.Plan chose %q, which is not in Config.Plans", name)), nil
+			return m.rules.Fail(fmt.Errorf("httplimit: Config.Plan chose %q, which is not in Config.Plans", name)), nil
 		}
 	}
 	cost := int64(1)
 	if m.cost != nil {
 		var err error
 		if cost, err = m.cost(r); err != nil {
-			return m.rules.Fail(r, fmt.Errorf("httplimit: Config.Cost: %w", err)), nil
+			return m.rules.Fail(fmt.Errorf("httplimit: Config.Cost: %w", err)), nil
 		}
 		if cost < 1 {
-			return m.rules.Fail(r, fmt.Errorf("httplimit: Config.Cost returned %d: a cost is at least 1 (exempt requests with Config.Exempt)", cost)), nil
+			return m.rules.Fail(fmt.Errorf("httplimit: Config.Cost returned %d: a cost is at least 1 (exempt requests with Config.Exempt)", cost)), nil
 		}
 	}
 	if m.settle {
@@ -502,7 +506,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	// Not the request's own context: a client that leaves as the handler
 	// ends must not escape its debt. The Limiter's timeout bounds the call.
 	if _, err := reserved.Settle(context.WithoutCancel(r.Context()), used); err != nil {
-		m.rules.Fail(r, fmt.Errorf("httplimit: settling the request's cost: %w", err)) // tells OnError
+		if m.onError != nil {
+			m.onError(r, fmt.Errorf("httplimit: settling the request's cost: %w", err))
+		}
 	}
 }
 

@@ -43,8 +43,9 @@ type Answer struct {
 	Verdict Verdict
 	// Result is the Limiter's decision; zero when there was none.
 	Result redisrate.Result
-	// Err is why the limit could not be decided, for OnError's sake; nil
-	// when it was decided.
+	// Err is why the limit could not be decided; nil when it was decided.
+	// A transport tells its OnError of every Answer with an Err, before
+	// it answers the request: the errors that are bugs, or an outage.
 	Err error
 
 	fields bool      // send the rate-limit fields: decided, and not in shadow mode without ShadowHeaders
@@ -121,7 +122,7 @@ func (a Answer) Binding() (string, redisrate.Limit) {
 // the Quota alone (every client's requests share it: no key is needed).
 // Once Close has closed r, every request is Unavailable.
 func (r *Rules[R]) Decide(ctx context.Context, req R, rule *Rule, cost int64) Answer {
-	if a, closed := r.closedAnswer(req); closed {
+	if a, closed := r.closedAnswer(); closed {
 		return a
 	}
 	if a, ok := r.refusedBefore(rule, cost); ok {
@@ -129,40 +130,40 @@ func (r *Rules[R]) Decide(ctx context.Context, req R, rule *Rule, cost int64) An
 	}
 	if rule == nil {
 		if r.quota == nil {
-			return r.Fail(req, errors.New("ratecore: Decide with no rule and no Config.Quota"))
+			return r.Fail(errors.New("ratecore: Decide with no rule and no Config.Quota"))
 		}
-		return r.held(ctx, req, nil, Answer{Verdict: Serve}, cost)
+		return r.held(ctx, nil, Answer{Verdict: Serve}, cost)
 	}
 	q, err := r.request(req, rule, cost)
 	if err != nil {
-		return r.Fail(req, err)
+		return r.Fail(err)
 	}
 	res, err := r.limiter.Decide(ctx, q)
-	return r.held(ctx, req, &q, r.answer(req, rule, res, err), cost)
+	return r.held(ctx, &q, r.answer(rule, res, err), cost)
 }
 
 // Reserve is Decide as a reservation (redisrate.Limiter.Reserve), for a
 // cost known only after the request has run: settle the Reservation with
 // the amount used. The Reservation is nil when the answer has an error.
 func (r *Rules[R]) Reserve(ctx context.Context, req R, rule *Rule, cost int64) (Answer, *redisrate.Reservation) {
-	if a, closed := r.closedAnswer(req); closed {
+	if a, closed := r.closedAnswer(); closed {
 		return a, nil
 	}
 	q, err := r.request(req, rule, cost)
 	if err != nil {
-		return r.Fail(req, err), nil
+		return r.Fail(err), nil
 	}
 	v, err := r.limiter.Reserve(ctx, q)
 	if err != nil {
-		return r.Fail(req, err), nil
+		return r.Fail(err), nil
 	}
-	return r.answer(req, rule, v.Result, nil), v
+	return r.answer(rule, v.Result, nil), v
 }
 
 // answer is the Answer to the Limiter's decision res, err for req.
-func (r *Rules[R]) answer(req R, rule *Rule, res redisrate.Result, err error) Answer {
+func (r *Rules[R]) answer(rule *Rule, res redisrate.Result, err error) Answer {
 	if err != nil {
-		return r.Fail(req, err)
+		return r.Fail(err)
 	}
 	return Answer{Result: res, rule: rule, fields: !res.Shadow || r.shadowHeaders, Verdict: verdictOf(res)}
 }
@@ -219,11 +220,8 @@ func (r *Rules[R]) keyOf(f func(R) (string, error), req R) (string, error) {
 
 // Fail answers a request whose limit could not be decided because of err:
 // an error of Decide's, or of the transport's own (a plan or a cost that
-// could not be chosen). OnError is told first.
-func (r *Rules[R]) Fail(req R, err error) Answer {
-	if r.onError != nil {
-		r.onError(req, err)
-	}
+// could not be chosen), as Decide answers its own.
+func (r *Rules[R]) Fail(err error) Answer {
 	a := Answer{Err: err, Verdict: Internal}
 	switch {
 	case callerGaveUp(err):
@@ -297,8 +295,7 @@ var tagValue = strings.NewReplacer("%", "%25", "}", "%7D")
 // Close ends r's work, for a graceful shutdown: the Quota's lease gives
 // back what it has not spent, the timers of r's leases stop, and every
 // later request is answered Unavailable (503, codes.Unavailable: try
-// another instance), OnError told with an error matching
-// redisrate.ErrNoClient. It closes r's own Limiter (made with
+// another instance), with an Err matching redisrate.ErrNoClient. It closes r's own Limiter (made with
 // redisrate.Limiter.With), never Config.Limiter, which may serve others:
 // close that one after every middleware on it. ctx bounds the wait.
 // Closing again does nothing.
@@ -312,11 +309,11 @@ func (r *Rules[R]) Close(ctx context.Context) error {
 }
 
 // closedAnswer is the answer to every request once r is closed.
-func (r *Rules[R]) closedAnswer(req R) (Answer, bool) {
+func (r *Rules[R]) closedAnswer() (Answer, bool) {
 	if !r.closed.Load() {
 		return Answer{}, false
 	}
-	a := r.Fail(req, errRulesClosed)
+	a := r.Fail(errRulesClosed)
 	if a.Verdict != Serve { // shadow mode serves it still
 		a.Verdict = Unavailable
 	}

@@ -129,9 +129,9 @@ func ExampleRules_Fail() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	a := rules.Fail("request", errors.New("plan lookup failed"))
+	a := rules.Fail(errors.New("plan lookup failed"))
 	fmt.Println(a.Verdict == ratecore.Serve) // shadow mode serves
-	a = rules.Fail("request", fmt.Errorf("decide: %w", context.Canceled))
+	a = rules.Fail(fmt.Errorf("decide: %w", context.Canceled))
 	fmt.Println(a.Verdict == ratecore.Ended) // but never a request that ended
 	// Output:
 	// true

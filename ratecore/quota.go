@@ -247,16 +247,16 @@ func (r *Rules[R]) refusedBefore(rule *Rule, cost int64) (Answer, bool) {
 // held answers a request that its own limits served (a) under the quota:
 // served when the quota serves cost units too; else refused, with the own
 // units given back (q, the request's own; none with the quota alone).
-func (r *Rules[R]) held(ctx context.Context, req R, q *redisrate.Request, a Answer, cost int64) Answer {
+func (r *Rules[R]) held(ctx context.Context, q *redisrate.Request, a Answer, cost int64) Answer {
 	if r.quota == nil || a.Verdict != Serve || a.Err != nil {
 		return a
 	}
 	res, ok, err := r.quota.take(ctx, r.limiter, cost)
 	switch {
 	case errors.Is(err, errQuotaClosed): // closed meanwhile
-		a, _ = r.closedAnswer(req)
+		a, _ = r.closedAnswer()
 	case err != nil:
-		a = r.Fail(req, err)
+		a = r.Fail(err)
 	case ok || r.shadow:
 		return a
 	case res.Source == redisrate.SourceFailClosed: // Redis could not decide: the policy's refusal

@@ -107,8 +107,6 @@ type Config[R any] struct {
 	Key func(R) (string, error)
 	// Scopes are the further keys, the broadest last.
 	Scopes []Scope[func(R) (string, error)]
-	// OnError is told of every request whose limit could not be decided.
-	OnError func(R, error)
 	// Quota, when not nil, is a limit every request shares, spent from
 	// leases (see Quota), after the request's own limits.
 	Quota *Quota
@@ -124,7 +122,6 @@ type Rules[R any] struct {
 	scopes        []Scope[func(R) (string, error)]
 	shadow        bool
 	shadowHeaders bool
-	onError       func(R, error)
 	names         map[string]string // the names in keys, and what uses each
 	quota         *quota            // nil: none
 	closed        atomic.Bool       // by Close
@@ -155,7 +152,7 @@ func New[R any](c Config[R]) (*Rules[R], error) {
 	}
 	r := &Rules[R]{
 		limiter: c.Limiter.With(opts...), name: c.Name, unit: unit, key: c.Key,
-		shadow: c.Shadow, shadowHeaders: c.ShadowHeaders, onError: c.OnError,
+		shadow: c.Shadow, shadowHeaders: c.ShadowHeaders,
 		names: map[string]string{c.Name: "Config.Name"},
 	}
 	if err := r.checkScopes(c.Scopes); err != nil {
