@@ -199,9 +199,9 @@ type Config struct {
 	// Settle. Close the Middleware on shutdown to give its lease back.
 	Quota *ratecore.Quota
 
-	// Key identifies the client: ClientIP, APIKey, or any KeyFunc. Nil means ClientIP{}: the connection's address, which is
-	// right only without proxies in front. Its configuration is checked
-	// by New.
+	// Key identifies the client: ClientIP, APIKey, or any KeyFunc. Nil
+	// means ClientIP{}: the connection's address, which is right only
+	// without proxies in front. Its configuration is checked by New.
 	Key Keyer
 
 	// Exempt, when it reports true, lets r through without a limit and
@@ -212,11 +212,10 @@ type Config struct {
 
 	// ExemptPreflight answers CORS preflight requests (OPTIONS with an
 	// Access-Control-Request-Method header, as the Fetch standard has
-	// them) here, with 204
-	// No Content and without counting them; they never reach the limited
-	// handler. By default a preflight is counted like any request: any
-	// client can send that header, so an exemption that called the handler
-	// would let it run without limit.
+	// them) here, with 204 No Content and without counting them; they
+	// never reach the limited handler. By default a preflight is counted
+	// like any request: any client can send that header, so an exemption
+	// that called the handler would let it run without limit.
 	//
 	// Put the CORS middleware in front of this one. If it answers
 	// preflights itself (the usual way), they never come here. If it
@@ -282,13 +281,12 @@ type Config struct {
 	// deployment the server refuses (redisrate.ErrMisconfigured) is told
 	// on every request: alert on it. The answer is the middleware's: 400
 	// for a request without its key (ratecore.ErrNoKey, the error's text
-	// shown), 503
-	// with Retry-After when Redis could not decide (redisrate.ErrUnavailable),
-	// 503 without it when the request's context ended first (the client
-	// went away, a deadline passed), 500 for anything else (a
-	// misconfiguration included); never the error's text, which may
-	// describe the infrastructure. In shadow mode the request is served instead, but
-	// for an ended context.
+	// shown), 503 with Retry-After when Redis could not decide
+	// (redisrate.ErrUnavailable), 503 without it when the request's
+	// context ended first (the client went away, a deadline passed), 500
+	// for anything else (a misconfiguration included); never the error's
+	// text, which may describe the infrastructure. In shadow mode the
+	// request is served instead, but for an ended context.
 	OnError func(r *http.Request, err error)
 }
 
