@@ -27,6 +27,7 @@ import (
 	"github.com/redisrate/redisrate/grpclimit"
 	"github.com/redisrate/redisrate/internal/exampleredis"
 	"github.com/redisrate/redisrate/internal/readmetest"
+	"github.com/redisrate/redisrate/ratecore"
 )
 
 // exampleRedis is an embedded Redis with a fixed clock, so that the
@@ -62,7 +63,7 @@ func ExampleNew() {
 		Limiter: redisrate.NewLimiter(rdb),
 		Limits:  []redisrate.Limit{redisrate.PerMinute(2)},
 		Methods: map[string]grpclimit.Method{"/grpc.health.v1.Health/Watch": {Cost: 2}},
-		Key:     grpclimit.APIKey{Metadata: "x-api-key", Secret: []byte("example secret, 16+ bytes; keep yours out of the code"), Authenticated: true},
+		Key:     grpclimit.APIKey{Header: "x-api-key", Secret: []byte("example secret, 16+ bytes; keep yours out of the code"), Authenticated: true},
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -118,7 +119,7 @@ func ExampleConfig() {
 			"/shop.Orders/Export": {Limits: []redisrate.Limit{redisrate.PerMinute(2)}}, // its own quota
 			"/shop.Orders/Batch":  {Cost: 10},                                          // the shared quota, 10 units
 		},
-		Key: grpclimit.APIKey{Metadata: "x-api-key", Secret: secret, Verify: keys.Issued},
+		Key: grpclimit.APIKey{Header: "x-api-key", Secret: secret, Verify: keys.Issued},
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -242,7 +243,7 @@ func (s issued) Issued(_ context.Context, apiKey string) (bool, error) { return 
 // APIKey reads the key from the call's metadata; Redis sees only its HMAC.
 func ExampleAPIKey() {
 	keys := issued{"k-123": true}
-	keyFunc, err := grpclimit.APIKey{Metadata: "x-api-key", Secret: []byte("example secret, 16+ bytes"), Verify: keys.Issued}.KeyFunc()
+	keyFunc, err := grpclimit.APIKey{Header: "x-api-key", Secret: []byte("example secret, 16+ bytes"), Verify: keys.Issued}.KeyFunc()
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -250,7 +251,7 @@ func ExampleAPIKey() {
 	key, _ := keyFunc(ctx, "/pkg.Svc/Get")
 	fmt.Println(key[:4], len(key))
 	_, err = keyFunc(context.Background(), "/pkg.Svc/Get") // no x-api-key: the interceptors answer InvalidArgument
-	fmt.Println(errors.Is(err, grpclimit.ErrNoKey))
+	fmt.Println(errors.Is(err, ratecore.ErrNoKey))
 	// Output:
 	// key: 36
 	// true
@@ -276,7 +277,7 @@ func ExampleMethod() {
 		Limits:  []redisrate.Limit{redisrate.PerSecond(20)},
 		Methods: map[string]grpclimit.Method{
 			"/shop.Orders/Batch":  {Cost: 10},
-			"/shop.Orders/Export": {Limits: []redisrate.Limit{redisrate.PerHour(10)}, PolicyNames: []string{"export"}},
+			"/shop.Orders/Export": {Limits: []redisrate.Limit{redisrate.PerHour(10).WithName("export")}},
 		},
 	})
 	if err != nil {

@@ -53,21 +53,22 @@ import (
 	"github.com/redisrate/redisrate/ratecore"
 )
 
-// The response metadata keys.
+// The response metadata keys: the RateLimit-Policy value (each limit's
+// quota and window) and the RateLimit value (the binding limit, units
+// left, seconds to more).
 const (
-	PolicyMetadata    = "ratelimit-policy" // the RateLimit-Policy value: each limit's quota and window
-	RateLimitMetadata = "ratelimit"        // the RateLimit value: the binding limit, units left, seconds to more
+	policyMetadata    = "ratelimit-policy"
+	rateLimitMetadata = "ratelimit"
 )
 
 // Method is the limits and cost of a method.
 type Method struct {
 	// Limits are the method's own limits, with state of their own; nil
 	// means Config.Limits, shared with every method without limits of its
-	// own.
+	// own. Each is named in the metadata, and in metrics, by its Name
+	// (redisrate.Limit.WithName); one without is named by the method's
+	// name for a single limit, with "-1", "-2", ... for several.
 	Limits []redisrate.Limit
-	// PolicyNames name each of Limits in the metadata. Default: the
-	// method's name for a single limit, with "-1", "-2", ... for several.
-	PolicyNames []string
 	// Cost is the units a call takes; 0 means 1.
 	Cost int64
 }
@@ -81,11 +82,10 @@ type Config struct {
 	// explicit FailClosed or FailError on it is never served open.
 	Limiter *redisrate.Limiter
 	// Limits are the limits of every method without limits of its own.
-	// Without them, only the methods in Methods are limited.
+	// Without them, only the methods in Methods are limited. Each is named
+	// in the metadata by its Name, as in Method.Limits (by default Name,
+	// or Name-1, Name-2, ...).
 	Limits []redisrate.Limit
-	// PolicyNames name each of Limits in the metadata. Default: Name for
-	// a single limit; Name-1, Name-2, ... for several.
-	PolicyNames []string
 	// Methods holds the methods with limits or a cost of their own, by
 	// full method name ("/package.Service/Method").
 	Methods map[string]Method
@@ -144,7 +144,7 @@ type Config struct {
 	// errors that match redisrate.ErrUnavailable. A deployment the server
 	// refuses (redisrate.ErrMisconfigured) is told on every call: alert on
 	// it. The answer is the interceptor's: codes.InvalidArgument for a
-	// call without its key (ErrNoKey, the error's text shown),
+	// call without its key (ratecore.ErrNoKey, the error's text shown),
 	// codes.Unavailable with a RetryInfo of one second when Redis could
 	// not decide (redisrate.ErrUnavailable), the context's code when the
 	// call's deadline passed (or it was cancelled) first, codes.Internal
@@ -190,26 +190,11 @@ type Config struct {
 }
 
 // Scope is a further key that a call is held to, with a limit of its own,
-// in the same atomic call as the call's own limit (contract v2.1, several
-// keys): per API key and per account, say. The call is admitted only if
-// every limit admits it, and then recorded on every key; a call that one
-// limit denies takes nothing from the others.
-type Scope struct {
-	// Name names the scope: its policy name in the metadata and metrics,
-	// and part of its Redis keys. Printable ASCII without ':', '{' or '}',
-	// other than Config.Name, the names of Config.Methods and the other
-	// scopes'.
-	Name string
-
-	// Key gives the scope's key for a call, e.g. the account that owns the
-	// call's API key. Its errors, and an empty key, are answered as
-	// Config.Key's are.
-	Key Keyer
-
-	// Limit is the scope's limit, of the algorithm of the call's own
-	// limit: one call runs one algorithm's script.
-	Limit redisrate.Limit
-}
+// in the same atomic call as the call's own limit: per API key and per
+// account, say (see Config.Scopes, and ratecore.Scope for its fields). Its
+// Key is a Keyer, whose errors, and an empty key, are answered as
+// Config.Key's are.
+type Scope = ratecore.Scope[Keyer]
 
 // call is a call as the core sees it: its context and full method name.
 type call struct {
@@ -230,6 +215,7 @@ type Interceptor struct {
 	base    method // Config.Limits' rule, nil without them
 	methods map[string]method
 	exempt  func(context.Context, string) bool
+	onError func(context.Context, string, error)
 	quota   bool // a Config.Quota: methods without limits are held to it alone
 }
 
@@ -240,13 +226,11 @@ func New(c Config) (*Interceptor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grpclimit: %w", err)
 	}
-	i := &Interceptor{rules: core, base: method{cost: 1}, methods: map[string]method{}, exempt: c.Exempt}
+	i := &Interceptor{rules: core, base: method{cost: 1}, methods: map[string]method{}, exempt: c.Exempt, onError: c.OnError}
 	if len(c.Limits) > 0 {
-		if i.base.rule, err = core.Rule("", "", c.Limits, c.PolicyNames); err != nil {
+		if i.base.rule, err = core.Rule("", "", c.Limits); err != nil {
 			return nil, fmt.Errorf("grpclimit: Config.Limits: %w", err)
 		}
-	} else if len(c.PolicyNames) > 0 {
-		return nil, errors.New("grpclimit: Config.PolicyNames without Config.Limits")
 	}
 	for name, spec := range c.Methods {
 		if i.methods[name], err = i.method(name, spec); err != nil {
@@ -282,12 +266,10 @@ func (i *Interceptor) method(name string, spec Method) (method, error) {
 		return method{}, fmt.Errorf("negative Cost %d", spec.Cost)
 	case len(spec.Limits) > 0:
 		var err error
-		m.rule, err = i.rules.Rule(name, fmt.Sprintf("the method %q", name), spec.Limits, spec.PolicyNames)
+		m.rule, err = i.rules.Rule(name, fmt.Sprintf("the method %q", name), spec.Limits)
 		return m, err
 	case m.rule == nil:
 		return method{}, errors.New("no Limits, and there are no Config.Limits")
-	case len(spec.PolicyNames) > 0:
-		return method{}, errors.New("PolicyNames but no Limits")
 	}
 	return m, nil
 }
@@ -300,15 +282,12 @@ func newCore(c Config) (*ratecore.Rules[call], error) {
 	if cc.Name == "" {
 		cc.Name = "grpc"
 	}
-	if c.OnError != nil {
-		cc.OnError = func(k call, err error) { c.OnError(k.ctx, k.method, err) }
-	}
 	var err error
 	if cc.Key, err = keyOf(c.Key, "Config.Key"); err != nil {
 		return nil, err
 	}
 	for n, s := range c.Scopes {
-		scope := ratecore.Scope[call]{Name: s.Name, Limit: s.Limit}
+		scope := ratecore.Scope[func(call) (string, error)]{Name: s.Name, Limit: s.Limit}
 		if s.Key != nil { // without, ratecore.New names it
 			if scope.Key, err = keyOf(s.Key, fmt.Sprintf("Config.Scopes[%d] (%q).Key", n, s.Name)); err != nil {
 				return nil, err
@@ -416,11 +395,14 @@ func (i *Interceptor) decide(ctx context.Context, name string, cost int64) (meta
 		cost = m.cost
 	}
 	a := i.rules.Decide(ctx, call{ctx, name}, m.rule, cost)
+	if a.Err != nil && i.onError != nil {
+		i.onError(ctx, name, a.Err)
+	}
 	var md metadata.MD
 	if p := a.Policy(); p != "" {
-		md = metadata.Pairs(PolicyMetadata, p)
+		md = metadata.Pairs(policyMetadata, p)
 		if rl := a.RateLimit(); rl != "" {
-			md.Set(RateLimitMetadata, rl)
+			md.Set(rateLimitMetadata, rl)
 		}
 	}
 	return md, statusOf(a)

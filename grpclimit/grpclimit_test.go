@@ -162,9 +162,9 @@ func TestMethodsAndStreams(t *testing.T) {
 		Limits:  []redisrate.Limit{redisrate.PerMinute(10)},
 		Methods: map[string]grpclimit.Method{
 			check: {Cost: 4},
-			watch: {Limits: []redisrate.Limit{redisrate.PerMinute(1)}, PolicyNames: []string{"watch"}},
+			watch: {Limits: []redisrate.Limit{redisrate.PerMinute(1).WithName("watch")}},
 		},
-		Key:    grpclimit.APIKey{Metadata: "x-api-key", Secret: secret, Authenticated: true},
+		Key:    grpclimit.APIKey{Header: "x-api-key", Secret: secret, Authenticated: true},
 		Exempt: func(ctx context.Context, method string) bool { return strings.HasPrefix(method, "/grpc.reflection.") },
 	})
 	// Check costs 4 of the shared 10.
@@ -380,12 +380,12 @@ func TestNewErrors(t *testing.T) {
 		{grpclimit.Config{Limiter: l, Methods: map[string]grpclimit.Method{check: {Cost: 2}}}, "no Limits, and there are no Config.Limits"},
 		{grpclimit.Config{Limiter: l, Limits: one, Methods: map[string]grpclimit.Method{"Check": {Cost: 2}}}, "not a full method name"},
 		{grpclimit.Config{Limiter: l, Limits: one, Methods: map[string]grpclimit.Method{check: {Cost: -1}}}, "negative Cost"},
-		{grpclimit.Config{Limiter: l, Limits: one, Key: grpclimit.APIKey{Secret: secret}}, "no Metadata"},
-		{grpclimit.Config{Limiter: l, Limits: one, Key: grpclimit.APIKey{Metadata: "x-api-key", Secret: []byte("short")}}, "at least 16"},
+		{grpclimit.Config{Limiter: l, Limits: one, Key: grpclimit.APIKey{Secret: secret}}, "APIKey has no Header"},
+		{grpclimit.Config{Limiter: l, Limits: one, Key: grpclimit.APIKey{Header: "x-api-key", Secret: []byte("short")}}, "at least 16"},
 		{grpclimit.Config{Limiter: l, Limits: one, Key: grpclimit.KeyFunc(nil)}, "nil KeyFunc"},
 		// Without the check, every call panicked on the nil function.
 		{grpclimit.Config{Limiter: l, Limits: one, Key: nilKeyer{}}, "Config.Key gives a nil KeyFunc"},
-		{grpclimit.Config{Limiter: l, PolicyNames: []string{"x"}}, "PolicyNames without"},
+		{grpclimit.Config{Limiter: l, Limits: []redisrate.Limit{redisrate.PerSecond(1).WithName("a"), redisrate.PerMinute(5).WithName("a")}}, `"a" twice`},
 		// ':' ends each name in a client's key: "grpc:/grpc.health.v1.Health/Check"
 		// would share the keys of "grpc" with Check's own limits.
 		{grpclimit.Config{Limiter: l, Limits: one, Name: "grpc:" + check}, `invalid Config.Name "grpc:/grpc.health.v1.Health/Check": ':' separates`},
@@ -432,7 +432,7 @@ func TestTinyDeadlinesBuyNothing(t *testing.T) {
 		in, err := grpclimit.New(grpclimit.Config{
 			Limiter: testLimiter(e.rdb, redisrate.WithFailurePolicy(redisrate.FailOpen)),
 			Limits:  []redisrate.Limit{redisrate.PerMinute(3)},
-			Key:     grpclimit.APIKey{Metadata: "x-api-key", Secret: secret, Authenticated: true},
+			Key:     grpclimit.APIKey{Header: "x-api-key", Secret: secret, Authenticated: true},
 			Shadow:  shadow,
 		})
 		if err != nil {
@@ -532,7 +532,7 @@ func TestShadow(t *testing.T) {
 			if err != nil {
 				t.Errorf("headers %v, call %d: %v; want it through", headers, i, err)
 			}
-			if got := len(md.Get(grpclimit.RateLimitMetadata)) > 0; got != headers {
+			if got := len(md.Get("ratelimit")) > 0; got != headers {
 				t.Errorf("headers %v, call %d: metadata %v", headers, i, md)
 			}
 		}
@@ -629,7 +629,7 @@ func TestQuota(t *testing.T) {
 	e := newEnv(t)
 	c := serve(t, grpclimit.Config{
 		Limiter: testLimiter(e.rdb), Limits: []redisrate.Limit{redisrate.PerMinute(100)},
-		Key:   grpclimit.APIKey{Metadata: "x-api-key", Secret: []byte("a secret of sixteen bytes or more"), Authenticated: true},
+		Key:   grpclimit.APIKey{Header: "x-api-key", Secret: []byte("a secret of sixteen bytes or more"), Authenticated: true},
 		Quota: &ratecore.Quota{Key: "upstream", Limit: redisrate.PerMinute(2), Lease: 1},
 	})
 	for i, want := range []codes.Code{codes.OK, codes.OK, codes.ResourceExhausted} {

@@ -14,6 +14,7 @@ import (
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/grpclimit"
 	"github.com/redisrate/redisrate/internal/readmetest"
+	"github.com/redisrate/redisrate/ratecore"
 )
 
 // directory maps the API keys to the accounts that own them.
@@ -33,7 +34,7 @@ func (d directory) AccountOf(ctx context.Context, _ string) (string, error) {
 			return account, nil
 		}
 	}
-	return "", fmt.Errorf("%w: unknown API key", grpclimit.ErrNoKey)
+	return "", fmt.Errorf("%w: unknown API key", ratecore.ErrNoKey)
 }
 
 // The user-and-organisation limits of docs/grpc.md: each API key at 10
@@ -54,7 +55,7 @@ func ExampleScope() {
 		Limiter: limiter,
 		Name:    "api",
 		Limits:  []redisrate.Limit{redisrate.PerSecond(10)}, // each API key's
-		Key:     grpclimit.APIKey{Metadata: "x-api-key", Secret: secret, Verify: accounts.Issued},
+		Key:     grpclimit.APIKey{Header: "x-api-key", Secret: secret, Verify: accounts.Issued},
 		Scopes: []grpclimit.Scope{{
 			Name:  "account", // its policy name in the metadata
 			Key:   grpclimit.KeyFunc(accounts.AccountOf),

@@ -19,6 +19,7 @@ import (
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/grpclimit"
 	"github.com/redisrate/redisrate/httplimit"
+	"github.com/redisrate/redisrate/ratecore"
 )
 
 // metadataKey keys calls by the raw value of a metadata key: a client's
@@ -29,7 +30,7 @@ func metadataKey(name string) grpclimit.KeyFunc {
 		if v := md.Get(name); len(v) == 1 && v[0] != "" {
 			return v[0], nil
 		}
-		return "", fmt.Errorf("%w: no %s", grpclimit.ErrNoKey, name)
+		return "", fmt.Errorf("%w: no %s", ratecore.ErrNoKey, name)
 	}
 }
 
@@ -118,7 +119,7 @@ func TestScopesMethods(t *testing.T) {
 	cfg.Scopes[0].Limit = redisrate.PerMinute(10)
 	cfg.Methods = map[string]grpclimit.Method{
 		check: {Cost: 2},
-		watch: {Limits: []redisrate.Limit{redisrate.PerMinute(5)}, PolicyNames: []string{"watch"}},
+		watch: {Limits: []redisrate.Limit{redisrate.PerMinute(5).WithName("watch")}},
 	}
 	c := serve(t, cfg)
 	md, err := call(t, c, "x-key", "k", "x-account", "a")
@@ -237,7 +238,7 @@ func TestScopesKeyErrorsAndShadow(t *testing.T) {
 	if _, err := call(t, c, "x-key", "k", "x-account", "a"); status.Code(err) != codes.Internal || strings.Contains(err.Error(), "directory") {
 		t.Errorf("a failing scope key: %v; want Internal, the error not shown", err)
 	}
-	if len(told) != 2 || !errors.Is(told[0], grpclimit.ErrNoKey) || len(e.mr.Keys()) != 0 {
+	if len(told) != 2 || !errors.Is(told[0], ratecore.ErrNoKey) || len(e.mr.Keys()) != 0 {
 		t.Errorf("OnError told %v, keys %q; want 2 errors, nothing written", told, e.mr.Keys())
 	}
 

@@ -84,7 +84,7 @@ func TestStreamMessages(t *testing.T) {
 // walks x-forwarded-for from the right, as httplimit.ClientIP does, and a
 // client's own entry is never reached.
 func TestPeerIPTrustedProxies(t *testing.T) {
-	f, err := grpclimit.PeerIP{Metadata: "X-Forwarded-For", TrustedProxies: []string{"10.0.0.1"}}.KeyFunc()
+	f, err := grpclimit.PeerIP{Header: "X-Forwarded-For", TrustedProxies: []string{"10.0.0.1"}}.KeyFunc()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,9 +100,9 @@ func TestPeerIPTrustedProxies(t *testing.T) {
 		}
 	}
 	for _, c := range []grpclimit.PeerIP{
-		{Metadata: "x-forwarded-for"},
+		{Header: "x-forwarded-for"},
 		{TrustedProxies: []string{"10.0.0.1"}},
-		{Metadata: "x-forwarded-for", TrustedProxies: []string{"10.0.0.0/8"}},
+		{Header: "x-forwarded-for", TrustedProxies: []string{"10.0.0.0/8"}},
 	} {
 		if _, err := c.KeyFunc(); err == nil {
 			t.Errorf("%+v: no error; want one", c)

@@ -81,10 +81,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/ratecore"
-	"github.com/redisrate/redisrate/ratefields"
 )
 
 // Headers selects sets of response headers, to switch them off with
@@ -111,13 +111,11 @@ type Plan struct {
 	Name string
 
 	// Limits are the plan's limits, all applied at once (see
-	// a redisrate.Request of several Limits): 1 to 8 limits of one algorithm.
+	// a redisrate.Request of several Limits): 1 to 8 limits of one
+	// algorithm. Each is named in RateLimit-Policy and RateLimit, and in
+	// metrics, by its Name (redisrate.Limit.WithName); one without is
+	// named Name for a single limit, or Name-1, Name-2, ... by its place.
 	Limits []redisrate.Limit
-
-	// PolicyNames name each limit in RateLimit-Policy and RateLimit, in
-	// the order of Limits. Default: Name for a single limit; Name-1,
-	// Name-2, ... for several.
-	PolicyNames []string
 }
 
 // Config configures a Middleware. Limiter is required, and either Limits
@@ -157,11 +155,10 @@ type Config struct {
 	ShadowHeaders bool
 
 	// Limits are the limits every request is held to, all at once, when
-	// there are no Plans: 1 to 8 limits of one algorithm.
+	// there are no Plans: 1 to 8 limits of one algorithm. Each is named in
+	// the headers by its Name, as in Plan.Limits (by default Name, or
+	// Name-1, Name-2, ...).
 	Limits []redisrate.Limit
-
-	// PolicyNames name each of Limits in the headers, as Plan.PolicyNames.
-	PolicyNames []string
 
 	// Plans are the sets of limits a request can be held to, one chosen
 	// per request by Plan; instead of Limits. Each plan keeps its own
@@ -202,24 +199,23 @@ type Config struct {
 	// Settle. Close the Middleware on shutdown to give its lease back.
 	Quota *ratecore.Quota
 
-	// Key identifies the client: ClientIP, APIKey (or Header), or any
-	// KeyFunc. Nil means ClientIP{}: the connection's address, which is
-	// right only without proxies in front. Its configuration is checked
-	// by New.
+	// Key identifies the client: ClientIP, APIKey, or any KeyFunc. Nil
+	// means ClientIP{}: the connection's address, which is right only
+	// without proxies in front. Its configuration is checked by New.
 	Key Keyer
 
 	// Exempt, when it reports true, lets r through without a limit and
 	// without rate-limit headers: health checks, an allowlist. It is the
 	// only way to exempt a request; a KeyFunc that returns an empty key
-	// gets an error (ErrNoKey).
+	// gets an error (ratecore.ErrNoKey).
 	Exempt func(r *http.Request) bool
 
-	// ExemptPreflight answers CORS preflight requests (IsPreflight:
-	// OPTIONS with an Access-Control-Request-Method header) here, with 204
-	// No Content and without counting them; they never reach the limited
-	// handler. By default a preflight is counted like any request: any
-	// client can send that header, so an exemption that called the handler
-	// would let it run without limit.
+	// ExemptPreflight answers CORS preflight requests (OPTIONS with an
+	// Access-Control-Request-Method header, as the Fetch standard has
+	// them) here, with 204 No Content and without counting them; they
+	// never reach the limited handler. By default a preflight is counted
+	// like any request: any client can send that header, so an exemption
+	// that called the handler would let it run without limit.
 	//
 	// Put the CORS middleware in front of this one. If it answers
 	// preflights itself (the usual way), they never come here. If it
@@ -284,37 +280,22 @@ type Config struct {
 	// outage: skip errors that match redisrate.ErrUnavailable. A
 	// deployment the server refuses (redisrate.ErrMisconfigured) is told
 	// on every request: alert on it. The answer is the middleware's: 400
-	// for a request without its key (ErrNoKey, the error's text shown), 503
-	// with Retry-After when Redis could not decide (redisrate.ErrUnavailable),
-	// 503 without it when the request's context ended first (the client
-	// went away, a deadline passed), 500 for anything else (a
-	// misconfiguration included); never the error's text, which may
-	// describe the infrastructure. In shadow mode the request is served instead, but
-	// for an ended context.
+	// for a request without its key (ratecore.ErrNoKey, the error's text
+	// shown), 503 with Retry-After when Redis could not decide
+	// (redisrate.ErrUnavailable), 503 without it when the request's
+	// context ended first (the client went away, a deadline passed), 500
+	// for anything else (a misconfiguration included); never the error's
+	// text, which may describe the infrastructure. In shadow mode the
+	// request is served instead, but for an ended context.
 	OnError func(r *http.Request, err error)
 }
 
 // Scope is a further key that a request is held to, with a limit of its
-// own, in the same atomic call as the request's own limit (contract v2.1,
-// several keys): per API key and per account, say. The request is admitted
-// only if every limit admits it, and then recorded on every key; a request
-// that one limit denies takes nothing from the others.
-type Scope struct {
-	// Name names the scope: its policy name in the headers and metrics,
-	// and part of its Redis keys. Printable ASCII without ':', '{' or '}',
-	// other than Config.Name, the plans' names and the other scopes'.
-	Name string
-
-	// Key gives the scope's key for a request, e.g. the account that owns
-	// the request's API key, looked up on the server: for the broadest
-	// scope never a value the client chooses (see Config.Scopes). Its
-	// errors, and an empty key, are answered as Config.Key's are.
-	Key Keyer
-
-	// Limit is the scope's limit, of the algorithm of the request's own
-	// limit: one call runs one algorithm's script.
-	Limit redisrate.Limit
-}
+// own, in the same atomic call as the request's own limit: per API key and
+// per account, say (see Config.Scopes, and ratecore.Scope for its fields).
+// Its Key is a Keyer, whose errors, and an empty key, are answered as
+// Config.Key's are.
+type Scope = ratecore.Scope[Keyer]
 
 // Middleware limits the requests that go through its Handler.
 type Middleware struct {
@@ -328,6 +309,7 @@ type Middleware struct {
 	exemptPreflight bool
 	omit            Headers
 	onDenied        func(http.ResponseWriter, *http.Request, redisrate.Result)
+	onError         func(*http.Request, error)
 }
 
 // New checks c and returns its Middleware. Every configuration error is
@@ -341,24 +323,21 @@ func New(c Config) (*Middleware, error) {
 		return nil, fmt.Errorf("httplimit: %w", err)
 	}
 	m := &Middleware{rules: core, choose: c.Plan, cost: c.Cost, settle: c.Settle, exempt: c.Exempt,
-		exemptPreflight: c.ExemptPreflight, omit: c.Omit, onDenied: c.OnDenied}
+		exemptPreflight: c.ExemptPreflight, omit: c.Omit, onDenied: c.OnDenied, onError: c.OnError}
 	switch {
 	case len(c.Plans) == 0 && c.Plan != nil:
 		return nil, errors.New("httplimit: Config.Plan is set but Config.Plans is empty")
 	case len(c.Plans) == 0 && len(c.Limits) == 0 && c.Quota != nil:
-		if len(c.PolicyNames) > 0 {
-			return nil, errors.New("httplimit: Config.PolicyNames without Config.Limits")
-		}
 		return m, nil // the quota alone
 	case len(c.Plans) == 0:
 		if len(c.Limits) == 0 {
 			return nil, errors.New("httplimit: Config.Limits is empty: give at least one limit, or Plans, or a Quota")
 		}
-		if m.single, err = core.Rule("", "", c.Limits, c.PolicyNames); err != nil {
+		if m.single, err = core.Rule("", "", c.Limits); err != nil {
 			return nil, fmt.Errorf("httplimit: Config.Limits: %w", err)
 		}
 		return m, nil
-	case len(c.Limits) > 0 || len(c.PolicyNames) > 0:
+	case len(c.Limits) > 0:
 		return nil, errors.New("httplimit: Config has both Limits and Plans: put the limits in a Plan")
 	case c.Plan == nil:
 		return nil, errors.New("httplimit: Config.Plans needs Config.Plan to choose a plan per request")
@@ -371,7 +350,7 @@ func New(c Config) (*Middleware, error) {
 		if m.plans[pl.Name] != nil {
 			return nil, fmt.Errorf("httplimit: Config.Plans has the plan %q twice", pl.Name)
 		}
-		if m.plans[pl.Name], err = core.Rule(pl.Name, fmt.Sprintf("the plan %q", pl.Name), pl.Limits, pl.PolicyNames); err != nil {
+		if m.plans[pl.Name], err = core.Rule(pl.Name, fmt.Sprintf("the plan %q", pl.Name), pl.Limits); err != nil {
 			return nil, fmt.Errorf("httplimit: Config.Plans[%d] (%q): %w", i, pl.Name, err)
 		}
 	}
@@ -393,9 +372,9 @@ func newCore(c Config) (*ratecore.Rules[*http.Request], error) {
 	if err != nil {
 		return nil, err
 	}
-	scopes := make([]ratecore.Scope[*http.Request], len(c.Scopes))
+	scopes := make([]ratecore.Scope[func(*http.Request) (string, error)], len(c.Scopes))
 	for i, s := range c.Scopes {
-		scopes[i] = ratecore.Scope[*http.Request]{Name: s.Name, Limit: s.Limit}
+		scopes[i] = ratecore.Scope[func(*http.Request) (string, error)]{Name: s.Name, Limit: s.Limit}
 		if s.Key == nil {
 			continue // ratecore.New names it
 		}
@@ -405,7 +384,7 @@ func newCore(c Config) (*ratecore.Rules[*http.Request], error) {
 	}
 	return ratecore.New(ratecore.Config[*http.Request]{
 		Limiter: c.Limiter, FailurePolicy: c.FailurePolicy, Shadow: c.Shadow, ShadowHeaders: c.ShadowHeaders,
-		Name: name, Unit: "request", Key: key, Scopes: scopes, OnError: c.OnError, Quota: c.Quota,
+		Name: name, Unit: "request", Key: key, Scopes: scopes, Quota: c.Quota,
 	})
 }
 
@@ -422,9 +401,9 @@ func keyFunc(k Keyer, what string) (func(*http.Request) (string, error), error) 
 	return f, nil
 }
 
-// IsPreflight reports whether r is a CORS preflight request: OPTIONS with
+// isPreflight reports whether r is a CORS preflight request: OPTIONS with
 // an Access-Control-Request-Method header (Fetch standard).
-func IsPreflight(r *http.Request) bool {
+func isPreflight(r *http.Request) bool {
 	return r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
 }
 
@@ -432,7 +411,7 @@ func IsPreflight(r *http.Request) bool {
 // client's key under every limit of its plan, or is denied.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if m.exemptPreflight && IsPreflight(r) {
+		if m.exemptPreflight && isPreflight(r) {
 			// Answered here, never by next: the header is the client's to
 			// send, so it must not buy a call of the handler.
 			w.WriteHeader(http.StatusNoContent)
@@ -443,6 +422,9 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			return
 		}
 		a, reserved := m.decide(r)
+		if a.Err != nil && m.onError != nil {
+			m.onError(r, a.Err)
+		}
 		m.setHeaders(w.Header(), a)
 		switch a.Verdict {
 		case ratecore.Serve:
@@ -481,20 +463,20 @@ func (m *Middleware) decide(r *http.Request) (ratecore.Answer, *redisrate.Reserv
 	if p == nil && m.plans != nil {
 		name, err := m.choose(r)
 		if err != nil {
-			return m.rules.Fail(r, fmt.Errorf("httplimit: Config.Plan: %w", err)), nil
+			return m.rules.Fail(fmt.Errorf("httplimit: Config.Plan: %w", err)), nil
 		}
 		if p = m.plans[name]; p == nil {
-			return m.rules.Fail(r, fmt.Errorf("httplimit: Config.Plan chose %q, which is not in Config.Plans", name)), nil
+			return m.rules.Fail(fmt.Errorf("httplimit: Config.Plan chose %q, which is not in Config.Plans", name)), nil
 		}
 	}
 	cost := int64(1)
 	if m.cost != nil {
 		var err error
 		if cost, err = m.cost(r); err != nil {
-			return m.rules.Fail(r, fmt.Errorf("httplimit: Config.Cost: %w", err)), nil
+			return m.rules.Fail(fmt.Errorf("httplimit: Config.Cost: %w", err)), nil
 		}
 		if cost < 1 {
-			return m.rules.Fail(r, fmt.Errorf("httplimit: Config.Cost returned %d: a cost is at least 1 (exempt requests with Config.Exempt)", cost)), nil
+			return m.rules.Fail(fmt.Errorf("httplimit: Config.Cost returned %d: a cost is at least 1 (exempt requests with Config.Exempt)", cost)), nil
 		}
 	}
 	if m.settle {
@@ -522,7 +504,9 @@ func (m *Middleware) serve(w http.ResponseWriter, r *http.Request, next http.Han
 	// Not the request's own context: a client that leaves as the handler
 	// ends must not escape its debt. The Limiter's timeout bounds the call.
 	if _, err := reserved.Settle(context.WithoutCancel(r.Context()), used); err != nil {
-		m.rules.Fail(r, fmt.Errorf("httplimit: settling the request's cost: %w", err)) // tells OnError
+		if m.onError != nil {
+			m.onError(r, fmt.Errorf("httplimit: settling the request's cost: %w", err))
+		}
 	}
 }
 
@@ -571,18 +555,19 @@ func Used(r *http.Request, n int64) {
 // (their values are lists), and the legacy ones, which hold one limit,
 // keep the one with the fewest units left.
 func (m *Middleware) setHeaders(h http.Header, a ratecore.Answer) {
+	rl := a.RateLimit() // "": no quota to report
 	if m.omit&DraftHeaders == 0 {
 		appendItem(h, "RateLimit-Policy", a.Policy())
-		appendItem(h, "RateLimit", a.RateLimit())
+		appendItem(h, "RateLimit", rl)
 	}
 	res := a.Result
-	if m.omit&LegacyHeaders == 0 && a.Fields && !res.Degraded() && fewer(h, res.Remaining) {
+	if m.omit&LegacyHeaders == 0 && rl != "" && fewer(h, res.Remaining) {
 		h.Set("X-RateLimit-Limit", strconv.FormatInt(res.Capacity, 10))
 		h.Set("X-RateLimit-Remaining", strconv.FormatInt(max(res.Remaining, 0), 10))
-		h.Set("X-RateLimit-Reset", strconv.FormatInt(ratefields.CeilSeconds(res.ResetAfter), 10))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(ceilSeconds(res.ResetAfter), 10))
 	}
 	if wait, ok := a.RetryAfter(); ok && m.omit&RetryAfterHeader == 0 {
-		h.Set("Retry-After", strconv.FormatInt(max(ratefields.CeilSeconds(wait), 1), 10))
+		h.Set("Retry-After", strconv.FormatInt(max(ceilSeconds(wait), 1), 10))
 	}
 }
 
@@ -614,11 +599,20 @@ func (m *Middleware) deny(w http.ResponseWriter, a ratecore.Answer) {
 		p.Violated = []string{name}
 	}
 	if wait, ok := a.RetryAfter(); ok {
-		p.Detail = fmt.Sprintf("Too many requests: retry in %d s.", max(ratefields.CeilSeconds(wait), 1))
+		p.Detail = fmt.Sprintf("Too many requests: retry in %d s.", max(ceilSeconds(wait), 1))
 	} else {
 		p.Detail = "This request costs more than the quota allows: it can never be admitted."
 	}
 	writeProblem(w, http.StatusTooManyRequests, p)
+}
+
+// ceilSeconds rounds d up to whole seconds, at least 1 for a positive d:
+// a client that waits that long is admitted.
+func ceilSeconds(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d-1)/time.Second) + 1
 }
 
 // problem is an RFC 9457 problem details object.

@@ -22,7 +22,6 @@ import (
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/ratecore"
-	"github.com/redisrate/redisrate/ratefields"
 )
 
 // env is a miniredis on a clock that only moves when the test moves it.
@@ -265,7 +264,8 @@ func TestSeveralLimits(t *testing.T) {
 	}
 
 	// Names of one's own, quoted as structured-field strings.
-	h2 := mustNew(t, Config{Limiter: e.limiter, Limits: limits, Name: "other", PolicyNames: []string{"per \"second\"", `per\minute`}}).Handler(&served{})
+	named := []redisrate.Limit{limits[0].WithName(`per "second"`), limits[1].WithName(`per\minute`)}
+	h2 := mustNew(t, Config{Limiter: e.limiter, Limits: named, Name: "other"}).Handler(&served{})
 	wantHeaders(t, do(h2, ""), map[string]string{"RateLimit-Policy": `"per \"second\"";q=2;w=1, "per\\minute";q=3;w=60`})
 }
 
@@ -323,7 +323,7 @@ func issued(_ context.Context, key string) (bool, error) { return strings.HasPre
 func TestAPIKey(t *testing.T) {
 	e := newEnv(t)
 	next := &served{}
-	h := mustNew(t, Config{Limiter: e.limiter, Limits: []redisrate.Limit{redisrate.PerMinute(1)}, Key: Header("x-api-key", secret, issued)}).Handler(next)
+	h := mustNew(t, Config{Limiter: e.limiter, Limits: []redisrate.Limit{redisrate.PerMinute(1)}, Key: APIKey{Header: "x-api-key", Secret: secret, Verify: issued}}).Handler(next)
 	if w := do(h, "", "X-API-Key", "k1"); w.Code != 200 {
 		t.Fatalf("first request: %d", w.Code)
 	}
@@ -349,7 +349,7 @@ func TestAPIKey(t *testing.T) {
 		}
 	}
 	// Another secret, other keys.
-	f1, _ := Header("X-API-Key", secret, issued).KeyFunc()
+	f1, _ := APIKey{Header: "X-API-Key", Secret: secret, Verify: issued}.KeyFunc()
 	f2, _ := APIKey{Header: "X-API-Key", Secret: []byte("another secret of 16+ bytes"), Authenticated: true}.KeyFunc()
 	r := httptest.NewRequest("GET", "/", nil)
 	r.Header.Set("X-API-Key", "k1")
@@ -492,7 +492,7 @@ func TestPlansAndCost(t *testing.T) {
 		OnError: func(r *http.Request, err error) { seen = err },
 		Plans: []Plan{
 			{Name: "free", Limits: []redisrate.Limit{redisrate.PerMinute(10)}},
-			{Name: "paid", Limits: []redisrate.Limit{redisrate.PerSecond(100), redisrate.PerHour(100000)}, PolicyNames: []string{"paid-burst", "paid-hourly"}},
+			{Name: "paid", Limits: []redisrate.Limit{redisrate.PerSecond(100).WithName("paid-burst"), redisrate.PerHour(100000).WithName("paid-hourly")}},
 		},
 		Plan: func(r *http.Request) (string, error) {
 			switch p := r.Header.Get("X-Plan"); p {
@@ -626,7 +626,7 @@ func TestRedisDown(t *testing.T) {
 		}
 		noQuota(t, w)
 		// ... but never a request without its key.
-		w = do(mustNew(t, Config{Limiter: down(t), Limits: lim, FailurePolicy: redisrate.FailOpen, Key: Header("X-API-Key", secret, issued)}).Handler(next), "")
+		w = do(mustNew(t, Config{Limiter: down(t), Limits: lim, FailurePolicy: redisrate.FailOpen, Key: APIKey{Header: "X-API-Key", Secret: secret, Verify: issued}}).Handler(next), "")
 		if w.Code != 400 || next.n != 1 {
 			t.Errorf("without a key: %d, served %d; want 400, 1", w.Code, next.n)
 		}
@@ -768,7 +768,7 @@ func TestDenyCacheRetryAfterIsHonestForEveryCost(t *testing.T) {
 			for _, cost := range []int64{2, 1} {
 				w := do(h, ip, "X-Cost", strconv.FormatInt(cost, 10))
 				truth := wait(cost)
-				if want := strconv.FormatInt(ratefields.CeilSeconds(truth), 10); w.Code != 429 || w.Header().Get("Retry-After") != want {
+				if want := strconv.FormatInt(ceilSeconds(truth), 10); w.Code != 429 || w.Header().Get("Retry-After") != want {
 					t.Errorf("cost %d: %d, Retry-After %q; want 429, %s: Redis's wait %v, rounded up", cost, w.Code, w.Header().Get("Retry-After"), want, truth)
 				}
 			}
@@ -827,13 +827,12 @@ func TestNewErrors(t *testing.T) {
 		{Config{Limiter: l, Limits: []redisrate.Limit{redisrate.PerSecond(0)}}, "invalid"},
 		{Config{Limiter: l, Limits: []redisrate.Limit{redisrate.PerSecond(1), redisrate.PerMinute(5).WithAlgorithm(redisrate.FixedWindow)}}, "algorithm"},
 		{Config{Limiter: l, Limits: one, Name: "bad\nname"}, "printable ASCII"},
-		{Config{Limiter: l, Limits: one, PolicyNames: []string{"a", "b"}}, "2 names for 1 limits"},
-		{Config{Limiter: l, Limits: []redisrate.Limit{redisrate.PerSecond(1), redisrate.PerMinute(5)}, PolicyNames: []string{"a", "a"}}, `"a" twice`},
-		{Config{Limiter: l, Limits: one, PolicyNames: []string{"é"}}, "printable ASCII"},
-		{Config{Limiter: l, Limits: one, Key: Header("", secret, issued)}, "APIKey has no Header"},
-		{Config{Limiter: l, Limits: one, Key: Header(" ", secret, issued)}, "APIKey has no Header"},
-		{Config{Limiter: l, Limits: one, Key: Header("X-API-Key", nil, issued)}, "Secret has 0 bytes"},
-		{Config{Limiter: l, Limits: one, Key: Header("X-API-Key", []byte("short"), issued)}, "at least 16"},
+		{Config{Limiter: l, Limits: []redisrate.Limit{redisrate.PerSecond(1).WithName("a"), redisrate.PerMinute(5).WithName("a")}}, `"a" twice`},
+		{Config{Limiter: l, Limits: []redisrate.Limit{redisrate.PerSecond(1).WithName("é")}}, "printable ASCII"},
+		{Config{Limiter: l, Limits: one, Key: APIKey{Header: "", Secret: secret, Verify: issued}}, "APIKey has no Header"},
+		{Config{Limiter: l, Limits: one, Key: APIKey{Header: " ", Secret: secret, Verify: issued}}, "APIKey has no Header"},
+		{Config{Limiter: l, Limits: one, Key: APIKey{Header: "X-API-Key", Secret: nil, Verify: issued}}, "Secret has 0 bytes"},
+		{Config{Limiter: l, Limits: one, Key: APIKey{Header: "X-API-Key", Secret: []byte("short"), Verify: issued}}, "at least 16"},
 		{Config{Limiter: l, Limits: one, Key: KeyFunc(nil)}, "nil KeyFunc"},
 		{Config{Limiter: l, Limits: one, Key: ClientIP{Header: "X-Forwarded-For"}}, "no TrustedProxies"},
 		{Config{Limiter: l, Plans: plans}, "needs Config.Plan"},
@@ -952,7 +951,7 @@ func TestShadow(t *testing.T) {
 		e.mr.SetError("ERR injected failure")
 		var told []error
 		next := &served{}
-		for _, key := range []Keyer{nil, Header("X-API-Key", secret, issued)} {
+		for _, key := range []Keyer{nil, APIKey{Header: "X-API-Key", Secret: secret, Verify: issued}} {
 			h := mustNew(t, Config{
 				Limiter: e.limiter, Limits: []redisrate.Limit{redisrate.PerMinute(2)},
 				Shadow: true, Key: key, OnError: func(r *http.Request, err error) { told = append(told, err) },
@@ -961,7 +960,7 @@ func TestShadow(t *testing.T) {
 				t.Errorf("key %T: %d, RateLimit %q; want served, no header", key, w.Code, w.Header().Get("RateLimit"))
 			}
 		}
-		if next.n != 2 || len(told) != 1 || !errors.Is(told[0], ErrNoKey) {
+		if next.n != 2 || len(told) != 1 || !errors.Is(told[0], ratecore.ErrNoKey) {
 			t.Errorf("served %d, OnError told %v; want 2, and the missing key (Redis down is the Limiter's to log)", next.n, told)
 		}
 	})

@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/redisrate/redisrate/ratecore"
 )
 
 func TestClientIP(t *testing.T) {
@@ -112,7 +114,7 @@ func TestClientIPErrors(t *testing.T) {
 	}
 	r := httptest.NewRequest("GET", "/", nil)
 	r.RemoteAddr = "@unix-socket"
-	if _, err := f(r); err == nil || errors.Is(err, ErrNoKey) {
+	if _, err := f(r); err == nil || errors.Is(err, ratecore.ErrNoKey) {
 		t.Errorf("unparsable RemoteAddr: err = %v; want a server-side error", err)
 	}
 }

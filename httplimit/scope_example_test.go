@@ -11,6 +11,7 @@ import (
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/httplimit"
 	"github.com/redisrate/redisrate/internal/readmetest"
+	"github.com/redisrate/redisrate/ratecore"
 )
 
 // directory maps the API keys to the accounts that own them.
@@ -26,7 +27,7 @@ func (d directory) Issued(_ context.Context, apiKey string) (bool, error) {
 func (d directory) AccountOf(r *http.Request) (string, error) {
 	account, ok := d[r.Header.Get("X-API-Key")]
 	if !ok {
-		return "", fmt.Errorf("%w: unknown API key", httplimit.ErrNoKey)
+		return "", fmt.Errorf("%w: unknown API key", ratecore.ErrNoKey)
 	}
 	return account, nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/ratecore"
 )
 
 // headerKey keys requests by the raw value of a header: a client's
@@ -21,7 +22,7 @@ func headerKey(name string) KeyFunc {
 	return func(r *http.Request) (string, error) {
 		v := r.Header.Get(name)
 		if v == "" {
-			return "", fmt.Errorf("%w: no %s header", ErrNoKey, name)
+			return "", fmt.Errorf("%w: no %s header", ratecore.ErrNoKey, name)
 		}
 		return v, nil
 	}
@@ -239,7 +240,7 @@ func TestScopesWithPlans(t *testing.T) {
 		Name:    "api",
 		Plans: []Plan{
 			{Name: "free", Limits: []redisrate.Limit{redisrate.PerMinute(1)}},
-			{Name: "paid", Limits: []redisrate.Limit{redisrate.PerMinute(5)}, PolicyNames: []string{"paid-key"}},
+			{Name: "paid", Limits: []redisrate.Limit{redisrate.PerMinute(5).WithName("paid-key")}},
 		},
 		Plan:   func(r *http.Request) (string, error) { return r.Header.Get("X-Plan"), nil },
 		Key:    headerKey("X-Key"),
@@ -336,8 +337,8 @@ func TestScopesShadowFailuresAndExempt(t *testing.T) {
 			code int
 			err  error
 		}{
-			{[]string{"X-Key", "k", "X-Org", "o"}, 400, ErrNoKey},               // no X-Account
-			{[]string{"X-Key", "k", "X-Account", "a"}, 400, ErrNoKey},           // an empty org
+			{[]string{"X-Key", "k", "X-Org", "o"}, 400, ratecore.ErrNoKey},      // no X-Account
+			{[]string{"X-Key", "k", "X-Account", "a"}, 400, ratecore.ErrNoKey},  // an empty org
 			{[]string{"X-Key", "k", "X-Account", "a", "X-Fail", "1"}, 500, nil}, // the server's fault
 		} {
 			told = nil

@@ -104,9 +104,6 @@ func (s *Server) Limiter(opts ...redisrate.Option) *redisrate.Limiter {
 	return redisrate.NewLimiter(s.rdb, append([]redisrate.Option{redisrate.WithDecisionTimeout(decisionTimeout)}, opts...)...)
 }
 
-// Client returns a go-redis client of s, e.g. to inspect or reset its state.
-func (s *Server) Client() *redis.Client { return s.rdb }
-
 // Close stops s; Limiters on it return errors afterwards. It is idempotent.
 func (s *Server) Close() error {
 	var err error

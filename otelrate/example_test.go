@@ -6,6 +6,7 @@ import (
 	"log"
 	"log/slog"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
@@ -100,24 +101,16 @@ func ExampleNew() {
 // "api:free:key:5f3a...".
 func ExampleWithKeyPrefix() {
 	twoSegments := func(key string) string {
-		first := otelrate.KeyPrefix(key)
-		rest := otelrate.KeyPrefix(key[min(len(first)+1, len(key)):])
-		if first == "" || rest == "" {
-			return first
+		parts := strings.SplitN(key, ":", 3)
+		if len(parts) < 3 {
+			return "" // not a key of the expected shape: nothing
 		}
-		return first + ":" + rest
+		return parts[0] + ":" + parts[1]
 	}
 	fmt.Println(twoSegments("api:free:key:5f3a"))
 	_, _ = otelrate.New(otelrate.WithKeyPrefix(twoSegments))
 	// Output:
 	// api:free
-}
-
-// The default prefix: the key up to its first ":".
-func ExampleKeyPrefix() {
-	fmt.Printf("%q %q\n", otelrate.KeyPrefix("login:ip:192.0.2.1"), otelrate.KeyPrefix("user42"))
-	// Output:
-	// "login" ""
 }
 
 // An Observer sees each decision twice: Start, then End with the answer.

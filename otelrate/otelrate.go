@@ -125,16 +125,17 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 }
 
 // WithKeyPrefix sets what of a key goes on spans as redisrate.key.prefix:
-// f returns it, or "" for nothing. The default, KeyPrefix, keeps the text
-// before the first ":". Keys hold user ids and IP addresses: return what
-// names the kind of limit, never who was limited.
+// f returns it, or "" for nothing. The default keeps the key up to its
+// first ":" ("login" for "login:ip:192.0.2.1"; nothing for a key without
+// ":"). Keys hold user ids and IP addresses: return what names the kind of
+// limit, never who was limited.
 func WithKeyPrefix(f func(key string) string) Option {
 	return func(c *config) { c.keyPrefix = f }
 }
 
-// KeyPrefix is the default of WithKeyPrefix: the key up to its first ":",
-// e.g. "login" for "login:ip:192.0.2.1"; "" for a key without ":".
-func KeyPrefix(key string) string {
+// keyPrefix is the default of WithKeyPrefix: the key up to its first ":";
+// "" for a key without ":".
+func keyPrefix(key string) string {
 	if i := strings.IndexByte(key, ':'); i > 0 {
 		return key[:i]
 	}
@@ -210,7 +211,7 @@ var _ redisrate.Observer = (*Observer)(nil)
 
 // New returns an Observer on the providers of opts.
 func New(opts ...Option) (*Observer, error) {
-	c := config{keyPrefix: KeyPrefix}
+	c := config{keyPrefix: keyPrefix}
 	for _, o := range opts {
 		o(&c)
 	}

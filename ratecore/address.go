@@ -12,26 +12,51 @@ import (
 	"strings"
 )
 
-// IP is how a transport keys a client by its IP address: the connection's
-// address, or behind trusted proxies the address they vouch for in a
-// forwarding header (httplimit.ClientIP, grpclimit.PeerIP).
+// IP is how a transport keys a client by its IP address
+// (httplimit.ClientIP, grpclimit.PeerIP: defined types of IP, with its
+// fields). The zero IP takes the connection's address (the peer's), which
+// a client cannot forge.
 //
-// The header is believed only as far as trusted hops vouch for it: starting
-// from the connection's address, the walk reads the header's addresses
-// from the right, skipping trusted proxies, and takes the first address
-// that is not one. What a client writes into the header itself sits to the
-// left of that and is never reached. If every hop is trusted, the leftmost
-// one is the client; if a hop cannot be parsed ("unknown", an obfuscated
-// identifier), the last trusted hop is.
+// Behind reverse proxies or load balancers, every request comes from a
+// proxy: name the header (in gRPC, the metadata key) they set (Header) and
+// their own addresses (TrustedProxies). The header is believed only as far
+// as trusted hops vouch for it: starting from the connection's address,
+// the walk reads the header's addresses from the right, skipping trusted
+// proxies, and takes the first address that is not one. What a client
+// writes into the header itself sits to the left of that and is never
+// reached, so it cannot spoof another address (the classic hole of taking
+// the leftmost address). If every hop is trusted, the leftmost one is the
+// client; if a hop cannot be parsed ("unknown", an obfuscated identifier),
+// the last trusted hop is.
+//
+// Every host in a trusted range can write the header and choose its key:
+// list the proxies' own addresses, not the network they share with the
+// services (in Kubernetes, the ingress's addresses, not the pod network).
+// A range wider than /24 (IPv4) or /64 (IPv6) is refused unless
+// TrustWideRanges says otherwise. Name the header your proxies actually
+// set: a header they merely pass along is whatever the client wants it to
+// be.
+//
+// IPv6 clients are keyed by their /64 (IPv6Prefix): a customer given a /56
+// holds 256 of them, and so 256 times the limit, unless IPv6Prefix is 56.
+// The addresses that stand for an IPv4 client are keyed as that client:
+// NAT64 (64:ff9b::/96, and RFC 8215's 64:ff9b:1::/48 by its /96 networks)
+// by the embedded IPv4 address, Teredo (2001::/32) by the client's public
+// IPv4 address, the IPv4-compatible ::a.b.c.d by a.b.c.d. Keys look like
+// "ip:192.0.2.1" or "ip:2001:db8:1:2::/64".
 type IP struct {
-	// Header names the forwarding header the trusted proxies append to
-	// or set: "forwarded" (RFC 7239, its for= parameters, in any case),
-	// "x-forwarded-for" or a single-address one. Empty: the connection's
-	// address only.
+	// Header is the forwarding header (in gRPC, the metadata key) the
+	// trusted proxies append to or set: "X-Forwarded-For", "Forwarded"
+	// (RFC 7239, its for= parameters), or a single-address one such as
+	// "X-Real-IP" or "x-envoy-external-address"; in any case. Empty: the
+	// connection's address only.
 	Header string
 
-	// TrustedProxies are the addresses of the proxies, as CIDR prefixes
-	// or single addresses. Required with Header, and only with it.
+	// TrustedProxies are the addresses of the proxies, as single
+	// addresses ("192.0.2.7") or narrow CIDR prefixes ("192.0.2.0/28",
+	// "2001:db8::/120"): the proxies' own, never a network they share
+	// with clients or other services. Required with Header, and only with
+	// it.
 	TrustedProxies []string
 
 	// TrustWideRanges accepts trusted prefixes wider than /24 (IPv4) or
@@ -40,19 +65,18 @@ type IP struct {
 	// proxies' own addresses.
 	TrustWideRanges bool
 
-	// IPv6Prefix is how many leading bits of an IPv6 address make the key;
-	// 0 means 64, a subscriber's smallest usual assignment. A customer
-	// given a /56 (or a /48) holds 256 (65,536) /64s, and gets that many
-	// times the limit by rotating through them: set 56 (or 48) where such
-	// customers matter more than neighbours who share a /56. 128 keys each
+	// IPv6Prefix is how many leading bits of an IPv6 address make the key.
+	// The default, 0, means 64: one customer usually holds a whole /64 and
+	// could otherwise rotate through its addresses. A customer given a /56
+	// (or /48) holds 256 (65,536) /64s, each its own limit: set 56 (or 48)
+	// where that matters more than neighbours sharing one. 128 keys each
 	// address.
 	IPv6Prefix int
 }
 
 // KeyFunc checks c and returns its key function: the key of a connection
 // from conn ("192.0.2.1:4711", "[2001:db8::1]:4711" or an address alone)
-// whose forwarding header has the values header. Keys look like
-// "ip:192.0.2.1" or "ip:2001:db8:1:2::/64".
+// whose forwarding header (Header) has the values header.
 func (c IP) KeyFunc() (func(conn string, header []string) (string, error), error) {
 	var trusted []netip.Prefix
 	for _, s := range c.TrustedProxies {
@@ -278,38 +302,59 @@ func unquote(s string) string {
 	return b.String()
 }
 
-// MinSecretLen is the shortest APIKey.Secret accepted: 16 bytes (128 bits).
-const MinSecretLen = 16
+// minSecretLen is the shortest APIKey.Secret accepted: 16 bytes (128
+// bits), which no one tries all of.
+const minSecretLen = 16
 
 // APIKey is how a transport keys a client by an API key it sends
-// (httplimit.APIKey, grpclimit.APIKey). Only HMAC-SHA256(Secret, API key),
-// its first 16 bytes in hex after "key:", reaches Redis, so that someone
-// who can read Redis cannot recover API keys without the secret.
+// (httplimit.APIKey, grpclimit.APIKey: defined types of APIKey, with its
+// fields). The key is never stored in Redis: the Redis key holds
+// HMAC-SHA256(Secret, API key), its first 16 bytes in hex after "key:", so
+// that someone who can read Redis cannot recover API keys, not even short
+// ones by trying them all, without the secret. A request without the key,
+// or with it more than once (which another layer might read differently),
+// gets an error that wraps ErrNoKey.
 //
-// A key that the service never issued must not buy a limit of its own:
-// each would be a fresh quota, and a fresh key in Redis. So Verify is
-// required, unless Authenticated says that an authentication layer in
-// front already refused unknown keys.
+// A key the service never issued must not buy a limit of its own: each
+// invented key would be a fresh quota, and a fresh key in Redis. Give
+// Verify, or put the middleware after authentication (which refuses
+// unknown keys) and say so with Authenticated; an APIKey with neither is
+// refused when the middleware is made.
 type APIKey struct {
-	// Secret keys the HMAC: at least MinSecretLen random bytes.
+	// Header is the HTTP header, or the gRPC metadata key, that holds the
+	// API key, such as "X-API-Key" (in any case). Required.
+	Header string
+
+	// Secret keys the HMAC: at least 16 random bytes, kept out of the
+	// code (an environment variable, a secret store). Every process that
+	// limits the same clients needs the same Secret; a new Secret starts
+	// every client afresh.
 	Secret []byte
-	// Verify reports whether key is one the service issued (a lookup in
-	// its key store, best cached). A key it refuses gets an error that
-	// wraps ErrNoKey; its error is the server's fault.
+
+	// Verify reports whether key is one the service issued: a lookup in
+	// its key store, best cached. A request whose key it refuses gets an
+	// error that wraps ErrNoKey (400, codes.InvalidArgument) and writes
+	// nothing to Redis; its own error is the server's fault (500,
+	// codes.Internal).
 	Verify func(ctx context.Context, key string) (bool, error)
+
 	// Authenticated says that the middleware runs after authentication,
-	// which refuses unknown keys: then Verify may be nil.
+	// which refuses unknown keys before they come here: Verify may then be
+	// nil.
 	Authenticated bool
 }
 
 // KeyFunc checks k and returns its key function: the key of a request
-// whose API key source (such as "X-API-Key header") has the values
-// values. A request without the key, or with it more than once (which
-// another layer might read differently), gets an error that wraps
-// ErrNoKey.
+// whose Header has the values values, source naming it in errors (such as
+// "X-Api-Key header"). A request without the key, or with it more than
+// once (which another layer might read differently), gets an error that
+// wraps ErrNoKey. Keys look like "key:" and 32 hex digits.
 func (k APIKey) KeyFunc() (func(ctx context.Context, source string, values []string) (string, error), error) {
-	if len(k.Secret) < MinSecretLen {
-		return nil, fmt.Errorf("APIKey.Secret has %d bytes: give at least %d random bytes, kept out of the code", len(k.Secret), MinSecretLen)
+	if strings.TrimSpace(k.Header) == "" {
+		return nil, errors.New("APIKey has no Header: name the header (in gRPC, the metadata key) that holds the API key")
+	}
+	if len(k.Secret) < minSecretLen {
+		return nil, fmt.Errorf("APIKey.Secret has %d bytes: give at least %d random bytes, kept out of the code", len(k.Secret), minSecretLen)
 	}
 	if k.Verify == nil && !k.Authenticated {
 		return nil, errors.New("APIKey has no Verify: a key the service never issued would get a fresh limit, and a key in Redis, of its own; give Verify, or put the middleware after authentication and set Authenticated")

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/redisrate/redisrate"
-	"github.com/redisrate/redisrate/ratefields"
 )
 
 // Verdict is what a transport does with a request.
@@ -44,45 +43,48 @@ type Answer struct {
 	Verdict Verdict
 	// Result is the Limiter's decision; zero when there was none.
 	Result redisrate.Result
-	// Err is why the limit could not be decided, for OnError's sake; nil
-	// when it was decided.
+	// Err is why the limit could not be decided; nil when it was decided.
+	// A transport tells its OnError of every Answer with an Err, before
+	// it answers the request: the errors that are bugs, or an outage.
 	Err error
-	// Fields reports whether to send the rate-limit fields (Policy,
-	// RateLimit): the request was decided, and not in shadow mode without
-	// ShadowHeaders.
-	Fields bool
-	rule   *Rule
-	quota  *ratefields.Set // the quota's policy, when the quota refused the request
+
+	fields bool      // send the rate-limit fields: decided, and not in shadow mode without ShadowHeaders
+	rule   *Rule     // nil: none (the quota alone, or no decision)
+	quota  *fieldSet // the quota's policy, when the quota refused the request
 }
 
 // Policy is the RateLimit-Policy value of the answer's rule: every limit,
 // its own and the scopes', and the quota's when the quota refused the
-// request; "" when Fields is false.
+// request. It is "" when no fields are to be sent: the request was not
+// decided, or in shadow mode without Config.ShadowHeaders.
 func (a Answer) Policy() string {
-	if !a.Fields {
+	if !a.fields {
 		return ""
 	}
 	var p []string
 	if a.rule != nil {
-		p = append(p, a.rule.Fields.Policy())
+		p = append(p, a.rule.fields.policy)
 	}
 	if a.quota != nil {
-		p = append(p, a.quota.Policy())
+		p = append(p, a.quota.policy)
 	}
 	return strings.Join(p, ", ")
 }
 
-// RateLimit is the RateLimit value of the binding limit; "" when Fields
-// is false or the decision was degraded (redisrate.Result.Degraded): such
-// a decision has no quota to report.
+// RateLimit is the RateLimit value of the binding limit; "" when Policy is
+// "" or the decision was degraded (redisrate.Result.Degraded): such a
+// decision has no quota to report. A transport sends the quota it reports
+// (httplimit's X-RateLimit-*) only with it.
 func (a Answer) RateLimit() string {
 	switch {
-	case !a.Fields || a.Result.Degraded():
+	case !a.fields || a.Result.Degraded():
 		return ""
 	case a.quota != nil: // the quota's refusal: the binding limit is the quota
-		return a.quota.RateLimit(a.Result)
+		return a.quota.rateLimit(a.Result)
+	case a.rule == nil:
+		return ""
 	}
-	return a.rule.Fields.RateLimit(a.Result)
+	return a.rule.fields.rateLimit(a.Result)
 }
 
 // RetryAfter is how long a client should wait: for Deny the limit's wait,
@@ -106,12 +108,12 @@ func (a Answer) Binding() (string, redisrate.Limit) {
 	case a.Err != nil:
 		return "", redisrate.Limit{}
 	case a.quota != nil:
-		return a.quota.Name(0), a.quota.Limits[0]
+		return a.quota.name(0), a.quota.limits[0]
 	case a.rule == nil:
 		return "", redisrate.Limit{}
 	}
-	b := min(max(a.Result.Binding, 0), len(a.rule.Fields.Limits)-1)
-	return a.rule.Fields.Name(b), a.rule.Fields.Limits[b]
+	b := min(max(a.Result.Binding, 0), len(a.rule.fields.limits)-1)
+	return a.rule.fields.name(b), a.rule.fields.limits[b]
 }
 
 // Decide takes cost units from the key of req under rule's limits, and
@@ -120,7 +122,7 @@ func (a Answer) Binding() (string, redisrate.Limit) {
 // the Quota alone (every client's requests share it: no key is needed).
 // Once Close has closed r, every request is Unavailable.
 func (r *Rules[R]) Decide(ctx context.Context, req R, rule *Rule, cost int64) Answer {
-	if a, closed := r.closedAnswer(req); closed {
+	if a, closed := r.closedAnswer(); closed {
 		return a
 	}
 	if a, ok := r.refusedBefore(rule, cost); ok {
@@ -128,42 +130,42 @@ func (r *Rules[R]) Decide(ctx context.Context, req R, rule *Rule, cost int64) An
 	}
 	if rule == nil {
 		if r.quota == nil {
-			return r.Fail(req, errors.New("ratecore: Decide with no rule and no Config.Quota"))
+			return r.Fail(errors.New("ratecore: Decide with no rule and no Config.Quota"))
 		}
-		return r.held(ctx, req, nil, Answer{Verdict: Serve}, cost)
+		return r.held(ctx, nil, Answer{Verdict: Serve}, cost)
 	}
 	q, err := r.request(req, rule, cost)
 	if err != nil {
-		return r.Fail(req, err)
+		return r.Fail(err)
 	}
 	res, err := r.limiter.Decide(ctx, q)
-	return r.held(ctx, req, &q, r.answer(req, rule, res, err), cost)
+	return r.held(ctx, &q, r.answer(rule, res, err), cost)
 }
 
 // Reserve is Decide as a reservation (redisrate.Limiter.Reserve), for a
 // cost known only after the request has run: settle the Reservation with
 // the amount used. The Reservation is nil when the answer has an error.
 func (r *Rules[R]) Reserve(ctx context.Context, req R, rule *Rule, cost int64) (Answer, *redisrate.Reservation) {
-	if a, closed := r.closedAnswer(req); closed {
+	if a, closed := r.closedAnswer(); closed {
 		return a, nil
 	}
 	q, err := r.request(req, rule, cost)
 	if err != nil {
-		return r.Fail(req, err), nil
+		return r.Fail(err), nil
 	}
 	v, err := r.limiter.Reserve(ctx, q)
 	if err != nil {
-		return r.Fail(req, err), nil
+		return r.Fail(err), nil
 	}
-	return r.answer(req, rule, v.Result, nil), v
+	return r.answer(rule, v.Result, nil), v
 }
 
 // answer is the Answer to the Limiter's decision res, err for req.
-func (r *Rules[R]) answer(req R, rule *Rule, res redisrate.Result, err error) Answer {
+func (r *Rules[R]) answer(rule *Rule, res redisrate.Result, err error) Answer {
 	if err != nil {
-		return r.Fail(req, err)
+		return r.Fail(err)
 	}
-	return Answer{Result: res, rule: rule, Fields: !res.Shadow || r.shadowHeaders, Verdict: verdictOf(res)}
+	return Answer{Result: res, rule: rule, fields: !res.Shadow || r.shadowHeaders, Verdict: verdictOf(res)}
 }
 
 // verdictOf is the verdict of a decision: Deny (429, ResourceExhausted)
@@ -190,7 +192,7 @@ func (r *Rules[R]) request(req R, rule *Rule, cost int64) (redisrate.Request, er
 		if rule.base {
 			key = escape(key)
 		}
-		return redisrate.Request{Key: rule.prefix + key, Limits: rule.Fields.Limits, N: cost}, nil
+		return redisrate.Request{Key: rule.prefix + key, Limits: rule.fields.limits, N: cost}, nil
 	}
 	values := make([]string, len(r.scopes))
 	for i, s := range r.scopes {
@@ -201,7 +203,7 @@ func (r *Rules[R]) request(req R, rule *Rule, cost int64) (redisrate.Request, er
 	keys := scopedKeys(r.name, rule.name, key, r.scopes, values)
 	kl := make([]redisrate.KeyLimit, len(keys))
 	for i, k := range keys {
-		kl[i] = redisrate.KeyLimit{Key: k, Limit: rule.Fields.Limits[i]}
+		kl[i] = redisrate.KeyLimit{Key: k, Limit: rule.fields.limits[i]}
 	}
 	return redisrate.Request{Keys: kl, N: cost}, nil
 }
@@ -218,11 +220,8 @@ func (r *Rules[R]) keyOf(f func(R) (string, error), req R) (string, error) {
 
 // Fail answers a request whose limit could not be decided because of err:
 // an error of Decide's, or of the transport's own (a plan or a cost that
-// could not be chosen). OnError is told first.
-func (r *Rules[R]) Fail(req R, err error) Answer {
-	if r.onError != nil {
-		r.onError(req, err)
-	}
+// could not be chosen), as Decide answers its own.
+func (r *Rules[R]) Fail(err error) Answer {
 	a := Answer{Err: err, Verdict: Internal}
 	switch {
 	case callerGaveUp(err):
@@ -279,7 +278,7 @@ const maxKeys = 8
 // empty, without ':', '{' or '}', all different. key and values are a
 // client's: in the tag, '%' and '}' of the value are percent-encoded, so
 // the tag ends where this ends it, and distinct values stay distinct.
-func scopedKeys[R any](name, segment, key string, scopes []Scope[R], values []string) []string {
+func scopedKeys[K any](name, segment, key string, scopes []Scope[K], values []string) []string {
 	last := len(scopes) - 1
 	tag := "{" + name + ":" + scopes[last].Name + ":" + tagValue.Replace(values[last]) + "}"
 	keys := make([]string, 0, len(scopes)+1)
@@ -296,8 +295,7 @@ var tagValue = strings.NewReplacer("%", "%25", "}", "%7D")
 // Close ends r's work, for a graceful shutdown: the Quota's lease gives
 // back what it has not spent, the timers of r's leases stop, and every
 // later request is answered Unavailable (503, codes.Unavailable: try
-// another instance), OnError told with an error matching
-// redisrate.ErrNoClient. It closes r's own Limiter (made with
+// another instance), with an Err matching redisrate.ErrNoClient. It closes r's own Limiter (made with
 // redisrate.Limiter.With), never Config.Limiter, which may serve others:
 // close that one after every middleware on it. ctx bounds the wait.
 // Closing again does nothing.
@@ -311,11 +309,11 @@ func (r *Rules[R]) Close(ctx context.Context) error {
 }
 
 // closedAnswer is the answer to every request once r is closed.
-func (r *Rules[R]) closedAnswer(req R) (Answer, bool) {
+func (r *Rules[R]) closedAnswer() (Answer, bool) {
 	if !r.closed.Load() {
 		return Answer{}, false
 	}
-	a := r.Fail(req, errRulesClosed)
+	a := r.Fail(errRulesClosed)
 	if a.Verdict != Serve { // shadow mode serves it still
 		a.Verdict = Unavailable
 	}

@@ -29,7 +29,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	every, err := rules.Rule("", "", []redisrate.Limit{redisrate.PerMinute(2)}, nil) // the rule of every job
+	every, err := rules.Rule("", "", []redisrate.Limit{redisrate.PerMinute(2)}) // the rule of every job
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func ExampleScope() {
 		Limiter: redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second)), // generous: a loaded test machine
 		Name:    "jobs",
 		Key:     func(j job) (string, error) { return j.tenant, nil },
-		Scopes: []ratecore.Scope[job]{{
+		Scopes: []ratecore.Scope[func(job) (string, error)]{{
 			Name:  "org",
 			Key:   func(j job) (string, error) { return j.org, nil },
 			Limit: redisrate.PerMinute(100),
@@ -67,7 +67,7 @@ func ExampleScope() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	every, err := rules.Rule("", "", []redisrate.Limit{redisrate.PerMinute(10)}, nil)
+	every, err := rules.Rule("", "", []redisrate.Limit{redisrate.PerMinute(10)})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -101,6 +101,7 @@ func ExampleIP() {
 // issued it.
 func ExampleAPIKey() {
 	key, err := ratecore.APIKey{
+		Header: "X-Api-Key",
 		Secret: []byte("example secret, 16+ bytes"),
 		Verify: func(_ context.Context, k string) (bool, error) { return k == "k-123", nil },
 	}.KeyFunc()
@@ -128,9 +129,9 @@ func ExampleRules_Fail() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	a := rules.Fail("request", errors.New("plan lookup failed"))
+	a := rules.Fail(errors.New("plan lookup failed"))
 	fmt.Println(a.Verdict == ratecore.Serve) // shadow mode serves
-	a = rules.Fail("request", fmt.Errorf("decide: %w", context.Canceled))
+	a = rules.Fail(fmt.Errorf("decide: %w", context.Canceled))
 	fmt.Println(a.Verdict == ratecore.Ended) // but never a request that ended
 	// Output:
 	// true

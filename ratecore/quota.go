@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/redisrate/redisrate"
-	"github.com/redisrate/redisrate/ratefields"
 )
 
 // Quota is a limit that every request of the middleware shares, across
@@ -55,7 +54,7 @@ type Quota struct {
 type quota struct {
 	key    string
 	limits []redisrate.Limit
-	fields *ratefields.Set // the quota's policy, named Quota.Key
+	fields *fieldSet // the quota's policy, named Quota.Key
 	lease  int64
 	life   time.Duration
 
@@ -85,13 +84,11 @@ func newQuota(name string, q Quota) (*quota, error) {
 		return nil, errors.New("Config.Quota: Lease and Lifetime must not be negative")
 	}
 	lease, life := leaseSize(q.Limit, q.Lease, q.Lifetime)
-	f, err := ratefields.New([]string{q.Key}, []redisrate.Limit{q.Limit})
+	f, err := newFieldSet([]string{q.Key}, []redisrate.Limit{q.Limit})
 	if err != nil {
 		return nil, fmt.Errorf("Config.Quota.Key: %w", err)
 	}
-	lim := q.Limit
-	lim.Name = q.Key
-	return &quota{key: "{" + name + ":quota}:" + q.Key, limits: []redisrate.Limit{lim}, fields: f, lease: lease, life: life}, nil
+	return &quota{key: "{" + name + ":quota}:" + q.Key, limits: f.limits, fields: f, lease: lease, life: life}, nil
 }
 
 // leaseSize is the lease and lifetime of a quota of limit l, from the
@@ -244,28 +241,28 @@ func (r *Rules[R]) refusedBefore(rule *Rule, cost int64) (Answer, bool) {
 	if !ok {
 		return Answer{}, false
 	}
-	return Answer{Result: res, Verdict: Deny, Fields: true, rule: rule, quota: r.quota.fields}, true
+	return Answer{Result: res, Verdict: Deny, fields: true, rule: rule, quota: r.quota.fields}, true
 }
 
 // held answers a request that its own limits served (a) under the quota:
 // served when the quota serves cost units too; else refused, with the own
 // units given back (q, the request's own; none with the quota alone).
-func (r *Rules[R]) held(ctx context.Context, req R, q *redisrate.Request, a Answer, cost int64) Answer {
+func (r *Rules[R]) held(ctx context.Context, q *redisrate.Request, a Answer, cost int64) Answer {
 	if r.quota == nil || a.Verdict != Serve || a.Err != nil {
 		return a
 	}
 	res, ok, err := r.quota.take(ctx, r.limiter, cost)
 	switch {
 	case errors.Is(err, errQuotaClosed): // closed meanwhile
-		a, _ = r.closedAnswer(req)
+		a, _ = r.closedAnswer()
 	case err != nil:
-		a = r.Fail(req, err)
+		a = r.Fail(err)
 	case ok || r.shadow:
 		return a
 	case res.Source == redisrate.SourceFailClosed: // Redis could not decide: the policy's refusal
 		a = Answer{Result: res, Verdict: Unavailable}
 	default:
-		a = Answer{Result: res, Verdict: Deny, Fields: true, rule: a.rule, quota: r.quota.fields}
+		a = Answer{Result: res, Verdict: Deny, fields: true, rule: a.rule, quota: r.quota.fields}
 	}
 	if q != nil && a.Verdict != Serve {
 		q.Kind, q.N = redisrate.KindRefund, cost

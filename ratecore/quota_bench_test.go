@@ -62,7 +62,7 @@ func BenchmarkExhausted(b *testing.B) {
 			}
 			var rule *Rule
 			if c.own {
-				if rule, err = r.Rule("", "Config.Limits", []redisrate.Limit{ownLimit}, nil); err != nil {
+				if rule, err = r.Rule("", "Config.Limits", []redisrate.Limit{ownLimit}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -28,7 +28,7 @@ func quotaRules(t *testing.T, quota Quota, shadow bool) (*Rules[req], *Rule, *re
 	if err != nil {
 		t.Fatal(err)
 	}
-	rule, err := r.Rule("", "Config.Limits", []redisrate.Limit{redisrate.PerMinute(100)}, nil)
+	rule, err := r.Rule("", "Config.Limits", []redisrate.Limit{redisrate.PerMinute(100)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +198,7 @@ func hookedQuota(t *testing.T, h *quotaHook, quota Quota, policy redisrate.Failu
 	if err != nil {
 		t.Fatal(err)
 	}
-	rule, err := r.Rule("", "Config.Limits", []redisrate.Limit{redisrate.PerMinute(100)}, nil)
+	rule, err := r.Rule("", "Config.Limits", []redisrate.Limit{redisrate.PerMinute(100)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestQuotaFleet(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rule, _ := r.Rule("", "Config.Limits", []redisrate.Limit{redisrate.PerMinute(100)}, nil)
+				rule, _ := r.Rule("", "Config.Limits", []redisrate.Limit{redisrate.PerMinute(100)})
 				if a := r.Decide(context.Background(), req{key: "a"}, rule, 1); a.Verdict != Serve {
 					t.Fatalf("process %d of the fleet: %+v; want served", p+1, a)
 				}

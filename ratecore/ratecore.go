@@ -8,10 +8,30 @@
 // metadata. Middleware for another protocol can do the same.
 //
 // R is the transport's request: *http.Request for httplimit, the call (its
-// context and method) for grpclimit. Key functions and OnError take it.
+// context and method) for grpclimit. Key functions take it.
 //
-// The package also holds what both transports key clients by: the client
-// address behind trusted proxies (IP) and the HMAC of an API key (APIKey).
+// The package also holds what both transports key clients by, declared
+// once with their documentation: the client address behind trusted
+// proxies (IP: httplimit.ClientIP, grpclimit.PeerIP) and the HMAC of an
+// API key (APIKey: httplimit.APIKey, grpclimit.APIKey).
+//
+// # The fields
+//
+// Answer.Policy and Answer.RateLimit are the values of the RateLimit-Policy
+// and RateLimit fields of draft-ietf-httpapi-ratelimit-headers-10, which
+// httplimit sends as HTTP headers and grpclimit as the metadata
+// ratelimit-policy and ratelimit; Answer.RetryAfter is the wait of
+// Retry-After (or of gRPC's RetryInfo).
+//
+// A RateLimit-Policy item is a policy name with q, the quota, and w, the
+// window in whole seconds: q units every w seconds is the limit's long-run
+// rate. When the limit refills its whole capacity in a whole number of
+// seconds, q is that capacity (the burst of a bucket, the limit of a
+// window) and w that time; otherwise (a sub-second period, a refill time
+// such as 1.5 s) w is the shortest whole number of seconds that holds a
+// whole number of periods, and q what those periods replenish. A RateLimit
+// item is the name of the binding limit with r, the units left, and t, the
+// seconds until more quota comes (absent at full capacity).
 package ratecore
 
 import (
@@ -22,22 +42,38 @@ import (
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/internal/policyof"
-	"github.com/redisrate/redisrate/ratefields"
 )
 
 // ErrNoKey is matched by key errors that mean the request carries no
-// usable key, such as a missing API key: the client's fault.
+// usable key, such as a missing API key (header or metadata): the
+// client's fault, which httplimit answers 400 Bad Request and grpclimit
+// codes.InvalidArgument, the error's text shown. An empty key wraps it
+// too: a missing identity must never mean "no limit".
 var ErrNoKey = errors.New("no rate-limit key")
 
 // Scope is a further key that a request is held to, with a limit of its
 // own, in the same atomic call as the request's own limit (contract v2.1,
-// several keys).
-type Scope[R any] struct {
-	// Name names the scope: its policy name, and part of its Redis keys.
+// several keys): per API key and per account, say. The request is
+// admitted only if every limit admits it, and then recorded on every key;
+// a request that one limit denies takes nothing from the others.
+//
+// K is how the scope's key is given: a transport's Keyer
+// (httplimit.Scope and grpclimit.Scope are Scope[Keyer]), or in Config
+// a function of the request.
+type Scope[K any] struct {
+	// Name names the scope: its policy name in the fields and metrics, and
+	// part of its Redis keys. Printable ASCII without ':', '{' or '}',
+	// other than Config.Name, the names of the rules (plans, methods) and
+	// the other scopes'.
 	Name string
-	// Key gives the scope's key for a request.
-	Key func(R) (string, error)
-	// Limit is the scope's limit, of the algorithm of the own limit.
+	// Key gives the scope's key for a request, e.g. the account that owns
+	// the request's API key, looked up on the server: for the broadest
+	// scope never a value the client chooses (see httplimit's
+	// Config.Scopes). Its errors, and an empty key, are answered as the
+	// request's own key's are.
+	Key K
+	// Limit is the scope's limit, of the algorithm of the request's own
+	// limit: one call runs one algorithm's script.
 	Limit redisrate.Limit
 }
 
@@ -70,9 +106,7 @@ type Config[R any] struct {
 	// that wraps ErrNoKey.
 	Key func(R) (string, error)
 	// Scopes are the further keys, the broadest last.
-	Scopes []Scope[R]
-	// OnError is told of every request whose limit could not be decided.
-	OnError func(R, error)
+	Scopes []Scope[func(R) (string, error)]
 	// Quota, when not nil, is a limit every request shares, spent from
 	// leases (see Quota), after the request's own limits.
 	Quota *Quota
@@ -85,10 +119,9 @@ type Rules[R any] struct {
 	name          string
 	unit          string
 	key           func(R) (string, error)
-	scopes        []Scope[R]
+	scopes        []Scope[func(R) (string, error)]
 	shadow        bool
 	shadowHeaders bool
-	onError       func(R, error)
 	names         map[string]string // the names in keys, and what uses each
 	quota         *quota            // nil: none
 	closed        atomic.Bool       // by Close
@@ -119,7 +152,7 @@ func New[R any](c Config[R]) (*Rules[R], error) {
 	}
 	r := &Rules[R]{
 		limiter: c.Limiter.With(opts...), name: c.Name, unit: unit, key: c.Key,
-		shadow: c.Shadow, shadowHeaders: c.ShadowHeaders, onError: c.OnError,
+		shadow: c.Shadow, shadowHeaders: c.ShadowHeaders,
 		names: map[string]string{c.Name: "Config.Name"},
 	}
 	if err := r.checkScopes(c.Scopes); err != nil {
@@ -156,7 +189,7 @@ func resolvePolicy(own, lim redisrate.FailurePolicy) (redisrate.FailurePolicy, e
 
 // checkScopes checks the scopes of a Config: how many one call takes,
 // their names, limits and keys.
-func (r *Rules[R]) checkScopes(scopes []Scope[R]) error {
+func (r *Rules[R]) checkScopes(scopes []Scope[func(R) (string, error)]) error {
 	if len(scopes) > maxKeys-1 {
 		return fmt.Errorf("Config.Scopes has %d scopes: at most %d, for %d keys in one call with the %s's own", len(scopes), maxKeys-1, maxKeys, r.unit)
 	}
@@ -178,7 +211,7 @@ func (r *Rules[R]) checkScopes(scopes []Scope[R]) error {
 			return fmt.Errorf("%s (%q) has no Key", what, s.Name)
 		}
 	}
-	r.scopes = append([]Scope[R](nil), scopes...)
+	r.scopes = append([]Scope[func(R) (string, error)](nil), scopes...)
 	return nil
 }
 
@@ -186,22 +219,21 @@ func (r *Rules[R]) checkScopes(scopes []Scope[R]) error {
 // every request, or of a plan or a method, with the scopes' limits after
 // them. Its state is its own.
 type Rule struct {
-	// Fields are the limits of the rule and of the scopes, with their
-	// policy names: the limits each request of the rule is held to.
-	Fields *ratefields.Set
-	prefix string // the own key's, without scopes
-	name   string // the own key's segment, with scopes
-	base   bool   // the rule without a name
+	fields *fieldSet // the limits of the rule and of the scopes, with their policy names
+	prefix string    // the own key's, without scopes
+	name   string    // the own key's segment, with scopes
+	base   bool      // the rule without a name
 }
 
-// Rule checks and returns the rule of limits, named for its policy names by
-// names (default: name, or name-1, name-2, ...). An empty name is the rule
+// Rule checks and returns the rule of limits. Each limit's policy name is
+// its Name (redisrate.Limit.Name); one without is named name (a single
+// limit) or name-1, name-2, ... by its place. An empty name is the rule
 // of every request, named Config.Name, whose keys are Name:key; any other
 // is a plan or method of that name, with keys Name:name:key, which what
 // names in errors (such as `the plan "free"`). With scopes, the rule holds
 // one limit, of the scopes' algorithm. The errors do not say which rule:
 // the transport does.
-func (r *Rules[R]) Rule(name, what string, limits []redisrate.Limit, names []string) (*Rule, error) {
+func (r *Rules[R]) Rule(name, what string, limits []redisrate.Limit) (*Rule, error) {
 	rule := &Rule{name: name, prefix: r.name + ":" + name + ":", base: name == ""}
 	if rule.base {
 		rule.name, rule.prefix = r.name, r.name+":"
@@ -213,38 +245,44 @@ func (r *Rules[R]) Rule(name, what string, limits []redisrate.Limit, names []str
 			return nil, fmt.Errorf("the name %q is that of %s: their keys would meet", name, other)
 		}
 	}
-	f, err := r.fields(rule.name, names, limits)
+	f, err := r.fieldsOf(rule.name, limits)
 	if err != nil {
 		return nil, err
 	}
-	rule.Fields = f
+	rule.fields = f
 	if !rule.base {
 		r.names[name] = what
 	}
 	return rule, nil
 }
 
-// fields is the Set of a rule's limits followed by the scopes', each
-// limit's Name set to its policy name, so that metrics name it as the
-// fields do. It refuses what could never serve: no limits; with scopes,
-// several limits or another algorithm than theirs; limits that one call
-// cannot hold (redisrate.Args's errors, which match redisrate.ErrInvalid).
-func (r *Rules[R]) fields(name string, names []string, limits []redisrate.Limit) (*ratefields.Set, error) {
+// fieldsOf is the fieldSet of a rule's limits followed by the scopes',
+// each named by its policy name: its own Name, or the default (see Rule);
+// a scope's limit by the scope's Name. It refuses what could never serve:
+// no limits; with scopes, several limits or another algorithm than
+// theirs; limits that one call cannot hold (redisrate.Args's errors, which
+// match redisrate.ErrInvalid); names the fields cannot carry, or a name
+// twice.
+func (r *Rules[R]) fieldsOf(name string, limits []redisrate.Limit) (*fieldSet, error) {
 	if len(limits) == 0 {
 		return nil, errors.New("no limits: give at least one")
+	}
+	names := make([]string, len(limits))
+	for i, l := range limits {
+		switch {
+		case l.Name != "":
+			names[i] = l.Name
+		case len(limits) == 1:
+			names[i] = name
+		default:
+			names[i] = fmt.Sprintf("%s-%d", name, i+1)
+		}
 	}
 	if len(r.scopes) > 0 {
 		if len(limits) != 1 {
 			return nil, fmt.Errorf("%d limits with Config.Scopes: with scopes, each key holds one limit (a call of several keys, CONTRACT.md); hold the %s's key to a further limit with a Scope of the same Key", len(limits), r.unit)
 		}
-		if len(names) > 1 {
-			return nil, fmt.Errorf("PolicyNames has %d names for 1 limit", len(names))
-		}
-		own := name
-		if len(names) == 1 {
-			own = names[0]
-		}
-		names, limits = []string{own}, append([]redisrate.Limit(nil), limits...)
+		limits = append([]redisrate.Limit(nil), limits...)
 		for i, s := range r.scopes {
 			if s.Limit.Algorithm != limits[0].Algorithm {
 				return nil, fmt.Errorf("Config.Scopes[%d] (%q) has a %s limit, and the %s's own is %s: the limits of one call run one algorithm's script; give every limit the same algorithm", i, s.Name, s.Limit.Algorithm, r.unit, limits[0].Algorithm)
@@ -255,34 +293,21 @@ func (r *Rules[R]) fields(name string, names []string, limits []redisrate.Limit)
 	if _, err := redisrate.Args(redisrate.KindAllow, 1, limits...); err != nil {
 		return nil, err
 	}
-	switch {
-	case len(names) == 0 && len(limits) == 1:
-		names = []string{name}
-	case len(names) == 0:
-		for i := range limits {
-			names = append(names, fmt.Sprintf("%s-%d", name, i+1))
-		}
-	case len(names) != len(limits):
-		return nil, fmt.Errorf("PolicyNames has %d names for %d limits", len(names), len(limits))
-	}
-	f, err := ratefields.New(names, limits)
+	f, err := newFieldSet(names, limits)
 	if err != nil {
-		return nil, fmt.Errorf("PolicyNames: %w", err)
-	}
-	for i := range f.Limits {
-		f.Limits[i].Name = f.Name(i)
+		return nil, fmt.Errorf("a limit's Name: %w", err)
 	}
 	return f, nil
 }
 
 // checkKeyName accepts a name that middleware puts in its Redis keys (its
 // own name, a plan's or method's, a scope's) as scopedKeys lays them out:
-// a policy name (ratefields.CheckName) without ':', which separates the
+// a policy name (checkPolicyName) without ':', which separates the
 // names in a key, and without '{' or '}', which mark the hash tag of
 // scoped keys. With them, the keys of two names could meet: Name "api:free"
 // would share the keys of Name "api" with plan "free".
 func checkKeyName(name string) error {
-	if err := ratefields.CheckName(name); err != nil {
+	if err := checkPolicyName(name); err != nil {
 		return err
 	}
 	if strings.Contains(name, ":") {

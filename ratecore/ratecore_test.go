@@ -39,7 +39,7 @@ func rules(t *testing.T, c Config[req]) (*Rules[req], error) {
 // one account.
 func TestScopedKeys(t *testing.T) {
 	hostile := []string{"", "x", "x}", "x}:a:k", "%", "%7D", "}", "{", "{}", "a:b", "x}{y", "plan", "key"}
-	scopes := []Scope[req]{{Name: "key"}, {Name: "account"}}
+	scopes := []Scope[func(req) (string, error)]{{Name: "key"}, {Name: "account"}}
 	seen := map[string]string{}
 	for _, apiKey := range hostile {
 		for _, acct := range hostile {
@@ -85,32 +85,32 @@ func TestCallerGaveUp(t *testing.T) {
 // fields of the transports' Config in its errors.
 func TestScopes(t *testing.T) {
 	limit := redisrate.PerMinute(3)
-	scopes := []Scope[req]{{Name: "account", Key: account, Limit: limit}}
+	scopes := []Scope[func(req) (string, error)]{{Name: "account", Key: account, Limit: limit}}
 	r, err := rules(t, Config[req]{Scopes: scopes, Unit: "call"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	scopes[0].Name, scopes[0].Limit = "changed", redisrate.PerHour(1)
-	rule, err := r.Rule("", "", []redisrate.Limit{redisrate.PerSecond(2)}, nil)
-	if err != nil || rule.Fields.Policy() != `"api";q=2;w=1, "account";q=3;w=60` {
+	rule, err := r.Rule("", "", []redisrate.Limit{redisrate.PerSecond(2)})
+	if err != nil || rule.fields.policy != `"api";q=2;w=1, "account";q=3;w=60` {
 		t.Errorf("the rule with a scope: %v, %v; want the own limit, then the account's as given", rule, err)
 	}
 
-	seven := make([]Scope[req], 8)
+	seven := make([]Scope[func(req) (string, error)], 8)
 	for i := range seven {
-		seven[i] = Scope[req]{Name: fmt.Sprint("s", i), Key: account, Limit: limit}
+		seven[i] = Scope[func(req) (string, error)]{Name: fmt.Sprint("s", i), Key: account, Limit: limit}
 	}
 	for _, tc := range []struct {
-		scopes []Scope[req]
+		scopes []Scope[func(req) (string, error)]
 		want   string
 	}{
 		{seven, "Config.Scopes has 8 scopes: at most 7, for 8 keys in one call with the call's own"},
-		{[]Scope[req]{{Name: "a", Key: account, Limit: limit}, {Name: "a", Key: account, Limit: limit}}, `Config.Scopes[1] has the Name "a" of Config.Scopes[0]`},
-		{[]Scope[req]{{Name: "api", Key: account, Limit: limit}}, `Config.Scopes[0] has the Name "api" of Config.Name`},
-		{[]Scope[req]{{Name: "a}", Key: account, Limit: limit}}, `invalid Config.Scopes[0].Name "a}": '{' and '}'`},
-		{[]Scope[req]{{Name: "é", Key: account, Limit: limit}}, `invalid Config.Scopes[0].Name "é": policy name`},
-		{[]Scope[req]{{Name: "a", Key: account, Limit: redisrate.Limit{Period: time.Second}}}, `Config.Scopes[0] ("a"): invalid Limit`},
-		{[]Scope[req]{{Name: "a", Limit: limit}}, `Config.Scopes[0] ("a") has no Key`},
+		{[]Scope[func(req) (string, error)]{{Name: "a", Key: account, Limit: limit}, {Name: "a", Key: account, Limit: limit}}, `Config.Scopes[1] has the Name "a" of Config.Scopes[0]`},
+		{[]Scope[func(req) (string, error)]{{Name: "api", Key: account, Limit: limit}}, `Config.Scopes[0] has the Name "api" of Config.Name`},
+		{[]Scope[func(req) (string, error)]{{Name: "a}", Key: account, Limit: limit}}, `invalid Config.Scopes[0].Name "a}": '{' and '}'`},
+		{[]Scope[func(req) (string, error)]{{Name: "é", Key: account, Limit: limit}}, `invalid Config.Scopes[0].Name "é": policy name`},
+		{[]Scope[func(req) (string, error)]{{Name: "a", Key: account, Limit: redisrate.Limit{Period: time.Second}}}, `Config.Scopes[0] ("a"): invalid Limit`},
+		{[]Scope[func(req) (string, error)]{{Name: "a", Limit: limit}}, `Config.Scopes[0] ("a") has no Key`},
 	} {
 		if _, err := rules(t, Config[req]{Scopes: tc.scopes, Unit: "call"}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%d scopes: %v; want an error with %q", len(tc.scopes), err, tc.want)
@@ -122,19 +122,22 @@ func TestScopes(t *testing.T) {
 	two := []redisrate.Limit{redisrate.PerSecond(1), redisrate.PerHour(9)}
 	for _, tc := range []struct {
 		name   string
-		names  []string
 		limits []redisrate.Limit
 		want   string
 	}{
-		{"", nil, two, "2 limits with Config.Scopes"},
-		{"", []string{"a", "b"}, two[:1], "PolicyNames has 2 names for 1 limit"},
-		{"", nil, []redisrate.Limit{redisrate.PerSecond(1).WithAlgorithm(redisrate.SlidingLog)}, `Config.Scopes[0] ("account") has a gcra limit, and the call's own is sliding_log`},
-		{"account", nil, two[:1], `the name "account" is that of Config.Scopes[0]`},
-		{"a:b", nil, two[:1], "':' separates the names"},
+		{"", two, "2 limits with Config.Scopes"},
+		{"", []redisrate.Limit{redisrate.PerSecond(1).WithName("account")}, `a limit's Name: policy name "account" twice`},
+		{"", []redisrate.Limit{redisrate.PerSecond(1).WithAlgorithm(redisrate.SlidingLog)}, `Config.Scopes[0] ("account") has a gcra limit, and the call's own is sliding_log`},
+		{"account", two[:1], `the name "account" is that of Config.Scopes[0]`},
+		{"a:b", two[:1], "':' separates the names"},
 	} {
-		if _, err := r.Rule(tc.name, "", tc.limits, tc.names); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Rule(%q, %q, %v): %v; want an error with %q", tc.name, tc.names, tc.limits, err, tc.want)
+		if _, err := r.Rule(tc.name, "", tc.limits); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Rule(%q, %v): %v; want an error with %q", tc.name, tc.limits, err, tc.want)
 		}
+	}
+	own, err := r.Rule("named", "", []redisrate.Limit{redisrate.PerSecond(2).WithName("own")})
+	if err != nil || own.fields.policy != `"own";q=2;w=1, "account";q=3;w=60` {
+		t.Errorf("a named own limit with a scope: %v, %v; want the own limit named by its Name", own, err)
 	}
 }
 
@@ -146,55 +149,56 @@ func TestRule(t *testing.T) {
 		t.Fatal(err)
 	}
 	two := []redisrate.Limit{redisrate.PerSecond(1), redisrate.PerHour(9)}
+	named := []redisrate.Limit{two[0].WithName("burst"), two[1].WithName("hourly")}
 	for _, tc := range []struct {
-		names []string
-		lims  []redisrate.Limit
-		want  string // the policy names, as the limits' Names too
+		lims []redisrate.Limit
+		want string // the policy names, as the limits' Names too
 	}{
-		{nil, two[:1], "api"},
-		{nil, two, "api-1,api-2"},
-		{[]string{"burst", "hourly"}, two, "burst,hourly"},
+		{two[:1], "api"},
+		{two, "api-1,api-2"},
+		{named, "burst,hourly"},
+		{[]redisrate.Limit{two[0], named[1]}, "api-1,hourly"},
 	} {
-		rule, err := r.Rule("", "", tc.lims, tc.names)
+		rule, err := r.Rule("", "", tc.lims)
 		if err != nil {
-			t.Fatalf("%q: %v", tc.names, err)
+			t.Fatalf("%v: %v", tc.lims, err)
 		}
 		var got []string
-		for i, l := range rule.Fields.Limits {
-			if l.Name != rule.Fields.Name(i) {
-				t.Errorf("%q: limit %d named %q in metrics, %q in the fields", tc.names, i, l.Name, rule.Fields.Name(i))
+		for i, l := range rule.fields.limits {
+			if l.Name != rule.fields.name(i) {
+				t.Errorf("%v: limit %d named %q in metrics, %q in the fields", tc.lims, i, l.Name, rule.fields.name(i))
 			}
 			got = append(got, l.Name)
 		}
 		if strings.Join(got, ",") != tc.want {
-			t.Errorf("%q: names %q; want %s", tc.names, got, tc.want)
+			t.Errorf("%v: names %q; want %s", tc.lims, got, tc.want)
 		}
 	}
 	if two[0].Name != "" {
 		t.Errorf("Rule named the caller's limit: %q", two[0].Name)
 	}
 	for _, tc := range []struct {
-		names []string
-		lims  []redisrate.Limit
-		want  string
+		lims []redisrate.Limit
+		want string
 	}{
-		{nil, nil, "no limits: give at least one"},
-		{[]string{"a"}, two, "PolicyNames has 1 names for 2 limits"},
-		{[]string{"a", "a"}, two, `PolicyNames: policy name "a" twice`},
-		{nil, []redisrate.Limit{redisrate.PerSecond(1), redisrate.PerSecond(1).WithAlgorithm(redisrate.FixedWindow)}, "algorithm"},
-		{nil, []redisrate.Limit{redisrate.PerSecond(1).WithBurst(-1)}, "invalid burst '-1'"},
+		{nil, "no limits: give at least one"},
+		{[]redisrate.Limit{named[0], named[0]}, `a limit's Name: policy name "burst" twice`},
+		{[]redisrate.Limit{two[0].WithName("x-2"), two[1]}, `a limit's Name: policy name "x-2" twice`},
+		{[]redisrate.Limit{two[0].WithName("é")}, `a limit's Name: policy name "é": must be printable ASCII`},
+		{[]redisrate.Limit{redisrate.PerSecond(1), redisrate.PerSecond(1).WithAlgorithm(redisrate.FixedWindow)}, "algorithm"},
+		{[]redisrate.Limit{redisrate.PerSecond(1).WithBurst(-1)}, "invalid burst '-1'"},
 	} {
-		if _, err := r.Rule("x", "", tc.lims, tc.names); err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Rule(%q, %v): %v; want an error with %q", tc.names, tc.lims, err, tc.want)
+		if _, err := r.Rule("x", "", tc.lims); err == nil || !strings.Contains(err.Error(), tc.want) { // refused: "x" stays free
+			t.Errorf("Rule(%v): %v; want an error with %q", tc.lims, err, tc.want)
 		}
 	}
-	if _, err := r.Rule("y", "", []redisrate.Limit{redisrate.PerSecond(0)}, nil); !errors.Is(err, redisrate.ErrInvalid) {
+	if _, err := r.Rule("y", "", []redisrate.Limit{redisrate.PerSecond(0)}); !errors.Is(err, redisrate.ErrInvalid) {
 		t.Errorf("an invalid limit: %v; want an error matching ErrInvalid", err)
 	}
-	if _, err := r.Rule("free", `the plan "free"`, two[:1], nil); err != nil {
+	if _, err := r.Rule("free", `the plan "free"`, two[:1]); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Rule("free", `the plan "free"`, two[:1], nil); err == nil || !strings.Contains(err.Error(), `that of the plan "free"`) {
+	if _, err := r.Rule("free", `the plan "free"`, two[:1]); err == nil || !strings.Contains(err.Error(), `that of the plan "free"`) {
 		t.Errorf("a rule's name twice: %v; want an error naming the first", err)
 	}
 	if !slices.Equal([]string{escape("/a.S/M"), escape("%x"), escape("ip:1")}, []string{"%/a.S/M", "%%x", "ip:1"}) {

@@ -58,7 +58,7 @@ func TestUndecidedIsNeverDenied(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rule, err := r.Rule("", "Config.Limits", []redisrate.Limit{redisrate.PerMinute(100)}, nil)
+		rule, err := r.Rule("", "Config.Limits", []redisrate.Limit{redisrate.PerMinute(100)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -41,6 +41,7 @@ import (
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/httplimit"
+	"github.com/redisrate/redisrate/ratecore"
 )
 
 func main() {
@@ -157,8 +158,8 @@ func newHandler(rdb redis.Scripter, c config) (http.Handler, error) {
 		Limiter: limiter,
 		Name:    "api",
 		Plans: []httplimit.Plan{
-			{Name: "free", Limits: []redisrate.Limit{redisrate.PerSecond(10), redisrate.PerHour(1000)}, PolicyNames: []string{"free-burst", "free-hourly"}},
-			{Name: "paid", Limits: []redisrate.Limit{redisrate.PerSecond(100), redisrate.PerHour(100000)}, PolicyNames: []string{"paid-burst", "paid-hourly"}},
+			{Name: "free", Limits: []redisrate.Limit{redisrate.PerSecond(10).WithName("free-burst"), redisrate.PerHour(1000).WithName("free-hourly")}},
+			{Name: "paid", Limits: []redisrate.Limit{redisrate.PerSecond(100).WithName("paid-burst"), redisrate.PerHour(100000).WithName("paid-hourly")}},
 		},
 		// In a real API: the plan of the account the key belongs to.
 		Plan: func(r *http.Request) (string, error) {
@@ -184,7 +185,7 @@ func newHandler(rdb redis.Scripter, c config) (http.Handler, error) {
 		// Redis being down is logged by the Limiter; log what else goes
 		// wrong (a bug: a key holding other data). The middleware answers.
 		OnError: func(r *http.Request, err error) {
-			if !errors.Is(err, httplimit.ErrNoKey) && !errors.Is(err, redisrate.ErrUnavailable) && c.Logger != nil {
+			if !errors.Is(err, ratecore.ErrNoKey) && !errors.Is(err, redisrate.ErrUnavailable) && c.Logger != nil {
 				c.Logger.Error("rate limit not decided", "method", r.Method, "path", r.URL.Path, "err", err)
 			}
 		},

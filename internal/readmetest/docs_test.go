@@ -369,7 +369,7 @@ func TestReadmeNamesTheContract(t *testing.T) {
 // pkg.Name, by the directory of each.
 var packageDirs = map[string]string{
 	"redisrate": ".", "httplimit": "httplimit", "grpclimit": "grpclimit", "otelrate": "otelrate",
-	"ratefields": "ratefields", "localredis": "localredis", "scripts": "scripts",
+	"ratecore": "ratecore", "localredis": "localredis", "scripts": "scripts",
 }
 
 // exported returns the exported names of the package in dir: its top-level
@@ -428,7 +428,7 @@ func exported(t *testing.T, dir string) map[string]bool {
 	return names
 }
 
-var qualifiedRE = regexp.MustCompile(`\b(redisrate|httplimit|grpclimit|otelrate|ratefields|localredis|scripts)\.([A-Z]\w*)(\.[A-Z]\w*)?`)
+var qualifiedRE = regexp.MustCompile(`\b(redisrate|httplimit|grpclimit|otelrate|ratecore|localredis|scripts)\.([A-Z]\w*)(\.[A-Z]\w*)?`)
 
 // Every name the pages give as pkg.Name or pkg.Type.Member is one the
 // package exports: a renamed or removed name cannot linger in prose, where

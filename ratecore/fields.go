@@ -1,26 +1,10 @@
-// Package ratefields computes the values of the RateLimit-Policy and
-// RateLimit fields of draft-ietf-httpapi-ratelimit-headers-10, of
-// Retry-After and of the legacy X-RateLimit-Reset, from redisrate limits
-// and results.
-//
-// The httplimit middleware sends them as HTTP headers and the grpclimit
-// interceptors (a module of their own) as the gRPC metadata ratelimit-policy
-// and ratelimit; both compute them here, so that they always say the same.
-// Middleware for another framework or protocol can send the same values.
-//
-// A RateLimit-Policy item is a policy name with q, the quota, and w, the
-// window in whole seconds: q units every w seconds is the limit's long-run
-// rate. When the limit refills its whole capacity in a whole number of
-// seconds, q is that capacity (the burst of a bucket, the limit of a
-// window) and w that time; otherwise (a sub-second period, a refill time
-// such as 1.5 s) w is the shortest whole number of seconds that holds a
-// whole number of periods, and q what those periods replenish. A RateLimit
-// item is the name of the binding limit with r, the units left, and t, the
-// seconds until more quota comes (absent at full capacity).
-//
-// The rest of what both middleware apply alike (their rules, scopes and
-// decisions) is in the package ratecore.
-package ratefields
+package ratecore
+
+// The rate-limit fields of draft-ietf-httpapi-ratelimit-headers-10, and
+// Retry-After, computed from limits and results: httplimit sends them as
+// HTTP headers and grpclimit as the metadata ratelimit-policy and
+// ratelimit, so that both always say the same. The package documentation
+// says what q, w, r and t are.
 
 import (
 	"errors"
@@ -33,32 +17,33 @@ import (
 	"github.com/redisrate/redisrate"
 )
 
-// Set is one set of limits, applied together, with a policy name for each.
-// The zero Set has no limits: its fields are empty.
-type Set struct {
-	// Limits are the limits New was given (a copy of them), in the order
-	// of their names: pass them to the Limiter that decides. Read them,
-	// never change them: the fields describe the limits as they were.
-	Limits []redisrate.Limit
+// fieldSet is one set of limits, applied together, with a policy name for
+// each. The zero fieldSet has no limits: its fields are empty.
+type fieldSet struct {
+	// limits are the limits newFieldSet was given (a copy of them), each
+	// named (Limit.Name) by its policy name, so that metrics name it as
+	// the fields do: the limits the Limiter decides. Never changed: the
+	// fields describe them.
+	limits []redisrate.Limit
 	names  []string // quoted sf-strings, one per limit
 	policy string   // the RateLimit-Policy value
 }
 
-// New names limits for the fields: names[i] names limits[i]. It refuses
-// what the fields cannot carry: no limits, a name for each missing, a name
-// twice, or a name CheckName refuses.
-func New(names []string, limits []redisrate.Limit) (*Set, error) {
+// newFieldSet names limits for the fields: names[i] names limits[i]. It
+// refuses what the fields cannot carry: no limits, a name for each
+// missing, a name twice, or a name checkPolicyName refuses.
+func newFieldSet(names []string, limits []redisrate.Limit) (*fieldSet, error) {
 	if len(limits) == 0 {
 		return nil, errors.New("no limits")
 	}
 	if len(names) != len(limits) {
 		return nil, fmt.Errorf("%d policy names for %d limits", len(names), len(limits))
 	}
-	s := &Set{Limits: append([]redisrate.Limit(nil), limits...)}
+	s := &fieldSet{limits: append([]redisrate.Limit(nil), limits...)}
 	seen := map[string]bool{}
 	items := make([]string, 0, len(limits))
 	for i, n := range names {
-		if err := CheckName(n); err != nil {
+		if err := checkPolicyName(n); err != nil {
 			return nil, err
 		}
 		if seen[n] {
@@ -68,40 +53,37 @@ func New(names []string, limits []redisrate.Limit) (*Set, error) {
 		q, w := window(limits[i])
 		s.names = append(s.names, sfString(n))
 		items = append(items, fmt.Sprintf("%s;q=%d;w=%d", s.names[i], q, w))
+		s.limits[i].Name = n
 	}
 	s.policy = strings.Join(items, ", ")
 	return s, nil
 }
 
-// Policy is the RateLimit-Policy value: every limit, with its quota q and
-// window w.
-func (s *Set) Policy() string { return s.policy }
-
-// Name is the policy name of limit i, unquoted, or "" for an i out of
+// name is the policy name of limit i, unquoted, or "" for an i out of
 // range.
-func (s *Set) Name(i int) string {
+func (s *fieldSet) name(i int) string {
 	if i < 0 || i >= len(s.names) {
 		return ""
 	}
-	return unquote(s.names[i])
+	return unquoteSF(s.names[i])
 }
 
-// RateLimit is the RateLimit value for res, a Result of these limits: the
+// rateLimit is the RateLimit value for res, a Result of these limits: the
 // binding limit's name, r its units left and, when more quota is to come, t
 // the seconds until it comes. Never send it for a degraded Result
-// (res.Degraded()): that carries no quota to report. It is "" for a Set
+// (res.Degraded()): that carries no quota to report. It is "" for a set
 // without limits.
-func (s *Set) RateLimit(res redisrate.Result) string {
+func (s *fieldSet) rateLimit(res redisrate.Result) string {
 	if len(s.names) == 0 {
 		return ""
 	}
 	b := min(max(res.Binding, 0), len(s.names)-1)
 	item := s.names[b] + ";r=" + strconv.FormatInt(max(res.Remaining, 0), 10)
-	if b >= len(s.Limits) {
+	if b >= len(s.limits) {
 		return item
 	}
-	if t, ok := next(s.Limits[b], res); ok {
-		item += ";t=" + strconv.FormatInt(CeilSeconds(t), 10)
+	if t, ok := next(s.limits[b], res); ok {
+		item += ";t=" + strconv.FormatInt(ceilSeconds(t), 10)
 	}
 	return item
 }
@@ -207,25 +189,17 @@ func gcd(a, b uint64) uint64 {
 	return a
 }
 
-// CeilSeconds rounds d up to whole seconds, at least 1 for a positive d.
-func CeilSeconds(d time.Duration) int64 {
+// ceilSeconds rounds d up to whole seconds, at least 1 for a positive d.
+func ceilSeconds(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
 	}
 	return int64((d-1)/time.Second) + 1
 }
 
-// RetryAfter is the Retry-After of a denial in whole seconds, rounded up
-// and at least 1, or false for one that waiting cannot help.
-func RetryAfter(res redisrate.Result) (int64, bool) {
-	if res.Never() {
-		return 0, false
-	}
-	return max(CeilSeconds(res.RetryAfter), 1), true
-}
-
-// CheckName accepts what an sf-string can hold: printable ASCII, not empty.
-func CheckName(s string) error {
+// checkPolicyName accepts what an sf-string can hold: printable ASCII, not
+// empty.
+func checkPolicyName(s string) error {
 	if s == "" {
 		return errors.New("empty policy name")
 	}
@@ -242,6 +216,6 @@ func sfString(s string) string {
 	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
 }
 
-func unquote(q string) string {
+func unquoteSF(q string) string {
 	return strings.NewReplacer(`\\`, `\`, `\"`, `"`).Replace(q[1 : len(q)-1])
 }

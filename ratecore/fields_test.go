@@ -1,4 +1,4 @@
-package ratefields
+package ratecore
 
 import (
 	"math"
@@ -75,43 +75,47 @@ func TestNext(t *testing.T) {
 	}
 }
 
-func TestSet(t *testing.T) {
-	s, err := New([]string{"a", `b"`}, []redisrate.Limit{redisrate.PerSecond(2), redisrate.PerMinute(3)})
+func TestFieldSet(t *testing.T) {
+	limits := []redisrate.Limit{redisrate.PerSecond(2), redisrate.PerMinute(3).WithName("x")}
+	s, err := newFieldSet([]string{"a", `b"`}, limits)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := s.Policy(), `"a";q=2;w=1, "b\"";q=3;w=60`; got != want {
-		t.Errorf("Policy = %s; want %s", got, want)
+	if got, want := s.policy, `"a";q=2;w=1, "b\"";q=3;w=60`; got != want {
+		t.Errorf("policy = %s; want %s", got, want)
 	}
-	if got, want := s.RateLimit(redisrate.Result{Allowed: true, Binding: 1, Remaining: 1, Capacity: 3, ResetAfter: 40 * time.Second}), `"b\"";r=1;t=20`; got != want {
-		t.Errorf("RateLimit = %s; want %s", got, want)
+	if got, want := s.rateLimit(redisrate.Result{Allowed: true, Binding: 1, Remaining: 1, Capacity: 3, ResetAfter: 40 * time.Second}), `"b\"";r=1;t=20`; got != want {
+		t.Errorf("rateLimit = %s; want %s", got, want)
 	}
-	if s.Name(1) != `b"` {
-		t.Errorf("Name(1) = %q", s.Name(1))
+	if s.name(1) != `b"` || s.limits[1].Name != `b"` {
+		t.Errorf("name(1) = %q, the limit's Name %q; want both b\"", s.name(1), s.limits[1].Name)
+	}
+	if limits[1].Name != "x" {
+		t.Errorf("newFieldSet named the caller's limit: %q", limits[1].Name)
 	}
 	for _, names := range [][]string{{"a"}, {"a", "a"}, {"a", ""}, {"a", "\x7f"}} {
-		if _, err := New(names, []redisrate.Limit{redisrate.PerSecond(2), redisrate.PerMinute(3)}); err == nil {
-			t.Errorf("New(%q) accepted", names)
+		if _, err := newFieldSet(names, []redisrate.Limit{redisrate.PerSecond(2), redisrate.PerMinute(3)}); err == nil {
+			t.Errorf("newFieldSet(%q) accepted", names)
 		}
 	}
-	if c := CeilSeconds(time.Second + 1); c != 2 {
-		t.Errorf("CeilSeconds(1s+1ns) = %d", c)
+	if c := ceilSeconds(time.Second + 1); c != 2 {
+		t.Errorf("ceilSeconds(1s+1ns) = %d", c)
 	}
 }
 
-// The zero Set has no limits and names none: its fields are empty, and no
-// method panics, nor Name out of range.
-func TestZeroSet(t *testing.T) {
-	var s Set
+// The zero fieldSet has no limits and names none: its fields are empty,
+// and no method panics, nor name out of range.
+func TestZeroFieldSet(t *testing.T) {
+	var s fieldSet
 	res := redisrate.Result{Allowed: true, Remaining: 1, Capacity: 2, ResetAfter: time.Second}
-	if s.Policy() != "" || s.RateLimit(res) != "" || s.Name(0) != "" {
-		t.Errorf("zero Set: Policy %q, RateLimit %q, Name(0) %q; want all empty", s.Policy(), s.RateLimit(res), s.Name(0))
+	if s.policy != "" || s.rateLimit(res) != "" || s.name(0) != "" {
+		t.Errorf("zero fieldSet: policy %q, rateLimit %q, name(0) %q; want all empty", s.policy, s.rateLimit(res), s.name(0))
 	}
-	one, err := New([]string{"a"}, []redisrate.Limit{redisrate.PerSecond(2)})
+	one, err := newFieldSet([]string{"a"}, []redisrate.Limit{redisrate.PerSecond(2)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if one.Name(-1) != "" || one.Name(1) != "" {
-		t.Errorf("Name out of range: %q, %q; want empty", one.Name(-1), one.Name(1))
+	if one.name(-1) != "" || one.name(1) != "" {
+		t.Errorf("name out of range: %q, %q; want empty", one.name(-1), one.name(1))
 	}
 }
