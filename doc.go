@@ -8,12 +8,12 @@
 //
 // Where things are:
 //
-//	limiter.go    Limiter, NewLimiter, With, Request, Allow, AllowN, Decide, Reset: where every call starts
-//	plan.go       the plan stage: a Request validated and made an op (keys, cost, mode); Args
+//	limiter.go    Limiter, NewLimiter, With, Option, Request, KeyLimit, the clock: the types every stage shares
+//	engine.go     Allow, AllowN, Decide, Reset and run, where every call starts; the stages of one attempt: deny cache, send, settle, failure, shadow
+//	plan.go       op, one call as it moves through the stages; the plan stage: a Request validated and made an op (keys, cost, mode); Args
 //	limit.go      Limit, Algorithm, ParseLimit, Validate
 //	calendar.go   calendar limits (Limit.Calendar): the window, its key and period, planned; waits to its end
 //	result.go     Result, Source
-//	engine.go     the stages of one attempt: deny cache, send, settle, failure, shadow
 //	deadline.go   the decision deadline
 //	shadow.go     shadow mode
 //	loader.go     FCALL / EVALSHA / EVAL of the embedded scripts

@@ -10,11 +10,12 @@ import (
 )
 
 // The engine: every call of a Limiter (Allow, AllowN, Decide, Wait, WaitN,
-// Reset, and each request of DecideBatch) is one op that goes through the
-// same stages, in this order, as golang.org/x/time/rate funnels everything
-// through reserveN:
+// Reset, and each request of DecideBatch) is one op (plan.go) that goes
+// through the same stages, in this order, as golang.org/x/time/rate
+// funnels everything through reserveN. The entry calls are here, beside
+// the stages they run:
 //
-//	observer Start (run in limiter.go, DecideBatch in batch.go)
+//	observer Start (run, DecideBatch in batch.go)
 //	plan      validate the request and its keys, pick the script and the
 //	          mode (plan.go)                                  ErrInvalid ends here
 //	deny      answer from the deny cache (denycache.go)       a hit ends here
@@ -34,33 +35,87 @@ import (
 // attempts over one plan until one is admitted; DecideBatch runs each stage
 // over all its ops before the next. Nothing here calls back up.
 
-// op is one call to a script as it moves through the stages.
-type op struct {
-	dec     Decision        // what the observer is told, for the ops of a batch (single calls keep theirs apart)
-	ctx     context.Context // the observer's context for this op (batches)
-	kind    Kind            // what each attempt does: a request's Kind, but KindAllow for KindWait
-	ukey    string          // the key as the caller passed it (a call of several keys: the first)
-	key     string          // as sent: prefix + key
-	ukeys   []string        // a call of several keys: the caller's keys, limit i guarding ukeys[i]; nil for one key
-	keys    []string        // ... and as sent, prefixed (keys[0] == key); nil for one key
-	denyID  string          // a call of several keys: its identity in the deny cache (denyIdentity)
-	blimits []Limit         // a batch request's limits; single calls pass theirs along, so that they never escape
-	cost    int64
-	s       *script
-	access  access // writes, reads on the primary, or reads anywhere (*_RO)
-	args    []any
+// Allow takes one unit from key under limit. An empty key is refused
+// (ErrInvalid), by every call: it is almost always an identity not found,
+// and would hold every caller without one to one shared limit.
+func (l *Limiter) Allow(ctx context.Context, key string, limit Limit) (Result, error) {
+	return l.run(ctx, &op{kind: KindAllow, ukey: key, cost: 1}, []Limit{limit})
+}
 
-	sent   time.Time // when it was sent, for the deny cache
-	resets uint64    // the deny cache's count of Resets when it was sent
-	probe  bool      // the breaker chose this op to start a probe, after its failure stage
-	node   *health   // the health of the Redis node it was sent to (healthOf)
-	// carried is how many decisions the round trip that decided o carried
-	// (Decision.Carried): 1 sent alone, more coalesced (coalesce.go) or
-	// pipelined; 0 when none was sent.
-	carried int
+// AllowN takes n units from key under limit, n from 1. To read the state
+// without taking anything, use Decide with KindPeek: an n of 0 is refused
+// (ErrInvalid), so that a forgotten cost never means "do not limit".
+func (l *Limiter) AllowN(ctx context.Context, key string, limit Limit, n int64) (Result, error) {
+	return l.run(ctx, &op{kind: KindAllow, ukey: key, cost: n}, []Limit{limit})
+}
 
-	res Result
-	err error
+// Decide makes the decision r asks for, in one round trip (or a wait of
+// several, for KindWait), and returns it. Every call of the Limiter is
+// one: Allow(ctx, key, lim) is Decide(ctx, Request{Key: key, Limits:
+// []Limit{lim}}).
+//
+// The kinds, with what the Result says:
+//   - KindAllow: N units under every limit, all or nothing; Allowed
+//     says whether they were taken, Units how many (N or 0).
+//   - KindCheck: whether KindAllow would admit N units, recording nothing.
+//   - KindPeek: the state, taking nothing: what remains, when it is full.
+//   - KindUpTo: as many units as every limit admits now, at most N; Units
+//     is how many were taken, Allowed whether any was.
+//   - KindRefund: N units given back to every limit (what a reservation
+//     did not use); Units is how many the binding limit took back.
+//   - KindForce: N units recorded whatever the limits say, up to a debt of
+//     one capacity (what already happened: a penalty, tokens a reply
+//     used); Allowed says whether KindAllow would have admitted them.
+//   - KindWait: KindAllow, waited for as WaitN waits.
+//
+// KindUpTo, KindRefund and KindForce need the scripts of contract v3.
+// The Result describes the binding limit (Result.Binding; with several
+// keys, Result.Key is its key).
+func (l *Limiter) Decide(ctx context.Context, r Request) (Result, error) {
+	r.N = defaultN(r)
+	var o op
+	limits := o.shape(&r)
+	return l.run(ctx, &o, limits)
+}
+
+// Reset deletes the state kept under key, so that its next request finds
+// every limit at full capacity, and forgets the key's cached denials. A
+// key that holds anything but redisrate state is left untouched, and the
+// error matches ErrForeignKey. Resetting a key that does not exist is not
+// an error. When Redis cannot be reached the error matches ErrUnavailable
+// whatever the failure policy: nothing else can reset Redis's state.
+func (l *Limiter) Reset(ctx context.Context, key string) error {
+	_, err := l.run(ctx, &op{kind: KindReset, ukey: key}, nil)
+	return err
+}
+
+// run is the one path of every call but a batch, top to bottom, for o as
+// asked (its kind, key or keys, cost) under limits: the observer's Start,
+// plan (plan.go), then one attempt (attempt, below) or Wait's loop of attempts
+// (wait.go), and the observer's End. The limits travel apart from o, so
+// that a caller's slice never escapes.
+func (l *Limiter) run(ctx context.Context, o *op, limits []Limit) (Result, error) {
+	if l == nil || l.rdb == nil || l.life.isClosed() {
+		return Result{}, l.noClientErr()
+	}
+	asked := o.kind
+	if asked == KindWait {
+		o.kind = KindAllow // each attempt of a wait is an allow
+	}
+	// The decision is a variable of its own, not a field of o: what the
+	// observer is handed escapes, and o (with the caller's limits) must not.
+	dec := o.decision(asked, limits)
+	ctx = l.observeStart(ctx, &dec, limits)
+	if sent, ok := l.plan(o, limits); ok {
+		if asked == KindWait {
+			o.res, o.err = l.wait(ctx, o, limits, sent)
+		} else {
+			l.attempt(ctx, o, sent)
+		}
+	}
+	dec.Carried = o.carried
+	l.observeEnd(ctx, &dec, o.res, o.err)
+	return o.res, o.err
 }
 
 // attempt is the stages after plan, for one op: deny, send, settle, failure.

@@ -1,6 +1,7 @@
 package redisrate
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -9,6 +10,35 @@ import (
 // validate it (with their words), with its keys prefixed and its script,
 // its access (write, read, read anywhere) and its ARGV's mode chosen. A
 // call refused here never reaches Redis: its error matches ErrInvalid.
+
+// op is one call to a script as it moves through the stages.
+type op struct {
+	dec     Decision        // what the observer is told, for the ops of a batch (single calls keep theirs apart)
+	ctx     context.Context // the observer's context for this op (batches)
+	kind    Kind            // what each attempt does: a request's Kind, but KindAllow for KindWait
+	ukey    string          // the key as the caller passed it (a call of several keys: the first)
+	key     string          // as sent: prefix + key
+	ukeys   []string        // a call of several keys: the caller's keys, limit i guarding ukeys[i]; nil for one key
+	keys    []string        // ... and as sent, prefixed (keys[0] == key); nil for one key
+	denyID  string          // a call of several keys: its identity in the deny cache (denyIdentity)
+	blimits []Limit         // a batch request's limits; single calls pass theirs along, so that they never escape
+	cost    int64
+	s       *script
+	access  access // writes, reads on the primary, or reads anywhere (*_RO)
+	args    []any
+
+	sent   time.Time // when it was sent, for the deny cache
+	resets uint64    // the deny cache's count of Resets when it was sent
+	probe  bool      // the breaker chose this op to start a probe, after its failure stage
+	node   *health   // the health of the Redis node it was sent to (healthOf)
+	// carried is how many decisions the round trip that decided o carried
+	// (Decision.Carried): 1 sent alone, more coalesced (coalesce.go) or
+	// pipelined; 0 when none was sent.
+	carried int
+
+	res Result
+	err error
+}
 
 // shape reads r into o, before anything is validated, so that the observer
 // sees the call as it was asked: its kind, key or keys, and cost; a request
