@@ -44,26 +44,22 @@ func (l *Limiter) DecideBatch(ctx context.Context, reqs []Request) ([]Result, er
 	pending := make([]*op, 0, len(reqs))
 	for i := range reqs {
 		o, r := &ops[i], reqs[i]
-		r.N = defaultN(r)
-		o.blimits = o.shape(&r)
-		o.dec = o.decision(r.Kind, o.blimits)
+		o.shape(&r)
+		o.dec = o.decision(r.Kind)
 		o.dec.Batch, o.dec.Index = len(reqs), i
-		o.ctx = l.observeStart(ctx, &o.dec, o.blimits)
+		o.ctx = l.observeStart(ctx, &o.dec, o.lims())
 		if r.Kind == KindWait || r.Kind == KindReset {
 			o.err = invalidf("invalid request %d: kind %s cannot be batched: a batch is one round trip; call Decide or Reset", i, r.Kind)
 			continue
 		}
-		if sent, ok := l.plan(o, o.blimits); ok {
-			o.blimits = sent
-			if !l.denyStage(o, o.blimits) {
-				pending = append(pending, o)
-			}
+		if l.plan(o) && !l.denyStage(o) {
+			pending = append(pending, o)
 		}
 	}
 
 	l.sendBatch(ctx, pending)
 	for i := range ops {
-		l.finish(ops[i].ctx, &ops[i], ops[i].blimits) // deny-cache hits too: shadow mode
+		l.finish(ops[i].ctx, &ops[i]) // deny-cache hits too: shadow mode
 	}
 
 	results := make([]Result, len(reqs))
@@ -109,7 +105,7 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 	p, ok := l.rdb.(pipeliner)
 	if !ok || len(ops) == 1 {
 		for _, o := range ops {
-			l.sendBy(o.ctx, o, o.blimits, at) // the request's own observer context, as a single call's
+			l.sendBy(o.ctx, o, at) // the request's own observer context, as a single call's
 		}
 		return
 	}
@@ -119,7 +115,7 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 	sent, resets := l.sentAt()
 	for _, o := range ops {
 		o.sent, o.resets, o.carried = sent, resets, len(ops)
-		o.argv(o.blimits) // built here: the pipeline may run on after the deadline
+		o.argv() // built here: the pipeline may run on after the deadline
 	}
 	dctx, cancel, own := l.deadline(ctx, at)
 	defer cancel()
@@ -135,7 +131,7 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 		if cmds != nil {
 			v, e = reply(cmds[i])
 		}
-		l.settle(ctx, o, o.blimits, v, l.timedOut(ctx, dctx, own, e))
+		l.settle(ctx, o, v, l.timedOut(ctx, dctx, own, e))
 	}
 }
 

@@ -216,15 +216,15 @@ func hasCalendarKey(keys []KeyLimit) bool {
 // appends each window's name to its key. A call of one key may hold
 // several limits; their windows must then be one: the key names it. A
 // limit of no calendar that shares a calendar key is sent as it is, marked
-// with the window's end: its state goes with the key. It returns limits
-// unchanged when none is a calendar one.
-func (l *Limiter) planCalendar(o *op, limits []Limit) ([]Limit, error) {
+// with the window's end: its state goes with the key. o's limits become
+// those the call sends; they are left as they are when none is a calendar
+// one.
+func (l *Limiter) planCalendar(o *op) error {
+	limits := o.lims()
 	if !hasCalendar(limits) {
-		return limits, nil
+		return nil
 	}
 	now := l.clock.Now()
-	sent := make([]Limit, len(limits))
-	copy(sent, limits)
 	if o.keys == nil {
 		var cal string
 		var name string
@@ -234,22 +234,22 @@ func (l *Limiter) planCalendar(o *op, limits []Limit) ([]Limit, error) {
 				continue
 			}
 			if cal != "" && lim.Calendar != cal {
-				return nil, invalidf("invalid calendar #%d %q: must be limit #1's %q: one key holds one calendar window; give each calendar its own key (Request.Keys)", i+1, lim.Calendar, cal)
+				return invalidf("invalid calendar #%d %q: must be limit #1's %q: one key holds one calendar window; give each calendar its own key (Request.Keys)", i+1, lim.Calendar, cal)
 			}
 			r, n, err := lim.resolveCalendar(now)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if cal == "" {
 				cal, name, end = lim.Calendar, n, r.calEnd
 			}
-			sent[i] = r
+			limits[i] = r
 		}
-		for i := range sent {
-			sent[i].calEnd = end
+		for i := range limits {
+			limits[i].calEnd = end
 		}
 		o.key += calendarKeySuffix(name)
-		return sent, nil
+		return nil
 	}
 	for i, lim := range limits {
 		if lim.Calendar == "" {
@@ -257,16 +257,16 @@ func (l *Limiter) planCalendar(o *op, limits []Limit) ([]Limit, error) {
 		}
 		r, n, err := lim.resolveCalendar(now)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		sent[i] = r
+		limits[i] = r
 		o.keys[i] += calendarKeySuffix(n)
 	}
 	o.key = o.keys[0]
 	if l.deny != nil {
 		o.denyID = denyIdentity(o.keys)
 	}
-	return sent, nil
+	return nil
 }
 
 // pinCalendar fixes the calendar windows of r's limits (the reservation's

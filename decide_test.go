@@ -29,7 +29,7 @@ func needV3Mode(t *testing.T, mode string) {
 // (scripts before v3, which know only allow, check and peek) means the
 // cost when admitted, else 0; fields after the seventh are ignored.
 func TestDecodeUnits(t *testing.T) {
-	lims := []Limit{PerSecond(10)}
+	lim := PerSecond(10)
 	for _, c := range []struct {
 		name  string
 		cost  int64
@@ -45,14 +45,14 @@ func TestDecodeUnits(t *testing.T) {
 		{"v3 as []any", 5, answer{other: []any{int64(1), int64(0), int64(0), int64(1000), int64(10), int64(1), int64(2), "later"}}, 2},
 		{"v2 as []any", 5, answer{other: []any{int64(1), int64(5), int64(0), int64(500), int64(10), int64(1)}}, 5},
 	} {
-		o := op{cost: c.cost}
-		res, err := o.decode(c.reply, lims)
+		o := oneKey(KindAllow, "k", lim, c.cost)
+		res, err := o.decode(c.reply)
 		if err != nil || res.Units != c.want {
 			t.Errorf("%s: Units %d, %v; want %d", c.name, res.Units, err, c.want)
 		}
 	}
-	o := op{cost: 1}
-	if _, err := o.decode(answer{other: []any{int64(1), int64(0), int64(0), int64(0), int64(1), int64(1), "x"}}, lims); !errors.Is(err, ErrBadReply) {
+	o := oneKey(KindAllow, "k", lim, 1)
+	if _, err := o.decode(answer{other: []any{int64(1), int64(0), int64(0), int64(0), int64(1), int64(1), "x"}}); !errors.Is(err, ErrBadReply) {
 		t.Errorf("a field 7 that is no integer: %v, want ErrBadReply", err)
 	}
 }

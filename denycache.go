@@ -57,7 +57,7 @@ func WithDenyCache(size int) Option {
 // denyStage is the engine's deny-cache stage, before the send: true when
 // the cache answered o (o.res, Source SourceDenyCache). A Reset forgets
 // the key instead.
-func (l *Limiter) denyStage(o *op, limits []Limit) bool {
+func (l *Limiter) denyStage(o *op) bool {
 	if l.deny == nil {
 		return false
 	}
@@ -74,7 +74,7 @@ func (l *Limiter) denyStage(o *op, limits []Limit) bool {
 	// A cost above a capacity is never cached (RetryAfter infDuration): it
 	// goes to Redis, which says so.
 	id, several := o.denyIdentity()
-	res, hit := l.deny.lookup(id, several, o.cost, limits, l.deny.now())
+	res, hit := l.deny.lookup(id, several, o.cost, o.lims(), l.deny.now())
 	if hit {
 		o.res = res
 	}
@@ -94,7 +94,7 @@ func (l *Limiter) sentAt() (time.Time, uint64) {
 
 // denyStore remembers o's result if it is a denial that a wait can end,
 // and forgets the key's denials when o took or gave back units.
-func (l *Limiter) denyStore(o *op, limits []Limit) {
+func (l *Limiter) denyStore(o *op) {
 	if l.deny == nil || o.sent.IsZero() || o.kind == KindUpTo && o.res.Units == 0 && !o.res.Allowed {
 		return // an up-to that took nothing wrote nothing (its denial is a coalesced group's to store)
 	}
@@ -122,7 +122,7 @@ func (l *Limiter) denyStore(o *op, limits []Limit) {
 		return
 	}
 	id, several := o.denyIdentity()
-	l.deny.store(id, several, o.keys, o.cost, limits, o.res, o.sent, o.resets)
+	l.deny.store(id, several, o.keys, o.cost, o.lims(), o.res, o.sent, o.resets)
 }
 
 // denyIdentity is what the deny cache knows o by: its key, or, for a call

@@ -348,24 +348,24 @@ func TestDenyCacheForgetsDenialsOnAdmission(t *testing.T) {
 
 			// In flight: a denial sent before an admission came back.
 			denied := got
-			inFlight := &op{kind: KindAllow, key: "k", cost: 3, res: denied}
+			inFlight := &op{kind: KindAllow, key: "k", cost: 3, res: denied, limits: [maxLimits]Limit{lim}, nlimits: 1}
 			inFlight.sent, inFlight.resets = l.sentAt()
 			f.advance(time.Millisecond)
-			took := &op{kind: KindAllow, key: "k", cost: 1, res: Result{Allowed: true}}
+			took := &op{kind: KindAllow, key: "k", cost: 1, res: Result{Allowed: true}, limits: [maxLimits]Limit{lim}, nlimits: 1}
 			took.sent, took.resets = l.sentAt()
-			l.denyStore(took, []Limit{lim})
-			l.denyStore(inFlight, []Limit{lim})
+			l.denyStore(took)
+			l.denyStore(inFlight)
 			if _, hit := l.deny.lookup("k", false, 3, []Limit{lim}, l.deny.now()); hit {
 				t.Fatal("a denial sent before an admission came back was stored")
 			}
 			// A check takes nothing: denials stay.
-			later := &op{kind: KindAllow, key: "k", cost: 3, res: denied}
+			later := &op{kind: KindAllow, key: "k", cost: 3, res: denied, limits: [maxLimits]Limit{lim}, nlimits: 1}
 			later.sent, later.resets = l.sentAt()
-			l.denyStore(later, []Limit{lim})
-			check := &op{kind: KindCheck, key: "k", cost: 1, res: Result{Allowed: true}}
+			l.denyStore(later)
+			check := &op{kind: KindCheck, key: "k", cost: 1, res: Result{Allowed: true}, limits: [maxLimits]Limit{lim}, nlimits: 1}
 			check.sent, check.resets = l.sentAt()
 			f.advance(time.Millisecond)
-			l.denyStore(check, []Limit{lim})
+			l.denyStore(check)
 			if _, hit := l.deny.lookup("k", false, 3, []Limit{lim}, l.deny.now()); !hit {
 				t.Fatal("an admitted check dropped the key's denials")
 			}
@@ -536,12 +536,12 @@ func TestDenyCacheDropsDenialSentBeforeReset(t *testing.T) {
 	if err != nil || denied.Allowed {
 		t.Fatalf("second unit of 1/m: %v %v, want denied", denied, err)
 	}
-	inFlight := &op{kind: KindAllow, key: "k", cost: 1, res: denied}
+	inFlight := &op{kind: KindAllow, key: "k", cost: 1, res: denied, limits: [maxLimits]Limit{lim}, nlimits: 1}
 	inFlight.sent, inFlight.resets = l.sentAt()
 	if err := l.Reset(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
-	l.denyStore(inFlight, []Limit{lim})
+	l.denyStore(inFlight)
 	if n := l.deny.len(); n != 0 {
 		t.Fatalf("a denial sent before the Reset was stored (%d entries)", n)
 	}
@@ -549,9 +549,9 @@ func TestDenyCacheDropsDenialSentBeforeReset(t *testing.T) {
 		t.Fatalf("after Reset: %+v %v, want admitted by Redis", r, err)
 	}
 	// One sent after the Reset is stored as usual.
-	after := &op{kind: KindAllow, key: "k", cost: 1, res: denied}
+	after := &op{kind: KindAllow, key: "k", cost: 1, res: denied, limits: [maxLimits]Limit{lim}, nlimits: 1}
 	after.sent, after.resets = l.sentAt()
-	l.denyStore(after, []Limit{lim})
+	l.denyStore(after)
 	if n := l.deny.len(); n != 1 {
 		t.Fatalf("a denial sent after the Reset was not stored (%d entries)", n)
 	}

@@ -39,14 +39,16 @@ import (
 // (ErrInvalid), by every call: it is almost always an identity not found,
 // and would hold every caller without one to one shared limit.
 func (l *Limiter) Allow(ctx context.Context, key string, limit Limit) (Result, error) {
-	return l.run(ctx, &op{kind: KindAllow, ukey: key, cost: 1}, []Limit{limit})
+	o := oneKey(KindAllow, key, limit, 1)
+	return l.run(ctx, &o)
 }
 
 // AllowN takes n units from key under limit, n from 1. To read the state
 // without taking anything, use Decide with KindPeek: an n of 0 is refused
 // (ErrInvalid), so that a forgotten cost never means "do not limit".
 func (l *Limiter) AllowN(ctx context.Context, key string, limit Limit, n int64) (Result, error) {
-	return l.run(ctx, &op{kind: KindAllow, ukey: key, cost: n}, []Limit{limit})
+	o := oneKey(KindAllow, key, limit, n)
+	return l.run(ctx, &o)
 }
 
 // Decide makes the decision r asks for, in one round trip (or a wait of
@@ -72,10 +74,9 @@ func (l *Limiter) AllowN(ctx context.Context, key string, limit Limit, n int64) 
 // The Result describes the binding limit (Result.Binding; with several
 // keys, Result.Key is its key).
 func (l *Limiter) Decide(ctx context.Context, r Request) (Result, error) {
-	r.N = defaultN(r)
 	var o op
-	limits := o.shape(&r)
-	return l.run(ctx, &o, limits)
+	o.shape(&r)
+	return l.run(ctx, &o)
 }
 
 // Reset deletes the state kept under key, so that its next request finds
@@ -85,16 +86,15 @@ func (l *Limiter) Decide(ctx context.Context, r Request) (Result, error) {
 // an error. When Redis cannot be reached the error matches ErrUnavailable
 // whatever the failure policy: nothing else can reset Redis's state.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
-	_, err := l.run(ctx, &op{kind: KindReset, ukey: key}, nil)
+	_, err := l.run(ctx, &op{kind: KindReset, ukey: key})
 	return err
 }
 
 // run is the one path of every call but a batch, top to bottom, for o as
-// asked (its kind, key or keys, cost) under limits: the observer's Start,
-// plan (plan.go), then one attempt (attempt, below) or Wait's loop of attempts
-// (wait.go), and the observer's End. The limits travel apart from o, so
-// that a caller's slice never escapes.
-func (l *Limiter) run(ctx context.Context, o *op, limits []Limit) (Result, error) {
+// asked (its kind, key or keys, limits, cost): the observer's Start, plan
+// (plan.go) and one attempt (attempt, below), or Wait's loop of attempts
+// over its plan (wait.go), and the observer's End.
+func (l *Limiter) run(ctx context.Context, o *op) (Result, error) {
 	if l == nil || l.rdb == nil || l.life.isClosed() {
 		return Result{}, l.noClientErr()
 	}
@@ -104,14 +104,13 @@ func (l *Limiter) run(ctx context.Context, o *op, limits []Limit) (Result, error
 	}
 	// The decision is a variable of its own, not a field of o: what the
 	// observer is handed escapes, and o (with the caller's limits) must not.
-	dec := o.decision(asked, limits)
-	ctx = l.observeStart(ctx, &dec, limits)
-	if sent, ok := l.plan(o, limits); ok {
-		if asked == KindWait {
-			o.res, o.err = l.wait(ctx, o, limits, sent)
-		} else {
-			l.attempt(ctx, o, sent)
-		}
+	dec := o.decision(asked)
+	ctx = l.observeStart(ctx, &dec, o.lims())
+	switch {
+	case asked == KindWait:
+		o.res, o.err = l.wait(ctx, o)
+	case l.plan(o):
+		l.attempt(ctx, o)
 	}
 	dec.Carried = o.carried
 	l.observeEnd(ctx, &dec, o.res, o.err)
@@ -119,12 +118,12 @@ func (l *Limiter) run(ctx context.Context, o *op, limits []Limit) (Result, error
 }
 
 // attempt is the stages after plan, for one op: deny, send, settle, failure.
-func (l *Limiter) attempt(ctx context.Context, o *op, limits []Limit) {
+func (l *Limiter) attempt(ctx context.Context, o *op) {
 	o.res, o.err, o.carried = Result{}, nil, 0
-	if !l.denyStage(o, limits) {
-		l.send(ctx, o, limits)
+	if !l.denyStage(o) {
+		l.send(ctx, o)
 	}
-	l.finish(ctx, o, limits)
+	l.finish(ctx, o)
 }
 
 // finish is the stages after the send, for every op: the failure stage
@@ -133,16 +132,16 @@ func (l *Limiter) attempt(ctx context.Context, o *op, limits []Limit) {
 // admission is what the call gets anyway, so a deadline buys nothing, and
 // shadow mode fails no call for the limiter's sake). Then the probe the
 // breaker asked the op to start.
-func (l *Limiter) finish(ctx context.Context, o *op, limits []Limit) {
+func (l *Limiter) finish(ctx context.Context, o *op) {
 	if e, ok := o.err.(*Error); ok && e.unavailable() {
 		if err := ended(ctx); err != nil {
 			o.err = callerGaveUp(o, err, e.Err)
 		} else {
-			l.fail(ctx, o, limits, e)
+			l.fail(ctx, o, e)
 		}
 	}
 	if e, ok := o.err.(*Error); ok && e.kind == nil && l.shadow && o.kind != KindReset {
-		l.answerByPolicy(o, limits, e) // an *Error of no class is callerGaveUp's
+		l.answerByPolicy(o, e) // an *Error of no class is callerGaveUp's
 	}
 	if o.err == nil {
 		o.res.Key = o.bindingKey()
@@ -196,17 +195,17 @@ func (l *Limiter) startProbe(o *op) {
 // ErrUnavailable at once), and settles the reply, within the decision
 // timeout from now. A one-key allow goes through coalescing (coalesce.go):
 // alone when nothing of its identity is in flight, else in the next group.
-func (l *Limiter) send(ctx context.Context, o *op, limits []Limit) {
-	if l.hot != nil && coalescable(o, limits) {
-		l.sendHot(ctx, o, limits)
+func (l *Limiter) send(ctx context.Context, o *op) {
+	if l.hot != nil && coalescable(o) {
+		l.sendHot(ctx, o)
 		return
 	}
-	l.sendBy(ctx, o, limits, l.decisionDeadline())
+	l.sendBy(ctx, o, l.decisionDeadline())
 }
 
 // sendBy is send with the decision deadline at (see decisionDeadline): the
 // requests of a DecideBatch sent one by one share the batch's.
-func (l *Limiter) sendBy(ctx context.Context, o *op, limits []Limit, at time.Time) {
+func (l *Limiter) sendBy(ctx context.Context, o *op, at time.Time) {
 	if err := ctx.Err(); err != nil {
 		o.err = callerGaveUp(o, err, nil) // nobody waits for the answer: do not ask
 		return
@@ -217,14 +216,14 @@ func (l *Limiter) sendBy(ctx context.Context, o *op, limits []Limit, at time.Tim
 	}
 	o.sent, o.resets = l.sentAt()
 	var one [1]string
-	keys, args := o.sentKeys(&one), o.argv(limits)
+	keys, args := o.sentKeys(&one), o.argv()
 	o.carried = 1
 	v, err := l.roundTrip(ctx, o, keys, args, at)
 	if err == errLeftQueue {
 		o.err = callerGaveUp(o, ctx.Err(), nil)
 		return
 	}
-	l.settle(ctx, o, limits, v, err)
+	l.settle(ctx, o, v, err)
 }
 
 // skipped answers an op the breaker kept from Redis, and marks it to start
@@ -241,7 +240,7 @@ func (l *Limiter) skipped(o *op) {
 // caller's (finish returns the context's error), and the breaker is not
 // told; a probe is started instead (suspect), which tells it whether Redis
 // answers within the decision timeout.
-func (l *Limiter) settle(ctx context.Context, o *op, limits []Limit, v answer, err error) {
+func (l *Limiter) settle(ctx context.Context, o *op, v answer, err error) {
 	h := l.healthFor(o)
 	if err == nil {
 		if o.kind == KindReset {
@@ -250,9 +249,9 @@ func (l *Limiter) settle(ctx context.Context, o *op, limits []Limit, v answer, e
 			return
 		}
 		var res Result
-		if res, err = o.decode(v, limits); err == nil {
+		if res, err = o.decode(v); err == nil {
 			o.res = l.calendarResult(res)
-			l.denyStore(o, limits)
+			l.denyStore(o)
 			h.succeeded(l)
 			return
 		}

@@ -131,13 +131,13 @@ type inFallback struct{}
 
 // fail is the failure stage: o failed with e, which matches
 // ErrUnavailable. The fallback decides, or else the policy.
-func (l *Limiter) fail(ctx context.Context, o *op, limits []Limit, e *Error) {
+func (l *Limiter) fail(ctx context.Context, o *op, e *Error) {
 	if o.kind == KindReset {
 		l.healthFor(o).errors.Add(1)
 		return // nothing else can reset Redis's state
 	}
 	if fb := l.fallback; fb != nil && fb != l && ctx.Value(inFallback{}) == nil {
-		res, err := fb.run(context.WithValue(ctx, inFallback{}, true), o.attemptOp(), limits)
+		res, err := fb.run(context.WithValue(ctx, inFallback{}, true), o.attemptOp())
 		if cerr := ended(ctx); err != nil && cerr != nil {
 			o.err = callerGaveUp(o, cerr, e.Err) // the caller gave up while the fallback decided
 			return
@@ -158,14 +158,14 @@ func (l *Limiter) fail(ctx context.Context, o *op, limits []Limit, e *Error) {
 		e = &Error{Script: e.Script, Key: e.Key, Err: fmt.Errorf("%w (and the fallback failed: %v)", e.Err, err), kind: e.kind}
 		o.err = e
 	}
-	l.answerByPolicy(o, limits, e)
+	l.answerByPolicy(o, e)
 }
 
 // answerByPolicy is the failure policy's answer to o, which Redis did not
 // decide (e): a Result and no error, or, under FailError, o.err as it is.
-func (l *Limiter) answerByPolicy(o *op, limits []Limit, e *Error) {
+func (l *Limiter) answerByPolicy(o *op, e *Error) {
 	h := l.healthFor(o)
-	lim := limits[0]
+	lim := o.limits[0]
 	policy := l.policy
 	if l.shadow && policy != FailOpen {
 		policy = FailClosed // then admitted by the shadow stage, as a denial it would have been

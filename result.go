@@ -148,7 +148,8 @@ func (s Source) String() string {
 // decode reads the reply to o: the contract's six integers, and the
 // seventh, units, that v3 scripts append. Later contract versions may
 // append more, which are ignored.
-func (o *op) decode(a answer, limits []Limit) (Result, error) {
+func (o *op) decode(a answer) (Result, error) {
+	limits := o.lims()
 	var n [7]int64
 	got := 0
 	switch arr := a.other.(type) {
