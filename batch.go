@@ -22,7 +22,7 @@ type pipeliner interface {
 // circuit breaker, fallback, failure policy), so it is answered exactly as
 // Decide would answer it: with FailOpen and Redis down, every request is
 // admitted with Source SourceFailOpen and the error is nil. A request of
-// KindWait or KindReset is refused (ErrInvalid): a batch is one round trip.
+// KindWait is refused (ErrInvalid): a batch is one round trip.
 //
 // The results are in the order of reqs, always len(reqs) of them. When
 // some requests get an error (bad arguments, a foreign key, Redis down with
@@ -37,7 +37,7 @@ func (l *Limiter) DecideBatch(ctx context.Context, reqs []Request) ([]Result, er
 	if l == nil || l.rdb == nil || l.life.isClosed() {
 		return make([]Result, len(reqs)), l.noClientErr()
 	}
-	bd := Decision{Kind: KindBatch, Batch: len(reqs)}
+	bd := Decision{WholeBatch: true, Batch: len(reqs)}
 	ctx = l.observeStart(ctx, &bd, nil)
 
 	ops := make([]op, len(reqs))
@@ -48,8 +48,8 @@ func (l *Limiter) DecideBatch(ctx context.Context, reqs []Request) ([]Result, er
 		o.dec = o.decision(r.Kind)
 		o.dec.Batch, o.dec.Index = len(reqs), i
 		o.ctx = l.observeStart(ctx, &o.dec, o.lims())
-		if r.Kind == KindWait || r.Kind == KindReset {
-			o.err = invalidf("invalid request %d: kind %s cannot be batched: a batch is one round trip; call Decide or Reset", i, r.Kind)
+		if r.Kind == KindWait {
+			o.err = invalidf("invalid request %d: kind %s cannot be batched: a batch is one round trip; call Decide", i, r.Kind)
 			continue
 		}
 		if l.plan(o) && !l.denyStage(o) {
@@ -110,7 +110,7 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 		return
 	}
 	// One pipeline carries many requests: its commands run under the batch's
-	// context (the KindBatch span), not any one request's, and under one
+	// context (the span of the WholeBatch decision), not any one request's, and under one
 	// decision deadline.
 	sent, resets := l.sentAt()
 	for _, o := range ops {

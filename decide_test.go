@@ -102,11 +102,11 @@ func TestDecideRefusesBadRequests(t *testing.T) {
 		call func() (Result, error)
 		want string
 	}{
-		{"batch kind", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindBatch, Key: "k", Limits: lim}) }, "invalid kind batch"},
+		{"kind past KindForce", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindForce + 2, Key: "k", Limits: lim}) }, "invalid kind 8"},
 		{"unknown kind", func() (Result, error) { return l.Decide(ctx, Request{Kind: 42, Key: "k", Limits: lim}) }, "invalid kind 42"},
 		{"peek with a cost", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindPeek, Key: "k", Limits: lim, N: 1}) }, "a peek takes nothing"},
 		{"wait in a batch", func() (Result, error) { return batchOne(ctx, l, Request{Kind: KindWait, Key: "k", Limits: lim}) }, "cannot be batched"},
-		{"reset in a batch", func() (Result, error) { return batchOne(ctx, l, Request{Kind: KindReset, Key: "k"}) }, "cannot be batched"},
+		{"reset in a batch", func() (Result, error) { return batchOne(ctx, l, Request{Kind: kindReset, Key: "k", Limits: lim}) }, "invalid kind 7"},
 		{"AllowN 0", func() (Result, error) { return l.AllowN(ctx, "k", lim[0], 0) }, "ask with KindPeek"},
 		{"WaitN 0", func() (Result, error) { return l.WaitN(ctx, "k", lim[0], 0) }, "ask with KindPeek"},
 		{"refund of 0", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindRefund, Key: "k", Limits: lim}) }, "invalid cost '0'"},
@@ -117,9 +117,10 @@ func TestDecideRefusesBadRequests(t *testing.T) {
 		// Issue 38, finding 11: the words said "from 0", though 0 is refused too.
 		{"refund of -1", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindRefund, Key: "k", Limits: lim, N: -1}) }, "invalid cost '-1': must be a whole number from 1 to 10^15 for kind refund"},
 		{"force of -1", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindForce, Key: "k", Limits: lim, N: -1}) }, "invalid cost '-1': must be a whole number from 1 to 10^15 for kind force"},
-		// Issue 38, finding 5: a reset is an observer's kind; Decide reset the key.
-		{"reset by Decide", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindReset, Key: "k"}) }, "invalid kind reset: a request decides, it does not reset; call Limiter.Reset"},
-		{"reset by Decide with limits", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindReset, Key: "k", Limits: lim}) }, "invalid kind reset"},
+		// Issue 38, finding 5: Decide reset the key; the engine's reset kind
+		// is no request's.
+		{"reset by Decide", func() (Result, error) { return l.Decide(ctx, Request{Kind: kindReset, Key: "k"}) }, "invalid kind 7: must be a request's kind, KindAllow to KindForce (Limiter.Reset resets a key)"},
+		{"reset by Decide with limits", func() (Result, error) { return l.Decide(ctx, Request{Kind: kindReset, Key: "k", Limits: lim}) }, "invalid kind 7"},
 	} {
 		r, err := c.call()
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) || r != (Result{}) {
@@ -129,7 +130,7 @@ func TestDecideRefusesBadRequests(t *testing.T) {
 	if cmds := log.take(); len(cmds) != 0 {
 		t.Errorf("refused requests sent %v", cmds)
 	}
-	if _, err := Args(KindReset, 1, lim...); !errors.Is(err, ErrInvalid) {
+	if _, err := Args(kindReset, 1, lim...); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Args of a reset: %v, want ErrInvalid", err)
 	}
 }

@@ -62,7 +62,7 @@ func (l *Limiter) denyStage(o *op) bool {
 		return false
 	}
 	switch o.kind {
-	case KindReset:
+	case kindReset:
 		l.deny.forget(o.key)
 		return false
 	case KindAllow, KindCheck:

@@ -86,7 +86,7 @@ func (l *Limiter) Decide(ctx context.Context, r Request) (Result, error) {
 // an error. When Redis cannot be reached the error matches ErrUnavailable
 // whatever the failure policy: nothing else can reset Redis's state.
 func (l *Limiter) Reset(ctx context.Context, key string) error {
-	_, err := l.run(ctx, &op{kind: KindReset, ukey: key})
+	_, err := l.run(ctx, &op{kind: kindReset, ukey: key})
 	return err
 }
 
@@ -140,7 +140,7 @@ func (l *Limiter) finish(ctx context.Context, o *op) {
 			l.fail(ctx, o, e)
 		}
 	}
-	if e, ok := o.err.(*Error); ok && e.kind == nil && l.shadow && o.kind != KindReset {
+	if e, ok := o.err.(*Error); ok && e.kind == nil && l.shadow && o.kind != kindReset {
 		l.answerByPolicy(o, e) // an *Error of no class is callerGaveUp's
 	}
 	if o.err == nil {
@@ -243,7 +243,7 @@ func (l *Limiter) skipped(o *op) {
 func (l *Limiter) settle(ctx context.Context, o *op, v answer, err error) {
 	h := l.healthFor(o)
 	if err == nil {
-		if o.kind == KindReset {
+		if o.kind == kindReset {
 			l.denyReset(o)
 			h.succeeded(l)
 			return

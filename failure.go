@@ -132,7 +132,7 @@ type inFallback struct{}
 // fail is the failure stage: o failed with e, which matches
 // ErrUnavailable. The fallback decides, or else the policy.
 func (l *Limiter) fail(ctx context.Context, o *op, e *Error) {
-	if o.kind == KindReset {
+	if o.kind == kindReset {
 		l.healthFor(o).errors.Add(1)
 		return // nothing else can reset Redis's state
 	}

@@ -509,14 +509,14 @@ func (o *keysObserver) End(_ context.Context, d Decision, res Result, err error)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	name := ""
-	if d.Kind != KindBatch && err == nil {
+	if !d.WholeBatch && err == nil {
 		name = d.Limits[res.Binding].Name
 	}
 	keys := fmt.Sprintf("%q", d.Keys)
 	if d.Keys == nil {
 		keys = "nil"
 	}
-	o.got = append(o.got, fmt.Sprintf("%s key=%s keys=%s limits=%d binding=%s res.key=%s", d.Kind, d.Key, keys, len(d.Limits), name, res.Key))
+	o.got = append(o.got, fmt.Sprintf("%s key=%s keys=%s limits=%d binding=%s res.key=%s", asked(d), d.Key, keys, len(d.Limits), name, res.Key))
 }
 
 // TestObserverSeesKeys: the observer is told the keys of a call of several

@@ -54,6 +54,11 @@ func oneKey(kind Kind, key string, limit Limit, cost int64) op {
 	return op{kind: kind, ukey: key, cost: cost, limits: [maxLimits]Limit{limit}, nlimits: 1}
 }
 
+// kindReset is the kind of a Reset's op: a kind of the engine's, past the
+// request kinds (Kind.request), that no Request can ask and no Decision
+// reports (Decision.Reset does).
+const kindReset = KindForce + 1
+
 // lims is o's limits, as asked or, once planned, as sent.
 func (o *op) lims() []Limit { return o.limits[:o.nlimits] }
 
@@ -88,6 +93,9 @@ func (o *op) shape(r *Request) {
 
 // decision is what the observer is told of o, asked as kind.
 func (o *op) decision(kind Kind) Decision {
+	if kind == kindReset {
+		return Decision{Reset: true, Key: o.ukey}
+	}
 	d := Decision{Kind: kind, Key: o.ukey, Keys: o.ukeys, Cost: o.cost}
 	if o.nlimits > 0 {
 		d.Algorithm = o.limits[0].Algorithm
@@ -122,7 +130,7 @@ func (l *Limiter) plan(o *op) bool {
 	if o.err == nil {
 		o.err = l.planKeys(o)
 	}
-	if o.err == nil && o.kind != KindReset {
+	if o.err == nil && o.kind != kindReset {
 		o.err = l.planCalendar(o)
 		if o.err == nil {
 			o.err = planCost(o.kind, o.cost)
@@ -138,7 +146,7 @@ func (l *Limiter) plan(o *op) bool {
 		return false
 	}
 	switch {
-	case o.kind == KindReset:
+	case o.kind == kindReset:
 		o.s = &resetScript
 		return true
 	case o.kind.writes():
@@ -196,14 +204,10 @@ func (l *Limiter) planKeys(o *op) error {
 // more limits or keys than one call takes.
 func requestForm(r *Request) error {
 	switch {
-	case r.Kind == KindBatch:
-		return invalidf("invalid kind batch: a request is one decision; give DecideBatch the requests")
-	case r.Kind == KindReset:
-		// An observer's kind, never a request's: a Decide that deleted a
-		// key's state would answer a Result that reads "denied".
-		return invalidf("invalid kind reset: a request decides, it does not reset; call Limiter.Reset")
 	case !r.Kind.request():
-		return invalidf("invalid kind %d: must be a request's kind, KindAllow to KindForce", int(r.Kind))
+		// kindReset too: a Decide that deleted a key's state would answer
+		// a Result that reads "denied"; Limiter.Reset resets.
+		return invalidf("invalid kind %d: must be a request's kind, KindAllow to KindForce (Limiter.Reset resets a key)", int(r.Kind))
 	case r.Lease != 0:
 		return invalidf("invalid request: a Lease of %v given to a decision: a lease is a reservation; ask Limiter.Reserve", r.Lease)
 	case len(r.Keys) > 0 && (r.Key != "" || len(r.Limits) > 0):
@@ -242,7 +246,7 @@ func planNegative(kind Kind, cost int64) error {
 }
 
 // request reports whether k is a kind a Request may ask: KindAllow to
-// KindForce, not the kinds only an observer sees.
+// KindForce, not the engine's kindReset.
 func (k Kind) request() bool { return k <= KindForce }
 
 // writes reports whether a decision of kind k records anything.
@@ -311,7 +315,7 @@ func Args(kind Kind, cost int64, limits ...Limit) ([]any, error) {
 // argv returns o's ARGV, built once (Wait sends it again and again) and
 // only when the op is sent: a deny-cache hit builds nothing.
 func (o *op) argv() []any {
-	if o.args == nil && o.kind != KindReset {
+	if o.args == nil && o.kind != kindReset {
 		o.args = cachedArgs(o.cost, o.kind.mode(), o.lims())
 	}
 	return o.args

@@ -26,7 +26,7 @@ func WithShadowMode() Option {
 // shadowStage is the engine's last stage in shadow mode: a denial becomes
 // an admission that says it would have been denied.
 func (l *Limiter) shadowStage(o *op) {
-	if !l.shadow || o.err != nil || o.kind == KindReset {
+	if !l.shadow || o.err != nil || o.kind == kindReset {
 		return
 	}
 	o.res.Shadow = true
