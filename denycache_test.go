@@ -439,7 +439,7 @@ func TestDenyCacheNeverAnswersPeek(t *testing.T) {
 // A denial that a replica may have served (a check with WithReadOnlyCheck)
 // is not cached: a replica lags this Limiter's own Resets, and a cached
 // denial would outlive the lag. So for every kind of check: Check,
-// CheckKeys, and the checks of AllowBatch, alone or pipelined. A denial
+// KindCheck with Keys, and the checks of DecideBatch, alone or pipelined. A denial
 // from the primary (Allow) still is, and answers checks too.
 func TestDenyCacheKeepsNoReplicaDenial(t *testing.T) {
 	ctx := context.Background()
@@ -456,12 +456,12 @@ func TestDenyCacheKeepsNoReplicaDenial(t *testing.T) {
 		call  func() (Result, error)
 	}{
 		{"Check", 1, func() (Result, error) { return l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim}}) }},
-		{"CheckKeys", 1, func() (Result, error) { return l.Decide(ctx, Request{Kind: KindCheck, Keys: keys}) }},
-		{"AllowBatch/Check", 1, func() (Result, error) {
+		{"Decide/Check/Keys", 1, func() (Result, error) { return l.Decide(ctx, Request{Kind: KindCheck, Keys: keys}) }},
+		{"DecideBatch/Check", 1, func() (Result, error) {
 			return batchOne(ctx, l, Request{Key: "k", Limits: []Limit{lim}, Kind: KindCheck})
 		}},
-		{"AllowBatch/Keys/Check", 1, func() (Result, error) { return batchOne(ctx, l, Request{Keys: keys, Kind: KindCheck}) }},
-		{"AllowBatch/two", 2, func() (Result, error) { // pipelined
+		{"DecideBatch/Keys/Check", 1, func() (Result, error) { return batchOne(ctx, l, Request{Keys: keys, Kind: KindCheck}) }},
+		{"DecideBatch/two", 2, func() (Result, error) { // pipelined
 			res, err := l.DecideBatch(ctx, []Request{{Key: "k", Limits: []Limit{lim}, Kind: KindCheck}, {Keys: keys, Kind: KindCheck}})
 			if err == nil && res[0].Source != res[1].Source {
 				return Result{}, fmt.Errorf("the two requests answered apart: %+v", res)

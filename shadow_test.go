@@ -33,7 +33,7 @@ func TestShadowModeEveryCallKind(t *testing.T) {
 	enforcing := testLimiter(f.rdb)
 	before := f.dump("k")
 	for name, call := range callKinds(l) {
-		if name == "Reset" || strings.HasPrefix(name, "AllowBatch/two") {
+		if name == "Reset" || strings.HasPrefix(name, "DecideBatch/two") {
 			continue
 		}
 		res, err := call(ctx)
