@@ -428,3 +428,81 @@ func formatArgs(cost int64, mode string, limits []Limit) []any {
 	}
 	return args
 }
+
+// planCalendar resolves the calendar limits of o, planned with its keys,
+// for the window that holds now (or the instant a reservation pinned), and
+// appends each window's name to its key. A call of one key may hold
+// several limits; their windows must then be one: the key names it. A
+// limit of no calendar that shares a calendar key is sent as it is, marked
+// with the window's end: its state goes with the key. o's limits become
+// those the call sends; they are left as they are when none is a calendar
+// one.
+func (l *Limiter) planCalendar(o *op) error {
+	limits := o.lims()
+	if !hasCalendar(limits) {
+		return nil
+	}
+	now := l.clock.Now()
+	if o.keys == nil {
+		var cal string
+		var name string
+		var end int64
+		for i, lim := range limits {
+			if lim.Calendar == "" {
+				continue
+			}
+			if cal != "" && lim.Calendar != cal {
+				return invalidf("invalid calendar #%d %q: must be limit #1's %q: one key holds one calendar window; give each calendar its own key (Request.Keys)", i+1, lim.Calendar, cal)
+			}
+			r, n, err := lim.resolveCalendar(now)
+			if err != nil {
+				return err
+			}
+			if cal == "" {
+				cal, name, end = lim.Calendar, n, r.calEnd
+			}
+			limits[i] = r
+		}
+		for i := range limits {
+			limits[i].calEnd = end
+		}
+		o.key += calendarKeySuffix(name)
+		return nil
+	}
+	for i, lim := range limits {
+		if lim.Calendar == "" {
+			continue
+		}
+		r, n, err := lim.resolveCalendar(now)
+		if err != nil {
+			return err
+		}
+		limits[i] = r
+		o.keys[i] += calendarKeySuffix(n)
+	}
+	o.key = o.keys[0]
+	if l.deny != nil {
+		o.denyID = denyIdentity(o.keys)
+	}
+	return nil
+}
+
+// pinCalendar fixes the calendar windows of r's limits (the reservation's
+// own copies) to the windows that hold now, so that a reservation settles
+// on the keys it took from, even after its window ended.
+func (l *Limiter) pinCalendar(r *Request) {
+	if l == nil || !hasCalendar(r.Limits) && !hasCalendarKey(r.Keys) {
+		return
+	}
+	at := orReal(l.clock).Now().UnixMilli()
+	for i := range r.Limits {
+		if r.Limits[i].Calendar != "" {
+			r.Limits[i].calAt = at
+		}
+	}
+	for i := range r.Keys {
+		if r.Keys[i].Limit.Calendar != "" {
+			r.Keys[i].Limit.calAt = at
+		}
+	}
+}
