@@ -6,12 +6,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// pipeliner is what every go-redis v9 client offers to send many commands
-// in one round trip; a ClusterClient splits them by node itself.
-type pipeliner interface {
-	Pipeline() redis.Pipeliner
-}
-
 // DecideBatch decides many requests, for any keys, algorithms and limits,
 // in one round trip: a pipeline of FCALL or EVALSHA calls. A server that
 // does not have a script (a new node, a failover, SCRIPT FLUSH) answers

@@ -8,10 +8,11 @@
 //
 // Where things are:
 //
-//	limiter.go    Limiter, NewLimiter, With, Option, Request, KeyLimit, the clock: the types every stage shares
+//	limiter.go    Limiter, NewLimiter, With, Option, Request, KeyLimit: the types every stage shares
 //	engine.go     Allow, AllowN, Decide, Reset and run, where every call starts; the stages of one attempt: deny cache, send, settle, failure, shadow, probe
 //	plan.go       op, one call as it moves through the stages; the plan stage: a Request validated and made an op (keys, cost, mode); Args
-//	limit.go      Limit, Algorithm, ParseLimit, Validate
+//	limit.go      Limit, ParseLimit, Validate
+//	algorithm.go  Algorithm, ParseAlgorithm: the scripts' manifest, by algorithm
 //	calendar.go   calendar limits (Limit.Calendar): the window, its key and period (the plan resolves them; the settle stage's waits end with the window)
 //	result.go     Result, Source
 //	deadline.go   the decision deadline

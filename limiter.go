@@ -205,3 +205,9 @@ type KeyLimit struct {
 	Key   string // the key, as for Allow (the Limiter's prefix is added)
 	Limit Limit  // the limit on Key, as a one-key call of Key would pass it
 }
+
+// pipeliner is what every go-redis v9 client offers to send many commands
+// in one round trip; a ClusterClient splits them by node itself.
+type pipeliner interface {
+	Pipeline() redis.Pipeliner
+}
