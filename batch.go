@@ -6,12 +6,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// pipeliner is what every go-redis v9 client offers to send many commands
-// in one round trip; a ClusterClient splits them by node itself.
-type pipeliner interface {
-	Pipeline() redis.Pipeliner
-}
-
 // DecideBatch decides many requests, for any keys, algorithms and limits,
 // in one round trip: a pipeline of FCALL or EVALSHA calls. A server that
 // does not have a script (a new node, a failover, SCRIPT FLUSH) answers
@@ -22,7 +16,7 @@ type pipeliner interface {
 // circuit breaker, fallback, failure policy), so it is answered exactly as
 // Decide would answer it: with FailOpen and Redis down, every request is
 // admitted with Source SourceFailOpen and the error is nil. A request of
-// KindWait or KindReset is refused (ErrInvalid): a batch is one round trip.
+// KindWait is refused (ErrInvalid): a batch is one round trip.
 //
 // The results are in the order of reqs, always len(reqs) of them. When
 // some requests get an error (bad arguments, a foreign key, Redis down with
@@ -37,33 +31,29 @@ func (l *Limiter) DecideBatch(ctx context.Context, reqs []Request) ([]Result, er
 	if l == nil || l.rdb == nil || l.life.isClosed() {
 		return make([]Result, len(reqs)), l.noClientErr()
 	}
-	bd := Decision{Kind: KindBatch, Batch: len(reqs)}
+	bd := Decision{WholeBatch: true, Batch: len(reqs)}
 	ctx = l.observeStart(ctx, &bd, nil)
 
 	ops := make([]op, len(reqs))
 	pending := make([]*op, 0, len(reqs))
 	for i := range reqs {
 		o, r := &ops[i], reqs[i]
-		r.N = defaultN(r)
-		o.blimits = o.shape(&r)
-		o.dec = o.decision(r.Kind, o.blimits)
+		o.shape(&r)
+		o.dec = o.decision(r.Kind)
 		o.dec.Batch, o.dec.Index = len(reqs), i
-		o.ctx = l.observeStart(ctx, &o.dec, o.blimits)
-		if r.Kind == KindWait || r.Kind == KindReset {
-			o.err = invalidf("invalid request %d: kind %s cannot be batched: a batch is one round trip; call Decide or Reset", i, r.Kind)
+		o.ctx = l.observeStart(ctx, &o.dec, o.lims())
+		if r.Kind == KindWait {
+			o.err = invalidf("invalid request %d: kind %s cannot be batched: a batch is one round trip; call Decide", i, r.Kind)
 			continue
 		}
-		if sent, ok := l.plan(o, o.blimits); ok {
-			o.blimits = sent
-			if !l.denyStage(o, o.blimits) {
-				pending = append(pending, o)
-			}
+		if l.plan(o) && !l.denyStage(o) {
+			pending = append(pending, o)
 		}
 	}
 
 	l.sendBatch(ctx, pending)
 	for i := range ops {
-		l.finish(ops[i].ctx, &ops[i], ops[i].blimits) // deny-cache hits too: shadow mode
+		l.finish(ops[i].ctx, &ops[i]) // deny-cache hits too: shadow mode
 	}
 
 	results := make([]Result, len(reqs))
@@ -109,17 +99,17 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 	p, ok := l.rdb.(pipeliner)
 	if !ok || len(ops) == 1 {
 		for _, o := range ops {
-			l.sendBy(o.ctx, o, o.blimits, at) // the request's own observer context, as a single call's
+			l.sendBy(o.ctx, o, at) // the request's own observer context, as a single call's
 		}
 		return
 	}
 	// One pipeline carries many requests: its commands run under the batch's
-	// context (the KindBatch span), not any one request's, and under one
+	// context (the span of the WholeBatch decision), not any one request's, and under one
 	// decision deadline.
 	sent, resets := l.sentAt()
 	for _, o := range ops {
 		o.sent, o.resets, o.carried = sent, resets, len(ops)
-		o.argv(o.blimits) // built here: the pipeline may run on after the deadline
+		o.argv() // built here: the pipeline may run on after the deadline
 	}
 	dctx, cancel, own := l.deadline(ctx, at)
 	defer cancel()
@@ -135,7 +125,7 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 		if cmds != nil {
 			v, e = reply(cmds[i])
 		}
-		l.settle(ctx, o, o.blimits, v, l.timedOut(ctx, dctx, own, e))
+		l.settle(ctx, o, v, l.timedOut(ctx, dctx, own, e))
 	}
 }
 

@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// TestAllowBatchMatchesSingleCalls decides the same requests once by batch
+// TestDecideBatchMatchesSingleCalls decides the same requests once by batch
 // and once one by one, on twin keys, and wants the same results in order.
-func TestAllowBatchMatchesSingleCalls(t *testing.T) {
+func TestDecideBatchMatchesSingleCalls(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
 	cnt := countCommands(f.rdb)
@@ -61,7 +61,7 @@ func TestAllowBatchMatchesSingleCalls(t *testing.T) {
 	}
 }
 
-func TestAllowBatchHealsNoScriptPerCommand(t *testing.T) {
+func TestDecideBatchHealsNoScriptPerCommand(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
 	cnt := countCommands(f.rdb)
@@ -110,7 +110,7 @@ func TestAllowBatchHealsNoScriptPerCommand(t *testing.T) {
 	}
 }
 
-func TestAllowBatchPerRequestErrors(t *testing.T) {
+func TestDecideBatchPerRequestErrors(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
 	f.rdb.Set(ctx, "users", "order 42", 0)
@@ -156,7 +156,7 @@ func TestAllowBatchPerRequestErrors(t *testing.T) {
 	}
 }
 
-func TestAllowBatchEdges(t *testing.T) {
+func TestDecideBatchEdges(t *testing.T) {
 	ctx := context.Background()
 	if _, err := (&Limiter{}).DecideBatch(ctx, nil); !errors.Is(err, ErrNoClient) {
 		t.Errorf("zero Limiter: %v, want ErrNoClient", err)
@@ -192,7 +192,7 @@ func TestAllowBatchEdges(t *testing.T) {
 // plainClient is a client without pipelines.
 type plainClient struct{ redis.Scripter }
 
-func TestAllowBatchWithoutPipelines(t *testing.T) {
+func TestDecideBatchWithoutPipelines(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
 	l := testLimiter(plainClient{f.rdb})
@@ -211,10 +211,10 @@ func TestAllowBatchWithoutPipelines(t *testing.T) {
 	}
 }
 
-// TestAllowBatchUsesDenyCache: a pipelined batch's denials are cached and
+// TestDecideBatchUsesDenyCache: a pipelined batch's denials are cached and
 // answer the next batch, after a Reset (of another key) as before: the batch
 // stamps its requests with the cache's count of Resets as single calls do.
-func TestAllowBatchUsesDenyCache(t *testing.T) {
+func TestDecideBatchUsesDenyCache(t *testing.T) {
 	ctx := context.Background()
 	_, cnt, l := denyLimiter(t, 10)
 	if err := l.Reset(ctx, "other"); err != nil {

@@ -117,8 +117,8 @@ func BenchmarkBareEvalSha(b *testing.B) {
 	}
 }
 
-// BenchmarkAllowBatch is 100 decisions in one round trip.
-func BenchmarkAllowBatch(b *testing.B) {
+// BenchmarkDecideBatch is 100 decisions in one round trip.
+func BenchmarkDecideBatch(b *testing.B) {
 	ctx := context.Background()
 	l := testLimiter(benchRedis(b))
 	reqs := make([]Request, 100)
@@ -135,10 +135,10 @@ func BenchmarkAllowBatch(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(reqs)), "ns/decision")
 }
 
-// BenchmarkAllowKeys is a user's and its organisation's limit decided in
+// BenchmarkDecideKeys is a user's and its organisation's limit decided in
 // one call of two keys, next to the two one-key calls it replaces (which
 // are not all or nothing): one round trip instead of two.
-func BenchmarkAllowKeys(b *testing.B) {
+func BenchmarkDecideKeys(b *testing.B) {
 	ctx := context.Background()
 	l := testLimiter(benchRedis(b))
 	user, org := PerSecond(1e9), PerSecond(2e9)

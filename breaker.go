@@ -126,40 +126,6 @@ var noIO = func() context.Context {
 	return ctx
 }()
 
-// healthOf returns the health that answers for a call on key: on a
-// Cluster, its primary's (by address), once go-redis knows the slots;
-// otherwise the Limiter's.
-func (l *Limiter) healthOf(key string) *health {
-	if c, ok := l.rdb.(*redis.ClusterClient); ok {
-		if m, err := c.MasterForKey(noIO, key); err == nil {
-			return l.health.of(m.Options().Addr)
-		}
-	}
-	return l.health
-}
-
-// healthFor is the health of a sent op (see healthOf), or the Limiter's.
-func (l *Limiter) healthFor(o *op) *health {
-	if o.node != nil {
-		return o.node
-	}
-	return l.health
-}
-
-// toSend sets the health of each of a batch's ops, answers those whose
-// breaker is open (skipped), and returns the others, reusing ops.
-func (l *Limiter) toSend(ops []*op) []*op {
-	send := ops[:0]
-	for _, o := range ops {
-		if o.node = l.healthOf(o.key); o.node.skip() {
-			l.skipped(o)
-		} else {
-			send = append(send, o)
-		}
-	}
-	return send
-}
-
 // retryAfter is the retry hint of a denial by policy while Redis is down:
 // when a decision of Redis can be expected again, the breaker probing once
 // per interval (never under minOutageRetry, so that clients do not hammer
@@ -458,43 +424,6 @@ func (h *health) succeeded(l *Limiter) {
 			attrs = append(attrs, slog.String("node", h.node))
 		}
 		l.logger.Info("redisrate: Redis answers again", attrs...)
-	}
-}
-
-// probe asks Redis, in the background, whether it answers: a cost-0 read
-// of key, which writes nothing, for h (key's node). Any answer closes the
-// breaker, even an error reply (a foreign key): Redis is up. No answer
-// within the probe's deadline opens it (a probe of suspect), and makes the
-// next probe's deadline longer.
-func (l *Limiter) probe(h *health, key string) {
-	defer h.probes.Done()
-	// A probe waits as long as a call would, at first: a Redis that
-	// answers only after the decision timeout would fail the calls again.
-	// A client that does not stop at its context's deadline is left to
-	// finish in the background (detached), as a call's is.
-	base := probeTimeout
-	if l.timeout > 0 {
-		base = l.timeout
-	}
-	h.mu.Lock()
-	wait := max(h.probeWait, base)
-	h.mu.Unlock()
-	ctx, cancel := l.background(wait) // ended by Close
-	defer cancel()
-	args, _ := buildArgs(0, "", []Limit{PerSecond(1)})
-	_, err := l.detached(ctx, &algoScripts[GCRA], accessRead, []string{key}, args)
-	timedOut := err != nil && !isRedisError(err) && ended(ctx) != nil
-	h.mu.Lock()
-	h.probing = false
-	if timedOut {
-		err = &timeoutError{after: wait, err: err, probe: true}
-		h.probeWait = nextProbeWait(wait, base)
-	}
-	h.mu.Unlock()
-	if err == nil || classify(err) != ErrUnavailable {
-		h.succeeded(l)
-	} else if !errors.Is(err, ErrBadReply) {
-		h.failed(l, err, algoScripts[GCRA].name, key)
 	}
 }
 

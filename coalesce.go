@@ -132,11 +132,11 @@ type waiter struct {
 
 // coalescable reports whether o may be decided with others of its
 // identity: a one-key allow whose cost every limit can admit.
-func coalescable(o *op, limits []Limit) bool {
-	if o.kind != KindAllow || o.keys != nil || len(limits) > maxLimits {
+func coalescable(o *op) bool {
+	if o.kind != KindAllow || o.keys != nil {
 		return false
 	}
-	for _, lim := range limits {
+	for _, lim := range o.lims() {
 		if o.cost > lim.Capacity() {
 			return false
 		}
@@ -147,8 +147,8 @@ func coalescable(o *op, limits []Limit) bool {
 // sendHot is the send stage of a coalescable op: alone when nothing of its
 // key is in flight (or only calls of another identity), otherwise queued
 // for the next group.
-func (l *Limiter) sendHot(ctx context.Context, o *op, limits []Limit) {
-	id, _ := makeDenyKey(o.key, false, o.cost, limits)
+func (l *Limiter) sendHot(ctx context.Context, o *op) {
+	id, _ := makeDenyKey(o.key, false, o.cost, o.lims())
 	sh := l.hot.shard(o.key)
 	sh.mu.Lock()
 	f := sh.inFlight[o.key]
@@ -160,7 +160,7 @@ func (l *Limiter) sendHot(ctx context.Context, o *op, limits []Limit) {
 			sh.inFlight[o.key] = mine
 		}
 		sh.mu.Unlock()
-		l.sendBy(ctx, o, limits, l.decisionDeadline())
+		l.sendBy(ctx, o, l.decisionDeadline())
 		if mine != nil && l.hot.release(sh, mine) {
 			go l.drain(sh, mine)
 		}
@@ -280,7 +280,6 @@ func (l *Limiter) drain(sh *hotShard, f *flight) {
 // sent: a group is decided whenever Redis answers each within the decision
 // timeout.
 func (l *Limiter) decideGroup(id denyKey, group []*waiter) {
-	limits := id.limits[:id.count]
 	c, m := id.cost, int64(len(group))
 	// The first caller's context, for its values (a trace's span): not
 	// for its end, which is that caller's alone.
@@ -290,7 +289,7 @@ func (l *Limiter) decideGroup(id denyKey, group []*waiter) {
 		kind = KindAllow
 	}
 	g := l.groupOp(id, kind, m*c)
-	l.sendBy(ctx, g, limits, l.decisionDeadline())
+	l.sendBy(ctx, g, l.decisionDeadline())
 	for _, w := range group {
 		w.node = g.node
 		if g.carried > 0 { // it reached Redis: it carried them all
@@ -311,7 +310,7 @@ func (l *Limiter) decideGroup(id denyKey, group []*waiter) {
 		// Before the check, which then sees the key as the calls alone
 		// would have left it; failed, the units stay taken, as an
 		// unsettled reservation's (which can only deny more).
-		l.sendBy(ctx, l.groupOp(id, KindRefund, rest), limits, l.decisionDeadline())
+		l.sendBy(ctx, l.groupOp(id, KindRefund, rest), l.decisionDeadline())
 	}
 	for i := int64(0); i < admitted; i++ {
 		res := g.res
@@ -333,7 +332,7 @@ func (l *Limiter) groupOp(id denyKey, kind Kind, cost int64) *op {
 	if kind == KindCheck {
 		access = accessRead // the primary, which has just seen the grant
 	}
-	return &op{kind: kind, key: id.key, cost: cost, s: &algoScripts[id.limits[0].Algorithm], access: access}
+	return &op{kind: kind, key: id.key, cost: cost, s: &algoScripts[id.limits[0].Algorithm], access: access, limits: id.limits, nlimits: id.count}
 }
 
 // groupDenial is the answer of a group's denied calls, after the upto g:
@@ -355,7 +354,7 @@ func (l *Limiter) groupDenial(ctx context.Context, id denyKey, g *op) Result {
 		return g.res
 	}
 	chk := l.groupOp(id, KindCheck, id.cost)
-	l.sendBy(ctx, chk, limits, l.decisionDeadline())
+	l.sendBy(ctx, chk, l.decisionDeadline())
 	res := chk.res
 	switch {
 	case chk.err != nil:

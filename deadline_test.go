@@ -165,7 +165,7 @@ func TestCallerGaveUpDuringFallback(t *testing.T) {
 }
 
 // TestDecisionTimeoutBatchWithoutPipelines: a client without pipelines gets
-// an AllowBatch's requests one after another, under the batch's one
+// a DecideBatch's requests one after another, under the batch's one
 // decision deadline, as a pipeline would be: with the breaker off, a Redis
 // that does not answer cost the batch one timeout per request.
 func TestDecisionTimeoutBatchWithoutPipelines(t *testing.T) {

@@ -29,7 +29,7 @@ func needV3Mode(t *testing.T, mode string) {
 // (scripts before v3, which know only allow, check and peek) means the
 // cost when admitted, else 0; fields after the seventh are ignored.
 func TestDecodeUnits(t *testing.T) {
-	lims := []Limit{PerSecond(10)}
+	lim := PerSecond(10)
 	for _, c := range []struct {
 		name  string
 		cost  int64
@@ -45,14 +45,14 @@ func TestDecodeUnits(t *testing.T) {
 		{"v3 as []any", 5, answer{other: []any{int64(1), int64(0), int64(0), int64(1000), int64(10), int64(1), int64(2), "later"}}, 2},
 		{"v2 as []any", 5, answer{other: []any{int64(1), int64(5), int64(0), int64(500), int64(10), int64(1)}}, 5},
 	} {
-		o := op{cost: c.cost}
-		res, err := o.decode(c.reply, lims)
+		o := oneKey(KindAllow, "k", lim, c.cost)
+		res, err := o.decode(c.reply)
 		if err != nil || res.Units != c.want {
 			t.Errorf("%s: Units %d, %v; want %d", c.name, res.Units, err, c.want)
 		}
 	}
-	o := op{cost: 1}
-	if _, err := o.decode(answer{other: []any{int64(1), int64(0), int64(0), int64(0), int64(1), int64(1), "x"}}, lims); !errors.Is(err, ErrBadReply) {
+	o := oneKey(KindAllow, "k", lim, 1)
+	if _, err := o.decode(answer{other: []any{int64(1), int64(0), int64(0), int64(0), int64(1), int64(1), "x"}}); !errors.Is(err, ErrBadReply) {
 		t.Errorf("a field 7 that is no integer: %v, want ErrBadReply", err)
 	}
 }
@@ -102,11 +102,11 @@ func TestDecideRefusesBadRequests(t *testing.T) {
 		call func() (Result, error)
 		want string
 	}{
-		{"batch kind", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindBatch, Key: "k", Limits: lim}) }, "invalid kind batch"},
+		{"kind past KindForce", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindForce + 2, Key: "k", Limits: lim}) }, "invalid kind 8"},
 		{"unknown kind", func() (Result, error) { return l.Decide(ctx, Request{Kind: 42, Key: "k", Limits: lim}) }, "invalid kind 42"},
 		{"peek with a cost", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindPeek, Key: "k", Limits: lim, N: 1}) }, "a peek takes nothing"},
 		{"wait in a batch", func() (Result, error) { return batchOne(ctx, l, Request{Kind: KindWait, Key: "k", Limits: lim}) }, "cannot be batched"},
-		{"reset in a batch", func() (Result, error) { return batchOne(ctx, l, Request{Kind: KindReset, Key: "k"}) }, "cannot be batched"},
+		{"reset in a batch", func() (Result, error) { return batchOne(ctx, l, Request{Kind: kindReset, Key: "k", Limits: lim}) }, "invalid kind 7"},
 		{"AllowN 0", func() (Result, error) { return l.AllowN(ctx, "k", lim[0], 0) }, "ask with KindPeek"},
 		{"WaitN 0", func() (Result, error) { return l.WaitN(ctx, "k", lim[0], 0) }, "ask with KindPeek"},
 		{"refund of 0", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindRefund, Key: "k", Limits: lim}) }, "invalid cost '0'"},
@@ -117,9 +117,10 @@ func TestDecideRefusesBadRequests(t *testing.T) {
 		// Issue 38, finding 11: the words said "from 0", though 0 is refused too.
 		{"refund of -1", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindRefund, Key: "k", Limits: lim, N: -1}) }, "invalid cost '-1': must be a whole number from 1 to 10^15 for kind refund"},
 		{"force of -1", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindForce, Key: "k", Limits: lim, N: -1}) }, "invalid cost '-1': must be a whole number from 1 to 10^15 for kind force"},
-		// Issue 38, finding 5: a reset is an observer's kind; Decide reset the key.
-		{"reset by Decide", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindReset, Key: "k"}) }, "invalid kind reset: a request decides, it does not reset; call Limiter.Reset"},
-		{"reset by Decide with limits", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindReset, Key: "k", Limits: lim}) }, "invalid kind reset"},
+		// Issue 38, finding 5: Decide reset the key; the engine's reset kind
+		// is no request's.
+		{"reset by Decide", func() (Result, error) { return l.Decide(ctx, Request{Kind: kindReset, Key: "k"}) }, "invalid kind 7: must be a request's kind, KindAllow to KindForce (Limiter.Reset resets a key)"},
+		{"reset by Decide with limits", func() (Result, error) { return l.Decide(ctx, Request{Kind: kindReset, Key: "k", Limits: lim}) }, "invalid kind 7"},
 	} {
 		r, err := c.call()
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) || r != (Result{}) {
@@ -129,7 +130,7 @@ func TestDecideRefusesBadRequests(t *testing.T) {
 	if cmds := log.take(); len(cmds) != 0 {
 		t.Errorf("refused requests sent %v", cmds)
 	}
-	if _, err := Args(KindReset, 1, lim...); !errors.Is(err, ErrInvalid) {
+	if _, err := Args(kindReset, 1, lim...); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Args of a reset: %v, want ErrInvalid", err)
 	}
 }

@@ -54,86 +54,6 @@ func WithDenyCache(size int) Option {
 	}
 }
 
-// denyStage is the engine's deny-cache stage, before the send: true when
-// the cache answered o (o.res, Source SourceDenyCache). A Reset forgets
-// the key instead.
-func (l *Limiter) denyStage(o *op, limits []Limit) bool {
-	if l.deny == nil {
-		return false
-	}
-	switch o.kind {
-	case KindReset:
-		l.deny.forget(o.key)
-		return false
-	case KindAllow, KindCheck:
-	default:
-		// A peek is always admitted; up-to's denial waits for one unit,
-		// not for the cost; refund and force always record.
-		return false
-	}
-	// A cost above a capacity is never cached (RetryAfter infDuration): it
-	// goes to Redis, which says so.
-	id, several := o.denyIdentity()
-	res, hit := l.deny.lookup(id, several, o.cost, limits, l.deny.now())
-	if hit {
-		o.res = res
-	}
-	return hit
-}
-
-// sentAt is the time a call is sent, for the deny cache: taken before the
-// request goes to Redis, so that a cached denial never outlasts the one
-// Redis gave; and the cache's count of Resets then, so that a denial sent
-// before a Reset is not stored after it. Zero without a deny cache.
-func (l *Limiter) sentAt() (time.Time, uint64) {
-	if l.deny == nil {
-		return time.Time{}, 0
-	}
-	return l.deny.now(), l.deny.resetCount()
-}
-
-// denyStore remembers o's result if it is a denial that a wait can end,
-// and forgets the key's denials when o took or gave back units.
-func (l *Limiter) denyStore(o *op, limits []Limit) {
-	if l.deny == nil || o.sent.IsZero() || o.kind == KindUpTo && o.res.Units == 0 && !o.res.Allowed {
-		return // an up-to that took nothing wrote nothing (its denial is a coalesced group's to store)
-	}
-	// Units taken make the key's cached waits too short, units given back
-	// too long: either way they go, and so does a denial sent before.
-	// Up-to's, refund's and force's own answers are never stored (see
-	// denyStage): they are not allow's.
-	moved := o.kind == KindUpTo || o.kind == KindRefund || o.kind == KindForce
-	if o.res.Allowed || moved {
-		if o.kind.writes() {
-			now := l.deny.now()
-			var one [1]string
-			for _, k := range o.sentKeys(&one) {
-				l.deny.took(k, now)
-			}
-		}
-		return
-	}
-	if o.res.RetryAfter <= 0 || o.res.RetryAfter == infDuration {
-		return
-	}
-	if o.access == accessReplica {
-		// A replica may lag this Limiter's own Resets and takes, which
-		// the cache is kept true to: its denial is not kept.
-		return
-	}
-	id, several := o.denyIdentity()
-	l.deny.store(id, several, o.keys, o.cost, limits, o.res, o.sent, o.resets)
-}
-
-// denyIdentity is what the deny cache knows o by: its key, or, for a call
-// of several keys, all of them (denyID), which no one key can equal.
-func (o *op) denyIdentity() (id string, several bool) {
-	if o.keys == nil {
-		return o.key, false
-	}
-	return o.denyID, true
-}
-
 // denyIdentity is the identity of a call of several keys in the deny
 // cache: the keys in order, each after its length, so that no two lists of
 // keys share one.
@@ -145,14 +65,6 @@ func denyIdentity(keys []string) string {
 		b = append(b, k...)
 	}
 	return string(b)
-}
-
-// denyReset forgets o's key once its Reset has succeeded: a denial stored
-// while the Reset was on its way is older than the Reset.
-func (l *Limiter) denyReset(o *op) {
-	if l.deny != nil {
-		l.deny.forget(o.key)
-	}
 }
 
 // denyKey identifies the requests a denial covers: the key (or the keys of

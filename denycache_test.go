@@ -348,24 +348,24 @@ func TestDenyCacheForgetsDenialsOnAdmission(t *testing.T) {
 
 			// In flight: a denial sent before an admission came back.
 			denied := got
-			inFlight := &op{kind: KindAllow, key: "k", cost: 3, res: denied}
+			inFlight := &op{kind: KindAllow, key: "k", cost: 3, res: denied, limits: [maxLimits]Limit{lim}, nlimits: 1}
 			inFlight.sent, inFlight.resets = l.sentAt()
 			f.advance(time.Millisecond)
-			took := &op{kind: KindAllow, key: "k", cost: 1, res: Result{Allowed: true}}
+			took := &op{kind: KindAllow, key: "k", cost: 1, res: Result{Allowed: true}, limits: [maxLimits]Limit{lim}, nlimits: 1}
 			took.sent, took.resets = l.sentAt()
-			l.denyStore(took, []Limit{lim})
-			l.denyStore(inFlight, []Limit{lim})
+			l.denyStore(took)
+			l.denyStore(inFlight)
 			if _, hit := l.deny.lookup("k", false, 3, []Limit{lim}, l.deny.now()); hit {
 				t.Fatal("a denial sent before an admission came back was stored")
 			}
 			// A check takes nothing: denials stay.
-			later := &op{kind: KindAllow, key: "k", cost: 3, res: denied}
+			later := &op{kind: KindAllow, key: "k", cost: 3, res: denied, limits: [maxLimits]Limit{lim}, nlimits: 1}
 			later.sent, later.resets = l.sentAt()
-			l.denyStore(later, []Limit{lim})
-			check := &op{kind: KindCheck, key: "k", cost: 1, res: Result{Allowed: true}}
+			l.denyStore(later)
+			check := &op{kind: KindCheck, key: "k", cost: 1, res: Result{Allowed: true}, limits: [maxLimits]Limit{lim}, nlimits: 1}
 			check.sent, check.resets = l.sentAt()
 			f.advance(time.Millisecond)
-			l.denyStore(check, []Limit{lim})
+			l.denyStore(check)
 			if _, hit := l.deny.lookup("k", false, 3, []Limit{lim}, l.deny.now()); !hit {
 				t.Fatal("an admitted check dropped the key's denials")
 			}
@@ -439,7 +439,7 @@ func TestDenyCacheNeverAnswersPeek(t *testing.T) {
 // A denial that a replica may have served (a check with WithReadOnlyCheck)
 // is not cached: a replica lags this Limiter's own Resets, and a cached
 // denial would outlive the lag. So for every kind of check: Check,
-// CheckKeys, and the checks of AllowBatch, alone or pipelined. A denial
+// KindCheck with Keys, and the checks of DecideBatch, alone or pipelined. A denial
 // from the primary (Allow) still is, and answers checks too.
 func TestDenyCacheKeepsNoReplicaDenial(t *testing.T) {
 	ctx := context.Background()
@@ -456,12 +456,12 @@ func TestDenyCacheKeepsNoReplicaDenial(t *testing.T) {
 		call  func() (Result, error)
 	}{
 		{"Check", 1, func() (Result, error) { return l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim}}) }},
-		{"CheckKeys", 1, func() (Result, error) { return l.Decide(ctx, Request{Kind: KindCheck, Keys: keys}) }},
-		{"AllowBatch/Check", 1, func() (Result, error) {
+		{"Decide/Check/Keys", 1, func() (Result, error) { return l.Decide(ctx, Request{Kind: KindCheck, Keys: keys}) }},
+		{"DecideBatch/Check", 1, func() (Result, error) {
 			return batchOne(ctx, l, Request{Key: "k", Limits: []Limit{lim}, Kind: KindCheck})
 		}},
-		{"AllowBatch/Keys/Check", 1, func() (Result, error) { return batchOne(ctx, l, Request{Keys: keys, Kind: KindCheck}) }},
-		{"AllowBatch/two", 2, func() (Result, error) { // pipelined
+		{"DecideBatch/Keys/Check", 1, func() (Result, error) { return batchOne(ctx, l, Request{Keys: keys, Kind: KindCheck}) }},
+		{"DecideBatch/two", 2, func() (Result, error) { // pipelined
 			res, err := l.DecideBatch(ctx, []Request{{Key: "k", Limits: []Limit{lim}, Kind: KindCheck}, {Keys: keys, Kind: KindCheck}})
 			if err == nil && res[0].Source != res[1].Source {
 				return Result{}, fmt.Errorf("the two requests answered apart: %+v", res)
@@ -536,12 +536,12 @@ func TestDenyCacheDropsDenialSentBeforeReset(t *testing.T) {
 	if err != nil || denied.Allowed {
 		t.Fatalf("second unit of 1/m: %v %v, want denied", denied, err)
 	}
-	inFlight := &op{kind: KindAllow, key: "k", cost: 1, res: denied}
+	inFlight := &op{kind: KindAllow, key: "k", cost: 1, res: denied, limits: [maxLimits]Limit{lim}, nlimits: 1}
 	inFlight.sent, inFlight.resets = l.sentAt()
 	if err := l.Reset(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
-	l.denyStore(inFlight, []Limit{lim})
+	l.denyStore(inFlight)
 	if n := l.deny.len(); n != 0 {
 		t.Fatalf("a denial sent before the Reset was stored (%d entries)", n)
 	}
@@ -549,9 +549,9 @@ func TestDenyCacheDropsDenialSentBeforeReset(t *testing.T) {
 		t.Fatalf("after Reset: %+v %v, want admitted by Redis", r, err)
 	}
 	// One sent after the Reset is stored as usual.
-	after := &op{kind: KindAllow, key: "k", cost: 1, res: denied}
+	after := &op{kind: KindAllow, key: "k", cost: 1, res: denied, limits: [maxLimits]Limit{lim}, nlimits: 1}
 	after.sent, after.resets = l.sentAt()
-	l.denyStore(after, []Limit{lim})
+	l.denyStore(after)
 	if n := l.deny.len(); n != 1 {
 		t.Fatalf("a denial sent after the Reset was not stored (%d entries)", n)
 	}

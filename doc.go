@@ -8,18 +8,20 @@
 //
 // Where things are:
 //
-//	limiter.go    Limiter, NewLimiter, With, Request, Allow, AllowN, Decide, Reset: where every call starts
-//	plan.go       the plan stage: a Request validated and made an op (keys, cost, mode); Args
-//	limit.go      Limit, Algorithm, ParseLimit, Validate
-//	calendar.go   calendar limits (Limit.Calendar): the window, its key and period, planned; waits to its end
+//	limiter.go    Limiter, NewLimiter, With, Option, Request, KeyLimit: the types every stage shares
+//	engine.go     Allow, AllowN, Decide, Reset and run, where every call starts; the stages of one attempt: deny cache, send, settle, failure, shadow, probe
+//	plan.go       op, one call as it moves through the stages; the plan stage: a Request validated and made an op (keys, cost, mode); Args
+//	limit.go      Limit, ParseLimit, Validate
+//	algorithm.go  Algorithm, ParseAlgorithm: the scripts' manifest, by algorithm
+//	calendar.go   calendar limits (Limit.Calendar): the window, its key and period (the plan resolves them; the settle stage's waits end with the window)
 //	result.go     Result, Source
-//	engine.go     the stages of one attempt: deny cache, send, settle, failure, shadow
 //	deadline.go   the decision deadline
-//	shadow.go     shadow mode
+//	shadow.go     shadow mode (WithShadowMode)
 //	loader.go     FCALL / EVALSHA / EVAL of the embedded scripts
-//	denycache.go  the deny cache stage
+//	denycache.go  the deny cache (WithDenyCache), which the engine's deny stage asks
 //	failure.go    failure policy, fallback
-//	breaker.go    circuit breaker, probes, the log of each outage
+//	clock.go      the clock: everything the Limiter does with time, real or a test's
+//	breaker.go    circuit breaker: each node's health, when to probe, the log of each outage
 //	observer.go   the Observer hook (metrics, traces)
 //	batch.go      DecideBatch and its pipeline
 //	coalesce.go   hot keys: calls of one key in flight decided together, in one upto

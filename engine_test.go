@@ -34,42 +34,42 @@ func downRedis(t testing.TB) *redis.Client {
 }
 
 // callKinds are every call of a Limiter, each as a function that returns
-// the Result and error a caller sees (AllowBatch: its one request's).
+// the Result and error a caller sees (DecideBatch: its one request's).
 func callKinds(l *Limiter) map[string]func(ctx context.Context) (Result, error) {
 	lim := PerMinute(3)
 	return map[string]func(ctx context.Context) (Result, error){
 		"Allow":  func(ctx context.Context) (Result, error) { return l.Allow(ctx, "k", lim) },
 		"AllowN": func(ctx context.Context) (Result, error) { return l.AllowN(ctx, "k", lim, 2) },
-		"Check": func(ctx context.Context) (Result, error) {
+		"Decide/Check": func(ctx context.Context) (Result, error) {
 			return l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim}})
 		},
-		"CheckN": func(ctx context.Context) (Result, error) {
+		"Decide/Check/N": func(ctx context.Context) (Result, error) {
 			return l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim}, N: 2})
 		},
-		"Peek": func(ctx context.Context) (Result, error) {
+		"Decide/Peek": func(ctx context.Context) (Result, error) {
 			return l.Decide(ctx, Request{Kind: KindPeek, Key: "k", Limits: []Limit{lim}})
 		},
-		"AllowMulti": func(ctx context.Context) (Result, error) {
+		"Decide/Limits": func(ctx context.Context) (Result, error) {
 			return l.Decide(ctx, Request{Key: "k", Limits: []Limit{lim, PerHour(100)}})
 		},
-		"CheckMulti": func(ctx context.Context) (Result, error) {
+		"Decide/Check/Limits": func(ctx context.Context) (Result, error) {
 			return l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim, PerHour(100)}})
 		},
 		"Wait":  func(ctx context.Context) (Result, error) { return l.Wait(ctx, "k", lim) },
 		"WaitN": func(ctx context.Context) (Result, error) { return l.WaitN(ctx, "k", lim, 2) },
-		"WaitMulti": func(ctx context.Context) (Result, error) {
+		"Decide/Wait/Limits": func(ctx context.Context) (Result, error) {
 			return l.Decide(ctx, Request{Kind: KindWait, Key: "k", Limits: []Limit{lim, PerHour(100)}})
 		},
-		"AllowBatch": func(ctx context.Context) (Result, error) {
+		"DecideBatch": func(ctx context.Context) (Result, error) {
 			return batchOne(ctx, l, Request{Key: "k", Limits: []Limit{lim}})
 		},
-		"AllowBatch/Check": func(ctx context.Context) (Result, error) {
+		"DecideBatch/Check": func(ctx context.Context) (Result, error) {
 			return batchOne(ctx, l, Request{Key: "k", Limits: []Limit{lim}, Kind: KindCheck})
 		},
-		"AllowBatch/Peek": func(ctx context.Context) (Result, error) {
+		"DecideBatch/Peek": func(ctx context.Context) (Result, error) {
 			return batchOne(ctx, l, Request{Key: "k", Limits: []Limit{lim}, Kind: KindPeek})
 		},
-		"AllowBatch/two": func(ctx context.Context) (Result, error) { // pipelined
+		"DecideBatch/two": func(ctx context.Context) (Result, error) { // pipelined
 			res, err := l.DecideBatch(ctx, []Request{{Key: "k", Limits: []Limit{lim}}, {Key: "k2", Limits: []Limit{lim}}})
 			var be *BatchError
 			if errors.As(err, &be) {
@@ -83,14 +83,14 @@ func callKinds(l *Limiter) map[string]func(ctx context.Context) (Result, error) 
 			}
 			return res[0], err
 		},
-		"AllowKeys": func(ctx context.Context) (Result, error) { return l.Decide(ctx, Request{Keys: keysOf(lim)}) },
-		"CheckKeys": func(ctx context.Context) (Result, error) {
+		"Decide/Keys": func(ctx context.Context) (Result, error) { return l.Decide(ctx, Request{Keys: keysOf(lim)}) },
+		"Decide/Check/Keys": func(ctx context.Context) (Result, error) {
 			return l.Decide(ctx, Request{Kind: KindCheck, Keys: keysOf(lim)})
 		},
-		"PeekKeys": func(ctx context.Context) (Result, error) {
+		"Decide/Peek/Keys": func(ctx context.Context) (Result, error) {
 			return l.Decide(ctx, Request{Kind: KindPeek, Keys: keysOf(lim)})
 		},
-		"AllowBatch/Keys": func(ctx context.Context) (Result, error) {
+		"DecideBatch/Keys": func(ctx context.Context) (Result, error) {
 			return batchOne(ctx, l, Request{Keys: keysOf(lim)})
 		},
 		"Reset": func(ctx context.Context) (Result, error) { return Result{}, l.Reset(ctx, "k") },
@@ -152,7 +152,7 @@ func TestRedisDownEveryCallAlike(t *testing.T) {
 						switch {
 						case name == "Reset":
 							source, unavailable, allowed = SourceRedis, true, false
-						case pc.name == "FailClosed" && (name == "Wait" || name == "WaitN" || name == "WaitMulti"):
+						case pc.name == "FailClosed" && (name == "Wait" || name == "WaitN" || name == "Decide/Wait/Limits"):
 							unavailable = true
 						}
 						if got := errors.Is(err, ErrUnavailable); got != unavailable {
@@ -212,7 +212,7 @@ func TestPolicyNeverMasksCallerErrors(t *testing.T) {
 				t.Errorf("%v: Wait with a bad limit gave %v, want ErrInvalid", p, err)
 			}
 			if _, err := batchOne(context.Background(), l, Request{Key: "k", Limits: []Limit{bad}}); !errors.Is(err, ErrInvalid) {
-				t.Errorf("%v: AllowBatch with a bad limit gave %v, want ErrInvalid", p, err)
+				t.Errorf("%v: DecideBatch with a bad limit gave %v, want ErrInvalid", p, err)
 			}
 		}
 	}
@@ -428,7 +428,7 @@ func TestPeekResultString(t *testing.T) {
 	}
 	res, err = batchOne(ctx, l, Request{Key: "k", Limits: []Limit{lim}, Kind: KindPeek})
 	if s := res.String(); err != nil || s != "peek: 6 of 10 left, full in 24s" {
-		t.Errorf("AllowBatch's Peek: %q, %v", s, err)
+		t.Errorf("DecideBatch's KindPeek: %q, %v", s, err)
 	}
 	res, err = testLimiter(downRedis(t), WithFailurePolicy(FailOpen)).Decide(ctx, Request{Kind: KindPeek, Key: "k", Limits: []Limit{lim}})
 	if s := res.String(); err != nil || s != "peek: state unknown (fail-open)" {
@@ -458,12 +458,12 @@ func TestEmptyKeyRefused(t *testing.T) {
 			return err
 		},
 		"Wait": func() error { _, err := l.Wait(ctx, "", lim); return err },
-		"AllowKeys": func() error {
+		"Decide/Keys": func() error {
 			_, err := l.Decide(ctx, Request{Keys: []KeyLimit{KeyLimit{Key: "", Limit: lim}}})
 			return err
 		},
 		"Reset": func() error { return l.Reset(ctx, "") },
-		"AllowBatch": func() error {
+		"DecideBatch": func() error {
 			_, err := l.DecideBatch(ctx, []Request{{Key: "", Limits: []Limit{lim}}})
 			return err
 		},

@@ -1,17 +1,17 @@
 package redisrate
 
 import (
-	"context"
-	"errors"
 	"fmt"
 
 	"github.com/redisrate/redisrate/internal/policyof"
 )
 
-// The failure stage of the engine: what a call answers when Redis cannot
-// decide (its error matches ErrUnavailable), the same for every kind of
-// call: the fallback Limiter if there is one, then the failure policy. The
-// circuit breaker and the log of each burst of failures are in breaker.go.
+// The failure policy and the fallback: what a call answers when Redis
+// cannot decide (its error matches ErrUnavailable), the same for every
+// kind of call: the fallback Limiter if there is one, then the failure
+// policy. The engine's failure stage (fail, in engine.go) applies them;
+// the circuit breaker and the log of each burst of failures are in
+// breaker.go.
 
 // FailurePolicy decides what a call answers when Redis cannot decide (the
 // call's error matches ErrUnavailable) and no fallback did. Argument errors
@@ -128,57 +128,3 @@ func WithFallback(fallback *Limiter) Option {
 // inFallback marks the context of a fallback call, so that fallbacks that
 // fall back on each other stop after one hop.
 type inFallback struct{}
-
-// fail is the failure stage: o failed with e, which matches
-// ErrUnavailable. The fallback decides, or else the policy.
-func (l *Limiter) fail(ctx context.Context, o *op, limits []Limit, e *Error) {
-	if o.kind == KindReset {
-		l.healthFor(o).errors.Add(1)
-		return // nothing else can reset Redis's state
-	}
-	if fb := l.fallback; fb != nil && fb != l && ctx.Value(inFallback{}) == nil {
-		res, err := fb.run(context.WithValue(ctx, inFallback{}, true), o.attemptOp(), limits)
-		if cerr := ended(ctx); err != nil && cerr != nil {
-			o.err = callerGaveUp(o, cerr, e.Err) // the caller gave up while the fallback decided
-			return
-		}
-		if err == nil {
-			if res.Degraded() {
-				res.Cause = errors.Join(e, res.Cause) // the fallback's own policy decided: both failures matter
-			} else {
-				res.Source, res.Cause = SourceFallback, e
-			}
-			o.res, o.err = res, nil
-			l.healthFor(o).degraded.Add(1)
-			return
-		}
-		// The fallback's error is told, not wrapped: the call failed as Redis
-		// failed it (ErrUnavailable), not as the fallback did (its breaker, a
-		// foreign key in its own Redis).
-		e = &Error{Script: e.Script, Key: e.Key, Err: fmt.Errorf("%w (and the fallback failed: %v)", e.Err, err), kind: e.kind}
-		o.err = e
-	}
-	l.answerByPolicy(o, limits, e)
-}
-
-// answerByPolicy is the failure policy's answer to o, which Redis did not
-// decide (e): a Result and no error, or, under FailError, o.err as it is.
-func (l *Limiter) answerByPolicy(o *op, limits []Limit, e *Error) {
-	h := l.healthFor(o)
-	lim := limits[0]
-	policy := l.policy
-	if l.shadow && policy != FailOpen {
-		policy = FailClosed // then admitted by the shadow stage, as a denial it would have been
-	}
-	switch policy {
-	case FailClosed:
-		o.res = Result{RetryAfter: h.retryAfter(), Capacity: lim.Capacity(), Limit: lim, Source: SourceFailClosed, Cause: e}
-	case FailOpen:
-		o.res = Result{Allowed: true, Capacity: lim.Capacity(), Limit: lim, Source: SourceFailOpen, Cause: e}
-	default:
-		h.errors.Add(1)
-		return
-	}
-	o.err = nil
-	h.degraded.Add(1)
-}

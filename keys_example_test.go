@@ -60,8 +60,8 @@ func ExampleLimiter_Decide_checkSeveralKeys() {
 	// denied: cost exceeds capacity 10, never admitted on {org:7}:user:42
 }
 
-// PeekKeys reads every key's state under its limit and describes the one
-// with the fewest units left.
+// Decide with KindPeek and Keys reads every key's state under its limit
+// and describes the one with the fewest units left.
 func ExampleLimiter_Decide_peekSeveralKeys() {
 	rdb, done := exampleRedis()
 	defer done()
@@ -82,8 +82,8 @@ func ExampleLimiter_Decide_peekSeveralKeys() {
 	// peek: 5 of 100 left, full in 57s on {org:7}
 }
 
-// A KeyLimit names a key and the limit that guards it, for AllowKeys and
-// Request.Keys.
+// A KeyLimit names a key and the limit that guards it, in a Request's
+// Keys.
 func ExampleKeyLimit() {
 	k := redisrate.KeyLimit{Key: "{org:7}:user:42", Limit: redisrate.PerSecond(10)}
 	fmt.Println(k.Key, k.Limit)

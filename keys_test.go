@@ -20,10 +20,10 @@ func userOrg(u string, user, org Limit) []KeyLimit {
 	return []KeyLimit{{Key: "{org:7}:user:" + u, Limit: user}, {Key: "{org:7}", Limit: org}}
 }
 
-// TestAllowKeysBinding: the Result names the binding key and limit, by the
+// TestDecideKeysBinding: the Result names the binding key and limit, by the
 // user when the user's limit binds and by the organisation when its does,
 // on admissions and denials.
-func TestAllowKeysBinding(t *testing.T) {
+func TestDecideKeysBinding(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
 	l := testLimiter(f.rdb, WithKeyPrefix("rate:"))
@@ -66,10 +66,10 @@ func TestAllowKeysBinding(t *testing.T) {
 	want("c, a unit later", r, err, true, 1, "{org:7}")
 }
 
-// TestAllowKeysDenialWritesNothing: a call denied by either key's limit,
+// TestDecideKeysDenialWritesNothing: a call denied by either key's limit,
 // whichever is first, writes nothing on either key: value and TTL alike;
 // nor does a check or a peek.
-func TestAllowKeysDenialWritesNothing(t *testing.T) {
+func TestDecideKeysDenialWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	for a := GCRA; a < numAlgorithms; a++ {
 		t.Run(a.String(), func(t *testing.T) {
@@ -115,10 +115,10 @@ func TestAllowKeysDenialWritesNothing(t *testing.T) {
 	}
 }
 
-// TestAllowKeysSharedOrganisation: many users' calls share the
+// TestDecideKeysSharedOrganisation: many users' calls share the
 // organisation's key, which is also called alone with its limit: its state
 // is one, and the users' are each their own.
-func TestAllowKeysSharedOrganisation(t *testing.T) {
+func TestDecideKeysSharedOrganisation(t *testing.T) {
 	ctx := context.Background()
 	for a := GCRA; a < numAlgorithms; a++ {
 		t.Run(a.String(), func(t *testing.T) {
@@ -169,9 +169,9 @@ func TestAllowKeysSharedOrganisation(t *testing.T) {
 	}
 }
 
-// TestAllowKeysForeignKey: a foreign value on key 2 gets an error naming key
+// TestDecideKeysForeignKey: a foreign value on key 2 gets an error naming key
 // #2, and nothing is written on key 1, new or holding state; on key 1, key 1.
-func TestAllowKeysForeignKey(t *testing.T) {
+func TestDecideKeysForeignKey(t *testing.T) {
 	ctx := context.Background()
 	for a := GCRA; a < numAlgorithms; a++ {
 		t.Run(a.String(), func(t *testing.T) {
@@ -209,10 +209,10 @@ func TestAllowKeysForeignKey(t *testing.T) {
 	}
 }
 
-// TestAllowKeysInvalid: a call of several keys is refused before any round
+// TestDecideKeysInvalid: a call of several keys is refused before any round
 // trip, with words naming what is wrong and where, as the scripts word it
 // (an empty key is the client's own rule: the scripts take any key).
-func TestAllowKeysInvalid(t *testing.T) {
+func TestDecideKeysInvalid(t *testing.T) {
 	ctx := context.Background()
 	f := newFakeRedis(t)
 	cnt := countCommands(f.rdb)
@@ -281,7 +281,7 @@ type keysRun struct {
 	attempts int64
 }
 
-// runUsers makes calls calls of AllowKeys for 50 users of organisation 7
+// runUsers makes calls calls of Decide with Keys for 50 users of organisation 7
 // from 64 goroutines, the users in an order of their own for each.
 func runUsers(ctx context.Context, l *Limiter, user, org Limit, calls int) (keysRun, error) {
 	const users, workers = 50, 64
@@ -313,14 +313,14 @@ func runUsers(ctx context.Context, l *Limiter, user, org Limit, calls int) (keys
 	return run, firstErr
 }
 
-// TestAllowKeysConcurrentGuarantee4: guarantee 4 per key under
+// TestDecideKeysConcurrentGuarantee4: guarantee 4 per key under
 // concurrency. 64 goroutines, 50 users of one organisation, every user
 // asking more than its limit and all of them more than the organisation's:
 // no user is admitted past its limit, the organisation exactly its limit,
 // and the state Redis holds says the same (all or nothing: a denial took
 // nothing from a user's key, nor from the organisation's). The limits are
 // per day, so that the clock does not matter.
-func TestAllowKeysConcurrentGuarantee4(t *testing.T) {
+func TestDecideKeysConcurrentGuarantee4(t *testing.T) {
 	ctx := context.Background()
 	for a := GCRA; a < numAlgorithms; a++ {
 		t.Run(a.String(), func(t *testing.T) {
@@ -363,12 +363,12 @@ func checkUsersRun(t *testing.T, ctx context.Context, l *Limiter, run keysRun, u
 	}
 }
 
-// TestAllowBatchKeys: requests of several keys in a batch, among one-key
+// TestDecideBatchKeys: requests of several keys in a batch, among one-key
 // requests, answer exactly as the single calls do, each with its Key and
 // Binding; a request of one KeyLimit is a one-key request; a request that
 // gives both forms or neither, or both Check and Peek, is refused, naming
 // the fields, and the others are decided.
-func TestAllowBatchKeys(t *testing.T) {
+func TestDecideBatchKeys(t *testing.T) {
 	ctx := context.Background()
 	fb, fs := newFakeRedis(t), newFakeRedis(t)
 	cnt := countCommands(fb.rdb)
@@ -509,14 +509,14 @@ func (o *keysObserver) End(_ context.Context, d Decision, res Result, err error)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	name := ""
-	if d.Kind != KindBatch && err == nil {
+	if !d.WholeBatch && err == nil {
 		name = d.Limits[res.Binding].Name
 	}
 	keys := fmt.Sprintf("%q", d.Keys)
 	if d.Keys == nil {
 		keys = "nil"
 	}
-	o.got = append(o.got, fmt.Sprintf("%s key=%s keys=%s limits=%d binding=%s res.key=%s", d.Kind, d.Key, keys, len(d.Limits), name, res.Key))
+	o.got = append(o.got, fmt.Sprintf("%s key=%s keys=%s limits=%d binding=%s res.key=%s", asked(d), d.Key, keys, len(d.Limits), name, res.Key))
 }
 
 // TestObserverSeesKeys: the observer is told the keys of a call of several

@@ -1,7 +1,6 @@
 package redisrate
 
 import (
-	"context"
 	"log/slog"
 	"reflect"
 	"strconv"
@@ -207,123 +206,8 @@ type KeyLimit struct {
 	Limit Limit  // the limit on Key, as a one-key call of Key would pass it
 }
 
-// Allow takes one unit from key under limit. An empty key is refused
-// (ErrInvalid), by every call: it is almost always an identity not found,
-// and would hold every caller without one to one shared limit.
-func (l *Limiter) Allow(ctx context.Context, key string, limit Limit) (Result, error) {
-	return l.run(ctx, &op{kind: KindAllow, ukey: key, cost: 1}, []Limit{limit})
-}
-
-// AllowN takes n units from key under limit, n from 1. To read the state
-// without taking anything, use Decide with KindPeek: an n of 0 is refused
-// (ErrInvalid), so that a forgotten cost never means "do not limit".
-func (l *Limiter) AllowN(ctx context.Context, key string, limit Limit, n int64) (Result, error) {
-	return l.run(ctx, &op{kind: KindAllow, ukey: key, cost: n}, []Limit{limit})
-}
-
-// Decide makes the decision r asks for, in one round trip (or a wait of
-// several, for KindWait), and returns it. Every call of the Limiter is
-// one: Allow(ctx, key, lim) is Decide(ctx, Request{Key: key, Limits:
-// []Limit{lim}}).
-//
-// The kinds, with what the Result says:
-//   - KindAllow: N units under every limit, all or nothing; Allowed
-//     says whether they were taken, Units how many (N or 0).
-//   - KindCheck: whether KindAllow would admit N units, recording nothing.
-//   - KindPeek: the state, taking nothing: what remains, when it is full.
-//   - KindUpTo: as many units as every limit admits now, at most N; Units
-//     is how many were taken, Allowed whether any was.
-//   - KindRefund: N units given back to every limit (what a reservation
-//     did not use); Units is how many the binding limit took back.
-//   - KindForce: N units recorded whatever the limits say, up to a debt of
-//     one capacity (what already happened: a penalty, tokens a reply
-//     used); Allowed says whether KindAllow would have admitted them.
-//   - KindWait: KindAllow, waited for as WaitN waits.
-//
-// KindUpTo, KindRefund and KindForce need the scripts of contract v3.
-// The Result describes the binding limit (Result.Binding; with several
-// keys, Result.Key is its key).
-func (l *Limiter) Decide(ctx context.Context, r Request) (Result, error) {
-	r.N = defaultN(r)
-	var o op
-	limits := o.shape(&r)
-	return l.run(ctx, &o, limits)
-}
-
-// Reset deletes the state kept under key, so that its next request finds
-// every limit at full capacity, and forgets the key's cached denials. A
-// key that holds anything but redisrate state is left untouched, and the
-// error matches ErrForeignKey. Resetting a key that does not exist is not
-// an error. When Redis cannot be reached the error matches ErrUnavailable
-// whatever the failure policy: nothing else can reset Redis's state.
-func (l *Limiter) Reset(ctx context.Context, key string) error {
-	_, err := l.run(ctx, &op{kind: KindReset, ukey: key}, nil)
-	return err
-}
-
-// run is the one path of every call but a batch, top to bottom, for o as
-// asked (its kind, key or keys, cost) under limits: the observer's Start,
-// plan (plan.go), then one attempt (engine.go) or Wait's loop of attempts
-// (wait.go), and the observer's End. The limits travel apart from o, so
-// that a caller's slice never escapes.
-func (l *Limiter) run(ctx context.Context, o *op, limits []Limit) (Result, error) {
-	if l == nil || l.rdb == nil || l.life.isClosed() {
-		return Result{}, l.noClientErr()
-	}
-	asked := o.kind
-	if asked == KindWait {
-		o.kind = KindAllow // each attempt of a wait is an allow
-	}
-	// The decision is a variable of its own, not a field of o: what the
-	// observer is handed escapes, and o (with the caller's limits) must not.
-	dec := o.decision(asked, limits)
-	ctx = l.observeStart(ctx, &dec, limits)
-	if sent, ok := l.plan(o, limits); ok {
-		if asked == KindWait {
-			o.res, o.err = l.wait(ctx, o, limits, sent)
-		} else {
-			l.attempt(ctx, o, sent)
-		}
-	}
-	dec.Carried = o.carried
-	l.observeEnd(ctx, &dec, o.res, o.err)
-	return o.res, o.err
-}
-
-// clock is the Limiter's time source, and everything it does with time:
-// the breaker's probes and outage log, the loader's rechecks, the deny
-// cache's waits, Wait's sleeps and the timers that end leases. Tests give
-// a Limiter a fake one (export_test.go).
-type clock interface {
-	Now() time.Time
-	Sleep(ctx context.Context, d time.Duration) error
-	// AfterFunc runs f in a goroutine of its own after d; the function it
-	// returns stops it, as time.Timer's Stop does.
-	AfterFunc(d time.Duration, f func()) (stop func() bool)
-}
-
-type realClock struct{}
-
-// orReal is c, or the real clock for the zero Limiter's options.
-func orReal(c clock) clock {
-	if c == nil {
-		return realClock{}
-	}
-	return c
-}
-
-func (realClock) Now() time.Time { return time.Now() }
-
-func (realClock) AfterFunc(d time.Duration, f func()) func() bool { return time.AfterFunc(d, f).Stop }
-
-// Sleep waits for d or until ctx is done, whichever comes first.
-func (realClock) Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+// pipeliner is what every go-redis v9 client offers to send many commands
+// in one round trip; a ClusterClient splits them by node itself.
+type pipeliner interface {
+	Pipeline() redis.Pipeliner
 }

@@ -41,7 +41,7 @@ func TestCallsDecodeReplies(t *testing.T) {
 				t.Errorf("Check: %+v %v, want %+v (retry later, not never)", r, err, want)
 			}
 			if r, err = l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim}, N: 5}); err != nil || r.Allowed || !r.Never() || r.RetryAfter != infDuration {
-				t.Errorf("CheckN 5 of 4: %+v %v, want never (infDuration)", r, err)
+				t.Errorf("a check of 5 of 4: %+v %v, want never (infDuration)", r, err)
 			}
 			if r, err = l.Decide(ctx, Request{Kind: KindPeek, Key: "k", Limits: []Limit{lim}}); err != nil || !r.Allowed || r.Remaining != 0 || r.Capacity != 4 {
 				t.Errorf("Peek: %+v %v, want admitted, 0 of 4 left", r, err)
@@ -112,7 +112,7 @@ func TestMulti(t *testing.T) {
 		t.Errorf("Peek: %+v %v", r, err)
 	}
 	if r, err = l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{perSec, perMin}}); err != nil || r.Allowed || r.Binding != 1 {
-		t.Errorf("CheckMulti: %+v %v", r, err)
+		t.Errorf("a check of two limits: %+v %v", r, err)
 	}
 	if f.dump("k") != before {
 		t.Errorf("a denial, a peek and a check wrote %s over %s", f.dump("k"), before)
@@ -135,7 +135,7 @@ func TestMulti(t *testing.T) {
 	}
 }
 
-// TestOtherLimitsThanLastTime shows what AllowMulti's and Allow's docs say:
+// TestOtherLimitsThanLastTime shows what Request's and Allow's docs say:
 // state is kept per limit position, so a key called with fewer limits than
 // last time loses the others' counts, and one called with its limits in
 // another order reads each state in the other limit's terms.
@@ -148,7 +148,7 @@ func TestOtherLimitsThanLastTime(t *testing.T) {
 			perSec, perHour := PerSecond(10).WithAlgorithm(a), PerHour(12).WithAlgorithm(a)
 			for range 5 {
 				if r, err := l.Decide(ctx, Request{Key: "k", Limits: []Limit{perSec, perHour}}); err != nil || !r.Allowed {
-					t.Fatalf("AllowMulti: %+v %v", r, err)
+					t.Fatalf("Decide of two limits: %+v %v", r, err)
 				}
 				f.advance(time.Second) // the per-second limit is full again each time
 			}
@@ -166,7 +166,7 @@ func TestOtherLimitsThanLastTime(t *testing.T) {
 				t.Fatal(err)
 			}
 			if r.Binding != 0 || r.Remaining > 10 {
-				t.Errorf("after Allow(10/s) the pair reads %+v: want the hourly count dropped (12 left, so the per-second limit binds); if it survived, update the docs of Allow and AllowMulti", r)
+				t.Errorf("after Allow(10/s) the pair reads %+v: want the hourly count dropped (12 left, so the per-second limit binds); if it survived, update the docs of Allow and Request", r)
 			}
 		})
 	}
@@ -332,7 +332,7 @@ func TestNewLimiterNilArguments(t *testing.T) {
 				},
 				"Wait":  func() error { _, err := l.Wait(ctx, "k", PerSecond(1)); return err },
 				"Reset": func() error { return l.Reset(ctx, "k") },
-				"AllowBatch": func() error {
+				"DecideBatch": func() error {
 					_, err := l.DecideBatch(ctx, []Request{{Key: "k", Limits: []Limit{PerSecond(1)}}})
 					return err
 				},

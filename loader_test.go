@@ -315,7 +315,7 @@ func TestFunctionsChecksRunNoWrites(t *testing.T) {
 		{"Allow", func() (Result, error) { return l.Allow(ctx, "k", lim) }, "FCALL redisrate_gcra" + v},
 		{"Check", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim}}) }, "FCALL redisrate_gcra_ro" + v},
 		{"Peek", func() (Result, error) { return l.Decide(ctx, Request{Kind: KindPeek, Key: "k", Limits: []Limit{lim}}) }, "FCALL redisrate_gcra_ro" + v},
-		{"CheckMulti", func() (Result, error) {
+		{"Decide/Check/Limits", func() (Result, error) {
 			return l.Decide(ctx, Request{Kind: KindCheck, Key: "k", Limits: []Limit{lim, PerHour(10)}})
 		}, "FCALL redisrate_gcra_ro" + v},
 	} {

@@ -27,12 +27,13 @@ import (
 //   - Wait, WaitN, and Decide with KindWait: one decision of Kind
 //     KindWait, from the call to its return, however many attempts it
 //     took; End gets the last attempt's Result.
-//   - DecideBatch: one decision of Kind KindBatch that brackets the batch
+//   - DecideBatch: one decision with WholeBatch set that brackets the batch
 //     (its Batch is the number of requests; its End gets a zero Result and
 //     the batch's error), and inside it one decision per request, with the
 //     request's own Kind and Index, Batch set, and the batch's context as
-//     their parent. Count decisions from the requests, not from KindBatch.
-//   - Reset: one decision of Kind KindReset; its End gets a zero Result.
+//     their parent. Count decisions from the requests, not from the
+//     WholeBatch one.
+//   - Reset: one decision with Reset set; its End gets a zero Result.
 //   - Reserve: one decision of the Request's Kind; Reservation.Settle,
 //     when it makes a call, one of Kind KindRefund or KindForce (a
 //     lease's end too, from the goroutine of its timer).
@@ -58,8 +59,22 @@ type Observer interface {
 
 // Decision describes one decision for an Observer.
 type Decision struct {
-	// Kind is what was asked: a Request's Kind, KindBatch or KindReset.
+	// Kind is what was asked: a Request's Kind (KindWait for Wait and
+	// WaitN). A Reset and a DecideBatch as a whole ask no request's kind:
+	// Reset or WholeBatch says so, and Kind is then zero. Read those first.
 	Kind Kind
+
+	// Reset is set for a decision that is a Reset of Key: it has no
+	// Algorithm, Limits or Cost, and its End gets a zero Result. Observers
+	// count it apart from decisions of a Kind.
+	Reset bool
+
+	// WholeBatch is set for the decision that brackets a DecideBatch as a
+	// whole: Batch is its number of requests, each of which is a decision of
+	// its own, inside it. It has no Key, Algorithm, Limits or Cost, and its
+	// End gets a zero Result and the batch's error. Count decisions from
+	// the requests, not from it.
+	WholeBatch bool
 
 	// Key is the key as the caller passed it, without the Limiter's key
 	// prefix (WithKeyPrefix). Keys often hold user ids and IP addresses:
@@ -72,24 +87,24 @@ type Decision struct {
 	// Read them, never modify them.
 	Keys []string
 
-	// Algorithm is the algorithm of the limits (zero for KindBatch and
-	// KindReset, which have none).
+	// Algorithm is the algorithm of the limits (zero for a Reset and a
+	// WholeBatch decision, which have none).
 	Algorithm Algorithm
 
-	// Limits are the limits of the call, in order; nil for KindBatch and
-	// KindReset. They belong to the Limiter: read them, never modify them.
+	// Limits are the limits of the call, in order; nil for a Reset and a
+	// WholeBatch decision. They belong to the Limiter: read them, never modify them.
 	// Their names (Limit.Name; the middleware's policy names) name the
 	// limit in metrics: the binding one, Limits[Result.Binding], when the
 	// call has a Result.
 	Limits []Limit
 
 	// Cost is the units asked for: 1 for Allow, n for AllowN, a Request's
-	// N (1 for an N of 0 that means 1), 0 for KindPeek, KindBatch and
-	// KindReset.
+	// N (1 for an N of 0 that means 1), 0 for KindPeek, a Reset and a
+	// WholeBatch decision.
 	Cost int64
 
 	// Batch is the number of requests of the DecideBatch call this decision
-	// belongs to (or brackets, for KindBatch); 0 outside DecideBatch.
+	// belongs to (or brackets, for WholeBatch); 0 outside DecideBatch.
 	Batch int
 
 	// Index is the position of the request in its batch, from 0; 0
@@ -106,15 +121,15 @@ type Decision struct {
 }
 
 // Kind says what a Request asks (Decide, DecideBatch, Reserve) and what a
-// Decision asked. The zero Kind is KindAllow. The request kinds come
-// first, KindAllow to KindForce; after them, KindBatch and KindReset are
-// observer kinds: a Decision reports them, a Request asking them is
-// refused (ErrInvalid), so that no Decide can reset a key.
+// Decision asked. The zero Kind is KindAllow. A Request of any other value
+// is refused (ErrInvalid): no Decide can reset a key (Reset does), and a
+// Decision reports a Reset or a DecideBatch as a whole by fields of its
+// own (Decision.Reset, Decision.WholeBatch).
 type Kind uint8
 
-// The kinds of decisions: the request kinds, then the observer kinds. The
-// values of KindUpTo, KindRefund and KindForce are CONTRACT.md's modes
-// upto, refund and force, which need the scripts of contract v3.
+// The kinds of requests. The values of KindUpTo, KindRefund and KindForce
+// are CONTRACT.md's modes upto, refund and force, which need the scripts
+// of contract v3.
 const (
 	KindAllow  Kind = iota // Allow, AllowN: take N units if every limit admits them, all or nothing
 	KindCheck              // decide exactly as KindAllow would, record nothing
@@ -123,12 +138,9 @@ const (
 	KindUpTo               // take as many units as every limit admits now, from 0 to N
 	KindRefund             // give N units back to every limit
 	KindForce              // record N units whatever the limits decide, up to a debt of one capacity
-
-	KindBatch // observers only: DecideBatch as a whole; its requests are decisions of their own
-	KindReset // observers only: Reset (a Request cannot ask it)
 )
 
-var kindNames = [...]string{"allow", "check", "peek", "wait", "upto", "refund", "force", "batch", "reset"}
+var kindNames = [...]string{"allow", "check", "peek", "wait", "upto", "refund", "force"}
 
 // String returns the kind's name, e.g. "allow", as metrics and spans label it.
 func (k Kind) String() string {

@@ -20,8 +20,8 @@ func (o *countingObserver) Start(ctx context.Context, d redisrate.Decision) cont
 }
 
 func (o *countingObserver) End(ctx context.Context, d redisrate.Decision, res redisrate.Result, err error) {
-	if d.Kind == redisrate.KindBatch {
-		return // its requests are counted one by one
+	if d.WholeBatch || d.Reset {
+		return // a batch's requests are counted one by one; a Reset decides nothing
 	}
 	outcome := "denied"
 	switch {
@@ -67,13 +67,25 @@ func ExampleWithObserver() {
 // printObserver prints each Decision as the engine reports it.
 type printObserver struct{}
 
+// what names what d asked: its Kind, or a Reset, or a DecideBatch as a
+// whole.
+func what(d redisrate.Decision) string {
+	switch {
+	case d.Reset:
+		return "reset"
+	case d.WholeBatch:
+		return "batch"
+	}
+	return d.Kind.String()
+}
+
 func (printObserver) Start(ctx context.Context, d redisrate.Decision) context.Context {
-	fmt.Printf("start %s key=%s %s limits=%v cost=%d\n", d.Kind, d.Key, d.Algorithm, d.Limits, d.Cost)
+	fmt.Printf("start %s key=%s %s limits=%v cost=%d\n", what(d), d.Key, d.Algorithm, d.Limits, d.Cost)
 	return ctx
 }
 
 func (printObserver) End(ctx context.Context, d redisrate.Decision, res redisrate.Result, err error) {
-	fmt.Printf("end   %s key=%s: %v, err %v\n", d.Kind, d.Key, res, err)
+	fmt.Printf("end   %s key=%s: %v, err %v\n", what(d), d.Key, res, err)
 }
 
 func ExampleDecision() {
@@ -95,10 +107,9 @@ func ExampleKind() {
 	for k := redisrate.KindAllow; k <= redisrate.KindForce; k++ {
 		fmt.Print(" ", k)
 	}
-	fmt.Println("\nan observer also sees:", redisrate.KindBatch, redisrate.KindReset)
+	fmt.Println()
 	// Output:
 	// a request asks: allow check peek wait upto refund force
-	// an observer also sees: batch reset
 }
 
 func ExampleKind_String() {

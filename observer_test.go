@@ -21,12 +21,24 @@ type recorder struct {
 	open   int
 }
 
+// asked labels what d asked: its Kind, or a Reset, or a DecideBatch as a
+// whole, which ask no request's kind.
+func asked(d Decision) string {
+	switch {
+	case d.Reset:
+		return "reset"
+	case d.WholeBatch:
+		return "batch"
+	}
+	return d.Kind.String()
+}
+
 func (r *recorder) Start(ctx context.Context, d Decision) context.Context {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.open++
-	r.events = append(r.events, fmt.Sprintf("start %s %s %s %v cost=%d batch=%d/%d", d.Kind, d.Key, d.Algorithm, d.Limits, d.Cost, d.Index, d.Batch))
-	return context.WithValue(ctx, spanKey{}, d.Kind.String()+":"+d.Key)
+	r.events = append(r.events, fmt.Sprintf("start %s %s %s %v cost=%d batch=%d/%d", asked(d), d.Key, d.Algorithm, d.Limits, d.Cost, d.Index, d.Batch))
+	return context.WithValue(ctx, spanKey{}, asked(d)+":"+d.Key)
 }
 
 func (r *recorder) End(ctx context.Context, d Decision, res Result, err error) {
@@ -43,7 +55,7 @@ func (r *recorder) End(ctx context.Context, d Decision, res Result, err error) {
 	case err != nil:
 		e = "error"
 	}
-	r.events = append(r.events, fmt.Sprintf("end %s %s allowed=%v source=%s err=%s ctx=%s", d.Kind, d.Key, res.Allowed, res.Source, e, span))
+	r.events = append(r.events, fmt.Sprintf("end %s %s allowed=%v source=%s err=%s ctx=%s", asked(d), d.Key, res.Allowed, res.Source, e, span))
 }
 
 func (r *recorder) take() []string {
@@ -269,7 +281,7 @@ func (nopObserver) Start(ctx context.Context, _ Decision) context.Context { retu
 func (nopObserver) End(context.Context, Decision, Result, error)          {}
 
 func TestKindStrings(t *testing.T) {
-	for k, want := range map[Kind]string{KindAllow: "allow", KindCheck: "check", KindPeek: "peek", KindWait: "wait", KindBatch: "batch", KindReset: "reset", Kind(42): "Kind(42)"} {
+	for k, want := range map[Kind]string{KindAllow: "allow", KindCheck: "check", KindPeek: "peek", KindWait: "wait", KindUpTo: "upto", KindRefund: "refund", KindForce: "force", kindReset: "Kind(7)", Kind(42): "Kind(42)"} {
 		if got := k.String(); got != want {
 			t.Errorf("%d: %q, want %q", k, got, want)
 		}

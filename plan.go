@@ -1,6 +1,7 @@
 package redisrate
 
 import (
+	"context"
 	"sync"
 	"time"
 )
@@ -10,44 +11,102 @@ import (
 // its access (write, read, read anywhere) and its ARGV's mode chosen. A
 // call refused here never reaches Redis: its error matches ErrInvalid.
 
+// op is one call to a script as it moves through the stages.
+type op struct {
+	dec    Decision        // what the observer is told, for the ops of a batch (single calls keep theirs apart)
+	ctx    context.Context // the observer's context for this op (batches)
+	kind   Kind            // what each attempt does: a request's Kind, but KindAllow for KindWait
+	ukey   string          // the key as the caller passed it (a call of several keys: the first)
+	key    string          // as sent: prefix + key
+	ukeys  []string        // a call of several keys: the caller's keys, limit i guarding ukeys[i]; nil for one key
+	keys   []string        // ... and as sent, prefixed (keys[0] == key); nil for one key
+	denyID string          // a call of several keys: its identity in the deny cache (denyIdentity)
+	cost   int64
+	s      *script
+	access access // writes, reads on the primary, or reads anywhere (*_RO)
+	args   []any
+
+	// limits are the call's limits, limits[i] guarding ukeys[i] with
+	// several keys, in an array of o's own (argsKey's and denyKey's form),
+	// so that a caller's slice never escapes and a call of several keys
+	// allocates none; nlimits of them are used (0 for a Reset). As asked
+	// until the plan, then as sent: a calendar limit resolved to its
+	// window (planCalendar).
+	limits  [maxLimits]Limit
+	nlimits int
+
+	sent   time.Time // when it was sent, for the deny cache
+	resets uint64    // the deny cache's count of Resets when it was sent
+	probe  bool      // the breaker chose this op to start a probe, after its failure stage
+	node   *health   // the health of the Redis node it was sent to (healthOf)
+	// carried is how many decisions the round trip that decided o carried
+	// (Decision.Carried): 1 sent alone, more coalesced (coalesce.go) or
+	// pipelined; 0 when none was sent.
+	carried int
+
+	res Result
+	err error
+}
+
+// oneKey is the op of a call of one key under one limit (Allow, AllowN,
+// Wait, WaitN).
+func oneKey(kind Kind, key string, limit Limit, cost int64) op {
+	return op{kind: kind, ukey: key, cost: cost, limits: [maxLimits]Limit{limit}, nlimits: 1}
+}
+
+// kindReset is the kind of a Reset's op: a kind of the engine's, past the
+// request kinds (Kind.request), that no Request can ask and no Decision
+// reports (Decision.Reset does).
+const kindReset = KindForce + 1
+
+// lims is o's limits, as asked or, once planned, as sent.
+func (o *op) lims() []Limit { return o.limits[:o.nlimits] }
+
 // shape reads r into o, before anything is validated, so that the observer
-// sees the call as it was asked: its kind, key or keys, and cost; a request
-// of no known kind or form gets its error here, for plan to return. It
-// returns the call's limits: r.Limits, or those of r.Keys.
-func (o *op) shape(r *Request) []Limit {
-	o.kind, o.ukey, o.cost = r.Kind, r.Key, r.N
+// sees the call as it was asked: its kind, key or keys, limits and cost (an
+// N of 0 that means 1 as 1); a request of no known kind or form gets its
+// error here, for plan to return. A request of more than maxLimits limits
+// or keys (refused so) keeps its first maxLimits limits.
+func (o *op) shape(r *Request) {
+	o.kind, o.ukey, o.cost = r.Kind, r.Key, defaultN(*r)
 	o.err = requestForm(r)
 	switch {
 	case len(r.Keys) == 1 && r.Key == "" && len(r.Limits) == 0:
 		// One KeyLimit is a one-key call, which runs the one-key script's fast path.
 		o.ukey = r.Keys[0].Key
-		return []Limit{r.Keys[0].Limit}
+		o.limits[0], o.nlimits = r.Keys[0].Limit, 1
 	case len(r.Keys) > 0:
-		// The Limiter's own slices: the caller may reuse r.Keys.
+		// The Limiter's own slice: the caller may reuse r.Keys.
 		o.ukeys = make([]string, len(r.Keys))
-		limits := make([]Limit, len(r.Keys))
 		for i, kl := range r.Keys {
-			o.ukeys[i], limits[i] = kl.Key, kl.Limit
+			o.ukeys[i] = kl.Key
 		}
+		for i := range min(len(r.Keys), maxLimits) {
+			o.limits[i] = r.Keys[i].Limit
+		}
+		o.nlimits = min(len(r.Keys), maxLimits)
 		o.ukey = o.ukeys[0]
-		return limits
+	default:
+		o.nlimits = copy(o.limits[:], r.Limits)
 	}
-	return r.Limits
 }
 
 // decision is what the observer is told of o, asked as kind.
-func (o *op) decision(kind Kind, limits []Limit) Decision {
+func (o *op) decision(kind Kind) Decision {
+	if kind == kindReset {
+		return Decision{Reset: true, Key: o.ukey}
+	}
 	d := Decision{Kind: kind, Key: o.ukey, Keys: o.ukeys, Cost: o.cost}
-	if len(limits) > 0 {
-		d.Algorithm = limits[0].Algorithm
+	if o.nlimits > 0 {
+		d.Algorithm = o.limits[0].Algorithm
 	}
 	return d
 }
 
 // attemptOp is a new op for one attempt of o, as asked of another Limiter
-// (the fallback): a wait's attempt is an allow.
+// (the fallback), under the limits o sends: a wait's attempt is an allow.
 func (o *op) attemptOp() *op {
-	return &op{kind: o.kind, ukey: o.ukey, ukeys: o.ukeys, cost: o.cost}
+	return &op{kind: o.kind, ukey: o.ukey, ukeys: o.ukeys, cost: o.cost, limits: o.limits, nlimits: o.nlimits}
 }
 
 // defaultN is r's cost: an N of 0 is 1 for the kinds that take units, so
@@ -64,15 +123,15 @@ func defaultN(r Request) int64 {
 
 // plan validates o, shaped from a request, and picks its script; false
 // (with o.err set) when the call is refused before any round trip. It
-// returns the limits as the call sends them: limits, or, with a calendar
-// limit (Limit.Calendar), their window's (planCalendar), o's keys naming
-// it. The ARGV waits for the send: a deny-cache hit needs none.
-func (l *Limiter) plan(o *op, limits []Limit) ([]Limit, bool) {
+// leaves o's limits as the call sends them: with a calendar limit
+// (Limit.Calendar), their window's (planCalendar), o's keys naming it. The
+// ARGV waits for the send: a deny-cache hit needs none.
+func (l *Limiter) plan(o *op) bool {
 	if o.err == nil {
-		o.err = l.planKeys(o, limits)
+		o.err = l.planKeys(o)
 	}
-	if o.err == nil && o.kind != KindReset {
-		limits, o.err = l.planCalendar(o, limits)
+	if o.err == nil && o.kind != kindReset {
+		o.err = l.planCalendar(o)
 		if o.err == nil {
 			o.err = planCost(o.kind, o.cost)
 		}
@@ -80,16 +139,16 @@ func (l *Limiter) plan(o *op, limits []Limit) ([]Limit, bool) {
 			o.err = planNegative(o.kind, o.cost)
 		}
 		if o.err == nil {
-			o.err = validateCall(o.cost, limits)
+			o.err = validateCall(o.cost, o.lims())
 		}
 	}
 	if o.err != nil {
-		return nil, false
+		return false
 	}
 	switch {
-	case o.kind == KindReset:
+	case o.kind == kindReset:
 		o.s = &resetScript
-		return limits, true
+		return true
 	case o.kind.writes():
 		o.access = accessWrite
 	case l.readOnlyCheck:
@@ -97,13 +156,13 @@ func (l *Limiter) plan(o *op, limits []Limit) ([]Limit, bool) {
 	default:
 		o.access = accessRead
 	}
-	o.s = &algoScripts[limits[0].Algorithm]
-	return limits, true
+	o.s = &algoScripts[o.limits[0].Algorithm]
+	return true
 }
 
-// planKeys checks o's key or keys as the scripts would (the count, then
-// each key, then their limits' common algorithm), and prefixes them.
-func (l *Limiter) planKeys(o *op, limits []Limit) error {
+// planKeys checks o's keys as the scripts would (each key, then their
+// limits' common algorithm; requestForm counted them), and prefixes them.
+func (l *Limiter) planKeys(o *op) error {
 	if o.ukeys == nil {
 		if o.ukey == "" {
 			// The scripts take any key; an empty one is almost always an
@@ -113,9 +172,6 @@ func (l *Limiter) planKeys(o *op, limits []Limit) error {
 		}
 		o.key = l.prefix + o.ukey
 		return nil
-	}
-	if len(o.ukeys) > maxLimits {
-		return invalidf("invalid numkeys '%d': must be at most %d keys, one limit each", len(o.ukeys), maxLimits)
 	}
 	o.keys = make([]string, len(o.ukeys))
 	for i, k := range o.ukeys {
@@ -129,6 +185,7 @@ func (l *Limiter) planKeys(o *op, limits []Limit) error {
 		}
 		o.keys[i] = l.prefix + k
 	}
+	limits := o.lims()
 	for i, lim := range limits[1:] {
 		if lim.Algorithm != limits[0].Algorithm {
 			return invalidf("invalid algorithm #%d '%s' (key #%d '%s'): must be key #1's, %s: one call runs one algorithm's script",
@@ -142,24 +199,25 @@ func (l *Limiter) planKeys(o *op, limits []Limit) error {
 	return nil
 }
 
-// requestForm refuses a request of no known kind, or that does not give
-// exactly one of its two forms: Key and Limits, or Keys.
+// requestForm refuses a request of no known kind, that does not give
+// exactly one of its two forms (Key and Limits, or Keys), or that gives
+// more limits or keys than one call takes.
 func requestForm(r *Request) error {
 	switch {
-	case r.Kind == KindBatch:
-		return invalidf("invalid kind batch: a request is one decision; give DecideBatch the requests")
-	case r.Kind == KindReset:
-		// An observer's kind, never a request's: a Decide that deleted a
-		// key's state would answer a Result that reads "denied".
-		return invalidf("invalid kind reset: a request decides, it does not reset; call Limiter.Reset")
 	case !r.Kind.request():
-		return invalidf("invalid kind %d: must be a request's kind, KindAllow to KindForce", int(r.Kind))
+		// kindReset too: a Decide that deleted a key's state would answer
+		// a Result that reads "denied"; Limiter.Reset resets.
+		return invalidf("invalid kind %d: must be a request's kind, KindAllow to KindForce (Limiter.Reset resets a key)", int(r.Kind))
 	case r.Lease != 0:
 		return invalidf("invalid request: a Lease of %v given to a decision: a lease is a reservation; ask Limiter.Reserve", r.Lease)
 	case len(r.Keys) > 0 && (r.Key != "" || len(r.Limits) > 0):
 		return invalidf("invalid request: both Keys and Key/Limits given: give Key and Limits for one key, or Keys for several")
 	case len(r.Keys) == 0 && len(r.Limits) == 0:
 		return invalidf("invalid request: neither Limits nor Keys given: give Key and Limits for one key, or Keys for several")
+	case len(r.Keys) > maxLimits:
+		return invalidf("invalid numkeys '%d': must be at most %d keys, one limit each", len(r.Keys), maxLimits)
+	case len(r.Limits) > maxLimits:
+		return invalidf("too many limits (%d): must be at most %d", len(r.Limits), maxLimits)
 	}
 	return nil
 }
@@ -188,7 +246,7 @@ func planNegative(kind Kind, cost int64) error {
 }
 
 // request reports whether k is a kind a Request may ask: KindAllow to
-// KindForce, not the kinds only an observer sees.
+// KindForce, not the engine's kindReset.
 func (k Kind) request() bool { return k <= KindForce }
 
 // writes reports whether a decision of kind k records anything.
@@ -256,9 +314,9 @@ func Args(kind Kind, cost int64, limits ...Limit) ([]any, error) {
 
 // argv returns o's ARGV, built once (Wait sends it again and again) and
 // only when the op is sent: a deny-cache hit builds nothing.
-func (o *op) argv(limits []Limit) []any {
-	if o.args == nil && o.kind != KindReset {
-		o.args = cachedArgs(o.cost, o.kind.mode(), limits)
+func (o *op) argv() []any {
+	if o.args == nil && o.kind != kindReset {
+		o.args = cachedArgs(o.cost, o.kind.mode(), o.lims())
 	}
 	return o.args
 }
@@ -369,4 +427,82 @@ func formatArgs(cost int64, mode string, limits []Limit) []any {
 		}
 	}
 	return args
+}
+
+// planCalendar resolves the calendar limits of o, planned with its keys,
+// for the window that holds now (or the instant a reservation pinned), and
+// appends each window's name to its key. A call of one key may hold
+// several limits; their windows must then be one: the key names it. A
+// limit of no calendar that shares a calendar key is sent as it is, marked
+// with the window's end: its state goes with the key. o's limits become
+// those the call sends; they are left as they are when none is a calendar
+// one.
+func (l *Limiter) planCalendar(o *op) error {
+	limits := o.lims()
+	if !hasCalendar(limits) {
+		return nil
+	}
+	now := l.clock.Now()
+	if o.keys == nil {
+		var cal string
+		var name string
+		var end int64
+		for i, lim := range limits {
+			if lim.Calendar == "" {
+				continue
+			}
+			if cal != "" && lim.Calendar != cal {
+				return invalidf("invalid calendar #%d %q: must be limit #1's %q: one key holds one calendar window; give each calendar its own key (Request.Keys)", i+1, lim.Calendar, cal)
+			}
+			r, n, err := lim.resolveCalendar(now)
+			if err != nil {
+				return err
+			}
+			if cal == "" {
+				cal, name, end = lim.Calendar, n, r.calEnd
+			}
+			limits[i] = r
+		}
+		for i := range limits {
+			limits[i].calEnd = end
+		}
+		o.key += calendarKeySuffix(name)
+		return nil
+	}
+	for i, lim := range limits {
+		if lim.Calendar == "" {
+			continue
+		}
+		r, n, err := lim.resolveCalendar(now)
+		if err != nil {
+			return err
+		}
+		limits[i] = r
+		o.keys[i] += calendarKeySuffix(n)
+	}
+	o.key = o.keys[0]
+	if l.deny != nil {
+		o.denyID = denyIdentity(o.keys)
+	}
+	return nil
+}
+
+// pinCalendar fixes the calendar windows of r's limits (the reservation's
+// own copies) to the windows that hold now, so that a reservation settles
+// on the keys it took from, even after its window ended.
+func (l *Limiter) pinCalendar(r *Request) {
+	if l == nil || !hasCalendar(r.Limits) && !hasCalendarKey(r.Keys) {
+		return
+	}
+	at := orReal(l.clock).Now().UnixMilli()
+	for i := range r.Limits {
+		if r.Limits[i].Calendar != "" {
+			r.Limits[i].calAt = at
+		}
+	}
+	for i := range r.Keys {
+		if r.Keys[i].Limit.Calendar != "" {
+			r.Keys[i].Limit.calAt = at
+		}
+	}
 }

@@ -196,7 +196,7 @@ func TestReserveCancelAndNoOps(t *testing.T) {
 func TestReserveRefusesBadRequests(t *testing.T) {
 	l := testLimiter(newFakeRedis(t).rdb)
 	ctx, lims := context.Background(), []Limit{PerMinute(10)}
-	for _, k := range []Kind{KindCheck, KindPeek, KindWait, KindRefund, KindForce, KindReset, KindBatch} {
+	for _, k := range []Kind{KindCheck, KindPeek, KindWait, KindRefund, KindForce, kindReset, KindForce + 2} {
 		if r, err := l.Reserve(ctx, Request{Kind: k, Key: "k", Limits: lims}); !errors.Is(err, ErrInvalid) || r != nil || !strings.Contains(err.Error(), "Reserve takes KindAllow") {
 			t.Errorf("Reserve of %v: %v %v, want ErrInvalid", k, r, err)
 		}

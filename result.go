@@ -145,54 +145,6 @@ func (s Source) String() string {
 	return fmt.Sprintf("Source(%d)", int(s))
 }
 
-// decode reads the reply to o: the contract's six integers, and the
-// seventh, units, that v3 scripts append. Later contract versions may
-// append more, which are ignored.
-func (o *op) decode(a answer, limits []Limit) (Result, error) {
-	var n [7]int64
-	got := 0
-	switch arr := a.other.(type) {
-	case nil: // as the loader reads an algorithm's reply
-		if len(a.ints) < 6 {
-			return Result{}, fmt.Errorf("%w: want an array of 6 or 7 integers, got %v", ErrBadReply, a.ints)
-		}
-		got = copy(n[:], a.ints)
-	case []any:
-		if len(arr) < 6 {
-			return Result{}, fmt.Errorf("%w: want an array of 6 or 7 integers, got %T %v", ErrBadReply, arr, arr)
-		}
-		for got < len(n) && got < len(arr) {
-			x, ok := arr[got].(int64)
-			if !ok {
-				return Result{}, fmt.Errorf("%w: field %d is %T, not an integer", ErrBadReply, got+1, arr[got])
-			}
-			n[got] = x
-			got++
-		}
-	default:
-		return Result{}, fmt.Errorf("%w: want an array of 6 or 7 integers, got %T %v", ErrBadReply, arr, arr)
-	}
-	if n[5] < 1 || n[5] > int64(len(limits)) {
-		return Result{}, fmt.Errorf("%w: binding limit %d out of range 1..%d", ErrBadReply, n[5], len(limits))
-	}
-	r := Result{
-		Allowed:    n[0] == 1,
-		Remaining:  n[1],
-		RetryAfter: msDuration(n[2]),
-		ResetAfter: msDuration(n[3]),
-		Capacity:   n[4],
-		Binding:    int(n[5]) - 1,
-		Units:      n[6],
-	}
-	if got < 7 && r.Allowed {
-		// A script before v3 has no field 7; it knows only allow, check
-		// and peek, whose units are the cost when admitted.
-		r.Units = o.cost
-	}
-	r.Limit = limits[r.Binding]
-	return r, nil
-}
-
 // msDuration converts a reply's milliseconds; -1 (never), and anything past
 // what a Duration holds, is infDuration.
 func msDuration(ms int64) time.Duration {

@@ -22,15 +22,3 @@ package redisrate
 func WithShadowMode() Option {
 	return func(l *Limiter) { l.shadow = true }
 }
-
-// shadowStage is the engine's last stage in shadow mode: a denial becomes
-// an admission that says it would have been denied.
-func (l *Limiter) shadowStage(o *op) {
-	if !l.shadow || o.err != nil || o.kind == KindReset {
-		return
-	}
-	o.res.Shadow = true
-	if !o.res.Allowed {
-		o.res.Allowed, o.res.WouldDeny = true, true
-	}
-}

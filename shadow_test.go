@@ -12,7 +12,7 @@ type outcomes struct{ ends []Result }
 
 func (o *outcomes) Start(ctx context.Context, _ Decision) context.Context { return ctx }
 func (o *outcomes) End(_ context.Context, d Decision, res Result, err error) {
-	if d.Kind != KindBatch && d.Kind != KindReset && err == nil {
+	if !d.WholeBatch && !d.Reset && err == nil {
 		o.ends = append(o.ends, res)
 	}
 }
@@ -33,7 +33,7 @@ func TestShadowModeEveryCallKind(t *testing.T) {
 	enforcing := testLimiter(f.rdb)
 	before := f.dump("k")
 	for name, call := range callKinds(l) {
-		if name == "Reset" || strings.HasPrefix(name, "AllowBatch/two") {
+		if name == "Reset" || strings.HasPrefix(name, "DecideBatch/two") {
 			continue
 		}
 		res, err := call(ctx)

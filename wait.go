@@ -13,7 +13,8 @@ const maxJitter = time.Second
 // Wait blocks until one unit is taken from key under limit, or until it is
 // clear that it cannot be: see WaitN.
 func (l *Limiter) Wait(ctx context.Context, key string, limit Limit) (Result, error) {
-	return l.run(ctx, &op{kind: KindWait, ukey: key, cost: 1}, []Limit{limit})
+	o := oneKey(KindWait, key, limit, 1)
+	return l.run(ctx, &o)
 }
 
 // WaitN blocks until n units are taken from key under limit. It is for
@@ -50,14 +51,19 @@ func (l *Limiter) Wait(ctx context.Context, key string, limit Limit) (Result, er
 // A denied attempt records nothing, so giving up leaves the key as it was.
 // An n of 0 is refused (ErrInvalid).
 func (l *Limiter) WaitN(ctx context.Context, key string, limit Limit, n int64) (Result, error) {
-	return l.run(ctx, &op{kind: KindWait, ukey: key, cost: n}, []Limit{limit})
+	o := oneKey(KindWait, key, limit, n)
+	return l.run(ctx, &o)
 }
 
-// wait is Wait's loop of attempts (engine.go) over one planned op, until
-// one is admitted or waiting cannot help: sent, as planned from limits.
-// A calendar limit's op is planned again before each later attempt: the
-// wait may have reached the next window, which has a key of its own.
-func (l *Limiter) wait(ctx context.Context, o *op, limits, sent []Limit) (Result, error) {
+// wait is Wait's loop of attempts (engine.go) over o, planned once, until
+// one is admitted or waiting cannot help. A calendar limit's op is planned
+// again, from its limits as asked, before each later attempt: the wait may
+// have reached the next window, which has a key of its own.
+func (l *Limiter) wait(ctx context.Context, o *op) (Result, error) {
+	asked := o.limits
+	if !l.plan(o) {
+		return Result{}, o.err
+	}
 	clk := l.clock
 	key := o.ukey
 	var res Result
@@ -70,14 +76,13 @@ func (l *Limiter) wait(ctx context.Context, o *op, limits, sent []Limit) (Result
 	}
 	for try := 0; ; try++ {
 		start := clk.Now()
-		if try > 0 && hasCalendar(limits) {
-			o.args = nil
-			var ok bool
-			if sent, ok = l.plan(o, limits); !ok {
+		if try > 0 && hasCalendar(asked[:o.nlimits]) {
+			o.limits, o.args = asked, nil
+			if !l.plan(o) {
 				return Result{}, o.err
 			}
 		}
-		l.attempt(ctx, o, sent)
+		l.attempt(ctx, o)
 		took := clk.Now().Sub(start)
 		res = o.res
 		if o.err != nil || res.Allowed {

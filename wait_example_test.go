@@ -70,10 +70,10 @@ func ExampleLimiter_WaitN() {
 	// redisrate: wait on key "upload": cost exceeds the capacity of the limit: it can never be admitted (cost 250, capacity 100)
 }
 
-// WaitMulti waits until every limit admits: here a mail provider's 5 per
-// second and 3 per hour. The per-hour limit binds first: the fourth mail's
-// turn is 20 minutes away, after the context's deadline, so WaitMulti gives
-// up at once rather than sleep.
+// Decide with KindWait and several Limits waits until every limit admits:
+// here a mail provider's 5 per second and 3 per hour. The per-hour limit
+// binds first: the fourth mail's turn is 20 minutes away, after the
+// context's deadline, so the wait gives up at once rather than sleep.
 func ExampleLimiter_Decide_wait() {
 	rdb, done := exampleRedis()
 	defer done()

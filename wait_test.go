@@ -351,7 +351,7 @@ func TestWaitErrors(t *testing.T) {
 	}
 }
 
-func TestWaitMulti(t *testing.T) {
+func TestWaitSeveralLimits(t *testing.T) {
 	f := newFakeRedis(t)
 	c := newRedisClock(f)
 	l := testLimiterOn(c, f.rdb)
@@ -359,13 +359,13 @@ func TestWaitMulti(t *testing.T) {
 	limits := []Limit{PerSecond(2), PerMinute(3)}
 	for i := range 3 {
 		if _, err := l.Decide(ctx, Request{Kind: KindWait, Key: "k", Limits: limits}); err != nil {
-			t.Fatalf("WaitMulti #%d: %v", i, err)
+			t.Fatalf("wait #%d under two limits: %v", i, err)
 		}
 	}
 	// The fourth unit waits for the per-minute limit, not the per-second one.
 	res, err := l.Decide(ctx, Request{Kind: KindWait, Key: "k", Limits: limits})
 	if err != nil || !res.Allowed {
-		t.Fatalf("fourth WaitMulti = %v, %v", res, err)
+		t.Fatalf("fourth wait under two limits = %v, %v", res, err)
 	}
 	var total time.Duration
 	for _, d := range c.sleeps {
@@ -375,7 +375,7 @@ func TestWaitMulti(t *testing.T) {
 		t.Errorf("slept %v in all (%v); want at least the 20s the per-minute limit needs", total, c.sleeps)
 	}
 	if _, err := l.Decide(ctx, Request{Kind: KindWait, Key: "k", Limits: []Limit{PerSecond(2), PerMinute(3)}, N: 3}); !errors.Is(err, ErrExceedsCapacity) {
-		t.Errorf("WaitMulti(3) under 2/s: err = %v; want ErrExceedsCapacity", err)
+		t.Errorf("a wait of 3 under 2/s: err = %v; want ErrExceedsCapacity", err)
 	}
 }
 

@@ -70,8 +70,8 @@ func sameError(a, b error) string {
 
 // TestFunctionsSameReplies: with scripts.Library loaded, a Limiter decides
 // every algorithm by FCALL (the server's command statistics show it, and
-// no EVALSHA but Reset's), and every kind of call (Allow, AllowN, Check,
-// CheckN, Peek, the multi-limit calls, AllowBatch's pipeline, a cost that
+// no EVALSHA but Reset's), and every kind of call (Allow, AllowN, Decide
+// of KindCheck and KindPeek, several limits, DecideBatch's pipeline, a cost that
 // can never be admitted, Reset, a foreign key) gets the same reply, error
 // and TTL as the same call by EVALSHA on a server without the library.
 func TestFunctionsSameReplies(t *testing.T) {

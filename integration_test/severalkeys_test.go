@@ -63,7 +63,7 @@ func (o *orgTally) add(u int, r redisrate.Result, err error) {
 	}
 }
 
-// hammerOrg calls AllowKeys from 64 goroutines for the 50 users of tag,
+// hammerOrg calls Decide with Keys from 64 goroutines for the 50 users of tag,
 // each goroutine going through the users in an order of its own, until
 // stop is closed (or, with stop nil, calls calls in all).
 func hammerOrg(ctx context.Context, l *redisrate.Limiter, tag string, user, org redisrate.Limit, calls int, stop <-chan struct{}, tally *orgTally) {

@@ -266,36 +266,48 @@ func (c *started) Value(key any) any {
 	return c.Context.Value(key)
 }
 
-// spanNames are the span names by kind, built once.
-var spanNames = func() (n [8]string) {
+// spanNames are the span names by request kind, built once.
+var spanNames = func() (n [redisrate.KindForce + 1]string) {
 	for k := range n {
 		n[k] = "redisrate." + redisrate.Kind(k).String()
 	}
 	return n
 }()
 
-func spanName(k redisrate.Kind) string {
-	if int(k) < len(spanNames) {
-		return spanNames[k]
+// kindName is what d did, as the kind attribute names it: its Kind, or
+// "batch" and "reset" for the decisions that ask no request's kind.
+func kindName(d redisrate.Decision) string {
+	switch {
+	case d.WholeBatch:
+		return "batch"
+	case d.Reset:
+		return "reset"
 	}
-	return "redisrate." + k.String()
+	return d.Kind.String()
+}
+
+func spanName(d redisrate.Decision) string {
+	if !d.WholeBatch && !d.Reset && int(d.Kind) < len(spanNames) {
+		return spanNames[d.Kind]
+	}
+	return "redisrate." + kindName(d)
 }
 
 // Start opens the decision's span and notes the time.
 func (o *Observer) Start(ctx context.Context, d redisrate.Decision) context.Context {
-	ctx, span := o.tracer.Start(ctx, spanName(d.Kind), trace.WithSpanKind(trace.SpanKindInternal))
+	ctx, span := o.tracer.Start(ctx, spanName(d), trace.WithSpanKind(trace.SpanKindInternal))
 	if span.IsRecording() {
 		attrs := make([]attribute.KeyValue, 0, 8)
-		attrs = append(attrs, kindKey.String(d.Kind.String()))
-		if d.Kind != redisrate.KindBatch && d.Kind != redisrate.KindReset {
+		attrs = append(attrs, kindKey.String(kindName(d)))
+		if !d.WholeBatch && !d.Reset {
 			attrs = append(attrs, algorithmKey.String(d.Algorithm.String()), costKey.Int64(d.Cost), limitsKey.Int(len(d.Limits)))
 		}
-		if p := o.keyPrefix(d.Key); p != "" && d.Kind != redisrate.KindBatch {
+		if p := o.keyPrefix(d.Key); p != "" && !d.WholeBatch {
 			attrs = append(attrs, keyPrefixKey.String(p))
 		}
 		if d.Batch > 0 {
 			attrs = append(attrs, batchSizeKey.Int(d.Batch))
-			if d.Kind != redisrate.KindBatch {
+			if !d.WholeBatch {
 				attrs = append(attrs, batchIndexKey.Int(d.Index))
 			}
 		}
@@ -311,7 +323,7 @@ func (o *Observer) End(ctx context.Context, d redisrate.Decision, res redisrate.
 		return
 	}
 	elapsed := time.Since(s.at)
-	counted := d.Kind != redisrate.KindBatch && d.Kind != redisrate.KindReset
+	counted := !d.WholeBatch && !d.Reset // a DecideBatch's requests count, not the batch; a Reset decides nothing
 	k := optKey{kind: d.Kind, algorithm: d.Algorithm, limit: limitName(d, res, err), outcome: outcomeDenied, source: res.Source}
 	switch {
 	case err != nil:

@@ -274,14 +274,14 @@ func TestObserverBatch(t *testing.T) {
 	tel := newTelemetry(t)
 	o := tel.observer(t, otelrate.WithKeyPrefix(func(key string) string { return "tenant" }))
 	ctx := context.Background()
-	batch := redisrate.Decision{Kind: redisrate.KindBatch, Batch: 2}
+	batch := redisrate.Decision{WholeBatch: true, Batch: 2}
 	bctx := o.Start(ctx, batch)
 	for i := range 2 {
 		d := redisrate.Decision{Kind: redisrate.KindCheck, Key: "t1", Algorithm: redisrate.SlidingWindow, Limits: []redisrate.Limit{perMinute3}, Cost: 1, Batch: 2, Index: i}
 		o.End(o.Start(bctx, d), d, redisrate.Result{Allowed: true, Remaining: 2, Capacity: 3}, nil)
 	}
 	o.End(bctx, batch, redisrate.Result{}, nil)
-	reset := redisrate.Decision{Kind: redisrate.KindReset, Key: "t1"}
+	reset := redisrate.Decision{Reset: true, Key: "t1"}
 	o.End(o.Start(ctx, reset), reset, redisrate.Result{}, nil)
 
 	wantCounters(t, tel.counters(t), map[string]int64{

@@ -16,7 +16,8 @@ import (
 
 // exercise runs every kind of call for every algorithm on lim and fails
 // t on any error or wrong decision: Allow to the capacity and one more
-// (denied), Check, Peek, AllowMulti, AllowBatch, Wait, Reset.
+// (denied), Decide of KindCheck, KindPeek and several limits, DecideBatch,
+// Wait, Reset.
 func exercise(t *testing.T, what string, l *redisrate.Limiter, prefix string) {
 	t.Helper()
 	ctx := context.Background()
@@ -36,11 +37,11 @@ func exercise(t *testing.T, what string, l *redisrate.Limiter, prefix string) {
 			t.Fatalf("%s: %s Peek: %v, %v", what, algo, res, err)
 		}
 		if res, err := l.Decide(ctx, redisrate.Request{Key: key + ":multi", Limits: []redisrate.Limit{lim, redisrate.PerHour(10).WithAlgorithm(algo)}}); err != nil || !res.Allowed {
-			t.Fatalf("%s: %s AllowMulti: %v, %v", what, algo, res, err)
+			t.Fatalf("%s: %s Decide of two limits: %v, %v", what, algo, res, err)
 		}
 		rs, err := l.DecideBatch(ctx, []redisrate.Request{{Key: key + ":b1", Limits: []redisrate.Limit{lim}}, {Key: key + ":b2", Limits: []redisrate.Limit{lim}, Kind: redisrate.KindCheck}})
 		if err != nil || !rs[0].Allowed || !rs[1].Allowed {
-			t.Fatalf("%s: %s AllowBatch: %v, %v", what, algo, rs, err)
+			t.Fatalf("%s: %s DecideBatch: %v, %v", what, algo, rs, err)
 		}
 		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		res, err := l.Wait(wctx, key+":wait", lim)
