@@ -65,13 +65,13 @@ type Decision struct {
 	Kind Kind
 
 	// Reset is set for a decision that is a Reset of Key: it has no
-	// Algorithm, Limits or Cost, and its End gets a zero Result. Observers
+	// Limits or Cost, and its End gets a zero Result. Observers
 	// count it apart from decisions of a Kind.
 	Reset bool
 
 	// WholeBatch is set for the decision that brackets a DecideBatch as a
 	// whole: Batch is its number of requests, each of which is a decision of
-	// its own, inside it. It has no Key, Algorithm, Limits or Cost, and its
+	// its own, inside it. It has no Key, Limits or Cost, and its
 	// End gets a zero Result and the batch's error. Count decisions from
 	// the requests, not from it.
 	WholeBatch bool
@@ -87,12 +87,9 @@ type Decision struct {
 	// Read them, never modify them.
 	Keys []string
 
-	// Algorithm is the algorithm of the limits (zero for a Reset and a
-	// WholeBatch decision, which have none).
-	Algorithm Algorithm
-
 	// Limits are the limits of the call, in order; nil for a Reset and a
 	// WholeBatch decision. They belong to the Limiter: read them, never modify them.
+	// Their algorithm, one for all, is Limits[0].Algorithm.
 	// Their names (Limit.Name; the middleware's policy names) name the
 	// limit in metrics: the binding one, Limits[Result.Binding], when the
 	// call has a Result.

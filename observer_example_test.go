@@ -30,8 +30,12 @@ func (o *countingObserver) End(ctx context.Context, d redisrate.Decision, res re
 	case res.Allowed:
 		outcome = "allowed"
 	}
+	algorithm := "none" // a request refused for having no limits
+	if len(d.Limits) > 0 {
+		algorithm = d.Limits[0].Algorithm.String()
+	}
 	o.mu.Lock()
-	o.counts[fmt.Sprintf("%s %s %s %s", d.Algorithm, d.Kind, outcome, res.Source)]++
+	o.counts[fmt.Sprintf("%s %s %s %s", algorithm, d.Kind, outcome, res.Source)]++
 	o.mu.Unlock()
 }
 
@@ -80,7 +84,7 @@ func what(d redisrate.Decision) string {
 }
 
 func (printObserver) Start(ctx context.Context, d redisrate.Decision) context.Context {
-	fmt.Printf("start %s key=%s %s limits=%v cost=%d\n", what(d), d.Key, d.Algorithm, d.Limits, d.Cost)
+	fmt.Printf("start %s key=%s limits=%v cost=%d\n", what(d), d.Key, d.Limits, d.Cost)
 	return ctx
 }
 
@@ -96,9 +100,9 @@ func ExampleDecision() {
 	_, _ = limiter.Decide(ctx, redisrate.Request{Key: "user:42", Limits: []redisrate.Limit{redisrate.PerSecond(5), redisrate.PerHour(100)}, N: 3})
 	_ = limiter.Reset(ctx, "user:42")
 	// Output:
-	// start allow key=user:42 gcra limits=[5/s 100/h] cost=3
+	// start allow key=user:42 limits=[5/s 100/h] cost=3
 	// end   allow key=user:42: allowed: 2 of 5 left, full in 600ms, err <nil>
-	// start reset key=user:42 gcra limits=[] cost=0
+	// start reset key=user:42 limits=[] cost=0
 	// end   reset key=user:42: denied: 0 of 0 left, retry in 0s, err <nil>
 }
 

@@ -37,7 +37,7 @@ func (r *recorder) Start(ctx context.Context, d Decision) context.Context {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.open++
-	r.events = append(r.events, fmt.Sprintf("start %s %s %s %v cost=%d batch=%d/%d", asked(d), d.Key, d.Algorithm, d.Limits, d.Cost, d.Index, d.Batch))
+	r.events = append(r.events, fmt.Sprintf("start %s %s %s %v cost=%d batch=%d/%d", asked(d), d.Key, algorithmOf(d), d.Limits, d.Cost, d.Index, d.Batch))
 	return context.WithValue(ctx, spanKey{}, asked(d)+":"+d.Key)
 }
 
@@ -147,17 +147,17 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 		"end allow b allowed=false source=redis err=invalid ctx=allow:b",
 		"start wait c gcra [1/m] cost=1 batch=0/0",
 		"end wait c allowed=true source=redis err=nil ctx=wait:c",
-		"start batch  gcra [] cost=0 batch=0/2",
+		"start batch  - [] cost=0 batch=0/2",
 		"start allow d gcra [1/m] cost=1 batch=0/2",
 		"start check e gcra [1/m] cost=1 batch=1/2",
 		"end allow d allowed=true source=redis err=nil ctx=allow:d",
 		"end check e allowed=true source=redis err=nil ctx=check:e",
 		"end batch  allowed=false source=redis err=nil ctx=batch:",
-		"start batch  gcra [] cost=0 batch=0/1",
+		"start batch  - [] cost=0 batch=0/1",
 		"start allow f gcra [1/m] cost=1 batch=0/1",
 		"end allow f allowed=true source=redis err=nil ctx=allow:f",
 		"end batch  allowed=false source=redis err=nil ctx=batch:",
-		"start reset a gcra [] cost=0 batch=0/0",
+		"start reset a - [] cost=0 batch=0/0",
 		"end reset a allowed=false source=redis err=nil ctx=reset:a",
 	}
 	if got := rec.take(); strings.Join(got, "\n") != strings.Join(want, "\n") {
@@ -323,4 +323,12 @@ func BenchmarkObserver(b *testing.B) {
 			}
 		})
 	}
+}
+
+// algorithmOf is the algorithm of d's limits, "-" when it has none.
+func algorithmOf(d Decision) string {
+	if len(d.Limits) == 0 {
+		return "-"
+	}
+	return d.Limits[0].Algorithm.String()
 }

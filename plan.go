@@ -96,11 +96,7 @@ func (o *op) decision(kind Kind) Decision {
 	if kind == kindReset {
 		return Decision{Reset: true, Key: o.ukey}
 	}
-	d := Decision{Kind: kind, Key: o.ukey, Keys: o.ukeys, Cost: o.cost}
-	if o.nlimits > 0 {
-		d.Algorithm = o.limits[0].Algorithm
-	}
-	return d
+	return Decision{Kind: kind, Key: o.ukey, Keys: o.ukeys, Cost: o.cost}
 }
 
 // attemptOp is a new op for one attempt of o, as asked of another Limiter

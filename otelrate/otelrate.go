@@ -161,7 +161,7 @@ type Observer struct {
 // optKey is a combination of metric attributes.
 type optKey struct {
 	kind      redisrate.Kind
-	algorithm redisrate.Algorithm
+	algorithm string // the limits' algorithm; "" for a call without limits
 	limit     string // the binding limit's name
 	outcome   string
 	source    redisrate.Source // when outcome is not an error
@@ -183,7 +183,7 @@ func (o *Observer) options(k optKey) *measureOpts {
 	if m != nil {
 		return m
 	}
-	which := []attribute.KeyValue{algorithmKey.String(k.algorithm.String())}
+	which := []attribute.KeyValue{algorithmKey.String(k.algorithm)}
 	if k.limit != "" {
 		which = append(which, limitKey.String(k.limit))
 	}
@@ -300,7 +300,7 @@ func (o *Observer) Start(ctx context.Context, d redisrate.Decision) context.Cont
 		attrs := make([]attribute.KeyValue, 0, 8)
 		attrs = append(attrs, kindKey.String(kindName(d)))
 		if !d.WholeBatch && !d.Reset {
-			attrs = append(attrs, algorithmKey.String(d.Algorithm.String()), costKey.Int64(d.Cost), limitsKey.Int(len(d.Limits)))
+			attrs = append(attrs, algorithmKey.String(algorithmOf(d)), costKey.Int64(d.Cost), limitsKey.Int(len(d.Limits)))
 		}
 		if p := o.keyPrefix(d.Key); p != "" && !d.WholeBatch {
 			attrs = append(attrs, keyPrefixKey.String(p))
@@ -324,7 +324,7 @@ func (o *Observer) End(ctx context.Context, d redisrate.Decision, res redisrate.
 	}
 	elapsed := time.Since(s.at)
 	counted := !d.WholeBatch && !d.Reset // a DecideBatch's requests count, not the batch; a Reset decides nothing
-	k := optKey{kind: d.Kind, algorithm: d.Algorithm, limit: limitName(d, res, err), outcome: outcomeDenied, source: res.Source}
+	k := optKey{kind: d.Kind, algorithm: algorithmOf(d), limit: limitName(d, res, err), outcome: outcomeDenied, source: res.Source}
 	switch {
 	case err != nil:
 		k.outcome, k.source, k.errType = outcomeError, 0, errorType(err)
@@ -426,4 +426,13 @@ func errorType(err error) string {
 		return "unavailable"
 	}
 	return errTypeOther
+}
+
+// algorithmOf names the algorithm of d's limits, "" when it has none (a
+// Reset, a DecideBatch as a whole, a request refused for having none).
+func algorithmOf(d redisrate.Decision) string {
+	if len(d.Limits) == 0 {
+		return ""
+	}
+	return d.Limits[0].Algorithm.String()
 }

@@ -141,7 +141,7 @@ func TestObserverRecords(t *testing.T) {
 	tel := newTelemetry(t)
 	o := tel.observer(t)
 	ctx := context.Background()
-	d := redisrate.Decision{Kind: redisrate.KindAllow, Key: "login:ip:192.0.2.1", Algorithm: redisrate.GCRA, Limits: []redisrate.Limit{redisrate.PerSecond(10), perMinute3}, Cost: 1}
+	d := redisrate.Decision{Kind: redisrate.KindAllow, Key: "login:ip:192.0.2.1", Limits: []redisrate.Limit{redisrate.PerSecond(10), perMinute3}, Cost: 1}
 	for _, c := range []struct {
 		res redisrate.Result
 		err error
@@ -250,7 +250,7 @@ func TestObserverRoundTrips(t *testing.T) {
 func TestShadowOutageOutcome(t *testing.T) {
 	tel := newTelemetry(t)
 	o := tel.observer(t)
-	d := redisrate.Decision{Kind: redisrate.KindAllow, Key: "k", Algorithm: redisrate.GCRA, Limits: []redisrate.Limit{perMinute3}, Cost: 1}
+	d := redisrate.Decision{Kind: redisrate.KindAllow, Key: "k", Limits: []redisrate.Limit{perMinute3}, Cost: 1}
 	for _, res := range []redisrate.Result{
 		{Allowed: true, Shadow: true, WouldDeny: true, Capacity: 3, RetryAfter: time.Second},                                                         // the limit
 		{Allowed: true, Shadow: true, WouldDeny: true, Capacity: 3, RetryAfter: time.Second, Source: redisrate.SourceFailClosed, Cause: errInjected}, // the outage
@@ -277,7 +277,9 @@ func TestObserverBatch(t *testing.T) {
 	batch := redisrate.Decision{WholeBatch: true, Batch: 2}
 	bctx := o.Start(ctx, batch)
 	for i := range 2 {
-		d := redisrate.Decision{Kind: redisrate.KindCheck, Key: "t1", Algorithm: redisrate.SlidingWindow, Limits: []redisrate.Limit{perMinute3}, Cost: 1, Batch: 2, Index: i}
+		window := perMinute3
+		window.Algorithm = redisrate.SlidingWindow
+		d := redisrate.Decision{Kind: redisrate.KindCheck, Key: "t1", Limits: []redisrate.Limit{window}, Cost: 1, Batch: 2, Index: i}
 		o.End(o.Start(bctx, d), d, redisrate.Result{Allowed: true, Remaining: 2, Capacity: 3}, nil)
 	}
 	o.End(bctx, batch, redisrate.Result{}, nil)
