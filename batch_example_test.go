@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redisrate/redisrate"
 )
@@ -14,7 +15,8 @@ func ExampleLimiter_DecideBatch() {
 	rdb, done := exampleRedis()
 	defer done()
 	ctx := context.Background()
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("redisrate:"))
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second), redisrate.WithKeyPrefix("redisrate:"))
 
 	perItem := []redisrate.Limit{redisrate.PerMinute(2)}
 	reqs := []redisrate.Request{
@@ -69,7 +71,8 @@ func ExampleWithDenyCache() {
 func ExampleRequest() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	perMinute := []redisrate.Limit{redisrate.PerMinute(5)}
 	results, _ := limiter.DecideBatch(context.Background(), []redisrate.Request{
 		{Key: "user:1", Limits: perMinute},                            // N 0 means 1: a zero value is never "do not limit"
@@ -92,7 +95,8 @@ func ExampleRequest() {
 func ExampleRequest_keys() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	user, org := redisrate.PerMinute(5), redisrate.PerMinute(6)
 	userOrg := func(u string) []redisrate.KeyLimit {
 		return []redisrate.KeyLimit{{Key: "{org:7}:user:" + u, Limit: user}, {Key: "{org:7}", Limit: org}}
@@ -116,7 +120,8 @@ func ExampleRequest_keys() {
 func ExampleBatchError() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	_, err := limiter.DecideBatch(context.Background(), []redisrate.Request{
 		{Key: "ok", Limits: []redisrate.Limit{redisrate.PerSecond(1)}},
 		{Key: "bad", Limits: []redisrate.Limit{redisrate.PerSecond(0)}},
@@ -141,7 +146,8 @@ func ExampleBatchError_Error() {
 func ExampleBatchError_Unwrap() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	_, err := limiter.DecideBatch(context.Background(), []redisrate.Request{
 		{Key: "a", Limits: []redisrate.Limit{redisrate.PerSecond(-1)}},
 		{Key: "b", Limits: []redisrate.Limit{redisrate.PerSecond(1)}, N: -2},

@@ -139,6 +139,7 @@ func blackhole(t testing.TB) string {
 // call started gets no answer within the decision timeout, 10 s here: see
 // TestShortDeadlinesDuringStall).
 func TestCallerDeadlineInFlight(t *testing.T) {
+	t.Parallel() // its own Redis; runs beside the other slow tests
 	addr := blackhole(t)
 	fb := testLimiter(newFakeRedis(t).rdb)
 	for name, opts := range map[string][]Option{

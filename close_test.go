@@ -16,6 +16,7 @@ import (
 // read of it must not race (#40 finding 5: go test -race reported it).
 // Every lease gives its unit back.
 func TestReserveLeaseRace(t *testing.T) {
+	t.Parallel() // its own Redis; runs beside the other slow tests
 	needV3Mode(t, "upto")
 	f := newFakeRedis(t)
 	l := testLimiter(f.rdb)

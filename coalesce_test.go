@@ -133,6 +133,7 @@ func randomLimits(rng *rand.Rand, a Algorithm) []Limit {
 // binding limit; a ResetAfter of an admitted call is the key's after the
 // group (at least what it would be); and a denial's RetryAfter is honest.
 func TestCoalescingDecidesAsOneByOne(t *testing.T) {
+	t.Parallel() // its own Redis; runs beside the other slow tests
 	needV3Mode(t, "upto")
 	ctx := context.Background()
 	f, g := newFakeRedis(t), &gate{}
@@ -355,6 +356,7 @@ func TestCoalescedCallerLeaves(t *testing.T) {
 // TestCoalescedRedisDown: when Redis cannot decide a group, each of its
 // callers gets the failure policy's answer, as a call alone would.
 func TestCoalescedRedisDown(t *testing.T) {
+	t.Parallel() // its own Redis; runs beside the other slow tests
 	f, g := newFakeRedis(t), &gate{}
 	f.rdb.AddHook(g)
 	l := testLimiter(f.rdb, WithFailurePolicy(FailOpen), WithCircuitBreaker(0), WithDecisionTimeout(2*time.Second))

@@ -23,6 +23,7 @@ const slack = 750 * time.Millisecond
 // under FailError, FailOpen's admission under FailOpen; and the breaker
 // opens.
 func TestDecisionTimeoutPausedRedis(t *testing.T) {
+	t.Parallel() // its own Redis; runs beside the other slow tests
 	addr := blackhole(t)
 	for _, honours := range []bool{true, false} {
 		for _, timeout := range []time.Duration{0, 50 * time.Millisecond} { // 0: the default, for Allow only

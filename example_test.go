@@ -66,7 +66,8 @@ func Example() {
 func ExampleLimiter_Allow() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	ctx := context.Background()
 
 	for range 3 {
@@ -85,7 +86,8 @@ func ExampleLimiter_Allow() {
 func ExampleLimiter_AllowN() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 
 	// Spend limits: 100 (cents, say) per minute; this payment costs 30.
 	res, err := limiter.AllowN(context.Background(), "spend:acct-7", redisrate.PerMinute(100), 30)
@@ -105,7 +107,8 @@ func ExampleLimiter_AllowN() {
 func ExampleLimiter_Decide_check() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	ctx := context.Background()
 	limit := redisrate.PerMinute(3)
 
@@ -122,7 +125,8 @@ func ExampleLimiter_Decide_check() {
 func ExampleLimiter_Decide_checkN() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	ctx := context.Background()
 	limit := redisrate.PerMinute(10)
 
@@ -139,7 +143,8 @@ func ExampleLimiter_Decide_checkN() {
 func ExampleLimiter_Decide_peek() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	ctx := context.Background()
 	limit := redisrate.PerMinute(10)
 
@@ -156,7 +161,8 @@ func ExampleLimiter_Decide_peek() {
 func ExampleLimiter_Decide() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	ctx := context.Background()
 
 	// 2 per second and 3 per hour, all or nothing. Call the key with the
@@ -176,7 +182,8 @@ func ExampleLimiter_Decide() {
 func ExampleLimiter_Decide_checkSeveralLimits() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	ctx := context.Background()
 	perSecond, perDay := redisrate.PerSecond(5), redisrate.PerDay(3)
 
@@ -192,7 +199,8 @@ func ExampleLimiter_Decide_checkSeveralLimits() {
 func ExampleLimiter_Decide_upToAndRefund() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	ctx := context.Background()
 	tokens := []redisrate.Limit{redisrate.PerMinute(1000)}
 
@@ -212,7 +220,8 @@ func ExampleLimiter_Decide_upToAndRefund() {
 func ExampleLimiter_Decide_force() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	ctx := context.Background()
 	limit := redisrate.PerHour(6)
 
@@ -229,7 +238,8 @@ func ExampleLimiter_Decide_force() {
 func ExampleLimiter_Reset() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	ctx := context.Background()
 	limit := redisrate.PerHour(1)
 
@@ -247,7 +257,8 @@ func ExampleLimiter_Reset() {
 func ExampleResult_Never() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 
 	// A cost above the capacity can never be admitted: waiting does not
 	// help, and RetryAfter is the longest Duration, which no sleep loops on.
@@ -302,7 +313,8 @@ func ExampleNewLimiter() {
 		MaxRetries:            -1,
 	})
 	defer rdb.Close()
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("redisrate:"), redisrate.WithFailurePolicy(redisrate.FailOpen))
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second), redisrate.WithKeyPrefix("redisrate:"), redisrate.WithFailurePolicy(redisrate.FailOpen))
 	_ = limiter
 }
 
@@ -310,7 +322,8 @@ func ExampleWithKeyPrefix() {
 	rdb, done := exampleRedis()
 	defer done()
 	ctx := context.Background()
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("redisrate:"))
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second), redisrate.WithKeyPrefix("redisrate:"))
 	_, _ = limiter.Allow(ctx, "user:42", redisrate.PerSecond(5))
 	fmt.Println(rdb.Keys(ctx, "*").Val())
 	// Output: [redisrate:user:42]
@@ -321,7 +334,8 @@ func ExampleWithReadOnlyCheck() {
 	// (Redis 7), routed by the client's ReadOnly / RouteByLatency options.
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"localhost:7000"}, RouteByLatency: true})
 	defer rdb.Close()
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithReadOnlyCheck())
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second), redisrate.WithReadOnlyCheck())
 	_ = limiter
 }
 
@@ -473,7 +487,8 @@ func ExampleError() {
 	ctx := context.Background()
 	rdb.Set(ctx, "order:42", "shipped", 0)
 
-	_, err := redisrate.NewLimiter(rdb).Allow(ctx, "order:42", redisrate.PerSecond(1))
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	_, err := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second)).Allow(ctx, "order:42", redisrate.PerSecond(1))
 	var e *redisrate.Error
 	fmt.Println(errors.As(err, &e), e.Script, e.Key)
 	fmt.Println(errors.Is(err, redisrate.ErrForeignKey), errors.Is(err, redisrate.ErrUnavailable))
@@ -489,7 +504,8 @@ func ExampleError_Error() {
 	defer done()
 	ctx := context.Background()
 	rdb.Set(ctx, "order:42", "shipped", 0)
-	_, err := redisrate.NewLimiter(rdb).Allow(ctx, "order:42", redisrate.PerSecond(1))
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	_, err := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second)).Allow(ctx, "order:42", redisrate.PerSecond(1))
 	fmt.Println(err)
 	// Output: redisrate: gcra on key "order:42": ERR key holds a value that is not gcra state: left untouched
 }
@@ -499,7 +515,8 @@ func ExampleError_Unwrap() {
 	defer done()
 	ctx := context.Background()
 	rdb.RPush(ctx, "queue", "job")
-	_, err := redisrate.NewLimiter(rdb).Allow(ctx, "queue", redisrate.PerSecond(1))
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	_, err := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second)).Allow(ctx, "queue", redisrate.PerSecond(1))
 	var e *redisrate.Error
 	errors.As(err, &e)
 	// The classification, then the server's own error.
@@ -515,7 +532,8 @@ func ExampleError_Unwrap() {
 func ExampleLimiter() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithKeyPrefix("redisrate:"))
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second), redisrate.WithKeyPrefix("redisrate:"))
 	var wg sync.WaitGroup
 	var admitted atomic.Int64
 	for range 10 {
@@ -577,7 +595,8 @@ func ExampleLimit() {
 func ExampleResult() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	res, _ := limiter.Decide(context.Background(), redisrate.Request{Key: "user:42", Limits: []redisrate.Limit{redisrate.PerSecond(5), redisrate.PerMinute(20)}, N: 2})
 	fmt.Printf("allowed=%v remaining=%d capacity=%d binding=%d (%v) reset=%v source=%s\n",
 		res.Allowed, res.Remaining, res.Capacity, res.Binding, res.Limit, res.ResetAfter, res.Source)
@@ -587,7 +606,8 @@ func ExampleResult() {
 func ExampleSource() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithDenyCache(10))
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second), redisrate.WithDenyCache(10))
 	ctx := context.Background()
 	for range 3 {
 		res, _ := limiter.Allow(ctx, "k", redisrate.PerHour(1))

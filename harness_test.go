@@ -40,7 +40,10 @@ var epoch2026 = time.Date(2026, 11, 22, 12, 0, 0, 123456000, time.UTC)
 func newFakeRedis(t testing.TB) *fakeRedis {
 	t.Helper()
 	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), Protocol: 2})
+	// A minute, not go-redis's 3 s: this miniredis shares the test's CPU,
+	// which a busy machine starves (the Limiters' 10 s decision timeout
+	// would otherwise never be what ends a slow call).
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), Protocol: 2, ReadTimeout: time.Minute, WriteTimeout: time.Minute})
 	t.Cleanup(func() { _ = rdb.Close() })
 	f := &fakeRedis{t: t, mr: mr, rdb: rdb}
 	f.setClock(epoch2026)

@@ -3,6 +3,7 @@ package redisrate_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/redisrate/redisrate"
 )
@@ -13,7 +14,8 @@ import (
 func ExampleLimiter_Decide_severalKeys() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	ctx := context.Background()
 	user, org := redisrate.PerMinute(2).WithName("user"), redisrate.PerMinute(3).WithName("org")
 
@@ -39,7 +41,8 @@ func ExampleLimiter_Decide_severalKeys() {
 func ExampleLimiter_Decide_checkSeveralKeys() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	ctx := context.Background()
 	keys := []redisrate.KeyLimit{
 		{Key: "{org:7}:user:42", Limit: redisrate.PerMinute(10)},
@@ -65,7 +68,8 @@ func ExampleLimiter_Decide_checkSeveralKeys() {
 func ExampleLimiter_Decide_peekSeveralKeys() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	ctx := context.Background()
 	user := redisrate.KeyLimit{Key: "{org:7}:user:42", Limit: redisrate.PerMinute(10)}
 	org := redisrate.KeyLimit{Key: "{org:7}", Limit: redisrate.PerMinute(100)}

@@ -321,6 +321,7 @@ func runUsers(ctx context.Context, l *Limiter, user, org Limit, calls int) (keys
 // nothing from a user's key, nor from the organisation's). The limits are
 // per day, so that the clock does not matter.
 func TestDecideKeysConcurrentGuarantee4(t *testing.T) {
+	t.Parallel() // its own Redis; runs beside the other slow tests
 	ctx := context.Background()
 	for a := GCRA; a < numAlgorithms; a++ {
 		t.Run(a.String(), func(t *testing.T) {

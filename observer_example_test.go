@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/redisrate/redisrate"
 )
@@ -44,7 +45,8 @@ func ExampleObserver() {
 	defer done()
 	ctx := context.Background()
 	obs := &countingObserver{counts: map[string]int{}}
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithObserver(obs), redisrate.WithDenyCache(100))
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second), redisrate.WithObserver(obs), redisrate.WithDenyCache(100))
 
 	for range 4 {
 		_, _ = limiter.Allow(ctx, "user:42", redisrate.PerMinute(2))
@@ -59,7 +61,8 @@ func ExampleWithObserver() {
 	rdb, done := exampleRedis()
 	defer done()
 	obs := &countingObserver{counts: map[string]int{}}
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithObserver(obs))
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second), redisrate.WithObserver(obs))
 	_, _ = limiter.DecideBatch(context.Background(), []redisrate.Request{
 		{Key: "a", Limits: []redisrate.Limit{redisrate.PerSecond(1)}},
 		{Key: "b", Limits: []redisrate.Limit{redisrate.PerSecond(1)}, Kind: redisrate.KindCheck},
@@ -95,7 +98,8 @@ func (printObserver) End(ctx context.Context, d redisrate.Decision, res redisrat
 func ExampleDecision() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithObserver(printObserver{}), redisrate.WithKeyPrefix("redisrate:"))
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second), redisrate.WithObserver(printObserver{}), redisrate.WithKeyPrefix("redisrate:"))
 	ctx := context.Background()
 	_, _ = limiter.Decide(ctx, redisrate.Request{Key: "user:42", Limits: []redisrate.Limit{redisrate.PerSecond(5), redisrate.PerHour(100)}, N: 3})
 	_ = limiter.Reset(ctx, "user:42")

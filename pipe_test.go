@@ -469,6 +469,7 @@ func TestSlowRedisDecidesEveryCall(t *testing.T) {
 // coalesced denial on a fast-refilling limit never reports the cost's
 // units left (a Result a call alone could not get), on every algorithm.
 func TestCoalescedDenialLeavesLessThanCost(t *testing.T) {
+	t.Parallel() // its own Redis; runs beside the other slow tests
 	needV3Mode(t, "upto")
 	servers(t, func(t *testing.T, addr string, f *fakeRedis) {
 		rdb := redis.NewClient(&redis.Options{Addr: addr, Protocol: 2})

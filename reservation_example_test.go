@@ -13,7 +13,8 @@ import (
 func ExampleLimiter_Reserve() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	ctx := context.Background()
 	limit := []redisrate.Limit{redisrate.PerMinute(100)}
 
@@ -37,7 +38,8 @@ func ExampleLimiter_Reserve() {
 func ExampleLimiter_Reserve_llmGateway() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithFailurePolicy(redisrate.FailClosed))
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second), redisrate.WithFailurePolicy(redisrate.FailClosed))
 	ctx := context.Background()
 
 	perUser := redisrate.PerMinute(10_000).WithName("user")
@@ -95,7 +97,8 @@ func ExampleLimiter_Reserve_llmGateway() {
 func ExampleReservation_Take() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	ctx := context.Background()
 	quota := []redisrate.Limit{redisrate.PerSecond(100)}
 	_, _ = limiter.AllowN(ctx, "upstream", quota[0], 60) // other workers
@@ -118,7 +121,8 @@ func ExampleReservation_Take() {
 func ExampleReservation_Settle() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	ctx := context.Background()
 	limit := redisrate.PerMinute(100)
 

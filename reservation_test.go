@@ -459,6 +459,7 @@ func guarantee4(lim Limit, t time.Duration) int64 {
 // in every span of t the units spent (by Take, and admitted by AllowN)
 // are at most guarantee 4's bound for t plus the lifetime.
 func TestLeaseBound(t *testing.T) {
+	t.Parallel() // its own Redis; runs beside the other slow tests
 	needV3Mode(t, "upto")
 	const lifetime = 300 * time.Millisecond
 	for a := GCRA; a < numAlgorithms; a++ {

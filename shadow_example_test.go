@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -15,7 +16,8 @@ import (
 func ExampleWithShadowMode() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb, redisrate.WithShadowMode())
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second), redisrate.WithShadowMode())
 	for range 3 {
 		res, err := limiter.Allow(context.Background(), "signup:10.0.0.7", redisrate.PerMinute(2))
 		if err != nil {
@@ -53,7 +55,8 @@ func ExampleLimiter_With() {
 func ExampleLimit_WithName() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	perSecond := redisrate.PerSecond(10).WithName("api-burst")
 	perHour := redisrate.PerHour(1000).WithName("api-hourly")
 

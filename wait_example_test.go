@@ -41,7 +41,8 @@ func ExampleLimiter_Wait() {
 func ExampleLimiter_Wait_deadline() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	limit := redisrate.PerMinute(1)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -60,7 +61,8 @@ func ExampleLimiter_Wait_deadline() {
 func ExampleLimiter_WaitN() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 
 	_, err := limiter.WaitN(context.Background(), "upload", redisrate.PerSecond(100), 250)
 	fmt.Println(errors.Is(err, redisrate.ErrExceedsCapacity))
@@ -77,7 +79,8 @@ func ExampleLimiter_WaitN() {
 func ExampleLimiter_Decide_wait() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	perSecond, perHour := redisrate.PerSecond(5), redisrate.PerHour(3)
 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -123,10 +123,7 @@ func TestHotShortRun(t *testing.T) {
 // It asserts no speed: that is the full run's figure.
 func TestManyShortRun(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("no redis-server on PATH (CI=true): the benchmark needs a real Redis")
-		}
-		t.Skip("no redis-server on PATH: the benchmark needs a real Redis")
+		redisserver.Missing(t, "no redis-server on PATH: the benchmark needs a real Redis")
 	}
 	var buf bytes.Buffer
 	cfg := config{short: true, many: true, server: "redis-server", args: []string{"-many", "-short"}}

@@ -86,7 +86,8 @@ func ExampleConfig_severalLimits() {
 	secret := []byte("example secret, 16+ bytes; load yours from a secret store")
 	keys := issued{"k-123": true}
 	limit, err := httplimit.New(httplimit.Config{
-		Limiter: redisrate.NewLimiter(rdb),
+		// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+		Limiter: redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second)),
 		Limits:  []redisrate.Limit{redisrate.PerSecond(10).WithName("burst"), redisrate.PerHour(1000).WithName("hourly")},
 		Key:     httplimit.APIKey{Header: "X-API-Key", Secret: secret, Verify: keys.Issued},
 		Name:    "search",
@@ -120,7 +121,8 @@ func ExampleConfig_plans() {
 	defer done()
 
 	limit, err := httplimit.New(httplimit.Config{
-		Limiter: redisrate.NewLimiter(rdb),
+		// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+		Limiter: redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second)),
 		Name:    "api",
 		Plans: []httplimit.Plan{
 			{Name: "free", Limits: []redisrate.Limit{redisrate.PerSecond(10)}},
@@ -182,7 +184,8 @@ func ExampleConfig_failurePolicy() {
 		},
 	}))
 	limit, err := httplimit.New(httplimit.Config{
-		Limiter: redisrate.NewLimiter(rdb, redisrate.WithLogger(logger)),
+		// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+		Limiter: redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second), redisrate.WithLogger(logger)),
 		Limits:  []redisrate.Limit{redisrate.PerSecond(10)},
 		OnError: func(r *http.Request, err error) {
 			if !errors.Is(err, redisrate.ErrUnavailable) { // Redis's outages: the Limiter's WithLogger
@@ -216,7 +219,8 @@ func ExampleConfig_redisDown() {
 	served := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "served") })
 	for _, policy := range []redisrate.FailurePolicy{0, redisrate.FailClosed} {
 		limit, err := httplimit.New(httplimit.Config{
-			Limiter:       redisrate.NewLimiter(rdb),
+			// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+			Limiter:       redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second)),
 			Limits:        []redisrate.Limit{redisrate.PerDay(10)},
 			FailurePolicy: policy, // 0: the default, FailOpen
 		})
@@ -241,7 +245,8 @@ func ExampleConfig_quota() {
 	rdb, done := exampleRedis()
 	defer done()
 	limit, err := httplimit.New(httplimit.Config{
-		Limiter: redisrate.NewLimiter(rdb),
+		// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+		Limiter: redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second)),
 		Limits:  []redisrate.Limit{redisrate.PerMinute(100)}, // each client's
 		Quota:   &ratecore.Quota{Key: "upstream", Limit: redisrate.PerMinute(3), Lease: 2, Lifetime: time.Second},
 	})
@@ -271,7 +276,8 @@ func ExampleConfig_shadow() {
 	defer done()
 	var wouldDeny int
 	limit, err := httplimit.New(httplimit.Config{
-		Limiter: redisrate.NewLimiter(rdb, redisrate.WithObserver(countWouldDeny{&wouldDeny})),
+		// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+		Limiter: redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second), redisrate.WithObserver(countWouldDeny{&wouldDeny})),
 		Limits:  []redisrate.Limit{redisrate.PerMinute(2)},
 		Name:    "search",
 		Shadow:  true,
@@ -313,7 +319,8 @@ func ExampleAPIKey() {
 	defer done()
 	secret := []byte("example secret, 16+ bytes; load yours from a secret store")
 	_, err := httplimit.New(httplimit.Config{
-		Limiter: redisrate.NewLimiter(rdb),
+		// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+		Limiter: redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second)),
 		Limits:  []redisrate.Limit{redisrate.PerHour(2)},
 		Key:     httplimit.APIKey{Header: "X-API-Key", Secret: secret},
 	})
@@ -321,7 +328,8 @@ func ExampleAPIKey() {
 
 	keys := issued{"k-123": true}
 	limit, err := httplimit.New(httplimit.Config{
-		Limiter: redisrate.NewLimiter(rdb),
+		// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+		Limiter: redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second)),
 		Limits:  []redisrate.Limit{redisrate.PerHour(2)},
 		Key:     httplimit.APIKey{Header: "X-API-Key", Secret: secret, Verify: keys.Issued},
 	})
@@ -384,7 +392,8 @@ func corsPassthrough(next http.Handler) http.Handler {
 func ExampleConfig_exemptPreflight() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	mux := http.NewServeMux()
 	mux.HandleFunc("/expensive", func(w http.ResponseWriter, r *http.Request) { fmt.Println("  the route ran") })
 
@@ -433,7 +442,8 @@ func ExampleHeaders() {
 	rdb, done := exampleRedis()
 	defer done()
 	limit, err := httplimit.New(httplimit.Config{
-		Limiter: redisrate.NewLimiter(rdb),
+		// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+		Limiter: redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second)),
 		Limits:  []redisrate.Limit{redisrate.PerSecond(10)},
 		Omit:    httplimit.LegacyHeaders,
 	})
@@ -462,7 +472,8 @@ func ExampleConfig_allowlist() {
 
 	monitoring := netip.MustParsePrefix("10.9.0.0/16")
 	limit, err := httplimit.New(httplimit.Config{
-		Limiter: redisrate.NewLimiter(rdb),
+		// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+		Limiter: redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second)),
 		Limits:  []redisrate.Limit{redisrate.PerMinute(1)},
 		Exempt: func(r *http.Request) bool {
 			ap, err := netip.ParseAddrPort(r.RemoteAddr)
@@ -514,7 +525,8 @@ func (a accounts) PlanOf(apiKey string) (string, error) {
 func ExamplePlan() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	secret := []byte("example secret, 16+ bytes; load yours from a secret store")
 	accounts := accounts{paid: map[string]bool{"k-paid": true}}
 
@@ -588,7 +600,8 @@ func ExampleClientIP() {
 func ExampleMiddleware_Handler() {
 	rdb, done := exampleRedis()
 	defer done()
-	limit, err := httplimit.New(httplimit.Config{Limiter: redisrate.NewLimiter(rdb), Limits: []redisrate.Limit{redisrate.PerSecond(1)}})
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limit, err := httplimit.New(httplimit.Config{Limiter: redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second)), Limits: []redisrate.Limit{redisrate.PerSecond(1)}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"time"
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/httplimit"
@@ -24,7 +25,8 @@ import (
 func ExampleConfig_quotaAlone() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	geocode, err := httplimit.New(httplimit.Config{
 		Limiter: limiter,
 		Name:    "geocode",

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/redisrate/redisrate"
 	"github.com/redisrate/redisrate/httplimit"
@@ -38,7 +39,8 @@ func (d directory) AccountOf(r *http.Request) (string, error) {
 func ExampleScope() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	secret := []byte("example secret, 16+ bytes; load yours from a secret store")
 	accounts := directory{}
 	for i := range 101 {

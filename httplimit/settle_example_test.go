@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -26,7 +27,8 @@ import (
 func ExampleUsed() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	user := httplimit.KeyFunc(func(r *http.Request) (string, error) { return r.Header.Get("X-User"), nil }) // after authentication
 
 	tokens, err := httplimit.New(httplimit.Config{
@@ -101,7 +103,8 @@ func TestSettleAfterHandler(t *testing.T) {
 			switchable.down.Store(q.Get("down") != "")
 		}))
 	}
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	left := func(user string) int64 {
 		res, err := limiter.Decide(ctx, redisrate.Request{Kind: redisrate.KindPeek, Key: "t:" + user, Limits: []redisrate.Limit{limit}})
 		if err != nil {

@@ -56,7 +56,10 @@ func Miniredis(t testing.TB) *Backend {
 	t.Helper()
 	mr := miniredis.RunT(t)
 	b := &Backend{Name: "miniredis", t: t, mr: mr, Addr: mr.Addr()}
-	b.Client = redis.NewClient(&redis.Options{Addr: mr.Addr(), Protocol: 2, MaxRetries: -1})
+	// miniredis runs in this process and compiles the script on every
+	// call: on a starved machine (load 20 on 2 cores) a reply took over
+	// go-redis's default 3 s read timeout. A minute still ends a hang.
+	b.Client = redis.NewClient(&redis.Options{Addr: mr.Addr(), Protocol: 2, MaxRetries: -1, ReadTimeout: time.Minute, WriteTimeout: time.Minute})
 	t.Cleanup(func() { _ = b.Client.Close() })
 	mr.SetTime(Epoch)
 	mr.ClockTTL(true)
