@@ -15,6 +15,7 @@
 //	result.go     Result, Source
 //	engine.go     the stages of one attempt: deny cache, send, settle, failure, shadow
 //	deadline.go   the decision deadline
+//	sender.go     the goroutines that send for callers who must be able to leave at their deadline
 //	shadow.go     shadow mode
 //	loader.go     FCALL / EVALSHA / EVAL of the embedded scripts
 //	denycache.go  the deny cache stage
