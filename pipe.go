@@ -45,6 +45,9 @@ type pipes struct {
 	main  pipeQueue // the Limiter's node: every client but a Cluster
 	mu    sync.Mutex
 	nodes map[*health]*pipeQueue // a Cluster's primaries
+	// ones are go-redis pipelines for calls sent alone, kept for the next:
+	// a new one costs four allocations, and Exec leaves one empty.
+	ones sync.Pool
 }
 
 type pipeQueue struct {
@@ -186,10 +189,19 @@ func (l *Limiter) alone(ctx context.Context, p pipeliner, o *op, keys []string, 
 func (l *Limiter) one(ctx context.Context, stop context.CancelFunc, p pipeliner, w *wire) (answer, error) {
 	st := l.loader.first(ctx, w.s)
 	for {
-		pipe := p.Pipeline()
+		var pipe redis.Pipeliner
+		if l.pipes != nil {
+			pipe, _ = l.pipes.ones.Get().(redis.Pipeliner)
+		}
+		if pipe == nil {
+			pipe = p.Pipeline()
+		}
 		cmd := l.loader.command(ctx, pipe, st, w.s, w.how, w.keys, w.args, stop)
-		_, err := pipe.Exec(ctx)
-		connErr([]redis.Cmder{cmd}, err)
+		cmds, err := pipe.Exec(ctx)
+		if l.pipes != nil && len(cmds) == 1 {
+			l.pipes.ones.Put(pipe) // Exec emptied it
+		}
+		connErr(cmds, err)
 		v, err := reply(cmd)
 		if ctx.Err() != nil {
 			return v, err
