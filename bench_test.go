@@ -34,7 +34,7 @@ func benchRedis(b *testing.B) *redis.Client {
 }
 
 // BenchmarkAllow is one decision through the client: run it with -benchmem
-// for the allocations per decision: 17 on redis-server with the
+// for the allocations per decision: 16 on redis-server with the
 // recommended ContextTimeoutEnabled (12 before a call sent alone went as a
 // pipeline of one command, which go-redis never resends: the pipeline's
 // command slice and bookkeeping are the difference): go-redis's (the

@@ -168,14 +168,17 @@ func (l *Limiter) alone(ctx context.Context, p pipeliner, o *op, keys []string, 
 	if !own {
 		dctx, stop = context.WithCancel(ctx)
 	}
-	w := wire{s: o.s, how: o.access, keys: keys, args: args}
 	var v answer
 	var err error
 	if l.honoursCtx || (!own && ctx.Done() == nil) {
-		v, err = l.one(dctx, stop, p, &w) // on the caller's goroutine: the client returns at dctx's end
+		// On the caller's goroutine: the client returns at dctx's end. A
+		// wire of its own, which stays on the stack with the caller's keys.
+		w := wire{s: o.s, how: o.access, keys: keys, args: args}
+		v, err = l.one(dctx, stop, p, &w)
 	} else {
-		w.keys = append([]string(nil), keys...) // the send may outlive the call: keys stay the caller's
-		v, err = l.oneAside(ctx, dctx, stop, p, &w, at)
+		// The send may outlive the call: keys stay the caller's.
+		w := &wire{s: o.s, how: o.access, keys: append([]string(nil), keys...), args: args}
+		v, err = l.oneAside(ctx, dctx, stop, p, w, at)
 	}
 	err = l.timedOut(ctx, dctx, own, err)
 	stop()
