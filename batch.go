@@ -129,6 +129,25 @@ func (l *Limiter) sendBatch(ctx context.Context, ops []*op) {
 	}
 }
 
+// connErr sets err, the error of a pipeline's Exec, on each of its
+// commands when it is none of theirs: go-redis returns an error reply
+// that refused the connection (WRONGPASS, NOAUTH at its handshake) from
+// Exec alone, and leaves each command without an error and without a
+// reply, which would read as an empty answer.
+func connErr(cmds []redis.Cmder, err error) {
+	if err == nil || !isRedisError(err) {
+		return // a network error is set on every command
+	}
+	for _, c := range cmds {
+		if c.Err() != nil {
+			return // Redis answered the commands: err is the first one's
+		}
+	}
+	for _, c := range cmds {
+		c.SetErr(err)
+	}
+}
+
 // pipeline sends calls in one pipeline per step (FCALL or EVALSHA first,
 // then EVALSHA for "function not found" or OOM, and EVAL for NOSCRIPT:
 // only the calls refused so, which Redis did not run), and returns each
@@ -154,7 +173,8 @@ func (l *Limiter) pipeline(ctx context.Context, p pipeliner, calls []wire) []red
 			c := &calls[i]
 			all[i].cmd = l.loader.command(ctx, pipe, all[i].st, c.s, c.how, c.keys, c.args, stop)
 		}
-		_, _ = pipe.Exec(ctx) // each command carries its own error
+		cmds, err := pipe.Exec(ctx) // each command carries its own error...
+		connErr(cmds, err)          // ...but a connection's
 		again := pending[:0]
 		for _, i := range pending {
 			if ctx.Err() != nil {

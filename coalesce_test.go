@@ -55,7 +55,7 @@ func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return asCommand(g.ProcessHook, next)
 }
 
 // queued is how many calls wait behind one in flight on key (prefixed).
@@ -437,7 +437,7 @@ func (h *holdAll) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 func (h *holdAll) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return asCommand(h.ProcessHook, next)
 }
 
 // TestCoalescedQueueBoundedByDecisionTimeout: a call queued behind calls

@@ -99,15 +99,15 @@ func (l *Limiter) deadline(ctx context.Context, at time.Time) (dctx context.Cont
 }
 
 // within runs f, which sends under dctx, and returns what it returns; if
-// the client does not stop f at dctx's deadline, within stops waiting for
-// f then, with dctx's error (f finishes in the background, and its result
-// is dropped).
+// the client does not stop f at dctx's deadline, within runs f on a sender
+// (sender.go) and stops waiting for it then, with dctx's error (f finishes
+// in the background, and its result is dropped).
 func within[T any](l *Limiter, dctx context.Context, f func() T) (T, error) {
 	if l.honoursCtx || dctx.Done() == nil {
 		return f(), nil
 	}
-	done := make(chan T, 1) // f never blocks on it: the goroutine ends with f
-	go func() { done <- f() }()
+	done := make(chan T, 1) // f never blocks on it: its sender goes on to the next send
+	goSend(func() { done <- f() })
 	select {
 	case v := <-done:
 		return v, nil
@@ -141,7 +141,12 @@ func (l *Limiter) detached(dctx context.Context, s *script, how access, keys []s
 // at the caller's deadline is left as it is (settle finds it the
 // caller's), and so is an error reply: Redis answered.
 func (l *Limiter) timedOut(ctx, dctx context.Context, own bool, err error) error {
-	if err == nil || !own || isRedisError(err) || ended(dctx) == nil || ended(ctx) != nil {
+	if err == nil || !own || isRedisError(err) || ended(ctx) != nil {
+		return err
+	}
+	// Not ended(dctx): a send that noRetry stopped after a network error
+	// cancelled dctx before its deadline, and that error is no timeout.
+	if d, _ := dctx.Deadline(); time.Now().Before(d) {
 		return err
 	}
 	return &timeoutError{after: l.timeout, err: err}

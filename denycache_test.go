@@ -563,7 +563,7 @@ type onReset struct{ do func() }
 
 func (h onReset) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h onReset) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return asCommand(h.ProcessHook, next)
 }
 func (h onReset) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {

@@ -16,6 +16,7 @@
 //	calendar.go   calendar limits (Limit.Calendar): the window, its key and period (the plan resolves them; the settle stage's waits end with the window)
 //	result.go     Result, Source
 //	deadline.go   the decision deadline
+//	sender.go     the goroutines that send for callers who must be able to leave at their deadline
 //	shadow.go     shadow mode (WithShadowMode)
 //	loader.go     FCALL / EVALSHA / EVAL of the embedded scripts
 //	denycache.go  the deny cache (WithDenyCache), which the engine's deny stage asks

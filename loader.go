@@ -188,7 +188,7 @@ func (ld *loader) command(ctx context.Context, c scripter, st step, s *script, h
 		case s.function == "":
 			cmd = noRetryCmd{redis.NewCmd(ctx, commandArgs(st, s, how, keys, args)...), &noRetry{stop: stop}}
 		case stop != nil:
-			cmd = noRetryInts{redis.NewIntSliceCmd(ctx, commandArgs(st, s, how, keys, args)...), &noRetry{stop: stop}}
+			cmd = &noRetryInts{IntSliceCmd: *redis.NewIntSliceCmd(ctx, commandArgs(st, s, how, keys, args)...), noRetry: noRetry{stop: stop}}
 		default:
 			cmd = redis.NewIntSliceCmd(ctx, commandArgs(st, s, how, keys, args)...)
 		}
@@ -267,8 +267,8 @@ type answer struct {
 // reply is a sent command's answer and error.
 func reply(cmd redis.Cmder) (answer, error) {
 	switch c := cmd.(type) {
-	case noRetryInts:
-		cmd = c.IntSliceCmd
+	case *noRetryInts:
+		cmd = &c.IntSliceCmd
 	case noRetryCmd:
 		cmd = c.Cmd
 	}
@@ -359,12 +359,14 @@ func isRedisError(err error) bool {
 // context: cancelled by stop, the retry never starts. (An error reply of
 // Redis is no network error: NOSCRIPT and the like are answered by the
 // loader, for the calls that got them.)
+// noRetryInts is one allocation, the command and its state: a call sent
+// alone is one too (pipe.go's one).
 type noRetryInts struct {
-	*redis.IntSliceCmd
-	*noRetry
+	redis.IntSliceCmd
+	noRetry
 }
 
-func (c noRetryInts) SetErr(err error) {
+func (c *noRetryInts) SetErr(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.keep(err) {

@@ -217,8 +217,8 @@ func (a fakeReply) SetErr(err error) { a.cmd.SetErr(err) }
 func (a fakeReply) SetVal(v any) {
 	cmd := a.cmd
 	switch c := cmd.(type) { // a pipeline's commands (noRetry)
-	case noRetryInts:
-		cmd = c.IntSliceCmd
+	case *noRetryInts:
+		cmd = &c.IntSliceCmd
 	case noRetryCmd:
 		cmd = c.Cmd
 	}

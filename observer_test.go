@@ -86,9 +86,13 @@ func (h *ctxLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 func (h *ctxLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	alone := asCommand(h.ProcessHook, next)
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		if n := cmds[0].Name(); n == "hello" || n == "client" { // a new connection's handshake
 			return next(ctx, cmds)
+		}
+		if len(cmds) == 1 {
+			return alone(ctx, cmds)
 		}
 		span, _ := ctx.Value(spanKey{}).(string)
 		names := make([]string, len(cmds))

@@ -45,6 +45,9 @@ type pipes struct {
 	main  pipeQueue // the Limiter's node: every client but a Cluster
 	mu    sync.Mutex
 	nodes map[*health]*pipeQueue // a Cluster's primaries
+	// ones are go-redis pipelines for calls sent alone, kept for the next:
+	// a new one costs four allocations, and Exec leaves one empty.
+	ones sync.Pool
 }
 
 type pipeQueue struct {
@@ -106,9 +109,9 @@ const maxNodeQueues = 1024
 // and returns Redis's answer. ctx is the caller's; at the decision deadline
 // of a call sent at once.
 func (l *Limiter) roundTrip(ctx context.Context, o *op, keys []string, args []any, at time.Time) (answer, error) {
-	p, ok := l.rdb.(pipeliner)
-	if l.pipes == nil || !ok {
-		return l.alone(ctx, o, keys, args, at)
+	p, _ := l.rdb.(pipeliner)
+	if l.pipes == nil || p == nil {
+		return l.alone(ctx, p, o, keys, args, at)
 	}
 	q := l.pipes.of(l, o.node)
 	q.mu.Lock()
@@ -116,7 +119,7 @@ func (l *Limiter) roundTrip(ctx context.Context, o *op, keys []string, args []an
 		q.busy = true
 		q.mu.Unlock()
 		defer l.released(p, q) // deferred: a panic in a hook of the client does not wedge the queue
-		return l.alone(ctx, o, keys, args, at)
+		return l.alone(ctx, p, o, keys, args, at)
 	}
 	c := &pcall{ctx: ctx, node: l.healthFor(o), key: o.key, w: wire{s: o.s, how: o.access, keys: append([]string(nil), keys...), args: args}, done: make(chan struct{})}
 	q.queue = append(q.queue, c)
@@ -137,19 +140,120 @@ func (l *Limiter) roundTrip(ctx context.Context, o *op, keys []string, args []an
 // with the context's error (callerGaveUp).
 var errLeftQueue = errors.New("the caller left before its pipeline was answered")
 
-// alone sends o's call by itself, under the decision deadline at.
-func (l *Limiter) alone(ctx context.Context, o *op, keys []string, args []any, at time.Time) (answer, error) {
-	dctx, cancel, own := l.deadline(ctx, at)
+// alone sends o's call by itself, under the decision deadline at. A
+// client with pipelines (p not nil) gets it as a pipeline of one command
+// (one), so that go-redis does not send it again after a network error:
+// its MaxRetries resends a single command as it does a pipeline, and a
+// decision Redis ran before the connection broke (a refund, say) would be
+// made twice. A client without pipelines (a wrapper of the scripting
+// commands alone) gets the command as it is, with its own retries.
+func (l *Limiter) alone(ctx context.Context, p pipeliner, o *op, keys []string, args []any, at time.Time) (answer, error) {
+	if p == nil {
+		dctx, cancel, own := l.deadline(ctx, at)
+		var v answer
+		var err error
+		if l.honoursCtx || dctx.Done() == nil {
+			v, err = l.loader.run(dctx, o.s, o.access, keys, args)
+		} else {
+			v, err = l.detached(dctx, o.s, o.access, keys, args)
+		}
+		err = l.timedOut(ctx, dctx, own, err)
+		cancel()
+		return v, err
+	}
+	// One context both holds the decision deadline and is the one that
+	// noRetry cancels (stop) after a network error: a second would cost a
+	// decision a few allocations more.
+	dctx, stop, own := l.deadline(ctx, at)
+	if !own {
+		dctx, stop = context.WithCancel(ctx)
+	}
 	var v answer
 	var err error
-	if l.honoursCtx || dctx.Done() == nil {
-		v, err = l.loader.run(dctx, o.s, o.access, keys, args)
+	if l.honoursCtx || (!own && ctx.Done() == nil) {
+		// On the caller's goroutine: the client returns at dctx's end. A
+		// wire of its own, which stays on the stack with the caller's keys.
+		w := wire{s: o.s, how: o.access, keys: keys, args: args}
+		v, err = l.one(dctx, stop, p, &w)
 	} else {
-		v, err = l.detached(dctx, o.s, o.access, keys, args)
+		// The send may outlive the call: keys stay the caller's.
+		w := &wire{s: o.s, how: o.access, keys: append([]string(nil), keys...), args: args}
+		v, err = l.oneAside(ctx, dctx, stop, p, w, at)
 	}
 	err = l.timedOut(ctx, dctx, own, err)
-	cancel()
+	stop()
 	return v, err
+}
+
+// one sends w alone, step after step (FCALL or EVALSHA, then EVALSHA or
+// EVAL as the loader's next says), each as a pipeline of one command under
+// ctx, which stop cancels after a network error (noRetry): then nothing
+// more is sent.
+func (l *Limiter) one(ctx context.Context, stop context.CancelFunc, p pipeliner, w *wire) (answer, error) {
+	st := l.loader.first(ctx, w.s)
+	for {
+		var pipe redis.Pipeliner
+		if l.pipes != nil {
+			pipe, _ = l.pipes.ones.Get().(redis.Pipeliner)
+		}
+		if pipe == nil {
+			pipe = p.Pipeline()
+		}
+		cmd := l.loader.command(ctx, pipe, st, w.s, w.how, w.keys, w.args, stop)
+		cmds, err := pipe.Exec(ctx)
+		if l.pipes != nil && len(cmds) == 1 {
+			l.pipes.ones.Put(pipe) // Exec emptied it
+		}
+		connErr(cmds, err)
+		v, err := reply(cmd)
+		if ctx.Err() != nil {
+			return v, err
+		}
+		if st = l.loader.next(st, err); st == stepDone {
+			return v, err
+		}
+	}
+}
+
+// oneAside is one on a sender (sender.go), for a client that does not stop
+// at ctx's end: the caller returns at its context's end or the decision
+// deadline at, whichever comes first, and the send finishes in the
+// background.
+func (l *Limiter) oneAside(ctx, dctx context.Context, stop context.CancelFunc, p pipeliner, w *wire, at time.Time) (answer, error) {
+	type result struct {
+		v   answer
+		err error
+	}
+	done := make(chan result, 1) // the sender never blocks on it
+	goSend(func() {
+		v, err := l.one(dctx, stop, p, w)
+		done <- result{v, err}
+	})
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-dctx.Done():
+	}
+	if dctx.Err() != context.Canceled || ctx.Err() != nil {
+		return answer{}, dctx.Err() // the decision deadline or the caller's end
+	}
+	// stop cancelled dctx: a network error failed the send, which returns
+	// at once (noRetry) with that error, the answer to give. The deadline
+	// still bounds the wait.
+	var deadline <-chan time.Time
+	if !at.IsZero() {
+		t := time.NewTimer(time.Until(at))
+		defer t.Stop()
+		deadline = t.C
+	}
+	select {
+	case r := <-done:
+		return r.v, r.err
+	case <-ctx.Done():
+		return answer{}, ctx.Err()
+	case <-deadline:
+		return answer{}, context.DeadlineExceeded
+	}
 }
 
 // released ends a call sent alone on q: the calls queued meanwhile go

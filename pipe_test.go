@@ -45,14 +45,34 @@ func pipeQueued(l *Limiter) int {
 	return len(q.queue)
 }
 
-// pipelines counts the pipelines a client sends, and their commands.
-type pipelines struct{ n, cmds atomic.Int64 }
+// pipelines counts the pipelines of several commands a client sends, and
+// their commands; and apart those of one command, which is how a call goes
+// alone (alone in pipe.go). It keeps the keys sent.
+type pipelines struct {
+	n, cmds, ones atomic.Int64
+	keys          sync.Map // every string argument sent
+}
+
+// sent reports whether a pipeline carried key.
+func (h *pipelines) sent(key string) bool {
+	_, ok := h.keys.Load(key)
+	return ok
+}
 
 func (h *pipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
 func (h *pipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 func (h *pipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if n := cmds[0].Name(); n == "evalsha" || n == "fcall" || n == "eval" { // not a new connection's handshake
+		for _, c := range cmds {
+			for _, a := range c.Args() {
+				if s, ok := a.(string); ok {
+					h.keys.Store(s, true)
+				}
+			}
+		}
+		if n := cmds[0].Name(); len(cmds) == 1 && (n == "evalsha" || n == "fcall" || n == "eval") {
+			h.ones.Add(1)
+		} else if n == "evalsha" || n == "fcall" || n == "eval" { // not a new connection's handshake
 			h.n.Add(1)
 			h.cmds.Add(int64(len(cmds)))
 		}
@@ -183,8 +203,8 @@ func TestPipelineQueuedCallCancelled(t *testing.T) {
 	if err := <-held; err != nil {
 		t.Fatal(err)
 	}
-	if p.n.Load() != 0 {
-		t.Errorf("%d pipelines sent; the cancelled call must not be", p.n.Load())
+	if p.n.Load() != 0 || p.sent(l.prefix+"cancelled") || !p.sent(l.prefix+"held") {
+		t.Errorf("%d pipelines sent, the cancelled call's key in one: %v; want the held call alone: the cancelled call must not be", p.n.Load(), p.sent(l.prefix+"cancelled"))
 	}
 }
 

@@ -141,7 +141,24 @@ type quotaHook struct {
 
 func (h *quotaHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *quotaHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return asCommand(h.ProcessHook, next)
+}
+
+// asCommand gives a pipeline of one command, which is how the Limiter
+// sends a call alone (so that go-redis never resends it), to hook as the
+// command by itself, as go-redis gives a command sent alone to a
+// ProcessHook; other pipelines go to next.
+func asCommand(hook func(redis.ProcessHook) redis.ProcessHook, next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) != 1 {
+			return next(ctx, cmds)
+		}
+		err := hook(func(ctx context.Context, cmd redis.Cmder) error { return next(ctx, cmds) })(ctx, cmds[0])
+		if err != nil && cmds[0].Err() == nil {
+			cmds[0].SetErr(err) // as Client.Process does
+		}
+		return err
+	}
 }
 func (h *quotaHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {

@@ -31,8 +31,8 @@ func (quotaDown) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-func (quotaDown) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+func (q quotaDown) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return asCommand(q.ProcessHook, next)
 }
 
 // TestUndecidedIsNeverDenied (issue 38, finding 3): a request its limits
