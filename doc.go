@@ -24,9 +24,10 @@
 //	clock.go      the clock: everything the Limiter does with time, real or a test's
 //	breaker.go    circuit breaker: each node's health, when to probe, the log of each outage
 //	observer.go   the Observer hook (metrics, traces)
-//	batch.go      DecideBatch and its pipeline
+//	batch.go      DecideBatch: many requests, through the stages together
 //	coalesce.go   hot keys: calls of one key in flight decided together, in one upto
 //	pipe.go       calls of different keys in flight sent together, one pipeline per node
+//	pipeline.go   one pipeline of script calls, sent once (never resent after a network error)
 //	reservation.go  Reserve, Reservation: take now, settle later (refund or force); leases
 //	close.go      Limiter.Close: leases given back, background work ended
 //	wait.go       Wait, WaitN: a loop of attempts over one plan

@@ -71,15 +71,6 @@ type pcall struct {
 	carried int
 }
 
-// wire is one script call as it is sent: a call's part that a pipeline
-// needs.
-type wire struct {
-	s    *script
-	how  access
-	keys []string
-	args []any
-}
-
 func newPipes() *pipes {
 	return &pipes{nodes: make(map[*health]*pipeQueue)}
 }
