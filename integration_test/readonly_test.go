@@ -217,8 +217,17 @@ func TestReadOnlyCheckOnReplica(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				if n, err := primary.Do(ctx, "WAIT", 1, 5000).Int(); err != nil || n != 1 {
-					t.Fatalf("WAIT 1: %d, %v", n, err)
+				// WAIT waits for the writes of its own connection, and the
+				// Limiter's went on another of the pool's: a write of WAIT's
+				// connection after them carries a later replication offset.
+				synced := primary.Conn()
+				if err := synced.Set(ctx, "synced:"+key, 1, time.Minute).Err(); err != nil {
+					t.Fatal(err)
+				}
+				n, werr := synced.Do(ctx, "WAIT", 1, 5000).Int()
+				_ = synced.Close()
+				if werr != nil || n != 1 {
+					t.Fatalf("WAIT 1: %d, %v", n, werr)
 				}
 				// 2 of 3 used: a check of one unit leaves 0, a peek sees 1.
 				for left, kind := range []string{"check", "peek"} {
