@@ -24,8 +24,19 @@ type wire struct {
 // Exec alone, and leaves each command without an error and without a
 // reply, which would read as an empty answer.
 func connErr(cmds []redis.Cmder, err error) {
-	if err == nil || !isRedisError(err) {
-		return // a network error is set on every command
+	if err == nil {
+		return
+	}
+	if !isRedisError(err) {
+		// A network error: recent go-redis sets it on every command, but
+		// older releases (v9.17) leave the commands of a pipeline that
+		// could not get a connection without error or reply.
+		for _, c := range cmds {
+			if c.Err() == nil {
+				c.SetErr(err)
+			}
+		}
+		return
 	}
 	for _, c := range cmds {
 		if c.Err() != nil {
