@@ -63,13 +63,8 @@ func TestShortRun(t *testing.T) {
 // with BenchmarkAllow in the root package.
 func BenchmarkPeerAllow(b *testing.B) {
 	ctx := context.Background()
-	srv, err := startRedis("redis-server")
-	if err != nil {
-		b.Skip(err)
-	}
-	b.Cleanup(srv.Stop)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	b.Cleanup(func() { _ = rdb.Close() })
+	srv := benchServer(b)
+	rdb := benchClient(b, &redis.Options{Addr: srv.Addr})
 	l := redis_rate.NewLimiter(rdb)
 	lim := redis_rate.Limit{Rate: 1e9, Burst: 1e9, Period: time.Second}
 	if _, err := l.Allow(ctx, "bench", lim); err != nil {
@@ -136,4 +131,22 @@ func TestManyShortRun(t *testing.T) {
 			t.Errorf("the many-keys report lacks %q", want)
 		}
 	}
+}
+
+// benchServer starts a redis-server for a benchmark, stopped when it ends;
+// without one the benchmark is skipped.
+func benchServer(b *testing.B) *redisserver.Server {
+	srv, err := startRedis("redis-server")
+	if err != nil {
+		b.Skip(err)
+	}
+	b.Cleanup(srv.Stop)
+	return srv
+}
+
+// benchClient is a client of opts, closed when the benchmark ends.
+func benchClient(b *testing.B, opts *redis.Options) *redis.Client {
+	rdb := redis.NewClient(opts)
+	b.Cleanup(func() { _ = rdb.Close() })
+	return rdb
 }

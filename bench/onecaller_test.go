@@ -20,15 +20,9 @@ import (
 // the many-keys mode's client CPU; redis-server runs apart.
 func BenchmarkOneCaller(b *testing.B) {
 	ctx := context.Background()
-	srv, err := startRedis("redis-server")
-	if err != nil {
-		b.Skip(err)
-	}
-	b.Cleanup(srv.Stop)
-	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr})
-	b.Cleanup(func() { _ = rdb.Close() })
-	cte := redis.NewClient(&redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
-	b.Cleanup(func() { _ = cte.Close() })
+	srv := benchServer(b)
+	rdb := benchClient(b, &redis.Options{Addr: srv.Addr})
+	cte := benchClient(b, &redis.Options{Addr: srv.Addr, ContextTimeoutEnabled: true})
 	if err := rdb.FunctionLoadReplace(ctx, scripts.Library).Err(); err != nil {
 		b.Fatal(err)
 	}
