@@ -188,8 +188,9 @@ func BenchmarkDenyCacheHit(b *testing.B) {
 // BenchmarkDecisionDeadline is what the decision deadline costs a decision
 // on redis-server: none (WithDecisionTimeout(0)); with a client that stops
 // a command at its context's deadline (ContextTimeoutEnabled), a context
-// per call; with one that does not (go-redis's defaults), a goroutine per
-// call too, so that the Limiter can stop waiting at the deadline.
+// per call; with one that does not (go-redis's defaults), a hand-over to a
+// sender goroutine too (sender.go), so that the Limiter can stop waiting at
+// the deadline.
 func BenchmarkDecisionDeadline(b *testing.B) {
 	ctx := context.Background()
 	addr := benchRedis(b).Options().Addr

@@ -60,16 +60,20 @@ func WithDecisionTimeout(d time.Duration) Option {
 }
 
 // honoursDeadlines reports whether rdb stops a command at its context's
-// deadline (redis.Options.ContextTimeoutEnabled). Other clients, wrappers
-// included, are assumed not to.
+// deadline (redis.Options.ContextTimeoutEnabled, with socket deadlines on:
+// a negative ReadTimeout or WriteTimeout sets none, and then no context's
+// either). Other clients, wrappers included, are assumed not to.
 func honoursDeadlines(rdb redis.Scripter) bool {
 	switch c := rdb.(type) {
 	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
+		o := c.Options()
+		return o.ContextTimeoutEnabled && o.ReadTimeout >= 0 && o.WriteTimeout >= 0
 	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
+		o := c.Options()
+		return o.ContextTimeoutEnabled && o.ReadTimeout >= 0 && o.WriteTimeout >= 0
 	case *redis.Ring:
-		return c.Options().ContextTimeoutEnabled
+		o := c.Options()
+		return o.ContextTimeoutEnabled && o.ReadTimeout >= 0 && o.WriteTimeout >= 0
 	}
 	return false
 }

@@ -67,6 +67,34 @@ func TestDecisionTimeoutPausedRedis(t *testing.T) {
 	}
 }
 
+// TestDecisionTimeoutWithoutSocketDeadlines: a client with
+// ContextTimeoutEnabled whose ReadTimeout and WriteTimeout are -2 sets no
+// socket deadline at all, not even its context's, so it does not stop at
+// the decision deadline: the Limiter sends aside, as on a client without
+// ContextTimeoutEnabled, and the call returns at the deadline. Sent on the
+// caller's goroutine it waited for a Redis that never answers, for ever.
+func TestDecisionTimeoutWithoutSocketDeadlines(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: blackhole(t), Protocol: 2, DisableIdentity: true, ContextTimeoutEnabled: true, ReadTimeout: -2, WriteTimeout: -2})
+	t.Cleanup(func() { _ = rdb.Close() })
+	l := testLimiter(rdb, WithDecisionTimeout(50*time.Millisecond))
+	if l.honoursCtx {
+		t.Error("a client that sets no socket deadline is taken to stop at its context's")
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Allow(context.Background(), "k", PerMinute(1))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrUnavailable) || !containsAll(err.Error(), "decision timeout of 50ms") {
+			t.Errorf("%v; want ErrUnavailable naming the decision timeout", err)
+		}
+	case <-time.After(time.Minute): // not a speed bound: a call that waits for ever
+		t.Fatal("Allow still waits for a Redis that never answers, a minute after its 50 ms decision timeout")
+	}
+}
+
 // TestDecisionTimeoutOpensBreaker: the Limiter's own deadline passing is a
 // Redis failure: the breaker opens, and the calls after it are answered at
 // once.
