@@ -11,6 +11,10 @@ import (
 // that sends until Redis answers or the client's own ReadTimeout (3 s by
 // default) passes, so a call that is to return at its decision deadline
 // sends on another goroutine and waits for it, or for the deadline.
+// (A copy of the client by WithTimeout would stop there, on the caller's
+// goroutine, but go-redis's copy keeps none of the client's hooks: the
+// user's tracing would lose the Limiter's calls. BENCHMARKS.md, "Many
+// keys", has what the hand-over costs.)
 //
 // A goroutine made per send cost one caller about 1.5 times the client CPU
 // of a call sent on its own goroutine (issue 37): most of it growing the
@@ -18,6 +22,9 @@ import (
 // sent keeps its stack and waits for the next send; one that has sent
 // nothing for senderIdle ends, so that a Limiter no longer used leaves no
 // goroutine behind for long.
+//
+// The idle timer reads the wall clock, not a Limiter's clock: senders are
+// shared by every Limiter, and how long one waits for work decides nothing.
 
 // senderIdle is how long a sender waits for work before it ends.
 const senderIdle = 10 * time.Second
