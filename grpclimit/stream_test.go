@@ -62,7 +62,7 @@ func receive(interceptor grpc.StreamServerInterceptor, n int) (int, error) {
 // each message received, and a message past the limit ends the stream.
 func TestStreamMessages(t *testing.T) {
 	e := newEnv(t)
-	in, err := grpclimit.New(grpclimit.Config{Limiter: redisrate.NewLimiter(e.rdb), Limits: []redisrate.Limit{redisrate.PerMinute(3)}})
+	in, err := grpclimit.New(grpclimit.Config{Limiter: testLimiter(e.rdb), Limits: []redisrate.Limit{redisrate.PerMinute(3)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestPeerIPTrustedProxies(t *testing.T) {
 // policy and quota.
 func TestStackedInterceptorsMetadata(t *testing.T) {
 	e := newEnv(t)
-	l := redisrate.NewLimiter(e.rdb)
+	l := testLimiter(e.rdb)
 	outer, err := grpclimit.New(grpclimit.Config{Limiter: l, Name: "per-ip", Limits: []redisrate.Limit{redisrate.PerMinute(10)}})
 	if err != nil {
 		t.Fatal(err)

@@ -297,7 +297,7 @@ func TestQuotaFleet(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			l := redisrate.NewLimiter(rdb)
+			l := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second)) // generous: a loaded test machine
 			if n := left(t, l, "{api:quota}:upstream", c.limit); n < c.limit.Capacity()-11 {
 				t.Errorf("after Close: %d left; want every unspent unit back (%d)", n, c.limit.Capacity()-11)
 			}
