@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redisrate/redisrate/internal/hooktest"
 )
 
 // gate is a go-redis hook that holds the first command naming key, once
@@ -55,7 +56,7 @@ func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return asCommand(g.ProcessHook, next)
+	return hooktest.AsCommand(g.ProcessHook, next)
 }
 
 // queued is how many calls wait behind one in flight on key (prefixed).
@@ -437,7 +438,7 @@ func (h *holdAll) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 func (h *holdAll) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return asCommand(h.ProcessHook, next)
+	return hooktest.AsCommand(h.ProcessHook, next)
 }
 
 // TestCoalescedQueueBoundedByDecisionTimeout: a call queued behind calls

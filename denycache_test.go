@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redisrate/redisrate/internal/hooktest"
 	"github.com/redisrate/redisrate/scripts"
 )
 
@@ -563,7 +564,7 @@ type onReset struct{ do func() }
 
 func (h onReset) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h onReset) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return asCommand(h.ProcessHook, next)
+	return hooktest.AsCommand(h.ProcessHook, next)
 }
 func (h onReset) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {

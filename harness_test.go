@@ -11,6 +11,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+	"github.com/redisrate/redisrate/internal/hooktest"
 )
 
 // TestMain quiets go-redis's log of failed dials: the tests stop Redis on
@@ -185,7 +186,7 @@ func (h *argLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 func (h *argLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return asCommand(h.ProcessHook, next)
+	return hooktest.AsCommand(h.ProcessHook, next)
 }
 
 func (h *argLog) take() []string {
@@ -197,21 +198,3 @@ func (h *argLog) take() []string {
 }
 
 func fmtAny(v any) string { return fmt.Sprintf("%v", v) }
-
-// asCommand gives a pipeline of one command, which is how the Limiter
-// sends a call alone (pipe.go, alone: so that go-redis never resends it),
-// to hook as the command by itself, as go-redis gives a command sent
-// alone to a ProcessHook; other pipelines go to next. The test hooks that
-// hold, refuse or log a call sent alone see it so.
-func asCommand(hook func(redis.ProcessHook) redis.ProcessHook, next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if len(cmds) != 1 {
-			return next(ctx, cmds)
-		}
-		err := hook(func(ctx context.Context, cmd redis.Cmder) error { return next(ctx, cmds) })(ctx, cmds[0])
-		if err != nil && cmds[0].Err() == nil {
-			cmds[0].SetErr(err) // as Client.Process does
-		}
-		return err
-	}
-}

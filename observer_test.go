@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/redisrate/redisrate/internal/hooktest"
 )
 
 type spanKey struct{}
@@ -86,7 +87,7 @@ func (h *ctxLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 func (h *ctxLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	alone := asCommand(h.ProcessHook, next)
+	alone := hooktest.AsCommand(h.ProcessHook, next)
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		if n := cmds[0].Name(); n == "hello" || n == "client" { // a new connection's handshake
 			return next(ctx, cmds)

@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/internal/hooktest"
 )
 
 // quotaRules are Rules on a miniredis of their own, every request of a
@@ -141,25 +142,9 @@ type quotaHook struct {
 
 func (h *quotaHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *quotaHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return asCommand(h.ProcessHook, next)
+	return hooktest.AsCommand(h.ProcessHook, next)
 }
 
-// asCommand gives a pipeline of one command, which is how the Limiter
-// sends a call alone (so that go-redis never resends it), to hook as the
-// command by itself, as go-redis gives a command sent alone to a
-// ProcessHook; other pipelines go to next.
-func asCommand(hook func(redis.ProcessHook) redis.ProcessHook, next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if len(cmds) != 1 {
-			return next(ctx, cmds)
-		}
-		err := hook(func(ctx context.Context, cmd redis.Cmder) error { return next(ctx, cmds) })(ctx, cmds[0])
-		if err != nil && cmds[0].Err() == nil {
-			cmds[0].SetErr(err) // as Client.Process does
-		}
-		return err
-	}
-}
 func (h *quotaHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if !strings.Contains(fmt.Sprint(cmd.Args()...), ":quota}") {

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/internal/hooktest"
 )
 
 // quotaDown fails every command on the quota's key as a lost connection
@@ -32,7 +33,7 @@ func (quotaDown) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 
 func (q quotaDown) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return asCommand(q.ProcessHook, next)
+	return hooktest.AsCommand(q.ProcessHook, next)
 }
 
 // TestUndecidedIsNeverDenied (issue 38, finding 3): a request its limits
