@@ -37,7 +37,9 @@ type Limit struct {
 
 	// Name names the limit in metrics and traces (Decision.Limits, and
 	// otelrate's redisrate.limit, for the binding limit), e.g. "login";
-	// the middleware name their limits so. It is not sent to Redis and
+	// in httplimit and grpclimit it is the limit's policy name too
+	// (RateLimit-Policy, QuotaFailure), printable ASCII and one limit's
+	// alone within a middleware. It is not sent to Redis and
 	// is no part of the state. Make it a constant of the code or the
 	// configuration, never a key, a user or an address: each name is a
 	// series of its own.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/redisrate/redisrate/internal/hooktest"
 	"github.com/redisrate/redisrate/internal/redisserver"
 )
 
@@ -412,23 +413,6 @@ func TestPipelineNoResendAfterCut(t *testing.T) {
 	})
 }
 
-// slowHook delays every command and pipeline by d.
-type slowHook struct{ d time.Duration }
-
-func (h slowHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h slowHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		time.Sleep(h.d)
-		return next(ctx, cmd)
-	}
-}
-func (h slowHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		time.Sleep(h.d)
-		return next(ctx, cmds)
-	}
-}
-
 // TestSlowRedisDecidesEveryCall is issue 38's seventh finding: a Redis
 // that answers every command within 0.4 of the decision timeout decides
 // every call of 64 goroutines, queued or not (pipelined, coalesced on a
@@ -450,7 +434,7 @@ func TestSlowRedisDecidesEveryCall(t *testing.T) {
 	if _, err := l.DecideBatch(context.Background(), []Request{{Key: "w1", Limits: []Limit{lim}}, {Key: "w2", Limits: []Limit{lim}}}); err != nil {
 		t.Fatal(err)
 	}
-	f.rdb.AddHook(slowHook{d: timeout * 4 / 10})
+	f.rdb.AddHook(hooktest.Delay(timeout * 4 / 10))
 	var byPolicy, byRedis, denied atomic.Int64
 	var wg sync.WaitGroup
 	for i := range 64 {

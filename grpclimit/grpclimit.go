@@ -121,13 +121,9 @@ type Config struct {
 	// percent-encoded.
 	//
 	// So the scopes must nest, and the broadest scope's key must follow
-	// from the request's own key on the server (the account that owns an
-	// API key, looked up), never from what a client sends: the own key's
-	// state is kept under the broadest key's tag, so a client that could
-	// choose that key (a header of its own), or a scope that does not
-	// hold the own key (a peer address for an API key), would get a
-	// fresh own-key limit for every value it sends. For limits that do not
-	// nest (per API key and per address), use two interceptors.
+	// from the call's own key on the server (the account that owns an API
+	// key, looked up), never from what a client sends: ratecore.Scope's
+	// Key says why, and what to do for limits that do not nest.
 	//
 	// httplimit builds the same keys: an HTTP API and a gRPC one of the
 	// same Name and scopes share an account's state.

@@ -3,6 +3,7 @@ package grpclimit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 
 	"google.golang.org/grpc/metadata"
@@ -19,9 +20,14 @@ import (
 // to exempt calls, use Config.Exempt.
 type KeyFunc func(ctx context.Context, method string) (string, error)
 
-// KeyFunc returns f itself, so that a KeyFunc is a Keyer. New refuses a
-// nil f.
-func (f KeyFunc) KeyFunc() (KeyFunc, error) { return f, nil }
+// KeyFunc returns f itself, so that a KeyFunc is a Keyer; a nil f is an
+// error.
+func (f KeyFunc) KeyFunc() (KeyFunc, error) {
+	if f == nil {
+		return nil, errors.New("grpclimit: nil KeyFunc")
+	}
+	return f, nil
+}
 
 // Keyer is a configuration of a KeyFunc, checked once by New: PeerIP,
 // APIKey, or a KeyFunc itself.
@@ -51,7 +57,7 @@ func (p PeerIP) KeyFunc() (KeyFunc, error) {
 	name := ip.Header
 	key, err := ip.KeyFunc()
 	if err != nil {
-		return nil, errors.New("PeerIP: " + err.Error())
+		return nil, fmt.Errorf("PeerIP: %w", err)
 	}
 	return func(ctx context.Context, _ string) (string, error) {
 		pr, ok := peer.FromContext(ctx)

@@ -107,7 +107,8 @@ const (
 // the limits of a pricing plan.
 type Plan struct {
 	// Name names the plan: in the headers (as the policy name of a single
-	// limit) and in Redis, where each plan keeps its own state.
+	// limit without a Name of its own) and in Redis, where each plan keeps
+	// its own state.
 	Name string
 
 	// Limits are the plan's limits, all applied at once (see
@@ -228,7 +229,8 @@ type Config struct {
 	// a client is Name + ":" + the KeyFunc's key, with the plan's name in
 	// between when there are Plans (with Scopes, see there). Neither name
 	// may hold ':', '{' or '}', so the keys of two Names never meet. It is
-	// also the policy name of a single limit without Plans. Give each
+	// also the policy name of a single limit without Plans and without a
+	// Name of its own (redisrate.Limit.Name). Give each
 	// Middleware its own Name. Default "default".
 	Name string
 
@@ -248,7 +250,7 @@ type Config struct {
 	// The request is admitted only if every limit admits it; a request
 	// that one limit denies takes nothing from the others. The headers
 	// list every limit and describe the binding one by its policy name:
-	// the plan's (or Name), or the scope's.
+	// its Limit.Name, else the plan's (or Name), or the scope's.
 	//
 	// The last scope is the broadest: every other key of a request belongs
 	// to one of its keys (an account holds API keys), and its key is the
@@ -260,12 +262,8 @@ type Config struct {
 	//
 	// So the scopes must nest, and the broadest scope's key must follow
 	// from the request's own key on the server (the account that owns an
-	// API key, looked up), never from what a client sends: the own key's
-	// state is kept under the broadest key's tag, so a client that could
-	// choose that key (a header of its own), or a scope that does not
-	// hold the own key (a client address for an API key), would get a
-	// fresh own-key limit for every value it sends. For limits that do not
-	// nest (per API key and per address), use two middlewares.
+	// API key, looked up), never from what a client sends: ratecore.Scope's
+	// Key says why, and what to do for limits that do not nest.
 	//
 	// With Scopes the request's own key holds one limit (Limits, or each
 	// plan's): a key holds one limit in a call of several keys. Hold it to

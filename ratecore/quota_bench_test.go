@@ -11,24 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/redisrate/redisrate"
+	"github.com/redisrate/redisrate/internal/hooktest"
 )
-
-// slowHook adds a round trip's delay to every command.
-type slowHook time.Duration
-
-func (h slowHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h slowHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		time.Sleep(time.Duration(h))
-		return next(ctx, cmd)
-	}
-}
-func (h slowHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		time.Sleep(time.Duration(h))
-		return next(ctx, cmds)
-	}
-}
 
 // BenchmarkExhausted compares, at 1 ms added round trip and 64 requests in
 // flight, the denials of a plain limit that is spent with the refusals of
@@ -45,7 +29,7 @@ func BenchmarkExhausted(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			mr := miniredis.RunT(b)
 			rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), PoolSize: 128})
-			rdb.AddHook(slowHook(time.Millisecond))
+			rdb.AddHook(hooktest.Delay(time.Millisecond))
 			b.Cleanup(func() { _ = rdb.Close() })
 			l := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second), redisrate.WithCoalescing(os.Getenv("NOCO") == ""))
 			cfg := Config[req]{Limiter: l, Name: "api", Key: own}

@@ -61,16 +61,23 @@ var ErrNoKey = errors.New("no rate-limit key")
 // (httplimit.Scope and grpclimit.Scope are Scope[Keyer]), or in Config
 // a function of the request.
 type Scope[K any] struct {
-	// Name names the scope: its policy name in the fields and metrics, and
-	// part of its Redis keys. Printable ASCII without ':', '{' or '}',
+	// Name names the scope: part of its Redis keys, and its policy name in
+	// the fields and metrics unless its Limit has a Name of its own. Printable ASCII without ':', '{' or '}',
 	// other than Config.Name, the names of the rules (plans, methods) and
 	// the other scopes'.
 	Name string
 	// Key gives the scope's key for a request, e.g. the account that owns
-	// the request's API key, looked up on the server: for the broadest
-	// scope never a value the client chooses (see httplimit's
-	// Config.Scopes). Its errors, and an empty key, are answered as the
-	// request's own key's are.
+	// the request's API key, looked up on the server. Its errors, and an
+	// empty key, are answered as the request's own key's are.
+	//
+	// The scopes must nest, and the broadest (the last) scope's key must
+	// follow from the request's own key on the server, never from what a
+	// client sends: its key is the Redis Cluster hash tag of the request's
+	// every key, the own key's included, so a client that could choose it
+	// (a header of its own), or a scope that does not hold the own key (a
+	// client address for an API key), would get a fresh own-key limit for
+	// every value it sends. For limits that do not nest (per API key and
+	// per address), use two middlewares.
 	Key K
 	// Limit is the scope's limit, of the algorithm of the request's own
 	// limit: one call runs one algorithm's script.
@@ -258,11 +265,11 @@ func (r *Rules[R]) Rule(name, what string, limits []redisrate.Limit) (*Rule, err
 
 // fieldsOf is the fieldSet of a rule's limits followed by the scopes',
 // each named by its policy name: its own Name, or the default (see Rule);
-// a scope's limit by the scope's Name. It refuses what could never serve:
+// a scope's limit without a Name by the scope's. It refuses what could never serve:
 // no limits; with scopes, several limits or another algorithm than
 // theirs; limits that one call cannot hold (redisrate.Args's errors, which
 // match redisrate.ErrInvalid); names the fields cannot carry, or a name
-// twice.
+// twice, the quota's (Quota.Key) included.
 func (r *Rules[R]) fieldsOf(name string, limits []redisrate.Limit) (*fieldSet, error) {
 	if len(limits) == 0 {
 		return nil, errors.New("no limits: give at least one")
@@ -287,7 +294,18 @@ func (r *Rules[R]) fieldsOf(name string, limits []redisrate.Limit) (*fieldSet, e
 			if s.Limit.Algorithm != limits[0].Algorithm {
 				return nil, fmt.Errorf("Config.Scopes[%d] (%q) has a %s limit, and the %s's own is %s: the limits of one call run one algorithm's script; give every limit the same algorithm", i, s.Name, s.Limit.Algorithm, r.unit, limits[0].Algorithm)
 			}
-			names, limits = append(names, s.Name), append(limits, s.Limit)
+			n := s.Name
+			if s.Limit.Name != "" {
+				n = s.Limit.Name // a limit's policy name is its own, here as in a rule
+			}
+			names, limits = append(names, n), append(limits, s.Limit)
+		}
+	}
+	if r.quota != nil {
+		for _, n := range names {
+			if n == r.quota.fields.name(0) {
+				return nil, fmt.Errorf("policy name %q is Config.Quota.Key's too: a response naming both policies could not tell them apart; rename the limit (Limit.Name) or the quota", n)
+			}
 		}
 	}
 	if _, err := redisrate.Args(redisrate.KindAllow, 1, limits...); err != nil {

@@ -141,6 +141,35 @@ func TestScopes(t *testing.T) {
 	}
 }
 
+// A limit's policy name is its Name wherever it stands: a scope's limit
+// with a Name is named by it, not by the scope (whose Name still lays out
+// its keys); and no limit may take the quota's name, which a response
+// naming both policies could not tell apart.
+func TestPolicyNamesOfScopesAndQuota(t *testing.T) {
+	scopes := []Scope[func(req) (string, error)]{{Name: "account", Key: account, Limit: redisrate.PerMinute(3).WithName("acct-minute")}}
+	r, err := rules(t, Config[req]{Scopes: scopes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule, err := r.Rule("", "", []redisrate.Limit{redisrate.PerSecond(2)})
+	if err != nil || rule.fields.policy != `"api";q=2;w=1, "acct-minute";q=3;w=60` {
+		t.Errorf("a scope whose limit has a Name: %v, %v; want the limit's Name as its policy name", rule, err)
+	}
+	if _, err := r.Rule("", "", []redisrate.Limit{redisrate.PerSecond(2).WithName("acct-minute")}); err == nil || !strings.Contains(err.Error(), `policy name "acct-minute" twice`) {
+		t.Errorf("a rule's limit named as a scope's limit: %v; want the name refused", err)
+	}
+	q, err := rules(t, Config[req]{Quota: &Quota{Key: "upstream", Limit: redisrate.PerMinute(1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.Rule("", "", []redisrate.Limit{redisrate.PerMinute(5).WithName("upstream")}); err == nil || !strings.Contains(err.Error(), `policy name "upstream" is Config.Quota.Key's too`) {
+		t.Errorf("a limit named as the quota: %v; want the name refused", err)
+	}
+	if _, err := q.Rule("", "", []redisrate.Limit{redisrate.PerMinute(5)}); err != nil {
+		t.Errorf("a limit of another name beside the quota: %v", err)
+	}
+}
+
 // A rule names its limits as both middleware do, for the fields and for
 // metrics, and refuses what could never serve.
 func TestRule(t *testing.T) {

@@ -4,6 +4,7 @@ package hooktest
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -23,5 +24,28 @@ func AsCommand(hook func(redis.ProcessHook) redis.ProcessHook, next redis.Proces
 			cmds[0].SetErr(err) // as Client.Process does
 		}
 		return err
+	}
+}
+
+// Delay is a hook that delays every command and pipeline by its duration:
+// a round trip longer than loopback's.
+type Delay time.Duration
+
+// DialHook dials at once.
+func (d Delay) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook delays a command.
+func (d Delay) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		time.Sleep(time.Duration(d))
+		return next(ctx, cmd)
+	}
+}
+
+// ProcessPipelineHook delays a pipeline.
+func (d Delay) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		time.Sleep(time.Duration(d))
+		return next(ctx, cmds)
 	}
 }
