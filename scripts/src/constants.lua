@@ -42,8 +42,5 @@ for n = 1, 8 do FULL[n] = @FULL(n)@ end
 --@define inline TIME_MAX
 @TIME_MAX@
 
---@define inline AHEAD_MAX
-@AHEAD_MAX@
-
 --@define inline STATE1
 '^@TAG@@LIMIT@$'

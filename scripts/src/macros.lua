@@ -14,7 +14,7 @@
 -- read: a number argument. (The length first: a string of 1 MB is not
 -- scanned twice.)
 --@define read script
-#@arg@ < 16 and find(@arg@, '^[1-9]%d*$') and @arg@ + 0 or whole(@arg@)
+@fastread@ or whole(@arg@)
 
 --@define read library
 NUM[@arg@] or read(@arg@)

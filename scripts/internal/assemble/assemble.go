@@ -66,7 +66,18 @@ func Generate(src fs.FS) (Files, error) {
 	if err != nil {
 		return nil, err
 	}
-	return g.generate(algos, LibraryName)
+	files, err := g.generate(algos, LibraryName)
+	if err != nil {
+		return nil, err
+	}
+	// Every definition is used by the whole output (GeneralOnly's, without
+	// the specialized copies, leaves theirs unused).
+	for _, t := range []*templates{g.header, g.constants, g.fields, g.macros, g.tables} {
+		if err := t.unused(); err != nil {
+			return nil, err
+		}
+	}
+	return files, nil
 }
 
 // GeneralOnly is the scripts and the library as Generate writes them, but
@@ -181,6 +192,9 @@ func (g *generator) generate(algos []Algorithm, libName string) (Files, error) {
 	for name, text := range out {
 		if loc := macro.FindIndex(text); loc != nil {
 			return nil, fmt.Errorf("%s: a macro the generator did not write out (only in a script's body, the specialized copy and helpers.lua): %.40q", name, text[loc[0]:])
+		}
+		if loc := placeholder.FindIndex(text); loc != nil {
+			return nil, fmt.Errorf("%s: a placeholder the generator did not fill (a misspelled @NAME@ in a template?): %.40q", name, text[loc[0]:])
 		}
 	}
 	return out, addGoFiles(algos, out)

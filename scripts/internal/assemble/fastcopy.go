@@ -6,14 +6,6 @@ import (
 	"strings"
 )
 
-// aheadMax is the latest time ahead of the clock a state may hold (gcra's
-// TAT): the latest recorded time, 2250, plus the longest a TAT runs ahead
-// (a capacity of 2^52 in units of 1/a microsecond), rounded up to 2 mod 4.
-// Past 2^53 a double holds only even numbers, and 17 digits that read as at
-// most this value then stand for at most it: the next number, odd, rounds
-// to the even one above (ties to a multiple of 4).
-const aheadMax = latestTime*1000000 + 1<<52 + 2
-
 // fastCopy is a's copy specialized for one key and one limit: fast.lua,
 // the lines of the source's fast region expanded with the flag fast set
 // and general unset, and fast_reply.lua, each field written out and the
@@ -118,7 +110,7 @@ func (g *generator) inlineValues(a Algorithm) (map[string]string, *regexp.Regexp
 }
 
 // otherConstant finds the other constants a script declares (constants.lua).
-var otherConstant = regexp.MustCompile(`\b(NAME|LIMIT_RULE|BURST_RULE|TIME_AT|FIELDS|STATE|AHEAD_AT)\b`)
+var otherConstant = regexp.MustCompile(`\b(NAME|LIMIT_RULE|BURST_RULE|TIME_AT|FIELDS|STATE)\b`)
 
 // scriptOnly is lines without the "--@scriptonly begin" and "--@scriptonly
 // end" markers: keeping what is between them (a script, keep) or not (the

@@ -68,6 +68,5 @@ func (g *generator) values(a Algorithm) *strings.Replacer {
 		"@CONTRACT@", ContractVersion, "@MAX_LIMIT@", strconv.FormatInt(a.MaxLimit, 10),
 		"@MAX_LIMIT_TEXT@", power(a.MaxLimit), "@TIME_MAX@", strconv.FormatInt(a.TimeMax, 10),
 		"@TIME_AT@", strconv.Itoa(a.TimeAt), "@FIELDS@", strconv.Itoa(a.Fields),
-		"@AHEAD_MAX@", strconv.FormatInt(aheadMax, 10),
 		"@STATE_FIELDS@", g.stateFields(a), "@LIMIT@", g.limitPattern(a))
 }

@@ -18,6 +18,7 @@ import (
 type templates struct {
 	file string
 	defs map[string]map[string]string // name, then kind ("" for the default)
+	used map[string]map[string]bool   // the definitions get wrote out, by kind: one never written is a fault (unused)
 	err  error
 	// depth counts the definitions get is inside, so that one that names
 	// itself fails instead of recursing without end.
@@ -75,6 +76,9 @@ func (t *templates) define(name string, kinds, value []string) error {
 		t.defs[name] = map[string]string{}
 	}
 	for _, k := range kinds {
+		if k != "" && !knownKinds[k] && !constantKind.MatchString(k) {
+			return fmt.Errorf("--@define %s %s: no such kind (a field's: time, big, positive, signed; a macro's: script, library; an inline constant's name)", name, k)
+		}
 		if _, dup := t.defs[name][k]; dup {
 			return fmt.Errorf("a second --@define %s %s", name, k)
 		}
@@ -86,18 +90,51 @@ func (t *templates) define(name string, kinds, value []string) error {
 // get is the definition of name for kind (or its default), with every
 // other definition it names as @other@ written out for the same kind.
 func (t *templates) get(name, kind string) string {
+	used := kind
 	v, ok := t.defs[name][kind]
 	if !ok {
-		v, ok = t.defs[name][""]
+		used = ""
+		v, ok = t.defs[name][used]
 	}
 	if !ok || t.depth > 8 {
 		t.fail(fmt.Errorf("%s: no --@define %s for %q, or definitions that name each other in a circle", t.file, name, kind))
 		return ""
 	}
+	if t.used == nil {
+		t.used = map[string]map[string]bool{}
+	}
+	if t.used[name] == nil {
+		t.used[name] = map[string]bool{}
+	}
+	t.used[name][used] = true
 	t.depth++
 	defer func() { t.depth-- }()
 	return t.fill(v, kind)
 }
+
+// unused is an error naming a definition that get never wrote out, at
+// any kind, once every output is written: one nothing asks for any more.
+func (t *templates) unused() error {
+	var names []string
+	for name := range t.defs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if len(t.used[name]) == 0 {
+			return fmt.Errorf("%s: --@define %s is never written out: nothing uses it", t.file, name)
+		}
+	}
+	return nil
+}
+
+// knownKinds are the kinds a definition may be for: the kinds of a field
+// (fieldKind), and a macro's forms. A constant's name (upper case) is the
+// kind of an "inline" definition. Any other kind is a misspelling, which
+// get would pass over for the default without a word.
+var knownKinds = map[string]bool{"time": true, "big": true, "positive": true, "signed": true, script: true, library: true}
+
+var constantKind = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
 
 // reference is a definition's name, as text names it: @name@.
 var reference = regexp.MustCompile(`@[a-z_]+@`)

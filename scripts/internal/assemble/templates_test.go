@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"sort"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -59,15 +60,16 @@ func TestTemplatesRefuseFaults(t *testing.T) {
 	for name, text := range map[string]string{
 		"Lua outside a definition": "--@define a\nx\n\nlocal y = 1\n",
 		"a definition twice":       "--@define a\nx\n--@define a\ny\n",
-		"a kind twice":             "--@define a k\nx\n--@define a j k\ny\n",
+		"a kind twice":             "--@define a big\nx\n--@define a time big\ny\n",
 		"a define without a name":  "--@define \nx\n",
+		"a misspelled kind":        "--@define a bigg\nx\n", // get would pass over it for the default
 	} {
 		tm := &templates{file: "t.lua", defs: map[string]map[string]string{}}
 		if err := tm.parse(strings.Split(text, "\n")); err == nil {
 			t.Errorf("%s: parsed, want an error", name)
 		}
 	}
-	tm := parseTemplates(t, "--@define a\n@b@\n--@define b\n@a@\n--@define c kind\nx\n")
+	tm := parseTemplates(t, "--@define a\n@b@\n--@define b\n@a@\n--@define c signed\nx\n")
 	for _, name := range []string{"missing", "c", "a"} { // none, no default, a circle
 		tm.err = nil
 		tm.get(name, "")
@@ -102,6 +104,45 @@ func TestMacrosForScriptAndLibrary(t *testing.T) {
 // writes other files. A source nothing reads is a section or template left
 // behind.
 func TestEverySourceCounts(t *testing.T) {
+	src := sourceFS(t)
+	want, err := Generate(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range sortedNames(src) {
+		file := src[name]
+		delete(src, name)
+		if got, err := Generate(src); err == nil && reflect.DeepEqual(got, want) {
+			t.Errorf("scripts/src/%s: the generator writes the same files without it", name)
+		}
+		src[name] = file
+	}
+}
+
+// A template's slip fails the generator instead of shipping in a script:
+// a definition nothing uses any more, or a placeholder misspelled, which
+// would otherwise reach the scripts as text (a misspelled kind is
+// TestTemplatesRefuseFaults').
+func TestGeneratorRefusesTemplateSlips(t *testing.T) {
+	for name, c := range map[string]struct{ file, old, new, want string }{
+		"an unused definition":     {"fields.lua", "--@define keep\n", "--@define orphan\nx\n\n--@define keep\n", "--@define orphan is never written out"},
+		"a misspelled placeholder": {"header.lua", "from 1 to @MAX_LIMIT_TEXT@", "from 1 to @MAX_LIMIT_TXT@", "a placeholder the generator did not fill"},
+	} {
+		src := sourceFS(t)
+		text := string(src[c.file].Data)
+		if !strings.Contains(text, c.old) {
+			t.Fatalf("%s: %s holds no %q", name, c.file, c.old)
+		}
+		src[c.file] = &fstest.MapFile{Data: []byte(strings.Replace(text, c.old, c.new, 1))}
+		if _, err := Generate(src); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want an error with %q", name, err, c.want)
+		}
+	}
+}
+
+// sourceFS is scripts/src, in memory.
+func sourceFS(t *testing.T) fstest.MapFS {
+	t.Helper()
 	fsys := fstest.MapFS{}
 	names, err := fs.Glob(os.DirFS("../../src"), "*")
 	if err != nil {
@@ -114,16 +155,14 @@ func TestEverySourceCounts(t *testing.T) {
 		}
 		fsys[name] = &fstest.MapFile{Data: text}
 	}
-	want, err := Generate(fsys)
-	if err != nil {
-		t.Fatal(err)
+	return fsys
+}
+
+func sortedNames(m fstest.MapFS) []string {
+	var names []string
+	for name := range m {
+		names = append(names, name)
 	}
-	for _, name := range names {
-		file := fsys[name]
-		delete(fsys, name)
-		if got, err := Generate(fsys); err == nil && reflect.DeepEqual(got, want) {
-			t.Errorf("scripts/src/%s: the generator writes the same files without it", name)
-		}
-		fsys[name] = file
-	}
+	sort.Strings(names)
+	return names
 }
