@@ -195,8 +195,14 @@ func (l *Limiter) sendBy(ctx context.Context, o *op, at time.Time) {
 	keys, args := o.sentKeys(&one), o.argv()
 	o.carried = 1
 	v, err := l.roundTrip(ctx, o, keys, args, at)
-	if err == errLeftQueue {
+	switch err {
+	case errLeftQueue:
+		o.carried = 0 // it left before a round trip answered it
 		o.err = callerGaveUp(o, ctx.Err(), nil)
+		return
+	case errBreakerOpen:
+		o.carried = 0 // no round trip decided it
+		l.skipped(o)
 		return
 	}
 	l.settle(ctx, o, v, err)

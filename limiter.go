@@ -89,7 +89,8 @@ func newLimiter(rdb redis.Scripter, clk clock, opts []Option) *Limiter {
 // mode for a limit being rolled out. An option that builds state of its
 // own (WithCircuitBreaker, WithDenyCache) gives the new Limiter its own.
 // Its calls are coalesced (WithCoalescing) among themselves, not with
-// l's: its settings may answer them otherwise. l is not changed.
+// l's: its settings may answer them otherwise; and pipelined with l's
+// only while it keeps l's decision timeout. l is not changed.
 func (l *Limiter) With(opts ...Option) *Limiter {
 	if l == nil {
 		return nil
@@ -105,6 +106,12 @@ func (l *Limiter) With(opts ...Option) *Limiter {
 		if o != nil {
 			o(&v)
 		}
+	}
+	if v.pipes != nil && v.pipes == l.pipes && v.timeout != l.timeout {
+		// A queued call goes in its sender's pipeline, under the sender's
+		// decision timeout: behind l's sends, v's calls would wait for
+		// l's timeout (or for ever without one), not their own.
+		v.pipes = newPipes()
 	}
 	if err := checkPrefix(v.prefix); err != nil {
 		v.rdb, v.noClient = nil, err

@@ -137,6 +137,7 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 	_, _ = l.DecideBatch(ctx, []Request{{Key: "d", Limits: []Limit{lim}}, {Key: "e", Limits: []Limit{lim}, Kind: KindCheck}})
 	_, _ = l.DecideBatch(ctx, []Request{{Key: "f", Limits: []Limit{lim}}}) // one request: no pipeline
 	_ = l.Reset(ctx, "a")
+	_, _ = l.Decide(ctx, Request{Kind: kindReset, Key: "g", Limits: []Limit{lim}}) // refused: a Request's kind, told as asked, not as a Reset
 	want := []string{
 		"start allow a gcra [1/m] cost=1 batch=0/0",
 		"end allow a allowed=true source=redis err=nil ctx=allow:a",
@@ -164,6 +165,8 @@ func TestObserverSeesEveryDecision(t *testing.T) {
 		"end batch  allowed=false source=redis err=nil ctx=batch:",
 		"start reset a - [] cost=0 batch=0/0",
 		"end reset a allowed=false source=redis err=nil ctx=reset:a",
+		"start Kind(7) g gcra [1/m] cost=0 batch=0/0",
+		"end Kind(7) g allowed=false source=redis err=invalid ctx=Kind(7):g",
 	}
 	if got := rec.take(); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

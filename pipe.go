@@ -39,8 +39,9 @@ import (
 const maxPipeline = 512
 
 // pipes is a Limiter's queues, one per Redis node (per *health). The
-// Limiters of With share them: a pipeline carries calls, not answers,
-// and each call is settled by its own Limiter.
+// Limiters of With share them while they keep one decision timeout: a
+// pipeline carries calls, not answers, and each call is settled by its own
+// Limiter, but a pipeline goes under its sender's timeout.
 type pipes struct {
 	main  pipeQueue // the Limiter's node: every client but a Cluster
 	mu    sync.Mutex
@@ -308,13 +309,29 @@ func (q *pipeQueue) leave(c *pcall) bool {
 // another, until none is left.
 func (l *Limiter) flush(p pipeliner, q *pipeQueue, batch []*pcall) {
 	for batch != nil {
-		l.sendPipeline(p, batch)
+		// The send ahead may have opened the breaker: its calls are
+		// answered by it (sendBy), as a call that finds it open is.
+		send := batch[:0:0]
+		for _, c := range batch {
+			if c.node.skip() {
+				c.err = errBreakerOpen
+			} else {
+				send = append(send, c)
+			}
+		}
+		if len(send) > 0 {
+			l.sendPipeline(p, send)
+		}
 		for _, c := range batch {
 			close(c.done)
 		}
 		batch = q.next()
 	}
 }
+
+// errBreakerOpen is roundTrip's answer to a queued call whose breaker was
+// open when its pipeline was to go: sendBy answers it as skipped.
+var errBreakerOpen = errors.New("the circuit breaker opened while the call was queued")
 
 // sendPipeline sends batch as one pipeline, under a decision deadline of
 // its own counted from now, and writes each call's answer.

@@ -229,6 +229,83 @@ func TestPipelineDeadlineShorterThanWindow(t *testing.T) {
 	}
 }
 
+// TestPipelineOfWithKeepsItsTimeout: a Limiter of With with a decision
+// timeout of its own is not queued behind its parent's send, which goes
+// under the parent's timeout (here 0: none): held there, its call waited
+// as long as the parent's send, for ever. It is answered while the
+// parent's call is still held.
+func TestPipelineOfWithKeepsItsTimeout(t *testing.T) {
+	f, g := newFakeRedis(t), &gate{}
+	f.rdb.AddHook(g)
+	parent := testLimiter(f.rdb, WithDecisionTimeout(0))
+	child := parent.With(WithDecisionTimeout(10*time.Second), WithFailurePolicy(FailOpen))
+	held, _ := holdFirst(t, parent, g, 0, KindAllow)
+	done := make(chan error, 1)
+	go func() {
+		_, err := child.Allow(context.Background(), "child", PerHour(1))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the child's call: %v", err)
+		}
+	case <-time.After(time.Minute): // not a speed bound: a call queued for as long as the parent's send is held
+		t.Error("the child's call still waits behind the parent's held send after a minute")
+	}
+	g.release()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPipelineQueuedCallsMeetOpenBreaker: calls queued behind a send
+// while their breaker opens are answered by the open breaker when their
+// pipeline was to go, at once and without asking Redis, as calls that find
+// it open are. (The queued calls are a Limiter of With's with a breaker of
+// its own, behind its parent's held call, so that the held call's answer,
+// which closes its own breaker, does not close theirs.)
+func TestPipelineQueuedCallsMeetOpenBreaker(t *testing.T) {
+	f, g, p := newFakeRedis(t), &gate{}, &pipelines{}
+	f.rdb.AddHook(g)
+	f.rdb.AddHook(p)
+	parent := testLimiter(f.rdb, WithFailurePolicy(FailOpen))
+	l := parent.With(WithCircuitBreaker(time.Hour))
+	g.arm("held")
+	held := make(chan error, 1)
+	go func() {
+		_, err := parent.Allow(context.Background(), "held", PerHour(100))
+		held <- err
+	}()
+	<-g.held
+	results := make(chan Result, 3)
+	for i := range 3 {
+		go func() {
+			res, err := l.Allow(context.Background(), fmt.Sprint("key", i), PerHour(100))
+			if err != nil {
+				t.Errorf("call %d: %v", i, err)
+			}
+			results <- res
+		}()
+	}
+	waitFor(t, "the calls to queue", func() bool { return pipeQueued(l) == 3 })
+	l.health.failed(l, errors.New("down"), "gcra", "k") // their breaker opens while they wait
+	g.release()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if res := <-results; res.Source != SourceFailOpen || !errors.Is(res.Cause, ErrCircuitOpen) {
+			t.Errorf("a call queued as its breaker opened: %+v; want the open breaker's answer", res)
+		}
+	}
+	for i := range 3 {
+		if p.sent(l.prefix + fmt.Sprint("key", i)) {
+			t.Errorf("key%d was sent to Redis with its breaker open", i)
+		}
+	}
+}
+
 // cutProxy forwards TCP connections to a Redis and counts the script
 // calls that reach it. Armed, it lets a reply through only once want
 // script calls in all have reached Redis, then forwards half of what

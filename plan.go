@@ -91,9 +91,11 @@ func (o *op) shape(r *Request) {
 	}
 }
 
-// decision is what the observer is told of o, asked as kind.
+// decision is what the observer is told of o, asked as kind, once shaped.
+// A Request may carry kindReset's number as its Kind: shape refused it
+// (o.err), and it is told as the kind asked, not as a Reset.
 func (o *op) decision(kind Kind) Decision {
-	if kind == kindReset {
+	if kind == kindReset && o.err == nil {
 		return Decision{Reset: true, Key: o.ukey}
 	}
 	return Decision{Kind: kind, Key: o.ukey, Keys: o.ukeys, Cost: o.cost}
