@@ -38,10 +38,10 @@ const defaultDecisionTimeout = 200 * time.Millisecond
 // requests one after another on a client without pipelines), each attempt
 // of a Wait (not its sleeps), and Reset; and so the httplimit and
 // grpclimit middleware. A call queued behind others in flight
-// (WithCoalescing) waits for the send ahead of it, itself so bounded, and
-// then has the decision timeout for its own round trip, counted from when
-// it is sent: a Redis that answers each round trip in time decides every
-// call. It holds when Redis refuses connections and when
+// (WithCoalescing) waits for the sends ahead of it, each so bounded (one,
+// unless more than 512 calls queued before it), and then has the decision
+// timeout for its own round trip, counted from when it is sent: a Redis
+// that answers each round trip in time decides every call. It holds when Redis refuses connections and when
 // it accepts them but does not answer (CLIENT PAUSE, a wedged proxy), with
 // or without go-redis's ContextTimeoutEnabled: a client that does not stop
 // a command at its context's deadline is left to finish it in the

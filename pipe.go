@@ -20,11 +20,12 @@ import (
 // flight goes at once, alone, as without pipelining (one caller waits for
 // nothing); a call that finds a send in flight queues. When a send returns,
 // the calls queued meanwhile go as one pipeline (a goroutine that lives
-// while the queue refills, then ends), and so on. So a queued call waits at
-// most for the send in flight, itself bounded by its decision deadline,
-// and then for its own pipeline, under a decision deadline of its own
-// counted from when it is sent: a Redis that answers each round trip
-// within the decision timeout decides every call.
+// while the queue refills, then ends), and so on. So a queued call waits
+// for the send in flight, itself bounded by its decision deadline (and for
+// the pipelines of the calls queued before it, maxPipeline at a time, when
+// more than that were), and then for its own pipeline, under a decision
+// deadline of its own counted from when it is sent: a Redis that answers
+// each round trip within the decision timeout decides every call.
 //
 // No decision is sent twice: go-redis resends a whole pipeline after a
 // network error (its MaxRetries), which would run again the calls Redis

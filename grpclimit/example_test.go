@@ -60,7 +60,8 @@ func ExampleNew() {
 	defer rdb.Close()
 
 	limit, err := grpclimit.New(grpclimit.Config{
-		Limiter: redisrate.NewLimiter(rdb),
+		// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+		Limiter: redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second)),
 		Limits:  []redisrate.Limit{redisrate.PerMinute(2)},
 		Methods: map[string]grpclimit.Method{"/grpc.health.v1.Health/Watch": {Cost: 2}},
 		Key:     grpclimit.APIKey{Header: "x-api-key", Secret: []byte("example secret, 16+ bytes; keep yours out of the code"), Authenticated: true},
@@ -154,7 +155,8 @@ func ExampleKeyFunc() {
 		return method + ":" + k, err
 	})
 	limit, err := grpclimit.New(grpclimit.Config{
-		Limiter: redisrate.NewLimiter(rdb),
+		// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+		Limiter: redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second)),
 		Limits:  []redisrate.Limit{redisrate.PerMinute(1)},
 		Key:     perMethod,
 	})
@@ -273,7 +275,8 @@ func ExampleMethod() {
 	rdb, done := exampleRedis()
 	defer done()
 	limit, err := grpclimit.New(grpclimit.Config{
-		Limiter: redisrate.NewLimiter(rdb),
+		// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+		Limiter: redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second)),
 		Limits:  []redisrate.Limit{redisrate.PerSecond(20)},
 		Methods: map[string]grpclimit.Method{
 			"/shop.Orders/Batch":  {Cost: 10},
@@ -316,7 +319,8 @@ func ExampleConfig_shadow() {
 	defer done()
 	var wouldDeny int
 	limit, err := grpclimit.New(grpclimit.Config{
-		Limiter: redisrate.NewLimiter(rdb, redisrate.WithObserver(countWouldDeny{&wouldDeny})),
+		// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+		Limiter: redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second), redisrate.WithObserver(countWouldDeny{&wouldDeny})),
 		Limits:  []redisrate.Limit{redisrate.PerMinute(2)},
 		Shadow:  true,
 	})

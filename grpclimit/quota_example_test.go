@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"net"
+	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -27,7 +28,8 @@ import (
 func ExampleConfig_quotaAlone() {
 	rdb, done := exampleRedis()
 	defer done()
-	limiter := redisrate.NewLimiter(rdb)
+	// 10 s: this Example's Redis is embedded in the test, which a busy machine can starve past the 200 ms default.
+	limiter := redisrate.NewLimiter(rdb, redisrate.WithDecisionTimeout(10*time.Second))
 	upstream, err := grpclimit.New(grpclimit.Config{
 		Limiter: limiter,
 		Quota:   &ratecore.Quota{Key: "upstream", Limit: redisrate.PerHour(40)},
