@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -99,13 +100,16 @@ func TestPeerIPTrustedProxies(t *testing.T) {
 			t.Errorf("peer %s, x-forwarded-for %q: %q, %v; want %q", tc.peer, tc.xff, got, err, tc.want)
 		}
 	}
-	for _, c := range []grpclimit.PeerIP{
-		{Header: "x-forwarded-for"},
-		{TrustedProxies: []string{"10.0.0.1"}},
-		{Header: "x-forwarded-for", TrustedProxies: []string{"10.0.0.0/8"}},
+	for _, c := range []struct {
+		ip   grpclimit.PeerIP
+		want string
+	}{
+		{grpclimit.PeerIP{Header: "x-forwarded-for"}, "but no TrustedProxies"},
+		{grpclimit.PeerIP{TrustedProxies: []string{"10.0.0.1"}}, "but no Header"},
+		{grpclimit.PeerIP{Header: "x-forwarded-for", TrustedProxies: []string{"10.0.0.0/8"}}, `trusted proxy "10.0.0.0/8" spans more than a /24`},
 	} {
-		if _, err := c.KeyFunc(); err == nil {
-			t.Errorf("%+v: no error; want one", c)
+		if _, err := c.ip.KeyFunc(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: %v; want an error with %q", c.ip, err, c.want)
 		}
 	}
 }
